@@ -1,0 +1,36 @@
+/*
+ * sluice/decision.h - the one decision shape every algorithm fills.
+ *
+ * Every acquire function returns 1 (allowed), 0 (refused) or a negative
+ * error, and, when given a non-NULL decision pointer, fills it.  Passing NULL
+ * skips the bookkeeping for callers that only want the yes/no.
+ */
+#ifndef SLUICE_DECISION_H
+#define SLUICE_DECISION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common.h"
+
+/* "Never": retry_after_ns of a request that can never pass (n > limit). */
+#define SLUICE_NEVER UINT64_MAX
+
+typedef struct sluice_decision {
+	bool allowed;            /* the n permits were taken                  */
+	uint64_t limit;          /* the configured limit (permits per window) */
+	uint64_t remaining;      /* permits left after this decision          */
+	uint64_t retry_after_ns; /* 0 when allowed; otherwise ns from now until
+	                          * the same request could first pass, or
+	                          * SLUICE_NEVER                              */
+	uint64_t reset_ns;       /* ns from now until every permit counted now
+	                          * has left the window (an upper bound)      */
+	uint64_t now_ns;         /* the limiter time the decision was taken at:
+	                          * the reading, or the start of the newest
+	                          * bucket when the reading was older (time
+	                          * never runs backwards).  Guarantees are
+	                          * stated on this timeline; the relative
+	                          * fields above are measured from it.        */
+} sluice_decision_t;
+
+#endif /* SLUICE_DECISION_H */

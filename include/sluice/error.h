@@ -1,0 +1,50 @@
+/*
+ * sluice/error.h - error codes.
+ *
+ * Every sluice function that can fail returns an int: 0 (or a positive
+ * decision) on success, a negative SLUICE_E* code on failure.  Invalid
+ * configuration is rejected at init with the code that names what is wrong;
+ * nothing is clamped silently.  The enum, sluice_strerror() and
+ * sluice_err_name() are generated from one table so they cannot drift.
+ */
+#ifndef SLUICE_ERROR_H
+#define SLUICE_ERROR_H
+
+#include "common.h"
+
+/* X(name, value, message) */
+#define SLUICE_ERRORS(X)                                                        \
+	X(EINVAL, 1, "invalid argument (NULL pointer or zero permits)")        \
+	X(ELIMIT, 2, "limit out of range (0, or above the algorithm's maximum)") \
+	X(EBUCKETS, 3, "bucket count out of range (must be 1..4096)")          \
+	X(EWINDOW, 4, "window is zero or not a whole number of ns per bucket") \
+	X(ERESOLUTION, 5, "bucket narrower than the clock's resolution")       \
+	X(ETOOBIG, 6, "permits requested exceed the limit: can never pass")    \
+	X(ENOMEM, 7, "out of memory")                                          \
+	X(ECLOCK, 8, "unknown clock or clock failure")                         \
+	X(EMODE, 9, "unknown admission mode")                                  \
+	X(ETHREAD, 10, "could not start the clock ticker thread")              \
+	X(EPERIOD, 11, "ticker period out of range (1 us .. 1 s)")             \
+	X(ECELLS, 12, "stripe cell count out of range (1..4096)")
+
+enum sluice_error {
+#define SLUICE__ERR_ENUM(name, value, msg) SLUICE_##name = value,
+	SLUICE_ERRORS(SLUICE__ERR_ENUM)
+#undef SLUICE__ERR_ENUM
+};
+
+/*
+ * sluice_strerror - human-readable message for an error code.
+ * @err: a negative code returned by sluice (the positive value is accepted too).
+ * Return: a static string; "unknown error" for codes sluice does not define,
+ * "success" for 0.  Thread-safe.
+ */
+SLUICE_API const char *sluice_strerror(int err);
+
+/*
+ * sluice_err_name - the code's symbolic name, e.g. "SLUICE_ELIMIT".
+ * Return: a static string; "SLUICE_UNKNOWN" for unknown codes.  Thread-safe.
+ */
+SLUICE_API const char *sluice_err_name(int err);
+
+#endif /* SLUICE_ERROR_H */

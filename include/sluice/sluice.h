@@ -1,0 +1,13 @@
+/* sluice/sluice.h - umbrella header: includes every public sluice header. */
+#ifndef SLUICE_SLUICE_H
+#define SLUICE_SLUICE_H
+
+#include "common.h"
+#include "error.h"
+#include "decision.h"
+#include "clock.h"
+#include "stripe.h"
+#include "fixed.h"
+#include "window.h"
+
+#endif /* SLUICE_SLUICE_H */

@@ -1,0 +1,154 @@
+/*
+ * sluice/stripe.h - striped counter (LongAdder semantics) and the CPU-cell
+ * picker the striped sliding window uses.
+ *
+ * A stripe is an array of 64-bit cells, each on its own cache line.  add()
+ * touches one cell, so threads on different CPUs never write the same line;
+ * sum() reads every cell.  Use it for counts that are written far more often
+ * than read (statistics, the striped window mode).
+ *
+ * Cell choice (fixed at init):
+ *   SLUICE_STRIPE_BY_CPU    the cell of the CPU the thread runs on, read
+ *                           from the kernel's rseq area (one load) or from
+ *                           sched_getcpu().  A thread migrated between the
+ *                           read and the add simply adds to another CPU's
+ *                           cell: adds are atomic, so nothing is lost.
+ *   SLUICE_STRIPE_BY_PROBE  a per-thread probe index, as in Java's
+ *                           LongAdder: the add is a CAS, and a thread whose
+ *                           CAS fails (another thread shares its cell) moves
+ *                           its probe to another cell for next time.  For
+ *                           platforms without a cheap CPU number, or threads
+ *                           pinned more densely than CPUs.
+ *
+ * Guarantees:
+ *   - add() is lock-free, wait-free for BY_CPU, and never loses an add.
+ *   - sum() is exact when no add runs concurrently (quiescent).
+ *   - A concurrent sum() reads each cell once; for adds of non-negative n it
+ *     returns a value between the true total when sum() began and the true
+ *     total when it returned: the error is bounded by the sum of the adds
+ *     that ran during the call.  It is not a snapshot of any one instant.
+ *   - sum_and_reset() swaps each cell with 0 atomically: every add lands in
+ *     exactly one sum_and_reset() result (or in the cells afterwards), so
+ *     successive calls partition the adds with none lost or counted twice.
+ * Memory: 64 bytes per cell; cells = possible CPUs by default.
+ */
+#ifndef SLUICE_STRIPE_H
+#define SLUICE_STRIPE_H
+
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "common.h"
+
+#if defined(__has_include)
+#if __has_include(<sys/rseq.h>) && (defined(__x86_64__) || defined(__aarch64__))
+#include <sys/rseq.h>
+#define SLUICE_HAVE_RSEQ 1
+#endif
+#endif
+
+typedef enum sluice_stripe_mode {
+	SLUICE_STRIPE_BY_CPU = 0,
+	SLUICE_STRIPE_BY_PROBE = 1,
+} sluice_stripe_mode_t;
+
+#define SLUICE_STRIPE_CELLS_MAX 4096
+
+struct sluice_stripe_cell {
+	_Alignas(SLUICE_CACHELINE) _Atomic int64_t value;
+	char pad[SLUICE_CACHELINE - sizeof(int64_t)];
+};
+
+typedef struct sluice_stripe {
+	/* read-only after init */
+	struct sluice_stripe_cell *cells;
+	uint32_t mask;            /* cells - 1; cells is a power of two */
+	sluice_stripe_mode_t mode;
+} sluice_stripe_t;
+
+/*
+ * sluice_cpu - the CPU this thread runs on (may be stale by the time it is
+ * used; callers only use it to spread load).  Lock-free, no system call when
+ * the kernel's rseq area is registered (glibc >= 2.35).
+ */
+static inline unsigned sluice_cpu(void)
+{
+#ifdef SLUICE_HAVE_RSEQ
+	if (SLUICE_LIKELY(__rseq_size != 0)) {
+		const struct rseq *rs =
+			(const struct rseq *)((char *)__builtin_thread_pointer() + __rseq_offset);
+		/* The kernel writes cpu_id on every migration; a relaxed
+		 * atomic load keeps ThreadSanitizer and the compiler honest. */
+		int32_t cpu = (int32_t)__atomic_load_n(&rs->cpu_id, __ATOMIC_RELAXED);
+		if (SLUICE_LIKELY(cpu >= 0))
+			return (unsigned)cpu;
+	}
+#endif
+	int cpu = sched_getcpu();
+	return cpu < 0 ? 0u : (unsigned)cpu;
+}
+
+/* private: the per-thread probe of BY_PROBE stripes */
+SLUICE_API uint32_t *sluice__stripe_probe(void);
+SLUICE_API void sluice__stripe_probe_move(uint32_t *probe);
+
+/*
+ * sluice_stripe_init - allocate and zero the cells.
+ * @ncells: 0 for the number of possible CPUs, else 1..4096; rounded up to a
+ * power of two so a cell index is a mask, not a division.
+ * Return: 0, -SLUICE_EINVAL, -SLUICE_ECELLS, -SLUICE_ENOMEM.  Not thread-safe
+ * with respect to the same stripe; allocates.
+ */
+SLUICE_API int sluice_stripe_init(sluice_stripe_t *s, uint32_t ncells,
+                                  sluice_stripe_mode_t mode);
+/* sluice_stripe_destroy - free the cells.  No add or sum may be running. */
+SLUICE_API void sluice_stripe_destroy(sluice_stripe_t *s);
+/* sluice_stripe_cells - how many cells init chose. */
+static inline uint32_t sluice_stripe_cells(const sluice_stripe_t *s) { return s->mask + 1; }
+
+/*
+ * sluice_stripe_add - add @n (may be negative) to this thread's cell.
+ * Lock-free, no allocation.  Relaxed: a counter publishes nothing else;
+ * readers that need ordering with other data must provide it themselves.
+ */
+static inline void sluice_stripe_add(sluice_stripe_t *s, int64_t n)
+{
+	if (SLUICE_LIKELY(s->mode == SLUICE_STRIPE_BY_CPU)) {
+		atomic_fetch_add_explicit(&s->cells[sluice_cpu() & s->mask].value, n,
+		                          memory_order_relaxed);
+		return;
+	}
+	uint32_t *probe = sluice__stripe_probe();
+	for (;;) {
+		_Atomic int64_t *cell = &s->cells[*probe & s->mask].value;
+		int64_t v = atomic_load_explicit(cell, memory_order_relaxed);
+		if (atomic_compare_exchange_strong_explicit(cell, &v, v + n, memory_order_relaxed,
+		                                            memory_order_relaxed))
+			return;
+		/* Somebody else writes this cell: move away for next time,
+		 * and retry on the new cell now. */
+		sluice__stripe_probe_move(probe);
+	}
+}
+
+/*
+ * sluice_stripe_sum - total of all cells.  Exact when quiescent; see the
+ * error bound above when adds run concurrently.  Lock-free, O(cells).
+ */
+static inline int64_t sluice_stripe_sum(const sluice_stripe_t *s)
+{
+	int64_t total = 0;
+	for (uint32_t i = 0; i <= s->mask; i++)
+		total += atomic_load_explicit(&s->cells[i].value, memory_order_relaxed);
+	return total;
+}
+
+/*
+ * sluice_stripe_sum_and_reset - take the total and leave every cell at 0.
+ * Each cell is swapped atomically, so no concurrent add is lost: it is
+ * either in this result or in the cells afterwards.  Lock-free, O(cells).
+ */
+SLUICE_API int64_t sluice_stripe_sum_and_reset(sluice_stripe_t *s);
+
+#endif /* SLUICE_STRIPE_H */

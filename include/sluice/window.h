@@ -1,0 +1,199 @@
+/*
+ * sluice/window.h - sliding window counter on a ring of epoch-tagged buckets.
+ *
+ * Limit L per window W, split into N buckets of width W/N.  Bucket k counts
+ * the permits admitted with a clock reading in [k*W/N, (k+1)*W/N): k is the
+ * bucket's epoch.  A decision in epoch h counts the buckets h-N+1 .. h.
+ *
+ * GUARANTEES
+ *
+ *   SLUICE_EXACT (any number of threads, any timing):
+ *     for every run of N consecutive epochs, the permits admitted total at
+ *     most L.  Check-and-count is one CAS on the current bucket's word; the
+ *     sum of the N-1 closed buckets is computed once per epoch (when the
+ *     epoch opens) from buckets that are sealed before the ring advances, so
+ *     no late writer can add to a count that a newer epoch already summed.
+ *
+ *   SLUICE_STRIPED (read-check-add on per-CPU cells):
+ *     for every run of N consecutive epochs, admitted <= L + (T-1) * n_max,
+ *     where T is the number of threads deciding on this window at once and
+ *     n_max the largest n they ask for.  The check reads every cell, the add
+ *     touches only this CPU's cell, so up to T-1 concurrent adds can be
+ *     missing from what a thread checked.  Every admission is counted:
+ *     an add that races with the bucket's seal is detected and retried.
+ *
+ *   NOT GUARANTEED, in either mode (the worst case, not the friendly one):
+ *   the ring bounds bucket-aligned windows only.  An arbitrary interval of
+ *   length W can see up to 2L with adversarial timing: L admitted at the very
+ *   end of bucket k, then L again at the start of bucket k+N, when bucket k
+ *   has just left the window.  The two bursts are W - W/N + epsilon apart,
+ *   so any interval of length W covering both sees 2L (N = 1 is the fixed
+ *   window: 2L within epsilon).  Traffic spread uniformly sees at most about
+ *   L * (1 + 1/N).  For "never more than L in any W" use an exact sliding log.
+ *
+ * CLOCK JUMPS: the ring keeps the newest epoch it has opened (`head`, 64
+ *   bits, only moved forward by CAS).  A reading before head's bucket is
+ *   treated as a reading inside it: a clock set back cannot reopen old
+ *   buckets or mint permits.  A forward jump opens a new epoch; buckets it
+ *   skips count zero.
+ *
+ * COST: admission (EXACT) is three relaxed loads and one CAS, no division.
+ *   Opening an epoch reads the N-1 previous bucket words (O(N), once per
+ *   bucket width, by whichever thread gets there first; others may help).
+ *   A refusal that fills a decision scans up to N buckets to compute
+ *   retry_after_ns.  STRIPED admissions read every cell (O(CPUs)).
+ *
+ * LIMITS: L in 1..SLUICE_WINDOW_LIMIT_MAX (2^30 - 1); N in 1..4096; W a
+ *   whole multiple of N ns; W/N >= the clock's resolution.  Bucket words tag
+ *   epochs with their low 32 bits: a thread stalled inside one decision for
+ *   a multiple of 2^32 buckets could meet an ABA; the design turns every such
+ *   case into a refusal or a skipped bucket, never an extra admission.
+ * MEMORY: 8 bytes per bucket (rounded up to a power of two) plus 128 bytes;
+ *   STRIPED adds 64 bytes per possible CPU.  Allocated at init only.
+ */
+#ifndef SLUICE_WINDOW_H
+#define SLUICE_WINDOW_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clock.h"
+#include "common.h"
+#include "decision.h"
+
+#define SLUICE_WINDOW_LIMIT_MAX ((1ULL << 30) - 1)
+#define SLUICE_WINDOW_BUCKETS_MAX 4096u
+
+typedef enum sluice_window_mode {
+	SLUICE_EXACT = 0,
+	SLUICE_STRIPED = 1,
+} sluice_window_mode_t;
+
+typedef struct sluice_window_config {
+	uint64_t limit;              /* L: permits per window, >= 1        */
+	uint64_t window_ns;          /* W                                  */
+	uint32_t buckets;            /* N: 1..4096; W % N == 0             */
+	sluice_window_mode_t mode;   /* SLUICE_EXACT or SLUICE_STRIPED     */
+	const sluice_clock_t *clock; /* NULL: &sluice_clock_cached         */
+} sluice_window_config_t;
+
+struct sluice_window_cell {
+	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t word; /* tag32 | count32 */
+	char pad[SLUICE_CACHELINE - sizeof(uint64_t)];
+};
+
+typedef struct sluice_window {
+	/* read-only after init */
+	uint64_t limit;
+	uint64_t window_ns;
+	uint64_t width_ns;                 /* W / N                        */
+	uint32_t buckets;                  /* N                            */
+	uint32_t mask;                     /* slots - 1 (slots = 2^k >= N) */
+	uint32_t cell_mask;                /* STRIPED: cells - 1           */
+	sluice_window_mode_t mode;
+	const sluice_clock_t *clock;
+	_Atomic uint64_t *slots;           /* one word per bucket          */
+	struct sluice_window_cell *cells;  /* STRIPED only                 */
+	/* private: read by every decision, written once per epoch */
+	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t head; /* newest epoch  */
+	_Atomic uint64_t cur;              /* tag32(head) | base32: sum of the
+	                                    * N-1 closed buckets before head */
+} sluice_window_t;
+
+/* Bucket word: tag32 | SEALED | FOLDED | own30. */
+#define SLUICE__SLOT_SEALED (1ULL << 31)
+#define SLUICE__SLOT_FOLDED (1ULL << 30)
+#define SLUICE__SLOT_OWN ((1ULL << 30) - 1)
+#define SLUICE__TAG(x) ((uint64_t)(x) & 0xffffffffu)
+#define SLUICE__LO32(x) ((uint64_t)(x) & 0xffffffffu)
+
+/*
+ * sluice_window_init - validate @cfg and allocate the ring.
+ * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_ELIMIT, -SLUICE_EBUCKETS,
+ * -SLUICE_EWINDOW (W = 0 or W % N != 0), -SLUICE_ERESOLUTION (W/N below the
+ * clock's resolution), -SLUICE_EMODE, -SLUICE_ECLOCK, -SLUICE_ENOMEM.
+ * On error @w is left untouched and nothing is allocated.
+ */
+SLUICE_API int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg);
+/* sluice_window_destroy - free the ring.  No decision may be running. */
+SLUICE_API void sluice_window_destroy(sluice_window_t *w);
+SLUICE_API size_t sluice_window_size(void);
+
+/*
+ * sluice_window_count_at - permits counted in the window ending at @now
+ * (the N buckets up to now's bucket), as the next decision would see them.
+ * Exact when quiescent.  Lock-free; may open the current epoch.
+ */
+SLUICE_API uint64_t sluice_window_count_at(sluice_window_t *w, uint64_t now);
+
+/* private slow paths */
+SLUICE_API int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
+                                           sluice_decision_t *d);
+SLUICE_API void sluice__window_fill_refused(sluice_window_t *w, sluice_decision_t *d,
+                                            uint64_t counted, uint64_t n, uint64_t h, uint64_t now);
+
+static inline void sluice__window_fill_allowed(const sluice_window_t *w, sluice_decision_t *d,
+                                               uint64_t counted, uint64_t h, uint64_t now)
+{
+	uint64_t start = h * w->width_ns;
+	if (now < start)
+		now = start; /* a reading from before the newest bucket */
+	d->allowed = 1;
+	d->limit = w->limit;
+	d->remaining = counted >= w->limit ? 0 : w->limit - counted;
+	d->retry_after_ns = 0;
+	d->reset_ns = start + w->window_ns - now;
+	d->now_ns = now;
+}
+
+/*
+ * sluice_window_acquire_at - take @n permits at time @now, all or nothing.
+ * @w: the window.  @n: 1..limit.  @now: ns on the window's clock base.
+ * @d: NULL, or filled with the decision.
+ *
+ * Lock-free: a thread that finds the epoch half-opened or half-sealed
+ * finishes that step itself instead of waiting, so a stalled thread never
+ * blocks the others.  No allocation.  Safe from any number of threads.
+ * EXACT: relaxed CAS on the bucket word; the admission depends only on that
+ * word and on `cur`, whose base is a pure function of the epoch it tags.
+ * Return: 1 admitted, 0 refused, -SLUICE_EINVAL (n = 0), -SLUICE_ETOOBIG
+ * (n > limit; retry_after_ns = SLUICE_NEVER).
+ */
+static inline int sluice_window_acquire_at(sluice_window_t *w, uint64_t n, uint64_t now,
+                                           sluice_decision_t *d)
+{
+	if (SLUICE_UNLIKELY(n - 1 >= w->limit || w->mode != SLUICE_EXACT))
+		return sluice__window_acquire_slow(w, n, now, d);
+	uint64_t h = atomic_load_explicit(&w->head, memory_order_relaxed);
+	if (SLUICE_UNLIKELY(now >= h * w->width_ns + w->width_ns))
+		return sluice__window_acquire_slow(w, n, now, d);
+	uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
+	_Atomic uint64_t *slot = &w->slots[h & w->mask];
+	uint64_t s = atomic_load_explicit(slot, memory_order_relaxed);
+	for (;;) {
+		if (SLUICE_UNLIKELY((c >> 32) != SLUICE__TAG(h) || (s >> 32) != SLUICE__TAG(h) ||
+		                    (s & SLUICE__SLOT_SEALED)))
+			return sluice__window_acquire_slow(w, n, now, d);
+		uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
+		if (counted + n > w->limit) {
+			if (d)
+				sluice__window_fill_refused(w, d, counted, n, h, now);
+			return 0;
+		}
+		if (atomic_compare_exchange_weak_explicit(slot, &s, s + n, memory_order_relaxed,
+		                                          memory_order_relaxed)) {
+			if (d)
+				sluice__window_fill_allowed(w, d, counted + n, h, now);
+			return 1;
+		}
+	}
+}
+
+/* sluice_window_acquire - as _at, reading the window's clock. */
+static inline int sluice_window_acquire(sluice_window_t *w, uint64_t n, sluice_decision_t *d)
+{
+	return sluice_window_acquire_at(w, n, sluice_clock_now(w->clock), d);
+}
+
+#endif /* SLUICE_WINDOW_H */

@@ -1,0 +1,89 @@
+/*
+ * stripe.c - allocation of striped counters and the LongAdder probe.
+ *
+ * DESIGN: cells are written only with atomic RMWs (fetch_add, CAS, exchange)
+ * and read with relaxed loads; a counter publishes nothing but its own
+ * value, so no operation needs stronger ordering.  The probe is a plain
+ * thread-local: only its own thread reads or writes it.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysinfo.h>
+
+#include "sluice/error.h"
+#include "sluice/stripe.h"
+
+static uint32_t round_up_pow2(uint32_t v)
+{
+	uint32_t p = 1;
+	while (p < v)
+		p <<= 1;
+	return p;
+}
+
+int sluice_stripe_init(sluice_stripe_t *s, uint32_t ncells, sluice_stripe_mode_t mode)
+{
+	if (!s)
+		return -SLUICE_EINVAL;
+	if (mode != SLUICE_STRIPE_BY_CPU && mode != SLUICE_STRIPE_BY_PROBE)
+		return -SLUICE_EMODE;
+	if (ncells == 0) {
+		int n = get_nprocs_conf();
+		ncells = n > 0 ? (uint32_t)n : 1;
+		if (ncells > SLUICE_STRIPE_CELLS_MAX)
+			ncells = SLUICE_STRIPE_CELLS_MAX; /* CPUs beyond share cells */
+	}
+	if (ncells > SLUICE_STRIPE_CELLS_MAX)
+		return -SLUICE_ECELLS;
+	ncells = round_up_pow2(ncells);
+
+	struct sluice_stripe_cell *cells =
+		aligned_alloc(SLUICE_CACHELINE, sizeof(*cells) * ncells);
+	if (!cells)
+		return -SLUICE_ENOMEM;
+	for (uint32_t i = 0; i < ncells; i++)
+		atomic_init(&cells[i].value, 0);
+	s->cells = cells;
+	s->mask = ncells - 1;
+	s->mode = mode;
+	return 0;
+}
+
+void sluice_stripe_destroy(sluice_stripe_t *s)
+{
+	if (!s)
+		return;
+	free(s->cells);
+	s->cells = NULL;
+}
+
+int64_t sluice_stripe_sum_and_reset(sluice_stripe_t *s)
+{
+	int64_t total = 0;
+	for (uint32_t i = 0; i <= s->mask; i++)
+		total += atomic_exchange_explicit(&s->cells[i].value, 0, memory_order_relaxed);
+	return total;
+}
+
+static _Thread_local uint32_t probe_state;
+
+uint32_t *sluice__stripe_probe(void)
+{
+	if (SLUICE_UNLIKELY(probe_state == 0)) {
+		/* Seed from the thread's stack address so threads start apart;
+		 * never 0 (0 means "unseeded"). */
+		uintptr_t a = (uintptr_t)&probe_state;
+		probe_state = (uint32_t)(a ^ (a >> 32) ^ (a >> 12)) | 1u;
+	}
+	return &probe_state;
+}
+
+void sluice__stripe_probe_move(uint32_t *probe)
+{
+	/* xorshift32, as LongAdder's advanceProbe: cheap and never 0. */
+	uint32_t x = *probe;
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	*probe = x ? x : 1u;
+}

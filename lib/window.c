@@ -1,0 +1,432 @@
+/*
+ * window.c - sliding window ring: validation, opening and sealing epochs,
+ * the STRIPED admission path, and refusal bookkeeping.
+ *
+ * DESIGN
+ *
+ * State: `head` (the newest epoch, full 64 bits, only moves forward), `cur`
+ * (tag32(head) | base, base = sum of the N-1 closed buckets before head),
+ * and one word per bucket slot: tag32(epoch) | SEALED | FOLDED | own30.
+ * Slots are a power of two >= N, so epoch e lives in slot e & mask and any
+ * N consecutive epochs use distinct slots.
+ *
+ * The life of epoch h, each step a CAS that any thread may perform (helping
+ * is how the ring stays lock-free: nobody waits for a stalled thread):
+ *   1. head: h (CAS from an older epoch, by advance()).
+ *   2. open cur: tag h, base(h) computed from the slots of epochs
+ *      h-N+1 .. h-1 (open_cur()).
+ *   3. open slot: (tag h, own 0) replacing the slot's old, sealed content
+ *      (open_slot()).
+ *   4. admissions: CAS own += n while base + own + n <= L (EXACT), or adds
+ *      to per-CPU cells (STRIPED).
+ *   5. seal: set SEALED; after it no admission can land in this bucket.
+ *      EXACT sets FOLDED at the same time: own is final.  STRIPED then sums
+ *      the cells tagged h into own and sets FOLDED (seal_and_fold()).
+ *   6. head: h -> e (release), only after 2, 3 and 5.
+ *
+ * Why base(h) is right: step 2 for h reads slots of epochs < h.  Each was
+ * sealed and folded before head moved past it (step 6 is a release, and the
+ * helper loaded head with acquire), and none of those slots is reused until
+ * head passes h, which needs cur tagged h first.  So if a helper's CAS on
+ * cur succeeds, cur was unchanged since it read it, head never passed h in
+ * between, and the slots it summed were frozen.  A helper that read stale
+ * data fails its CAS.  Same argument for the slot open (step 3): a late
+ * opener's CAS fails because step 5 changed the word.
+ *
+ * Old vs new without comparing wrapped tags: a slot, cur or cell is only
+ * ever tagged with an epoch that was head, and head only grows, so any
+ * tagged word is never newer than head.  A helper reads the word, then
+ * checks head is still h: then the word is older than h (or is h).
+ *
+ * A sealed head with a clock still inside it means another thread has seen
+ * a later time and is advancing; we help advance to h+1 rather than wait.
+ *
+ * Memory orders: the EXACT admission path is relaxed (see window.h).  Slot
+ * and cur opens are releases and their loads in this file acquires, so a
+ * reader that sees an open word also sees head at least as new as the
+ * opener saw it (which is what the staleness checks rely on).  STRIPED uses
+ * seq_cst for the cell add and the seal and their following loads: a
+ * Dekker pair (see striped_acquire()).
+ */
+#include <stdlib.h>
+#include <sys/sysinfo.h>
+
+#include "sluice/error.h"
+#include "sluice/stripe.h"
+#include "sluice/window.h"
+
+#define TAG_OF(word) ((word) >> 32)
+#define BASE_MAX 0xffffffffULL
+
+size_t sluice_window_size(void)
+{
+	return sizeof(sluice_window_t);
+}
+
+static uint32_t round_up_pow2(uint32_t v)
+{
+	uint32_t p = 1;
+	while (p < v)
+		p <<= 1;
+	return p;
+}
+
+int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
+{
+	if (!w || !cfg)
+		return -SLUICE_EINVAL;
+	const sluice_clock_t *clock = cfg->clock ? cfg->clock : &sluice_clock_cached;
+	if (clock->kind > SLUICE_CLOCK_MANUAL)
+		return -SLUICE_ECLOCK;
+	if (cfg->mode != SLUICE_EXACT && cfg->mode != SLUICE_STRIPED)
+		return -SLUICE_EMODE;
+	if (cfg->limit < 1 || cfg->limit > SLUICE_WINDOW_LIMIT_MAX)
+		return -SLUICE_ELIMIT;
+	if (cfg->buckets < 1 || cfg->buckets > SLUICE_WINDOW_BUCKETS_MAX)
+		return -SLUICE_EBUCKETS;
+	if (cfg->window_ns == 0 || cfg->window_ns % cfg->buckets != 0)
+		return -SLUICE_EWINDOW;
+	uint64_t width = cfg->window_ns / cfg->buckets;
+	if (width < sluice_clock_resolution_ns(clock))
+		return -SLUICE_ERESOLUTION;
+
+	uint32_t nslots = round_up_pow2(cfg->buckets);
+	size_t bytes = (sizeof(_Atomic uint64_t) * nslots + SLUICE_CACHELINE - 1) /
+	               SLUICE_CACHELINE * SLUICE_CACHELINE;
+	_Atomic uint64_t *slots = aligned_alloc(SLUICE_CACHELINE, bytes);
+	if (!slots)
+		return -SLUICE_ENOMEM;
+	struct sluice_window_cell *cells = NULL;
+	uint32_t ncells = 1;
+	if (cfg->mode == SLUICE_STRIPED) {
+		int cpus = get_nprocs_conf();
+		ncells = round_up_pow2(cpus > 0 ? (uint32_t)(cpus < 4096 ? cpus : 4096) : 1);
+		cells = aligned_alloc(SLUICE_CACHELINE, sizeof(*cells) * ncells);
+		if (!cells) {
+			free(slots);
+			return -SLUICE_ENOMEM;
+		}
+		for (uint32_t i = 0; i < ncells; i++)
+			atomic_init(&cells[i].word, 0); /* epoch 0, count 0 */
+	}
+
+	/* Epoch 0 is the initial head, open and empty; every other slot holds
+	 * a sealed, empty bucket, exactly what a skipped epoch looks like. */
+	atomic_init(&slots[0], 0);
+	for (uint32_t i = 1; i < nslots; i++)
+		atomic_init(&slots[i], SLUICE__SLOT_SEALED | SLUICE__SLOT_FOLDED);
+
+	w->limit = cfg->limit;
+	w->window_ns = cfg->window_ns;
+	w->width_ns = width;
+	w->buckets = cfg->buckets;
+	w->mask = nslots - 1;
+	w->cell_mask = ncells - 1;
+	w->mode = cfg->mode;
+	w->clock = clock;
+	w->slots = slots;
+	w->cells = cells;
+	atomic_init(&w->head, 0);
+	atomic_init(&w->cur, 0); /* epoch 0, base 0 */
+	return 0;
+}
+
+void sluice_window_destroy(sluice_window_t *w)
+{
+	if (!w)
+		return;
+	free(w->slots);
+	free(w->cells);
+	w->slots = NULL;
+	w->cells = NULL;
+}
+
+/* own(y) of a closed epoch y, or 0 when its slot holds another epoch (y was
+ * skipped: nothing was admitted in it). */
+static uint64_t closed_own(const sluice_window_t *w, uint64_t y)
+{
+	uint64_t s = atomic_load_explicit(&w->slots[y & w->mask], memory_order_relaxed);
+	return TAG_OF(s) == SLUICE__LO32(y) ? (s & SLUICE__SLOT_OWN) : 0;
+}
+
+/* Step 2: publish base(h) in cur.  Called after an acquire load of head == h
+ * and a load of cur that is not tagged h. */
+static void open_cur(sluice_window_t *w, uint64_t h, uint64_t c)
+{
+	/* cur was read before this check, so if head is still h, cur is
+	 * not newer than h (see "Old vs new" above). */
+	if (atomic_load_explicit(&w->head, memory_order_acquire) != h)
+		return;
+	uint64_t base = 0;
+	for (uint64_t k = 1; k < w->buckets && k <= h; k++)
+		base += closed_own(w, h - k);
+	if (base > BASE_MAX)
+		base = BASE_MAX; /* any base >= L refuses everything: safe */
+	uint64_t next = (SLUICE__LO32(h) << 32) | base;
+	/* Release pairs with the acquire load of cur in the slow path: a
+	 * thread that sees this cur also sees head >= h. */
+	atomic_compare_exchange_strong_explicit(&w->cur, &c, next, memory_order_release,
+	                                        memory_order_relaxed);
+}
+
+/* Step 3: open h's slot.  @s is the slot word read with acquire, not
+ * tagged h. */
+static void open_slot(sluice_window_t *w, uint64_t h, uint64_t s)
+{
+	if (atomic_load_explicit(&w->head, memory_order_acquire) != h)
+		return;
+	/* s is older than h, so it is sealed (every epoch is sealed before
+	 * head leaves it, and init seals all but epoch 0's slot). */
+	uint64_t next = SLUICE__LO32(h) << 32;
+	/* Release pairs with the acquire slot loads in this file. */
+	atomic_compare_exchange_strong_explicit(&w->slots[h & w->mask], &s, next,
+	                                        memory_order_release, memory_order_relaxed);
+}
+
+/* Step 5: seal h's slot and make its own count final. */
+static void seal_and_fold(sluice_window_t *w, uint64_t h)
+{
+	_Atomic uint64_t *slot = &w->slots[h & w->mask];
+	uint64_t s = atomic_load_explicit(slot, memory_order_seq_cst);
+	for (;;) {
+		if (TAG_OF(s) != SLUICE__LO32(h) || (s & SLUICE__SLOT_FOLDED))
+			return; /* already done, or reused: someone finished */
+		uint64_t next = s | SLUICE__SLOT_SEALED;
+		if (w->mode == SLUICE_EXACT) {
+			next |= SLUICE__SLOT_FOLDED; /* own is final once sealed */
+		} else if (s & SLUICE__SLOT_SEALED) {
+			/* STRIPED: sealed, so every add that will count is
+			 * already in a cell (see striped_acquire()).  seq_cst
+			 * loads: the second half of the Dekker pair. */
+			uint64_t sum = s & SLUICE__SLOT_OWN;
+			for (uint32_t i = 0; i <= w->cell_mask; i++) {
+				uint64_t v = atomic_load_explicit(&w->cells[i].word,
+				                                  memory_order_seq_cst);
+				if (TAG_OF(v) == SLUICE__LO32(h))
+					sum += v & 0xffffffffu;
+			}
+			if (sum > SLUICE__SLOT_OWN)
+				sum = SLUICE__SLOT_OWN; /* >= L: still refuses all */
+			next = (s & ~SLUICE__SLOT_OWN) | SLUICE__SLOT_FOLDED | sum;
+		}
+		/* seq_cst: the seal is the first half of the Dekker pair with
+		 * striped_acquire(); for EXACT it orders like a release. */
+		if (atomic_compare_exchange_weak_explicit(slot, &s, next, memory_order_seq_cst,
+		                                          memory_order_seq_cst) &&
+		    (next & SLUICE__SLOT_FOLDED))
+			return;
+		/* Lost a race or only sealed: look again. */
+		s = atomic_load_explicit(slot, memory_order_seq_cst);
+	}
+}
+
+/* Steps 2, 3, 5 for h, then 6: head h -> e. */
+static void advance(sluice_window_t *w, uint64_t h, uint64_t e)
+{
+	uint64_t c = atomic_load_explicit(&w->cur, memory_order_acquire);
+	if (TAG_OF(c) != SLUICE__LO32(h))
+		open_cur(w, h, c);
+	uint64_t s = atomic_load_explicit(&w->slots[h & w->mask], memory_order_acquire);
+	if (TAG_OF(s) != SLUICE__LO32(h))
+		open_slot(w, h, s);
+	seal_and_fold(w, h);
+	/* Release: publishes the folded count of h (and everything before)
+	 * to the acquire loads of head in open_cur() and the slow path. */
+	atomic_compare_exchange_strong_explicit(&w->head, &h, e, memory_order_release,
+	                                        memory_order_relaxed);
+}
+
+/* The epoch a decision at @now belongs to, given head @h: never older than h. */
+static uint64_t epoch_of(const sluice_window_t *w, uint64_t h, uint64_t now)
+{
+	if (now < h * w->width_ns + w->width_ns)
+		return h;
+	return now / w->width_ns;
+}
+
+/*
+ * Make head's epoch fully open and return it (with its cur and slot words),
+ * advancing the ring to @now first.  Helps every step it finds unfinished.
+ */
+static uint64_t ready_head(sluice_window_t *w, uint64_t now, uint64_t *cur_out,
+                           uint64_t *slot_out)
+{
+	for (;;) {
+		uint64_t h = atomic_load_explicit(&w->head, memory_order_acquire);
+		uint64_t e = epoch_of(w, h, now);
+		if (e > h) {
+			advance(w, h, e);
+			continue;
+		}
+		uint64_t c = atomic_load_explicit(&w->cur, memory_order_acquire);
+		if (TAG_OF(c) != SLUICE__LO32(h)) {
+			open_cur(w, h, c);
+			continue;
+		}
+		uint64_t s = atomic_load_explicit(&w->slots[h & w->mask], memory_order_acquire);
+		if (TAG_OF(s) != SLUICE__LO32(h)) {
+			open_slot(w, h, s);
+			continue;
+		}
+		if (s & SLUICE__SLOT_SEALED) {
+			/* Someone saw a later time and is moving past h. */
+			advance(w, h, h + 1);
+			continue;
+		}
+		*cur_out = c;
+		*slot_out = s;
+		return h;
+	}
+}
+
+static uint64_t cells_count(const sluice_window_t *w, uint64_t h)
+{
+	uint64_t sum = 0;
+	for (uint32_t i = 0; i <= w->cell_mask; i++) {
+		uint64_t v = atomic_load_explicit(&w->cells[i].word, memory_order_relaxed);
+		if (TAG_OF(v) == SLUICE__LO32(h))
+			sum += v & 0xffffffffu;
+	}
+	return sum;
+}
+
+/* Take back an add that raced with the seal.  If the cell moved on, the add
+ * is gone already (or was counted by the sealer: a conservative miscount). */
+static void cell_undo(_Atomic uint64_t *cell, uint64_t h, uint64_t n)
+{
+	uint64_t v = atomic_load_explicit(cell, memory_order_relaxed);
+	while (TAG_OF(v) == SLUICE__LO32(h) && (v & 0xffffffffu) >= n) {
+		if (atomic_compare_exchange_weak_explicit(cell, &v, v - n, memory_order_relaxed,
+		                                          memory_order_relaxed))
+			return;
+	}
+}
+
+/*
+ * STRIPED: read every cell, check, add to this CPU's cell, then confirm the
+ * bucket was not sealed in between.  The add (seq_cst CAS) and the seal
+ * (seq_cst CAS in seal_and_fold()) each precede a seq_cst load of the
+ * other's location, so at least one side sees the other: either our
+ * confirming load sees the bucket still open, and then the sealer's cell
+ * scan will see our add, or we see it sealed, and then we take the add back
+ * and decide again in the next epoch.  Every admission we report is folded.
+ */
+static int striped_acquire(sluice_window_t *w, uint64_t n, uint64_t now, sluice_decision_t *d)
+{
+	for (;;) {
+		uint64_t c, s;
+		uint64_t h = ready_head(w, now, &c, &s);
+		uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN) + cells_count(w, h);
+		if (counted + n > w->limit) {
+			if (d)
+				sluice__window_fill_refused(w, d, counted, n, h, now);
+			return 0;
+		}
+		_Atomic uint64_t *cell = &w->cells[sluice_cpu() & w->cell_mask].word;
+		uint64_t v = atomic_load_explicit(cell, memory_order_relaxed);
+		uint64_t next;
+		if (TAG_OF(v) == SLUICE__LO32(h)) {
+			next = v + n;
+		} else {
+			/* The cell counts an older epoch (never a newer one
+			 * while head is still h): restart it at n. */
+			if (atomic_load_explicit(&w->head, memory_order_acquire) != h)
+				continue;
+			next = (SLUICE__LO32(h) << 32) | n;
+		}
+		if (!atomic_compare_exchange_strong_explicit(cell, &v, next, memory_order_seq_cst,
+		                                             memory_order_relaxed))
+			continue; /* another thread on this CPU's cell: check again */
+		uint64_t s2 = atomic_load_explicit(&w->slots[h & w->mask], memory_order_seq_cst);
+		if (TAG_OF(s2) == SLUICE__LO32(h) && !(s2 & SLUICE__SLOT_SEALED)) {
+			if (d)
+				sluice__window_fill_allowed(w, d, counted + n, h, now);
+			return 1;
+		}
+		cell_undo(cell, h, n);
+	}
+}
+
+int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
+                                sluice_decision_t *d)
+{
+	if (n == 0)
+		return -SLUICE_EINVAL;
+	if (n > w->limit) {
+		if (d) {
+			d->allowed = 0;
+			d->limit = w->limit;
+			d->remaining = 0;
+			d->retry_after_ns = SLUICE_NEVER;
+			d->reset_ns = 0;
+			d->now_ns = now;
+		}
+		return -SLUICE_ETOOBIG;
+	}
+	if (w->mode == SLUICE_STRIPED)
+		return striped_acquire(w, n, now, d);
+	for (;;) {
+		uint64_t c, s;
+		uint64_t h = ready_head(w, now, &c, &s);
+		_Atomic uint64_t *slot = &w->slots[h & w->mask];
+		for (;;) {
+			uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
+			if (counted + n > w->limit) {
+				if (d)
+					sluice__window_fill_refused(w, d, counted, n, h, now);
+				return 0;
+			}
+			if (atomic_compare_exchange_weak_explicit(slot, &s, s + n,
+			                                          memory_order_relaxed,
+			                                          memory_order_relaxed)) {
+				if (d)
+					sluice__window_fill_allowed(w, d, counted + n, h, now);
+				return 1;
+			}
+			if (TAG_OF(s) != SLUICE__LO32(h) || (s & SLUICE__SLOT_SEALED))
+				break; /* the epoch moved on: start over */
+		}
+	}
+}
+
+/*
+ * A refusal: the same n passes once enough of the oldest buckets have left
+ * the window.  Walk from the oldest bucket forward until what leaves covers
+ * the excess; bucket y leaves at (y + N) * width.  The walk reads closed
+ * buckets, which are frozen, and the current one as the caller saw it.
+ */
+void sluice__window_fill_refused(sluice_window_t *w, sluice_decision_t *d, uint64_t counted,
+                                 uint64_t n, uint64_t h, uint64_t now)
+{
+	uint64_t start = h * w->width_ns;
+	if (now < start)
+		now = start;
+	uint64_t excess = counted + n - w->limit; /* > 0 on a refusal */
+	uint64_t leave = start + w->window_ns;    /* when the current bucket leaves */
+	uint64_t freed = 0;
+	for (uint64_t k = w->buckets - 1; k >= 1; k--) {
+		if (k > h)
+			continue; /* epochs before 0 never existed */
+		freed += closed_own(w, h - k);
+		if (freed >= excess) {
+			leave = (h - k) * w->width_ns + w->window_ns;
+			break;
+		}
+	}
+	d->allowed = 0;
+	d->limit = w->limit;
+	d->remaining = counted >= w->limit ? 0 : w->limit - counted;
+	d->retry_after_ns = leave > now ? leave - now : 1;
+	d->reset_ns = start + w->window_ns - now;
+	d->now_ns = now;
+}
+
+uint64_t sluice_window_count_at(sluice_window_t *w, uint64_t now)
+{
+	uint64_t c, s;
+	uint64_t h = ready_head(w, now, &c, &s);
+	uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
+	if (w->mode == SLUICE_STRIPED)
+		counted += cells_count(w, h);
+	return counted;
+}
