@@ -239,8 +239,8 @@ static void advance(sluice_window_t *w, uint64_t h, uint64_t e)
 /* The epoch a decision at @now belongs to, given head @h: never older than h. */
 static uint64_t epoch_of(const sluice_window_t *w, uint64_t h, uint64_t now)
 {
-	if (now < h * w->width_ns + w->width_ns)
-		return h;
+	if (now < h * w->width_ns || now - h * w->width_ns < w->width_ns)
+		return h; /* older than head's bucket (time never runs back), or in it */
 	return now / w->width_ns;
 }
 
@@ -402,22 +402,24 @@ void sluice__window_fill_refused(sluice_window_t *w, sluice_decision_t *d, uint6
 	if (now < start)
 		now = start;
 	uint64_t excess = counted + n - w->limit; /* > 0 on a refusal */
-	uint64_t leave = start + w->window_ns;    /* when the current bucket leaves */
+	uint64_t retry = w->window_ns - (now - start); /* the current bucket leaves */
 	uint64_t freed = 0;
 	for (uint64_t k = w->buckets - 1; k >= 1; k--) {
 		if (k > h)
 			continue; /* epochs before 0 never existed */
 		freed += closed_own(w, h - k);
 		if (freed >= excess) {
-			leave = (h - k) * w->width_ns + w->window_ns;
+			/* bucket h-k leaves at (h-k)*width + W, which is
+			 * after now because k < N. */
+			retry = w->window_ns - (now - (h - k) * w->width_ns);
 			break;
 		}
 	}
 	d->allowed = 0;
 	d->limit = w->limit;
 	d->remaining = counted >= w->limit ? 0 : w->limit - counted;
-	d->retry_after_ns = leave > now ? leave - now : 1;
-	d->reset_ns = start + w->window_ns - now;
+	d->retry_after_ns = retry;
+	d->reset_ns = w->window_ns - (now - start);
 	d->now_ns = now;
 }
 

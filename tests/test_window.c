@@ -1,2 +1,379 @@
+/*
+ * test_window.c - sliding window ring, single thread, manual clock.
+ *
+ * The strongest check here is a reference model: a plain array of per-epoch
+ * counts with the documented rules (time never runs back; admit when the
+ * last N buckets plus n fit in L).  Every decision the ring makes, in both
+ * modes, over long pseudo-random schedules with clock jumps, must equal the
+ * model's, and so must retry_after_ns.  Then the guarantee itself is checked
+ * directly: no run of N consecutive epochs holds more than L.
+ */
 #include <criterion/criterion.h>
-Test(placeholder, nothing) { cr_assert(1); }
+#include <criterion/parameterized.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice/sluice.h"
+
+#define MS 1000000ULL
+#define SEC 1000000000ULL
+
+TestSuite(window, .timeout = 60);
+
+static sluice_clock_t mclock;
+
+static void make(sluice_window_t *w, uint64_t limit, uint64_t window_ns, uint32_t buckets,
+                 sluice_window_mode_t mode)
+{
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_window_config_t cfg = { .limit = limit, .window_ns = window_ns, .buckets = buckets,
+		                       .mode = mode, .clock = &mclock };
+	int rc = sluice_window_init(w, &cfg);
+	cr_assert_eq(rc, 0, "init: %s", sluice_strerror(rc));
+}
+
+/* ---- reference model ---------------------------------------------------- */
+
+struct model {
+	uint64_t limit, width, head, buckets;
+	uint64_t base_epoch; /* counts[i] is epoch base_epoch + i */
+	uint32_t *counts;
+	size_t ncounts;
+};
+
+static void model_init(struct model *m, uint64_t limit, uint64_t window_ns, uint32_t buckets,
+                       uint64_t base_epoch, size_t span)
+{
+	m->limit = limit;
+	m->width = window_ns / buckets;
+	m->buckets = buckets;
+	m->head = 0;
+	m->base_epoch = base_epoch;
+	m->ncounts = span;
+	m->counts = calloc(span, sizeof(uint32_t));
+	cr_assert_not_null(m->counts);
+}
+
+static uint64_t model_count(const struct model *m, uint64_t e)
+{
+	if (e < m->base_epoch || e - m->base_epoch >= m->ncounts)
+		return 0;
+	return m->counts[e - m->base_epoch];
+}
+
+static uint64_t model_window(const struct model *m, uint64_t e)
+{
+	uint64_t sum = 0;
+	for (uint64_t k = 0; k < m->buckets && k <= e; k++)
+		sum += model_count(m, e - k);
+	return sum;
+}
+
+/* Returns 1/0 like the ring and the retry_after it should report. */
+static int model_acquire(struct model *m, uint64_t n, uint64_t now, uint64_t *retry)
+{
+	uint64_t e = now / m->width;
+	if (e < m->head) {
+		e = m->head;
+		now = e * m->width;
+	}
+	m->head = e;
+	uint64_t counted = model_window(m, e);
+	if (counted + n <= m->limit) {
+		cr_assert(e >= m->base_epoch && e - m->base_epoch < m->ncounts, "model span too small");
+		m->counts[e - m->base_epoch] += (uint32_t)n;
+		*retry = 0;
+		return 1;
+	}
+	/* earliest time when enough old buckets have left the window */
+	uint64_t excess = counted + n - m->limit, freed = 0;
+	for (uint64_t k = m->buckets - 1; k >= 1; k--) {
+		if (k > e)
+			continue;
+		freed += model_count(m, e - k);
+		if (freed >= excess) {
+			*retry = (e - k + m->buckets) * m->width - now;
+			return 0;
+		}
+	}
+	*retry = (e + m->buckets) * m->width - now;
+	return 0;
+}
+
+static uint64_t rng_state;
+static uint64_t rnd(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+struct schedule {
+	uint64_t limit, window_ns, start_ns;
+	uint32_t buckets;
+	sluice_window_mode_t mode;
+	uint64_t seed;
+};
+
+ParameterizedTestParameters(window, matches_reference_model)
+{
+	static struct schedule params[] = {
+		{ 10, SEC, 0, 10, SLUICE_EXACT, 1 },
+		{ 10, SEC, 0, 10, SLUICE_STRIPED, 1 },
+		{ 100, 700 * MS, 5 * SEC, 7, SLUICE_EXACT, 2 }, /* N not a power of two */
+		{ 100, 700 * MS, 5 * SEC, 7, SLUICE_STRIPED, 2 },
+		{ 1, 10 * MS, 0, 1, SLUICE_EXACT, 3 },          /* N = 1: a fixed window */
+		{ 37, 4096 * 1000ULL, 123, 4096, SLUICE_EXACT, 4 }, /* N = max */
+		{ 5, 3 * SEC, 0, 3, SLUICE_EXACT, 5 },
+		/* near the top of the 64-bit time base */
+		{ 20, SEC, (UINT64_MAX / SEC - 4000) * SEC, 8, SLUICE_EXACT, 6 },
+	};
+	return cr_make_param_array(struct schedule, params, sizeof(params) / sizeof(params[0]));
+}
+
+ParameterizedTest(struct schedule *p, window, matches_reference_model)
+{
+	sluice_window_t w;
+	make(&w, p->limit, p->window_ns, p->buckets, p->mode);
+	uint64_t width = p->window_ns / p->buckets;
+	const int steps = 40000;
+	uint64_t *times = malloc(sizeof(uint64_t) * steps), *ns = malloc(sizeof(uint64_t) * steps);
+	cr_assert(times && ns);
+	rng_state = p->seed * 0x9E3779B97F4A7C15ULL + 1;
+	/* default step: up to half a bucket, or W/200 for many-bucket rings so
+	 * the schedule crosses plenty of whole windows */
+	uint64_t step_max = width / 2 > p->window_ns / 200 ? width / 2 : p->window_ns / 200;
+	uint64_t t = p->start_ns, t_max = t;
+	for (int i = 0; i < steps; i++) {
+		uint64_t r = rnd();
+		switch (r % 64) {
+		case 0: { /* jump back up to 3 windows: must be held at the head */
+			uint64_t span = 3 * p->window_ns < 64 * step_max ? 3 * p->window_ns : 64 * step_max;
+			uint64_t back = (r >> 8) % span;
+			t -= back < t - p->start_ns ? back : t - p->start_ns;
+			break;
+		}
+		case 1: case 2: case 3: case 4:
+			/* skip ahead up to 2 windows (64 buckets at most) */
+			t += (r >> 8) % (p->buckets <= 32 ? 2 * p->window_ns : 64 * width);
+			break;
+		default:
+			t += (r >> 8) % (step_max + 1);
+		}
+		times[i] = t;
+		ns[i] = 1 + (r >> 40) % (p->limit < 4 ? p->limit : p->limit / 3);
+		if (t > t_max)
+			t_max = t;
+	}
+	struct model m;
+	model_init(&m, p->limit, p->window_ns, p->buckets, p->start_ns / width,
+	           (size_t)((t_max - p->start_ns) / width) + 2 * p->buckets + 2);
+
+	uint64_t admitted = 0, refused = 0;
+	for (int i = 0; i < steps; i++) {
+		uint64_t want_retry, n = ns[i];
+		t = times[i];
+		int want = model_acquire(&m, n, t, &want_retry);
+		sluice_decision_t d;
+		int got = sluice_window_acquire_at(&w, n, t, &d);
+		cr_assert_eq(got, want, "step %d t=%llu n=%llu: ring %d, model %d", i,
+		             (unsigned long long)t, (unsigned long long)n, got, want);
+		cr_assert_eq(d.retry_after_ns, want_retry, "step %d: retry_after %llu, model %llu", i,
+		             (unsigned long long)d.retry_after_ns, (unsigned long long)want_retry);
+		cr_assert_eq(d.now_ns / width, m.head, "step %d: decision epoch", i);
+		cr_assert_eq(sluice_window_count_at(&w, t), model_window(&m, m.head), "step %d: count", i);
+		admitted += (uint64_t)got;
+		refused += (uint64_t)!got;
+	}
+	free(times);
+	free(ns);
+	cr_assert_gt(admitted, 3 * p->limit, "L=%llu N=%u: the schedule must admit plenty (%llu)",
+	             (unsigned long long)p->limit, p->buckets, (unsigned long long)admitted);
+	cr_assert_gt(refused, 1000, "L=%llu N=%u: and refuse plenty (%llu), or it tests nothing",
+	             (unsigned long long)p->limit, p->buckets, (unsigned long long)refused);
+	/* the guarantee, directly: every run of N epochs holds <= L */
+	for (size_t i = 0; i < m.ncounts; i++) {
+		uint64_t e = m.base_epoch + i;
+		cr_assert_leq(model_window(&m, e), p->limit, "epochs ending at %llu", (unsigned long long)e);
+	}
+	free(m.counts);
+	sluice_window_destroy(&w);
+}
+
+/* The documented worst case: bucket alignment lets 2L through an interval
+ * of W - W/N + epsilon, but never more than L in N aligned buckets. */
+Test(window, boundary_burst_bounded_per_aligned_window)
+{
+	const uint64_t L = 100, W = SEC;
+	const uint32_t N = 10;
+	sluice_window_t w;
+	make(&w, L, W, N, SLUICE_EXACT);
+	uint64_t admitted = 0;
+	/* L at the last ms of bucket 9, then hammer every ms until bucket 19 */
+	for (uint64_t i = 0; i < L; i++)
+		admitted += (uint64_t)sluice_window_acquire_at(&w, 1, W - MS, NULL);
+	cr_assert_eq(admitted, L);
+	uint64_t first_again = 0;
+	for (uint64_t t = W - MS + 1; t < 2 * W; t += MS) {
+		if (sluice_window_acquire_at(&w, 1, t, NULL) == 1) {
+			first_again = t;
+			break;
+		}
+	}
+	cr_assert_eq(first_again / (W / N), 19, "nothing until bucket 9 leaves the window");
+	/* a fixed window would have admitted L more 2 ms after its edge */
+	cr_assert_eq(sluice_window_acquire_at(&w, L - 1, first_again, NULL), 1);
+	uint64_t gap = first_again - (W - MS);
+	cr_assert_lt(gap, W, "the adversarial 2L lands within one W (%llu ns): documented",
+	             (unsigned long long)gap);
+	cr_assert_geq(gap, W - W / N, "but no sooner than W - W/N");
+	sluice_window_destroy(&w);
+}
+
+Test(window, rollover_through_every_slot)
+{
+	const uint32_t N = 7; /* 8 slots: epoch e uses slot e % 8, so 7-bucket
+	                       * windows start in every slot in turn */
+	sluice_window_t w;
+	make(&w, 70, 70 * MS, N, SLUICE_EXACT);
+	uint64_t width = 10 * MS;
+	/* 10 per bucket: any 7 buckets hold exactly L once the ring is full */
+	for (uint64_t e = 0; e < 8 * 6; e++) {
+		for (int i = 0; i < 10; i++)
+			cr_assert_eq(sluice_window_acquire_at(&w, 1, e * width + (uint64_t)i, NULL), 1,
+			             "epoch %llu request %d", (unsigned long long)e, i);
+		cr_assert_eq(sluice_window_count_at(&w, e * width + 50), 10 * (e < N ? e + 1 : N));
+		if (e >= N - 1)
+			cr_assert_eq(sluice_window_acquire_at(&w, 1, e * width + 100, NULL), 0,
+			             "epoch %llu: the 11th must wait", (unsigned long long)e);
+	}
+	sluice_window_destroy(&w);
+}
+
+Test(window, long_idle_then_burst)
+{
+	sluice_window_t w;
+	make(&w, 50, SEC, 10, SLUICE_EXACT);
+	cr_assert_eq(sluice_window_acquire_at(&w, 50, 1, NULL), 1);
+	cr_assert_eq(sluice_window_acquire_at(&w, 1, 2, NULL), 0);
+	uint64_t later = 24 * 3600 * SEC + 3; /* a day idle: every slot stale */
+	cr_assert_eq(sluice_window_count_at(&w, later), 0);
+	uint64_t admitted = 0;
+	for (int i = 0; i < 80; i++)
+		admitted += (uint64_t)sluice_window_acquire_at(&w, 1, later, NULL);
+	cr_assert_eq(admitted, 50, "one full window, no more");
+	sluice_window_destroy(&w);
+}
+
+Test(window, clock_backwards_by_seconds)
+{
+	sluice_window_t w;
+	make(&w, 20, SEC, 10, SLUICE_EXACT);
+	cr_assert_eq(sluice_window_acquire_at(&w, 20, 30 * SEC + 50 * MS, NULL), 1);
+	sluice_decision_t d;
+	for (uint64_t back = 1; back <= 10; back++) {
+		uint64_t t = 30 * SEC - back * SEC;
+		cr_assert_eq(sluice_window_acquire_at(&w, 1, t, &d), 0, "%llu s back",
+		             (unsigned long long)back);
+		cr_assert_eq(d.now_ns, 30 * SEC, "held at the newest bucket's start");
+		cr_assert_eq(d.retry_after_ns, SEC, "bucket 300 leaves at 31 s");
+	}
+	cr_assert_eq(sluice_window_count_at(&w, 5 * SEC), 20, "nothing was forgotten");
+	/* the plain variant reads the manual clock the same way */
+	sluice_clock_manual_set(&mclock, 2 * SEC);
+	cr_assert_eq(sluice_window_acquire(&w, 1, NULL), 0);
+	sluice_clock_manual_set(&mclock, 31 * SEC);
+	cr_assert_eq(sluice_window_acquire(&w, 20, NULL), 1);
+	sluice_window_destroy(&w);
+}
+
+Test(window, n_above_limit_and_zero)
+{
+	sluice_window_t w;
+	make(&w, 10, SEC, 10, SLUICE_EXACT);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_window_acquire_at(&w, 11, 1, &d), -SLUICE_ETOOBIG);
+	cr_assert_eq(d.retry_after_ns, SLUICE_NEVER);
+	cr_assert_not(d.allowed);
+	cr_assert_eq(sluice_window_acquire_at(&w, 0, 1, &d), -SLUICE_EINVAL);
+	cr_assert_eq(sluice_window_acquire_at(&w, 10, 1, &d), 1, "nothing was taken");
+	cr_assert_eq(d.remaining, 0);
+	cr_assert_eq(d.reset_ns, SEC - 1);
+	sluice_window_destroy(&w);
+}
+
+Test(window, retry_after_is_exact)
+{
+	sluice_window_t w;
+	make(&w, 10, SEC, 10, SLUICE_EXACT);
+	cr_assert_eq(sluice_window_acquire_at(&w, 4, 150 * MS, NULL), 1); /* bucket 1 */
+	cr_assert_eq(sluice_window_acquire_at(&w, 6, 420 * MS, NULL), 1); /* bucket 4 */
+	sluice_decision_t d;
+	cr_assert_eq(sluice_window_acquire_at(&w, 3, 500 * MS, &d), 0);
+	cr_assert_eq(d.remaining, 0);
+	/* 3 needs bucket 1 (4 permits) gone: at 1.1 s */
+	cr_assert_eq(d.retry_after_ns, 600 * MS);
+	cr_assert_eq(sluice_window_acquire_at(&w, 3, 500 * MS + d.retry_after_ns - 1, NULL), 0);
+	cr_assert_eq(sluice_window_acquire_at(&w, 3, 500 * MS + d.retry_after_ns, NULL), 1);
+	/* now 6 + 3 counted: 2 needs bucket 4 gone at 1.4 s */
+	cr_assert_eq(sluice_window_acquire_at(&w, 2, 1200 * MS, &d), 0);
+	cr_assert_eq(d.retry_after_ns, 200 * MS);
+	sluice_window_destroy(&w);
+}
+
+struct bad_cfg {
+	uint64_t limit, window_ns;
+	uint32_t buckets;
+	int mode, clock; /* clock: 0 manual, 1 coarse */
+	int want;
+};
+
+ParameterizedTestParameters(window, invalid_config)
+{
+	static struct bad_cfg params[] = {
+		{ 0, SEC, 10, SLUICE_EXACT, 0, -SLUICE_ELIMIT },
+		{ SLUICE_WINDOW_LIMIT_MAX + 1, SEC, 10, SLUICE_EXACT, 0, -SLUICE_ELIMIT },
+		{ 10, SEC, 0, SLUICE_EXACT, 0, -SLUICE_EBUCKETS },
+		{ 10, SEC * 4097, 4097, SLUICE_EXACT, 0, -SLUICE_EBUCKETS },
+		{ 10, 0, 10, SLUICE_EXACT, 0, -SLUICE_EWINDOW },
+		{ 10, SEC + 1, 10, SLUICE_EXACT, 0, -SLUICE_EWINDOW },  /* not whole ns per bucket */
+		{ 10, 10 * MS, 10, SLUICE_EXACT, 1, -SLUICE_ERESOLUTION }, /* 1 ms < coarse tick */
+		{ 10, SEC, 10, 7, 0, -SLUICE_EMODE },
+		{ 1, 1, 1, SLUICE_EXACT, 0, 0 },                      /* smallest valid */
+		{ SLUICE_WINDOW_LIMIT_MAX, 4096, 4096, SLUICE_STRIPED, 0, 0 }, /* largest */
+	};
+	return cr_make_param_array(struct bad_cfg, params, sizeof(params) / sizeof(params[0]));
+}
+
+ParameterizedTest(struct bad_cfg *p, window, invalid_config)
+{
+	if (p->clock && sluice_clock_resolution_ns(&sluice_clock_coarse) <= 1 * MS)
+		cr_skip_test("coarse clock is fine-grained here");
+	sluice_clock_t m;
+	sluice_clock_manual_init(&m, 0);
+	sluice_window_config_t cfg = { .limit = p->limit, .window_ns = p->window_ns,
+		                       .buckets = p->buckets, .mode = (sluice_window_mode_t)p->mode,
+		                       .clock = p->clock ? &sluice_clock_coarse : &m };
+	sluice_window_t w, before;
+	memset(&w, 0xab, sizeof(w));
+	memcpy(&before, &w, sizeof(w));
+	int rc = sluice_window_init(&w, &cfg);
+	cr_assert_eq(rc, p->want, "limit=%llu W=%llu N=%u: got %s (%s), want %s",
+	             (unsigned long long)p->limit, (unsigned long long)p->window_ns, p->buckets,
+	             sluice_err_name(rc), sluice_strerror(rc), sluice_err_name(p->want));
+	if (rc == 0)
+		sluice_window_destroy(&w);
+	else
+		cr_assert_eq(memcmp(&w, &before, sizeof(w)), 0, "a failed init must not touch it");
+}
+
+Test(window, null_arguments)
+{
+	sluice_window_t w;
+	sluice_window_config_t cfg = { .limit = 1, .window_ns = SEC, .buckets = 1 };
+	cr_assert_eq(sluice_window_init(NULL, &cfg), -SLUICE_EINVAL);
+	cr_assert_eq(sluice_window_init(&w, NULL), -SLUICE_EINVAL);
+	sluice_window_destroy(NULL);
+	cr_assert_eq(sluice_window_size(), sizeof(sluice_window_t));
+}

@@ -70,14 +70,15 @@ SLUICE_API int sluice__fixed_bad_n(const sluice_fixed_t *f, uint64_t n, uint64_t
 static inline void sluice__fixed_fill(const sluice_fixed_t *f, sluice_decision_t *d, int allowed,
                                       uint64_t count, uint64_t h, uint64_t now)
 {
-	uint64_t start = h * f->window_ns, end = start + f->window_ns;
+	uint64_t start = h * f->window_ns;
 	if (now < start)
 		now = start; /* a reading from before the newest window */
+	uint64_t left = f->window_ns - (now - start); /* no overflow near 2^64 */
 	d->allowed = allowed;
 	d->limit = f->limit;
 	d->remaining = count >= f->limit ? 0 : f->limit - count;
-	d->reset_ns = end - now;
-	d->retry_after_ns = allowed ? 0 : end - now;
+	d->reset_ns = left;
+	d->retry_after_ns = allowed ? 0 : left;
 	d->now_ns = now;
 }
 
@@ -99,7 +100,9 @@ static inline int sluice_fixed_acquire_at(sluice_fixed_t *f, uint64_t n, uint64_
 	if (SLUICE_UNLIKELY(n - 1 >= f->limit))
 		return sluice__fixed_bad_n(f, n, now, d);
 	uint64_t h = atomic_load_explicit(&f->head, memory_order_relaxed);
-	if (SLUICE_UNLIKELY(now >= h * f->window_ns + f->window_ns))
+	/* Unsigned: a reading before h's window wraps to a huge value and
+	 * takes the slow path too, which keeps h (time never runs back). */
+	if (SLUICE_UNLIKELY(now - h * f->window_ns >= f->window_ns))
 		h = sluice__fixed_advance(f, now);
 	uint64_t w = atomic_load_explicit(&f->word, memory_order_relaxed);
 	for (;;) {

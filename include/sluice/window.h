@@ -143,7 +143,7 @@ static inline void sluice__window_fill_allowed(const sluice_window_t *w, sluice_
 	d->limit = w->limit;
 	d->remaining = counted >= w->limit ? 0 : w->limit - counted;
 	d->retry_after_ns = 0;
-	d->reset_ns = start + w->window_ns - now;
+	d->reset_ns = w->window_ns - (now - start); /* no overflow near 2^64 */
 	d->now_ns = now;
 }
 
@@ -166,7 +166,8 @@ static inline int sluice_window_acquire_at(sluice_window_t *w, uint64_t n, uint6
 	if (SLUICE_UNLIKELY(n - 1 >= w->limit || w->mode != SLUICE_EXACT))
 		return sluice__window_acquire_slow(w, n, now, d);
 	uint64_t h = atomic_load_explicit(&w->head, memory_order_relaxed);
-	if (SLUICE_UNLIKELY(now >= h * w->width_ns + w->width_ns))
+	/* Unsigned: a reading before h's bucket wraps and goes slow too. */
+	if (SLUICE_UNLIKELY(now - h * w->width_ns >= w->width_ns))
 		return sluice__window_acquire_slow(w, n, now, d);
 	uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
 	_Atomic uint64_t *slot = &w->slots[h & w->mask];
