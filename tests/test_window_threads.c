@@ -1,2 +1,204 @@
+/*
+ * test_window_threads.c - many threads on one ring, the clock moved by
+ * another thread: the per-epoch ledger of admissions must respect the
+ * header's bound in every run of N consecutive epochs.
+ *
+ * Each decider records (epoch, n) of every admission in its own buffer; the
+ * epoch is taken from the decision's now_ns, the limiter's own timeline
+ * (a reading older than the newest bucket counts in the newest bucket).
+ * The clock thread steps the manual clock forward by up to half a bucket,
+ * and now and then back by up to two buckets, so deciders race across
+ * thousands of bucket rollovers with stale and out-of-order readings.
+ */
 #include <criterion/criterion.h>
-Test(placeholder, nothing) { cr_assert(1); }
+#include <criterion/parameterized.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "sluice/sluice.h"
+
+#define WIDTH 1000ULL /* ns per bucket */
+#define BUCKETS 8u
+#define LIMIT 24u
+#define N_MAX 3u
+#define CLOCK_STEPS 6000
+#define RECORD_CAP (1u << 20)
+
+TestSuite(window_threads, .timeout = 120);
+
+struct record {
+	uint64_t epoch;
+	uint32_t n;
+};
+
+struct decider {
+	pthread_t tid;
+	sluice_window_t *w;
+	struct record *rec;
+	size_t nrec;
+	uint64_t refused;
+	uint64_t seed;
+	_Atomic uint64_t decisions; /* read by the clock thread for pacing */
+};
+
+static struct decider *deciders;
+static int ndeciders;
+
+static sluice_clock_t mclock;
+static _Atomic int running;
+
+static void *decider_main(void *arg)
+{
+	struct decider *me = arg;
+	uint64_t x = me->seed;
+	while (atomic_load_explicit(&running, memory_order_relaxed)) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		uint64_t n = 1 + x % N_MAX;
+		sluice_decision_t d;
+		int rc = sluice_window_acquire(me->w, n, &d);
+		if (rc == 1) {
+			if (me->nrec < RECORD_CAP)
+				me->rec[me->nrec++] = (struct record){ d.now_ns / WIDTH, (uint32_t)n };
+		} else {
+			cr_assert_eq(rc, 0, "acquire failed: %s", sluice_strerror(rc));
+			me->refused++;
+		}
+		uint64_t k = atomic_load_explicit(&me->decisions, memory_order_relaxed) + 1;
+		atomic_store_explicit(&me->decisions, k, memory_order_relaxed);
+		if (k % 8 == 0)
+			sched_yield(); /* more threads than cores: let the clock move */
+	}
+	return NULL;
+}
+
+static void *clock_main(void *arg)
+{
+	uint64_t x = (uint64_t)(uintptr_t)arg | 1;
+	for (int i = 0; i < CLOCK_STEPS; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		uint64_t now = sluice_clock_now(&mclock);
+		if (x % 50 == 0 && now > 2 * WIDTH)
+			sluice_clock_manual_set(&mclock, now - x % (2 * WIDTH));
+		else
+			sluice_clock_manual_advance(&mclock, x % (WIDTH / 2));
+		/* pace: wait until the deciders made a few decisions at this
+		 * time, so the run is bounded whatever the scheduler does */
+		uint64_t before = 0, after;
+		for (int k = 0; k < ndeciders; k++)
+			before += atomic_load_explicit(&deciders[k].decisions, memory_order_relaxed);
+		do {
+			sched_yield();
+			after = 0;
+			for (int k = 0; k < ndeciders; k++)
+				after += atomic_load_explicit(&deciders[k].decisions,
+				                              memory_order_relaxed);
+		} while (after < before + 4 * (uint64_t)ndeciders);
+	}
+	atomic_store_explicit(&running, 0, memory_order_relaxed);
+	return NULL;
+}
+
+struct params {
+	int threads;
+	sluice_window_mode_t mode;
+};
+
+ParameterizedTestParameters(window_threads, ledger_respects_bound)
+{
+	static struct params p[] = {
+		{ 2, SLUICE_EXACT }, { 4, SLUICE_EXACT }, { 8, SLUICE_EXACT },
+		{ 2, SLUICE_STRIPED }, { 4, SLUICE_STRIPED }, { 8, SLUICE_STRIPED },
+	};
+	return cr_make_param_array(struct params, p, sizeof(p) / sizeof(p[0]));
+}
+
+ParameterizedTest(struct params *p, window_threads, ledger_respects_bound)
+{
+	sluice_clock_manual_init(&mclock, 1000 * WIDTH);
+	sluice_window_t w;
+	sluice_window_config_t cfg = { .limit = LIMIT, .window_ns = WIDTH * BUCKETS,
+		                       .buckets = BUCKETS, .mode = p->mode, .clock = &mclock };
+	cr_assert_eq(sluice_window_init(&w, &cfg), 0);
+
+	struct decider *d = calloc((size_t)p->threads, sizeof(*d));
+	cr_assert_not_null(d);
+	deciders = d;
+	ndeciders = p->threads;
+	atomic_store(&running, 1);
+	for (int i = 0; i < p->threads; i++) {
+		d[i].w = &w;
+		d[i].seed = 0x9E3779B97F4A7C15ULL * (uint64_t)(i + 1);
+		d[i].rec = malloc(sizeof(struct record) * RECORD_CAP);
+		cr_assert_not_null(d[i].rec);
+		cr_assert_eq(pthread_create(&d[i].tid, NULL, decider_main, &d[i]), 0);
+	}
+	pthread_t clock_tid;
+	cr_assert_eq(pthread_create(&clock_tid, NULL, clock_main, (void *)(uintptr_t)p->threads), 0);
+	pthread_join(clock_tid, NULL);
+	for (int i = 0; i < p->threads; i++)
+		pthread_join(d[i].tid, NULL);
+
+	/* ledger: admitted permits per epoch */
+	uint64_t lo = UINT64_MAX, hi = 0, refused = 0, decisions = 0;
+	for (int i = 0; i < p->threads; i++) {
+		cr_assert_lt(d[i].nrec, RECORD_CAP, "record buffer overflowed");
+		for (size_t k = 0; k < d[i].nrec; k++) {
+			lo = d[i].rec[k].epoch < lo ? d[i].rec[k].epoch : lo;
+			hi = d[i].rec[k].epoch > hi ? d[i].rec[k].epoch : hi;
+		}
+		refused += d[i].refused;
+		decisions += d[i].nrec + d[i].refused;
+	}
+	cr_assert_gt(hi - lo, 500, "the run must cross many bucket rollovers (%llu)",
+	             (unsigned long long)(hi - lo));
+	uint64_t span = hi - lo + 1;
+	uint64_t *per = calloc(span, sizeof(uint64_t));
+	cr_assert_not_null(per);
+	for (int i = 0; i < p->threads; i++)
+		for (size_t k = 0; k < d[i].nrec; k++)
+			per[d[i].rec[k].epoch - lo] += d[i].rec[k].n;
+
+	uint64_t bound = LIMIT;
+	if (p->mode == SLUICE_STRIPED)
+		bound += (uint64_t)(p->threads - 1) * N_MAX; /* the header's bound */
+	uint64_t worst = 0, admitted = 0;
+	for (uint64_t e = 0; e < span; e++) {
+		admitted += per[e];
+		uint64_t sum = 0;
+		for (uint64_t k = 0; k < BUCKETS && k <= e; k++)
+			sum += per[e - k];
+		worst = sum > worst ? sum : worst;
+		cr_assert_leq(sum, bound, "%d threads: %llu admitted in the %u epochs ending at %llu",
+		              p->threads, (unsigned long long)sum, BUCKETS,
+		              (unsigned long long)(e + lo));
+	}
+	cr_assert_gt(refused, 0, "the limit must bite, or this tests nothing");
+	cr_assert_gt(admitted, 10 * LIMIT);
+
+	/* quiescent: the ring's count equals the ledger of its last N epochs
+	 * (STRIPED may over-count an add it took back: never under-count) */
+	uint64_t now = sluice_clock_now(&mclock);
+	uint64_t counted = sluice_window_count_at(&w, now);
+	uint64_t head = now / WIDTH > hi ? now / WIDTH : hi;
+	uint64_t ledger = 0;
+	for (uint64_t k = 0; k < BUCKETS && k <= head - lo; k++)
+		if (head - k <= hi)
+			ledger += per[head - k - lo];
+	if (p->mode == SLUICE_EXACT)
+		cr_assert_eq(counted, ledger, "ring count %llu vs ledger %llu",
+		             (unsigned long long)counted, (unsigned long long)ledger);
+	else
+		cr_assert_geq(counted, ledger);
+	cr_log_info("threads=%d mode=%s decisions=%llu admitted=%llu worst=%llu bound=%llu epochs=%llu",
+	            p->threads, p->mode == SLUICE_EXACT ? "exact" : "striped",
+	            (unsigned long long)decisions, (unsigned long long)admitted,
+	            (unsigned long long)worst, (unsigned long long)bound, (unsigned long long)span);
+
+	for (int i = 0; i < p->threads; i++)
+		free(d[i].rec);
+	free(d);
+	free(per);
+	sluice_window_destroy(&w);
+}
