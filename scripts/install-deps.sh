@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Install the Debian packages sluice needs, only those that are missing.
+# Why each is here: see "Dependencies" in README.md.
+set -euo pipefail
+
+packages=(
+  gcc libc6-dev pkg-config   # the compiler, with the ASan/UBSan/TSan runtimes
+  meson ninja-build          # the build
+  libck-dev                  # Concurrency Kit: ck_spinlock baseline in bench/
+  libcriterion-dev           # Criterion: unit tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "sluice: installing missing packages: ${missing[*]}" >&2
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get install -y --no-install-recommends "${missing[@]}" ||
+  { $sudo apt-get update -qq && $sudo apt-get install -y --no-install-recommends "${missing[@]}"; }

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Build and run every test in three configurations: plain, AddressSanitizer +
+# UndefinedBehaviorSanitizer, ThreadSanitizer.  Warnings are errors.  The last
+# line is "N passed, N failed", counted from meson's test logs.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh || { echo "0 passed, 1 failed"; exit 1; }
+
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+
+passed=0
+failed=0
+
+# run_config NAME MESON-SETUP-ARGS...
+run_config() {
+  local name=$1 dir=build-test-$1
+  shift
+  echo "== $name"
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" --werror -Dbenchmarks=false "$@" >"$dir.setup.log" 2>&1 ||
+      { cat "$dir.setup.log"; failed=$((failed + 1)); return; }
+  fi
+  if ! ninja -C "$dir" >"$dir.ninja.log" 2>&1; then
+    cat "$dir.ninja.log"
+    failed=$((failed + 1))
+    return
+  fi
+  rm -f "$dir/meson-logs/testlog.json"
+  meson test -C "$dir" --print-errorlogs --num-processes 2 | grep -E '^ *[0-9]+/[0-9]+ |^(Ok|Fail|Timeout):'
+  local counts
+  counts=$(python3 - "$dir/meson-logs/testlog.json" <<'PY'
+import json, sys
+ok = bad = 0
+try:
+    for line in open(sys.argv[1]):
+        r = json.loads(line).get("result")
+        if r in ("OK", "EXPECTEDFAIL", "SKIP"):
+            ok += r != "SKIP"
+        else:
+            bad += 1
+except OSError:
+    bad += 1
+print(ok, bad)
+PY
+)
+  passed=$((passed + ${counts% *}))
+  failed=$((failed + ${counts#* }))
+}
+
+run_config plain
+run_config asan -Db_sanitize=address,undefined -Db_lundef=false -Dc_args=-fno-sanitize-recover=all
+run_config tsan -Db_sanitize=thread -Db_lundef=false
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
