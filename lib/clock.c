@@ -3,18 +3,19 @@
  *
  * DESIGN: the ticker is one process-wide thread that stores a fresh
  * CLOCK_MONOTONIC reading into sluice__cached_now every period, sleeping on
- * absolute deadlines so the period does not drift.  Readers do one relaxed
- * load; the reading carries no other data, so no ordering is needed.  The
- * ticker is the only writer while it runs; stop() writes 0 after joining it,
- * which sends readers back to CLOCK_MONOTONIC.
+ * absolute deadlines (a condition variable on CLOCK_MONOTONIC) so the period
+ * does not drift and a stop or a new period wakes it at once.  Readers do one
+ * relaxed load; the reading carries no other data, so no ordering is needed.
+ * The ticker is the only writer while it runs; stop() writes 0 after joining
+ * it, which sends readers back to CLOCK_MONOTONIC.
  *
- * start/stop are serialised by ticker_mutex; the mutex is never touched on a
- * read.  The period lives in an atomic so start() can change it while the
- * thread runs (the thread picks it up at its next tick).
+ * start/stop are serialised by ticker_mutex and talk to the thread under
+ * tick_lock; neither lock is ever touched by a read.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <time.h>
 
 #include "sluice/clock.h"
 #include "sluice/error.h"
@@ -25,36 +26,60 @@ sluice_clock_t sluice_clock_cached = { .kind = SLUICE_CLOCK_CACHED };
 
 _Atomic uint64_t sluice__cached_now;
 
+/* start/stop serialisation: never touched by a read. */
 static pthread_mutex_t ticker_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_t ticker_thread;
-static bool ticker_running;                      /* under ticker_mutex */
-static _Atomic bool ticker_stop;                 /* stop request        */
+static bool ticker_running; /* under ticker_mutex */
+
+/* The ticker sleeps on tick_cond so that stop() and a new period take
+ * effect at once instead of after the current period (which may be 1 s). */
+static pthread_mutex_t tick_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t tick_cond;
+static pthread_once_t tick_cond_once = PTHREAD_ONCE_INIT;
+static bool tick_stop;           /* under tick_lock */
+static bool tick_changed;        /* under tick_lock: period changed */
 static _Atomic uint64_t ticker_period = SLUICE_CACHED_PERIOD_NS;
+
+static void tick_cond_init(void)
+{
+	pthread_condattr_t attr;
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC); /* deadlines on our base */
+	pthread_cond_init(&tick_cond, &attr);
+	pthread_condattr_destroy(&attr);
+}
+
+static void publish_now(void)
+{
+	/* Relaxed: the reading is self-contained (see clock.h). */
+	atomic_store_explicit(&sluice__cached_now, sluice_clock_monotonic_ns(),
+	                      memory_order_relaxed);
+}
 
 static void *ticker_main(void *arg)
 {
 	(void)arg;
-	struct timespec next;
-	clock_gettime(CLOCK_MONOTONIC, &next);
-	/* Acquire pairs with the release store in sluice_clock_cached_stop(),
-	 * though the flag carries no data: relaxed would do; acquire documents
-	 * that everything before the stop request is visible here. */
-	while (!atomic_load_explicit(&ticker_stop, memory_order_acquire)) {
-		struct timespec now;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		atomic_store_explicit(&sluice__cached_now, sluice__timespec_ns(&now),
-		                      memory_order_relaxed);
+	pthread_mutex_lock(&tick_lock);
+	uint64_t next = sluice_clock_monotonic_ns();
+	while (!tick_stop) {
+		publish_now();
 		uint64_t period = atomic_load_explicit(&ticker_period, memory_order_relaxed);
-		uint64_t t = sluice__timespec_ns(&next) + period;
-		/* If we fell behind (the VM was descheduled), do not try to
-		 * catch up with a burst of ticks: restart from now. */
-		if (t < sluice__timespec_ns(&now))
-			t = sluice__timespec_ns(&now) + period;
-		next.tv_sec = (time_t)(t / 1000000000ULL);
-		next.tv_nsec = (long)(t % 1000000000ULL);
-		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR)
+		uint64_t now = sluice_clock_monotonic_ns();
+		next += period;
+		/* Fell behind (the VM was descheduled)?  Do not catch up with
+		 * a burst of ticks: restart from now. */
+		if (next <= now)
+			next = now + period;
+		struct timespec deadline = { .tv_sec = (time_t)(next / 1000000000ULL),
+			                     .tv_nsec = (long)(next % 1000000000ULL) };
+		tick_changed = false;
+		while (!tick_stop && !tick_changed &&
+		       pthread_cond_timedwait(&tick_cond, &tick_lock, &deadline) != ETIMEDOUT)
 			;
+		if (tick_changed)
+			next = sluice_clock_monotonic_ns(); /* new period from now */
 	}
+	pthread_mutex_unlock(&tick_lock);
 	return NULL;
 }
 
@@ -64,18 +89,26 @@ int sluice_clock_cached_start(uint64_t period_ns)
 		period_ns = SLUICE_CACHED_PERIOD_NS;
 	if (period_ns < SLUICE_CACHED_PERIOD_MIN_NS || period_ns > SLUICE_CACHED_PERIOD_MAX_NS)
 		return -SLUICE_EPERIOD;
+	pthread_once(&tick_cond_once, tick_cond_init);
 
 	int rc = 0;
 	pthread_mutex_lock(&ticker_mutex);
-	atomic_store_explicit(&ticker_period, period_ns, memory_order_relaxed);
-	if (!ticker_running) {
+	if (ticker_running) {
+		pthread_mutex_lock(&tick_lock);
+		atomic_store_explicit(&ticker_period, period_ns, memory_order_relaxed);
+		tick_changed = true;
+		pthread_cond_signal(&tick_cond);
+		pthread_mutex_unlock(&tick_lock);
+	} else {
+		uint64_t old = atomic_load_explicit(&ticker_period, memory_order_relaxed);
+		atomic_store_explicit(&ticker_period, period_ns, memory_order_relaxed);
 		/* Publish a first reading before returning, so a limiter that
 		 * reads the cached clock right after start() sees live time. */
-		atomic_store_explicit(&sluice__cached_now, sluice_clock_monotonic_ns(),
-		                      memory_order_relaxed);
-		atomic_store_explicit(&ticker_stop, false, memory_order_relaxed);
+		publish_now();
+		tick_stop = false; /* no ticker runs: nobody else reads it */
 		if (pthread_create(&ticker_thread, NULL, ticker_main, NULL) != 0) {
 			atomic_store_explicit(&sluice__cached_now, 0, memory_order_relaxed);
+			atomic_store_explicit(&ticker_period, old, memory_order_relaxed);
 			rc = -SLUICE_ETHREAD;
 		} else {
 			ticker_running = true;
@@ -89,8 +122,10 @@ void sluice_clock_cached_stop(void)
 {
 	pthread_mutex_lock(&ticker_mutex);
 	if (ticker_running) {
-		/* Release pairs with the acquire load in ticker_main(). */
-		atomic_store_explicit(&ticker_stop, true, memory_order_release);
+		pthread_mutex_lock(&tick_lock);
+		tick_stop = true;
+		pthread_cond_signal(&tick_cond);
+		pthread_mutex_unlock(&tick_lock);
 		pthread_join(ticker_thread, NULL);
 		ticker_running = false;
 		atomic_store_explicit(&sluice__cached_now, 0, memory_order_relaxed);

@@ -5,11 +5,15 @@
  */
 #include "sluice/error.h"
 
+/* |err| without overflow: -INT_MIN is not an int, and no code is that big. */
+static unsigned magnitude(int err)
+{
+	return err < 0 ? 0u - (unsigned)err : (unsigned)err;
+}
+
 const char *sluice_strerror(int err)
 {
-	if (err < 0)
-		err = -err;
-	switch (err) {
+	switch (magnitude(err)) {
 	case 0:
 		return "success";
 #define SLUICE__ERR_MSG(name, value, msg) \
@@ -23,9 +27,7 @@ const char *sluice_strerror(int err)
 
 const char *sluice_err_name(int err)
 {
-	if (err < 0)
-		err = -err;
-	switch (err) {
+	switch (magnitude(err)) {
 	case 0:
 		return "SLUICE_OK";
 #define SLUICE__ERR_NAME(name, value, msg) \

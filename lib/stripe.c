@@ -66,14 +66,19 @@ int64_t sluice_stripe_sum_and_reset(sluice_stripe_t *s)
 }
 
 static _Thread_local uint32_t probe_state;
+static _Atomic uint32_t probe_seed_counter;
 
 uint32_t *sluice__stripe_probe(void)
 {
 	if (SLUICE_UNLIKELY(probe_state == 0)) {
-		/* Seed from the thread's stack address so threads start apart;
-		 * never 0 (0 means "unseeded"). */
-		uintptr_t a = (uintptr_t)&probe_state;
-		probe_state = (uint32_t)(a ^ (a >> 32) ^ (a >> 12)) | 1u;
+		/* Successive threads take successive multiples of the golden
+		 * ratio, as Java's ThreadLocalRandom seeds its probes: they
+		 * start on well spread cells, whatever the cell count, and a
+		 * thread reusing a dead thread's stack does not inherit its
+		 * cell.  Relaxed: only uniqueness matters.  0 means unseeded. */
+		uint32_t k = atomic_fetch_add_explicit(&probe_seed_counter, 1, memory_order_relaxed);
+		uint32_t seed = (k + 1) * 0x9E3779B9u;
+		probe_state = seed ? seed : 1u;
 	}
 	return &probe_state;
 }

@@ -13,10 +13,15 @@
  *   SLUICE_CLOCK_CACHED     one relaxed load of a word that a background
  *                           ticker thread refreshes from CLOCK_MONOTONIC
  *                           every period (default SLUICE_CACHED_PERIOD_NS).
- *                           About 1 ns a read.  While the ticker is not
- *                           running a read falls back to CLOCK_MONOTONIC, so
- *                           a forgotten start costs speed, never correctness
- *                           (a frozen clock would stop every window).
+ *                           About 1 ns a read.  A reading lags real time by
+ *                           up to one period (plus scheduling delay).  While
+ *                           the ticker is not running a read falls back to
+ *                           CLOCK_MONOTONIC, so a forgotten start costs
+ *                           speed, never correctness (a frozen clock would
+ *                           stop every window).  Across a start, a reader
+ *                           may see a fallback reading and then a slightly
+ *                           older cached one: limiters hold time at their
+ *                           newest bucket, so this cannot reopen anything.
  *   SLUICE_CLOCK_MANUAL     a value the caller sets and advances: tests and
  *                           simulation.  It may be set backwards on purpose.
  *
@@ -127,7 +132,8 @@ static inline uint64_t sluice_clock_now(const sluice_clock_t *c)
 /*
  * sluice_clock_resolution_ns - the finest step the clock can show.
  * Monotonic: clock_getres (1 ns); coarse: clock_getres (the kernel tick);
- * cached: the ticker's configured period; manual: 1 ns.
+ * cached: the ticker's configured period, also while it is stopped (limiters
+ * validate against the clock they will have once it runs); manual: 1 ns.
  * Limiters refuse buckets narrower than this (-SLUICE_ERESOLUTION).
  */
 SLUICE_API uint64_t sluice_clock_resolution_ns(const sluice_clock_t *c);
@@ -137,13 +143,15 @@ SLUICE_API uint64_t sluice_clock_resolution_ns(const sluice_clock_t *c);
  * @period_ns: 0 for SLUICE_CACHED_PERIOD_NS, else 1 us .. 1 s.
  *
  * Safe to call twice and from several threads: a second call while the
- * ticker runs only changes its period.  Not for a decision path (it may take
- * a mutex and create a thread).  Return: 0, -SLUICE_EPERIOD, -SLUICE_ETHREAD.
+ * ticker runs only changes its period, which takes effect at once.  Not for
+ * a decision path (it takes a mutex and may create a thread).
+ * Return: 0, -SLUICE_EPERIOD, -SLUICE_ETHREAD (nothing changed on error).
  */
 SLUICE_API int sluice_clock_cached_start(uint64_t period_ns);
 
 /*
- * sluice_clock_cached_stop - stop the ticker and join its thread.
+ * sluice_clock_cached_stop - stop the ticker and join its thread (at once,
+ * not after the current period).
  * Safe to call twice, or without a start.  Afterwards cached reads fall back
  * to CLOCK_MONOTONIC.  Not for a decision path.
  */

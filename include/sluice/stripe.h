@@ -123,7 +123,9 @@ static inline void sluice_stripe_add(sluice_stripe_t *s, int64_t n)
 	for (;;) {
 		_Atomic int64_t *cell = &s->cells[*probe & s->mask].value;
 		int64_t v = atomic_load_explicit(cell, memory_order_relaxed);
-		if (atomic_compare_exchange_strong_explicit(cell, &v, v + n, memory_order_relaxed,
+		/* wraps like the BY_CPU fetch_add, instead of signed overflow */
+		int64_t next = (int64_t)((uint64_t)v + (uint64_t)n);
+		if (atomic_compare_exchange_strong_explicit(cell, &v, next, memory_order_relaxed,
 		                                            memory_order_relaxed))
 			return;
 		/* Somebody else writes this cell: move away for next time,
