@@ -2,8 +2,9 @@
  * sluice/fixed.h - fixed window counter: at most L permits per aligned window.
  *
  * GUARANTEE (any number of threads, any timing): for every aligned window
- * [k*W, (k+1)*W) of the limiter's clock, the permits admitted with a reading
- * inside it total at most L.  Check-and-count is one CAS on one 64-bit word
+ * [k*W, (k+1)*W) of the limiter's timeline, the permits admitted at a time
+ * inside it total at most L.  A decision's time is its reading, or the start
+ * of the newest window when the reading is older (decision.now_ns).  Check-and-count is one CAS on one 64-bit word
  * that packs the window's epoch tag (low 32 bits of k) with its count, so two
  * racing threads can never both take the last permit.
  *
