@@ -40,6 +40,8 @@
 
 #include "sluice/clock.h"
 
+#include "bench_common.h"
+
 #define BATCH 1024
 #define TICKER_SETTLE_NS 50000000ULL /* let a fresh ticker reach steady state */
 #define TICKER_SLEEP_NS 1000000000ULL
@@ -74,22 +76,10 @@ static void sleep_ns(uint64_t ns)
 		;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 	return (x > y) - (x < y);
-}
-
-static double median(double *v, unsigned n)
-{
-	qsort(v, n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* ---- part 1: cost per read ------------------------------------------- */
@@ -225,26 +215,12 @@ static void measure_ticker(struct ticker_case *tc, uint64_t *lags)
 
 int main(int argc, char **argv)
 {
-	unsigned repeats = 7;
-	double seconds = 0.3;
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--quick") == 0) {
-			repeats = 3;
-			seconds = 0.1;
-		} else if (strncmp(argv[i], "--repeats=", 10) == 0) {
-			repeats = (unsigned)strtoul(argv[i] + 10, NULL, 10);
-		} else if (strncmp(argv[i], "--seconds=", 10) == 0) {
-			seconds = strtod(argv[i] + 10, NULL);
-		} else {
-			fprintf(stderr, "usage: %s [--quick] [--repeats=N] [--seconds=S]\n",
-			        argv[0]);
-			return 2;
-		}
-	}
-	if (repeats < 1 || !(seconds > 0)) {
-		fprintf(stderr, "bench_clock: need --repeats >= 1 and --seconds > 0\n");
-		return 2;
-	}
+	struct bench_opts opts;
+	int bad = bench_parse_args(argc, argv, "bench_clock", &opts);
+	if (bad)
+		return bad;
+	unsigned repeats = opts.repeats;
+	double seconds = opts.seconds;
 	uint64_t target_ns = (uint64_t)(seconds * 1e9);
 	sluice_clock_manual_init(&manual_clock, 1);
 
@@ -274,7 +250,7 @@ int main(int argc, char **argv)
 	}
 	sluice_clock_cached_stop();
 	for (unsigned c = 0; c < nrc; c++) {
-		rc[c].med = median(rc[c].samples, repeats); /* sorts samples */
+		rc[c].med = bench_median(rc[c].samples, repeats); /* sorts samples */
 		rc[c].min = rc[c].samples[0];
 		rc[c].max = rc[c].samples[repeats - 1];
 		printf("bench clock=%s ns_per_read=%.2f\n", rc[c].name, rc[c].med);

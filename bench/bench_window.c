@@ -288,12 +288,6 @@ static struct bench_case cases[] = {
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
 static struct run_result run_case(struct bench_case *c, uint64_t target_ns)
 {
 	c->setup();
@@ -305,26 +299,12 @@ static struct run_result run_case(struct bench_case *c, uint64_t target_ns)
 
 int main(int argc, char **argv)
 {
-	unsigned repeats = 7;
-	double seconds = 0.3;
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--quick") == 0) {
-			repeats = 3;
-			seconds = 0.1;
-		} else if (strncmp(argv[i], "--repeats=", 10) == 0) {
-			repeats = (unsigned)strtoul(argv[i] + 10, NULL, 10);
-		} else if (strncmp(argv[i], "--seconds=", 10) == 0) {
-			seconds = strtod(argv[i] + 10, NULL);
-		} else {
-			fprintf(stderr, "usage: %s [--quick] [--repeats=N] [--seconds=S]\n",
-			        argv[0]);
-			return 2;
-		}
-	}
-	if (repeats < 1 || !(seconds > 0)) {
-		fprintf(stderr, "bench_window: need --repeats >= 1 and --seconds > 0\n");
-		return 2;
-	}
+	struct bench_opts opts;
+	int bad = bench_parse_args(argc, argv, "bench_window", &opts);
+	if (bad)
+		return bad;
+	unsigned repeats = opts.repeats;
+	double seconds = opts.seconds;
 	uint64_t target_ns = (uint64_t)(seconds * 1e9);
 
 	/* The cached clock runs for the whole program (default period), as a
@@ -351,9 +331,7 @@ int main(int argc, char **argv)
 
 	for (unsigned c = 0; c < NCASES; c++) {
 		struct bench_case *k = &cases[c];
-		qsort(k->samples, repeats, sizeof(double), cmp_double);
-		k->med = repeats % 2 ? k->samples[repeats / 2]
-		                     : (k->samples[repeats / 2 - 1] + k->samples[repeats / 2]) / 2;
+		k->med = bench_median(k->samples, repeats); /* sorts samples */
 		k->min = k->samples[0];
 		k->max = k->samples[repeats - 1];
 	}

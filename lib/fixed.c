@@ -59,13 +59,6 @@ int sluice__fixed_bad_n(const sluice_fixed_t *f, uint64_t n, uint64_t now, sluic
 {
 	if (n == 0)
 		return -SLUICE_EINVAL;
-	if (d) {
-		d->allowed = 0;
-		d->limit = f->limit;
-		d->remaining = 0;
-		d->retry_after_ns = SLUICE_NEVER;
-		d->reset_ns = 0;
-		d->now_ns = now;
-	}
+	sluice__decision_never(d, f->limit, now);
 	return -SLUICE_ETOOBIG;
 }

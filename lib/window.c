@@ -353,14 +353,7 @@ int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
 	if (n == 0)
 		return -SLUICE_EINVAL;
 	if (n > w->limit) {
-		if (d) {
-			d->allowed = 0;
-			d->limit = w->limit;
-			d->remaining = 0;
-			d->retry_after_ns = SLUICE_NEVER;
-			d->reset_ns = 0;
-			d->now_ns = now;
-		}
+		sluice__decision_never(d, w->limit, now);
 		return -SLUICE_ETOOBIG;
 	}
 	if (w->mode == SLUICE_STRIPED)

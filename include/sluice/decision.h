@@ -33,4 +33,17 @@ typedef struct sluice_decision {
 	                          * fields above are measured from it.        */
 } sluice_decision_t;
 
+/* private: fill @d for a request that can never pass (n > limit). */
+static inline void sluice__decision_never(sluice_decision_t *d, uint64_t limit, uint64_t now)
+{
+	if (!d)
+		return;
+	d->allowed = 0;
+	d->limit = limit;
+	d->remaining = 0;
+	d->retry_after_ns = SLUICE_NEVER;
+	d->reset_ns = 0;
+	d->now_ns = now;
+}
+
 #endif /* SLUICE_DECISION_H */
