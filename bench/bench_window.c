@@ -47,6 +47,8 @@
 #include "sluice/fixed.h"
 #include "sluice/window.h"
 
+#include "bench_common.h"
+
 #define BATCH 2048
 #define WINDOW_NS 1000000000ULL
 #define BUCKETS 10u
