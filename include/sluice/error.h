@@ -25,7 +25,19 @@
 	X(EMODE, 9, "unknown admission mode")                                  \
 	X(ETHREAD, 10, "could not start the clock ticker thread")              \
 	X(EPERIOD, 11, "ticker period out of range (1 us .. 1 s)")             \
-	X(ECELLS, 12, "stripe cell count out of range (1..4096)")
+	X(ECELLS, 12, "stripe cell count out of range (1..4096)")               \
+	X(ERATE, 13, "rate out of range (zero, or an interval under 1 ns)")    \
+	X(EBURST, 14, "burst out of range")                                     \
+	X(EMEMORY, 15, "configuration needs more memory than the documented cap") \
+	X(EWARMUP, 16, "warm-up period out of range")                           \
+	X(EHALFLIFE, 17, "half-life out of range")                              \
+	X(ECOUNT, 18, "composite needs 2..8 limiters")                          \
+	X(EKIND, 19, "unknown limiter kind")                                    \
+	X(ERELEASE, 20, "release without a matching acquire")                   \
+	X(ETIMEDOUT, 21, "the wait would exceed the timeout; nothing was taken") \
+	X(EDELAY, 22, "maximum queueing delay out of range")                    \
+	X(ECANCEL, 23, "booking could not be cancelled exactly")               \
+	X(ENOTSUP, 24, "operation not supported by this limiter kind")
 
 enum sluice_error {
 #define SLUICE__ERR_ENUM(name, value, msg) SLUICE_##name = value,
