@@ -62,3 +62,21 @@ int sluice__fixed_bad_n(const sluice_fixed_t *f, uint64_t n, uint64_t now, sluic
 	sluice__decision_never(d, f->limit, now);
 	return -SLUICE_ETOOBIG;
 }
+
+int sluice_fixed_refund_at(sluice_fixed_t *f, uint64_t n, const sluice_decision_t *admitted)
+{
+	if (!f || !admitted || n == 0)
+		return -SLUICE_EINVAL;
+	uint64_t e = admitted->now_ns / f->window_ns;
+	uint64_t w = atomic_load_explicit(&f->word, memory_order_relaxed);
+	for (;;) {
+		if ((w >> 32) != (e & 0xffffffffu))
+			return 0; /* that window is over: its permits count no more */
+		if ((w & 0xffffffffu) < n)
+			return -SLUICE_EINVAL; /* more than was ever taken */
+		/* Relaxed, like acquire: the count word is self-contained. */
+		if (atomic_compare_exchange_weak_explicit(&f->word, &w, w - n, memory_order_relaxed,
+		                                          memory_order_relaxed))
+			return 0;
+	}
+}

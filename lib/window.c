@@ -425,3 +425,58 @@ uint64_t sluice_window_count_at(sluice_window_t *w, uint64_t now)
 		counted += cells_count(w, h);
 	return counted;
 }
+
+/*
+ * Refund.  EXACT: CAS the open bucket's own count down.  STRIPED: take n
+ * from any cell tagged with the bucket (only their sum matters), then
+ * confirm the bucket was not sealed meanwhile; if it was, the fold may have
+ * counted the cell before our decrement, so the refund may not have taken
+ * effect: report -SLUICE_ECANCEL (the permits then stay counted).
+ */
+int sluice_window_refund_at(sluice_window_t *w, uint64_t n, const sluice_decision_t *admitted)
+{
+	if (!w || !admitted || n == 0)
+		return -SLUICE_EINVAL;
+	uint64_t e = admitted->now_ns / w->width_ns;
+	_Atomic uint64_t *slot = &w->slots[e & w->mask];
+	uint64_t s = atomic_load_explicit(slot, memory_order_seq_cst);
+	if (TAG_OF(s) != SLUICE__LO32(e)) {
+		/* Reused (or never opened): e left the window long ago. */
+		return 0;
+	}
+	if (s & SLUICE__SLOT_SEALED) {
+		uint64_t h = atomic_load_explicit(&w->head, memory_order_acquire);
+		return h - e >= w->buckets ? 0 : -SLUICE_ECANCEL;
+	}
+	if (w->mode == SLUICE_EXACT) {
+		for (;;) {
+			if ((s & SLUICE__SLOT_OWN) < n)
+				return -SLUICE_EINVAL;
+			/* Relaxed: the count is self-contained; a racing seal
+			 * fails this CAS and we look again. */
+			if (atomic_compare_exchange_weak_explicit(slot, &s, s - n, memory_order_relaxed,
+			                                          memory_order_relaxed))
+				return 0;
+			if (TAG_OF(s) != SLUICE__LO32(e))
+				return 0;
+			if (s & SLUICE__SLOT_SEALED)
+				return -SLUICE_ECANCEL;
+		}
+	}
+	for (uint32_t i = 0; i <= w->cell_mask; i++) {
+		_Atomic uint64_t *cell = &w->cells[i].word;
+		uint64_t v = atomic_load_explicit(cell, memory_order_relaxed);
+		while (TAG_OF(v) == SLUICE__LO32(e) && (v & 0xffffffffu) >= n) {
+			/* seq_cst: a Dekker pair with the seal, as in
+			 * striped_acquire(). */
+			if (atomic_compare_exchange_weak_explicit(cell, &v, v - n, memory_order_seq_cst,
+			                                          memory_order_relaxed)) {
+				uint64_t s2 = atomic_load_explicit(slot, memory_order_seq_cst);
+				return TAG_OF(s2) == SLUICE__LO32(e) && !(s2 & SLUICE__SLOT_SEALED) ?
+					       0 :
+					       -SLUICE_ECANCEL;
+			}
+		}
+	}
+	return -SLUICE_EINVAL; /* no cell holds n permits of that bucket */
+}

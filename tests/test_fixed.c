@@ -180,3 +180,20 @@ Test(fixed, null_arguments)
 	cr_assert_eq(sluice_fixed_init(&f, NULL), -SLUICE_EINVAL);
 	cr_assert_eq(sluice_fixed_size(), sizeof(sluice_fixed_t));
 }
+
+Test(fixed, refund_gives_back_while_the_window_lasts)
+{
+	sluice_fixed_t f = make(10, SEC, 0);
+	sluice_decision_t a, d;
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 10, 5 * SEC + 1, &a), 1);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 3, 5 * SEC + 2, &d), 0);
+	cr_assert_eq(sluice_fixed_refund_at(&f, 4, &a), 0);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 4, 5 * SEC + 3, &d), 1, "the 4 came back");
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 1, 5 * SEC + 4, &d), 0, "and no more");
+	cr_assert_eq(sluice_fixed_refund_at(&f, 11, &a), -SLUICE_EINVAL, "more than counted");
+	cr_assert_eq(sluice_fixed_refund_at(&f, 0, &a), -SLUICE_EINVAL);
+	/* next window: the old permits count no more; refunding them is a no-op */
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 10, 6 * SEC, &d), 1);
+	cr_assert_eq(sluice_fixed_refund_at(&f, 6, &a), 0);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 1, 6 * SEC + 1, &d), 0, "the new window is untouched");
+}

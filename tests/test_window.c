@@ -377,3 +377,36 @@ Test(window, null_arguments)
 	sluice_window_destroy(NULL);
 	cr_assert_eq(sluice_window_size(), sizeof(sluice_window_t));
 }
+
+struct refund_mode {
+	sluice_window_mode_t mode;
+};
+
+ParameterizedTestParameters(window, refund)
+{
+	static struct refund_mode p[] = { { SLUICE_EXACT }, { SLUICE_STRIPED } };
+	return cr_make_param_array(struct refund_mode, p, 2);
+}
+
+ParameterizedTest(struct refund_mode *p, window, refund)
+{
+	sluice_window_t w;
+	make(&w, 10, SEC, 10, p->mode);
+	sluice_decision_t a, b, d;
+	cr_assert_eq(sluice_window_acquire_at(&w, 6, 150 * MS, &a), 1); /* bucket 1 */
+	cr_assert_eq(sluice_window_acquire_at(&w, 4, 160 * MS, &b), 1);
+	cr_assert_eq(sluice_window_acquire_at(&w, 1, 170 * MS, &d), 0);
+	cr_assert_eq(sluice_window_refund_at(&w, 4, &b), 0, "open bucket: given back");
+	cr_assert_eq(sluice_window_count_at(&w, 180 * MS), 6);
+	cr_assert_eq(sluice_window_refund_at(&w, 0, &b), -SLUICE_EINVAL);
+	cr_assert_eq(sluice_window_refund_at(&w, 7, &a), -SLUICE_EINVAL, "more than counted");
+	/* bucket 1 sealed when bucket 2 opens: its count is final */
+	cr_assert_eq(sluice_window_acquire_at(&w, 1, 250 * MS, &d), 1);
+	cr_assert_eq(sluice_window_refund_at(&w, 6, &a), -SLUICE_ECANCEL);
+	cr_assert_eq(sluice_window_count_at(&w, 260 * MS), 7, "kept: fewer admissions, not more");
+	/* once bucket 1 has left the window there is nothing to give back */
+	cr_assert_eq(sluice_window_count_at(&w, 1150 * MS), 1);
+	cr_assert_eq(sluice_window_refund_at(&w, 6, &a), 0);
+	cr_assert_eq(sluice_window_count_at(&w, 1160 * MS), 1);
+	sluice_window_destroy(&w);
+}

@@ -138,6 +138,18 @@ static inline int sluice_fixed_acquire_at(sluice_fixed_t *f, uint64_t n, uint64_
 	}
 }
 
+/*
+ * sluice_fixed_refund_at - give back @n permits of the admission @admitted
+ * describes (its decision, as filled by acquire).
+ *
+ * While that window is current, the count drops by n at once (one CAS).
+ * Once the window is over its permits no longer count, so there is nothing
+ * left to give back.  Lock-free, no allocation.
+ * Return: 0; -SLUICE_EINVAL (NULL, n = 0, or more than the window counts).
+ */
+SLUICE_API int sluice_fixed_refund_at(sluice_fixed_t *f, uint64_t n,
+                                      const sluice_decision_t *admitted);
+
 /* sluice_fixed_acquire - as _at, reading the limiter's clock. */
 static inline int sluice_fixed_acquire(sluice_fixed_t *f, uint64_t n, sluice_decision_t *d)
 {

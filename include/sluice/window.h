@@ -127,6 +127,21 @@ SLUICE_API size_t sluice_window_size(void);
  */
 SLUICE_API uint64_t sluice_window_count_at(sluice_window_t *w, uint64_t now);
 
+/*
+ * sluice_window_refund_at - give back @n permits of the admission @admitted
+ * describes (its decision, as filled by acquire).
+ *
+ * While the admission's bucket is still open, its count drops by n at once.
+ * Once the bucket is sealed its count is final: the permits stay counted
+ * until the bucket leaves the window (fewer future admissions, never more)
+ * and -SLUICE_ECANCEL says so.  Once the bucket has left the window there
+ * is nothing left to give back.  Lock-free, no allocation.
+ * Return: 0, -SLUICE_ECANCEL, -SLUICE_EINVAL (NULL, n = 0, or more than the
+ * bucket counts).
+ */
+SLUICE_API int sluice_window_refund_at(sluice_window_t *w, uint64_t n,
+                                       const sluice_decision_t *admitted);
+
 /* private slow paths */
 SLUICE_API int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
                                            sluice_decision_t *d);
