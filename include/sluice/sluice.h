@@ -9,5 +9,7 @@
 #include "stripe.h"
 #include "fixed.h"
 #include "window.h"
+#include "composite.h"
+#include "limiter.h"
 
 #endif /* SLUICE_SLUICE_H */

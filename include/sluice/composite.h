@@ -1,0 +1,78 @@
+/*
+ * sluice/composite.h - all-or-nothing across 2..8 limiters.
+ *
+ * "1000 per second, and also at most 200 in any 100 ms": a composite asks
+ * each of its limiters in order; if one refuses, the permits already taken
+ * from the ones before it are given back (each limiter's refund_at), and
+ * nothing is taken from the ones after it.
+ *
+ * GUARANTEE: an admission by the composite is an admission by every part,
+ * so each part's own guarantee holds for the composite's traffic, whatever
+ * else shares the parts.  A refusal takes nothing, except where a part
+ * cannot give permits back exactly (its refund_at says -SLUICE_ECANCEL, e.g.
+ * a ring bucket sealed in between): then those permits stay counted in that
+ * part, which can only refuse more later, never admit more; the composite
+ * counts such events (sluice_composite_unreturned()).
+ *
+ * WORST CASE: while a refused request's permits are being given back, a
+ * concurrent decision on a shared part can see them as taken and refuse:
+ * a transient under-admission, never an over-admission.  retry_after_ns of
+ * a refusal is the refusing part's: a later part, not asked, may refuse
+ * again at that time (it is a lower bound, not a promise).
+ *
+ * DECISION: allowed: remaining = the smallest remaining of the parts,
+ * reset_ns = the largest.  Refused: the refusing part's decision, with
+ * limit = the smallest limit of the parts asked.  now_ns = the latest time
+ * any part used.
+ *
+ * Parts are generic handles (sluice/limiter.h), borrowed: the composite
+ * never frees them, and they must outlive it.  A part may not itself be a
+ * composite (-SLUICE_EKIND).  Memory: 96 bytes; no allocation per decision.
+ */
+#ifndef SLUICE_COMPOSITE_H
+#define SLUICE_COMPOSITE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "common.h"
+#include "decision.h"
+
+#define SLUICE_COMPOSITE_MAX 8
+
+struct sluice_limiter;
+
+typedef struct sluice_composite_config {
+	struct sluice_limiter *parts[SLUICE_COMPOSITE_MAX]; /* borrowed */
+	unsigned count;                                      /* 2..8     */
+} sluice_composite_config_t;
+
+typedef struct sluice_composite {
+	/* read-only after init */
+	struct sluice_limiter *parts[SLUICE_COMPOSITE_MAX];
+	unsigned count;
+	/* private */
+	_Atomic uint64_t unreturned; /* refunds a part could not make exactly */
+} sluice_composite_t;
+
+/*
+ * sluice_composite_init - check @cfg and set up @c.
+ * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_ECOUNT (count not 2..8, or a NULL
+ * part), -SLUICE_EKIND (a part is a composite).  @c is untouched on error.
+ */
+SLUICE_API int sluice_composite_init(sluice_composite_t *c, const sluice_composite_config_t *cfg);
+
+/*
+ * sluice_composite_acquire_at - take @n from every part at @now, or nothing.
+ * Lock-free if every part is; no allocation.  Thread-safe.
+ * Return: 1 admitted, 0 refused (the first refusal stops), or the first
+ * part's negative error (permits taken before it are given back).
+ */
+SLUICE_API int sluice_composite_acquire_at(sluice_composite_t *c, uint64_t n, uint64_t now,
+                                           sluice_decision_t *d);
+
+/* sluice_composite_unreturned - how many refunds a part could not make
+ * exactly (their permits stayed counted).  Relaxed read of a counter. */
+SLUICE_API uint64_t sluice_composite_unreturned(const sluice_composite_t *c);
+
+#endif /* SLUICE_COMPOSITE_H */

@@ -1,0 +1,81 @@
+/*
+ * composite.c - all-or-nothing across several limiters.
+ *
+ * DESIGN: ask the parts in order with the same n and the same time; keep
+ * each part's decision; on the first refusal (or error) give back, in
+ * reverse order, what the parts before it took, with their own decisions
+ * (each part's refund_at knows exactly which bucket or booking to undo).
+ * No state is shared between calls except the `unreturned` statistic
+ * (relaxed: a counter, publishes nothing).  The parts' own atomics provide
+ * all the ordering; the composite adds none and takes no lock.
+ */
+#include "sluice/composite.h"
+#include "sluice/error.h"
+#include "sluice/limiter.h"
+
+int sluice_composite_init(sluice_composite_t *c, const sluice_composite_config_t *cfg)
+{
+	if (!c || !cfg)
+		return -SLUICE_EINVAL;
+	if (cfg->count < 2 || cfg->count > SLUICE_COMPOSITE_MAX)
+		return -SLUICE_ECOUNT;
+	for (unsigned i = 0; i < cfg->count; i++) {
+		if (!cfg->parts[i])
+			return -SLUICE_ECOUNT;
+		if (sluice_limiter_kind(cfg->parts[i]) == SLUICE_KIND_COMPOSITE)
+			return -SLUICE_EKIND;
+	}
+	for (unsigned i = 0; i < cfg->count; i++)
+		c->parts[i] = cfg->parts[i];
+	c->count = cfg->count;
+	atomic_init(&c->unreturned, 0);
+	return 0;
+}
+
+int sluice_composite_acquire_at(sluice_composite_t *c, uint64_t n, uint64_t now,
+                                sluice_decision_t *d)
+{
+	sluice_decision_t got[SLUICE_COMPOSITE_MAX];
+	unsigned i;
+	int rc = 1;
+	for (i = 0; i < c->count; i++) {
+		rc = sluice_acquire_at(c->parts[i], n, now, &got[i]);
+		if (rc != 1)
+			break;
+	}
+	if (rc != 1) {
+		/* give back what the parts before the refusal took */
+		for (unsigned k = i; k-- > 0;)
+			if (sluice_refund_at(c->parts[k], n, &got[k]) != 0)
+				atomic_fetch_add_explicit(&c->unreturned, 1, memory_order_relaxed);
+		if (d) {
+			*d = got[i]; /* the refusing part's decision */
+			for (unsigned k = 0; k < i; k++) {
+				if (got[k].limit < d->limit)
+					d->limit = got[k].limit;
+				if (got[k].now_ns > d->now_ns)
+					d->now_ns = got[k].now_ns;
+			}
+		}
+		return rc;
+	}
+	if (d) {
+		*d = got[0];
+		for (unsigned k = 1; k < c->count; k++) {
+			if (got[k].remaining < d->remaining)
+				d->remaining = got[k].remaining;
+			if (got[k].limit < d->limit)
+				d->limit = got[k].limit;
+			if (got[k].reset_ns > d->reset_ns)
+				d->reset_ns = got[k].reset_ns;
+			if (got[k].now_ns > d->now_ns)
+				d->now_ns = got[k].now_ns;
+		}
+	}
+	return 1;
+}
+
+uint64_t sluice_composite_unreturned(const sluice_composite_t *c)
+{
+	return atomic_load_explicit(&((sluice_composite_t *)c)->unreturned, memory_order_relaxed);
+}

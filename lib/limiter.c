@@ -1,0 +1,178 @@
+/*
+ * limiter.c - the generic handle: dispatch to the algorithm of each kind,
+ * and sluice_wait().
+ *
+ * DESIGN: a handle is a kind tag plus the algorithm's own struct, allocated
+ * together (aligned to a cache line, as the algorithms' hot words expect).
+ * Dispatch is a switch on the tag; each case calls the algorithm's public
+ * function, so every guarantee, ordering and error is exactly the
+ * algorithm's.  Nothing here is shared between threads beyond what the
+ * algorithms share.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sluice/error.h"
+#include "sluice/limiter.h"
+
+struct sluice_limiter {
+	sluice_kind_t kind;
+	const sluice_clock_t *clock;
+	_Alignas(SLUICE_CACHELINE) union {
+		sluice_fixed_t fixed;
+		sluice_window_t window;
+		sluice_composite_t composite;
+	} u;
+};
+
+int sluice_limiter_new(const sluice_limiter_config_t *cfg, sluice_limiter_t **out)
+{
+	if (!cfg || !out)
+		return -SLUICE_EINVAL;
+	sluice_limiter_t *l = aligned_alloc(SLUICE_CACHELINE, sizeof(*l));
+	if (!l)
+		return -SLUICE_ENOMEM;
+	memset(l, 0, sizeof(*l));
+	int rc;
+	l->kind = cfg->kind;
+	switch (cfg->kind) {
+	case SLUICE_KIND_FIXED:
+		rc = sluice_fixed_init(&l->u.fixed, &cfg->fixed);
+		l->clock = l->u.fixed.clock;
+		break;
+	case SLUICE_KIND_WINDOW:
+		rc = sluice_window_init(&l->u.window, &cfg->window);
+		l->clock = l->u.window.clock;
+		break;
+	case SLUICE_KIND_COMPOSITE:
+		rc = sluice_composite_init(&l->u.composite, &cfg->composite);
+		/* the composite's time is its first part's clock */
+		l->clock = rc == 0 ? sluice_limiter_clock(cfg->composite.parts[0]) : NULL;
+		break;
+	default:
+		rc = -SLUICE_EKIND;
+	}
+	if (rc != 0) {
+		free(l);
+		return rc;
+	}
+	*out = l;
+	return 0;
+}
+
+void sluice_limiter_free(sluice_limiter_t *l)
+{
+	if (!l)
+		return;
+	switch (l->kind) {
+	case SLUICE_KIND_WINDOW:
+		sluice_window_destroy(&l->u.window);
+		break;
+	case SLUICE_KIND_FIXED:
+	case SLUICE_KIND_COMPOSITE:
+		break; /* nothing allocated; composite parts are borrowed */
+	}
+	free(l);
+}
+
+sluice_kind_t sluice_limiter_kind(const sluice_limiter_t *l)
+{
+	return l->kind;
+}
+
+const sluice_clock_t *sluice_limiter_clock(const sluice_limiter_t *l)
+{
+	return l->clock;
+}
+
+int sluice_acquire_at(sluice_limiter_t *l, uint64_t n, uint64_t now, sluice_decision_t *d)
+{
+	switch (l->kind) {
+	case SLUICE_KIND_FIXED:
+		return sluice_fixed_acquire_at(&l->u.fixed, n, now, d);
+	case SLUICE_KIND_WINDOW:
+		return sluice_window_acquire_at(&l->u.window, n, now, d);
+	case SLUICE_KIND_COMPOSITE:
+		return sluice_composite_acquire_at(&l->u.composite, n, now, d);
+	}
+	return -SLUICE_EKIND;
+}
+
+int sluice_acquire(sluice_limiter_t *l, uint64_t n, sluice_decision_t *d)
+{
+	return sluice_acquire_at(l, n, sluice_clock_now(l->clock), d);
+}
+
+int sluice_release(sluice_limiter_t *l, uint64_t n)
+{
+	switch (l->kind) {
+	case SLUICE_KIND_FIXED:
+	case SLUICE_KIND_WINDOW:
+	case SLUICE_KIND_COMPOSITE:
+		return 0; /* arrivals, not work in progress: nothing to end */
+	}
+	(void)n;
+	return -SLUICE_EKIND;
+}
+
+int sluice_refund_at(sluice_limiter_t *l, uint64_t n, const sluice_decision_t *admitted)
+{
+	switch (l->kind) {
+	case SLUICE_KIND_FIXED:
+		return sluice_fixed_refund_at(&l->u.fixed, n, admitted);
+	case SLUICE_KIND_WINDOW:
+		return sluice_window_refund_at(&l->u.window, n, admitted);
+	case SLUICE_KIND_COMPOSITE:
+		/* The parts' own decisions are gone: refunding by the
+		 * composite's time could hit the wrong bucket of a part. */
+		return -SLUICE_ENOTSUP;
+	}
+	return -SLUICE_EKIND;
+}
+
+/* Book a slot where the algorithm can: 1 booked (d->retry_after_ns is the
+ * delay), 0 too far away (nothing booked), -SLUICE_ENOTSUP if it cannot. */
+static int reserve_at(sluice_limiter_t *l, uint64_t n, uint64_t now, uint64_t max_delay,
+                      sluice_decision_t *d)
+{
+	(void)l, (void)n, (void)now, (void)max_delay, (void)d;
+	return -SLUICE_ENOTSUP;
+}
+
+static void sleep_ns(uint64_t ns)
+{
+	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ULL),
+		               .tv_nsec = (long)(ns % 1000000000ULL) };
+	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
+		;
+}
+
+int sluice_wait(sluice_limiter_t *l, uint64_t n, uint64_t timeout_ns, sluice_decision_t *d)
+{
+	sluice_decision_t local;
+	if (!d)
+		d = &local;
+	uint64_t start = sluice_clock_monotonic_ns();
+	int rc = reserve_at(l, n, sluice_clock_now(l->clock), timeout_ns, d);
+	if (rc != -SLUICE_ENOTSUP) {
+		if (rc == 0)
+			return -SLUICE_ETIMEDOUT; /* nothing was booked */
+		if (rc < 0)
+			return rc;
+		if (d->retry_after_ns)
+			sleep_ns(d->retry_after_ns);
+		return 1;
+	}
+	for (;;) {
+		rc = sluice_acquire(l, n, d);
+		if (rc != 0)
+			return rc; /* admitted, or an error such as ETOOBIG */
+		uint64_t waited = sluice_clock_monotonic_ns() - start;
+		if (d->retry_after_ns == SLUICE_NEVER || waited >= timeout_ns ||
+		    d->retry_after_ns > timeout_ns - waited)
+			return -SLUICE_ETIMEDOUT; /* refused: nothing was taken */
+		sleep_ns(d->retry_after_ns ? d->retry_after_ns : 1);
+	}
+}

@@ -1,0 +1,133 @@
+/*
+ * test_composite.c - all-or-nothing across limiters, deterministic.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "sluice/sluice.h"
+
+#define MS 1000000ULL
+#define SEC 1000000000ULL
+
+TestSuite(composite, .timeout = 30);
+
+static sluice_clock_t mclock;
+
+static sluice_limiter_t *fixed(uint64_t limit, uint64_t window_ns)
+{
+	sluice_limiter_config_t cfg = { .kind = SLUICE_KIND_FIXED,
+		                        .fixed = { .limit = limit, .window_ns = window_ns,
+		                                   .clock = &mclock } };
+	sluice_limiter_t *l = NULL;
+	cr_assert_eq(sluice_limiter_new(&cfg, &l), 0);
+	return l;
+}
+
+static sluice_limiter_t *ring(uint64_t limit, uint64_t window_ns, uint32_t buckets)
+{
+	sluice_limiter_config_t cfg = { .kind = SLUICE_KIND_WINDOW,
+		                        .window = { .limit = limit, .window_ns = window_ns,
+		                                    .buckets = buckets, .mode = SLUICE_EXACT,
+		                                    .clock = &mclock } };
+	sluice_limiter_t *l = NULL;
+	cr_assert_eq(sluice_limiter_new(&cfg, &l), 0);
+	return l;
+}
+
+static sluice_limiter_t *composite(sluice_limiter_t **parts, unsigned count)
+{
+	sluice_limiter_config_t cfg = { .kind = SLUICE_KIND_COMPOSITE };
+	cfg.composite.count = count;
+	for (unsigned i = 0; i < count; i++)
+		cfg.composite.parts[i] = parts[i];
+	sluice_limiter_t *l = NULL;
+	int rc = sluice_limiter_new(&cfg, &l);
+	cr_assert_eq(rc, 0, "composite: %s", sluice_strerror(rc));
+	return l;
+}
+
+/* "1000 per second, and also at most 200 in any 100 ms", scaled down */
+Test(composite, both_limits_hold)
+{
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_limiter_t *parts[2] = { ring(10, SEC, 10), ring(4, 100 * MS, 10) };
+	sluice_limiter_t *c = composite(parts, 2);
+	uint64_t admitted = 0;
+	for (uint64_t t = 0; t < SEC; t += 5 * MS)
+		admitted += (uint64_t)sluice_acquire_at(c, 1, t, NULL);
+	cr_assert_eq(admitted, 10, "the per-second limit binds over 1 s");
+	/* within the first 100 ms of the next second only 4 may pass */
+	admitted = 0;
+	for (uint64_t t = 2 * SEC; t < 2 * SEC + 100 * MS; t += MS)
+		admitted += (uint64_t)sluice_acquire_at(c, 1, t, NULL);
+	cr_assert_eq(admitted, 4, "the 100 ms limit binds inside it");
+	sluice_limiter_free(c);
+	sluice_limiter_free(parts[0]);
+	sluice_limiter_free(parts[1]);
+}
+
+Test(composite, a_refusal_gives_back_what_was_taken)
+{
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_limiter_t *parts[3] = { fixed(100, SEC), ring(100, SEC, 10), fixed(5, SEC) };
+	sluice_limiter_t *c = composite(parts, 3);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_acquire_at(c, 4, 10, &d), 1);
+	cr_assert_eq(d.remaining, 1, "the tightest part's remaining");
+	cr_assert_eq(d.limit, 5);
+	cr_assert_eq(sluice_acquire_at(c, 3, 20, &d), 0, "the third part refuses 3");
+	cr_assert_not(d.allowed);
+	cr_assert_eq(d.limit, 5);
+	cr_assert_eq(d.retry_after_ns, SEC - 20);
+	/* the first two parts got their 3 back: 96 left in each */
+	cr_assert_eq(sluice_acquire_at(parts[0], 96, 30, NULL), 1);
+	cr_assert_eq(sluice_acquire_at(parts[0], 1, 31, NULL), 0);
+	cr_assert_eq(sluice_acquire_at(parts[1], 96, 32, NULL), 1);
+	cr_assert_eq(sluice_acquire_at(parts[1], 1, 33, NULL), 0);
+	sluice_limiter_free(c);
+	for (int i = 0; i < 3; i++)
+		sluice_limiter_free(parts[i]);
+}
+
+Test(composite, errors_take_nothing)
+{
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_limiter_t *parts[2] = { fixed(10, SEC), fixed(3, SEC) };
+	sluice_limiter_t *c = composite(parts, 2);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_acquire_at(c, 4, 1, &d), -SLUICE_ETOOBIG, "4 can never pass the second");
+	cr_assert_eq(d.retry_after_ns, SLUICE_NEVER);
+	cr_assert_eq(sluice_acquire_at(parts[0], 10, 2, NULL), 1, "the first part was given its 4 back");
+	cr_assert_eq(sluice_acquire_at(c, 0, 3, &d), -SLUICE_EINVAL);
+	cr_assert_eq(sluice_refund_at(c, 1, &d), -SLUICE_ENOTSUP);
+	cr_assert_eq(sluice_release(c, 1), 0);
+	sluice_limiter_free(c);
+	sluice_limiter_free(parts[0]);
+	sluice_limiter_free(parts[1]);
+}
+
+Test(composite, invalid_config)
+{
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_limiter_t *a = fixed(1, SEC), *b = fixed(1, SEC);
+	sluice_limiter_config_t cfg = { .kind = SLUICE_KIND_COMPOSITE };
+	sluice_limiter_t *out = (sluice_limiter_t *)&cfg; /* must stay untouched */
+	cfg.composite.parts[0] = a;
+	cfg.composite.count = 1;
+	cr_assert_eq(sluice_limiter_new(&cfg, &out), -SLUICE_ECOUNT);
+	cfg.composite.count = 9;
+	cr_assert_eq(sluice_limiter_new(&cfg, &out), -SLUICE_ECOUNT);
+	cfg.composite.count = 2; /* parts[1] is NULL */
+	cr_assert_eq(sluice_limiter_new(&cfg, &out), -SLUICE_ECOUNT);
+	cfg.composite.parts[1] = b;
+	sluice_limiter_t *c = NULL;
+	cr_assert_eq(sluice_limiter_new(&cfg, &c), 0);
+	cfg.composite.parts[1] = c; /* nesting */
+	cr_assert_eq(sluice_limiter_new(&cfg, &out), -SLUICE_EKIND);
+	cr_assert_eq(out, (sluice_limiter_t *)&cfg, "a failed new leaves *out alone");
+	sluice_composite_t raw;
+	cr_assert_eq(sluice_composite_init(&raw, NULL), -SLUICE_EINVAL);
+	sluice_limiter_free(c);
+	sluice_limiter_free(a);
+	sluice_limiter_free(b);
+}
