@@ -113,7 +113,9 @@ typedef struct sluice_window {
  * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_ELIMIT, -SLUICE_EBUCKETS,
  * -SLUICE_EWINDOW (W = 0 or W % N != 0), -SLUICE_ERESOLUTION (W/N below the
  * clock's resolution), -SLUICE_EMODE, -SLUICE_ECLOCK, -SLUICE_ENOMEM.
- * On error @w is left untouched and nothing is allocated.
+ * On error @w is left untouched and nothing is allocated.  Allocates the
+ * ring (the only allocation a window ever makes); not thread-safe for the
+ * same @w, and no decision may run on @w before it returns.
  */
 SLUICE_API int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg);
 /* sluice_window_destroy - free the ring.  No decision may be running. */
