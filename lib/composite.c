@@ -66,13 +66,25 @@ int sluice_composite_acquire_at(sluice_composite_t *c, uint64_t n, uint64_t now,
 				d->remaining = got[k].remaining;
 			if (got[k].limit < d->limit)
 				d->limit = got[k].limit;
-			if (got[k].reset_ns > d->reset_ns)
+			if (got[k].reset_ns != SLUICE_NEVER &&
+			    (d->reset_ns == SLUICE_NEVER || got[k].reset_ns > d->reset_ns))
 				d->reset_ns = got[k].reset_ns;
 			if (got[k].now_ns > d->now_ns)
 				d->now_ns = got[k].now_ns;
 		}
 	}
 	return 1;
+}
+
+int sluice_composite_release(sluice_composite_t *c, uint64_t n)
+{
+	int first = 0;
+	for (unsigned i = 0; i < c->count; i++) {
+		int rc = sluice_release(c->parts[i], n);
+		if (rc != 0 && first == 0)
+			first = rc;
+	}
+	return first;
 }
 
 uint64_t sluice_composite_unreturned(const sluice_composite_t *c)

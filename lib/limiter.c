@@ -24,6 +24,7 @@ struct sluice_limiter {
 		sluice_fixed_t fixed;
 		sluice_window_t window;
 		sluice_composite_t composite;
+		sluice_inflight_t inflight;
 	} u;
 };
 
@@ -51,6 +52,10 @@ int sluice_limiter_new(const sluice_limiter_config_t *cfg, sluice_limiter_t **ou
 		/* the composite's time is its first part's clock */
 		l->clock = rc == 0 ? sluice_limiter_clock(cfg->composite.parts[0]) : NULL;
 		break;
+	case SLUICE_KIND_INFLIGHT:
+		rc = sluice_inflight_init(&l->u.inflight, &cfg->inflight);
+		l->clock = l->u.inflight.clock;
+		break;
 	default:
 		rc = -SLUICE_EKIND;
 	}
@@ -69,6 +74,9 @@ void sluice_limiter_free(sluice_limiter_t *l)
 	switch (l->kind) {
 	case SLUICE_KIND_WINDOW:
 		sluice_window_destroy(&l->u.window);
+		break;
+	case SLUICE_KIND_INFLIGHT:
+		sluice_inflight_destroy(&l->u.inflight);
 		break;
 	case SLUICE_KIND_FIXED:
 	case SLUICE_KIND_COMPOSITE:
@@ -96,6 +104,8 @@ int sluice_acquire_at(sluice_limiter_t *l, uint64_t n, uint64_t now, sluice_deci
 		return sluice_window_acquire_at(&l->u.window, n, now, d);
 	case SLUICE_KIND_COMPOSITE:
 		return sluice_composite_acquire_at(&l->u.composite, n, now, d);
+	case SLUICE_KIND_INFLIGHT:
+		return sluice_inflight_acquire_at(&l->u.inflight, n, now, d);
 	}
 	return -SLUICE_EKIND;
 }
@@ -110,10 +120,12 @@ int sluice_release(sluice_limiter_t *l, uint64_t n)
 	switch (l->kind) {
 	case SLUICE_KIND_FIXED:
 	case SLUICE_KIND_WINDOW:
-	case SLUICE_KIND_COMPOSITE:
 		return 0; /* arrivals, not work in progress: nothing to end */
+	case SLUICE_KIND_COMPOSITE:
+		return sluice_composite_release(&l->u.composite, n);
+	case SLUICE_KIND_INFLIGHT:
+		return sluice_inflight_release(&l->u.inflight, n);
 	}
-	(void)n;
 	return -SLUICE_EKIND;
 }
 
@@ -128,6 +140,8 @@ int sluice_refund_at(sluice_limiter_t *l, uint64_t n, const sluice_decision_t *a
 		/* The parts' own decisions are gone: refunding by the
 		 * composite's time could hit the wrong bucket of a part. */
 		return -SLUICE_ENOTSUP;
+	case SLUICE_KIND_INFLIGHT:
+		return sluice_inflight_refund_at(&l->u.inflight, n, admitted);
 	}
 	return -SLUICE_EKIND;
 }

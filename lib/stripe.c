@@ -6,6 +6,7 @@
  * value, so no operation needs stronger ordering.  The probe is a plain
  * thread-local: only its own thread reads or writes it.
  */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sysinfo.h>
@@ -63,6 +64,12 @@ int64_t sluice_stripe_sum_and_reset(sluice_stripe_t *s)
 	for (uint32_t i = 0; i <= s->mask; i++)
 		total += atomic_exchange_explicit(&s->cells[i].value, 0, memory_order_relaxed);
 	return total;
+}
+
+unsigned sluice__getcpu(void)
+{
+	int cpu = sched_getcpu();
+	return cpu < 0 ? 0u : (unsigned)cpu;
 }
 
 static _Thread_local uint32_t probe_state;

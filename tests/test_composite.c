@@ -131,3 +131,22 @@ Test(composite, invalid_config)
 	sluice_limiter_free(a);
 	sluice_limiter_free(b);
 }
+
+Test(composite, inflight_part_released_and_no_never_reset)
+{
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_limiter_config_t ci = { .kind = SLUICE_KIND_INFLIGHT,
+		                       .inflight = { .limit = 2, .clock = &mclock } };
+	sluice_limiter_t *parts[2] = { fixed(100, SEC), NULL };
+	cr_assert_eq(sluice_limiter_new(&ci, &parts[1]), 0);
+	sluice_limiter_t *c = composite(parts, 2);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_acquire_at(c, 2, 100, &d), 1);
+	cr_assert_eq(d.reset_ns, SEC - 100, "the fixed window's reset, not SLUICE_NEVER");
+	cr_assert_eq(sluice_acquire_at(c, 1, 200, &d), 0, "both in-flight slots are held");
+	cr_assert_eq(sluice_release(c, 2), 0, "release reaches the concurrency part");
+	cr_assert_eq(sluice_acquire_at(c, 1, 300, &d), 1);
+	sluice_limiter_free(c);
+	sluice_limiter_free(parts[0]);
+	sluice_limiter_free(parts[1]);
+}

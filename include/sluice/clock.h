@@ -89,18 +89,33 @@ static inline uint64_t sluice__timespec_ns(const struct timespec *ts)
 	return (uint64_t)ts->tv_sec * 1000000000ULL + (uint64_t)ts->tv_nsec;
 }
 
+/* private: the same reads, out of line, for callers whose <time.h> hides
+ * the POSIX clocks (strict -std=c11 without feature macros). */
+SLUICE_API uint64_t sluice__monotonic_ns(void);
+SLUICE_API uint64_t sluice__coarse_ns(void);
+
+/* sluice_clock_monotonic_ns - CLOCK_MONOTONIC in ns.  Thread-safe. */
 static inline uint64_t sluice_clock_monotonic_ns(void)
 {
+#ifdef CLOCK_MONOTONIC
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return sluice__timespec_ns(&ts);
+#else
+	return sluice__monotonic_ns();
+#endif
 }
 
+/* sluice_clock_coarse_ns - CLOCK_MONOTONIC_COARSE in ns.  Thread-safe. */
 static inline uint64_t sluice_clock_coarse_ns(void)
 {
+#ifdef CLOCK_MONOTONIC_COARSE
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return sluice__timespec_ns(&ts);
+#else
+	return sluice__coarse_ns();
+#endif
 }
 
 static inline uint64_t sluice_clock_cached_ns(void)

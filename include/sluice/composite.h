@@ -21,7 +21,8 @@
  * again at that time (it is a lower bound, not a promise).
  *
  * DECISION: allowed: remaining = the smallest remaining of the parts,
- * reset_ns = the largest.  Refused: the refusing part's decision, with
+ * reset_ns = the largest that is not SLUICE_NEVER (a concurrency limiter
+ * has no reset time; it must not hide the others').  Refused: the refusing part's decision, with
  * limit = the smallest limit of the parts asked.  now_ns = the latest time
  * any part used.
  *
@@ -70,6 +71,13 @@ SLUICE_API int sluice_composite_init(sluice_composite_t *c, const sluice_composi
  */
 SLUICE_API int sluice_composite_acquire_at(sluice_composite_t *c, uint64_t n, uint64_t now,
                                            sluice_decision_t *d);
+
+/*
+ * sluice_composite_release - end @n in-flight requests in every part that
+ * counts work in progress (sluice_release on each; a no-op on the others).
+ * Return: 0, or the first part's error (the others are still released).
+ */
+SLUICE_API int sluice_composite_release(sluice_composite_t *c, uint64_t n);
 
 /* sluice_composite_unreturned - how many refunds a part could not make
  * exactly (their permits stayed counted).  Relaxed read of a counter. */

@@ -37,7 +37,8 @@
 	X(ETIMEDOUT, 21, "the wait would exceed the timeout; nothing was taken") \
 	X(EDELAY, 22, "maximum queueing delay out of range")                    \
 	X(ECANCEL, 23, "booking could not be cancelled exactly")               \
-	X(ENOTSUP, 24, "operation not supported by this limiter kind")
+	X(ENOTSUP, 24, "operation not supported by this limiter kind")          \
+	X(ETRUNC, 25, "output buffer too small; nothing usable was written")
 
 enum sluice_error {
 #define SLUICE__ERR_ENUM(name, value, msg) SLUICE_##name = value,

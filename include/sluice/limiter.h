@@ -22,12 +22,14 @@
 #include "composite.h"
 #include "decision.h"
 #include "fixed.h"
+#include "inflight.h"
 #include "window.h"
 
 typedef enum sluice_kind {
 	SLUICE_KIND_FIXED = 1,
 	SLUICE_KIND_WINDOW,
 	SLUICE_KIND_COMPOSITE,
+	SLUICE_KIND_INFLIGHT,
 } sluice_kind_t;
 
 typedef struct sluice_limiter_config {
@@ -36,6 +38,7 @@ typedef struct sluice_limiter_config {
 		sluice_fixed_config_t fixed;
 		sluice_window_config_t window;
 		sluice_composite_config_t composite;
+		sluice_inflight_config_t inflight;
 	};
 } sluice_limiter_config_t;
 
@@ -61,7 +64,7 @@ SLUICE_API int sluice_acquire(sluice_limiter_t *l, uint64_t n, sluice_decision_t
 /*
  * sluice_release - end @n in-flight requests (concurrency limiters); a
  * no-op returning 0 for every algorithm that counts arrivals, not work in
- * progress.
+ * progress.  A composite passes it to each of its parts.
  */
 SLUICE_API int sluice_release(sluice_limiter_t *l, uint64_t n);
 

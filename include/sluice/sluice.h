@@ -11,5 +11,7 @@
 #include "window.h"
 #include "composite.h"
 #include "limiter.h"
+#include "inflight.h"
+#include "http.h"
 
 #endif /* SLUICE_SLUICE_H */

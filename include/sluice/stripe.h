@@ -35,7 +35,6 @@
 #ifndef SLUICE_STRIPE_H
 #define SLUICE_STRIPE_H
 
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -67,6 +66,10 @@ typedef struct sluice_stripe {
 	sluice_stripe_mode_t mode;
 } sluice_stripe_t;
 
+/* private: sched_getcpu() out of line (it is a GNU extension, and the
+ * fallback is only taken where the rseq area is not registered). */
+SLUICE_API unsigned sluice__getcpu(void);
+
 /*
  * sluice_cpu - the CPU this thread runs on (may be stale by the time it is
  * used; callers only use it to spread load).  Lock-free, no system call when
@@ -85,8 +88,7 @@ static inline unsigned sluice_cpu(void)
 			return (unsigned)cpu;
 	}
 #endif
-	int cpu = sched_getcpu();
-	return cpu < 0 ? 0u : (unsigned)cpu;
+	return sluice__getcpu();
 }
 
 /* private: the per-thread probe of BY_PROBE stripes */

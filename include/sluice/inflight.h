@@ -1,0 +1,264 @@
+/*
+ * sluice/inflight.h - concurrency limiter: at most K requests in flight.
+ *
+ * A counting semaphore that never blocks: acquire takes n slots all or
+ * nothing, release gives them back.  It limits how many requests (or bytes,
+ * or any unit) are being served at once, not how many arrive per second;
+ * combine it with a rate limiter (composite) for both.
+ *
+ * GUARANTEE (any number of threads, any timing): let held be the sum of n
+ * over successful acquires minus the sum of n over successful releases.
+ * held never exceeds K and never goes below 0 (it never wraps).  Every
+ * successful acquire and release is one CAS on one 64-bit word that checks
+ * the bound against the value it replaces, so the operations are
+ * linearizable: two threads can never both take the last slot.  When every release matches an earlier
+ * acquire of the same n (the caller's contract), the requests in flight are
+ * therefore at most K at every instant.
+ *
+ * WORST CASE (what it does not prevent):
+ *   - Mismatched releases are detected only when they would take held below
+ *     0.  A release of slots that another thread holds (a double release, or
+ *     a release without acquire while others are in flight) cannot be told
+ *     apart from a legitimate one: it silently lowers held, and up to that
+ *     many extra requests are admitted until the real holders release
+ *     (they then may find held too low and their own release is the one
+ *     reported).  Catching every mismatch needs per-acquire tokens; this
+ *     limiter keeps one word.
+ *   - A leaked acquire (a handler that never releases, e.g. a crashed
+ *     worker) loses its slots for good: there is no lease or timeout.
+ *   - No fairness: a request for n slots waits for n to be free at the
+ *     instant it asks; a steady stream of small requests can starve a big
+ *     one.  Refusals never queue.
+ *   - One word is written by every acquire and release on every CPU, so its
+ *     cache line moves between cores on each operation; throughput is that
+ *     of a contended atomic, not of a per-CPU counter.  Lock-free, not
+ *     wait-free: a thread's CAS can fail as long as others keep succeeding.
+ *
+ * BAD RELEASES: a release of more than is held returns -SLUICE_ERELEASE,
+ * changes nothing and increments the limiter's counter
+ * (sluice_inflight_bad_releases()).  In a library built WITHOUT NDEBUG it
+ * also prints one line to stderr, the first time only for each limiter (a
+ * bug that repeats on every request must not flood the log).  It does not
+ * abort: meson's default buildtype (debugoptimized) does not define NDEBUG,
+ * so a production service built with defaults would otherwise crash on an
+ * accounting bug that, by itself, changes nothing in the limiter.  Release
+ * builds (-Db_ndebug=true, or buildtype=release) print nothing; the return
+ * code and the counter are there in every build.  Monitor the counter.
+ *
+ * CLOCK JUMPS: time plays no part in a decision.  acquire_at() accepts a
+ * time only for API uniformity with the other limiters: it is copied to
+ * d->now_ns and used for nothing else.  So a clock set back (or forward)
+ * changes no admission.  Unlike the windowed limiters this module does not
+ * clamp the reading to the newest time seen (that would cost a shared write
+ * per decision for a value no decision reads): d->now_ns is the reading as
+ * given, and may run backwards when the caller's clock does.
+ *
+ * DECISION: allowed; limit = K; remaining = K - held after the decision
+ * (refused: K - held as seen when refusing); retry_after_ns = 0 in both
+ * cases: a slot frees only when some holder releases, which may happen the
+ * next instant, so 0 is the exact earliest time the request could pass (a
+ * lower bound, not a promise; a refusal with allowed = false and
+ * retry_after_ns = 0 means "unknown, possibly now").  reset_ns = SLUICE_NEVER:
+ * no time bounds how long the slots counted now stay held.  A request that
+ * can never pass (n > K) gets sluice__decision_never().
+ *
+ * LIMITS: K in 1..SLUICE_INFLIGHT_LIMIT_MAX (2^62); n in 1..K.  K may count
+ * bytes (a budget of request bodies in flight), not only requests, hence the
+ * wide range.  The acquire never forms held + n before checking
+ * n <= K - held, so no value of K could make it wrap; the cap leaves
+ * callers room to add counts and limits (K + n, sums over several limiters)
+ * without wrapping either.
+ *
+ * MEMORY: 128 bytes, caller-allocated (two cache lines: read-only and
+ * rarely written fields, then the hot count alone).  No allocation, ever.
+ */
+#ifndef SLUICE_INFLIGHT_H
+#define SLUICE_INFLIGHT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clock.h"
+#include "common.h"
+#include "decision.h"
+#include "error.h"
+
+#define SLUICE_INFLIGHT_LIMIT_MAX (1ULL << 62)
+
+typedef struct sluice_inflight_config {
+	uint64_t limit;              /* K: slots, 1..SLUICE_INFLIGHT_LIMIT_MAX */
+	const sluice_clock_t *clock; /* NULL: &sluice_clock_cached; read only
+	                              * to fill d->now_ns                      */
+} sluice_inflight_config_t;
+
+typedef struct sluice_inflight {
+	/* read-only after init */
+	uint64_t limit;
+	const sluice_clock_t *clock;
+	/* private, written only on a bad release (cold) */
+	_Atomic uint64_t bad_releases; /* releases refused as more than held */
+	_Atomic int reported;          /* the one stderr report was printed  */
+	/* private: written by every acquire and release, on a line of its own */
+	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t held; /* slots in flight */
+} sluice_inflight_t;
+
+/*
+ * sluice_inflight_init - validate @cfg and set up @f (caller-allocated).
+ * @f: the limiter.  @cfg: limit K and clock (NULL clock: the cached clock).
+ *
+ * No allocation.  Not thread-safe for the same @f (no other call on @f may
+ * run during init).
+ * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_ELIMIT (K = 0 or above
+ * SLUICE_INFLIGHT_LIMIT_MAX), -SLUICE_ECLOCK (unknown clock kind).
+ * On error @f is untouched.
+ */
+SLUICE_API int sluice_inflight_init(sluice_inflight_t *f, const sluice_inflight_config_t *cfg);
+
+/* sluice_inflight_destroy - nothing to free; NULL-safe.  For symmetry with
+ * the limiters that allocate.  No call on @f may be running.  Slots still
+ * held are not reported. */
+SLUICE_API void sluice_inflight_destroy(sluice_inflight_t *f);
+
+/* sluice_inflight_size - for FFI callers.  Return: sizeof(sluice_inflight_t). */
+SLUICE_API size_t sluice_inflight_size(void);
+
+/*
+ * sluice_inflight_bad_releases - how many releases (and refunds) were
+ * refused because they asked for more than was held.  Thread-safe, lock-free,
+ * any context.  Relaxed: a statistic that orders nothing; exact once the
+ * threads that released have been joined.
+ * Return: the count since init.
+ */
+static inline uint64_t sluice_inflight_bad_releases(const sluice_inflight_t *f)
+{
+	return atomic_load_explicit(&((sluice_inflight_t *)f)->bad_releases,
+	                            memory_order_relaxed);
+}
+
+/*
+ * sluice_inflight_count - slots held right now.  Thread-safe, lock-free,
+ * any context.  A relaxed read that orders nothing: under concurrent traffic
+ * the value may be stale by the time it is used (it is for monitoring, not
+ * for deciding).  Exact when no acquire or release runs.
+ * Return: held, 0..K.
+ */
+static inline uint64_t sluice_inflight_count(const sluice_inflight_t *f)
+{
+	return atomic_load_explicit(&((sluice_inflight_t *)f)->held, memory_order_relaxed);
+}
+
+/* private slow paths (lib/inflight.c) */
+SLUICE_API int sluice__inflight_bad_n(const sluice_inflight_t *f, uint64_t n, uint64_t now,
+                                      sluice_decision_t *d);
+SLUICE_API int sluice__inflight_bad_release(sluice_inflight_t *f, uint64_t n, uint64_t held);
+
+static inline void sluice__inflight_fill(const sluice_inflight_t *f, sluice_decision_t *d,
+                                         int allowed, uint64_t held, uint64_t now)
+{
+	d->allowed = allowed;
+	d->limit = f->limit;
+	d->remaining = f->limit - held; /* held <= limit: the CAS checked it */
+	d->retry_after_ns = 0;          /* see DECISION above               */
+	d->reset_ns = SLUICE_NEVER;
+	d->now_ns = now;
+}
+
+/*
+ * sluice_inflight_acquire_at - take @n slots, all or nothing.
+ * @f: the limiter.  @n: 1..K.  @now: copied to d->now_ns, otherwise unused.
+ * @d: NULL, or filled with the decision (see DECISION above).
+ *
+ * Lock-free, no allocation, safe from any number of threads.  A successful
+ * acquire is an acquire operation on the count: it synchronizes with every
+ * release that came before it in the count's modification order, so what a
+ * thread wrote before releasing slots is visible to a thread that takes slots
+ * after it, as with sem_post()/sem_wait().  A refusal takes nothing and
+ * implies no ordering.
+ * Return: 1 admitted, 0 refused (fewer than @n free now), -SLUICE_EINVAL
+ * (n = 0), -SLUICE_ETOOBIG (n > K: can never pass; retry_after_ns is
+ * SLUICE_NEVER).
+ */
+static inline int sluice_inflight_acquire_at(sluice_inflight_t *f, uint64_t n, uint64_t now,
+                                             sluice_decision_t *d)
+{
+	if (SLUICE_UNLIKELY(n - 1 >= f->limit))
+		return sluice__inflight_bad_n(f, n, now, d);
+	/* Relaxed: only a guess for the CAS, which re-checks the real value. */
+	uint64_t h = atomic_load_explicit(&f->held, memory_order_relaxed);
+	for (;;) {
+		/* h <= K always, so K - h cannot wrap; n <= K - h means
+		 * h + n <= K without computing a sum that could overflow. */
+		if (n > f->limit - h) {
+			if (d)
+				sluice__inflight_fill(f, d, 0, h, now);
+			return 0;
+		}
+		/* Acquire on success: pairs with the release CAS in
+		 * sluice_inflight_release(), so the releaser's earlier writes
+		 * happen before this holder's work.  Relaxed on failure: h is
+		 * reloaded and checked again. */
+		if (atomic_compare_exchange_weak_explicit(&f->held, &h, h + n, memory_order_acquire,
+		                                          memory_order_relaxed)) {
+			if (d)
+				sluice__inflight_fill(f, d, 1, h + n, now);
+			return 1;
+		}
+	}
+}
+
+/*
+ * sluice_inflight_acquire - as _at; reads the limiter's clock only when @d
+ * is non-NULL (the time is used for nothing but d->now_ns).
+ */
+static inline int sluice_inflight_acquire(sluice_inflight_t *f, uint64_t n, sluice_decision_t *d)
+{
+	return sluice_inflight_acquire_at(f, n, d ? sluice_clock_now(f->clock) : 0, d);
+}
+
+/*
+ * sluice_inflight_release - give back @n slots taken by an earlier acquire.
+ * @f: the limiter.  @n: the n of that acquire (1..K).
+ *
+ * Lock-free, no allocation, safe from any number of threads.  A successful
+ * release is a release operation on the count: everything this thread wrote
+ * before it is visible to any thread whose later acquire takes slots.
+ * A release of more than is held changes nothing, is counted in
+ * sluice_inflight_bad_releases() and, in libraries built without NDEBUG,
+ * reported once on stderr (see BAD RELEASES above).  Only the total is
+ * checked: see WORST CASE for the mismatches that cannot be detected.
+ * Return: 0 given back; -SLUICE_EINVAL (n = 0); -SLUICE_ERELEASE (n > held:
+ * nothing changed).
+ */
+static inline int sluice_inflight_release(sluice_inflight_t *f, uint64_t n)
+{
+	if (SLUICE_UNLIKELY(n == 0))
+		return -SLUICE_EINVAL;
+	uint64_t h = atomic_load_explicit(&f->held, memory_order_relaxed);
+	do {
+		if (SLUICE_UNLIKELY(n > h))
+			return sluice__inflight_bad_release(f, n, h);
+		/* Release on success: publishes this holder's writes to the
+		 * next acquirer (pairs with the acquire CAS above). */
+	} while (!atomic_compare_exchange_weak_explicit(&f->held, &h, h - n, memory_order_release,
+	                                                memory_order_relaxed));
+	return 0;
+}
+
+/*
+ * sluice_inflight_refund_at - give back @n slots of the admission @admitted
+ * describes (the composite's undo).  Exactly sluice_inflight_release(): the
+ * admission's time plays no part, so @admitted may be NULL.  A refund is
+ * always exact when it matches an admission.
+ * Return: as sluice_inflight_release(): 0, -SLUICE_EINVAL, or
+ * -SLUICE_ERELEASE when @n is more than is held (nothing changed, so the
+ * error errs toward fewer future admissions, never more).
+ */
+static inline int sluice_inflight_refund_at(sluice_inflight_t *f, uint64_t n,
+                                            const sluice_decision_t *admitted)
+{
+	(void)admitted;
+	return sluice_inflight_release(f, n);
+}
+
+#endif /* SLUICE_INFLIGHT_H */

@@ -1,0 +1,164 @@
+/*
+ * http.c - format Retry-After, RateLimit-Policy and RateLimit field values.
+ *
+ * DESIGN: every value is built in a local buffer of SLUICE_HTTP_FIELD_MAX
+ * bytes, which holds the longest value any valid input can produce (a name
+ * of SLUICE_HTTP_NAME_MAX bytes that all need escaping, 15 + 11 digits).  The
+ * caller's buffer is written once at the end: the whole value and its NUL
+ * when they fit, otherwise a lone NUL.  So the "never past len" and "all or
+ * nothing" promises of the header are kept in one place (emit()), not at
+ * every append, and a partial value (a number cut short) can never leave.
+ *
+ * No snprintf: integers are converted by hand, so the functions take no
+ * locale, no lock, allocate nothing and stay async-signal-safe.
+ *
+ * Rounding: seconds are ceil(ns / 10^9), computed as quotient plus one when
+ * there is a remainder, which cannot overflow for any uint64_t.
+ */
+#include <string.h>
+
+#include "sluice/http.h"
+
+#define NS_PER_SEC 1000000000ULL
+
+/* A value under construction: the local buffer and its length. */
+struct out {
+	char s[SLUICE_HTTP_FIELD_MAX];
+	size_t n;
+};
+
+/* The worst-case value must fit the local buffer with its NUL: if someone
+ * raises a limit without the size, the build breaks here. */
+_Static_assert(SLUICE_HTTP_FIELD_MAX >= 2 + 2 * SLUICE_HTTP_NAME_MAX + 3 + 15 + 3 + 11 + 1,
+               "SLUICE_HTTP_FIELD_MAX too small for the longest value");
+
+static uint64_t ceil_seconds(uint64_t ns)
+{
+	return ns / NS_PER_SEC + (ns % NS_PER_SEC != 0);
+}
+
+static void put_str(struct out *o, const char *s)
+{
+	size_t k = strlen(s);
+	memcpy(o->s + o->n, s, k);
+	o->n += k;
+}
+
+/* Decimal, no sign, no leading zeros.  Callers bound v (15 or 11 digits),
+ * so the local buffer never overflows; 20 digits would fit the scratch. */
+static void put_u64(struct out *o, uint64_t v)
+{
+	char tmp[20];
+	size_t k = 0;
+	do {
+		tmp[k++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (k)
+		o->s[o->n++] = tmp[--k];
+}
+
+/*
+ * Append @name as an sf-string: DQUOTE, the bytes with '"' and '\' escaped,
+ * DQUOTE.  Return 0, or -SLUICE_EINVAL for a NULL, empty or too long name
+ * or a byte outside %x20-7E (checked before anything is appended, though
+ * nothing leaves the local buffer on error anyway).
+ */
+static int put_name(struct out *o, const char *name)
+{
+	if (!name)
+		return -SLUICE_EINVAL;
+	size_t k = strnlen(name, SLUICE_HTTP_NAME_MAX + 1);
+	if (k == 0 || k > SLUICE_HTTP_NAME_MAX)
+		return -SLUICE_EINVAL;
+	for (size_t i = 0; i < k; i++) {
+		unsigned char c = (unsigned char)name[i];
+		if (c < 0x20 || c > 0x7e)
+			return -SLUICE_EINVAL;
+	}
+	o->s[o->n++] = '"';
+	for (size_t i = 0; i < k; i++) {
+		if (name[i] == '"' || name[i] == '\\')
+			o->s[o->n++] = '\\';
+		o->s[o->n++] = name[i];
+	}
+	o->s[o->n++] = '"';
+	return 0;
+}
+
+/*
+ * The only place the caller's buffer is written.  @rc: 0 to copy @o out,
+ * or the error to report.  On error or when the value and its NUL do not
+ * fit in @len, write a lone NUL (when there is room for it) and fail.
+ */
+static int emit(char *buf, size_t len, const struct out *o, int rc)
+{
+	if (rc == 0 && o->n >= len)
+		rc = -SLUICE_HTTP_ETRUNC;
+	if (rc != 0) {
+		if (len > 0)
+			buf[0] = '\0';
+		return rc;
+	}
+	memcpy(buf, o->s, o->n);
+	buf[o->n] = '\0';
+	return (int)o->n; /* < SLUICE_HTTP_FIELD_MAX: fits an int */
+}
+
+int sluice_http_retry_after(char *buf, size_t len, const sluice_decision_t *d)
+{
+	struct out o = { .n = 0 };
+	if (!buf && len > 0)
+		return -SLUICE_EINVAL;
+	if (!d)
+		return emit(buf, len, &o, -SLUICE_EINVAL);
+	if (d->retry_after_ns == SLUICE_NEVER)
+		return emit(buf, len, &o, -SLUICE_ETOOBIG);
+	put_u64(&o, ceil_seconds(d->retry_after_ns));
+	return emit(buf, len, &o, 0);
+}
+
+int sluice_http_ratelimit_policy(char *buf, size_t len, const char *name, uint64_t quota,
+                                 uint64_t window_ns)
+{
+	struct out o = { .n = 0 };
+	if (!buf && len > 0)
+		return -SLUICE_EINVAL;
+	int rc = put_name(&o, name);
+	if (rc == 0 && quota > SLUICE_HTTP_SF_INT_MAX)
+		rc = -SLUICE_ELIMIT; /* never clamp a configuration silently */
+	if (rc == 0 && window_ns == 0)
+		rc = -SLUICE_EWINDOW;
+	if (rc == 0) {
+		put_str(&o, ";q=");
+		put_u64(&o, quota);
+		put_str(&o, ";w=");
+		put_u64(&o, ceil_seconds(window_ns)); /* >= 1 since window_ns > 0 */
+	}
+	return emit(buf, len, &o, rc);
+}
+
+int sluice_http_ratelimit(char *buf, size_t len, const char *name, const sluice_decision_t *d)
+{
+	struct out o = { .n = 0 };
+	if (!buf && len > 0)
+		return -SLUICE_EINVAL;
+	int rc = d ? put_name(&o, name) : -SLUICE_EINVAL;
+	if (rc == 0) {
+		/* r: what is left, capped to an sf-integer (under-reporting is
+		 * the safe side; a concurrency limit counting bytes can pass
+		 * 10^15). */
+		uint64_t r = d->remaining > SLUICE_HTTP_SF_INT_MAX ? SLUICE_HTTP_SF_INT_MAX
+		                                                   : d->remaining;
+		put_str(&o, ";r=");
+		put_u64(&o, r);
+		/* t: on a refusal the Retry-After instant, on an admission the
+		 * reset bound; no t when the limiter knows no such time. */
+		uint64_t t = d->allowed ? d->reset_ns : d->retry_after_ns;
+		if (t != SLUICE_NEVER) {
+			put_str(&o, ";t=");
+			put_u64(&o, ceil_seconds(t));
+		}
+	}
+	return emit(buf, len, &o, rc);
+}
