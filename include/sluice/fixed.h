@@ -62,6 +62,12 @@ typedef struct sluice_fixed {
  */
 SLUICE_API int sluice_fixed_init(sluice_fixed_t *f, const sluice_fixed_config_t *cfg);
 SLUICE_API size_t sluice_fixed_size(void);
+/* sluice_fixed_destroy - nothing to free (a fixed window allocates nothing);
+ * present so every limiter has the same life cycle.  NULL is fine. */
+static inline void sluice_fixed_destroy(sluice_fixed_t *f)
+{
+	(void)f;
+}
 
 /* private slow paths */
 SLUICE_API uint64_t sluice__fixed_advance(sluice_fixed_t *f, uint64_t now);

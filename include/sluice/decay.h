@@ -1,0 +1,171 @@
+/*
+ * sluice/decay.h - decayed-rate counter: admitted permits fade out
+ * exponentially instead of dropping out of a window all at once.
+ *
+ * Definition.  The count c decays continuously with half-life h:
+ *     c(t') = c(t) * 2^(-(t' - t) / h).
+ * A request of n is admitted at time t when c(t) + n <= L; then c += n.
+ * Equivalently, c(t) is the sum over every admitted (and not refunded)
+ * request i of n_i * 2^(-(t - t_i) / h), t_i its decision time (now_ns).
+ *
+ * GUARANTEE (any number of threads, any timing, on the limiter's timeline):
+ *   at every admission, the exactly decayed sum of all admitted permits,
+ *   this one included, is at most L (+ 2^(1-F), see PRECISION; F >= 8).  The
+ *   check-and-add is one CAS on one word, so racing threads cannot both
+ *   take the last of the headroom.  Consequences:
+ *   (a) burst: at most L permits at any one instant; after a long idle
+ *       (at most 32 half-lives, when the count is forgotten) exactly L pass
+ *       at once.
+ *   (b) long run: c rises only by admissions and falls at rate c ln2 / h,
+ *       never above L, so the permits admitted in ANY interval of length D
+ *       number at most L (1 + D ln2 / h) (+ 2^(1-F) (1 + D ln2 / h)): a burst
+ *       of L, then the mean rate L / tau with tau = h / ln 2 the mean life
+ *       of a permit (e.g. L = 100, h = 1 s: 100 at once, then at most 69.3
+ *       per second; 169 in any 1 s).  Saturated traffic of n = 1 reaches
+ *       (L - 1/2) ln2 / h: the bound is tight.
+ *
+ * WORST CASE.  (a) and (b) are the whole story: there are no windows to
+ *   align with, so no boundary doubling, but (b) is a rate bound with a
+ *   burst of L on top, not "L per h": an interval of one half-life sees up
+ *   to 1.69 L.  A request of n = L needs the count to be forgotten
+ *   entirely (about 32 half-lives of silence); large n wait long after
+ *   any traffic (retry_after_ns says how long).
+ *
+ * CLOCK JUMPS.  The state's time t (in the packed word) is the newest time
+ *   an admission was decided at; a reading older than t, or than the anchor
+ *   the word's times are kept against (a 64-bit time, only moved forward),
+ *   is treated as t: the count is neither decayed nor "un-decayed", so a
+ *   clock set back by seconds mints nothing.  d->now_ns is the time used
+ *   (the reading rounded down to unit_ns, or t).
+ *   A forward jump decays the count, as the time says.
+ *
+ * PRECISION (every rounding errs toward fewer admissions):
+ *   - the count is fixed point in units of 2^-F, F = 32 - bitlen(L) (31 at
+ *     L = 1, 8 at the largest L), rounded up after every operation: the
+ *     kept count is never below the exact decayed sum, except that counts
+ *     below one unit are dropped (they would otherwise never reach 0, and
+ *     n = L could never pass again); drops are at least F half-lives
+ *     apart, so what was dropped adds up to less than 2^(1-F) at any time;
+ *   - 2^-x is evaluated in doubles with a 2^-43 relative margin added;
+ *   - decisions use the reading rounded DOWN to a grid of unit_ns (a power
+ *     of two, 1 ns for h up to about 4 ms, at most h * 2^-20 beyond), so
+ *     the count is never taken as more decayed than at the reading itself;
+ *     d->now_ns is that grid point, and retry_after_ns is rounded up to
+ *     the grid (a reading at now_ns + retry_after_ns passes);
+ *   - so a refusal where exact arithmetic would admit needs c(t) + n within
+ *     a few units of L (the kept count exceeds the exact one by at most one
+ *     unit per write, each fading with the count).
+ *   retry_after_ns on refusal: the time until the kept count has decayed to
+ *   L - n: the same request passes at now_ns + retry_after_ns (if nothing
+ *   else happens) and not 1 ns earlier; never earlier than the exact time.
+ *   reset_ns: an upper bound (within ~2^-30 relative + 2 ns, rounded up to
+ *   the grid) on the time until the count is forgotten (reaches 0).
+ *   remaining: floor(L - c), c the kept count after the decision.
+ *
+ * LIMITS: L in 1..SLUICE_DECAY_LIMIT_MAX (2^24 - 1) (-SLUICE_ELIMIT); h in
+ *   SLUICE_DECAY_HALFLIFE_MIN_NS (1 us) .. SLUICE_DECAY_HALFLIFE_MAX_NS
+ *   (2^50 ns, 13 days) (-SLUICE_EHALFLIFE); n in 1..L (-SLUICE_ETOOBIG
+ *   above).  Readings in the last unit_ns before 2^64 count as the last
+ *   grid point.  ABA: a thread stalled inside one decision across an
+ *   anchor move, after which the state word came back bit for bit (the same
+ *   count, the same time modulo 2^29 unit_ns), would add its n against the
+ *   old anchor; the effect is limited to that one admission.
+ * MEMORY: one cache line of hot state (anchor and packed word) in a
+ *   caller-allocated struct; nothing is allocated.
+ */
+#ifndef SLUICE_DECAY_H
+#define SLUICE_DECAY_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clock.h"
+#include "common.h"
+#include "decision.h"
+
+#define SLUICE_DECAY_LIMIT_MAX ((1ULL << 24) - 1)
+#define SLUICE_DECAY_HALFLIFE_MIN_NS 1000ULL       /* 1 us */
+#define SLUICE_DECAY_HALFLIFE_MAX_NS (1ULL << 50)  /* about 13 days */
+
+typedef struct sluice_decay_config {
+	uint64_t limit;              /* L: admit while c + n <= L, >= 1      */
+	uint64_t half_life_ns;       /* h: the count halves every h          */
+	const sluice_clock_t *clock; /* NULL: &sluice_clock_cached           */
+} sluice_decay_config_t;
+
+typedef struct sluice_decay {
+	/* read-only after init */
+	uint64_t limit;
+	uint64_t half_life_ns;
+	uint64_t unit_ns;            /* grid of the count's time (power of two) */
+	const sluice_clock_t *clock;
+	/* private, read-only after init */
+	uint32_t unit_shift;         /* log2(unit_ns)                           */
+	uint32_t frac_bits;          /* F: the count is in units of 2^-F        */
+	uint64_t flush_ns;           /* 34 h: any count is forgotten by then    */
+	/* private: written by decisions, on a line of their own */
+	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t anchor; /* time base, only grows */
+	_Atomic uint64_t word; /* packed state, see lib/decay.c                */
+} sluice_decay_t;
+
+/*
+ * sluice_decay_init - validate @cfg and set up @x (caller-allocated) with a
+ * zero count at the clock's current reading.
+ * No allocation.  Not thread-safe for the same @x.
+ * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_ECLOCK, -SLUICE_ELIMIT,
+ * -SLUICE_EHALFLIFE.  On error @x is untouched.
+ */
+SLUICE_API int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg);
+
+/* sluice_decay_destroy - nothing to free; NULL-safe.  No decision may run. */
+SLUICE_API void sluice_decay_destroy(sluice_decay_t *x);
+
+/* sluice_decay_size - sizeof(sluice_decay_t), for FFI callers. */
+SLUICE_API size_t sluice_decay_size(void);
+
+/*
+ * sluice_decay_acquire_at - take @n permits at time @now, all or nothing.
+ * @x: the limiter.  @n: 1..limit.  @now: ns on the limiter's clock base.
+ * @d: NULL, or filled with the decision (see PRECISION for retry_after_ns,
+ * reset_ns and remaining).
+ *
+ * Lock-free (one CAS on success; a failed CAS means another thread made
+ * progress), no allocation, safe from any number of threads.  The admission
+ * is a release CAS on the state word; it publishes no other data, so a
+ * success implies no ordering for the caller's own memory.
+ * Return: 1 admitted, 0 refused, -SLUICE_EINVAL (@x NULL or n = 0),
+ * -SLUICE_ETOOBIG (n > limit; @d says retry_after_ns = SLUICE_NEVER).
+ */
+SLUICE_API int sluice_decay_acquire_at(sluice_decay_t *x, uint64_t n, uint64_t now,
+                                       sluice_decision_t *d);
+
+/* sluice_decay_acquire - as _at, reading the limiter's clock. */
+static inline int sluice_decay_acquire(sluice_decay_t *x, uint64_t n, sluice_decision_t *d)
+{
+	return sluice_decay_acquire_at(x, n, sluice_clock_now(x->clock), d);
+}
+
+/*
+ * sluice_decay_count_at - the kept count at @now (rounded up, in permits),
+ * as the next decision would see it.  Lock-free, read-only.
+ */
+SLUICE_API double sluice_decay_count_at(sluice_decay_t *x, uint64_t now);
+
+/*
+ * sluice_decay_refund_at - give back @n permits admitted by @admitted (a
+ * decision this limiter returned 1 for; refund each at most once).
+ *
+ * The count is a sum, so this is exact whatever came after: it subtracts
+ * n decayed from admitted->now_ns to the count's time, rounded down (so
+ * the count never drops below what the other admissions left), or nothing
+ * when the count has been forgotten since.  Lock-free.
+ * Return: 0 given back; -SLUICE_ECANCEL when the count is smaller than what
+ * would be subtracted (a second refund of the same admission, or not this
+ * limiter's): nothing changes, which errs toward fewer admissions;
+ * -SLUICE_EINVAL (NULL, n = 0 or above limit, @admitted not an admission).
+ */
+SLUICE_API int sluice_decay_refund_at(sluice_decay_t *x, uint64_t n,
+                                      const sluice_decision_t *admitted);
+
+#endif /* SLUICE_DECAY_H */

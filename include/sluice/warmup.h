@@ -1,0 +1,239 @@
+/*
+ * sluice/warmup.h - smooth warm-up limiter: Guava's SmoothWarmingUp.
+ *
+ * A stable rate of one permit per interval I (rate permits per period_ns),
+ * reached only after a warm-up period P of saturated use; a limiter left
+ * idle cools down and warms up again.  The model is Guava's, cold factor 3:
+ *
+ *   - state: the next free ticket `next` (a time) and the stored permits s,
+ *     0 <= s <= M, M = P / I.  A new limiter is cold: s = M.
+ *   - idle time cools it: while next lies in the past, s grows by one per I
+ *     elapsed since next (Guava's cool-down interval P / M, which is I for
+ *     cold factor 3), up to M.  So an idle of P since next makes it fully
+ *     cold, whatever it was.
+ *   - a request of n spends min(n, s) stored permits and pays for them the
+ *     area under the throttling curve f: f = I for s <= T = M/2, rising
+ *     linearly from I at T to 3I (the cold interval) at M.  Its other permits
+ *     are fresh, at I each.  cost(n) >= n * I always; draining M down to T
+ *     costs exactly P, and T down to 0 costs P/2 (Guava's construction).
+ *   - the cost is paid by the NEXT request, as in Guava: an admission at t
+ *     moves next to max(next, t) + cost.
+ *
+ * Two ways to ask, mapping Guava's two calls onto sluice's shape:
+ *   sluice_warmup_acquire_at(n) = tryAcquire(n, 0): admitted when next <= now.
+ *   sluice_warmup_reserve_at(n, max_delay) = acquire(n): books the request
+ *     and returns in d->retry_after_ns how long to sleep before using it
+ *     (next - now, or 0), unless that exceeds max_delay_ns: then it books
+ *     nothing and refuses.
+ *
+ * GUARANTEE (any number of threads, any timing, on the limiter's timeline).
+ *   Call an admission's START its d->now_ns + d->retry_after_ns (for
+ *   acquire_at the start is now_ns).  Admissions are totally ordered by the
+ *   CAS that booked them, and each one starts at or after the ticket the
+ *   previous one booked: start(k+1) >= start(k) + cost(k) >= start(k) +
+ *   n(k) * I, where d->now_ns + d->reset_ns of admission k is exactly that
+ *   ticket.  Hence:
+ *     (a) rate: the starts inside any interval of length D total at most
+ *         D / I + L permits (L = the largest n, sluice_warmup_t.limit);
+ *     (b) cold start: after init, or once next lies P or more in the past
+ *         (an idle limiter), the starts within D <= P of the first one total
+ *         at most X(D) + L permits, X(D) = M * (3 - sqrt(9 - 8 D / P)) / 4:
+ *         X(P) = M / 2, half what the stable rate passes in P.
+ *   Refunded admissions (sluice_warmup_refund_at() returned 0) do not count.
+ *
+ * WORST CASE.  Warm-up is a ramp, not a burst allowance: the limiter never
+ *   passes more than one request at an instant and never faster than the
+ *   stable rate (a).  What it does not prevent: (1) Guava's "pay later"
+ *   rule lets ONE request of up to L permits through at once, whatever L is,
+ *   with the next request waiting for it; (2) the ramp restarts only after
+ *   an idle of up to P; traffic at just under the stable rate keeps it warm
+ *   indefinitely, however bursty that traffic is within the rate bound; (3)
+ *   reservations are booked ahead: up to horizon_ns of permits may be
+ *   promised to sleepers at once (their starts still obey (a)).
+ *
+ * CLOCK JUMPS.  Time never runs backwards for this limiter: the state
+ *   packs times relative to an anchor (a 64-bit time, only moved forward),
+ *   and a reading older than the anchor is treated as the anchor.  A reading
+ *   between the anchor and the next free ticket is simply early: refused (or
+ *   booked with a longer delay), with retry_after_ns measured from it.  The
+ *   next free ticket is never earlier than any admission's start, and
+ *   stored permits accrue only over time past that ticket, so a clock set
+ *   back, or readings out of order, can neither mint stored permits nor cool
+ *   the limiter.  d->now_ns is the reading, raised to the anchor when older.
+ *   A clock that jumps forward makes the limiter see idle time: it cools
+ *   down, which slows it (cold permits cost more).
+ *
+ * PRECISION.  Every step rounds toward the slower result:
+ *   - costs are ceil(n * I) ns plus the curve part rounded up with a margin
+ *     (at most a few ns over the exact value: the curve uses doubles, with a
+ *     relative error bound of 2^-40 added);
+ *   - the next free ticket lives on a grid of unit_ns (a power of two, 1 ns
+ *     unless the configuration needs a longer time span; unit_ns / I <=
+ *     2^-9 whatever the configuration) and is rounded up to it, the stored
+ *     permits gaining the rounded-off time (which keeps it exact for every
+ *     later reading);
+ *   - stored permits are fixed point with frac_bits (5..25) fraction bits,
+ *     rounded up (colder).
+ *   So (a) holds exactly (every cost >= n I), and so does (b) under
+ *   saturated use.  Against an exact model of the same requests, a ticket
+ *   is later by these roundings (a few ns per booking, plus 2 I per excess
+ *   stored permit); Guava's rule is not monotone in the ticket alone (a
+ *   later ticket accrues less cooling after an idle gap), so after a gap a
+ *   cost can come out that much CHEAPER than the exact one: the deviation
+ *   is bounded by the rounding since the previous gap, either way, and does
+ *   not accumulate.  The Guava test's timings come out exact to the
+ *   microsecond (and only late).
+ *
+ * LIMITS: rate >= 1, period_ns in 1..2^46 with I = period_ns / rate >= 1 ns
+ *   (-SLUICE_ERATE); warmup_ns in SLUICE_WARMUP_MIN_NS (1 us) ..
+ *   SLUICE_WARMUP_MAX_NS (2^46 ns, 19.5 h), and M = P / I <= 2^20
+ *   (-SLUICE_EWARMUP: a zero or sub-microsecond warm-up is rejected, never
+ *   "no limiting").  The cold factor is fixed at 3.  A request takes n in
+ *   1..L, L = max(1, floor(M)), the permits one warm-up period produces at
+ *   the stable rate (-SLUICE_ETOOBIG above: Guava accepts any n; sluice
+ *   bounds it so a booking fits its time field).  A reservation never waits
+ *   longer than horizon_ns (>= P + L * I, chosen at init); a larger
+ *   max_delay_ns acts as horizon_ns.  Near the top of the 64-bit time base,
+ *   readings in the last unit_ns before 2^64 count as the last grid point,
+ *   and a request whose ticket would pass 2^64 is refused for ever
+ *   (retry_after_ns = SLUICE_NEVER).  ABA: a thread stalled inside one
+ *   decision across an anchor move, after which the state word came back
+ *   bit for bit (the same ticket modulo 2^35 unit_ns, the same stored
+ *   permits), would book against the old anchor; the effect is limited to
+ *   that one booking's ticket (at most one extra request).
+ *
+ * MEMORY: one cache line of hot state (the anchor and the state word), in
+ *   a caller-allocated struct; nothing is allocated.
+ */
+#ifndef SLUICE_WARMUP_H
+#define SLUICE_WARMUP_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clock.h"
+#include "common.h"
+#include "decision.h"
+
+#define SLUICE_WARMUP_MIN_NS 1000ULL          /* 1 us */
+#define SLUICE_WARMUP_MAX_NS (1ULL << 46)     /* about 19.5 h */
+#define SLUICE_WARMUP_PERIOD_MAX_NS (1ULL << 46)
+#define SLUICE_WARMUP_STORED_MAX (1ULL << 20) /* M = P / I at most this */
+#define SLUICE_WARMUP_COLD_FACTOR 3
+
+typedef struct sluice_warmup_config {
+	uint64_t rate;               /* stable rate: `rate` permits ...          */
+	uint64_t period_ns;          /* ... per period_ns (2, 1e9: 2 per second) */
+	uint64_t warmup_ns;          /* P: cold to stable under saturated use    */
+	const sluice_clock_t *clock; /* NULL: &sluice_clock_cached               */
+} sluice_warmup_config_t;
+
+typedef struct sluice_warmup {
+	/* read-only after init */
+	uint64_t rate;
+	uint64_t period_ns;
+	uint64_t warmup_ns;
+	uint64_t limit;      /* L: the largest n one request may take         */
+	uint64_t horizon_ns; /* the longest delay a reservation can book       */
+	uint64_t unit_ns;    /* grid of the next free ticket (power of two)    */
+	const sluice_clock_t *clock;
+	/* private, read-only after init */
+	uint32_t unit_shift; /* log2(unit_ns)                                  */
+	uint32_t frac_bits;  /* F: stored permits are in units of 2^-F         */
+	uint64_t max_q;      /* M in units of 2^-F, rounded up                 */
+	uint64_t cost_max;   /* bound on any one cost, ns                      */
+	double interval;     /* I in ns                                        */
+	double thresh;       /* T = M / 2, permits                             */
+	double curve_k;      /* 2 I / M: area above I is k((b-T)^2 - (a-T)^2)  */
+	/* private: written by decisions, on a line of their own */
+	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t anchor; /* time base, only grows */
+	_Atomic uint64_t word; /* packed state, see lib/warmup.c                  */
+} sluice_warmup_t;
+
+/*
+ * sluice_warmup_init - validate @cfg and set up @w (caller-allocated), cold,
+ * at the clock's current reading.
+ *
+ * No allocation.  Not thread-safe for the same @w; publish @w to other
+ * threads afterwards (e.g. by pthread_create or a release store).
+ * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_ECLOCK, -SLUICE_ERATE,
+ * -SLUICE_EWARMUP.  On error @w is untouched.
+ */
+SLUICE_API int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg);
+
+/* sluice_warmup_destroy - nothing to free; NULL-safe.  No decision may run. */
+SLUICE_API void sluice_warmup_destroy(sluice_warmup_t *w);
+
+/* sluice_warmup_size - sizeof(sluice_warmup_t), for FFI callers. */
+SLUICE_API size_t sluice_warmup_size(void);
+
+/*
+ * sluice_warmup_reserve_at - book @n permits at time @now, Guava's acquire(n).
+ * @w: the limiter.  @n: 1..limit.  @now: ns on the limiter's clock base.
+ * @max_delay_ns: the longest the caller will sleep (UINT64_MAX: any, up to
+ * horizon_ns).  @d: NULL, or filled with the decision.
+ *
+ * Books the request when the next free ticket is at most @max_delay_ns
+ * ahead; the caller must then sleep d->retry_after_ns (0 if the ticket has
+ * passed) before using the permits, and the ticket moves on by their cost.
+ * Otherwise books nothing and refuses; d->retry_after_ns is then the time
+ * from d->now_ns until the same reservation would be booked.
+ * d->reset_ns: time from now_ns to the next free ticket after the decision;
+ * d->remaining: always 0 (one request at a time: after any decision the
+ * next free ticket is ahead of now_ns).
+ *
+ * Lock-free (a failed CAS means another thread booked or moved the anchor),
+ * no allocation, safe from any number of threads and from signal handlers
+ * (no locks).  A booking is a release CAS on the state word; the decision
+ * depends on nothing else, so it implies no ordering for other data.
+ * Return: 1 booked, 0 refused, -SLUICE_EINVAL (@w NULL or n = 0),
+ * -SLUICE_ETOOBIG (n > limit; @d says retry_after_ns = SLUICE_NEVER).
+ */
+SLUICE_API int sluice_warmup_reserve_at(sluice_warmup_t *w, uint64_t n, uint64_t now,
+                                        uint64_t max_delay_ns, sluice_decision_t *d);
+
+/*
+ * sluice_warmup_acquire_at - take @n permits now or not at all: Guava's
+ * tryAcquire(n, 0).  Admitted when the next free ticket is at or before
+ * @now; the request's cost is then paid by the next one (the ticket moves to
+ * now + cost).  Same contract as sluice_warmup_reserve_at() with
+ * max_delay_ns = 0; on success retry_after_ns is 0.
+ * Return: 1 admitted, 0 refused (retry_after_ns: exact time until the next
+ * free ticket), -SLUICE_EINVAL, -SLUICE_ETOOBIG.
+ */
+SLUICE_API int sluice_warmup_acquire_at(sluice_warmup_t *w, uint64_t n, uint64_t now,
+                                        sluice_decision_t *d);
+
+/* sluice_warmup_acquire - as _at, reading the limiter's clock. */
+static inline int sluice_warmup_acquire(sluice_warmup_t *w, uint64_t n, sluice_decision_t *d)
+{
+	return sluice_warmup_acquire_at(w, n, sluice_clock_now(w->clock), d);
+}
+
+/* sluice_warmup_reserve - as _at, reading the limiter's clock. */
+static inline int sluice_warmup_reserve(sluice_warmup_t *w, uint64_t n, uint64_t max_delay_ns,
+                                        sluice_decision_t *d)
+{
+	return sluice_warmup_reserve_at(w, n, sluice_clock_now(w->clock), max_delay_ns, d);
+}
+
+/*
+ * sluice_warmup_refund_at - give back @n permits booked by @admitted (a
+ * decision this limiter returned 1 for, refunded at most once).
+ *
+ * Exact when that booking is still the latest: the next free ticket goes
+ * back to the booking's start (rounded down to unit_ns, which is never
+ * before the previous booking's ticket) and the stored permits gain @n
+ * (capped at M), at least what the booking spent from them, so the limiter
+ * is never warmer than before the booking.  Otherwise (a later
+ * booking exists, the limiter went cold since, or the anchor moved past the
+ * start) nothing changes: the permits stay spent, which errs toward fewer
+ * admissions.  Lock-free; safe from any number of threads.
+ * Return: 0 given back, -SLUICE_ECANCEL kept, -SLUICE_EINVAL (NULL, n = 0 or
+ * above limit, or @admitted not an admission).
+ */
+SLUICE_API int sluice_warmup_refund_at(sluice_warmup_t *w, uint64_t n,
+                                       const sluice_decision_t *admitted);
+
+#endif /* SLUICE_WARMUP_H */

@@ -1,0 +1,462 @@
+/*
+ * decay.c - decayed-rate counter: validation, the packed state, decay
+ * arithmetic without libm, admissions, re-anchoring and refunds.
+ *
+ * DESIGN
+ *
+ * The state is the count c and the time t it is valid at (the newest time
+ * an admission was decided at).  Both live in ONE 64-bit word, so check-and-
+ * add is a single CAS and two threads can never both take the last of the
+ * headroom.  A 64-bit time does not fit next to the count, so the word
+ * keeps t relative to an ANCHOR, a 64-bit time that only moves forward:
+ *
+ *   HOT word    0 | tag:2 | field:29 | cq:32
+ *     field = (t / u) mod 2^29, u = unit_ns = 2^g: t is on the u grid and
+ *     lies in [A, A + R), A the anchor, R = 2^29 u; it decodes as
+ *     A + ((field - A/u) mod 2^29) * u.  cq = c in units of 2^-F.
+ *     tag = (A / (R/4)) mod 4 names the anchor the word is read against.
+ *   EMPTY word  1 | T/2:63
+ *     "count 0 as of T": self-contained.  It announces the anchor
+ *     empty_anchor(T) = T rounded down to even and to u.
+ *
+ * The anchor protocol is the one lib/warmup.c uses (see its DESIGN for the
+ * full argument): the anchor only changes after the word announced the
+ * change, so any thread can finish it and a CAS from a consistent snapshot
+ * (anchor, word, anchor again) can never pair a word with the wrong anchor.
+ *   - step: the tag goes from tag(A) to tag(A)+1, then anchor A -> A + R/4;
+ *     legal when t >= A + R/4 (the field reads the same against both).
+ *   - jump: the word becomes EMPTY(T), then anchor A -> empty_anchor(T).
+ * A decision whose time is R/2 or more past the anchor re-anchors first:
+ * EMPTY if the count has been forgotten by empty_anchor(now) (exact:
+ * forgotten stays forgotten), else a step, which is legal because a count
+ * still alive at that time was written less than flush_ns = 34 h before it,
+ * and u is chosen so that R/4 >= flush_ns + 2u.  A count below 2^32 units is
+ * below a quarter unit after 34 half-lives, so "forgotten" is certain then.
+ *
+ * Why counts below one unit are dropped: exact decay never reaches 0, so a
+ * request of n = L could never pass again after any traffic.  Dropping a
+ * count below 2^-F is the only rounding that favours admission; it is
+ * stated in the header's guarantee (+2^-F).
+ *
+ * Arithmetic: dt = k h + rem in integers; 2^-k is an exact scaling (so
+ * whole half-lives decay exactly, with no margin), and 2^(-rem/h) is an
+ * 18-term Horner series for e^(-f ln2) in doubles, f = rem / h rounded once:
+ * relative error below 2^-47 in all.  A margin of 2^-43 relative, then
+ * rounding up, makes every kept count an upper bound of the exact one.
+ * log2 (an atanh series) only seeds the search for retry_after_ns, which
+ * then checks candidate times with the same decay function the decisions
+ * use, so the answer is exact for them.  No libm: the library links
+ * without it.
+ *
+ * Memory orders: as in lib/warmup.c.  Snapshot loads are acquires; every
+ * successful CAS (word or anchor) is a release, so a reader of a HOT word
+ * sees the anchor it was written against or a later one, and a reader of
+ * a new anchor sees the word that announced it or a later one.
+ */
+#include <string.h>
+
+#include "sluice/decay.h"
+#include "sluice/error.h"
+
+#define EMPTY_BIT (1ULL << 63)
+#define TAG_SHIFT 61
+#define TAG_MASK (3ULL << TAG_SHIFT)
+#define FIELD_SHIFT 32
+#define FIELD_BITS 29
+#define FIELD_MASK ((1ULL << FIELD_BITS) - 1)
+#define CQ_BITS 32
+#define CQ_MASK ((1ULL << CQ_BITS) - 1)
+#define QUARTER_BITS (FIELD_BITS - 2) /* R/4 = 2^27 units */
+#define FLUSH_HALF_LIVES 34
+
+#define LN2 0.69314718055994530942
+
+struct snap {
+	uint64_t word;   /* as loaded: the CAS's expected value */
+	uint64_t anchor;
+	uint64_t t;      /* the count's time                     */
+	uint64_t cq;     /* the count, units of 2^-F             */
+	int empty;
+};
+
+size_t sluice_decay_size(void)
+{
+	return sizeof(sluice_decay_t);
+}
+
+void sluice_decay_destroy(sluice_decay_t *x)
+{
+	(void)x; /* nothing allocated */
+}
+
+/* ---- arithmetic --------------------------------------------------------- */
+
+/* 2^-f for 0 <= f < 1, relative error below 2^-48. */
+static double exp2_neg_frac(double f)
+{
+	double y = f * LN2; /* [0, ln 2) */
+	/* e^-y = 1 - y(1 - y/2(1 - y/3(...))); the first omitted term is
+	 * below 0.7^19 / 19! < 1e-20. */
+	double s = 1.0;
+	for (int i = 18; i >= 1; i--)
+		s = 1.0 - y * s / (double)i;
+	return s;
+}
+
+/*
+ * @q * 2^(-dt/h) as a double and whether it is exact: dt = k h + rem, the
+ * 2^-k part is an exact scaling and rem / h one rounding (rem < 2^50), so
+ * whole half-lives decay exactly (x 2^-k, k < 34 here).
+ */
+static double decayed(const sluice_decay_t *x, uint64_t q, uint64_t dt, int *exact)
+{
+	uint64_t k = dt / x->half_life_ns, rem = dt - k * x->half_life_ns;
+	double v = (double)q / (double)(1ULL << k);
+	*exact = rem == 0;
+	if (rem)
+		v *= exp2_neg_frac((double)rem / (double)x->half_life_ns);
+	return v;
+}
+
+/* log2(v) for v >= 1, absolute error about 1e-15: seeds searches only,
+ * and bounds reset_ns with a wide margin. */
+static double log2_ge1(double v)
+{
+	uint64_t bits;
+	memcpy(&bits, &v, sizeof(bits));
+	int e = (int)((bits >> 52) & 0x7ff) - 1023;
+	bits = (bits & ((1ULL << 52) - 1)) | (1023ULL << 52); /* mantissa in [1, 2) */
+	double m;
+	memcpy(&m, &bits, sizeof(m));
+	double z = (m - 1.0) / (m + 1.0), z2 = z * z, p = z, s = 0.0; /* z < 1/3 */
+	for (int i = 0; i < 24; i++) {
+		s += p / (double)(2 * i + 1);
+		p *= z2;
+	}
+	return (double)e + 2.0 * s / LN2; /* ln m = 2 atanh z */
+}
+
+/* ceil() for 0 <= v < 2^63 without libm. */
+static inline uint64_t ceil_u64(double v)
+{
+	uint64_t i = (uint64_t)v;
+	return (double)i < v ? i + 1 : i;
+}
+
+/* The count @cq decayed over @dt, rounded up (an upper bound of the exact
+ * value); 0 once below one unit.  Never above @cq. */
+static uint64_t decay_up(const sluice_decay_t *x, uint64_t cq, uint64_t dt)
+{
+	if (cq == 0 || dt == 0)
+		return cq;
+	if (dt >= x->flush_ns)
+		return 0; /* < 2^32 * 2^-34: the series below would agree */
+	int exact;
+	double v = decayed(x, cq, dt, &exact);
+	if (!exact)
+		v += v * 0x1p-43;
+	if (v < 1.0)
+		return 0;
+	uint64_t c = ceil_u64(v);
+	return c < cq ? c : cq;
+}
+
+/* @q decayed over @dt, rounded down (a lower bound of the exact value). */
+static uint64_t decay_down(const sluice_decay_t *x, uint64_t q, uint64_t dt)
+{
+	if (dt == 0)
+		return q;
+	if (dt >= x->flush_ns)
+		return 0;
+	int exact;
+	double v = decayed(x, q, dt, &exact);
+	if (!exact)
+		v -= v * 0x1p-43;
+	return v < 1.0 ? 0 : (uint64_t)v;
+}
+
+/* Upper bound on the time until @cq decays to 0 (is forgotten), a whole
+ * number of grid units (decisions happen on the grid). */
+static uint64_t forget_bound(const sluice_decay_t *x, uint64_t cq)
+{
+	if (cq == 0)
+		return 0;
+	double b = (double)x->half_life_ns * (log2_ge1((double)cq) + 0x1p-30);
+	b += b * 0x1p-30;
+	uint64_t r = ceil_u64(b) + 2;
+	if (r > x->flush_ns)
+		r = x->flush_ns;
+	return (r + x->unit_ns - 1) & ~(x->unit_ns - 1);
+}
+
+/*
+ * The smallest y >= 1 such that the count @cq, valid @dt0 ns before now,
+ * has decayed to at most @tgt at now + y, by the decisions' own decay
+ * function (monotone in time).  decay_up(cq, dt0) > tgt on entry.
+ */
+static uint64_t time_until(const sluice_decay_t *x, uint64_t cq, uint64_t dt0, uint64_t tgt)
+{
+#define OK(y) (decay_up(x, cq, dt0 + (y)) <= tgt)
+	double est = (double)x->half_life_ns *
+	             (log2_ge1((double)cq) - (tgt ? log2_ge1((double)tgt) : 0.0)) -
+	             (double)dt0;
+	uint64_t cap = x->flush_ns; /* OK(cap): dt0 + cap >= flush_ns */
+	uint64_t guess = est < 1.0 ? 1 : est >= (double)cap ? cap : (uint64_t)est;
+	uint64_t lo, hi, step = (guess >> 26) + 2;
+	if (OK(guess)) {
+		hi = guess; /* walk down until a failing time: lo = 0 fails */
+		for (;;) {
+			lo = hi > step ? hi - step : 0;
+			if (lo == 0 || !OK(lo))
+				break;
+			hi = lo;
+			step <<= 1;
+		}
+	} else {
+		lo = guess;
+		for (;;) {
+			hi = cap - lo > step ? lo + step : cap;
+			if (hi == cap || OK(hi))
+				break;
+			lo = hi;
+			step <<= 1;
+		}
+	}
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (OK(mid))
+			hi = mid;
+		else
+			lo = mid;
+	}
+	return hi;
+#undef OK
+}
+
+/* ---- the packed word and the anchor -------------------------------------- */
+
+static inline uint64_t quarter(const sluice_decay_t *x)
+{
+	return 1ULL << (QUARTER_BITS + x->unit_shift);
+}
+
+static inline uint64_t tag_of(const sluice_decay_t *x, uint64_t a)
+{
+	return (a >> (QUARTER_BITS + x->unit_shift)) & 3;
+}
+
+static inline uint64_t grid_down(const sluice_decay_t *x, uint64_t t)
+{
+	return t & ~(x->unit_ns - 1);
+}
+
+static inline uint64_t empty_anchor(const sluice_decay_t *x, uint64_t word)
+{
+	return grid_down(x, (word & ~EMPTY_BIT) << 1);
+}
+
+static inline uint64_t hot_word(const sluice_decay_t *x, uint64_t anchor, uint64_t t, uint64_t cq)
+{
+	return (tag_of(x, anchor) << TAG_SHIFT) |
+	       (((t >> x->unit_shift) & FIELD_MASK) << FIELD_SHIFT) | cq;
+}
+
+static void help_anchor(sluice_decay_t *x, uint64_t from, uint64_t to)
+{
+	/* Release: publishes the announcing word, read (acquire) before. */
+	atomic_compare_exchange_strong_explicit(&x->anchor, &from, to, memory_order_release,
+	                                        memory_order_relaxed);
+}
+
+/* A consistent snapshot, helping any announced anchor move; 0: look again. */
+static int snapshot(sluice_decay_t *x, struct snap *s)
+{
+	/* Acquires: pair with the release CASes on both words. */
+	uint64_t a = atomic_load_explicit(&x->anchor, memory_order_acquire);
+	uint64_t w = atomic_load_explicit(&x->word, memory_order_acquire);
+	if (atomic_load_explicit(&x->anchor, memory_order_acquire) != a)
+		return 0;
+	if (w & EMPTY_BIT) {
+		uint64_t ea = empty_anchor(x, w);
+		if (ea != a) {
+			if (ea > a)
+				help_anchor(x, a, ea); /* pending jump */
+			return 0;
+		}
+		s->t = ea;
+		s->cq = 0;
+		s->empty = 1;
+	} else {
+		uint64_t tg = (w >> TAG_SHIFT) & 3, ta = tag_of(x, a);
+		if (tg == ((ta + 1) & 3)) {
+			help_anchor(x, a, a + quarter(x)); /* pending step */
+			return 0;
+		}
+		if (tg != ta)
+			return 0; /* cannot happen in a consistent snapshot */
+		uint64_t field = (w >> FIELD_SHIFT) & FIELD_MASK;
+		uint64_t base = (a >> x->unit_shift) & FIELD_MASK;
+		s->t = a + (((field - base) & FIELD_MASK) << x->unit_shift);
+		s->cq = w & CQ_MASK;
+		s->empty = 0;
+	}
+	s->word = w;
+	s->anchor = a;
+	return 1;
+}
+
+/* Move the anchor so that @t is less than R/2 past it. */
+static void reanchor(sluice_decay_t *x, const struct snap *s, uint64_t t)
+{
+	uint64_t to = grid_down(x, t & ~1ULL); /* what EMPTY(t) announces */
+	uint64_t w = s->word;
+	if (s->t <= to && decay_up(x, s->cq, to - s->t) == 0) {
+		/* Release: a reader of EMPTY(t) sees our anchor or later. */
+		if (atomic_compare_exchange_strong_explicit(&x->word, &w, EMPTY_BIT | (t >> 1),
+		                                            memory_order_release,
+		                                            memory_order_relaxed))
+			help_anchor(x, s->anchor, to);
+		return;
+	}
+	/* Alive at `to`: written within flush_ns of it, so t >= A + R/4. */
+	uint64_t tg = (tag_of(x, s->anchor) + 1) & 3;
+	uint64_t stepped = (w & ~TAG_MASK) | (tg << TAG_SHIFT);
+	if (atomic_compare_exchange_strong_explicit(&x->word, &w, stepped, memory_order_release,
+	                                            memory_order_relaxed))
+		help_anchor(x, s->anchor, s->anchor + quarter(x));
+}
+
+/* ---- decisions ------------------------------------------------------------ */
+
+static void fill(const sluice_decay_t *x, sluice_decision_t *d, int allowed, uint64_t t,
+                 uint64_t cq, uint64_t retry)
+{
+	uint64_t lim = x->limit << x->frac_bits;
+	d->allowed = allowed;
+	d->limit = x->limit;
+	d->remaining = cq >= lim ? 0 : (lim - cq) >> x->frac_bits;
+	d->retry_after_ns = retry;
+	d->reset_ns = forget_bound(x, cq);
+	d->now_ns = t;
+}
+
+int sluice_decay_acquire_at(sluice_decay_t *x, uint64_t n, uint64_t now, sluice_decision_t *d)
+{
+	if (!x || n == 0)
+		return -SLUICE_EINVAL;
+	if (n > x->limit) {
+		sluice__decision_never(d, x->limit, now);
+		return -SLUICE_ETOOBIG;
+	}
+	uint64_t nq = n << x->frac_bits, lim = x->limit << x->frac_bits;
+	uint64_t end = grid_down(x, UINT64_MAX);
+	uint64_t r = grid_down(x, now); /* decide at the grid point at or before now */
+	for (;;) {
+		struct snap s;
+		if (!snapshot(x, &s))
+			continue;
+		/* Time never runs backwards: not before the count's time
+		 * (which is never before the anchor). */
+		uint64_t t = r > s.t ? r : s.t;
+		if (SLUICE_UNLIKELY(t - s.anchor >= 2 * quarter(x))) {
+			reanchor(x, &s, t);
+			continue;
+		}
+		uint64_t c = decay_up(x, s.cq, t - s.t);
+		if (c + nq > lim) {
+			if (d) {
+				/* the first grid point where it passes */
+				uint64_t y = time_until(x, s.cq, t - s.t, lim - nq);
+				uint64_t yg = y > end - t ? SLUICE_NEVER
+				                          : grid_down(x, t + y + x->unit_ns - 1) - t;
+				fill(x, d, 0, t, c, yg);
+			}
+			return 0;
+		}
+		uint64_t after = c + nq;
+		uint64_t w = hot_word(x, s.anchor, t, after);
+		/* Release: publishes which anchor w is relative to. */
+		if (atomic_compare_exchange_weak_explicit(&x->word, &s.word, w, memory_order_release,
+		                                          memory_order_relaxed)) {
+			if (d)
+				fill(x, d, 1, t, after, 0);
+			return 1;
+		}
+	}
+}
+
+double sluice_decay_count_at(sluice_decay_t *x, uint64_t now)
+{
+	struct snap s;
+	while (!snapshot(x, &s))
+		;
+	uint64_t r = grid_down(x, now);
+	uint64_t t = r > s.t ? r : s.t;
+	return (double)decay_up(x, s.cq, t - s.t) / (double)(1ULL << x->frac_bits);
+}
+
+int sluice_decay_refund_at(sluice_decay_t *x, uint64_t n, const sluice_decision_t *admitted)
+{
+	if (!x || !admitted || n == 0 || n > x->limit || !admitted->allowed)
+		return -SLUICE_EINVAL;
+	uint64_t ta = admitted->now_ns;
+	for (;;) {
+		struct snap s;
+		if (!snapshot(x, &s))
+			continue;
+		if (ta > s.t)
+			return -SLUICE_ECANCEL; /* newer than any admission here */
+		if (s.empty)
+			return 0; /* forgotten since: nothing left to give back */
+		uint64_t sub = decay_down(x, n << x->frac_bits, s.t - ta);
+		if (sub > s.cq)
+			return -SLUICE_ECANCEL;
+		uint64_t w = (s.word & ~CQ_MASK) | (s.cq - sub);
+		/* Release: as for an admission (same anchor, same time). */
+		if (atomic_compare_exchange_weak_explicit(&x->word, &s.word, w, memory_order_release,
+		                                          memory_order_relaxed))
+			return 0;
+	}
+}
+
+static unsigned bitlen(uint64_t v)
+{
+	unsigned b = 0;
+	while (v) {
+		b++;
+		v >>= 1;
+	}
+	return b;
+}
+
+int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
+{
+	if (!x || !cfg)
+		return -SLUICE_EINVAL;
+	const sluice_clock_t *clock = cfg->clock ? cfg->clock : &sluice_clock_cached;
+	if (clock->kind > SLUICE_CLOCK_MANUAL)
+		return -SLUICE_ECLOCK;
+	if (cfg->limit < 1 || cfg->limit > SLUICE_DECAY_LIMIT_MAX)
+		return -SLUICE_ELIMIT;
+	uint64_t h = cfg->half_life_ns;
+	if (h < SLUICE_DECAY_HALFLIFE_MIN_NS || h > SLUICE_DECAY_HALFLIFE_MAX_NS)
+		return -SLUICE_EHALFLIFE;
+	uint64_t flush = FLUSH_HALF_LIVES * h;
+	/* The smallest grid whose quarter range holds a live count. */
+	uint32_t g = 0;
+	while ((1ULL << (QUARTER_BITS + g)) < flush + (2ULL << g))
+		g++;
+
+	uint64_t t0 = sluice_clock_now(clock);
+	x->limit = cfg->limit;
+	x->half_life_ns = h;
+	x->unit_ns = 1ULL << g;
+	x->clock = clock;
+	x->unit_shift = g;
+	x->frac_bits = CQ_BITS - bitlen(cfg->limit); /* L << F < 2^32 */
+	x->flush_ns = flush;
+	/* Empty as of the current reading. */
+	atomic_init(&x->anchor, grid_down(x, t0 & ~1ULL));
+	atomic_init(&x->word, EMPTY_BIT | (t0 >> 1));
+	return 0;
+}

@@ -1,0 +1,426 @@
+/*
+ * warmup.c - smooth warm-up limiter (Guava SmoothWarmingUp, cold factor 3):
+ * validation, the packed state, bookings, re-anchoring and refunds.
+ *
+ * DESIGN
+ *
+ * The state is two numbers, the next free ticket `next` (a 64-bit time) and
+ * the stored permits s.  Both live in ONE 64-bit word so that a booking is a
+ * single CAS: no lock, nothing allocated, no torn state.  A 64-bit time does
+ * not fit next to s, so times in the word are kept relative to an ANCHOR, a
+ * separate 64-bit word that only moves forward:
+ *
+ *   HOT word   0 | tag:2 | field:35 | sq:26
+ *     field = (next / u) mod 2^35, u = unit_ns = 2^g: next is on the u grid
+ *     and lies in [A, A + R), A the anchor, R = 2^35 u; it decodes as
+ *     A + ((field - A/u) mod 2^35) * u.  sq = s in units of 2^-F.
+ *     tag = (A / (R/4)) mod 4 names the anchor the word is read against.
+ *   COLD word  1 | T/2:63
+ *     "fully cold (s = M) as of T": self-contained, needs no anchor.  It
+ *     announces the anchor cold_anchor(T) = T rounded down to even and to u.
+ *
+ * The anchor changes in exactly two ways, and always AFTER the word has
+ * announced the change, so the word alone says what the anchor must become
+ * and any thread can finish a half-done change (lock-free helping):
+ *   - step: the word's tag goes from tag(A) to tag(A)+1 (same field), then
+ *     anchor A -> A + R/4.  Legal when next >= A + R/4, so the field decodes
+ *     to the same time against either anchor.
+ *   - jump: the word becomes COLD(T), then anchor A -> cold_anchor(T).
+ * A reader takes a consistent snapshot: anchor, word, anchor again (equal,
+ * so the anchor did not move meanwhile; it never moves back).  In it, a
+ * HOT word's tag is tag(A) (read against A) or tag(A)+1 (a step is
+ * pending: help it and look again); a COLD word's announced anchor is A, or
+ * later (pending jump: help, look again).
+ *
+ * Why a booking cannot use a stale anchor: every anchor change is preceded
+ * by a change of the word, so if the CAS from the snapshot's word succeeds,
+ * the anchor is still the snapshot's (up to ABA: the word would have to
+ * come back bit for bit with a different anchor, i.e. the same ticket
+ * modulo R = 2^35 u after a jump and the same stored permits, while this
+ * thread stalls between its loads and its CAS).
+ *
+ * Re-anchoring: a decision whose time t is R/2 or more past the anchor
+ * first moves the anchor.  If the state is fully cold at cold_anchor(t) it
+ * writes COLD(t) (exact: cold stays cold as time passes).  Otherwise the
+ * limiter was used within P of t, so next > t - P - u >= A + R/4 (u is chosen
+ * so that R/4 >= P + 2 cost_max + 2u), and a step is legal.  Bookings then
+ * write tickets below t + horizon + cost_max + u < A + R/2 + R/4: always
+ * inside the field's range.
+ *
+ * Rounding always makes the limiter slower: costs up, the ticket up to the
+ * grid (the stored permits gain the rounded-off time, which keeps the
+ * state identical for every reading at or after the rounded ticket), stored
+ * permits up.  The curve's area uses doubles in the form k (b - a)(a + b -
+ * 2T), whose error is far below the 1 ns + 2^-40 relative margin added.
+ *
+ * Memory orders: the snapshot's loads are acquires and every CAS that
+ * succeeds is a release.  A thread that writes a HOT word first read the
+ * anchor it is relative to (acquire); its release CAS on the word then
+ * guarantees that a reader who acquires the word sees that anchor or a
+ * later one.  An anchor CAS is a release of the announcing word it was read
+ * after, so a reader who sees the new anchor sees that word or a later one.
+ */
+#include "sluice/error.h"
+#include "sluice/warmup.h"
+
+__extension__ typedef unsigned __int128 u128;
+
+#define COLD_BIT (1ULL << 63)
+#define TAG_SHIFT 61
+#define TAG_MASK (3ULL << TAG_SHIFT)
+#define FIELD_SHIFT 26
+#define FIELD_BITS 35
+#define FIELD_MASK ((1ULL << FIELD_BITS) - 1)
+#define SQ_BITS FIELD_SHIFT
+#define SQ_MASK ((1ULL << SQ_BITS) - 1)
+#define QUARTER_BITS (FIELD_BITS - 2) /* R/4 = 2^33 units */
+
+/* A consistent view of the state, against the anchor it was read with. */
+struct snap {
+	uint64_t word;   /* the word as loaded: the CAS's expected value */
+	uint64_t anchor;
+	uint64_t next;   /* decoded next free ticket                      */
+	uint64_t sq;     /* stored permits, units of 2^-F                 */
+	int cold;        /* the word is COLD                              */
+};
+
+size_t sluice_warmup_size(void)
+{
+	return sizeof(sluice_warmup_t);
+}
+
+void sluice_warmup_destroy(sluice_warmup_t *w)
+{
+	(void)w; /* nothing allocated */
+}
+
+static inline uint64_t quarter(const sluice_warmup_t *w)
+{
+	return 1ULL << (QUARTER_BITS + w->unit_shift);
+}
+
+static inline uint64_t tag_of(const sluice_warmup_t *w, uint64_t a)
+{
+	return (a >> (QUARTER_BITS + w->unit_shift)) & 3;
+}
+
+static inline uint64_t grid_down(const sluice_warmup_t *w, uint64_t t)
+{
+	return t & ~(w->unit_ns - 1);
+}
+
+static inline uint64_t cold_word(uint64_t t)
+{
+	return COLD_BIT | (t >> 1);
+}
+
+static inline uint64_t cold_anchor(const sluice_warmup_t *w, uint64_t word)
+{
+	return grid_down(w, (word & ~COLD_BIT) << 1);
+}
+
+static inline uint64_t hot_word(const sluice_warmup_t *w, uint64_t anchor, uint64_t next,
+                                uint64_t sq)
+{
+	return (tag_of(w, anchor) << TAG_SHIFT) |
+	       (((next >> w->unit_shift) & FIELD_MASK) << FIELD_SHIFT) | sq;
+}
+
+static inline uint64_t decode_next(const sluice_warmup_t *w, uint64_t word, uint64_t anchor)
+{
+	uint64_t field = (word >> FIELD_SHIFT) & FIELD_MASK;
+	uint64_t base = (anchor >> w->unit_shift) & FIELD_MASK;
+	return anchor + (((field - base) & FIELD_MASK) << w->unit_shift);
+}
+
+/* ceil() for 0 <= x < 2^63 without libm. */
+static inline uint64_t ceil_u64(double x)
+{
+	uint64_t i = (uint64_t)x;
+	return (double)i < x ? i + 1 : i;
+}
+
+static unsigned bitlen(uint64_t v)
+{
+	unsigned b = 0;
+	while (v) {
+		b++;
+		v >>= 1;
+	}
+	return b;
+}
+
+/* Finish an announced anchor move from @from to @to (no-op if done). */
+static void help_anchor(sluice_warmup_t *w, uint64_t from, uint64_t to)
+{
+	/* Release: publishes the announcing word (read with acquire before
+	 * this) to every thread that acquires the new anchor. */
+	atomic_compare_exchange_strong_explicit(&w->anchor, &from, to, memory_order_release,
+	                                        memory_order_relaxed);
+}
+
+/* Take a consistent snapshot; 0 when the caller must look again. */
+static int snapshot(sluice_warmup_t *w, struct snap *s)
+{
+	/* Acquires: pair with the release CASes on both words (see DESIGN). */
+	uint64_t a = atomic_load_explicit(&w->anchor, memory_order_acquire);
+	uint64_t x = atomic_load_explicit(&w->word, memory_order_acquire);
+	if (atomic_load_explicit(&w->anchor, memory_order_acquire) != a)
+		return 0;
+	if (x & COLD_BIT) {
+		uint64_t ca = cold_anchor(w, x);
+		if (ca != a) {
+			/* A jump is pending (ca > a: help it).  ca < a cannot
+			 * happen in a consistent snapshot; look again. */
+			if (ca > a)
+				help_anchor(w, a, ca);
+			return 0;
+		}
+		s->next = ca;
+		s->sq = w->max_q;
+		s->cold = 1;
+	} else {
+		uint64_t tg = (x >> TAG_SHIFT) & 3, ta = tag_of(w, a);
+		if (tg == ((ta + 1) & 3)) {
+			help_anchor(w, a, a + quarter(w)); /* pending step */
+			return 0;
+		}
+		if (tg != ta)
+			return 0; /* cannot happen in a consistent snapshot */
+		s->next = decode_next(w, x, a);
+		s->sq = x & SQ_MASK;
+		s->cold = 0;
+	}
+	s->word = x;
+	s->anchor = a;
+	return 1;
+}
+
+/* Stored permits after @dt ns of idleness: one per I, rounded up, capped. */
+static uint64_t accrue(const sluice_warmup_t *w, uint64_t sq, uint64_t dt)
+{
+	if (dt == 0)
+		return sq;
+	if (dt >= w->warmup_ns)
+		return w->max_q; /* P / I = M: fully cold from anywhere */
+	/* dt < 2^46, rate <= 2^46, 2^F <= 2^25: fits in 128 bits. */
+	u128 num = ((u128)dt * w->rate) << w->frac_bits;
+	uint64_t add = (uint64_t)((num + w->period_ns - 1) / w->period_ns);
+	return sq + add >= w->max_q ? w->max_q : sq + add;
+}
+
+/*
+ * The cost in ns of @n permits with @sq stored: n I for all of them, plus,
+ * for the stored ones above the threshold, the area between the curve and
+ * I: the curve rises by slope 4I/M from T, so the area over [a, b] is
+ * (2I/M)((b-T)^2 - (a-T)^2) = k (b - a)(a + b - 2T).  Rounded up.  The
+ * curve ends at M: stored permits above M exist only through rounding up
+ * (by less than 2^-F) and are charged I, as the curve's last point would
+ * overcharge them wildly when M is tiny; so the area is at most P/2.
+ */
+static uint64_t cost_of(const sluice_warmup_t *w, uint64_t sq, uint64_t n, uint64_t *taken)
+{
+	uint64_t nq = n << w->frac_bits;
+	uint64_t tk = nq < sq ? nq : sq;
+	*taken = tk;
+	uint64_t cost = (uint64_t)(((u128)n * w->period_ns + w->rate - 1) / w->rate);
+	double scale = 1.0 / (double)(1ULL << w->frac_bits); /* exact */
+	double b = (double)sq * scale, top = 2.0 * w->thresh;
+	if (b > top)
+		b = top;
+	if (tk > 0 && b > w->thresh) {
+		double a = (double)(sq - tk) * scale;
+		if (a < w->thresh)
+			a = w->thresh;
+		if (a > b)
+			a = b;
+		double x = w->curve_k * (b - a) * (a + b - 2.0 * w->thresh);
+		if (x > 0)
+			cost += ceil_u64(x + x * 0x1p-40) + 1;
+	}
+	return cost;
+}
+
+static void fill(const sluice_warmup_t *w, sluice_decision_t *d, int allowed, uint64_t t,
+                 uint64_t retry, uint64_t reset)
+{
+	if (!d)
+		return;
+	d->allowed = allowed;
+	d->limit = w->limit;
+	d->remaining = 0; /* one request at a time: the ticket is now ahead */
+	d->retry_after_ns = retry;
+	d->reset_ns = reset;
+	d->now_ns = t;
+}
+
+/* Move the anchor so that @t is less than R/2 past it (one step or jump). */
+static void reanchor(sluice_warmup_t *w, const struct snap *s, uint64_t t)
+{
+	uint64_t to = grid_down(w, t & ~1ULL); /* what COLD(t) announces */
+	uint64_t x = s->word;
+	if (s->next <= to && accrue(w, s->sq, to - s->next) == w->max_q) {
+		/* Release: see DESIGN (a reader of COLD(t) then sees an
+		 * anchor at least as new as ours). */
+		if (atomic_compare_exchange_strong_explicit(&w->word, &x, cold_word(t),
+		                                            memory_order_release,
+		                                            memory_order_relaxed))
+			help_anchor(w, s->anchor, to);
+		return;
+	}
+	/* Not cold at `to`: used within P of it, so next >= A + R/4 and the
+	 * field reads the same against A + R/4.  Announce the step. */
+	uint64_t tg = (tag_of(w, s->anchor) + 1) & 3;
+	uint64_t stepped = (x & ~TAG_MASK) | (tg << TAG_SHIFT);
+	if (atomic_compare_exchange_strong_explicit(&w->word, &x, stepped, memory_order_release,
+	                                            memory_order_relaxed))
+		help_anchor(w, s->anchor, s->anchor + quarter(w));
+}
+
+int sluice_warmup_reserve_at(sluice_warmup_t *w, uint64_t n, uint64_t now, uint64_t max_delay_ns,
+                             sluice_decision_t *d)
+{
+	if (!w || n == 0)
+		return -SLUICE_EINVAL;
+	if (n > w->limit) {
+		sluice__decision_never(d, w->limit, now);
+		return -SLUICE_ETOOBIG;
+	}
+	uint64_t maxd = max_delay_ns < w->horizon_ns ? max_delay_ns : w->horizon_ns;
+	uint64_t end = grid_down(w, UINT64_MAX); /* the last representable ticket */
+	for (;;) {
+		struct snap s;
+		if (!snapshot(w, &s))
+			continue;
+		uint64_t t = now > s.anchor ? now : s.anchor; /* never before the anchor */
+		if (t > end)
+			t = end;
+		if (SLUICE_UNLIKELY(t - s.anchor >= 2 * quarter(w))) {
+			reanchor(w, &s, t);
+			continue;
+		}
+		uint64_t wait = s.next > t ? s.next - t : 0;
+		if (wait > maxd) {
+			fill(w, d, 0, t, wait - maxd, wait);
+			return 0;
+		}
+		/* Resync (Guava): idle time since next becomes stored permits. */
+		uint64_t start = s.next > t ? s.next : t;
+		uint64_t sq = s.next < t ? accrue(w, s.sq, t - s.next) : s.sq;
+		uint64_t taken, cost = cost_of(w, sq, n, &taken);
+		sq -= taken;
+		if (SLUICE_UNLIKELY(cost > end - start)) {
+			/* The ticket would pass the end of the time base. */
+			fill(w, d, 0, t, SLUICE_NEVER, wait);
+			return 0;
+		}
+		uint64_t raw = start + cost;
+		uint64_t next = (raw + w->unit_ns - 1) & ~(w->unit_ns - 1); /* <= end */
+		sq = accrue(w, sq, next - raw); /* the rounded-off time cools */
+		uint64_t x = hot_word(w, s.anchor, next, sq);
+		/* Release: publishes which anchor x is relative to (DESIGN). */
+		if (atomic_compare_exchange_weak_explicit(&w->word, &s.word, x, memory_order_release,
+		                                          memory_order_relaxed)) {
+			fill(w, d, 1, t, wait, next - t);
+			return 1;
+		}
+	}
+}
+
+int sluice_warmup_acquire_at(sluice_warmup_t *w, uint64_t n, uint64_t now, sluice_decision_t *d)
+{
+	return sluice_warmup_reserve_at(w, n, now, 0, d);
+}
+
+int sluice_warmup_refund_at(sluice_warmup_t *w, uint64_t n, const sluice_decision_t *admitted)
+{
+	if (!w || !admitted || n == 0 || n > w->limit || !admitted->allowed)
+		return -SLUICE_EINVAL;
+	uint64_t t = admitted->now_ns;
+	if (admitted->retry_after_ns > admitted->reset_ns || admitted->reset_ns > UINT64_MAX - t)
+		return -SLUICE_EINVAL; /* not a booking this limiter made */
+	uint64_t start = t + admitted->retry_after_ns; /* its start */
+	uint64_t booked = t + admitted->reset_ns;      /* the ticket it booked */
+	for (;;) {
+		struct snap s;
+		if (!snapshot(w, &s))
+			continue;
+		/* Only the latest booking can be taken back exactly; an older
+		 * one has later bookings chained on its ticket. */
+		if (s.cold || s.next != booked || start < s.anchor)
+			return -SLUICE_ECANCEL;
+		/*
+		 * Back to the start, rounded DOWN to the grid: the previous
+		 * ticket is on the grid and at or before the start, so this is
+		 * never before it.  The stored permits the booking found there
+		 * were s_after + taken <= s_after + n, so with n added back
+		 * the state is at least as cold as before the booking for every
+		 * reading at or after the start.
+		 */
+		uint64_t next = grid_down(w, start);
+		uint64_t sq = s.sq + (n << w->frac_bits);
+		if (sq > w->max_q)
+			sq = w->max_q;
+		uint64_t x = hot_word(w, s.anchor, next, sq);
+		/* Release: as for a booking. */
+		if (atomic_compare_exchange_weak_explicit(&w->word, &s.word, x, memory_order_release,
+		                                          memory_order_relaxed))
+			return 0;
+	}
+}
+
+int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg)
+{
+	if (!w || !cfg)
+		return -SLUICE_EINVAL;
+	const sluice_clock_t *clock = cfg->clock ? cfg->clock : &sluice_clock_cached;
+	if (clock->kind > SLUICE_CLOCK_MANUAL)
+		return -SLUICE_ECLOCK;
+	uint64_t rate = cfg->rate, period = cfg->period_ns, p = cfg->warmup_ns;
+	/* I = period / rate must be at least 1 ns. */
+	if (rate == 0 || period == 0 || period > SLUICE_WARMUP_PERIOD_MAX_NS || period < rate)
+		return -SLUICE_ERATE;
+	if (p < SLUICE_WARMUP_MIN_NS || p > SLUICE_WARMUP_MAX_NS)
+		return -SLUICE_EWARMUP;
+	u128 pr = (u128)p * rate; /* M = pr / period */
+	if (pr > (u128)SLUICE_WARMUP_STORED_MAX * period)
+		return -SLUICE_EWARMUP;
+	uint64_t m_floor = (uint64_t)(pr / period);
+	uint64_t m_ceil = (uint64_t)((pr + period - 1) / period); /* 1 .. 2^20 */
+	uint64_t limit = m_floor ? m_floor : 1;
+	/* F: M in units of 2^-F below 2^26, so sq fits its field. */
+	uint32_t frac = SQ_BITS - bitlen(m_ceil);
+	uint64_t max_q = (uint64_t)(((pr << frac) + period - 1) / period);
+	/* Any one cost: n I <= L I, plus at most the area above I, P/2 (the
+	 * curve is capped at M), plus its rounding margin. */
+	uint64_t cost_max = (uint64_t)(((u128)limit * period + rate - 1) / rate) + p / 2 +
+	                    (p >> 30) + 4;
+	/* The smallest grid whose quarter range covers an idle of P plus two
+	 * maximal bookings (one waited for, one booked). */
+	uint32_t g = 0;
+	while ((1ULL << (QUARTER_BITS + g)) < p + 2 * cost_max + (2ULL << g))
+		g++;
+	uint64_t unit = 1ULL << g;
+	double interval = (double)period / (double)rate;
+	double m = (double)pr / (double)period;
+
+	uint64_t t0 = sluice_clock_now(clock);
+	w->rate = rate;
+	w->period_ns = period;
+	w->warmup_ns = p;
+	w->limit = limit;
+	w->unit_ns = unit;
+	w->horizon_ns = (1ULL << (QUARTER_BITS + g)) - cost_max - unit;
+	w->clock = clock;
+	w->unit_shift = g;
+	w->frac_bits = frac;
+	w->max_q = max_q;
+	w->cost_max = cost_max;
+	w->interval = interval;
+	w->thresh = m / 2.0;
+	w->curve_k = 2.0 * interval / m;
+	/* Cold at the current reading, as Guava starts. */
+	atomic_init(&w->anchor, grid_down(w, t0 & ~1ULL));
+	atomic_init(&w->word, cold_word(t0));
+	return 0;
+}
