@@ -20,17 +20,23 @@ typedef struct sluice_decision {
 	bool allowed;            /* the n permits were taken                  */
 	uint64_t limit;          /* the configured limit (permits per window) */
 	uint64_t remaining;      /* permits left after this decision          */
-	uint64_t retry_after_ns; /* 0 when allowed; otherwise ns from now until
-	                          * the same request could first pass, or
-	                          * SLUICE_NEVER                              */
+	uint64_t retry_after_ns; /* refused: ns from now until the same request
+	                          * could first pass, or SLUICE_NEVER.
+	                          * Admitted: 0, except for a booking
+	                          * (reserve/pace), where it is the delay
+	                          * before the booked slot may be used.     */
 	uint64_t reset_ns;       /* ns from now until every permit counted now
 	                          * has left the window (an upper bound)      */
-	uint64_t now_ns;         /* the limiter time the decision was taken at:
-	                          * the reading, or the start of the newest
-	                          * bucket when the reading was older (time
-	                          * never runs backwards).  Guarantees are
-	                          * stated on this timeline; the relative
-	                          * fields above are measured from it.        */
+	uint64_t now_ns;         /* the limiter time the decision was taken at.
+	                          * Windowed limiters: the reading, or their
+	                          * newest bucket/time when the reading was
+	                          * older (time never runs backwards).  Limiters
+	                          * whose state is an absolute time (GCRA, leaky,
+	                          * warm-up) and the concurrency limiter: the
+	                          * reading as given (an old one only finds
+	                          * less room).  Guarantees are stated on this
+	                          * timeline; the relative fields above are
+	                          * measured from it.                         */
 } sluice_decision_t;
 
 /* private: fill @d for a request that can never pass (n > limit). */

@@ -26,7 +26,7 @@
 	X(ETHREAD, 10, "could not start the clock ticker thread")              \
 	X(EPERIOD, 11, "ticker period out of range (1 us .. 1 s)")             \
 	X(ECELLS, 12, "stripe cell count out of range (1..4096)")               \
-	X(ERATE, 13, "rate out of range (zero, or an interval under 1 ns)")    \
+	X(ERATE, 13, "rate out of range (zero, an interval under 1 ns, or whole-ns rounding off by > 0.1%)") \
 	X(EBURST, 14, "burst out of range")                                     \
 	X(EMEMORY, 15, "configuration needs more memory than the documented cap") \
 	X(EWARMUP, 16, "warm-up period out of range")                           \

@@ -1,0 +1,435 @@
+/*
+ * sluice/gcra.h - GCRA token bucket: rate + burst in one 64-bit word.
+ *
+ * The Generic Cell Rate Algorithm (ITU-T I.371, the "virtual scheduling"
+ * form).  T is the emission interval (ns per permit), b the burst and
+ * tau = b * T the tolerance.  The whole state is one word, the theoretical
+ * arrival time TAT: the time at which the bucket is full again (the
+ * parameters sit beside it, changed only by set_rate/set_burst).  A request
+ * for n permits at time t books n slots after max(TAT, t):
+ *
+ *     TAT' = max(TAT, t) + n*T,   admitted iff TAT' - t <= tau.
+ *
+ * Equivalently: the bucket holds (tau - (TAT - t)) / T permits at time t,
+ * refills one permit every T, and holds at most b.
+ *
+ * GUARANTEE (any number of threads, any timing).  Let T and b be in force
+ * (no set_rate/set_burst in between).  For every interval [x, x + t] of the
+ * limiter's timeline, the permits admitted at a time inside it total at most
+ *
+ *     b + t / T            (T = the interval in force, sluice_gcra_interval_ns())
+ *
+ * A decision's time is its reading (d->now_ns, see CLOCK JUMPS).  The bound
+ * holds whatever the order of the readings: it follows from the TAT only
+ * growing by n*T per admission and every admission leaving TAT' <= t + tau.
+ * A booking given back exactly (cancel) counts as never made; one that
+ * could not be given back counts.
+ * Check-and-book is one CAS on the TAT, so the admissions are linearizable
+ * and two threads can never both take the last permit: the bound is exact
+ * under concurrency, not approximate.  Bookings made with reserve count at
+ * the time their delay ends (now_ns + retry_after_ns); the bound holds for
+ * those times too.
+ *
+ * NON-WHOLE INTERVALS.  T is period_ns / rate rounded UP to whole ns, e.g.
+ * 3 per second runs with T = 333,333,334 ns.  Rounding up can only lower
+ * the rate (the bound above then holds with the exact period/rate too), by
+ * less than 1 ns per permit; init rejects (-SLUICE_ERATE) a configuration
+ * whose rounding would lower the rate by more than 1/SLUICE_GCRA_ROUNDING
+ * (0.1%), so the configured rate is never silently changed by more than
+ * that (3 per second: by 2e-9; 1,500,000 per second: T = 667, 0.05%;
+ * 3,000,000 per second would be 0.2%: rejected, configure 333 or 334 ns).
+ * Exact sub-ns arithmetic was rejected: a fraction of a ns per permit needs
+ * more than 64 bits once times may reach 2^64, and the state is one word.
+ *
+ * WORST CASE (what it does not prevent):
+ *   - A full bucket lets b permits through at one instant, then one per T:
+ *     b + t/T is reached, by design.  Lower b for smoother traffic (b = 1
+ *     spaces every permit T apart).
+ *   - No fairness among threads: a big n can be starved by a stream of
+ *     small ones (the bucket never holds n long enough).  reserve() books
+ *     in CAS order instead (FIFO).
+ *   - One word is written by every admission on every CPU: throughput is
+ *     that of a contended CAS.  Lock-free, not wait-free.
+ *
+ * CLOCK JUMPS.  The TAT is an absolute time that decisions only move
+ * forward (a cancel moves it back only by what it gives back), so a
+ * reading older than the times the limiter has acted on simply finds the
+ * bucket less refilled (or empty): it can be refused more, never admitted
+ * more; no permit can be minted by a clock set back.  Unlike the windowed
+ * limiters, the reading is therefore used as it is and d->now_ns is the
+ * reading: retry_after_ns and a reservation's delay are measured from the
+ * caller's own reading, so a caller that sleeps retry_after_ns from its own
+ * clock lands exactly on the slot.  (Raising an old reading to a newer time
+ * would make such a caller proceed early.)  A clock that jumps forward
+ * finds the bucket full (at most b), as the time says.
+ *
+ * SET_RATE / SET_BURST (live, from any thread, while decisions run).  The
+ * state is kept and the TAT never moves back: just after a change the
+ * bucket holds the FEWER of (a) the permits it held just before, capped at
+ * the new burst, and (b) what the new parameters give for the unchanged TAT.
+ * So a change never hands out permits: no fresh burst.  Lowering the rate or
+ * raising the burst keeps (a): the permits held stay, and the bucket then
+ * refills at the new rate towards the new burst (when bookings reach past
+ * the tolerance, the time the last booked slot comes is kept instead).
+ * Raising the rate or lowering the burst keeps the TAT (b): the time until
+ * the bucket is full is unchanged, so the permits used recently count
+ * against the new parameters, and an emptied bucket gets the faster rate
+ * only once its old TAT passes (e.g. 1/s, b = 10, emptied, raised to
+ * 100/s: the first permit comes about 9.9 s later).  The TAT also moves
+ * 1 ns (more right after a cancel: it never returns to a value it had
+ * before the change).  Since a change can
+ * only lose permits, changes back and forth faster than the bucket refills
+ * (within tau of each other) accumulate: the bucket can stay empty until
+ * they stop.  Each decision uses one consistent (T, b): a change seals the
+ * TAT, swaps the parameters and unseals it with the converted TAT; a
+ * decision that meets the seal finishes the change itself (helping), so
+ * decisions stay lock-free and none ever combines old parameters with a
+ * converted TAT or the reverse.  Within one parameter set the bound above is
+ * exact; across changes, an interval sees at most max(b) + t / min(T) over
+ * the sets in force during it.  set_rate and set_burst calls are serialised
+ * among themselves by a flag (a preempted one delays only the next one;
+ * decisions never touch the flag).
+ *
+ * CANCEL / REFUND.  A booking (reserve, or an admission) is given back
+ * exactly while nothing was booked after it: the CAS finds the TAT it left
+ * and moves it back by n*T.  Otherwise -SLUICE_ECANCEL and nothing is given
+ * back: later bookings were decided (and may have been promised slots)
+ * against the permits it took, so they stay taken; the bucket refills at
+ * its rate as usual: fewer future admissions, never more.  A booking made
+ * before a set_rate/set_burst can no longer be given back (-SLUICE_ECANCEL).
+ * Give back each booking at most once: a second cancel could find a later
+ * booking that happens to end at the same ns and take that one back.
+ *
+ * LIMITS: rate >= 1 and period_ns >= rate (T >= 1 ns) and rounding at most
+ * 0.1% (-SLUICE_ERATE); b >= 1 and b * T <= SLUICE_GCRA_SPAN_MAX (2^62 - 1
+ * ns, 146 years) (-SLUICE_EBURST; set_rate says -SLUICE_ERATE when the new T
+ * makes the current b too long).  n in 1..b.  Times: any 64-bit reading; the
+ * TAT lives below SLUICE_GCRA_TIME_MAX (2^64 - 2^32 - 1: the top 2^32 values
+ * mark a reconfiguration in progress), so in the last tau before that time
+ * the bucket holds only what fits before it and after it nothing passes
+ * (fewer, never more; 2^64 ns is 584 years of CLOCK_MONOTONIC, the top 2^32
+ * ns its last 4.3 s).  A seal names its change by the low 32 bits of a
+ * counter: a decision that read a change to finish it, then stalled for
+ * exactly a multiple of 2^32 further changes before its unseal CAS, would
+ * install that old change's TAT (ABA; documented, not guarded: at least
+ * 2^32 set_rate calls while one thread is stalled).  With a coarse clock,
+ * permits arrive in steps of the clock's resolution (up to b at a step),
+ * never more than the bound.
+ *
+ * COST: acquire is one load of the TAT, one of the era and three of the
+ * parameters (five when it fills a decision; a read-mostly line; acquire
+ * loads are plain loads on x86), a
+ * multiply and one CAS; no division (remaining uses a precomputed
+ * reciprocal), no fence, no lock, no allocation.
+ *
+ * MEMORY: 256 bytes, caller-allocated: the parameters (two slots, swapped by
+ * a reconfiguration) on read-mostly lines, the TAT on a line of its own.
+ * No allocation, ever.
+ */
+#ifndef SLUICE_GCRA_H
+#define SLUICE_GCRA_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clock.h"
+#include "common.h"
+#include "decision.h"
+
+/* Longest tolerance b * T, ns. */
+#define SLUICE_GCRA_SPAN_MAX ((1ULL << 62) - 1)
+/* Rounding T up may lower the rate by at most 1/SLUICE_GCRA_ROUNDING. */
+#define SLUICE_GCRA_ROUNDING 1000u
+/* private: TAT values above this are seals (a reconfiguration under way). */
+#define SLUICE__GCRA_SEAL_MASK 0xffffffffULL
+#define SLUICE__GCRA_SEAL_MIN (UINT64_MAX - SLUICE__GCRA_SEAL_MASK)
+/* The latest TAT: admissions never book past it. */
+#define SLUICE_GCRA_TIME_MAX (SLUICE__GCRA_SEAL_MIN - 1)
+
+typedef struct sluice_gcra_config {
+	uint64_t rate;               /* permits per period, >= 1                 */
+	uint64_t period_ns;          /* >= rate: T = period_ns / rate >= 1 ns    */
+	uint64_t burst;              /* b >= 1: the most that pass at once, full */
+	const sluice_clock_t *clock; /* NULL: &sluice_clock_cached               */
+} sluice_gcra_config_t;
+
+/* private: one parameter set.  Two slots; the era's parity picks one. */
+struct sluice__gcra_params {
+	_Atomic uint64_t era;      /* the era described; 0 while written   */
+	_Atomic uint64_t interval; /* T, ns: ceil(period / rate)           */
+	_Atomic uint64_t tau;      /* b * T                                */
+	_Atomic uint64_t burst;    /* b                                    */
+	_Atomic uint64_t recip;    /* ceil(2^(62 + shift) / T)             */
+	_Atomic uint64_t shift;    /* ceil(log2 T)                         */
+	_Atomic uint64_t rate;     /* as configured                        */
+	_Atomic uint64_t period;   /* as configured                        */
+	_Atomic uint64_t start;    /* the TAT the era opens with (helpers) */
+};
+
+typedef struct sluice_gcra {
+	/* read-only after init */
+	const sluice_clock_t *clock;
+	/* private: read by every decision, written by reconfigurations */
+	_Atomic uint64_t era;     /* current era; params[era & 1] in force */
+	_Atomic uint64_t high;    /* highest TAT a cancel moved back from  */
+	_Atomic uint32_t writer;  /* set_rate/set_burst serialisation flag */
+	struct sluice__gcra_params params[2];
+	/* private: the state, on a line of its own */
+	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t tat;
+} sluice_gcra_t;
+
+/*
+ * sluice_gcra_init - validate @cfg and set up @g (caller-allocated), full.
+ * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_ECLOCK, -SLUICE_ERATE (rate 0,
+ * T under 1 ns, or rounding T to whole ns would lower the rate by more than
+ * 0.1%), -SLUICE_EBURST (b = 0, or b * T above SLUICE_GCRA_SPAN_MAX).
+ * On error @g is untouched.  No allocation; not thread-safe for the same @g.
+ */
+SLUICE_API int sluice_gcra_init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg);
+/* sluice_gcra_destroy - nothing to free (NULL is fine); for API symmetry. */
+SLUICE_API void sluice_gcra_destroy(sluice_gcra_t *g);
+/* sluice_gcra_size - sizeof(sluice_gcra_t), for FFI callers. */
+SLUICE_API size_t sluice_gcra_size(void);
+
+/* private slow paths */
+#define SLUICE__GCRA_SLOW 2
+SLUICE_API int sluice__gcra_take_slow(sluice_gcra_t *g, uint64_t n, uint64_t now,
+                                      uint64_t max_delay, sluice_decision_t *d);
+
+__extension__ typedef unsigned __int128 sluice__u128;
+
+/* private: floor(x / T) for x < 2^62, with the precomputed reciprocal
+ * (Granlund-Montgomery: the error x*e/2^(62+shift) < 1/T, see gcra.c). */
+static inline uint64_t sluice__gcra_div(uint64_t x, uint64_t recip, uint64_t shift)
+{
+	return (uint64_t)(((sluice__u128)x * recip) >> (62 + shift));
+}
+
+/* private: fill @d from the TAT @tat after the decision, taken at @now. */
+static inline void sluice__gcra_fill(sluice_decision_t *d, int allowed, uint64_t burst,
+                                     uint64_t tau, uint64_t recip, uint64_t shift,
+                                     uint64_t now, uint64_t tat, uint64_t retry)
+{
+	uint64_t lag = tat > now ? tat - now : 0;
+	uint64_t base = tat > now ? tat : now;
+	uint64_t top = base <= SLUICE_GCRA_TIME_MAX ? SLUICE_GCRA_TIME_MAX - base : 0;
+	uint64_t credit = lag < tau ? tau - lag : 0; /* ns of permits held now */
+	if (credit > top)
+		credit = top; /* only what fits before the end of time */
+	d->allowed = allowed;
+	d->limit = burst;
+	d->remaining = sluice__gcra_div(credit, recip, shift);
+	d->retry_after_ns = retry;
+	d->reset_ns = lag; /* until the bucket is full: TAT = now_ns + reset_ns */
+	d->now_ns = now;
+}
+
+/*
+ * private: one attempt at booking @n at @now with a delay of at most
+ * @max_delay (0: acquire).  Returns 1 booked (d->retry_after_ns = the delay),
+ * 0 refused, or SLUICE__GCRA_SLOW when the slow path must decide (a seal,
+ * n = 0, n > b).
+ *
+ * Ordering: the TAT load is an acquire.  Every TAT value of an era is
+ * written by that era's unseal (a release) or by a CAS after it (an RMW, so
+ * in its release sequence), so the load makes the era and its parameters
+ * visible.  The parameters are read with acquire loads, which pair with the
+ * release stores a reconfiguration rewrites a slot with: a decision that
+ * read a rewritten (torn) parameter therefore sees a TAT sealed since it
+ * loaded, and its CAS (or the refusal's reload) fails.  (Acquire loads, not
+ * a fence: ThreadSanitizer does not model fences.)  TAT values of a
+ * new era are above every value of the old one (gcra.c), so a CAS on a TAT
+ * loaded before a reconfiguration can never succeed after it.  An
+ * admission publishes nothing: its CAS is acquire only for the value a
+ * failure reloads.
+ */
+static inline int sluice__gcra_try(sluice_gcra_t *g, uint64_t n, uint64_t now,
+                                   uint64_t max_delay, sluice_decision_t *d)
+{
+	uint64_t a = atomic_load_explicit(&g->tat, memory_order_acquire);
+	for (;;) {
+		if (SLUICE_UNLIKELY(a > SLUICE_GCRA_TIME_MAX))
+			return SLUICE__GCRA_SLOW; /* sealed: help the reconfiguration */
+		const struct sluice__gcra_params *p =
+			&g->params[atomic_load_explicit(&g->era, memory_order_relaxed) & 1];
+		uint64_t T = atomic_load_explicit(&p->interval, memory_order_acquire);
+		uint64_t tau = atomic_load_explicit(&p->tau, memory_order_acquire);
+		uint64_t burst = atomic_load_explicit(&p->burst, memory_order_acquire);
+		uint64_t recip = 0, shift = 0;
+		if (d) {
+			recip = atomic_load_explicit(&p->recip, memory_order_acquire);
+			shift = atomic_load_explicit(&p->shift, memory_order_acquire);
+		}
+		if (SLUICE_UNLIKELY(n - 1 >= burst))
+			return SLUICE__GCRA_SLOW;
+		uint64_t base = a > now ? a : now;
+		uint64_t lag = base - now;
+		uint64_t need = n * T; /* <= tau <= 2^62: n <= b */
+		/* the delay until the booked slot conforms: lag + need - tau */
+		uint64_t delay = lag > tau - need ? lag - (tau - need) : 0;
+		int fits = base <= SLUICE_GCRA_TIME_MAX - need;
+		if (SLUICE_LIKELY(fits && delay <= max_delay)) {
+			/* Acquire (C11 wants success >= failure): a failure
+			 * reloads a TAT that may open a new era. */
+			if (atomic_compare_exchange_weak_explicit(&g->tat, &a, base + need,
+			                                          memory_order_acquire,
+			                                          memory_order_acquire)) {
+				if (d)
+					sluice__gcra_fill(d, 1, burst, tau, recip, shift, now,
+					                  base + need, delay);
+				return 1;
+			}
+			continue; /* another booking moved the TAT: decide again */
+		}
+		/* Refused.  Reload: if the TAT moved, (a, p) may not have been
+		 * one state; decide again on the fresh one. */
+		uint64_t a2 = atomic_load_explicit(&g->tat, memory_order_acquire);
+		if (a2 != a) {
+			a = a2;
+			continue;
+		}
+		if (d)
+			sluice__gcra_fill(d, 0, burst, tau, recip, shift, now, a,
+			                  fits ? delay - max_delay : SLUICE_NEVER);
+		return 0;
+	}
+}
+
+/*
+ * sluice_gcra_acquire_at - take @n permits at time @now, all or nothing.
+ * @g: the limiter.  @n: 1..b.  @now: ns on the limiter's clock base.
+ * @d: NULL, or filled: allowed; limit = b; remaining = permits that would
+ * pass right after this decision at @now; retry_after_ns = 0 when allowed,
+ * else the exact wait until the same request would pass (SLUICE_NEVER when
+ * only the end of time stops it); reset_ns = ns until the bucket is full
+ * (now_ns + reset_ns is the TAT this decision saw or left); now_ns = @now.
+ *
+ * Lock-free: one CAS on success; a failed CAS means another booking
+ * succeeded.  No allocation.  Safe from any number of threads and with a
+ * concurrent set_rate/set_burst (the decision uses one parameter set).
+ * remaining and retry_after_ns come from the same TAT the CAS checked.
+ * Return: 1 admitted, 0 refused (nothing taken), -SLUICE_EINVAL (n = 0),
+ * -SLUICE_ETOOBIG (n > b: can never pass; retry_after_ns = SLUICE_NEVER).
+ */
+static inline int sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t now,
+                                         sluice_decision_t *d)
+{
+	int rc = sluice__gcra_try(g, n, now, 0, d);
+	if (SLUICE_UNLIKELY(rc == SLUICE__GCRA_SLOW))
+		rc = sluice__gcra_take_slow(g, n, now, 0, d);
+	return rc;
+}
+
+/* sluice_gcra_acquire - as _at, reading the limiter's clock. */
+static inline int sluice_gcra_acquire(sluice_gcra_t *g, uint64_t n, sluice_decision_t *d)
+{
+	return sluice_gcra_acquire_at(g, n, sluice_clock_now(g->clock), d);
+}
+
+/*
+ * sluice_gcra_reserve_at - book the earliest slot for @n permits at @now.
+ * @max_delay_ns: the longest the caller will wait (0: only "go now";
+ * UINT64_MAX: any delay).
+ *
+ * Books the slot (moves the TAT by n*T, FIFO in CAS order) when the wait
+ * until it is at most @max_delay_ns; then d->retry_after_ns is that wait:
+ * proceed at d->now_ns + d->retry_after_ns (0: now).  allowed is set: the
+ * permits are taken, for that time.  A booking that is not used can be given
+ * back with sluice_gcra_cancel().  When the wait would be longer nothing is
+ * booked and d->retry_after_ns is how much later the same call would
+ * succeed (the wait minus @max_delay_ns; SLUICE_NEVER past the end of time).
+ * Lock-free, no allocation, thread-safe; one CAS.
+ * Return: 1 booked, 0 not booked, -SLUICE_EINVAL (n = 0),
+ * -SLUICE_ETOOBIG (n > b: can never be booked; retry_after_ns = SLUICE_NEVER).
+ */
+static inline int sluice_gcra_reserve_at(sluice_gcra_t *g, uint64_t n, uint64_t now,
+                                         uint64_t max_delay_ns, sluice_decision_t *d)
+{
+	int rc = sluice__gcra_try(g, n, now, max_delay_ns, d);
+	if (SLUICE_UNLIKELY(rc == SLUICE__GCRA_SLOW))
+		rc = sluice__gcra_take_slow(g, n, now, max_delay_ns, d);
+	return rc;
+}
+
+/* sluice_gcra_reserve - as _at, reading the limiter's clock. */
+static inline int sluice_gcra_reserve(sluice_gcra_t *g, uint64_t n, uint64_t max_delay_ns,
+                                      sluice_decision_t *d)
+{
+	return sluice_gcra_reserve_at(g, n, sluice_clock_now(g->clock), max_delay_ns, d);
+}
+
+/*
+ * sluice_gcra_cancel - give back @n permits of the booking @booked (the
+ * decision reserve or acquire filled; its now_ns + reset_ns is the TAT the
+ * booking left).
+ *
+ * Exact when nothing was booked after it (and no set_rate/set_burst ran
+ * since): one CAS moves the TAT back by n*T, as if it had never been made.
+ * Otherwise returns -SLUICE_ECANCEL and gives nothing back: the bookings
+ * after it were decided against these permits, so they stay taken and come
+ * back only as the bucket refills (fewer future admissions, never more).
+ * @n may be less than was booked (a partial give-back).  Call it at most
+ * once per booking (see CANCEL above).  Lock-free, no allocation, safe from
+ * any thread.  Success has release order (pairs with the acquire load of
+ * the TAT by a reconfiguration, which must see the cancel's bookkeeping).
+ * Return: 0, -SLUICE_ECANCEL, -SLUICE_EINVAL (NULL, n = 0, @booked not
+ * allowed, or n more than the booking can have taken).
+ */
+SLUICE_API int sluice_gcra_cancel(sluice_gcra_t *g, uint64_t n, const sluice_decision_t *booked);
+
+/*
+ * sluice_gcra_refund_at - the conventions' name for cancel: give back @n
+ * permits of the admission @admitted describes (the composite uses it).
+ * Same semantics and return values as sluice_gcra_cancel().
+ */
+SLUICE_API int sluice_gcra_refund_at(sluice_gcra_t *g, uint64_t n,
+                                     const sluice_decision_t *admitted);
+
+/*
+ * sluice_gcra_remaining_at - how many permits (n = 1 each) would pass right
+ * now, at @now, without taking any.  Lock-free, read-only (may help finish
+ * a reconfiguration).  A snapshot: concurrent decisions may change it.
+ */
+SLUICE_API uint64_t sluice_gcra_remaining_at(sluice_gcra_t *g, uint64_t now);
+SLUICE_API uint64_t sluice_gcra_remaining(sluice_gcra_t *g);
+
+/*
+ * sluice_gcra_set_rate_at - change the rate to @rate per @period_ns, live.
+ * sluice_gcra_set_burst_at - change the burst to @burst, live.
+ * @now: the time of the change (the plain variants read the clock).
+ *
+ * The state is converted as SET_RATE / SET_BURST above says (never more
+ * permits than before, no fresh burst).  Safe while decisions run on any
+ * number of threads: they stay lock-free (they help finish the change) and
+ * each uses either the old or the new parameters with the matching state.
+ * Calls serialise among themselves on a flag (spinning with sched_yield):
+ * a control-path operation, not for decision paths.  No allocation.
+ * Return: 0; -SLUICE_EINVAL (NULL); set_rate: -SLUICE_ERATE as init, and
+ * when the new T makes b * T exceed SLUICE_GCRA_SPAN_MAX; set_burst:
+ * -SLUICE_EBURST as init.  Nothing changes on error.
+ */
+SLUICE_API int sluice_gcra_set_rate_at(sluice_gcra_t *g, uint64_t rate, uint64_t period_ns,
+                                       uint64_t now);
+SLUICE_API int sluice_gcra_set_rate(sluice_gcra_t *g, uint64_t rate, uint64_t period_ns);
+SLUICE_API int sluice_gcra_set_burst_at(sluice_gcra_t *g, uint64_t burst, uint64_t now);
+SLUICE_API int sluice_gcra_set_burst(sluice_gcra_t *g, uint64_t burst);
+
+/* sluice_gcra_interval_ns - T in force (whole ns, period/rate rounded up).
+ * sluice_gcra_burst - b in force.  Relaxed reads; a concurrent change may
+ * make them stale at once. */
+static inline uint64_t sluice_gcra_interval_ns(const sluice_gcra_t *g)
+{
+	sluice_gcra_t *m = (sluice_gcra_t *)g;
+	uint64_t e = atomic_load_explicit(&m->era, memory_order_acquire);
+	return atomic_load_explicit(&m->params[e & 1].interval, memory_order_relaxed);
+}
+
+static inline uint64_t sluice_gcra_burst(const sluice_gcra_t *g)
+{
+	sluice_gcra_t *m = (sluice_gcra_t *)g;
+	uint64_t e = atomic_load_explicit(&m->era, memory_order_acquire);
+	return atomic_load_explicit(&m->params[e & 1].burst, memory_order_relaxed);
+}
+
+#endif /* SLUICE_GCRA_H */

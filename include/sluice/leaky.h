@@ -1,0 +1,189 @@
+/*
+ * sluice/leaky.h - leaky bucket, as a meter (police) or as a shaper (pace).
+ *
+ * A bucket drains at a constant rate r (one request every T = period/r);
+ * each request pours n into it.
+ *
+ *   SLUICE_LEAKY_METER  (nginx limit_req with burst=D nodelay): a request is
+ *     admitted at once when the bucket has room, else refused.  The bucket
+ *     holds D requests above the one being served: from empty, D + 1 pass
+ *     at one instant, then one per T.  Nothing is ever delayed.
+ *   SLUICE_LEAKY_SHAPER (nginx limit_req with burst, without nodelay, but
+ *     with the queue given as a time): every admitted request gets the
+ *     delay after which it may proceed; proceeding times are T apart, in
+ *     booking order (FIFO); a request whose delay would exceed max_delay_ns
+ *     is refused and books nothing.  Output is paced: never two requests
+ *     closer than T (n requests take n*T).
+ *
+ * MAPPING onto GCRA (sluice/gcra.h; this module only calls it):
+ *   meter  = GCRA with burst b = D + 1, acquire.  nginx keeps
+ *            excess = max(excess - elapsed/T + 1, 0) and refuses when
+ *            excess > D; with lag = TAT - t this is lag = (excess + 1) * T
+ *            and TAT - t <= (D + 1) * T, the same decision step by step.
+ *   shaper = GCRA with b = 1, reserve with max_delay = max_delay_ns.  With
+ *            b = 1 the slot booked is max(TAT, t), so the delay is
+ *            max(TAT - t, 0) and slots are T apart in CAS order.
+ *
+ * GUARANTEE (any number of threads, any timing), from GCRA's: for every
+ * interval [x, x + t] of the limiter's timeline,
+ *   meter:  requests admitted at a time inside it  <= D + 1 + t / T;
+ *   shaper: requests whose slot (now_ns + retry_after_ns) is inside it
+ *           <= 1 + t / T, so released traffic never exceeds the rate.
+ * One CAS per decision: exact under concurrency.  Arithmetic is in ns, so
+ * it stays exact above 1,000 requests per second, where implementations
+ * counting in ms (nginx's own) round the drain per millisecond: at
+ * 50,000/s, T = 20,000 ns and 50 requests drain every ms, at 1,000,000/s
+ * T = 1,000 ns.  Non-whole T (period/rate) rounds up, as GCRA documents
+ * (the rate is lowered by at most 0.1%, else init refuses).
+ *
+ * WORST CASE: the meter lets D + 1 through at one instant by design; the
+ * shaper never does (its bursts are queued, each released T after the
+ * previous).  A shaper's caller must actually wait: a caller that ignores
+ * retry_after_ns proceeds early, and the limiter cannot know.  No priority:
+ * the queue is FIFO by booking.
+ *
+ * CLOCK JUMPS: as GCRA: the bucket's level is stored as an absolute time,
+ * so a reading older than the ones acted on finds the bucket fuller (refused
+ * more, never admitted more) and is used as it is; d->now_ns is the reading,
+ * and a shaper's delay is measured from it.
+ *
+ * DECISION: allowed; limit = D + 1 (meter) or 1 (shaper); remaining = how
+ * many more single requests would pass at once right now (meter: room left
+ * in the bucket; shaper: 1 when the queue is empty, else 0); retry_after_ns:
+ * meter: 0 when admitted, else exact wait; shaper pace: the delay when
+ * admitted, else how much later the same request would fit the queue;
+ * reset_ns = ns until the bucket is empty (the shaper's queue drained).
+ *
+ * LIMITS: rate >= 1, period_ns >= rate (T >= 1 ns) (-SLUICE_ERATE); meter:
+ * (D + 1) * T <= SLUICE_GCRA_SPAN_MAX (-SLUICE_EBURST) and max_delay_ns = 0
+ * (-SLUICE_EDELAY: a meter does not queue); shaper: max_delay_ns <=
+ * SLUICE_GCRA_SPAN_MAX (-SLUICE_EDELAY) and depth = 0 (-SLUICE_EBURST: the
+ * queue is given as a time).  n in 1..D+1 (meter), n = 1 (shaper: a request
+ * of n would be n slots; pace n requests one by one).
+ * MEMORY: 320 bytes (a GCRA and the mode), caller-allocated, no allocation.
+ */
+#ifndef SLUICE_LEAKY_H
+#define SLUICE_LEAKY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+#include "decision.h"
+#include "gcra.h"
+
+typedef enum sluice_leaky_mode {
+	SLUICE_LEAKY_METER = 0,
+	SLUICE_LEAKY_SHAPER = 1,
+} sluice_leaky_mode_t;
+
+typedef struct sluice_leaky_config {
+	uint64_t rate;               /* drain: requests per period, >= 1     */
+	uint64_t period_ns;          /* >= rate                              */
+	sluice_leaky_mode_t mode;
+	uint64_t depth;              /* METER: D, requests held above the one
+	                              * served (nginx burst); SHAPER: 0      */
+	uint64_t max_delay_ns;       /* SHAPER: longest queueing delay;
+	                              * METER: 0                             */
+	const sluice_clock_t *clock; /* NULL: &sluice_clock_cached           */
+} sluice_leaky_config_t;
+
+typedef struct sluice_leaky {
+	/* read-only after init */
+	sluice_leaky_mode_t mode;
+	uint64_t max_delay_ns; /* 0 for a meter */
+	/* private */
+	sluice_gcra_t gcra;
+} sluice_leaky_t;
+
+/*
+ * sluice_leaky_init - validate @cfg and set up @l (caller-allocated), empty.
+ * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_EMODE, -SLUICE_ECLOCK,
+ * -SLUICE_ERATE, -SLUICE_EBURST, -SLUICE_EDELAY (see LIMITS).
+ * On error @l is untouched.  No allocation; not thread-safe for the same @l.
+ */
+SLUICE_API int sluice_leaky_init(sluice_leaky_t *l, const sluice_leaky_config_t *cfg);
+/* sluice_leaky_destroy - nothing to free (NULL is fine). */
+SLUICE_API void sluice_leaky_destroy(sluice_leaky_t *l);
+/* sluice_leaky_size - sizeof(sluice_leaky_t), for FFI callers. */
+SLUICE_API size_t sluice_leaky_size(void);
+
+/*
+ * sluice_leaky_acquire_at - admit @n requests at @now now, or refuse.
+ * Meter: the police decision.  Shaper: admits only when the request could
+ * go at once (its queue is empty), so it never jumps the queue; use
+ * sluice_leaky_pace_at() to queue.  Lock-free (one CAS), no allocation,
+ * thread-safe.
+ * Return: 1 admitted, 0 refused (nothing taken), -SLUICE_EINVAL (n = 0),
+ * -SLUICE_ETOOBIG (n above limit; retry_after_ns = SLUICE_NEVER).
+ */
+static inline int sluice_leaky_acquire_at(sluice_leaky_t *l, uint64_t n, uint64_t now,
+                                          sluice_decision_t *d)
+{
+	return sluice_gcra_acquire_at(&l->gcra, n, now, d);
+}
+
+/* sluice_leaky_acquire - as _at, reading the limiter's clock. */
+static inline int sluice_leaky_acquire(sluice_leaky_t *l, uint64_t n, sluice_decision_t *d)
+{
+	return sluice_gcra_acquire(&l->gcra, n, d);
+}
+
+/*
+ * sluice_leaky_pace_at - queue @n requests at @now (shaper).
+ * Admitted: d->retry_after_ns is the delay after which the request may
+ * proceed (0: now), slots FIFO in booking order, T apart.  Refused when the
+ * delay would exceed max_delay_ns: nothing is booked, and retry_after_ns
+ * says how much later the request would fit.  A meter answers as acquire
+ * (delay always 0).  An admitted request that will not proceed can be given
+ * back with sluice_leaky_refund_at() (exact while nothing queued after it).
+ * Lock-free (one CAS), no allocation, thread-safe.
+ * Return: 1 admitted (with its delay), 0 refused, -SLUICE_EINVAL,
+ * -SLUICE_ETOOBIG.
+ */
+static inline int sluice_leaky_pace_at(sluice_leaky_t *l, uint64_t n, uint64_t now,
+                                       sluice_decision_t *d)
+{
+	return sluice_gcra_reserve_at(&l->gcra, n, now, l->max_delay_ns, d);
+}
+
+/* sluice_leaky_pace - as _at, reading the limiter's clock. */
+static inline int sluice_leaky_pace(sluice_leaky_t *l, uint64_t n, sluice_decision_t *d)
+{
+	return sluice_gcra_reserve(&l->gcra, n, l->max_delay_ns, d);
+}
+
+/*
+ * sluice_leaky_pace_within_at - pace_at for a caller who will wait at most
+ * @max_wait_ns: refused (nothing booked) when the delay would exceed the
+ * smaller of @max_wait_ns and the configured max_delay_ns, so a tighter
+ * caller never books a slot it will not use, and no caller queues longer
+ * than configured (e.g. a blocking wait with a timeout).  Same contract
+ * and return values as pace_at; retry_after_ns of a refusal is measured
+ * against that smaller limit.
+ */
+static inline int sluice_leaky_pace_within_at(sluice_leaky_t *l, uint64_t n, uint64_t now,
+                                              uint64_t max_wait_ns, sluice_decision_t *d)
+{
+	uint64_t limit = max_wait_ns < l->max_delay_ns ? max_wait_ns : l->max_delay_ns;
+	return sluice_gcra_reserve_at(&l->gcra, n, now, limit, d);
+}
+
+/*
+ * sluice_leaky_refund_at - give back @n requests of the admission (or
+ * queued slot) @admitted describes: exact while nothing was admitted or
+ * queued after it, else -SLUICE_ECANCEL and they stay counted (they drain
+ * at the rate: fewer future admissions, never more).  See
+ * sluice_gcra_cancel().  Lock-free, no allocation.
+ * Return: 0, -SLUICE_ECANCEL, -SLUICE_EINVAL.
+ */
+SLUICE_API int sluice_leaky_refund_at(sluice_leaky_t *l, uint64_t n,
+                                      const sluice_decision_t *admitted);
+
+/* sluice_leaky_interval_ns - T, ns between two drained requests. */
+static inline uint64_t sluice_leaky_interval_ns(const sluice_leaky_t *l)
+{
+	return sluice_gcra_interval_ns(&l->gcra);
+}
+
+#endif /* SLUICE_LEAKY_H */

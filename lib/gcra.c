@@ -1,0 +1,418 @@
+/*
+ * gcra.c - GCRA token bucket: validation, the slow decision path, cancel,
+ * and live reconfiguration (set_rate / set_burst).
+ *
+ * DESIGN
+ *
+ * State: one word, the TAT (theoretical arrival time, ns).  Decisions
+ * (acquire and reserve, the inline sluice__gcra_try()) read it, compute
+ * max(TAT, now) + n*T and CAS it in: the CAS is the linearization point, so
+ * the conformance bound of gcra.h is exact under any interleaving.  Only two
+ * operations move the TAT other than forward by n*T:
+ *   - cancel: back by n*T, only from exactly the value the booking left
+ *     (one CAS; any later booking changed the word and makes it fail).
+ *   - a reconfiguration: forward, to the converted TAT (below).
+ *
+ * Parameters: (T, tau, b, reciprocal) live in two slots; `era` (a counter)
+ * says which is in force (era & 1).  The TAT and the parameters are two
+ * words, and a decision must never combine the old parameters with a TAT
+ * converted for the new ones (a lower rate would be charged at the old,
+ * smaller n*T: over-admission) nor the new parameters with an unconverted
+ * TAT (a larger burst read against the old TAT: a fresh burst).  A
+ * reconfiguration from era e to e+1 therefore goes through a seal:
+ *
+ *   1. (writer, alone: `writer` flag) write the new parameters into slot
+ *      (e+1) & 1 with release stores (the slot was era e-1's; a decision
+ *      still reading it must fail, see gcra.h's ordering note).
+ *   2. compute A1 = convert(A0) from the TAT A0 it loaded, store it in the
+ *      slot (`start`), then CAS the TAT A0 -> SEAL(e+1) (a value above
+ *      SLUICE_GCRA_TIME_MAX that names the era).  Retry from 2 if A0 moved.
+ *   3. CAS era e -> e+1, then CAS the TAT SEAL(e+1) -> A1.
+ *
+ * A decision that finds a seal does step 3 itself (help()) with the `start`
+ * the writer stored before sealing, so a writer preempted between its CASes
+ * never blocks a decision.  Step 3 is idempotent: each CAS expects the
+ * exact previous value, so only the first helper (or the writer) wins.
+ * SEAL(e+1) carries the low 32 bits of e+1; help() reads the slot of that
+ * parity like a seqlock (era, start, era: 0 while rewritten) and acts only
+ * if its era matches the seal, so what it installs is that change's start
+ * (the 2^32 wrap is the ABA gcra.h documents).
+ * Order: every TAT value of era e+1 is written by the unseal (release) or
+ * by an RMW after it; the decision's acquire load of the TAT therefore sees
+ * era e+1 and its slot.  A decision that loaded a TAT of era e and then read
+ * era e+1's parameters cannot succeed: its CAS expects a pre-seal value.
+ *
+ * Why a pre-seal value never comes back (no ABA across eras): A1 is above
+ * every value the TAT ever had before the seal.  Decisions only raise the
+ * TAT; a cancel lowers it, but first records the value it moves back from
+ * in `high` (fetch-max, then the cancel CAS with release; the writer's
+ * acquire load of the TAT that reads that cancel's result, or a later one,
+ * sees `high`).  So max(A0, high) is the highest value so far, and the writer
+ * takes A1 >= max(A0, high) + 1.  After the seal, decisions raise the TAT
+ * from A1 and cancels of era e+1 bookings restore values >= A1, while a
+ * cancel of an era-e booking expects a value below A1 and fails.
+ *
+ * Conversion (convert()): with lag = max(A0, now) - now, the permits held
+ * are (tau - lag) / T.  Keep that credit, capped at the new burst, in the
+ * new units (floor: fewer), unless the bucket is booked past its tolerance
+ * (lag > tau), where the booked time is kept and the bucket grows by the new
+ * tolerance's extra length.  Then take the later of that and A0 + 1: the
+ * TAT never moves back, so a change can only lower the permits held.
+ *
+ * Division: remaining = floor(credit / T) with credit < 2^62 uses
+ * recip = ceil(2^(62+s) / T), s = ceil(log2 T) (recip < 2^63).  With
+ * recip = 2^(62+s)/T + e, 0 <= e < 1: x*recip/2^(62+s) = x/T + x*e/2^(62+s)
+ * and the error term is below 2^62 / 2^(62+s) <= 1/T, so writing
+ * x = qT + r (r <= T-1) the product stays below q + 1: the floor is q.
+ */
+#include <sched.h>
+
+#include "sluice/error.h"
+#include "sluice/gcra.h"
+
+#define SEAL(e) (SLUICE__GCRA_SEAL_MIN + ((e) & SLUICE__GCRA_SEAL_MASK))
+
+/* A validated parameter set, before it is published in a slot. */
+struct params {
+	uint64_t interval, tau, burst, recip, shift, rate, period;
+};
+
+size_t sluice_gcra_size(void)
+{
+	return sizeof(sluice_gcra_t);
+}
+
+void sluice_gcra_destroy(sluice_gcra_t *g)
+{
+	(void)g; /* nothing allocated */
+}
+
+/* T from rate per period: whole ns, rounded up, rounding bounded. */
+static int make_interval(uint64_t rate, uint64_t period, struct params *p)
+{
+	if (rate == 0 || period < rate)
+		return -SLUICE_ERATE; /* zero, or under 1 ns per permit */
+	uint64_t T = period / rate + (period % rate != 0);
+	/* Rounding up adds T*rate - period ns per period: at most period/1000. */
+	sluice__u128 excess = (sluice__u128)T * rate - period;
+	if (excess * SLUICE_GCRA_ROUNDING > period)
+		return -SLUICE_ERATE;
+	p->interval = T;
+	p->rate = rate;
+	p->period = period;
+	p->shift = T > 1 ? (uint64_t)(64 - __builtin_clzll(T - 1)) : 0;
+	p->recip = (uint64_t)((((sluice__u128)1 << (62 + p->shift)) + T - 1) / T);
+	return 0;
+}
+
+static int make_burst(uint64_t burst, struct params *p)
+{
+	if (burst == 0 || burst > SLUICE_GCRA_SPAN_MAX / p->interval)
+		return -SLUICE_EBURST;
+	p->burst = burst;
+	p->tau = burst * p->interval;
+	return 0;
+}
+
+/*
+ * Release stores: a reader whose acquire load returns one of these values
+ * also sees everything the writer did before (the slot's era = 0, the
+ * previous change's seal and unseal), so a decision that read a rewritten
+ * slot fails its CAS.  The seal's release then publishes the whole slot.
+ */
+static void store_params(struct sluice__gcra_params *s, const struct params *p)
+{
+	atomic_store_explicit(&s->interval, p->interval, memory_order_release);
+	atomic_store_explicit(&s->tau, p->tau, memory_order_release);
+	atomic_store_explicit(&s->burst, p->burst, memory_order_release);
+	atomic_store_explicit(&s->recip, p->recip, memory_order_release);
+	atomic_store_explicit(&s->shift, p->shift, memory_order_release);
+	atomic_store_explicit(&s->rate, p->rate, memory_order_release);
+	atomic_store_explicit(&s->period, p->period, memory_order_release);
+}
+
+/* Acquire loads: pair with store_params() (see there). */
+static void load_params(struct sluice__gcra_params *s, struct params *p)
+{
+	p->interval = atomic_load_explicit(&s->interval, memory_order_acquire);
+	p->tau = atomic_load_explicit(&s->tau, memory_order_acquire);
+	p->burst = atomic_load_explicit(&s->burst, memory_order_acquire);
+	p->recip = atomic_load_explicit(&s->recip, memory_order_acquire);
+	p->shift = atomic_load_explicit(&s->shift, memory_order_acquire);
+	p->rate = atomic_load_explicit(&s->rate, memory_order_acquire);
+	p->period = atomic_load_explicit(&s->period, memory_order_acquire);
+}
+
+int sluice_gcra_init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg)
+{
+	if (!g || !cfg)
+		return -SLUICE_EINVAL;
+	const sluice_clock_t *clock = cfg->clock ? cfg->clock : &sluice_clock_cached;
+	if (clock->kind > SLUICE_CLOCK_MANUAL)
+		return -SLUICE_ECLOCK;
+	struct params p;
+	int rc = make_interval(cfg->rate, cfg->period_ns, &p);
+	if (rc == 0)
+		rc = make_burst(cfg->burst, &p);
+	if (rc != 0)
+		return rc; /* nothing written yet */
+
+	g->clock = clock;
+	/* Era 1 is in force (slot 1); slot 0 is empty, era 0 marks it so. */
+	atomic_init(&g->era, 1);
+	atomic_init(&g->high, 0);
+	atomic_init(&g->writer, 0);
+	struct params none = { 0 };
+	for (int i = 0; i < 2; i++) {
+		atomic_init(&g->params[i].era, (uint64_t)i);
+		atomic_init(&g->params[i].start, 0);
+		store_params(&g->params[i], i ? &p : &none);
+	}
+	/* TAT 0: the bucket is full at every time. */
+	atomic_init(&g->tat, 0);
+	return 0;
+}
+
+/*
+ * A decision found the TAT sealed (@seal): finish the reconfiguration with
+ * what the writer stored before sealing.  Read the slot like a seqlock: its
+ * `era` is written last before the seal and is 0 while the slot is being
+ * rewritten, so a helper that was stalled until a later reconfiguration
+ * reuses the slot sees a mismatch and gives up (its caller reloads the TAT).
+ */
+static void help(sluice_gcra_t *g, uint64_t seal)
+{
+	uint64_t lo = seal - SLUICE__GCRA_SEAL_MIN;
+	struct sluice__gcra_params *s = &g->params[lo & 1];
+	/* Acquire loads keep the three reads in order: era, start, era. */
+	uint64_t e1 = atomic_load_explicit(&s->era, memory_order_acquire);
+	uint64_t start = atomic_load_explicit(&s->start, memory_order_acquire);
+	uint64_t e2 = atomic_load_explicit(&s->era, memory_order_acquire);
+	if (e1 != e2 || e1 == 0 || ((e1 ^ lo) & SLUICE__GCRA_SEAL_MASK) != 0)
+		return;
+	/* acq_rel: the flip publishes the slot (which we saw through the
+	 * seal's release) to decisions that load `era` after the TAT. */
+	uint64_t prev = e1 - 1;
+	atomic_compare_exchange_strong_explicit(&g->era, &prev, e1, memory_order_acq_rel,
+	                                        memory_order_acquire);
+	/* Release: every later TAT value of era e1 carries the flip. */
+	atomic_compare_exchange_strong_explicit(&g->tat, &seal, start, memory_order_acq_rel,
+	                                        memory_order_relaxed);
+}
+
+/*
+ * The slow path: a seal (help, then decide), n = 0, n > b.  The b that
+ * makes n "never" must be the b of one consistent state: read it like the
+ * fast path (TAT, era, slot) and confirm the TAT did not move.
+ */
+int sluice__gcra_take_slow(sluice_gcra_t *g, uint64_t n, uint64_t now, uint64_t max_delay,
+                           sluice_decision_t *d)
+{
+	if (!g || n == 0)
+		return -SLUICE_EINVAL;
+	for (;;) {
+		uint64_t a = atomic_load_explicit(&g->tat, memory_order_acquire);
+		if (a > SLUICE_GCRA_TIME_MAX) {
+			help(g, a);
+			continue;
+		}
+		uint64_t e = atomic_load_explicit(&g->era, memory_order_relaxed);
+		uint64_t burst = atomic_load_explicit(&g->params[e & 1].burst, memory_order_acquire);
+		if (atomic_load_explicit(&g->tat, memory_order_acquire) != a)
+			continue;
+		if (n > burst) {
+			sluice__decision_never(d, burst, now);
+			return -SLUICE_ETOOBIG;
+		}
+		int rc = sluice__gcra_try(g, n, now, max_delay, d);
+		if (rc != SLUICE__GCRA_SLOW)
+			return rc;
+		/* sealed again, or b changed under us: look again */
+	}
+}
+
+/* Fetch-max on `high` (cancels only; relaxed: ordered by the cancel's
+ * release CAS that follows it). */
+static void raise_high(sluice_gcra_t *g, uint64_t v)
+{
+	uint64_t h = atomic_load_explicit(&g->high, memory_order_relaxed);
+	while (h < v && !atomic_compare_exchange_weak_explicit(&g->high, &h, v, memory_order_relaxed,
+	                                                       memory_order_relaxed))
+		;
+}
+
+int sluice_gcra_cancel(sluice_gcra_t *g, uint64_t n, const sluice_decision_t *booked)
+{
+	if (!g || !booked || n == 0 || !booked->allowed)
+		return -SLUICE_EINVAL;
+	if (booked->reset_ns > SLUICE_GCRA_TIME_MAX ||
+	    booked->now_ns > SLUICE_GCRA_TIME_MAX - booked->reset_ns)
+		return -SLUICE_EINVAL; /* no booking leaves such a TAT */
+	uint64_t left = booked->now_ns + booked->reset_ns; /* the TAT it left */
+	uint64_t a = atomic_load_explicit(&g->tat, memory_order_acquire);
+	if (a != left)
+		return -SLUICE_ECANCEL; /* booked after it (or reconfigured, or sealed) */
+	/* The TAT is the one this booking left, so its era is in force and
+	 * its slot stable; a seal after this load makes the CAS below fail. */
+	uint64_t e = atomic_load_explicit(&g->era, memory_order_relaxed);
+	uint64_t T = atomic_load_explicit(&g->params[e & 1].interval, memory_order_acquire);
+	uint64_t burst = atomic_load_explicit(&g->params[e & 1].burst, memory_order_acquire);
+	if (n > burst || n * T > left) {
+		/* More than one booking can take, unless (T, b) were read
+		 * after a reconfiguration that has already moved the TAT. */
+		if (atomic_load_explicit(&g->tat, memory_order_relaxed) != left)
+			return -SLUICE_ECANCEL;
+		return -SLUICE_EINVAL;
+	}
+	raise_high(g, left);
+	/* Strong: a spurious failure would turn an exact cancel into a kept
+	 * one.  Release: a reconfiguration that sees the lowered TAT sees
+	 * `high` (see DESIGN). */
+	if (atomic_compare_exchange_strong_explicit(&g->tat, &a, left - n * T, memory_order_release,
+	                                            memory_order_relaxed))
+		return 0;
+	return -SLUICE_ECANCEL;
+}
+
+int sluice_gcra_refund_at(sluice_gcra_t *g, uint64_t n, const sluice_decision_t *admitted)
+{
+	return sluice_gcra_cancel(g, n, admitted);
+}
+
+uint64_t sluice_gcra_remaining_at(sluice_gcra_t *g, uint64_t now)
+{
+	for (;;) {
+		uint64_t a = atomic_load_explicit(&g->tat, memory_order_acquire);
+		if (a > SLUICE_GCRA_TIME_MAX) {
+			help(g, a);
+			continue;
+		}
+		struct params p;
+		load_params(&g->params[atomic_load_explicit(&g->era, memory_order_relaxed) & 1], &p);
+		if (atomic_load_explicit(&g->tat, memory_order_acquire) != a)
+			continue; /* (a, p) may not be one state */
+		sluice_decision_t d;
+		sluice__gcra_fill(&d, 0, p.burst, p.tau, p.recip, p.shift, now, a, 0);
+		return d.remaining;
+	}
+}
+
+uint64_t sluice_gcra_remaining(sluice_gcra_t *g)
+{
+	return sluice_gcra_remaining_at(g, sluice_clock_now(g->clock));
+}
+
+/*
+ * The TAT of the new era for the TAT @a0 of the old one, at @now, before
+ * the "never back" and "above every old value" floors (see DESIGN).
+ */
+static sluice__u128 convert(uint64_t a0, uint64_t now, const struct params *o,
+                            const struct params *p)
+{
+	uint64_t base = a0 > now ? a0 : now;
+	uint64_t lag = base - now;
+	if (lag > o->tau) /* booked past the tolerance: keep the booked time */
+		return (sluice__u128)a0 + (p->tau > o->tau ? p->tau - o->tau : 0);
+	/* credit held, in old ns, converted to new ns (floor: fewer) */
+	sluice__u128 kept = (sluice__u128)(o->tau - lag) * p->interval / o->interval;
+	if (kept > p->tau)
+		kept = p->tau; /* at most the new burst */
+	return (sluice__u128)now + (p->tau - (uint64_t)kept);
+}
+
+static int reconfigure(sluice_gcra_t *g, uint64_t rate, uint64_t period, uint64_t burst,
+                       int which, uint64_t now)
+{
+	/* Acquire pairs with the release that ends the previous change: its
+	 * era flip and unseal happen before everything below. */
+	while (atomic_exchange_explicit(&g->writer, 1, memory_order_acquire))
+		sched_yield();
+	uint64_t e = atomic_load_explicit(&g->era, memory_order_relaxed);
+	struct sluice__gcra_params *cur = &g->params[e & 1], *next = &g->params[(e + 1) & 1];
+	struct params o, p;
+	load_params(cur, &o);
+	int rc;
+	if (which == 0) { /* set_rate: keep b */
+		rc = make_interval(rate, period, &p);
+		if (rc == 0 && make_burst(o.burst, &p) != 0)
+			rc = -SLUICE_ERATE; /* this T makes the current b too long */
+	} else { /* set_burst: keep the rate */
+		p = o;
+		rc = make_burst(burst, &p);
+	}
+	if (rc != 0) {
+		atomic_store_explicit(&g->writer, 0, memory_order_release);
+		return rc;
+	}
+
+	/* 1. Rewrite the spare slot.  era = 0 first, then release stores: a
+	 * decision or helper still reading this slot (era e-1's) that sees any
+	 * of the new values sees era = 0 and the era-e seal too, and fails. */
+	atomic_store_explicit(&next->era, 0, memory_order_relaxed);
+	store_params(next, &p);
+
+	/* 2. Seal. */
+	uint64_t a0 = atomic_load_explicit(&g->tat, memory_order_acquire), a1;
+	for (;;) {
+		/* Never sealed here: only writers seal, and the previous one
+		 * returned after its unseal (or a helper's). */
+		uint64_t high = atomic_load_explicit(&g->high, memory_order_relaxed);
+		sluice__u128 c = convert(a0, now, &o, &p);
+		uint64_t floor = (a0 > high ? a0 : high);
+		if (floor < SLUICE_GCRA_TIME_MAX)
+			floor++; /* strictly above every old value */
+		if (c < floor)
+			c = floor;
+		if (c > SLUICE_GCRA_TIME_MAX)
+			c = SLUICE_GCRA_TIME_MAX; /* nothing passes any more: safe */
+		a1 = (uint64_t)c;
+		atomic_store_explicit(&next->start, a1, memory_order_relaxed);
+		atomic_store_explicit(&next->era, e + 1, memory_order_relaxed);
+		/* acq_rel: releases the slot to helpers (they load the seal
+		 * with acquire); acquire on failure reloads a0 with the
+		 * ordering the cancel's `high` needs. */
+		if (atomic_compare_exchange_strong_explicit(&g->tat, &a0, SEAL(e + 1),
+		                                            memory_order_acq_rel,
+		                                            memory_order_acquire))
+			break;
+	}
+
+	/* 3. Flip the era, unseal (a helper may have done either already). */
+	uint64_t prev = e;
+	atomic_compare_exchange_strong_explicit(&g->era, &prev, e + 1, memory_order_acq_rel,
+	                                        memory_order_acquire);
+	uint64_t seal = SEAL(e + 1);
+	atomic_compare_exchange_strong_explicit(&g->tat, &seal, a1, memory_order_acq_rel,
+	                                        memory_order_relaxed);
+	/* Release: the next writer starts after this change is complete. */
+	atomic_store_explicit(&g->writer, 0, memory_order_release);
+	return 0;
+}
+
+int sluice_gcra_set_rate_at(sluice_gcra_t *g, uint64_t rate, uint64_t period_ns, uint64_t now)
+{
+	if (!g)
+		return -SLUICE_EINVAL;
+	return reconfigure(g, rate, period_ns, 0, 0, now);
+}
+
+int sluice_gcra_set_rate(sluice_gcra_t *g, uint64_t rate, uint64_t period_ns)
+{
+	if (!g)
+		return -SLUICE_EINVAL;
+	return reconfigure(g, rate, period_ns, 0, 0, sluice_clock_now(g->clock));
+}
+
+int sluice_gcra_set_burst_at(sluice_gcra_t *g, uint64_t burst, uint64_t now)
+{
+	if (!g)
+		return -SLUICE_EINVAL;
+	return reconfigure(g, 0, 0, burst, 1, now);
+}
+
+int sluice_gcra_set_burst(sluice_gcra_t *g, uint64_t burst)
+{
+	if (!g)
+		return -SLUICE_EINVAL;
+	return reconfigure(g, 0, 0, burst, 1, sluice_clock_now(g->clock));
+}

@@ -1,0 +1,69 @@
+/*
+ * leaky.c - leaky bucket (meter and shaper) on GCRA's state machine.
+ *
+ * DESIGN: no state of its own.  The bucket's level is GCRA's TAT: the time
+ * at which the bucket would be empty (the queue drained).  init maps the
+ * configuration onto a GCRA (meter: burst = depth + 1; shaper: burst = 1
+ * with the maximum delay kept here) and every decision is one GCRA call
+ * (acquire, reserve, cancel), so the ordering, the conformance bound and
+ * the clock handling are GCRA's (see gcra.c's DESIGN); nothing here adds an
+ * atomic.  Why the meter is nginx's limit_req, step by step, and why the
+ * shaper's slots are FIFO and T apart: see leaky.h's MAPPING.
+ */
+#include "sluice/error.h"
+#include "sluice/leaky.h"
+
+size_t sluice_leaky_size(void)
+{
+	return sizeof(sluice_leaky_t);
+}
+
+void sluice_leaky_destroy(sluice_leaky_t *l)
+{
+	if (l)
+		sluice_gcra_destroy(&l->gcra);
+}
+
+int sluice_leaky_init(sluice_leaky_t *l, const sluice_leaky_config_t *cfg)
+{
+	if (!l || !cfg)
+		return -SLUICE_EINVAL;
+	sluice_gcra_config_t g = { .rate = cfg->rate, .period_ns = cfg->period_ns,
+		                   .clock = cfg->clock };
+	switch (cfg->mode) {
+	case SLUICE_LEAKY_METER:
+		if (cfg->max_delay_ns != 0)
+			return -SLUICE_EDELAY; /* a meter never queues */
+		/* depth = UINT64_MAX wraps to 0: GCRA says -SLUICE_EBURST, as
+		 * it does for any (depth + 1) * T above its span */
+		g.burst = cfg->depth + 1;
+		break;
+	case SLUICE_LEAKY_SHAPER:
+		if (cfg->depth != 0)
+			return -SLUICE_EBURST; /* the queue is given as a time */
+		if (cfg->max_delay_ns > SLUICE_GCRA_SPAN_MAX)
+			return -SLUICE_EDELAY;
+		g.burst = 1; /* strict pacing: one request per T */
+		break;
+	default:
+		return -SLUICE_EMODE;
+	}
+	/* Validate into a scratch GCRA so a failure leaves *l untouched. */
+	sluice_gcra_t scratch;
+	int rc = sluice_gcra_init(&scratch, &g);
+	if (rc != 0)
+		return rc;
+	rc = sluice_gcra_init(&l->gcra, &g); /* cannot fail now */
+	if (rc != 0)
+		return rc;
+	l->mode = cfg->mode;
+	l->max_delay_ns = cfg->mode == SLUICE_LEAKY_SHAPER ? cfg->max_delay_ns : 0;
+	return 0;
+}
+
+int sluice_leaky_refund_at(sluice_leaky_t *l, uint64_t n, const sluice_decision_t *admitted)
+{
+	if (!l)
+		return -SLUICE_EINVAL;
+	return sluice_gcra_refund_at(&l->gcra, n, admitted);
+}

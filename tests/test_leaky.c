@@ -1,0 +1,440 @@
+/*
+ * test_leaky.c - leaky bucket meter and shaper, single thread, manual clock.
+ *
+ * Meter: a reference model of nginx's limit_req (burst=D nodelay), written
+ * the way nginx computes it (excess = max(excess - elapsed/T + 1, 0), refuse
+ * when excess > D, nothing changes on a refusal) but in exact ns, must make
+ * the same decision as the meter at every step of long random schedules,
+ * from 10 to 1,000,000 requests per second; and the excess the meter
+ * implies (reset_ns - T) must equal nginx's.  A second model computes like
+ * nginx really does, in whole milliseconds: it shows what breaks above
+ * 1,000/s, where the meter must not.
+ * Shaper: every admitted request's delay must equal the model's
+ * (slot = max(previous slot + T, t)), slots FIFO and T apart, and a request
+ * whose delay would pass max_delay_ns refused without booking.
+ */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice/error.h"
+#include "sluice/leaky.h"
+
+#define US 1000ULL
+#define MS 1000000ULL
+#define SEC 1000000000ULL
+
+TestSuite(leaky, .timeout = 60);
+
+static sluice_clock_t mclock;
+
+static void make(sluice_leaky_t *l, uint64_t rate, sluice_leaky_mode_t mode, uint64_t depth,
+                 uint64_t max_delay)
+{
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_leaky_config_t cfg = { .rate = rate, .period_ns = SEC, .mode = mode, .depth = depth,
+		                      .max_delay_ns = max_delay, .clock = &mclock };
+	int rc = sluice_leaky_init(l, &cfg);
+	cr_assert_eq(rc, 0, "init: %s", sluice_strerror(rc));
+}
+
+static uint64_t rng_state;
+static uint64_t rnd(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+/* ---- nginx limit_req, nodelay, in exact ns ------------------------------ */
+
+struct nginx {
+	int fresh;       /* no node yet for this key */
+	uint64_t excess; /* ns: excess requests * T */
+	uint64_t last;
+	uint64_t T, depth;
+};
+
+/* ngx_http_limit_req_lookup(), with excess kept in ns instead of 1/1000
+ * requests and the elapsed time in ns instead of ms. */
+static int nginx_request(struct nginx *m, uint64_t now)
+{
+	if (m->fresh) {
+		m->fresh = 0;
+		m->excess = 0;
+		m->last = now;
+		return 1;
+	}
+	uint64_t elapsed = now - m->last; /* schedules here never go back */
+	/* excess = lr->excess - rate * elapsed + 1 request; clamp at 0 */
+	uint64_t excess = m->excess + m->T > elapsed ? m->excess + m->T - elapsed : 0;
+	if (excess > m->depth * m->T)
+		return 0; /* NGX_BUSY: nothing updated */
+	m->excess = excess;
+	m->last = now;
+	return 1;
+}
+
+struct meter_case {
+	uint64_t rate, depth, seed;
+};
+
+ParameterizedTestParameters(leaky, meter_matches_nginx)
+{
+	static struct meter_case params[] = {
+		{ 10, 5, 1 },        { 1000, 0, 2 },       { 1000, 20, 3 },
+		{ 50000, 10, 4 },    { 1000000, 100, 5 },  { 1000000, 0, 6 },
+		{ 3, 2, 7 },         /* T not whole: 333,333,334 ns */
+		{ 7000000, 3, 8 },   /* T = 143 ns (142.857..) */
+	};
+	return cr_make_param_array(struct meter_case, params, sizeof(params) / sizeof(params[0]));
+}
+
+ParameterizedTest(struct meter_case *p, leaky, meter_matches_nginx)
+{
+	sluice_leaky_t l;
+	make(&l, p->rate, SLUICE_LEAKY_METER, p->depth, 0);
+	uint64_t T = sluice_leaky_interval_ns(&l);
+	struct nginx m = { .fresh = 1, .T = T, .depth = p->depth };
+	rng_state = p->seed * 0x9E3779B97F4A7C15ULL + 1;
+	uint64_t t = 5 * SEC, admitted = 0, refused = 0;
+	for (int i = 0; i < 100000; i++) {
+		uint64_t r = rnd();
+		/* mostly faster than the drain, sometimes a pause */
+		t += r % 64 == 0 ? (r >> 8) % (4 * (p->depth + 1) * T) : (r >> 8) % (T / 2 + 1);
+		int want = nginx_request(&m, t);
+		sluice_decision_t d;
+		int got = sluice_leaky_acquire_at(&l, 1, t, &d);
+		cr_assert_eq(got, want, "step %d t=%llu: meter %d, nginx %d", i,
+		             (unsigned long long)t, got, want);
+		cr_assert_eq(d.limit, p->depth + 1);
+		cr_assert_eq(d.now_ns, t);
+		if (got) {
+			cr_assert_eq(d.reset_ns - T, m.excess, "step %d: excess %llu, nginx %llu", i,
+			             (unsigned long long)(d.reset_ns - T),
+			             (unsigned long long)m.excess);
+			cr_assert_eq(d.retry_after_ns, 0);
+			cr_assert_eq(d.remaining, (p->depth * T - m.excess) / T);
+			admitted++;
+		} else {
+			/* the exact wait: admitted then, not 1 ns before */
+			sluice_leaky_t probe = l; /* single thread: a snapshot */
+			cr_assert_eq(sluice_leaky_acquire_at(&probe, 1, t + d.retry_after_ns - 1, NULL), 0);
+			cr_assert_eq(sluice_leaky_acquire_at(&probe, 1, t + d.retry_after_ns, NULL), 1);
+			refused++;
+		}
+	}
+	cr_assert_gt(admitted, 1000);
+	cr_assert_gt(refused, 1000);
+}
+
+/* ---- what millisecond arithmetic does above 1,000/s --------------------- */
+
+/* nginx as written: time in ms, excess in 1/1000 request, rate in 1/1000
+ * request per second; burst D nodelay. */
+struct nginx_ms {
+	int fresh;
+	int64_t excess;
+	uint64_t last_ms;
+	uint64_t rate, burst;
+};
+
+static int nginx_ms_request(struct nginx_ms *m, uint64_t now_ns)
+{
+	uint64_t now = now_ns / MS;
+	if (m->fresh) {
+		m->fresh = 0;
+		m->excess = 0;
+		m->last_ms = now;
+		return 1;
+	}
+	int64_t ms = (int64_t)(now - m->last_ms);
+	int64_t excess = m->excess - (int64_t)(m->rate * (uint64_t)ms / 1000) + 1000;
+	if (excess < 0)
+		excess = 0;
+	if ((uint64_t)excess > m->burst)
+		return 0;
+	m->excess = excess;
+	m->last_ms = now;
+	return 1;
+}
+
+Test(leaky, nanoseconds_stay_exact_above_1000_per_second)
+{
+	/* one request every microsecond for 10 ms, no burst allowance */
+	struct {
+		uint64_t rate, want_ns, want_ms;
+	} c[] = {
+		{ 1000, 10, 10 },          /* both fine at 1,000/s */
+		{ 50000, 500, 10 },        /* ms arithmetic: 1 per ms, not 50 */
+		{ 1000000, 10000, 10 },    /* 1 us apart: every request */
+	};
+	for (size_t k = 0; k < sizeof(c) / sizeof(c[0]); k++) {
+		sluice_leaky_t l;
+		make(&l, c[k].rate, SLUICE_LEAKY_METER, 0, 0);
+		struct nginx_ms m = { .fresh = 1, .rate = c[k].rate * 1000, .burst = 0 };
+		uint64_t ns = 0, ms = 0;
+		for (uint64_t t = SEC; t < SEC + 10 * MS; t += US) {
+			ns += (uint64_t)sluice_leaky_acquire_at(&l, 1, t, NULL);
+			ms += (uint64_t)nginx_ms_request(&m, t);
+		}
+		cr_assert_eq(ns, c[k].want_ns, "%llu/s: meter admitted %llu in 10 ms",
+		             (unsigned long long)c[k].rate, (unsigned long long)ns);
+		cr_assert_eq(ms, c[k].want_ms, "%llu/s: the ms model admitted %llu",
+		             (unsigned long long)c[k].rate, (unsigned long long)ms);
+	}
+	/* and the spacing is exact: at 1,000,000/s, 999 ns apart is refused */
+	sluice_leaky_t l;
+	make(&l, 1000000, SLUICE_LEAKY_METER, 0, 0);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 1, SEC, NULL), 1);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 1, SEC + 999, NULL), 0);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 1, SEC + 1000, NULL), 1);
+	/* 50,000/s: 20,000 ns */
+	make(&l, 50000, SLUICE_LEAKY_METER, 0, 0);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 1, SEC, NULL), 1);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 1, SEC + 5 * US, &d), 0);
+	cr_assert_eq(d.retry_after_ns, 15 * US);
+}
+
+Test(leaky, meter_burst_then_drain)
+{
+	sluice_leaky_t l;
+	make(&l, 1000000, SLUICE_LEAKY_METER, 9, 0); /* D = 9: 10 at once */
+	sluice_decision_t d;
+	for (int i = 0; i < 10; i++) {
+		cr_assert_eq(sluice_leaky_acquire_at(&l, 1, SEC, &d), 1, "request %d", i);
+		cr_assert_eq(d.remaining, (uint64_t)(9 - i));
+	}
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 1, SEC, &d), 0, "the 11th: bucket full");
+	cr_assert_eq(d.retry_after_ns, US);
+	cr_assert_eq(d.reset_ns, 10 * US, "empty again in 10 us");
+	/* then one per microsecond */
+	for (uint64_t k = 1; k <= 100; k++) {
+		cr_assert_eq(sluice_leaky_acquire_at(&l, 1, SEC + k * US, NULL), 1);
+		cr_assert_eq(sluice_leaky_acquire_at(&l, 1, SEC + k * US, NULL), 0);
+	}
+	/* n > 1 pours n */
+	make(&l, 1000, SLUICE_LEAKY_METER, 4, 0);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 3, SEC, NULL), 1);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 3, SEC, &d), 0);
+	cr_assert_eq(d.retry_after_ns, MS);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 6, SEC, &d), -SLUICE_ETOOBIG);
+	cr_assert_eq(d.retry_after_ns, SLUICE_NEVER);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 0, SEC, &d), -SLUICE_EINVAL);
+	/* a meter's pace is acquire: delay 0 or refused */
+	cr_assert_eq(sluice_leaky_pace_at(&l, 2, SEC, &d), 1);
+	cr_assert_eq(d.retry_after_ns, 0);
+	cr_assert_eq(sluice_leaky_pace_at(&l, 1, SEC, &d), 0);
+	/* the plain variants read the clock */
+	sluice_clock_manual_set(&mclock, 2 * SEC);
+	cr_assert_eq(sluice_leaky_acquire(&l, 5, &d), 1);
+	cr_assert_eq(d.now_ns, 2 * SEC);
+	cr_assert_eq(sluice_leaky_pace(&l, 1, &d), 0);
+}
+
+/* ---- shaper --------------------------------------------------------------- */
+
+struct shaper_case {
+	uint64_t rate, max_delay, seed;
+	int backwards; /* readings may go back */
+};
+
+ParameterizedTestParameters(leaky, shaper_delays_match_model)
+{
+	static struct shaper_case params[] = {
+		{ 10, 2 * SEC, 1, 0 },
+		{ 50000, 200 * US, 2, 0 },      /* 10 queued at most */
+		{ 1000000, 50 * US, 3, 0 },     /* 50 queued at most */
+		{ 1000000, 0, 4, 0 },           /* no queue: go now or refuse */
+		{ 50000, 1 * MS, 5, 1 },
+		{ 3, 5 * SEC, 6, 1 },
+	};
+	return cr_make_param_array(struct shaper_case, params, sizeof(params) / sizeof(params[0]));
+}
+
+ParameterizedTest(struct shaper_case *p, leaky, shaper_delays_match_model)
+{
+	sluice_leaky_t l;
+	make(&l, p->rate, SLUICE_LEAKY_SHAPER, 0, p->max_delay);
+	uint64_t T = sluice_leaky_interval_ns(&l);
+	rng_state = p->seed * 0x9E3779B97F4A7C15ULL + 7;
+	const int steps = 100000;
+	uint64_t *slots = malloc(sizeof(uint64_t) * steps);
+	cr_assert_not_null(slots);
+	size_t nslots = 0;
+	uint64_t next = 0; /* the model: the earliest free slot */
+	uint64_t t = 10 * SEC, admitted = 0, refused = 0, delayed = 0;
+	for (int i = 0; i < steps; i++) {
+		uint64_t r = rnd();
+		if (p->backwards && r % 128 == 0)
+			t -= (r >> 8) % (20 * T + p->max_delay); /* back, by up to 20 slots + the queue */
+		else
+			t += r % 32 == 0 ? (r >> 8) % (8 * T + p->max_delay) : (r >> 8) % (T + 1);
+		uint64_t slot = next > t ? next : t;
+		int want = slot - t <= p->max_delay;
+		sluice_decision_t d;
+		int got = sluice_leaky_pace_at(&l, 1, t, &d);
+		cr_assert_eq(got, want, "step %d t=%llu: shaper %d, model %d", i,
+		             (unsigned long long)t, got, want);
+		cr_assert_eq(d.limit, 1);
+		if (got) {
+			cr_assert_eq(d.retry_after_ns, slot - t, "step %d: delay %llu, model %llu", i,
+			             (unsigned long long)d.retry_after_ns,
+			             (unsigned long long)(slot - t));
+			cr_assert(d.allowed);
+			next = slot + T;
+			slots[nslots++] = slot;
+			admitted++;
+			delayed += slot > t;
+		} else {
+			cr_assert_eq(d.retry_after_ns, slot - t - p->max_delay,
+			             "step %d: how much later it would fit", i);
+			refused++;
+		}
+		cr_assert_eq(d.reset_ns, next > t ? next - t : 0, "step %d: queue drains", i);
+	}
+	/* FIFO, T apart: slots in booking order are strictly increasing by T */
+	for (size_t k = 1; k < nslots; k++)
+		cr_assert_geq(slots[k], slots[k - 1] + T, "slot %zu", k);
+	cr_log_info("rate=%llu max_delay=%llu: admitted %llu refused %llu delayed %llu",
+	            (unsigned long long)p->rate, (unsigned long long)p->max_delay,
+	            (unsigned long long)admitted, (unsigned long long)refused,
+	            (unsigned long long)delayed);
+	cr_assert_gt(admitted, 1000);
+	cr_assert_gt(refused, 1000);
+	if (p->max_delay >= T)
+		cr_assert_gt(delayed, 1000, "the queue must be used");
+	free(slots);
+}
+
+Test(leaky, shaper_fifo_and_max_queue)
+{
+	sluice_leaky_t l;
+	make(&l, 1000000, SLUICE_LEAKY_SHAPER, 0, 5 * US); /* 1 us apart, 5 us queue */
+	sluice_decision_t d;
+	for (uint64_t k = 0; k <= 5; k++) {
+		cr_assert_eq(sluice_leaky_pace_at(&l, 1, SEC, &d), 1, "request %llu",
+		             (unsigned long long)k);
+		cr_assert_eq(d.retry_after_ns, k * US, "FIFO, 1 us apart");
+		cr_assert_eq(d.remaining, 0, "nothing more goes at once");
+	}
+	/* the 7th would wait 6 us: refused, nothing booked */
+	cr_assert_eq(sluice_leaky_pace_at(&l, 1, SEC, &d), 0);
+	cr_assert_not(d.allowed);
+	cr_assert_eq(d.retry_after_ns, US, "fits the queue 1 us later");
+	cr_assert_eq(d.reset_ns, 6 * US);
+	cr_assert_eq(sluice_leaky_pace_at(&l, 1, SEC + US, &d), 1);
+	cr_assert_eq(d.retry_after_ns, 5 * US);
+	/* acquire on a shaper: only when nothing is queued (never jumps it) */
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 1, SEC + 6 * US, &d), 0);
+	cr_assert_eq(d.retry_after_ns, US);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 1, SEC + 7 * US, &d), 1);
+	cr_assert_eq(d.retry_after_ns, 0);
+	/* an idle shaper lets one go at once, and holds 1 */
+	cr_assert_eq(sluice_leaky_pace_at(&l, 1, 2 * SEC, &d), 1);
+	cr_assert_eq(d.retry_after_ns, 0);
+	cr_assert_eq(sluice_leaky_pace_at(&l, 2, 2 * SEC, &d), -SLUICE_ETOOBIG, "one per slot");
+	/* a queued request that will not go is given back while last */
+	sluice_decision_t a, b;
+	cr_assert_eq(sluice_leaky_pace_at(&l, 1, 3 * SEC, &a), 1);
+	cr_assert_eq(sluice_leaky_pace_at(&l, 1, 3 * SEC, &a), 1);
+	cr_assert_eq(sluice_leaky_pace_at(&l, 1, 3 * SEC, &b), 1);
+	cr_assert_eq(b.retry_after_ns, 2 * US);
+	cr_assert_eq(sluice_leaky_refund_at(&l, 1, &a), -SLUICE_ECANCEL, "b queued after it");
+	cr_assert_eq(sluice_leaky_refund_at(&l, 1, &b), 0);
+	cr_assert_eq(sluice_leaky_refund_at(&l, 1, &a), 0, "now it is the last");
+	cr_assert_eq(sluice_leaky_pace_at(&l, 1, 3 * SEC, &d), 1);
+	cr_assert_eq(d.retry_after_ns, US, "its slot is free again");
+	/* a caller that waits at most 1.5 us: the 3rd slot (2 us) is refused
+	 * and not booked; no caller queues past the configured 5 us */
+	make(&l, 1000000, SLUICE_LEAKY_SHAPER, 0, 5 * US);
+	cr_assert_eq(sluice_leaky_pace_within_at(&l, 1, SEC, 1500, &d), 1);
+	cr_assert_eq(sluice_leaky_pace_within_at(&l, 1, SEC, 1500, &d), 1);
+	cr_assert_eq(d.retry_after_ns, US);
+	cr_assert_eq(sluice_leaky_pace_within_at(&l, 1, SEC, 1500, &d), 0);
+	cr_assert_eq(d.retry_after_ns, 500, "2 us - 1.5 us");
+	for (int k = 0; k < 4; k++)
+		cr_assert_eq(sluice_leaky_pace_within_at(&l, 1, SEC, UINT64_MAX, &d), 1);
+	cr_assert_eq(d.retry_after_ns, 5 * US);
+	cr_assert_eq(sluice_leaky_pace_within_at(&l, 1, SEC, UINT64_MAX, &d), 0, "queue is 5 us");
+	cr_assert_eq(d.retry_after_ns, US);
+	/* on a meter it is acquire */
+	make(&l, 1000000, SLUICE_LEAKY_METER, 1, 0);
+	cr_assert_eq(sluice_leaky_pace_within_at(&l, 2, SEC, SEC, &d), 1);
+	cr_assert_eq(sluice_leaky_pace_within_at(&l, 1, SEC, SEC, &d), 0);
+	cr_assert_eq(d.retry_after_ns, US);
+	cr_assert_eq(sluice_leaky_refund_at(NULL, 1, &d), -SLUICE_EINVAL);
+	cr_assert_eq(sluice_leaky_refund_at(&l, 0, &d), -SLUICE_EINVAL);
+}
+
+struct bad_cfg {
+	uint64_t rate, period;
+	int mode;
+	uint64_t depth, max_delay;
+	int clock; /* 0 manual, 1 bogus kind */
+	int want;
+};
+
+ParameterizedTestParameters(leaky, invalid_config)
+{
+	static struct bad_cfg params[] = {
+		{ 0, SEC, SLUICE_LEAKY_METER, 0, 0, 0, -SLUICE_ERATE },
+		{ 10, 9, SLUICE_LEAKY_METER, 0, 0, 0, -SLUICE_ERATE },
+		{ 3000000, SEC, SLUICE_LEAKY_SHAPER, 0, MS, 0, -SLUICE_ERATE }, /* rounding 0.2% */
+		{ 10, SEC, 7, 0, 0, 0, -SLUICE_EMODE },
+		{ 10, SEC, SLUICE_LEAKY_METER, 0, MS, 0, -SLUICE_EDELAY },    /* a meter never queues */
+		{ 10, SEC, SLUICE_LEAKY_SHAPER, 3, MS, 0, -SLUICE_EBURST },   /* queue is a time */
+		{ 10, SEC, SLUICE_LEAKY_SHAPER, 0, SLUICE_GCRA_SPAN_MAX + 1, 0, -SLUICE_EDELAY },
+		{ 10, SEC, SLUICE_LEAKY_METER, UINT64_MAX, 0, 0, -SLUICE_EBURST }, /* D + 1 wraps */
+		{ 1, SEC, SLUICE_LEAKY_METER, SLUICE_GCRA_SPAN_MAX / SEC, 0, 0, -SLUICE_EBURST },
+		{ 10, SEC, SLUICE_LEAKY_METER, 0, 0, 1, -SLUICE_ECLOCK },
+		{ 10, SEC, SLUICE_LEAKY_SHAPER, 0, 0, 1, -SLUICE_ECLOCK },
+		{ 1, 1, SLUICE_LEAKY_METER, 0, 0, 0, 0 },                     /* smallest */
+		{ 1, SEC, SLUICE_LEAKY_METER, SLUICE_GCRA_SPAN_MAX / SEC - 1, 0, 0, 0 },
+		{ 1, 1, SLUICE_LEAKY_SHAPER, 0, SLUICE_GCRA_SPAN_MAX, 0, 0 }, /* longest queue */
+		{ 1000000, SEC, SLUICE_LEAKY_SHAPER, 0, 0, 0, 0 },            /* no queue */
+	};
+	return cr_make_param_array(struct bad_cfg, params, sizeof(params) / sizeof(params[0]));
+}
+
+ParameterizedTest(struct bad_cfg *p, leaky, invalid_config)
+{
+	sluice_clock_t m, bogus;
+	sluice_clock_manual_init(&m, 0);
+	memset(&bogus, 0, sizeof(bogus));
+	bogus.kind = (sluice_clock_kind_t)7;
+	sluice_leaky_config_t cfg = { .rate = p->rate, .period_ns = p->period,
+		                      .mode = (sluice_leaky_mode_t)p->mode, .depth = p->depth,
+		                      .max_delay_ns = p->max_delay,
+		                      .clock = p->clock ? &bogus : &m };
+	sluice_leaky_t l, before;
+	memset(&l, 0xab, sizeof(l));
+	memcpy(&before, &l, sizeof(l));
+	int rc = sluice_leaky_init(&l, &cfg);
+	cr_assert_eq(rc, p->want, "got %s (%s), want %s", sluice_err_name(rc), sluice_strerror(rc),
+	             sluice_err_name(p->want));
+	if (rc == 0) {
+		cr_assert_eq(l.mode, (sluice_leaky_mode_t)p->mode);
+		cr_assert_eq(sluice_leaky_acquire_at(&l, 1, 0, NULL), 1);
+		sluice_leaky_destroy(&l);
+	} else {
+		cr_assert_eq(memcmp(&l, &before, sizeof(l)), 0, "a failed init must not touch it");
+	}
+}
+
+Test(leaky, null_arguments_and_size)
+{
+	sluice_leaky_t l;
+	sluice_leaky_config_t cfg = { .rate = 1, .period_ns = SEC };
+	cr_assert_eq(sluice_leaky_init(NULL, &cfg), -SLUICE_EINVAL);
+	cr_assert_eq(sluice_leaky_init(&l, NULL), -SLUICE_EINVAL);
+	cr_assert_eq(sluice_leaky_init(&l, &cfg), 0);
+	cr_assert_eq(l.gcra.clock, &sluice_clock_cached);
+	sluice_leaky_destroy(NULL);
+	sluice_leaky_destroy(&l);
+	cr_assert_eq(sluice_leaky_size(), sizeof(sluice_leaky_t));
+	cr_assert_eq(sizeof(sluice_leaky_t), 320, "as leaky.h's MEMORY says");
+}
