@@ -4,10 +4,10 @@
  *
  * DESIGN: a handle is a kind tag plus the algorithm's own struct, allocated
  * together (aligned to a cache line, as the algorithms' hot words expect).
- * Dispatch is a switch on the tag; each case calls the algorithm's public
- * function, so every guarantee, ordering and error is exactly the
- * algorithm's.  Nothing here is shared between threads beyond what the
- * algorithms share.
+ * Dispatch is a switch on the tag, generated from SLUICE_LIMITER_KINDS:
+ * each case calls the algorithm's public function, so every guarantee,
+ * ordering and error is exactly the algorithm's.  Nothing here is shared
+ * between threads beyond what the algorithms share.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -21,10 +21,10 @@ struct sluice_limiter {
 	sluice_kind_t kind;
 	const sluice_clock_t *clock;
 	_Alignas(SLUICE_CACHELINE) union {
-		sluice_fixed_t fixed;
-		sluice_window_t window;
 		sluice_composite_t composite;
-		sluice_inflight_t inflight;
+#define MEMBER(K, name) sluice_##name##_t name;
+		SLUICE_LIMITER_KINDS(MEMBER)
+#undef MEMBER
 	} u;
 };
 
@@ -39,23 +39,18 @@ int sluice_limiter_new(const sluice_limiter_config_t *cfg, sluice_limiter_t **ou
 	int rc;
 	l->kind = cfg->kind;
 	switch (cfg->kind) {
-	case SLUICE_KIND_FIXED:
-		rc = sluice_fixed_init(&l->u.fixed, &cfg->fixed);
-		l->clock = l->u.fixed.clock;
-		break;
-	case SLUICE_KIND_WINDOW:
-		rc = sluice_window_init(&l->u.window, &cfg->window);
-		l->clock = l->u.window.clock;
-		break;
 	case SLUICE_KIND_COMPOSITE:
 		rc = sluice_composite_init(&l->u.composite, &cfg->composite);
 		/* the composite's time is its first part's clock */
 		l->clock = rc == 0 ? sluice_limiter_clock(cfg->composite.parts[0]) : NULL;
 		break;
-	case SLUICE_KIND_INFLIGHT:
-		rc = sluice_inflight_init(&l->u.inflight, &cfg->inflight);
-		l->clock = l->u.inflight.clock;
+#define INIT(K, name)                                                             \
+	case SLUICE_KIND_##K:                                                     \
+		rc = sluice_##name##_init(&l->u.name, &cfg->name);                \
+		l->clock = cfg->name.clock ? cfg->name.clock : &sluice_clock_cached; \
 		break;
+		SLUICE_LIMITER_KINDS(INIT)
+#undef INIT
 	default:
 		rc = -SLUICE_EKIND;
 	}
@@ -72,15 +67,14 @@ void sluice_limiter_free(sluice_limiter_t *l)
 	if (!l)
 		return;
 	switch (l->kind) {
-	case SLUICE_KIND_WINDOW:
-		sluice_window_destroy(&l->u.window);
-		break;
-	case SLUICE_KIND_INFLIGHT:
-		sluice_inflight_destroy(&l->u.inflight);
-		break;
-	case SLUICE_KIND_FIXED:
 	case SLUICE_KIND_COMPOSITE:
-		break; /* nothing allocated; composite parts are borrowed */
+		break; /* the parts are borrowed */
+#define DESTROY(K, name)                               \
+	case SLUICE_KIND_##K:                          \
+		sluice_##name##_destroy(&l->u.name); \
+		break;
+		SLUICE_LIMITER_KINDS(DESTROY)
+#undef DESTROY
 	}
 	free(l);
 }
@@ -98,14 +92,13 @@ const sluice_clock_t *sluice_limiter_clock(const sluice_limiter_t *l)
 int sluice_acquire_at(sluice_limiter_t *l, uint64_t n, uint64_t now, sluice_decision_t *d)
 {
 	switch (l->kind) {
-	case SLUICE_KIND_FIXED:
-		return sluice_fixed_acquire_at(&l->u.fixed, n, now, d);
-	case SLUICE_KIND_WINDOW:
-		return sluice_window_acquire_at(&l->u.window, n, now, d);
 	case SLUICE_KIND_COMPOSITE:
 		return sluice_composite_acquire_at(&l->u.composite, n, now, d);
-	case SLUICE_KIND_INFLIGHT:
-		return sluice_inflight_acquire_at(&l->u.inflight, n, now, d);
+#define ACQUIRE(K, name)        \
+	case SLUICE_KIND_##K: \
+		return sluice_##name##_acquire_at(&l->u.name, n, now, d);
+		SLUICE_LIMITER_KINDS(ACQUIRE)
+#undef ACQUIRE
 	}
 	return -SLUICE_EKIND;
 }
@@ -118,30 +111,27 @@ int sluice_acquire(sluice_limiter_t *l, uint64_t n, sluice_decision_t *d)
 int sluice_release(sluice_limiter_t *l, uint64_t n)
 {
 	switch (l->kind) {
-	case SLUICE_KIND_FIXED:
-	case SLUICE_KIND_WINDOW:
-		return 0; /* arrivals, not work in progress: nothing to end */
 	case SLUICE_KIND_COMPOSITE:
 		return sluice_composite_release(&l->u.composite, n);
 	case SLUICE_KIND_INFLIGHT:
 		return sluice_inflight_release(&l->u.inflight, n);
+	default:
+		return 0; /* arrivals, not work in progress: nothing to end */
 	}
-	return -SLUICE_EKIND;
 }
 
 int sluice_refund_at(sluice_limiter_t *l, uint64_t n, const sluice_decision_t *admitted)
 {
 	switch (l->kind) {
-	case SLUICE_KIND_FIXED:
-		return sluice_fixed_refund_at(&l->u.fixed, n, admitted);
-	case SLUICE_KIND_WINDOW:
-		return sluice_window_refund_at(&l->u.window, n, admitted);
 	case SLUICE_KIND_COMPOSITE:
 		/* The parts' own decisions are gone: refunding by the
 		 * composite's time could hit the wrong bucket of a part. */
 		return -SLUICE_ENOTSUP;
-	case SLUICE_KIND_INFLIGHT:
-		return sluice_inflight_refund_at(&l->u.inflight, n, admitted);
+#define REFUND(K, name)         \
+	case SLUICE_KIND_##K: \
+		return sluice_##name##_refund_at(&l->u.name, n, admitted);
+		SLUICE_LIMITER_KINDS(REFUND)
+#undef REFUND
 	}
 	return -SLUICE_EKIND;
 }
@@ -151,8 +141,18 @@ int sluice_refund_at(sluice_limiter_t *l, uint64_t n, const sluice_decision_t *a
 static int reserve_at(sluice_limiter_t *l, uint64_t n, uint64_t now, uint64_t max_delay,
                       sluice_decision_t *d)
 {
-	(void)l, (void)n, (void)now, (void)max_delay, (void)d;
-	return -SLUICE_ENOTSUP;
+	switch (l->kind) {
+	case SLUICE_KIND_GCRA:
+		return sluice_gcra_reserve_at(&l->u.gcra, n, now, max_delay, d);
+	case SLUICE_KIND_WARMUP:
+		return sluice_warmup_reserve_at(&l->u.warmup, n, now, max_delay, d);
+	case SLUICE_KIND_LEAKY:
+		if (l->u.leaky.mode == SLUICE_LEAKY_SHAPER)
+			return sluice_leaky_pace_within_at(&l->u.leaky, n, now, max_delay, d);
+		return -SLUICE_ENOTSUP; /* a meter never queues: poll it */
+	default:
+		return -SLUICE_ENOTSUP;
+	}
 }
 
 static void sleep_ns(uint64_t ns)
@@ -187,6 +187,8 @@ int sluice_wait(sluice_limiter_t *l, uint64_t n, uint64_t timeout_ns, sluice_dec
 		if (d->retry_after_ns == SLUICE_NEVER || waited >= timeout_ns ||
 		    d->retry_after_ns > timeout_ns - waited)
 			return -SLUICE_ETIMEDOUT; /* refused: nothing was taken */
-		sleep_ns(d->retry_after_ns ? d->retry_after_ns : 1);
+		/* a concurrency limiter refuses with retry_after 0 (a slot may
+		 * free at any instant): poll every 100 us, not in a busy loop */
+		sleep_ns(d->retry_after_ns ? d->retry_after_ns : 100000);
 	}
 }

@@ -19,7 +19,8 @@ static sluice_limiter_t *fixed(uint64_t limit, uint64_t window_ns)
 		                        .fixed = { .limit = limit, .window_ns = window_ns,
 		                                   .clock = &mclock } };
 	sluice_limiter_t *l = NULL;
-	cr_assert_eq(sluice_limiter_new(&cfg, &l), 0);
+	int rc = sluice_limiter_new(&cfg, &l);
+	cr_assert_eq(rc, 0, "new: %s", sluice_err_name(rc));
 	return l;
 }
 
@@ -30,7 +31,8 @@ static sluice_limiter_t *ring(uint64_t limit, uint64_t window_ns, uint32_t bucke
 		                                    .buckets = buckets, .mode = SLUICE_EXACT,
 		                                    .clock = &mclock } };
 	sluice_limiter_t *l = NULL;
-	cr_assert_eq(sluice_limiter_new(&cfg, &l), 0);
+	int rc = sluice_limiter_new(&cfg, &l);
+	cr_assert_eq(rc, 0, "new: %s", sluice_err_name(rc));
 	return l;
 }
 

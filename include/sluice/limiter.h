@@ -20,25 +20,45 @@
 
 #include "common.h"
 #include "composite.h"
+#include "decay.h"
 #include "decision.h"
 #include "fixed.h"
+#include "gcra.h"
 #include "inflight.h"
+#include "leaky.h"
+#include "log.h"
+#include "warmup.h"
 #include "window.h"
 
+/*
+ * Every kind but the composite, as X(KIND, name): the kind's config is
+ * `sluice_<name>_config_t`, its functions `sluice_<name>_init`, ...
+ * (docs/conventions.md).  One table, so adding an algorithm is one line.
+ */
+#define SLUICE_LIMITER_KINDS(X) \
+	X(FIXED, fixed)         \
+	X(WINDOW, window)       \
+	X(GCRA, gcra)           \
+	X(LEAKY, leaky)         \
+	X(LOG, log)             \
+	X(WARMUP, warmup)       \
+	X(DECAY, decay)         \
+	X(INFLIGHT, inflight)
+
 typedef enum sluice_kind {
-	SLUICE_KIND_FIXED = 1,
-	SLUICE_KIND_WINDOW,
-	SLUICE_KIND_COMPOSITE,
-	SLUICE_KIND_INFLIGHT,
+	SLUICE_KIND_COMPOSITE = 1,
+#define SLUICE__KIND_ENUM(K, name) SLUICE_KIND_##K,
+	SLUICE_LIMITER_KINDS(SLUICE__KIND_ENUM)
+#undef SLUICE__KIND_ENUM
 } sluice_kind_t;
 
 typedef struct sluice_limiter_config {
 	sluice_kind_t kind;
 	union {
-		sluice_fixed_config_t fixed;
-		sluice_window_config_t window;
 		sluice_composite_config_t composite;
-		sluice_inflight_config_t inflight;
+#define SLUICE__KIND_CONFIG(K, name) sluice_##name##_config_t name;
+		SLUICE_LIMITER_KINDS(SLUICE__KIND_CONFIG)
+#undef SLUICE__KIND_CONFIG
 	};
 } sluice_limiter_config_t;
 

@@ -13,5 +13,10 @@
 #include "limiter.h"
 #include "inflight.h"
 #include "http.h"
+#include "gcra.h"
+#include "leaky.h"
+#include "log.h"
+#include "warmup.h"
+#include "decay.h"
 
 #endif /* SLUICE_SLUICE_H */

@@ -1,0 +1,192 @@
+/*
+ * sluice/log.h - exact sliding log: at most L permits in ANY interval of
+ * length W, not only in aligned windows or buckets.
+ *
+ * The log keeps the time of each of the last L permits in admission order
+ * (a ring; the design is in lib/log.c).  A request for n permits at time T
+ * passes when the n-th oldest of those L times is at most T - W (or fewer
+ * than L - n + 1 permits were ever admitted): then at most L - n permits
+ * lie in (T - W, T], and n more still fit.  A request is one entry per
+ * permit, so n > 1 is all or nothing and the n-th oldest entry decides.
+ *
+ * GUARANTEE (any number of threads, any timing, any alignment):
+ *   for every interval [s, s + W) of the log's timeline, the permits of the
+ *   admissions whose decision.now_ns lies inside it total at most L.
+ *   Admission is one CAS on a 64-bit count of permits (`head`), so two
+ *   threads can never both take the last place; the times an admission
+ *   writes are never older than its now_ns, and are written in admission
+ *   order, so "the n-th oldest of the last L" is always the entry L - n + 1
+ *   places back.  tests/test_log_threads.c checks exactly this sentence.
+ *
+ * WORST CASE (what it costs, what a stalled or slow thread can do):
+ *   - Memory 8 * (L + 1) bytes: one time per permit of the window plus one
+ *     spare slot (it keeps the deciding entry readable while an admission is
+ *     half-written; lib/log.c says why).  L = 2^24 costs 128 MiB.
+ *   - A refusal writes nothing.  An admission of n writes n slots (O(n);
+ *     O(1) per permit) and three words of hot state.  Filling a decision
+ *     (d != NULL) adds a binary search of the ring for `remaining`
+ *     (O(log L) loads).
+ *   - A thread stalled before its admission CAS holds nothing: when it
+ *     resumes, the CAS fails if anything was admitted meanwhile (the 64-bit
+ *     head it read has moved), and it decides again.  It can never admit on
+ *     the basis of a slot that has since been reused.
+ *   - A thread stalled after its CAS but before its times are written
+ *     blocks nobody: the next decision by any thread finishes the write
+ *     (helping) with the log's newest time, which may be later than the
+ *     stalled thread's reading.  That only keeps those permits in the
+ *     window longer (fewer admissions); the stalled thread reports the
+ *     time actually written in now_ns.
+ *   - Many threads admitting at once contend on one cache line (head,
+ *     tail, last) and on the ring: expect the cost of a shared CAS per
+ *     admission; refusals share the line read-only.
+ *   - NOT a fairness guarantee: a thread may keep losing the admission CAS
+ *     to others (lock-free, not wait-free).
+ *
+ * CLOCK JUMPS: the log keeps `last`, the newest time an admission used, and
+ *   a reading older than it is treated as that time (decision.now_ns says
+ *   which time was used).  A clock set back by seconds can neither reopen
+ *   old places nor shift the log; a forward jump ages every entry, as the
+ *   time says.  A fresh log's time is 1 ns: a reading of 0 is used as 1
+ *   (the value 0 marks a slot no permit has used yet).  Under contention,
+ *   `last` can also carry the reading of a thread whose admission CAS then
+ *   failed; time still never runs backwards.
+ *
+ * LIMITS: L in 1..SLUICE_LOG_LIMIT_MAX (2^24); L = 0 is -SLUICE_ELIMIT and
+ *   an L whose ring would exceed the memory cap is -SLUICE_EMEMORY.
+ *   W >= 1 ns (-SLUICE_EWINDOW) and W >= the clock's resolution
+ *   (-SLUICE_ERESOLUTION: a window narrower than one clock step would let
+ *   L through at every step).  Any 64-bit time; no arithmetic overflows near
+ *   2^64.  head counts permits in 64 bits: at 10^9 permits/s it would wrap
+ *   after 584 years.
+ *
+ * MEMORY: 8 * (L + 1) bytes allocated at init (one aligned block), plus
+ *   sizeof(sluice_log_t) = 128 bytes.  The cap, 2^24 entries (128 MiB), is
+ *   where a sliding log stops being the right tool: its memory grows with
+ *   the limit, while sluice/window.h bounds the same rate in 8 bytes per
+ *   bucket at the cost of the alignment slack it documents.  The cap also
+ *   turns a mistyped limit (10^12 -> 8 TB) into an error at init instead of
+ *   an allocation that succeeds lazily (overcommit) and fails under load,
+ *   and keeps the remaining-count search within 25 probes.
+ */
+#ifndef SLUICE_LOG_H
+#define SLUICE_LOG_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clock.h"
+#include "common.h"
+#include "decision.h"
+
+#define SLUICE_LOG_LIMIT_MAX (1ULL << 24)
+
+typedef struct sluice_log_config {
+	uint64_t limit;              /* L: permits in any interval of W, 1..2^24 */
+	uint64_t window_ns;          /* W: >= 1 and >= the clock's resolution    */
+	const sluice_clock_t *clock; /* NULL: &sluice_clock_cached               */
+} sluice_log_config_t;
+
+typedef struct sluice_log {
+	/* read-only after init */
+	uint64_t limit;              /* L                                        */
+	uint64_t window_ns;          /* W                                        */
+	uint64_t slots;              /* L + 1                                    */
+	const sluice_clock_t *clock;
+	_Atomic uint64_t *times;     /* permit q's time lives in times[q % slots] */
+	/* private: read by every decision, written by every admission */
+	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t head; /* permits claimed     */
+	_Atomic uint64_t tail;       /* permits whose times are all written      */
+	_Atomic uint64_t last;       /* newest time an admission used (>= 1)     */
+} sluice_log_t;
+
+/*
+ * sluice_log_init - validate @cfg and allocate the ring (8 * (L + 1) bytes).
+ * @lg: caller-allocated.  @cfg: the configuration.
+ *
+ * Not thread-safe for the same @lg; allocates.  On success every slot is
+ * empty and the log's time is 1 ns.
+ * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_ECLOCK, -SLUICE_ELIMIT (L = 0),
+ * -SLUICE_EMEMORY (L above SLUICE_LOG_LIMIT_MAX), -SLUICE_EWINDOW (W = 0),
+ * -SLUICE_ERESOLUTION (W below the clock's resolution), -SLUICE_ENOMEM.
+ * On error @lg is left untouched and nothing is allocated.
+ */
+SLUICE_API int sluice_log_init(sluice_log_t *lg, const sluice_log_config_t *cfg);
+
+/*
+ * sluice_log_destroy - free the ring.  NULL-safe.  No decision or refund may
+ * be running on @lg, and none may start afterwards.
+ */
+SLUICE_API void sluice_log_destroy(sluice_log_t *lg);
+
+/* sluice_log_size - sizeof(sluice_log_t), for FFI callers that allocate it. */
+SLUICE_API size_t sluice_log_size(void);
+
+/*
+ * sluice_log_acquire_at - take @n permits at time @now, all or nothing.
+ * @lg: the log.  @n: 1..L.  @now: ns on the log's clock base (any value; a
+ * reading older than the log's newest time is used as that time).
+ * @d: NULL, or filled with the decision: now_ns the time used (for an
+ * admission, the time its permits were recorded at; only if this thread was
+ * stalled so long that later admissions found all of them out of the window
+ * before it looked, the earlier time it decided at); retry_after_ns exact
+ * (when the deciding entry leaves the window); remaining how many more
+ * permits would pass at now_ns; reset_ns when every permit counted now has
+ * left the window.
+ *
+ * Lock-free; safe from any number of threads; no allocation, no lock.  A
+ * thread that finds another's admission half-written finishes it first.
+ * Ordering: an admission is the release CAS that advanced head; its times
+ * are published by the release CAS that advances tail, and every later
+ * decision (acquire loads of tail and head) sees them.  A refusal writes
+ * nothing and publishes nothing.  remaining is exact when no other thread
+ * decides at the same moment; otherwise it is a snapshot that may be stale.
+ * Calling context: any thread; never blocks.
+ * Return: 1 admitted, 0 refused, -SLUICE_EINVAL (n = 0), -SLUICE_ETOOBIG
+ * (n > L: can never pass; @d says retry_after_ns = SLUICE_NEVER).
+ */
+SLUICE_API int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now,
+                                     sluice_decision_t *d);
+
+/* sluice_log_acquire - as _at, reading the log's clock. */
+static inline int sluice_log_acquire(sluice_log_t *lg, uint64_t n, sluice_decision_t *d)
+{
+	return sluice_log_acquire_at(lg, n, sluice_clock_now(lg->clock), d);
+}
+
+/*
+ * sluice_log_refund_at - give back @n permits of the admission @admitted
+ * describes (its decision as filled by acquire; admitted->now_ns is the time
+ * its permits were recorded at).
+ *
+ * A log can only give permits back exactly when doing so cannot change any
+ * later decision's view of the older entries:
+ *   - the permits have already left the window (the log's time is at least
+ *     now_ns + W): nothing is counted any more; returns 0;
+ *   - they are the only permits recorded at now_ns, and every permit
+ *     admitted before them had left the window by now_ns (the log was idle
+ *     for more than W before the admission): they are re-dated to
+ *     now_ns - W, which is out of every future window; returns 0.
+ * Otherwise (including a refund of part of an admission, or of one made at
+ * the same instant as another's) the permits stay counted until they leave
+ * the window on their own (fewer future admissions, never more) and
+ * -SLUICE_ECANCEL says so.  @admitted must be this log's own decision, given
+ * back at most once.
+ * Lock-free; safe from any number of threads; no allocation.  Decisions
+ * running at the same time may still count the permits (never fewer than
+ * after the refund).  The re-dating CASes are releases.
+ * Return: 0, -SLUICE_ECANCEL, -SLUICE_EINVAL (NULL, n = 0, n > L, or
+ * @admitted is not an admission).
+ */
+SLUICE_API int sluice_log_refund_at(sluice_log_t *lg, uint64_t n,
+                                    const sluice_decision_t *admitted);
+
+/*
+ * sluice_log_count_at - permits counted in (T - W, T], T = max(@now, the
+ * log's newest time): what the next decision at @now would see.
+ * Exact when no admission runs concurrently.  Lock-free, writes nothing but
+ * may finish another thread's half-written admission.  O(log L).
+ */
+SLUICE_API uint64_t sluice_log_count_at(sluice_log_t *lg, uint64_t now);
+
+#endif /* SLUICE_LOG_H */

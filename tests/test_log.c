@@ -1,0 +1,655 @@
+/*
+ * test_log.c - exact sliding log, single thread, manual clock.
+ *
+ * The strongest check is a reference model: a plain array holding the time
+ * of every permit ever admitted, with the documented rules (the log's time
+ * is max(reading, newest admission time), starting at 1; a request of n
+ * passes when the n-th oldest of the last L permits is W or more old) and
+ * linear scans instead of the ring's binary searches.  A refund the log
+ * reports as exact REMOVES the permits from the model, while the log only
+ * re-dates them: every later decision must still agree, field by field,
+ * over long pseudo-random schedules with clock jumps, n > 1, n > L and
+ * times near 2^64.  Then the guarantee itself is checked on what the log
+ * admitted: every interval of length W starting at an admission holds at
+ * most L.
+ */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice/error.h"
+#include "sluice/log.h"
+
+#define US 1000ULL
+#define MS 1000000ULL
+#define SEC 1000000000ULL
+
+TestSuite(log, .timeout = 120);
+
+static sluice_clock_t mclock;
+
+static void make(sluice_log_t *lg, uint64_t limit, uint64_t window_ns)
+{
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_log_config_t cfg = { .limit = limit, .window_ns = window_ns, .clock = &mclock };
+	int rc = sluice_log_init(lg, &cfg);
+	cr_assert_eq(rc, 0, "init: %s", sluice_strerror(rc));
+}
+
+/* ---- reference model ---------------------------------------------------- */
+
+struct model {
+	uint64_t L, W, last;
+	uint64_t *t; /* t[i]: time of the i-th permit still counted */
+	size_t n, cap;
+};
+
+static void model_init(struct model *m, uint64_t L, uint64_t W, size_t cap)
+{
+	m->L = L;
+	m->W = W;
+	m->last = 1;
+	m->n = 0;
+	m->cap = cap;
+	m->t = malloc(sizeof(uint64_t) * cap);
+	cr_assert_not_null(m->t);
+}
+
+/* Of the last L entries (missing ones, before the first permit, count as
+ * gone), how many are W or more older than T. */
+static uint64_t model_left(const struct model *m, uint64_t T)
+{
+	uint64_t left = 0;
+	for (uint64_t k = 1; k <= m->L; k++) {
+		if (k > m->n || T - m->t[m->n - k] >= m->W)
+			left++;
+	}
+	return left;
+}
+
+static int model_acquire(struct model *m, uint64_t n, uint64_t now, sluice_decision_t *w)
+{
+	uint64_t T = now > m->last ? now : m->last;
+	memset(w, 0, sizeof(*w));
+	w->limit = m->L;
+	w->now_ns = T;
+	if (n > m->L) {
+		w->retry_after_ns = SLUICE_NEVER;
+		return -SLUICE_ETOOBIG;
+	}
+	uint64_t left = model_left(m, T);
+	/* the n-th oldest of the last L: index n_total - (L - n + 1) */
+	int fits = m->n + n <= m->L || T - m->t[m->n + n - 1 - m->L] >= m->W;
+	if (fits) {
+		cr_assert(m->n + n <= m->cap, "model capacity");
+		for (uint64_t i = 0; i < n; i++)
+			m->t[m->n++] = T;
+		m->last = T;
+		w->allowed = 1;
+		w->remaining = left - n;
+		w->reset_ns = m->W;
+		return 1;
+	}
+	w->remaining = left;
+	w->retry_after_ns = m->t[m->n + n - 1 - m->L] + m->W - T;
+	w->reset_ns = m->t[m->n - 1] + m->W - T;
+	return 0;
+}
+
+/* The documented refund rule, on the model's own array. */
+static int model_refund_exact(const struct model *m, uint64_t n, uint64_t ta)
+{
+	if (m->last - ta >= m->W)
+		return 1; /* out of the window already */
+	size_t s = 0;
+	while (s < m->n && m->t[s] < ta)
+		s++;
+	if (s + n > m->n || m->t[s + n - 1] != ta || (s + n < m->n && m->t[s + n] == ta))
+		return 0; /* not exactly n permits recorded at ta */
+	return s == 0 ? ta > m->W : ta - m->t[s - 1] > m->W;
+}
+
+static void model_remove(struct model *m, uint64_t n, uint64_t ta)
+{
+	if (m->last - ta >= m->W)
+		return; /* nothing counted any more: keep, it decides nothing */
+	size_t s = 0;
+	while (m->t[s] < ta)
+		s++;
+	memmove(&m->t[s], &m->t[s + n], sizeof(uint64_t) * (m->n - s - n));
+	m->n -= n;
+}
+
+static uint64_t rng_state;
+static uint64_t rnd(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+static void assert_same(int step, int got, int want, const sluice_decision_t *g,
+                        const sluice_decision_t *w)
+{
+	cr_assert_eq(got, want, "step %d: log %d, model %d", step, got, want);
+	cr_assert_eq(g->allowed, w->allowed, "step %d: allowed", step);
+	cr_assert_eq(g->limit, w->limit, "step %d: limit", step);
+	cr_assert_eq(g->now_ns, w->now_ns, "step %d: now_ns %llu, model %llu", step,
+	             (unsigned long long)g->now_ns, (unsigned long long)w->now_ns);
+	cr_assert_eq(g->retry_after_ns, w->retry_after_ns, "step %d: retry_after %llu, model %llu",
+	             step, (unsigned long long)g->retry_after_ns,
+	             (unsigned long long)w->retry_after_ns);
+	cr_assert_eq(g->remaining, w->remaining, "step %d: remaining %llu, model %llu", step,
+	             (unsigned long long)g->remaining, (unsigned long long)w->remaining);
+	if (got >= 0)
+		cr_assert_eq(g->reset_ns, w->reset_ns, "step %d: reset %llu, model %llu", step,
+		             (unsigned long long)g->reset_ns, (unsigned long long)w->reset_ns);
+}
+
+struct admission {
+	uint64_t t, n;
+};
+
+/* Every interval [a.t, a.t + W) of the recorded admissions holds <= L.
+ * Intervals that start elsewhere hold no more than one that starts at the
+ * first admission inside them, so these are all the intervals there are. */
+static uint64_t check_every_interval(const struct admission *a, size_t na, uint64_t L,
+                                     uint64_t W)
+{
+	uint64_t worst = 0, sum = 0;
+	size_t j = 0;
+	for (size_t i = 0; i < na; i++) {
+		if (i > 0)
+			cr_assert_geq(a[i].t, a[i - 1].t, "now_ns went backwards at %zu", i);
+		if (j < i)
+			j = i, sum = 0;
+		while (j < na && a[j].t - a[i].t < W)
+			sum += a[j++].n;
+		worst = sum > worst ? sum : worst;
+		cr_assert_leq(sum, L, "%llu admitted in [%llu, +W)", (unsigned long long)sum,
+		              (unsigned long long)a[i].t);
+		sum -= a[i].n;
+	}
+	return worst;
+}
+
+struct schedule {
+	uint64_t limit, window_ns, start_ns, n_max, seed;
+};
+
+ParameterizedTestParameters(log, matches_reference_model)
+{
+	static struct schedule params[] = {
+		{ 10, SEC, 0, 4, 1 },
+		{ 1, 10 * MS, 5 * SEC, 1, 2 },          /* L = 1: one slot plus the spare */
+		{ 2, 10 * MS, 5 * SEC, 2, 3 },          /* n = L: the deciding slot is the newest */
+		{ 100, 700 * MS, 123, 40, 4 },
+		{ 37, 1000, 77, 37, 5 },                /* W = 1 us, n up to L */
+		{ 1000, SEC, SEC, 300, 6 },
+		/* near the top of the 64-bit time base: no wrap anywhere */
+		{ 7, 3 * SEC, UINT64_MAX - 4000 * SEC, 3, 7 },
+		{ 16, SEC, UINT64_MAX - 9000 * SEC, 16, 8 },
+	};
+	return cr_make_param_array(struct schedule, params, sizeof(params) / sizeof(params[0]));
+}
+
+ParameterizedTest(struct schedule *p, log, matches_reference_model)
+{
+	const int steps = 30000;
+	const uint64_t L = p->limit, W = p->window_ns;
+	sluice_log_t lg;
+	make(&lg, L, W);
+	rng_state = p->seed * 0x9E3779B97F4A7C15ULL + 1;
+	struct model m;
+	model_init(&m, L, W, (size_t)steps * (L + 4));
+	struct admission *adm = malloc(sizeof(*adm) * (size_t)steps);
+	cr_assert_not_null(adm);
+	size_t nadm = 0;
+
+	/* Steps of up to W/(2L) on average, so the limit bites; jumps back
+	 * by up to 3 W (held at the log's time), skips forward by up to 2 W
+	 * (idle gaps: where exact refunds are possible). */
+	uint64_t step_max = W / L + 1;
+	uint64_t t = p->start_ns, top = UINT64_MAX - 2 * W;
+	uint64_t admitted = 0, refused = 0, toobig = 0, refunds_exact = 0, refunds_kept = 0;
+	for (int i = 0; i < steps; i++) {
+		uint64_t r = rnd();
+		switch (r % 64) {
+		case 0: { /* back by up to 3 W */
+			uint64_t back = (r >> 8) % (3 * W);
+			t = back < t ? t - back : 0;
+			break;
+		}
+		case 1: case 2: /* forward by up to 2 W */
+			t += (r >> 8) % (2 * W);
+			break;
+		default:
+			t += (r >> 8) % step_max;
+		}
+		if (t > top)
+			t = top - (r >> 8) % W; /* stay clear of the edge, but near it */
+		uint64_t n = 1 + (r >> 40) % p->n_max;
+		if ((r >> 20) % 97 == 0)
+			n = L + 1 + (r >> 30) % 3; /* can never pass */
+
+		sluice_decision_t got, want;
+		memset(&got, 0x5a, sizeof(got));
+		int w = model_acquire(&m, n, t, &want);
+		int g = sluice_log_acquire_at(&lg, n, t, &got);
+		assert_same(i, g, w, &got, &want);
+		if (g == 1) {
+			admitted += n;
+			adm[nadm++] = (struct admission){ got.now_ns, n };
+		} else if (g == 0) {
+			refused++;
+		} else {
+			toobig++;
+		}
+		if (i % 16 == 0)
+			cr_assert_eq(sluice_log_count_at(&lg, t), L - model_left(&m, m.last > t ? m.last : t),
+			             "step %d: count", i);
+
+		/* Now and then give the admission back, as a composite would. */
+		if (g == 1 && (r >> 50) % 6 == 0) {
+			int exact = model_refund_exact(&m, n, got.now_ns);
+			int rc = sluice_log_refund_at(&lg, n, &got);
+			cr_assert(rc == 0 || rc == -SLUICE_ECANCEL, "step %d: refund %s", i,
+			          sluice_err_name(rc));
+			if (rc == 0) {
+				cr_assert(exact, "step %d: the log gave back what the model cannot", i);
+				model_remove(&m, n, got.now_ns);
+				adm[--nadm].n = 0; /* remove it from the ledger */
+				nadm++;
+				refunds_exact++;
+			} else {
+				refunds_kept++;
+			}
+		}
+	}
+	cr_assert_gt(admitted, 5 * L, "L=%llu: the schedule must admit plenty (%llu)",
+	             (unsigned long long)L, (unsigned long long)admitted);
+	cr_assert_gt(refused, 500, "and refuse plenty (%llu), or it tests nothing",
+	             (unsigned long long)refused);
+	cr_assert_gt(toobig, 50);
+	cr_assert_gt(refunds_exact, 10, "exact refunds (%llu) must happen",
+	             (unsigned long long)refunds_exact);
+	/* with L = 1 every admission already needs its predecessor gone, so
+	 * nearly every refund is exact */
+	cr_assert_gt(refunds_kept, L > 1 ? 10 : 0, "and refused ones (%llu)",
+	             (unsigned long long)refunds_kept);
+
+	uint64_t worst = check_every_interval(adm, nadm, L, W);
+	cr_assert_eq(worst, L, "the schedule should fill some window exactly");
+	cr_log_info("L=%llu W=%llu admitted=%llu refused=%llu refunds exact=%llu kept=%llu",
+	            (unsigned long long)L, (unsigned long long)W, (unsigned long long)admitted,
+	            (unsigned long long)refused, (unsigned long long)refunds_exact,
+	            (unsigned long long)refunds_kept);
+	free(adm);
+	free(m.t);
+	sluice_log_destroy(&lg);
+}
+
+/* The sliding window's documented worst case (2L across a bucket edge)
+ * cannot happen here: L at the very end of a "window", then a request every
+ * microsecond: nothing passes until exactly W after the burst. */
+Test(log, boundary_burst_is_not_possible)
+{
+	const uint64_t L = 100, W = SEC;
+	sluice_log_t lg;
+	make(&lg, L, W);
+	cr_assert_eq(sluice_log_acquire_at(&lg, L, W - 1, NULL), 1);
+	uint64_t first_again = 0;
+	for (uint64_t t = W - 1; t < 3 * W; t += US) {
+		if (sluice_log_acquire_at(&lg, 1, t, NULL) == 1) {
+			first_again = t;
+			break;
+		}
+	}
+	cr_assert_eq(first_again, 2 * W - 1, "at %llu", (unsigned long long)first_again);
+	cr_assert_eq(sluice_log_acquire_at(&lg, L - 1, 2 * W - 1, NULL), 1, "the rest too");
+	sluice_log_destroy(&lg);
+}
+
+/* Any alignment: permits spread over the window leave one by one, each
+ * exactly W after it came; n > 1 is decided by its n-th oldest entry. */
+Test(log, nth_oldest_decides_all_or_nothing)
+{
+	sluice_log_t lg;
+	make(&lg, 10, 1000);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_log_acquire_at(&lg, 3, 100, &d), 1);
+	cr_assert_eq(d.remaining, 7);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 3, 400, &d), 1);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 4, 700, &d), 1);
+	cr_assert_eq(d.remaining, 0);
+	cr_assert_eq(d.reset_ns, 1000);
+	/* at 1100 the three from 100 have left: 3 pass, 4 do not */
+	cr_assert_eq(sluice_log_acquire_at(&lg, 4, 1100, &d), 0);
+	cr_assert_eq(d.remaining, 3);
+	cr_assert_eq(d.retry_after_ns, 300, "the 4th oldest (at 400) leaves at 1400");
+	cr_assert_eq(d.reset_ns, 600, "the newest (at 700) leaves at 1700");
+	cr_assert_eq(d.now_ns, 1100);
+	cr_assert_eq(sluice_log_count_at(&lg, 1100), 7, "a refusal takes nothing");
+	cr_assert_eq(sluice_log_acquire_at(&lg, 3, 1100, &d), 1);
+	cr_assert_eq(d.remaining, 0);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 1399, NULL), 0);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 1400, NULL), 1);
+	sluice_log_destroy(&lg);
+}
+
+Test(log, retry_after_is_exact)
+{
+	sluice_log_t lg;
+	make(&lg, 5, 10 * MS);
+	for (uint64_t i = 0; i < 5; i++)
+		cr_assert_eq(sluice_log_acquire_at(&lg, 1, 1 * MS + i * MS, NULL), 1);
+	sluice_decision_t d;
+	for (uint64_t n = 1; n <= 5; n++) {
+		uint64_t at = 5 * MS + 321;
+		cr_assert_eq(sluice_log_acquire_at(&lg, n, at, &d), 0);
+		/* the n-th oldest came at n ms and leaves at n ms + 10 ms */
+		cr_assert_eq(d.retry_after_ns, n * MS + 10 * MS - at, "n=%llu", (unsigned long long)n);
+		cr_assert_eq(sluice_log_acquire_at(&lg, n, at + d.retry_after_ns - 1, NULL), 0);
+	}
+	cr_assert_eq(sluice_log_acquire_at(&lg, 2, 12 * MS, &d), 1, "exactly when 2 left");
+	sluice_log_destroy(&lg);
+}
+
+Test(log, clock_backwards_by_seconds)
+{
+	sluice_log_t lg;
+	make(&lg, 20, SEC);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_log_acquire_at(&lg, 20, 30 * SEC + 50 * MS, &d), 1);
+	for (uint64_t back = 1; back <= 10; back++) {
+		cr_assert_eq(sluice_log_acquire_at(&lg, 1, 30 * SEC - back * SEC, &d), 0);
+		cr_assert_eq(d.now_ns, 30 * SEC + 50 * MS, "held at the newest admission's time");
+		cr_assert_eq(d.retry_after_ns, SEC);
+	}
+	cr_assert_eq(sluice_log_count_at(&lg, 5 * SEC), 20, "nothing was forgotten");
+	/* the plain variant reads the manual clock the same way */
+	sluice_clock_manual_set(&mclock, 2 * SEC);
+	cr_assert_eq(sluice_log_acquire(&lg, 1, &d), 0);
+	cr_assert_eq(d.now_ns, 30 * SEC + 50 * MS);
+	sluice_clock_manual_set(&mclock, 31 * SEC + 50 * MS);
+	cr_assert_eq(sluice_log_acquire(&lg, 20, &d), 1);
+	cr_assert_eq(d.now_ns, 31 * SEC + 50 * MS);
+	sluice_log_destroy(&lg);
+}
+
+Test(log, time_starts_at_one_ns)
+{
+	sluice_log_t lg;
+	make(&lg, 2, 10);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_log_acquire_at(&lg, 2, 0, &d), 1);
+	cr_assert_eq(d.now_ns, 1, "a reading of 0 is used as 1");
+	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 10, &d), 0);
+	cr_assert_eq(d.retry_after_ns, 1);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 2, 11, &d), 1);
+	sluice_log_destroy(&lg);
+}
+
+Test(log, times_at_the_top_of_the_time_base)
+{
+	const uint64_t W = 1000;
+	sluice_log_t lg;
+	make(&lg, 3, W);
+	sluice_decision_t d;
+	uint64_t t0 = UINT64_MAX - 2 * W;
+	cr_assert_eq(sluice_log_acquire_at(&lg, 3, t0, &d), 1);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 1, t0 + W - 1, &d), 0);
+	cr_assert_eq(d.retry_after_ns, 1);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 3, t0 + W, &d), 1);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 1, UINT64_MAX - 1, &d), 0);
+	cr_assert_eq(d.retry_after_ns, 1);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 3, UINT64_MAX, &d), 1);
+	cr_assert_eq(d.now_ns, UINT64_MAX);
+	cr_assert_eq(d.remaining, 0);
+	cr_assert_eq(d.reset_ns, W);
+	/* the clock cannot go further; a reading from the past is held */
+	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 5, &d), 0);
+	cr_assert_eq(d.now_ns, UINT64_MAX);
+	cr_assert_eq(d.retry_after_ns, W);
+	cr_assert_eq(sluice_log_count_at(&lg, 0), 3);
+	sluice_log_destroy(&lg);
+}
+
+Test(log, n_zero_and_above_limit)
+{
+	sluice_log_t lg;
+	make(&lg, 10, SEC);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_log_acquire_at(&lg, 0, 5, &d), -SLUICE_EINVAL);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 11, 5, &d), -SLUICE_ETOOBIG);
+	cr_assert_not(d.allowed);
+	cr_assert_eq(d.retry_after_ns, SLUICE_NEVER);
+	cr_assert_eq(d.limit, 10);
+	cr_assert_eq(d.now_ns, 5);
+	cr_assert_eq(sluice_log_acquire_at(&lg, UINT64_MAX, 5, NULL), -SLUICE_ETOOBIG);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 10, 5, &d), 1, "nothing was taken");
+	cr_assert_eq(d.remaining, 0);
+	sluice_log_destroy(&lg);
+}
+
+/* ---- refunds ------------------------------------------------------------ */
+
+Test(log, refund_after_idle_is_exact)
+{
+	sluice_log_t lg;
+	make(&lg, 4, 1000);
+	sluice_decision_t a, b, c, d;
+	cr_assert_eq(sluice_log_acquire_at(&lg, 3, 100, &a), 1);
+	/* idle for more than W, then 4 more: the 3 from 100 have left */
+	cr_assert_eq(sluice_log_acquire_at(&lg, 4, 1200, &b), 1);
+	cr_assert_eq(sluice_log_refund_at(&lg, 4, &b), 0, "everything before them had left");
+	/* as if never admitted: 4 pass at once, at the same time */
+	cr_assert_eq(sluice_log_count_at(&lg, 1200), 0);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 4, 1200, &c), 1);
+	cr_assert_eq(c.remaining, 0);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 2199, &d), 0);
+	cr_assert_eq(d.retry_after_ns, 1);
+	/* a second refund of the same run cannot be exact (the re-dated
+	 * entries are now just W old): the permits stay counted */
+	cr_assert_eq(sluice_log_refund_at(&lg, 2, &c), -SLUICE_ECANCEL);
+	cr_assert_eq(sluice_log_count_at(&lg, 1200), 4);
+	sluice_log_destroy(&lg);
+}
+
+Test(log, refund_under_load_keeps_the_permits)
+{
+	sluice_log_t lg;
+	make(&lg, 4, 1000);
+	sluice_decision_t a, b;
+	cr_assert_eq(sluice_log_acquire_at(&lg, 2, 100, &a), 1);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 2, 600, &b), 1);
+	/* the permits at 100 are still in the window at 600: removing the
+	 * two from 600 would change what later decisions look at */
+	cr_assert_eq(sluice_log_refund_at(&lg, 2, &b), -SLUICE_ECANCEL);
+	cr_assert_eq(sluice_log_count_at(&lg, 600), 4, "kept: fewer admissions, never more");
+	cr_assert_eq(sluice_log_refund_at(&lg, 1, &a), -SLUICE_ECANCEL,
+	             "first permits, but the log's time (100) is within W of 0");
+	/* once they left the window there is nothing left to give back */
+	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 1700, NULL), 1);
+	cr_assert_eq(sluice_log_refund_at(&lg, 2, &b), 0);
+	sluice_log_destroy(&lg);
+}
+
+Test(log, refund_first_admission_and_bad_arguments)
+{
+	sluice_log_t lg;
+	make(&lg, 4, 1000);
+	sluice_decision_t a, r;
+	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 500, &a), 1);
+	cr_assert_eq(sluice_log_refund_at(&lg, 1, &a), -SLUICE_ECANCEL,
+	             "the log's time (500) is within W of 0: cannot re-date below 1");
+	cr_assert_eq(sluice_log_acquire_at(&lg, 2, 5000, &a), 1);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 5, 5000, &r), -SLUICE_ETOOBIG);
+	cr_assert_eq(sluice_log_refund_at(&lg, 0, &a), -SLUICE_EINVAL);
+	cr_assert_eq(sluice_log_refund_at(&lg, 5, &a), -SLUICE_EINVAL, "more than L");
+	cr_assert_eq(sluice_log_refund_at(&lg, 1, &r), -SLUICE_EINVAL, "not an admission");
+	cr_assert_eq(sluice_log_refund_at(&lg, 1, NULL), -SLUICE_EINVAL);
+	cr_assert_eq(sluice_log_refund_at(NULL, 1, &a), -SLUICE_EINVAL);
+	cr_assert_eq(sluice_log_refund_at(&lg, 3, &a), -SLUICE_ECANCEL, "only 2 were taken at 5000");
+	cr_assert_eq(sluice_log_refund_at(&lg, 1, &a), -SLUICE_ECANCEL,
+	             "part of the permits at 5000: the log cannot tell whose they are");
+	cr_assert_eq(sluice_log_count_at(&lg, 5000), 2);
+	cr_assert_eq(sluice_log_refund_at(&lg, 2, &a), 0, "all of them");
+	cr_assert_eq(sluice_log_count_at(&lg, 5000), 0);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 4, 5000, NULL), 1);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 5000, NULL), 0);
+	sluice_log_destroy(&lg);
+}
+
+/*
+ * A refund re-dates only the caller's own permits.  White box: thread A
+ * claimed 1 permit at 5000 and stalled; B, at the same instant, finishes A's
+ * admission, is admitted, and gives its permit back.  Were B allowed to
+ * re-date "any one permit at 5000", it could pick A's, and A, reading its
+ * time back when it resumes, would report 4000 (W before its decision):
+ * the race tests/test_log_threads.c found under ASan.
+ */
+Test(log, refund_never_re_dates_another_admission)
+{
+	sluice_log_t lg;
+	make(&lg, 4, 1000);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 4, 100, NULL), 1);
+	atomic_store(&lg.last, 5000); /* A: T = 5000, claimed, not written */
+	atomic_store(&lg.head, 5);
+	sluice_decision_t b;
+	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 5000, &b), 1, "B helps A, then is admitted");
+	cr_assert_eq(b.now_ns, 5000);
+	cr_assert_eq(sluice_log_refund_at(&lg, 1, &b), -SLUICE_ECANCEL,
+	             "two admissions at 5000: B's cannot be told from A's");
+	cr_assert_eq(atomic_load(&lg.times[4 % lg.slots]), 5000, "A's permit untouched");
+	cr_assert_eq(sluice_log_count_at(&lg, 5000), 2);
+	sluice_log_destroy(&lg);
+}
+
+/* ---- a stalled claimant blocks nobody ----------------------------------- */
+
+/*
+ * White box: put the log in the state a thread leaves when it stalls right
+ * after its admission CAS (head moved, times not written, last raised to
+ * its T), or after writing only its first slot.  The next decision must
+ * finish that admission with the log's newest time and then decide.
+ */
+Test(log, half_written_admission_is_finished_by_the_next_decision)
+{
+	for (int phase = 0; phase < 2; phase++) {
+		sluice_log_t lg;
+		make(&lg, 4, 1000);
+		cr_assert_eq(sluice_log_acquire_at(&lg, 2, 100, NULL), 1);
+		/* the stalled claimant: 2 permits at T = 500 */
+		atomic_store(&lg.last, 500);
+		atomic_store(&lg.head, 4);
+		if (phase == 1)
+			atomic_store(&lg.times[2 % lg.slots], 500); /* its first slot */
+		cr_assert_eq(atomic_load(&lg.tail), 2);
+		sluice_decision_t d;
+		cr_assert_eq(sluice_log_acquire_at(&lg, 1, 300, &d), 0,
+		             "4 in the window after the helped admission");
+		cr_assert_eq(atomic_load(&lg.tail), 4, "finished by the refused thread");
+		cr_assert_eq(d.now_ns, 500, "time held at the helped admission's");
+		cr_assert_eq(d.retry_after_ns, 600, "the oldest (100) leaves at 1100");
+		cr_assert_eq(atomic_load(&lg.times[3 % lg.slots]), 500);
+		cr_assert_eq(sluice_log_acquire_at(&lg, 2, 1100, &d), 1);
+		cr_assert_eq(sluice_log_acquire_at(&lg, 1, 1499, &d), 0);
+		cr_assert_eq(d.retry_after_ns, 1, "the helped permits leave at 1500");
+		sluice_log_destroy(&lg);
+	}
+}
+
+/* L = 1: the ring is one live slot and the spare. */
+Test(log, limit_one)
+{
+	sluice_log_t lg;
+	make(&lg, 1, 10);
+	sluice_decision_t d;
+	for (uint64_t t = 100; t < 200; t++) {
+		int rc = sluice_log_acquire_at(&lg, 1, t, &d);
+		cr_assert_eq(rc, (t - 100) % 10 == 0, "t=%llu", (unsigned long long)t);
+		if (!rc)
+			cr_assert_eq(d.retry_after_ns, 10 - (t - 100) % 10);
+	}
+	sluice_log_destroy(&lg);
+}
+
+/* ---- configuration ------------------------------------------------------ */
+
+struct bad_cfg {
+	uint64_t limit, window_ns;
+	int clock; /* 0 manual, 1 coarse, 2 bogus kind */
+	int want;
+};
+
+ParameterizedTestParameters(log, invalid_config)
+{
+	static struct bad_cfg params[] = {
+		{ 0, SEC, 0, -SLUICE_ELIMIT },
+		{ SLUICE_LOG_LIMIT_MAX + 1, SEC, 0, -SLUICE_EMEMORY },
+		{ UINT64_MAX, SEC, 0, -SLUICE_EMEMORY },
+		{ 10, 0, 0, -SLUICE_EWINDOW },
+		{ 10, 1 * MS, 1, -SLUICE_ERESOLUTION }, /* 1 ms < the coarse tick */
+		{ 10, SEC, 2, -SLUICE_ECLOCK },
+		{ 1, 1, 0, 0 },                          /* smallest valid */
+		{ 10, UINT64_MAX, 0, 0 },                /* any W */
+		{ SLUICE_LOG_LIMIT_MAX, SEC, 0, 0 },     /* the cap itself: 128 MiB */
+	};
+	return cr_make_param_array(struct bad_cfg, params, sizeof(params) / sizeof(params[0]));
+}
+
+ParameterizedTest(struct bad_cfg *p, log, invalid_config)
+{
+	if (p->clock == 1 && sluice_clock_resolution_ns(&sluice_clock_coarse) <= 1 * MS)
+		cr_skip_test("coarse clock is fine-grained here");
+	sluice_clock_t m, bogus;
+	sluice_clock_manual_init(&m, 0);
+	sluice_clock_manual_init(&bogus, 0);
+	bogus.kind = (sluice_clock_kind_t)7;
+	sluice_log_config_t cfg = { .limit = p->limit, .window_ns = p->window_ns,
+		                    .clock = p->clock == 0 ? &m :
+		                             p->clock == 1 ? &sluice_clock_coarse : &bogus };
+	sluice_log_t lg, before;
+	memset(&lg, 0xab, sizeof(lg));
+	memcpy(&before, &lg, sizeof(lg));
+	int rc = sluice_log_init(&lg, &cfg);
+	cr_assert_eq(rc, p->want, "L=%llu W=%llu: got %s (%s), want %s",
+	             (unsigned long long)p->limit, (unsigned long long)p->window_ns,
+	             sluice_err_name(rc), sluice_strerror(rc), sluice_err_name(p->want));
+	if (rc == 0) {
+		cr_assert_eq(lg.slots, p->limit + 1);
+		cr_assert_eq(sluice_log_acquire_at(&lg, p->limit > 64 ? 1 : p->limit, 7, NULL), 1);
+		sluice_log_destroy(&lg);
+		cr_assert_null(lg.times);
+	} else {
+		/* untouched; and nothing allocated (the ASan build's leak
+		 * check would report it) */
+		cr_assert_eq(memcmp(&lg, &before, sizeof(lg)), 0, "a failed init must not touch it");
+	}
+}
+
+Test(log, memory_cap_is_documented)
+{
+	cr_assert_eq(SLUICE_LOG_LIMIT_MAX, 1ULL << 24);
+	/* the ring of the largest log: 8 * (L + 1) bytes, 128 MiB + 8 */
+	cr_assert_eq((SLUICE_LOG_LIMIT_MAX + 1) * 8, 128ULL * 1024 * 1024 + 8);
+	cr_assert_eq(-SLUICE_EMEMORY, -15);
+}
+
+Test(log, null_arguments)
+{
+	sluice_log_t lg;
+	sluice_log_config_t cfg = { .limit = 1, .window_ns = SEC };
+	cr_assert_eq(sluice_log_init(NULL, &cfg), -SLUICE_EINVAL);
+	cr_assert_eq(sluice_log_init(&lg, NULL), -SLUICE_EINVAL);
+	sluice_log_destroy(NULL);
+	cr_assert_eq(sluice_log_size(), sizeof(sluice_log_t));
+	/* NULL clock: the cached clock (1 ms resolution at most) */
+	cr_assert_eq(sluice_log_init(&lg, &cfg), 0);
+	cr_assert_eq(lg.clock, &sluice_clock_cached);
+	cr_assert_eq(sluice_log_acquire(&lg, 1, NULL), 1);
+	sluice_log_destroy(&lg);
+}
