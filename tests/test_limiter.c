@@ -75,3 +75,87 @@ Test(limiter, wait_takes_within_timeout_or_nothing)
 	cr_assert_eq(sluice_wait(w, 3, 10 * SEC, &d), -SLUICE_ETOOBIG, "can never pass: no wait");
 	sluice_limiter_free(w);
 }
+
+/* Every kind through the generic handle: new, acquire to refusal, refund,
+ * free.  The algorithms' own tests check their guarantees; this checks the
+ * dispatch reaches the right one with the right config. */
+Test(limiter, every_kind_dispatches)
+{
+	sluice_clock_t m;
+	sluice_clock_manual_init(&m, SEC);
+	sluice_limiter_config_t cfgs[] = {
+		{ .kind = SLUICE_KIND_FIXED, .fixed = { .limit = 3, .window_ns = SEC, .clock = &m } },
+		{ .kind = SLUICE_KIND_WINDOW,
+		  .window = { .limit = 3, .window_ns = SEC, .buckets = 10, .clock = &m } },
+		{ .kind = SLUICE_KIND_GCRA,
+		  .gcra = { .rate = 1, .period_ns = SEC, .burst = 3, .clock = &m } },
+		{ .kind = SLUICE_KIND_LEAKY,
+		  .leaky = { .rate = 1, .period_ns = SEC, .mode = SLUICE_LEAKY_METER, .depth = 2,
+		             .clock = &m } },
+		{ .kind = SLUICE_KIND_LOG, .log = { .limit = 3, .window_ns = SEC, .clock = &m } },
+		{ .kind = SLUICE_KIND_DECAY, .decay = { .limit = 3, .half_life_ns = SEC, .clock = &m } },
+		{ .kind = SLUICE_KIND_INFLIGHT, .inflight = { .limit = 3, .clock = &m } },
+	};
+	for (size_t i = 0; i < sizeof(cfgs) / sizeof(cfgs[0]); i++) {
+		sluice_limiter_t *l = NULL;
+		int rc = sluice_limiter_new(&cfgs[i], &l);
+		cr_assert_eq(rc, 0, "kind %d: %s", (int)cfgs[i].kind, sluice_err_name(rc));
+		cr_assert_eq(sluice_limiter_kind(l), cfgs[i].kind);
+		sluice_decision_t d;
+		for (int k = 0; k < 3; k++)
+			cr_assert_eq(sluice_acquire(l, 1, &d), 1, "kind %d, permit %d", (int)cfgs[i].kind, k);
+		cr_assert_eq(sluice_acquire(l, 1, &d), 0, "kind %d: the 4th must be refused",
+		             (int)cfgs[i].kind);
+		cr_assert_eq(d.limit, 3, "kind %d", (int)cfgs[i].kind);
+		cr_assert_eq(sluice_acquire(l, 4, &d), -SLUICE_ETOOBIG, "kind %d", (int)cfgs[i].kind);
+		sluice_limiter_free(l);
+	}
+}
+
+/* sluice_wait on a booking algorithm: books and sleeps, or books nothing. */
+Test(limiter, wait_books_or_times_out)
+{
+	sluice_limiter_config_t cg = { .kind = SLUICE_KIND_GCRA,
+		                       .gcra = { .rate = 1, .period_ns = 20 * MS, .burst = 1,
+		                                 .clock = &sluice_clock_monotonic } };
+	sluice_limiter_t *g;
+	cr_assert_eq(sluice_limiter_new(&cg, &g), 0);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_wait(g, 1, 0, &d), 1, "a full bucket: no wait");
+	cr_assert_eq(sluice_wait(g, 1, 1 * MS, &d), -SLUICE_ETIMEDOUT, "the slot is ~20 ms away");
+	/* nothing was booked by the timed-out call: the next slot is still
+	 * one interval after the first permit, not two */
+	cr_assert_eq(sluice_wait(g, 1, 10 * SEC, &d), 1);
+	cr_assert_leq(d.retry_after_ns, 20 * MS, "booked one interval out, not two");
+	sluice_limiter_free(g);
+
+	sluice_limiter_config_t cs = { .kind = SLUICE_KIND_LEAKY,
+		                       .leaky = { .rate = 1, .period_ns = 5 * MS,
+		                                  .mode = SLUICE_LEAKY_SHAPER,
+		                                  .max_delay_ns = 100 * MS,
+		                                  .clock = &sluice_clock_monotonic } };
+	sluice_limiter_t *s;
+	cr_assert_eq(sluice_limiter_new(&cs, &s), 0);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(sluice_wait(s, 1, SEC, &d), 1, "paced request %d", i);
+	sluice_limiter_free(s);
+}
+
+/* Warm-up through the handle: Guava's order (the first request passes at
+ * once and the next one pays for it), and a booking wait. */
+Test(limiter, warmup_dispatches)
+{
+	sluice_clock_t m;
+	sluice_clock_manual_init(&m, SEC);
+	sluice_limiter_config_t c = { .kind = SLUICE_KIND_WARMUP,
+		                      .warmup = { .rate = 2, .period_ns = SEC, .warmup_ns = 4 * SEC,
+		                                  .clock = &m } };
+	sluice_limiter_t *l;
+	cr_assert_eq(sluice_limiter_new(&c, &l), 0);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_acquire(l, 1, &d), 1, "the first request passes at once");
+	cr_assert_eq(sluice_acquire(l, 1, &d), 0, "the next pays: cold, so 1.38 s later");
+	cr_assert_eq((d.retry_after_ns + 5 * MS) / (10 * MS), 138, "Guava's R1.38 (got %llu ns)",
+	             (unsigned long long)d.retry_after_ns);
+	sluice_limiter_free(l);
+}
