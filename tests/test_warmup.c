@@ -912,32 +912,7 @@ ParameterizedTest(int *nthreads, warmup, threads_respect_the_ticket_chain)
 
 #define RACE_ROUNDS 20000
 
-/* A two-party barrier that spins (yielding now and then, for loaded
- * machines), so both parties leave it within a few cache misses. */
-static _Atomic unsigned bar_count, bar_gen;
-
-static void barrier2(void)
-{
-	unsigned g = atomic_load_explicit(&bar_gen, memory_order_acquire);
-	/* acq_rel: the last arriver sees the other's writes before it. */
-	if (atomic_fetch_add_explicit(&bar_count, 1, memory_order_acq_rel) == 1) {
-		atomic_store_explicit(&bar_count, 0, memory_order_relaxed);
-		/* Release: pairs with the waiter's acquire below. */
-		atomic_store_explicit(&bar_gen, g + 1, memory_order_release);
-		return;
-	}
-	for (unsigned spins = 1; atomic_load_explicit(&bar_gen, memory_order_acquire) == g; spins++)
-		if (spins % 1024 == 0)
-			sched_yield();
-}
-
-/* A few ns to a few hundred: shifts the racers against each other. */
-static void jitter(uint64_t *x)
-{
-	*x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
-	for (volatile unsigned i = (unsigned)(*x % 512); i > 0; i--)
-		;
-}
+#include "race_harness.h"
 
 static uint64_t race_time;
 static int race_won[2];
