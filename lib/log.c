@@ -20,11 +20,12 @@
  * the deciding entry is p = h + n - 1 - L, the n-th oldest of the last L.
  * Admit iff p < 0 or T - R(p) >= W.  By (I1) every permit before p is then
  * out of (T - W, T] too, so that interval holds at most L - n permits and n
- * more fit.  Proof of the GUARANTEE: take any [s, s + W) and the newest
- * permit z whose admission's now_ns lies in it; its admission checked
- * R(p_z) <= now_ns - W < s, every older permit has R <= R(p_z), and every
- * admission's now_ns is <= the times it recorded; so only the permits after
- * p_z, at most L of them up to z's batch end, can have now_ns in [s, s + W).
+ * more fit.  Proof of the GUARANTEE: every admission reports a now_ns
+ * between its T and the time X it recorded.  Take any [s, s + W) and the
+ * newest permit z whose admission's now_ns lies in it: that admission
+ * checked R(p_z) <= T - W <= now_ns - W < s; every older permit q has
+ * now_ns <= R(q) <= R(p_z) < s; so only permits after p_z, at most L of
+ * them up to the end of z's batch, can have now_ns in [s, s + W).
  *
  * An admission, each step a CAS that any thread may perform (helping keeps
  * the log lock-free: nobody waits for a stalled thread):
@@ -53,24 +54,20 @@
  * > R(q) where p' >= q + 1 decided q + M), so a stale CAS that expects an
  * old value always fails.
  *
- * Staleness against the 64-bit counters, never wrapped tags.  Readers load
- * tail then head (acquire); equal means no batch was pending at the head
- * load (tail <= head, tail only grows).  A helper validates tail == tl after
- * reading sep and the slots: a value written by a later batch was written
- * after tail passed tl (release/acquire chain), so the helper would see it.
- * A stale helper's later CASes fail (values only grow; tail has moved).
- *
- * Refunds re-date permits to an earlier time, the one place a slot value
- * goes down; refund_at() says why that stays ABA-free and exact.
- *
- * Memory orders: slot loads are acquires and slot CASes releases, so a
- * reader that sees a value written for a later batch also sees that batch's
- * claim on head (its CAS or re-check of head then fails).  head's claim is a
- * release: it publishes step 1 to helpers, who acquire head and then read
- * `last` (>= T by coherence).  tail's advance is a release that publishes
- * the batch's slots to every decision's acquire load of tail.  `last` itself
- * is relaxed: it is read only after an acquire of head or tail that orders
- * it.  No fences: ThreadSanitizer sees every synchronisation.
+ * Staleness is decided against the 64-bit counters, never wrapped tags, and
+ * the memory orders exist to make that work.  Slot loads are acquires and
+ * slot CASes releases: a reader that sees a value written for a later batch
+ * also sees that batch's claim on head (its admission CAS or its re-check
+ * of head then fails) and tail's move past its own batch (a helper's check
+ * of tail fails).  Readers load tail then head (acquire): equal means no
+ * batch was pending at the head load.  head's claim is a release that
+ * publishes step 1 to helpers, who acquire head and then read `last` (>= T
+ * by coherence); tail's advance is a release that publishes the batch's
+ * slots to every decision's acquire of tail.  `last` itself is relaxed: it
+ * is only read after one of those acquires.  No fences: ThreadSanitizer
+ * sees every synchronisation.  Refunds re-date permits to an earlier time,
+ * the one write that lowers a slot; refund_at() says why that stays
+ * ABA-free and exact.
  */
 #include <stdlib.h>
 
@@ -183,6 +180,8 @@ static int finish(sluice_log_t *lg, uint64_t tl, uint64_t hd, uint64_t propose,
 	x = u; /* agreed: the first value above sep is the batch's time */
 	for (uint64_t q = tl + 1; q < hd; q++) {
 		_Atomic uint64_t *s = slot_of(lg, q);
+		/* Acquire: pairs with other helpers' release CASes, so the
+		 * copies we only read are published by our tail CAS too. */
 		uint64_t v = atomic_load_explicit(s, memory_order_acquire);
 		/* Step 4.  Release as in step 3.  v is an old time (<= sep),
 		 * X, or (if the batch finished and the slot was reused since)
@@ -212,6 +211,8 @@ done:
  */
 static int quiescent(sluice_log_t *lg, uint64_t *h_out)
 {
+	/* Acquires: tail pairs with the release that finished the last
+	 * batch (its slots), head with the release claim (`last`). */
 	uint64_t tl = atomic_load_explicit(&lg->tail, memory_order_acquire);
 	uint64_t h = atomic_load_explicit(&lg->head, memory_order_acquire);
 	if (tl == h) {
@@ -331,6 +332,8 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 			 * the guarantee holds on either, and refund_at() sees
 			 * them as gone (case (a)). */
 			uint64_t v = load_slot(lg, h + n - 1);
+			/* Acquire, as for every validation: had v been written
+			 * for permit h + n - 1 + M, we would see its claim. */
 			if (atomic_load_explicit(&lg->head, memory_order_acquire) <= h + n + L) {
 				x = v;
 				known = 1;
@@ -363,6 +366,7 @@ uint64_t sluice_log_count_at(sluice_log_t *lg, uint64_t now)
 		uint64_t last = atomic_load_explicit(&lg->last, memory_order_relaxed);
 		uint64_t T = now > last ? now : last;
 		uint64_t left = left_count(lg, h, T);
+		/* validate as a refusal does: no claim moved the ring */
 		if (atomic_load_explicit(&lg->head, memory_order_acquire) == h)
 			return lg->limit - left;
 	}

@@ -22,8 +22,9 @@
  *   - Memory 8 * (L + 1) bytes: one time per permit of the window plus one
  *     spare slot (it keeps the deciding entry readable while an admission is
  *     half-written; lib/log.c says why).  L = 2^24 costs 128 MiB.
- *   - A refusal writes nothing.  An admission of n writes n slots (O(n);
- *     O(1) per permit) and three words of hot state.  Filling a decision
+ *   - A refusal writes nothing of its own (it may finish another thread's
+ *     half-written admission).  An admission of n writes n slots (O(n);
+ *     O(1) per permit) and up to three words of hot state.  Filling a decision
  *     (d != NULL) adds a binary search of the ring for `remaining`
  *     (O(log L) loads).
  *   - A thread stalled before its admission CAS holds nothing: when it
@@ -139,7 +140,7 @@ SLUICE_API size_t sluice_log_size(void);
  * Ordering: an admission is the release CAS that advanced head; its times
  * are published by the release CAS that advances tail, and every later
  * decision (acquire loads of tail and head) sees them.  A refusal writes
- * nothing and publishes nothing.  remaining is exact when no other thread
+ * nothing of its own and publishes nothing.  remaining is exact when no other thread
  * decides at the same moment; otherwise it is a snapshot that may be stale.
  * Calling context: any thread; never blocks.
  * Return: 1 admitted, 0 refused, -SLUICE_EINVAL (n = 0), -SLUICE_ETOOBIG
