@@ -25,6 +25,7 @@ struct worker {
 	pthread_t tid;
 	sluice_limiter_t *target;
 	uint64_t admitted_permits;
+	uint64_t refused;
 	uint64_t seed;
 };
 
@@ -41,10 +42,12 @@ static void *worker_main(void *arg)
 		cr_assert_geq(rc, 0, "acquire: %s", sluice_strerror(rc));
 		if (rc == 1)
 			me->admitted_permits += n;
+		else
+			me->refused++;
 		/* and sometimes give a whole admission back, as a caller
 		 * whose request failed downstream would */
 		if (rc == 1 && x % 7 == 0 && sluice_limiter_kind(me->target) != SLUICE_KIND_COMPOSITE) {
-			sluice_decision_t d = { .now_ns = sluice_clock_now(&mclock) };
+			sluice_decision_t d = { .allowed = 1, .now_ns = sluice_clock_now(&mclock) };
 			cr_assert_eq(sluice_refund_at(me->target, n, &d), 0);
 			me->admitted_permits -= n;
 		}
@@ -87,20 +90,22 @@ ParameterizedTest(struct params *p, composite_threads, exact_ledger)
 		w[i].seed = 0x9E3779B97F4A7C15ULL * (uint64_t)(i + 1);
 		cr_assert_eq(pthread_create(&w[i].tid, NULL, worker_main, &w[i]), 0);
 	}
-	uint64_t via_composite = 0, direct = 0;
+	uint64_t via_composite = 0, direct = 0, composite_refused = 0;
 	for (int i = 0; i < nw; i++) {
 		pthread_join(w[i].tid, NULL);
-		if (i < p->composite_threads)
+		if (i < p->composite_threads) {
 			via_composite += w[i].admitted_permits;
-		else
+			composite_refused += w[i].refused;
+		} else {
 			direct += w[i].admitted_permits;
+		}
 	}
 	uint64_t now = sluice_clock_now(&mclock);
 	sluice_decision_t da, db;
-	/* probe each part's count without taking: ask for its whole limit */
-	cr_assert_eq(sluice_acquire_at(a, LA, now, &da), 0);
-	cr_assert_eq(sluice_acquire_at(b, LB, now, &db), 0);
-	uint64_t count_a = LA - da.remaining, count_b = LB - db.remaining;
+	/* probe each part's count: ask for its whole limit, which is refused
+	 * (taking nothing) unless the count is 0 */
+	uint64_t count_a = sluice_acquire_at(a, LA, now, &da) == 1 ? 0 : LA - da.remaining;
+	uint64_t count_b = sluice_acquire_at(b, LB, now, &db) == 1 ? 0 : LB - db.remaining;
 	cr_log_info("composite=%d direct=%d: via composite %llu, direct %llu; part a %llu, part b %llu",
 	            p->composite_threads, p->direct_threads, (unsigned long long)via_composite,
 	            (unsigned long long)direct, (unsigned long long)count_a,
@@ -109,7 +114,9 @@ ParameterizedTest(struct params *p, composite_threads, exact_ledger)
 	cr_assert_eq(count_a, via_composite + direct, "part a: composite + direct, exactly");
 	cr_assert_leq(count_a, LA);
 	cr_assert_leq(count_b, LB);
-	cr_assert_gt(via_composite, LB / 2, "the composite must have run into part b's limit");
+	/* the composite threads ask for ~4x the smaller limit in total, so
+	 * whatever the scheduling some of their requests must be refused */
+	cr_assert_gt(composite_refused, 0, "the composite must have refused (and given back)");
 	sluice_limiter_free(c);
 	sluice_limiter_free(a);
 	sluice_limiter_free(b);
