@@ -65,8 +65,8 @@ int sluice__fixed_bad_n(const sluice_fixed_t *f, uint64_t n, uint64_t now, sluic
 
 int sluice_fixed_refund_at(sluice_fixed_t *f, uint64_t n, const sluice_decision_t *admitted)
 {
-	if (!f || !admitted || n == 0)
-		return -SLUICE_EINVAL;
+	if (!f || !admitted || !admitted->allowed || n == 0)
+		return -SLUICE_EINVAL; /* nothing was taken by a refusal */
 	uint64_t e = admitted->now_ns / f->window_ns;
 	uint64_t w = atomic_load_explicit(&f->word, memory_order_relaxed);
 	for (;;) {

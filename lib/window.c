@@ -435,8 +435,8 @@ uint64_t sluice_window_count_at(sluice_window_t *w, uint64_t now)
  */
 int sluice_window_refund_at(sluice_window_t *w, uint64_t n, const sluice_decision_t *admitted)
 {
-	if (!w || !admitted || n == 0)
-		return -SLUICE_EINVAL;
+	if (!w || !admitted || !admitted->allowed || n == 0)
+		return -SLUICE_EINVAL; /* nothing was taken by a refusal */
 	uint64_t e = admitted->now_ns / w->width_ns;
 	_Atomic uint64_t *slot = &w->slots[e & w->mask];
 	uint64_t s = atomic_load_explicit(slot, memory_order_seq_cst);

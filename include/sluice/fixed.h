@@ -151,7 +151,8 @@ static inline int sluice_fixed_acquire_at(sluice_fixed_t *f, uint64_t n, uint64_
  * While that window is current, the count drops by n at once (one CAS).
  * Once the window is over its permits no longer count, so there is nothing
  * left to give back.  Lock-free, no allocation.
- * Return: 0; -SLUICE_EINVAL (NULL, n = 0, or more than the window counts).
+ * Return: 0; -SLUICE_EINVAL (NULL, a refused decision, n = 0, or more
+ * than the window counts).
  */
 SLUICE_API int sluice_fixed_refund_at(sluice_fixed_t *f, uint64_t n,
                                       const sluice_decision_t *admitted);
