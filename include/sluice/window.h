@@ -138,8 +138,8 @@ SLUICE_API uint64_t sluice_window_count_at(sluice_window_t *w, uint64_t now);
  * until the bucket leaves the window (fewer future admissions, never more)
  * and -SLUICE_ECANCEL says so.  Once the bucket has left the window there
  * is nothing left to give back.  Lock-free, no allocation.
- * Return: 0, -SLUICE_ECANCEL, -SLUICE_EINVAL (NULL, a refused decision, n = 0, or more than the
- * bucket counts).
+ * Return: 0, -SLUICE_ECANCEL, -SLUICE_EINVAL (NULL, a refused decision,
+ * n = 0, or more than the bucket counts).
  */
 SLUICE_API int sluice_window_refund_at(sluice_window_t *w, uint64_t n,
                                        const sluice_decision_t *admitted);
