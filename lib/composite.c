@@ -36,6 +36,12 @@ int sluice_composite_acquire_at(sluice_composite_t *c, uint64_t n, uint64_t now,
                                 sluice_decision_t *d)
 {
 	sluice_decision_t got[SLUICE_COMPOSITE_MAX];
+	return sluice_composite_acquire_each_at(c, n, now, d, got);
+}
+
+int sluice_composite_acquire_each_at(sluice_composite_t *c, uint64_t n, uint64_t now,
+                                     sluice_decision_t *d, sluice_decision_t got[SLUICE_COMPOSITE_MAX])
+{
 	unsigned i;
 	int rc = 1;
 	for (i = 0; i < c->count; i++) {

@@ -79,6 +79,16 @@ SLUICE_API int sluice_composite_acquire_at(sluice_composite_t *c, uint64_t n, ui
  */
 SLUICE_API int sluice_composite_release(sluice_composite_t *c, uint64_t n);
 
+/*
+ * sluice_composite_acquire_each_at - as acquire_at, and also fill @each
+ * with every part's own decision (each[i] for part i; parts after a
+ * refusal are not asked and their entries are left as they were).  For a
+ * RateLimit field per policy, or to see which part refused.
+ */
+SLUICE_API int sluice_composite_acquire_each_at(sluice_composite_t *c, uint64_t n, uint64_t now,
+                                                sluice_decision_t *d,
+                                                sluice_decision_t each[SLUICE_COMPOSITE_MAX]);
+
 /* sluice_composite_unreturned - how many refunds a part could not make
  * exactly (their permits stayed counted).  Relaxed read of a counter. */
 SLUICE_API uint64_t sluice_composite_unreturned(const sluice_composite_t *c);
