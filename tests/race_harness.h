@@ -37,4 +37,38 @@ static inline void jitter(uint64_t *v)
 		;
 }
 
+#ifndef RACE_ROUNDS
+#define RACE_ROUNDS 20000
+#endif
+
+/* One racer: the limiter, how to ask it for one permit at time t (1 =
+ * admitted), and its jitter state. */
+struct race_ctx {
+	void *lim;
+	int (*take)(void *lim, uint64_t t);
+	uint64_t seed;
+};
+
+static uint64_t race_time; /* set by the main thread between rounds */
+static int race_won[2];
+
+/* Meet the other racer, ask at race_time, meet again (so race_won is read
+ * only after both have asked). */
+static inline void race_once(struct race_ctx *c, int who)
+{
+	barrier2();
+	jitter(&c->seed);
+	race_won[who] = c->take(c->lim, race_time) == 1;
+	barrier2();
+}
+
+/* The second racer's thread: RACE_ROUNDS rounds as racer 1. */
+static inline void *racer_main(void *arg)
+{
+	struct race_ctx c = *(struct race_ctx *)arg;
+	for (int r = 0; r < RACE_ROUNDS; r++)
+		race_once(&c, 1);
+	return NULL;
+}
+
 #endif /* SLUICE_TEST_RACE_HARNESS_H */

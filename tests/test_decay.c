@@ -711,32 +711,11 @@ ParameterizedTest(int *nthreads, decay, threads_respect_the_decayed_sum)
 
 /* ---- racing for the last permit --------------------------------------------- */
 
-#define RACE_ROUNDS 20000
-
 #include "race_harness.h"
 
-static uint64_t race_time;
-static int race_won[2];
-
-struct race_ctx {
-	sluice_decay_t *x;
-	uint64_t seed;
-};
-
-static void race_once(struct race_ctx *c, int who)
+static int race_take(void *lim, uint64_t t)
 {
-	barrier2();
-	jitter(&c->seed);
-	race_won[who] = sluice_decay_acquire_at(c->x, 1, race_time, NULL) == 1;
-	barrier2();
-}
-
-static void *racer_main(void *arg)
-{
-	struct race_ctx c = *(struct race_ctx *)arg;
-	for (int r = 0; r < RACE_ROUNDS; r++)
-		race_once(&c, 1);
-	return NULL;
+	return sluice_decay_acquire_at(lim, 1, t, NULL);
 }
 
 /*
@@ -752,7 +731,7 @@ Test(decay, racing_threads_take_the_last_permit)
 {
 	sluice_decay_t x;
 	make(&x, 2, US, 0);
-	struct race_ctx mine = { &x, 1 }, theirs = { &x, 2 };
+	struct race_ctx mine = { &x, race_take, 1 }, theirs = { &x, race_take, 2 };
 	pthread_t tid;
 	race_time = 0;
 	cr_assert_eq(pthread_create(&tid, NULL, racer_main, &theirs), 0);

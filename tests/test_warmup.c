@@ -910,32 +910,11 @@ ParameterizedTest(int *nthreads, warmup, threads_respect_the_ticket_chain)
 
 /* ---- racing for one ticket -------------------------------------------------- */
 
-#define RACE_ROUNDS 20000
-
 #include "race_harness.h"
 
-static uint64_t race_time;
-static int race_won[2];
-
-struct race_ctx {
-	sluice_warmup_t *w;
-	uint64_t seed;
-};
-
-static void race_once(struct race_ctx *c, int who)
+static int race_take(void *lim, uint64_t t)
 {
-	barrier2();
-	jitter(&c->seed);
-	race_won[who] = sluice_warmup_acquire_at(c->w, 1, race_time, NULL) == 1;
-	barrier2();
-}
-
-static void *racer_main(void *arg)
-{
-	struct race_ctx c = *(struct race_ctx *)arg;
-	for (int r = 0; r < RACE_ROUNDS; r++)
-		race_once(&c, 1);
-	return NULL;
+	return sluice_warmup_acquire_at(lim, 1, t, NULL);
 }
 
 /*
@@ -951,7 +930,7 @@ Test(warmup, racing_threads_take_one_ticket)
 {
 	sluice_warmup_t w;
 	make(&w, 1, US, 8 * US, 0);
-	struct race_ctx mine = { &w, 1 }, theirs = { &w, 2 };
+	struct race_ctx mine = { &w, race_take, 1 }, theirs = { &w, race_take, 2 };
 	pthread_t tid;
 	race_time = 0;
 	cr_assert_eq(pthread_create(&tid, NULL, racer_main, &theirs), 0);
