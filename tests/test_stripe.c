@@ -401,3 +401,76 @@ ParameterizedTest(struct mode_cells *mc, stripe, sum_and_reset_partitions_concur
 	             mode_name(mode), (long long)sluice_stripe_sum(&s));
 	sluice_stripe_destroy(&s);
 }
+
+/* ---- the concurrent sum's bound ---------------------------------------- */
+
+/*
+ * stripe.h: "for adds of non-negative n, a concurrent sum() returns a value
+ * between the true total when sum() began and the true total when it
+ * returned".  Each adder counts an add as started before it adds and as
+ * done after, so the adds complete before a sum() number at least the
+ * done-counts read just before it, and the adds begun by its end at most the
+ * started-counts read just after it.  Every sum() must lie in that bracket.
+ */
+#define BOUND_ADDERS 3
+#define BOUND_ADDS 200000
+
+struct bound_adder {
+	pthread_t tid;
+	sluice_stripe_t *s;
+	_Atomic int64_t started, done;
+};
+
+static void *bound_adder_main(void *arg)
+{
+	struct bound_adder *a = arg;
+	for (int i = 0; i < BOUND_ADDS; i++) {
+		atomic_fetch_add_explicit(&a->started, 1, memory_order_seq_cst);
+		sluice_stripe_add(a->s, 1);
+		atomic_fetch_add_explicit(&a->done, 1, memory_order_seq_cst);
+	}
+	return NULL;
+}
+
+ParameterizedTestParameters(stripe, concurrent_sum_within_bound)
+{
+	static struct mode_cells cases[] = {
+		{ SLUICE_STRIPE_BY_CPU, 0 },
+		{ SLUICE_STRIPE_BY_PROBE, 0 },
+	};
+	return cr_make_param_array(struct mode_cells, cases, sizeof(cases) / sizeof(cases[0]));
+}
+
+ParameterizedTest(struct mode_cells *mc, stripe, concurrent_sum_within_bound)
+{
+	sluice_stripe_t s;
+	cr_assert_eq(sluice_stripe_init(&s, mc->ncells, (sluice_stripe_mode_t)mc->mode), 0);
+	struct bound_adder a[BOUND_ADDERS];
+	for (int i = 0; i < BOUND_ADDERS; i++) {
+		a[i].s = &s;
+		atomic_init(&a[i].started, 0);
+		atomic_init(&a[i].done, 0);
+		cr_assert_eq(pthread_create(&a[i].tid, NULL, bound_adder_main, &a[i]), 0);
+	}
+	int64_t sums = 0, inside = 0;
+	for (;;) {
+		int64_t lo = 0, hi = 0;
+		for (int i = 0; i < BOUND_ADDERS; i++)
+			lo += atomic_load_explicit(&a[i].done, memory_order_seq_cst);
+		int64_t got = sluice_stripe_sum(&s);
+		for (int i = 0; i < BOUND_ADDERS; i++)
+			hi += atomic_load_explicit(&a[i].started, memory_order_seq_cst);
+		cr_assert(lo <= got && got <= hi, "sum %lld outside [%lld, %lld]", (long long)got,
+		          (long long)lo, (long long)hi);
+		sums++;
+		inside += lo < hi; /* adds were in flight during this sum */
+		if (lo == (int64_t)BOUND_ADDERS * BOUND_ADDS)
+			break;
+	}
+	for (int i = 0; i < BOUND_ADDERS; i++)
+		pthread_join(a[i].tid, NULL);
+	cr_assert_eq(sluice_stripe_sum(&s), (int64_t)BOUND_ADDERS * BOUND_ADDS);
+	cr_assert_gt(inside, 0, "no sum overlapped a running add: the bound was never tested");
+	cr_log_info("%lld sums, %lld while adds ran", (long long)sums, (long long)inside);
+	sluice_stripe_destroy(&s);
+}
