@@ -1,217 +1,137 @@
 /*
- * stress_window - many threads, real clocks, one limiter; verify the
- * header's guarantee over every admission recorded.
+ * stress_window - many threads, a real clock, one sliding ring; verify
+ * window.h's GUARANTEE over every admission recorded.
  *
- *   stress_window [--algo=fixed|window] [--mode=exact|striped]
- *                 [--clock=monotonic|coarse|cached] [--threads=T]
- *                 [--seconds=S] [--limit=L] [--window-ms=W] [--buckets=N]
+ *   stress_window [--threads=T] [--seconds=S] [--clock=monotonic|coarse|cached]
+ *                 [--mode=exact|striped] [--limit=L] [--window-ms=W]
+ *                 [--buckets=N] [--self-test]
  *
- * Each thread decides in a loop (n = 1..3) and records every admission
- * (the decision's now_ns, n) in its own pre-allocated buffer; after the run
- * the verifier sums admissions per epoch of the limiter's timeline and
- * checks every run of N consecutive epochs (fixed: N = 1) against the bound
- * the header states: L for EXACT and the fixed window, L + (T-1)*n_max for
- * STRIPED.  Prints one parseable line and exits 1 on a violation:
- *   stress algo=... mode=... clock=... threads=... decisions=... admitted=...
- *          worst=... bound=... verdict=ok|VIOLATION
+ * GUARANTEE checked (window.h): for every run of N consecutive epochs
+ * (epoch = now_ns / (W/N)), the permits admitted total at most L in EXACT
+ * mode and at most L + (T-1) * n_max in STRIPED mode, T the threads
+ * deciding at once (here: --threads) and n_max the largest n asked (3).
+ * Not checked, because not promised: an unaligned interval of length W may
+ * see up to 2L.
+ *
+ * Defaults: L = 50 per 100 ms in 10 buckets of 10 ms, so a 1 s run crosses
+ * about a hundred epochs and ten whole windows.
  */
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "sluice/sluice.h"
+#include "stress_common.h"
 
 #define N_MAX 3u
-#define RECORD_CAP (1u << 22)
 
-struct record {
-	uint64_t epoch;
-	uint32_t n;
-};
+static const char usage[] =
+	"usage: stress_window [--threads=T] [--seconds=S] [--clock=monotonic|coarse|cached]\n"
+	"                     [--mode=exact|striped] [--limit=L] [--window-ms=W] [--buckets=N]\n"
+	"                     [--self-test]\n";
 
-struct worker {
-	pthread_t tid;
-	struct record *rec;
-	size_t nrec;
-	uint64_t decisions;
-	int overflow;
-};
-
-static struct {
-	const char *algo, *mode, *clock;
-	int threads;
-	double seconds;
-	uint64_t limit, window_ms;
-	uint32_t buckets;
-} opt = { "window", "exact", "cached", 4, 1.0, 50, 100, 10 };
-
-static sluice_fixed_t fixed;
+static uint64_t limit = 50, window_ms = 100, buckets = 10;
+static const char *mode = "exact";
 static sluice_window_t window;
-static int is_fixed;
-static uint64_t width_ns;
-static _Atomic int running = 1;
-static uint64_t deadline_ns; /* workers stop themselves: with more threads
-                              * than cores the sleeping main thread may be
-                              * rescheduled late */
 
-static void *worker_main(void *arg)
+static int opt(const char *key, const char *val)
 {
-	struct worker *me = arg;
-	uint64_t x = (uint64_t)(uintptr_t)me * 0x9E3779B97F4A7C15ULL | 1;
-	while (atomic_load_explicit(&running, memory_order_relaxed)) {
-		if ((me->decisions & 1023) == 0 && sluice_clock_monotonic_ns() >= deadline_ns)
-			break;
-		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-		uint64_t n = 1 + x % N_MAX;
-		sluice_decision_t d;
-		int rc = is_fixed ? sluice_fixed_acquire(&fixed, n, &d)
-		                  : sluice_window_acquire(&window, n, &d);
-		me->decisions++;
-		if (rc < 0) {
-			fprintf(stderr, "stress: acquire: %s\n", sluice_strerror(rc));
-			exit(2);
-		}
-		if (rc == 1) {
-			if (me->nrec == RECORD_CAP) {
-				me->overflow = 1;
-				break;
-			}
-			me->rec[me->nrec++] = (struct record){ d.now_ns / width_ns, (uint32_t)n };
-		}
+	if (strcmp(key, "mode") == 0) {
+		mode = val;
+		return strcmp(val, "exact") == 0 || strcmp(val, "striped") == 0 ? 0 : -1;
 	}
-	return NULL;
+	if (strcmp(key, "limit") == 0)
+		return stress_u64(val, &limit);
+	if (strcmp(key, "window-ms") == 0)
+		return stress_u64(val, &window_ms);
+	if (strcmp(key, "buckets") == 0)
+		return stress_u64(val, &buckets);
+	return -1;
 }
 
-static int cmp_record(const void *a, const void *b)
+static int step(struct stress_worker *w)
 {
-	const struct record *x = a, *y = b;
-	return (x->epoch > y->epoch) - (x->epoch < y->epoch);
+	uint64_t n = 1 + stress_rand(w) % N_MAX;
+	sluice_decision_t d;
+	int rc = sluice_window_acquire(&window, n, &d);
+	if (rc < 0)
+		return stress_fail(w, rc);
+	return rc == 1 && !stress_record(w, 0, d.now_ns, n, 0);
 }
 
-static const char *arg_value(const char *arg, const char *key)
+/* Buckets of 10 ns, N = 3, L = 5 (STRIPED with T = 2: bound 5 + 3 = 8). */
+static int self_test(void)
 {
-	size_t k = strlen(key);
-	return strncmp(arg, key, k) == 0 && arg[k] == '=' ? arg + k + 1 : NULL;
+	struct stress_selftest st = { "window", 0, 0 };
+	/* every run of 3 epochs holds exactly 5 */
+	static const struct stress_rec full[] = { { 0, 2, 0 },  { 10, 2, 0 }, { 29, 1, 0 },
+		                                  { 30, 2, 0 }, { 45, 2, 0 }, { 55, 1, 0 } };
+	/* epoch 0 leaves exactly N epochs later */
+	static const struct stress_rec leave[] = { { 0, 3, 0 }, { 30, 5, 0 } };
+	/* 6 in epochs 0..2 */
+	static const struct stress_rec over[] = { { 0, 3, 0 }, { 29, 3, 0 } };
+	/* 6 in epochs 2..4, later in the stream */
+	static const struct stress_rec late[] = { { 0, 5, 0 }, { 30, 1, 0 }, { 40, 2, 0 },
+		                                  { 49, 3, 0 } };
+	/* 2L over an unaligned interval of length W (not promised) */
+	static const struct stress_rec unaligned[] = { { 9, 5, 0 }, { 30, 5, 0 } };
+	/* STRIPED: exactly L + (T-1) n_max, then one more */
+	static const struct stress_rec slack[] = { { 0, 3, 0 }, { 10, 3, 0 }, { 20, 2, 0 } };
+	static const struct stress_rec slack1[] = { { 0, 3, 0 }, { 10, 3, 0 }, { 20, 3, 0 } };
+	char det[64];
+	uint64_t wst;
+#define CASE(name, want, s, bound)                                                        \
+	wst = stress_worst_aligned(s, sizeof(s) / sizeof(s[0]), 10, 3, NULL);             \
+	snprintf(det, sizeof(det), "worst=%llu bound=%d", (unsigned long long)wst, bound); \
+	stress_expect(&st, name, want, wst <= (bound), det)
+	CASE("exact: L in every run of N epochs", 1, full, 5);
+	CASE("exact: an epoch leaves after N", 1, leave, 5);
+	CASE("exact: 2L in an unaligned W (not promised)", 1, unaligned, 5);
+	CASE("exact: L+1 in epochs 0..2", 0, over, 5);
+	CASE("exact: L+1 in epochs 2..4", 0, late, 5);
+	CASE("striped: L+(T-1)n_max", 1, slack, 8);
+	CASE("striped: L+(T-1)n_max+1", 0, slack1, 8);
+#undef CASE
+	return stress_self_report(&st);
 }
 
 int main(int argc, char **argv)
 {
-	for (int i = 1; i < argc; i++) {
-		const char *v;
-		if ((v = arg_value(argv[i], "--algo")))
-			opt.algo = v;
-		else if ((v = arg_value(argv[i], "--mode")))
-			opt.mode = v;
-		else if ((v = arg_value(argv[i], "--clock")))
-			opt.clock = v;
-		else if ((v = arg_value(argv[i], "--threads")))
-			opt.threads = atoi(v);
-		else if ((v = arg_value(argv[i], "--seconds")))
-			opt.seconds = atof(v);
-		else if ((v = arg_value(argv[i], "--limit")))
-			opt.limit = strtoull(v, NULL, 10);
-		else if ((v = arg_value(argv[i], "--window-ms")))
-			opt.window_ms = strtoull(v, NULL, 10);
-		else if ((v = arg_value(argv[i], "--buckets")))
-			opt.buckets = (uint32_t)strtoul(v, NULL, 10);
-		else {
-			fprintf(stderr, "usage: see the comment at the top of stress_window.c\n");
-			return 2;
-		}
-	}
-	if (opt.threads < 1 || opt.threads > 256 || !(opt.seconds > 0)) {
-		fprintf(stderr, "stress: need 1..256 threads and seconds > 0\n");
-		return 2;
-	}
-	const sluice_clock_t *clock = strcmp(opt.clock, "monotonic") == 0 ? &sluice_clock_monotonic
-	                              : strcmp(opt.clock, "coarse") == 0  ? &sluice_clock_coarse
-	                                                                   : &sluice_clock_cached;
-	if (clock == &sluice_clock_cached && sluice_clock_cached_start(0) != 0)
-		return 2;
-	is_fixed = strcmp(opt.algo, "fixed") == 0;
-	int striped = strcmp(opt.mode, "striped") == 0;
-	uint64_t window_ns = opt.window_ms * 1000000ULL;
-	int rc;
-	if (is_fixed) {
-		sluice_fixed_config_t c = { .limit = opt.limit, .window_ns = window_ns, .clock = clock };
-		rc = sluice_fixed_init(&fixed, &c);
-		width_ns = window_ns;
-		opt.buckets = 1;
-		opt.mode = "exact";
-	} else {
-		sluice_window_config_t c = { .limit = opt.limit, .window_ns = window_ns,
-			                     .buckets = opt.buckets,
-			                     .mode = striped ? SLUICE_STRIPED : SLUICE_EXACT,
-			                     .clock = clock };
-		rc = sluice_window_init(&window, &c);
-		width_ns = window_ns / opt.buckets;
-	}
-	if (rc != 0) {
-		fprintf(stderr, "stress: init: %s (%s)\n", sluice_strerror(rc), sluice_err_name(rc));
-		return 2;
-	}
+	struct stress_opts o = { .algo = "window" };
+	stress_parse(argc, argv, &o, usage, opt);
+	if (o.self_test)
+		return self_test();
+	o.mode = mode;
+	int striped = strcmp(mode, "striped") == 0;
+	if (window_ms == 0 || window_ms > 3600000 || buckets == 0 || buckets > 4096)
+		stress_die("--window-ms: 1..3600000, --buckets: 1..4096");
+	uint64_t window_ns = window_ms * 1000000ULL;
+	stress_clock_start(&o);
+	sluice_window_config_t c = { .limit = limit, .window_ns = window_ns,
+		                     .buckets = (uint32_t)buckets,
+		                     .mode = striped ? SLUICE_STRIPED : SLUICE_EXACT,
+		                     .clock = o.clock };
+	stress_check_init("sluice_window_init", sluice_window_init(&window, &c));
+	uint64_t width_ns = window_ns / buckets;
+	uint64_t bound = limit + (striped ? (uint64_t)(o.threads - 1) * N_MAX : 0);
 
-	struct worker *w = calloc((size_t)opt.threads, sizeof(*w));
-	if (!w)
-		return 2;
-	deadline_ns = sluice_clock_monotonic_ns() + (uint64_t)(opt.seconds * 1e9);
-	for (int i = 0; i < opt.threads; i++) {
-		w[i].rec = malloc(sizeof(struct record) * RECORD_CAP);
-		if (!w[i].rec || pthread_create(&w[i].tid, NULL, worker_main, &w[i]) != 0)
-			return 2;
-	}
-	usleep((useconds_t)(opt.seconds * 1e6));
-	atomic_store_explicit(&running, 0, memory_order_relaxed);
-	size_t total = 0;
-	uint64_t decisions = 0;
-	for (int i = 0; i < opt.threads; i++) {
-		pthread_join(w[i].tid, NULL);
-		total += w[i].nrec;
-		decisions += w[i].decisions;
-		if (w[i].overflow)
-			fprintf(stderr, "stress: thread %d filled its record buffer early\n", i);
-	}
-	if (clock == &sluice_clock_cached)
-		sluice_clock_cached_stop();
+	double windows = (o.seconds + 1) * 1e9 / (double)window_ns + 2;
+	size_t caps[STRESS_STREAMS] = { stress_cap((double)bound * windows), 0 };
+	struct stress_worker *w = stress_run(&o, step, caps);
+	stress_clock_stop(&o);
 
-	/* per-epoch totals, then every run of N consecutive epochs */
-	struct record *all = malloc(sizeof(struct record) * (total ? total : 1));
-	if (!all)
-		return 2;
-	size_t k = 0;
-	for (int i = 0; i < opt.threads; i++)
-		for (size_t j = 0; j < w[i].nrec; j++)
-			all[k++] = w[i].rec[j];
-	qsort(all, total, sizeof(*all), cmp_record);
-	uint64_t bound = opt.limit + (striped && !is_fixed ? (uint64_t)(opt.threads - 1) * N_MAX : 0);
-	uint64_t worst = 0, admitted = 0, epochs = 0;
-	/* sliding sum over epochs: [lo, hi] indexes records of epochs in the run */
-	uint64_t sum = 0;
-	size_t lo = 0;
-	for (size_t hi = 0; hi < total; hi++) {
-		sum += all[hi].n;
-		admitted += all[hi].n;
-		if (hi == 0 || all[hi].epoch != all[hi - 1].epoch)
-			epochs++;
-		while (all[hi].epoch - all[lo].epoch >= opt.buckets)
-			sum -= all[lo++].n;
-		if (sum > worst)
-			worst = sum;
-	}
-	int ok = worst <= bound;
-	printf("stress algo=%s mode=%s clock=%s threads=%d decisions=%llu admitted=%llu "
-	       "epochs=%llu worst=%llu bound=%llu verdict=%s\n",
-	       opt.algo, opt.mode, opt.clock, opt.threads, (unsigned long long)decisions,
-	       (unsigned long long)admitted, (unsigned long long)epochs,
-	       (unsigned long long)worst, (unsigned long long)bound, ok ? "ok" : "VIOLATION");
-	for (int i = 0; i < opt.threads; i++)
-		free(w[i].rec);
-	free(w);
+	size_t n;
+	uint64_t admitted, epochs;
+	int incomplete = 0;
+	struct stress_rec *all = stress_merge(&o, w, 0, &n, &admitted, &incomplete);
+	uint64_t worst = stress_worst_aligned(all, n, width_ns, buckets, &epochs);
+	char extra[64], ws[32], bs[32];
+	snprintf(extra, sizeof(extra), " epochs=%llu", (unsigned long long)epochs);
+	snprintf(ws, sizeof(ws), "%llu", (unsigned long long)worst);
+	snprintf(bs, sizeof(bs), "%llu", (unsigned long long)bound);
+	int rc = stress_report(&o, stress_decisions(w, o.threads), admitted, extra, ws, bs,
+	                       worst <= bound, incomplete);
 	free(all);
-	if (!is_fixed)
-		sluice_window_destroy(&window);
-	return ok ? 0 : 1;
+	stress_free(w, o.threads);
+	sluice_window_destroy(&window);
+	return rc;
 }
