@@ -1,0 +1,137 @@
+/*
+ * stress_gcra - many threads, a real clock, one GCRA token bucket; verify
+ * gcra.h's GUARANTEE over every admission recorded.
+ *
+ *   stress_gcra [--threads=T] [--seconds=S] [--clock=monotonic|coarse|cached]
+ *               [--rate=R] [--burst=B] [--self-test]
+ *
+ * GUARANTEE checked (gcra.h): for every interval [x, x + t] of the
+ * limiter's timeline, the permits admitted at a time inside it total at most
+ * b + t / T, T = sluice_gcra_interval_ns() (the rate's interval rounded up
+ * to whole ns).  An admission's time is its now_ns; a reservation's is
+ * now_ns + retry_after_ns, when its slot comes (the header states the bound
+ * for those times too).  Workers acquire n = 1..3 and, one decision in four,
+ * reserve a slot at most 2 T away; nothing is cancelled, so every booking
+ * counts.  The verifier (stress_worst_conform) checks every interval, not
+ * only those starting at a refill: worst = max (permits - floor(t / T)),
+ * bound = b.
+ *
+ * Defaults: R = 50,000 per second (T = 20 us), b = 20: every tick of the
+ * cached (1 ms) or coarse (4 ms) clock refills the whole bucket, so the
+ * race for the last permits happens at every tick.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stress_common.h"
+
+#define N_MAX 3u
+
+static const char usage[] =
+	"usage: stress_gcra [--threads=T] [--seconds=S] [--clock=monotonic|coarse|cached]\n"
+	"                   [--rate=R (per second)] [--burst=B] [--self-test]\n";
+
+static uint64_t rate = 50000, burst = 20, interval;
+static sluice_gcra_t gcra;
+
+static int opt(const char *key, const char *val)
+{
+	if (strcmp(key, "rate") == 0)
+		return stress_u64(val, &rate);
+	if (strcmp(key, "burst") == 0)
+		return stress_u64(val, &burst);
+	return -1;
+}
+
+static int step(struct stress_worker *w)
+{
+	uint64_t x = stress_rand(w);
+	uint64_t n = 1 + x % N_MAX;
+	sluice_decision_t d;
+	int rc;
+	uint64_t t;
+	if ((x >> 20) % 4 == 0) {
+		rc = sluice_gcra_reserve(&gcra, n, 2 * interval, &d);
+		t = d.now_ns + d.retry_after_ns; /* the slot */
+	} else {
+		rc = sluice_gcra_acquire(&gcra, n, &d);
+		t = d.now_ns;
+	}
+	if (rc < 0)
+		return stress_fail(w, rc);
+	return rc == 1 && !stress_record(w, 0, t, n, 0);
+}
+
+/* T = 10 ns, b = 3: the bound is reached exactly, then passed by one
+ * permit at once, early, with n > 1, and over a long interval. */
+static int self_test(void)
+{
+	struct stress_selftest st = { "gcra", 0, 0 };
+	static const struct stress_rec rate_ok[] = { { 0, 3, 0 }, { 10, 1, 0 }, { 20, 1, 0 },
+		                                     { 30, 1, 0 } };
+	static const struct stress_rec burst1[] = { { 0, 3, 0 }, { 0, 1, 0 } };
+	static const struct stress_rec early[] = { { 0, 3, 0 }, { 9, 1, 0 } };
+	static const struct stress_rec n_ok[] = { { 0, 3, 0 }, { 20, 2, 0 } };
+	static const struct stress_rec n_early[] = { { 0, 3, 0 }, { 19, 2, 0 } };
+	/* twice the rate from empty: 3 + 2 over [0, 20] is fine, the 6th at
+	 * 25 makes [0, 25] hold 6 > 3 + 2 */
+	static const struct stress_rec fast_ok[] = { { 0, 1, 0 }, { 5, 1, 0 }, { 10, 1, 0 },
+		                                     { 15, 1, 0 }, { 20, 1, 0 } };
+	static const struct stress_rec fast[] = { { 0, 1, 0 },  { 5, 1, 0 },  { 10, 1, 0 },
+		                                  { 15, 1, 0 }, { 20, 1, 0 }, { 25, 1, 0 } };
+	/* an excess in the middle of a long conforming stream */
+	static const struct stress_rec mid[] = { { 0, 1, 0 },   { 100, 3, 0 }, { 110, 1, 0 },
+		                                 { 119, 1, 0 }, { 200, 1, 0 } };
+	char det[64];
+	uint64_t wst;
+#define CASE(name, want, s)                                                        \
+	wst = stress_worst_conform(s, sizeof(s) / sizeof(s[0]), 10, 1);             \
+	snprintf(det, sizeof(det), "worst=%llu bound=3", (unsigned long long)wst); \
+	stress_expect(&st, name, want, wst <= 3, det)
+	CASE("b at once, then one per T", 1, rate_ok);
+	CASE("b+1 at one instant", 0, burst1);
+	CASE("b, then one 1 ns early", 0, early);
+	CASE("b, then n=2 after 2T", 1, n_ok);
+	CASE("b, then n=2 1 ns early", 0, n_early);
+	CASE("2x rate from empty, at the bound", 1, fast_ok);
+	CASE("2x rate from empty, one past it", 0, fast);
+	CASE("excess mid-stream", 0, mid);
+#undef CASE
+	return stress_self_report(&st);
+}
+
+int main(int argc, char **argv)
+{
+	struct stress_opts o = { .algo = "gcra", .mode = "acquire+reserve" };
+	stress_parse(argc, argv, &o, usage, opt);
+	if (o.self_test)
+		return self_test();
+	stress_clock_start(&o);
+	sluice_gcra_config_t c = { .rate = rate, .period_ns = 1000000000ULL, .burst = burst,
+		                   .clock = o.clock };
+	stress_check_init("sluice_gcra_init", sluice_gcra_init(&gcra, &c));
+	interval = sluice_gcra_interval_ns(&gcra);
+
+	size_t caps[STRESS_STREAMS] = {
+		stress_cap((double)burst + (o.seconds + 1) * 1e9 / (double)interval), 0
+	};
+	struct stress_worker *w = stress_run(&o, step, caps);
+	stress_clock_stop(&o);
+
+	size_t n;
+	uint64_t admitted;
+	int incomplete = 0;
+	struct stress_rec *all = stress_merge(&o, w, 0, &n, &admitted, &incomplete);
+	uint64_t worst = stress_worst_conform(all, n, interval, 1);
+	char extra[64], ws[32], bs[32];
+	snprintf(extra, sizeof(extra), " interval_ns=%llu", (unsigned long long)interval);
+	snprintf(ws, sizeof(ws), "%llu", (unsigned long long)worst);
+	snprintf(bs, sizeof(bs), "%llu", (unsigned long long)burst);
+	int rc = stress_report(&o, stress_decisions(w, o.threads), admitted, extra, ws, bs,
+	                       worst <= burst, incomplete);
+	free(all);
+	stress_free(w, o.threads);
+	sluice_gcra_destroy(&gcra);
+	return rc;
+}
