@@ -68,13 +68,22 @@ struct stress_opts {
 	int threads;
 	double seconds;
 	int self_test;
+	uint64_t pause_us;    /* 0: saturate; else sleep 0..2x this ...     */
+	uint64_t pause_every; /* ... after one decision in this many        */
 };
 
 /*
- * stress_parse - parse --threads, --seconds, --clock, --self-test and
- * --help; every other --key=value goes to @opt (return 0 when taken, -1 for
- * an unknown key or a bad value).  Exits 2 with @usage on anything wrong.
- * Defaults: 2 threads, 1 s, cached clock.
+ * stress_parse - parse --threads, --seconds, --clock, --pause-us,
+ * --pause-every, --self-test and --help; every other --key=value goes to
+ * @opt (return 0 when taken, -1 for an unknown key or a bad value).  Exits 2
+ * with @usage on anything wrong.  Defaults: 2 threads, 1 s, cached clock,
+ * no pauses.
+ *
+ * Pauses shape the load.  Saturating workers take a window's whole limit in
+ * its first bucket, so a ring never sums more than one non-empty bucket and
+ * a log's times come in clumps; with --pause-us=G a worker sleeps a random
+ * 0..2G us after one decision in --pause-every (default 8), which spreads
+ * admissions over a window when the offered load is near the limit.
  */
 void stress_parse(int argc, char **argv, struct stress_opts *o, const char *usage,
                   int (*opt)(const char *key, const char *val));

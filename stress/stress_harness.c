@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "stress_common.h"
 
@@ -24,6 +25,7 @@
 #define STRESS_CAP_MAX (1u << 26)
 
 static uint64_t deadline_ns;
+static uint64_t pause_us, pause_every; /* copied from the options before start */
 
 _Noreturn void stress_die(const char *fmt, ...)
 {
@@ -66,6 +68,10 @@ int stress_f64(const char *v, double *out)
 	return 0;
 }
 
+static const char common_usage[] =
+	"every program also takes [--pause-us=G] [--pause-every=K]: sleep 0..2G us after\n"
+	"one decision in K (default 8) to spread the load (default: saturate)\n";
+
 void stress_parse(int argc, char **argv, struct stress_opts *o, const char *usage,
                   int (*opt)(const char *key, const char *val))
 {
@@ -73,6 +79,8 @@ void stress_parse(int argc, char **argv, struct stress_opts *o, const char *usag
 	o->threads = 2;
 	o->seconds = 1.0;
 	o->self_test = 0;
+	o->pause_us = 0;
+	o->pause_every = 8;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (strcmp(a, "--self-test") == 0) {
@@ -81,6 +89,7 @@ void stress_parse(int argc, char **argv, struct stress_opts *o, const char *usag
 		}
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 			fputs(usage, stdout);
+			fputs(common_usage, stdout);
 			exit(STRESS_EXIT_OK);
 		}
 		const char *eq = strchr(a, '=');
@@ -103,12 +112,18 @@ void stress_parse(int argc, char **argv, struct stress_opts *o, const char *usag
 				goto bad;
 		} else if (strcmp(key, "clock") == 0) {
 			o->clock_name = v;
+		} else if (strcmp(key, "pause-us") == 0) {
+			if (stress_u64(v, &o->pause_us) || o->pause_us > 1000000)
+				goto bad;
+		} else if (strcmp(key, "pause-every") == 0) {
+			if (stress_u64(v, &o->pause_every) || o->pause_every == 0)
+				goto bad;
 		} else if (!opt || opt(key, v) != 0) {
 			goto bad;
 		}
 		continue;
 	bad:
-		fprintf(stderr, "stress: bad argument '%s'\n%s", a, usage);
+		fprintf(stderr, "stress: bad argument '%s'\n%s%s", a, usage, common_usage);
 		exit(STRESS_EXIT_USAGE);
 	}
 	if (strcmp(o->clock_name, "monotonic") == 0)
@@ -148,9 +163,18 @@ struct worker_arg {
 	stress_step_fn step;
 };
 
+/* Sleep 0..2 pause_us (see stress_parse); 1 when past the deadline. */
+static int pause_now(struct stress_worker *w)
+{
+	uint64_t ns = stress_rand(w) % (2 * pause_us * 1000 + 1);
+	struct timespec ts = { (time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL) };
+	nanosleep(&ts, NULL);
+	return sluice_clock_monotonic_ns() >= deadline_ns;
+}
+
 /* The thread body: decide until the deadline (checked every 1024
  * decisions: a clock read per decision would slow the cached-clock runs
- * several times over). */
+ * several times over; and after every pause). */
 static void *worker_loop(void *arg)
 {
 	struct worker_arg *a = arg;
@@ -161,6 +185,8 @@ static void *worker_loop(void *arg)
 		int stop = a->step(w);
 		w->decisions++;
 		if (stop)
+			break;
+		if (pause_us && stress_rand(w) % pause_every == 0 && pause_now(w))
 			break;
 	}
 	return NULL;
@@ -187,6 +213,8 @@ struct stress_worker *stress_run(const struct stress_opts *o, stress_step_fn ste
 		}
 		args[i] = (struct worker_arg){ &w[i], step };
 	}
+	pause_us = o->pause_us;
+	pause_every = o->pause_every;
 	deadline_ns = sluice_clock_monotonic_ns() + (uint64_t)(o->seconds * 1e9);
 	for (int i = 0; i < t; i++)
 		if (pthread_create(&w[i].tid, NULL, worker_loop, &args[i]) != 0)
