@@ -108,8 +108,10 @@ int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
 			free(slots);
 			return -SLUICE_ENOMEM;
 		}
-		for (uint32_t i = 0; i < ncells; i++)
+		for (uint32_t i = 0; i < ncells; i++) {
 			atomic_init(&cells[i].word, 0); /* epoch 0, count 0 */
+			atomic_init(&cells[i].seen, UINT64_MAX); /* no snapshot */
+		}
 	}
 
 	/* Epoch 0 is the initial head, open and empty; every other slot holds
@@ -441,15 +443,16 @@ int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
 	for (;;) {
 		uint64_t c, s;
 		uint64_t h = ready_head(w, now, &c, &s);
-		_Atomic uint64_t *cell = &w->cells[sluice_cpu() & w->cell_mask].word;
-		uint64_t v = atomic_load_explicit(cell, memory_order_relaxed);
+		struct sluice_window_cell *cell = &w->cells[sluice_cpu() & w->cell_mask];
+		uint64_t v = atomic_load_explicit(&cell->word, memory_order_relaxed);
 		if (TAG_OF(v) == SLUICE__LO32(h) && (v & 0xffffffffu) >= n) {
 			/* Refilled meanwhile (or the fast path saw an older
 			 * head): spend it. */
-			if (atomic_compare_exchange_weak_explicit(cell, &v, v - n, memory_order_relaxed,
+			if (atomic_compare_exchange_weak_explicit(&cell->word, &v, v - n,
+			                                          memory_order_relaxed,
 			                                          memory_order_relaxed)) {
 				if (d)
-					sluice__window_fill_leased(w, d, h, now);
+					sluice__window_fill_leased(w, d, cell, h, now);
 				return 1;
 			}
 			continue;
@@ -473,8 +476,14 @@ int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
 			if (atomic_compare_exchange_weak_explicit(slot, &s, s + n + extra,
 			                                          memory_order_relaxed,
 			                                          memory_order_relaxed)) {
-				if (extra)
-					lease_deposit(w, cell, v, h, extra);
+				if (extra) {
+					/* the snapshot d->remaining reads (a hint,
+					 * relaxed: it orders nothing) */
+					atomic_store_explicit(&cell->seen,
+					                      (SLUICE__LO32(h) << 32) | (counted + n + extra),
+					                      memory_order_relaxed);
+					lease_deposit(w, &cell->word, v, h, extra);
+				}
 				if (d)
 					sluice__window_fill_allowed(w, d, counted + n + extra, h, now);
 				return 1;

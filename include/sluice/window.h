@@ -112,7 +112,9 @@ typedef struct sluice_window_config {
 
 struct sluice_window_cell {
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t word; /* tag32 | count32 */
-	char pad[SLUICE_CACHELINE - sizeof(uint64_t)];
+	_Atomic uint64_t seen; /* leases: tag32 | what the bucket counted
+	                        * at this cell's last take (for d->remaining) */
+	char pad[SLUICE_CACHELINE - 2 * sizeof(uint64_t)];
 };
 
 typedef struct sluice_window {
@@ -200,16 +202,28 @@ static inline void sluice__window_fill_allowed(const sluice_window_t *w, sluice_
 	d->now_ns = now;
 }
 
-/* An admission spent from a lease: what the bucket has counted for h
- * (leases included) is the fairest "remaining" one read can give. */
+/*
+ * An admission spent from a lease.  d->remaining is L minus what the
+ * window had counted (leases included) when this cell last took from the
+ * bucket: read from this CPU's own line, because reading the bucket word
+ * on every decision would pull the line other CPUs write.  It may be stale
+ * by what other CPUs took since; when the cell holds no snapshot for h
+ * (rare), the shared words are read.
+ */
 static inline void sluice__window_fill_leased(const sluice_window_t *w, sluice_decision_t *d,
-                                              uint64_t h, uint64_t now)
+                                              const struct sluice_window_cell *cell, uint64_t h,
+                                              uint64_t now)
 {
-	uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
-	uint64_t s = atomic_load_explicit(&w->slots[h & w->mask], memory_order_relaxed);
+	uint64_t seen = atomic_load_explicit(&cell->seen, memory_order_relaxed);
 	uint64_t counted = w->limit; /* h already closed: nothing remains */
-	if ((c >> 32) == SLUICE__TAG(h) && (s >> 32) == SLUICE__TAG(h))
-		counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
+	if ((seen >> 32) == SLUICE__TAG(h)) {
+		counted = seen & 0xffffffffu;
+	} else {
+		uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
+		uint64_t s = atomic_load_explicit(&w->slots[h & w->mask], memory_order_relaxed);
+		if ((c >> 32) == SLUICE__TAG(h) && (s >> 32) == SLUICE__TAG(h))
+			counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
+	}
 	sluice__window_fill_allowed(w, d, counted, h, now);
 }
 
@@ -240,18 +254,18 @@ static inline int sluice_window_acquire_at(sluice_window_t *w, uint64_t n, uint6
 		return sluice__window_acquire_slow(w, n, now, d);
 	if (w->lease) {
 		/* Spend from this CPU's lease if it holds n permits of h. */
-		_Atomic uint64_t *cell = &w->cells[sluice_cpu() & w->cell_mask].word;
-		uint64_t v = atomic_load_explicit(cell, memory_order_relaxed);
+		struct sluice_window_cell *cell = &w->cells[sluice_cpu() & w->cell_mask];
+		uint64_t v = atomic_load_explicit(&cell->word, memory_order_relaxed);
 		while ((v >> 32) == SLUICE__TAG(h) && (v & 0xffffffffu) >= n) {
-			if (atomic_compare_exchange_weak_explicit(cell, &v, v - n,
+			if (atomic_compare_exchange_weak_explicit(&cell->word, &v, v - n,
 			                                          memory_order_relaxed,
 			                                          memory_order_relaxed)) {
 				if (d)
-					sluice__window_fill_leased(w, d, h, now);
+					sluice__window_fill_leased(w, d, cell, h, now);
 				return 1;
 			}
 		}
-		return sluice__window_lease_take(w, n, now, d);
+		/* Short: refuse below from reads alone, or take a lease. */
 	}
 	uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
 	_Atomic uint64_t *slot = &w->slots[h & w->mask];
@@ -266,6 +280,8 @@ static inline int sluice_window_acquire_at(sluice_window_t *w, uint64_t n, uint6
 				sluice__window_fill_refused(w, d, counted, n, h, now);
 			return 0;
 		}
+		if (w->lease)
+			return sluice__window_lease_take(w, n, now, d);
 		if (atomic_compare_exchange_weak_explicit(slot, &s, s + n, memory_order_relaxed,
 		                                          memory_order_relaxed)) {
 			if (d)
