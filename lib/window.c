@@ -127,6 +127,7 @@ int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
 	w->mask = nslots - 1;
 	w->cell_mask = ncells - 1;
 	w->lease = cfg->lease;
+	w->fast_limit = cfg->mode == SLUICE_EXACT && !cfg->lease ? cfg->limit : 0;
 	w->mode = cfg->mode;
 	w->clock = clock;
 	w->slots = slots;
@@ -345,7 +346,7 @@ static int striped_acquire(sluice_window_t *w, uint64_t n, uint64_t now, sluice_
 		uint64_t s2 = atomic_load_explicit(&w->slots[h & w->mask], memory_order_seq_cst);
 		if (TAG_OF(s2) == SLUICE__LO32(h) && !(s2 & SLUICE__SLOT_SEALED)) {
 			if (d)
-				sluice__window_fill_allowed(w, d, counted + n, h, now);
+				sluice__window_fill_allowed(w, d, counted + n, h * w->width_ns, now);
 			return 1;
 		}
 		cell_undo(cell, h, n);
@@ -380,7 +381,7 @@ int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
 			                                          memory_order_relaxed,
 			                                          memory_order_relaxed)) {
 				if (d)
-					sluice__window_fill_allowed(w, d, counted + n, h, now);
+					sluice__window_fill_allowed(w, d, counted + n, h * w->width_ns, now);
 				return 1;
 			}
 			if (TAG_OF(s) != SLUICE__LO32(h) || (s & SLUICE__SLOT_SEALED))
@@ -485,7 +486,7 @@ int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
 					lease_deposit(w, &cell->word, v, h, extra);
 				}
 				if (d)
-					sluice__window_fill_allowed(w, d, counted + n + extra, h, now);
+					sluice__window_fill_allowed(w, d, counted + n + extra, h * w->width_ns, now);
 				return 1;
 			}
 			if (TAG_OF(s) != SLUICE__LO32(h) || (s & SLUICE__SLOT_SEALED))

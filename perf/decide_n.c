@@ -46,12 +46,17 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * SEC + (uint64_t)ts.tv_nsec;
 }
 
-/* The loop for one algorithm: DECIDE may use `t` and `d`. */
-#define RUN(DECIDE, AFTER)                                                      \
-	do {                                                                   \
+/*
+ * The loop for one algorithm, in a function of its own (noinline), so the
+ * count reflects the decision path as a caller's loop would compile it, not
+ * register pressure in a large main().  DECIDE may use `o`, `t` and `d`.
+ */
+#define LOOP_FN(name, TYPE, DECIDE, AFTER)                                      \
+	static __attribute__((noinline)) uint64_t name(TYPE *o, uint64_t count) \
+	{                                                                      \
 		sluice_decision_t d;                                           \
 		memset(&d, 0, sizeof(d));                                      \
-		uint64_t acc = 0;                                              \
+		uint64_t acc = 0, admitted = 0;                                \
 		for (uint64_t i = 0; i < count; i++) {                         \
 			uint64_t t = START + i;                                \
 			int rc_ = (DECIDE);                                    \
@@ -62,7 +67,47 @@ static uint64_t mono_ns(void)
 			}                                                      \
 		}                                                              \
 		sink = acc;                                                    \
-	} while (0)
+		return admitted;                                               \
+	}
+
+struct mutex_fixed {
+	pthread_mutex_t m;
+	uint64_t start, used;
+};
+
+/* what bench_algos calls the mutex baseline, fixed window */
+static int mutex_fixed_decide(struct mutex_fixed *o, sluice_decision_t *d)
+{
+	pthread_mutex_lock(&o->m);
+	uint64_t t = mono_ns();
+	if (t - o->start >= SEC) {
+		o->start = t - t % SEC;
+		o->used = 0;
+	}
+	int ok = o->used < UINT32_MAX;
+	o->used += (uint64_t)ok;
+	d->allowed = ok;
+	d->limit = UINT32_MAX;
+	d->remaining = UINT32_MAX - o->used;
+	d->retry_after_ns = 0;
+	d->reset_ns = o->start + SEC - t;
+	d->now_ns = t;
+	pthread_mutex_unlock(&o->m);
+	return ok;
+}
+
+LOOP_FN(run_null, void, ((void)o, d.remaining = t, d.now_ns = t, 1), (void)0)
+LOOP_FN(run_fixed, sluice_fixed_t, sluice_fixed_acquire_at(o, 1, t, &d), (void)0)
+LOOP_FN(run_window, sluice_window_t, sluice_window_acquire_at(o, 1, t, &d), (void)0)
+LOOP_FN(run_gcra, sluice_gcra_t, sluice_gcra_acquire_at(o, 1, t, &d), (void)0)
+LOOP_FN(run_leaky, sluice_leaky_t, sluice_leaky_acquire_at(o, 1, t, &d), (void)0)
+LOOP_FN(run_log, sluice_log_t, sluice_log_acquire_at(o, 1, t, &d), (void)0)
+LOOP_FN(run_warmup, sluice_warmup_t, sluice_warmup_acquire_at(o, 1, t, &d), (void)0)
+LOOP_FN(run_decay, sluice_decay_t, sluice_decay_acquire_at(o, 1, t, &d), (void)0)
+LOOP_FN(run_inflight, sluice_inflight_t, sluice_inflight_acquire_at(o, 1, t, &d),
+        sluice_inflight_release(o, 1))
+LOOP_FN(run_composite, sluice_composite_t, sluice_composite_acquire_at(o, 1, t, &d), (void)0)
+LOOP_FN(run_mutex_fixed, struct mutex_fixed, ((void)t, mutex_fixed_decide(o, &d)), (void)0)
 
 int main(int argc, char **argv)
 {
@@ -77,13 +122,13 @@ int main(int argc, char **argv)
 
 	if (strcmp(algo, "null") == 0) {
 		/* the harness alone: the loop, the time, the sums, the fill */
-		RUN((d.remaining = t, d.now_ns = t, 1), (void)0);
+		admitted = run_null(NULL, count);
 	} else if (strcmp(algo, "fixed") == 0) {
 		sluice_fixed_t f;
 		sluice_fixed_config_t c = { .limit = SLUICE_FIXED_LIMIT_MAX, .window_ns = SEC,
 			                    .clock = &clk };
 		check(sluice_fixed_init(&f, &c), "init");
-		RUN(sluice_fixed_acquire_at(&f, 1, t, &d), (void)0);
+		admitted = run_fixed(&f, count);
 	} else if (strncmp(algo, "ring-", 5) == 0) {
 		sluice_window_t w;
 		sluice_window_config_t c = { .limit = SLUICE_WINDOW_LIMIT_MAX, .window_ns = SEC,
@@ -98,43 +143,43 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		check(sluice_window_init(&w, &c), "init");
-		RUN(sluice_window_acquire_at(&w, 1, t, &d), (void)0);
+		admitted = run_window(&w, count);
 		sluice_window_destroy(&w);
 	} else if (strcmp(algo, "gcra") == 0) {
 		sluice_gcra_t g;
 		sluice_gcra_config_t c = { .rate = 1, .period_ns = 1, .burst = 1000000,
 			                   .clock = &clk };
 		check(sluice_gcra_init(&g, &c), "init");
-		RUN(sluice_gcra_acquire_at(&g, 1, t, &d), (void)0);
+		admitted = run_gcra(&g, count);
 	} else if (strcmp(algo, "leaky") == 0) {
 		sluice_leaky_t l;
 		sluice_leaky_config_t c = { .rate = 1, .period_ns = 1, .mode = SLUICE_LEAKY_METER,
 			                    .depth = 1000000, .clock = &clk };
 		check(sluice_leaky_init(&l, &c), "init");
-		RUN(sluice_leaky_acquire_at(&l, 1, t, &d), (void)0);
+		admitted = run_leaky(&l, count);
 	} else if (strcmp(algo, "log") == 0) {
 		sluice_log_t lg;
 		sluice_log_config_t c = { .limit = 1 << 20, .window_ns = 1000000, .clock = &clk };
 		check(sluice_log_init(&lg, &c), "init");
-		RUN(sluice_log_acquire_at(&lg, 1, t, &d), (void)0);
+		admitted = run_log(&lg, count);
 		sluice_log_destroy(&lg);
 	} else if (strcmp(algo, "warmup") == 0) {
 		sluice_warmup_t w;
 		sluice_warmup_config_t c = { .rate = 1, .period_ns = 1, .warmup_ns = 1 << 19,
 			                     .clock = &clk };
 		check(sluice_warmup_init(&w, &c), "init");
-		RUN(sluice_warmup_acquire_at(&w, 1, t, &d), (void)0);
+		admitted = run_warmup(&w, count);
 	} else if (strcmp(algo, "decay") == 0) {
 		sluice_decay_t x;
 		sluice_decay_config_t c = { .limit = SLUICE_DECAY_LIMIT_MAX, .half_life_ns = SEC,
 			                    .clock = &clk };
 		check(sluice_decay_init(&x, &c), "init");
-		RUN(sluice_decay_acquire_at(&x, 1, t, &d), (void)0);
+		admitted = run_decay(&x, count);
 	} else if (strcmp(algo, "inflight") == 0) {
 		sluice_inflight_t f;
 		sluice_inflight_config_t c = { .limit = 1000, .clock = &clk };
 		check(sluice_inflight_init(&f, &c), "init");
-		RUN(sluice_inflight_acquire_at(&f, 1, t, &d), sluice_inflight_release(&f, 1));
+		admitted = run_inflight(&f, count);
 	} else if (strcmp(algo, "composite") == 0) {
 		sluice_limiter_t *parts[2];
 		sluice_limiter_config_t ring = { .kind = SLUICE_KIND_WINDOW };
@@ -149,19 +194,12 @@ int main(int argc, char **argv)
 		sluice_composite_t cmp;
 		sluice_composite_config_t c = { .parts = { parts[0], parts[1] }, .count = 2 };
 		check(sluice_composite_init(&cmp, &c), "init");
-		RUN(sluice_composite_acquire_at(&cmp, 1, t, &d), (void)0);
+		admitted = run_composite(&cmp, count);
 		sluice_limiter_free(parts[0]);
 		sluice_limiter_free(parts[1]);
 	} else if (strcmp(algo, "mutex-fixed") == 0) {
-		/* what bench_algos calls the mutex baseline, fixed window */
-		pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
-		uint64_t start = 0, used = 0;
-		RUN((pthread_mutex_lock(&m), t = mono_ns(),
-		     (t - start >= SEC ? (start = t - t % SEC, used = 0) : 0),
-		     d.allowed = used < UINT32_MAX, used += (uint64_t)d.allowed,
-		     d.remaining = UINT32_MAX - used, d.now_ns = t, pthread_mutex_unlock(&m),
-		     d.allowed),
-		    (void)0);
+		struct mutex_fixed m = { PTHREAD_MUTEX_INITIALIZER, 0, 0 };
+		admitted = run_mutex_fixed(&m, count);
 	} else {
 		fprintf(stderr, "decide_n: unknown algorithm %s\n", algo);
 		return 2;

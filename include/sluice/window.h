@@ -126,6 +126,9 @@ typedef struct sluice_window {
 	uint32_t mask;                     /* slots - 1 (slots = 2^k >= N) */
 	uint32_t cell_mask;                /* STRIPED, leases: cells - 1   */
 	uint32_t lease;                    /* B; 0 = no leases             */
+	uint64_t fast_limit;               /* L for EXACT without leases, else
+	                                    * 0: one compare gates the inline
+	                                    * path on n, mode and leases   */
 	sluice_window_mode_t mode;
 	const sluice_clock_t *clock;
 	_Atomic uint64_t *slots;           /* one word per bucket          */
@@ -188,10 +191,10 @@ SLUICE_API int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_
 SLUICE_API void sluice__window_fill_refused(sluice_window_t *w, sluice_decision_t *d,
                                             uint64_t counted, uint64_t n, uint64_t h, uint64_t now);
 
+/* @start: the start of the decision's bucket, h * width. */
 static inline void sluice__window_fill_allowed(const sluice_window_t *w, sluice_decision_t *d,
-                                               uint64_t counted, uint64_t h, uint64_t now)
+                                               uint64_t counted, uint64_t start, uint64_t now)
 {
-	uint64_t start = h * w->width_ns;
 	if (now < start)
 		now = start; /* a reading from before the newest bucket */
 	d->allowed = 1;
@@ -199,6 +202,19 @@ static inline void sluice__window_fill_allowed(const sluice_window_t *w, sluice_
 	d->remaining = counted >= w->limit ? 0 : w->limit - counted;
 	d->retry_after_ns = 0;
 	d->reset_ns = w->window_ns - (now - start); /* no overflow near 2^64 */
+	d->now_ns = now;
+}
+
+/* private: the fast path's fill, where start <= now < start + width and
+ * @counted (after this admission) <= L are known. */
+static inline void sluice__window_fill_admitted(const sluice_window_t *w, sluice_decision_t *d,
+                                                uint64_t counted, uint64_t start, uint64_t now)
+{
+	d->allowed = 1;
+	d->limit = w->limit;
+	d->remaining = w->limit - counted;
+	d->retry_after_ns = 0;
+	d->reset_ns = w->window_ns - (now - start);
 	d->now_ns = now;
 }
 
@@ -224,7 +240,48 @@ static inline void sluice__window_fill_leased(const sluice_window_t *w, sluice_d
 		if ((c >> 32) == SLUICE__TAG(h) && (s >> 32) == SLUICE__TAG(h))
 			counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
 	}
-	sluice__window_fill_allowed(w, d, counted, h, now);
+	sluice__window_fill_allowed(w, d, counted, h * w->width_ns, now);
+}
+
+/* private: the shared words of epoch h are open and its bucket unsealed */
+static inline int sluice__window_open(uint64_t c, uint64_t s, uint64_t h)
+{
+	uint64_t tag = h << 32;
+	return ((((c ^ tag) | (s ^ tag)) >> 32) | (s & SLUICE__SLOT_SEALED)) == 0;
+}
+
+/* private: EXACT with leases, inline; see the GUARANTEES above. */
+static inline int sluice__window_acquire_leased(sluice_window_t *w, uint64_t n, uint64_t now,
+                                                sluice_decision_t *d)
+{
+	if (SLUICE_UNLIKELY(n - 1 >= w->limit))
+		return sluice__window_acquire_slow(w, n, now, d);
+	uint64_t h = atomic_load_explicit(&w->head, memory_order_relaxed);
+	uint64_t start = h * w->width_ns;
+	if (SLUICE_UNLIKELY(now - start >= w->width_ns))
+		return sluice__window_acquire_slow(w, n, now, d);
+	/* Spend from this CPU's lease if it holds n permits of h. */
+	struct sluice_window_cell *cell = &w->cells[sluice_cpu() & w->cell_mask];
+	uint64_t v = atomic_load_explicit(&cell->word, memory_order_relaxed);
+	while ((v >> 32) == SLUICE__TAG(h) && (v & 0xffffffffu) >= n) {
+		if (atomic_compare_exchange_weak_explicit(&cell->word, &v, v - n,
+		                                          memory_order_relaxed,
+		                                          memory_order_relaxed)) {
+			if (d)
+				sluice__window_fill_leased(w, d, cell, h, now);
+			return 1;
+		}
+	}
+	/* Short: refuse from reads alone, or take a new lease. */
+	uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
+	uint64_t s = atomic_load_explicit(&w->slots[h & w->mask], memory_order_relaxed);
+	uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
+	if (sluice__window_open(c, s, h) && counted + n > w->limit) {
+		if (d)
+			sluice__window_fill_refused(w, d, counted, n, h, now);
+		return 0;
+	}
+	return sluice__window_lease_take(w, n, now, d);
 }
 
 /*
@@ -246,33 +303,22 @@ static inline void sluice__window_fill_leased(const sluice_window_t *w, sluice_d
 static inline int sluice_window_acquire_at(sluice_window_t *w, uint64_t n, uint64_t now,
                                            sluice_decision_t *d)
 {
-	if (SLUICE_UNLIKELY(n - 1 >= w->limit || w->mode != SLUICE_EXACT))
+	/* n = 0, n > L, STRIPED and leases all fail this one compare */
+	if (SLUICE_UNLIKELY(n - 1 >= w->fast_limit)) {
+		if (w->lease)
+			return sluice__window_acquire_leased(w, n, now, d);
 		return sluice__window_acquire_slow(w, n, now, d);
-	uint64_t h = atomic_load_explicit(&w->head, memory_order_relaxed);
-	/* Unsigned: a reading before h's bucket wraps and goes slow too. */
-	if (SLUICE_UNLIKELY(now - h * w->width_ns >= w->width_ns))
-		return sluice__window_acquire_slow(w, n, now, d);
-	if (w->lease) {
-		/* Spend from this CPU's lease if it holds n permits of h. */
-		struct sluice_window_cell *cell = &w->cells[sluice_cpu() & w->cell_mask];
-		uint64_t v = atomic_load_explicit(&cell->word, memory_order_relaxed);
-		while ((v >> 32) == SLUICE__TAG(h) && (v & 0xffffffffu) >= n) {
-			if (atomic_compare_exchange_weak_explicit(&cell->word, &v, v - n,
-			                                          memory_order_relaxed,
-			                                          memory_order_relaxed)) {
-				if (d)
-					sluice__window_fill_leased(w, d, cell, h, now);
-				return 1;
-			}
-		}
-		/* Short: refuse below from reads alone, or take a lease. */
 	}
+	uint64_t h = atomic_load_explicit(&w->head, memory_order_relaxed);
+	uint64_t start = h * w->width_ns;
+	/* Unsigned: a reading before h's bucket wraps and goes slow too. */
+	if (SLUICE_UNLIKELY(now - start >= w->width_ns))
+		return sluice__window_acquire_slow(w, n, now, d);
 	uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
 	_Atomic uint64_t *slot = &w->slots[h & w->mask];
 	uint64_t s = atomic_load_explicit(slot, memory_order_relaxed);
 	for (;;) {
-		if (SLUICE_UNLIKELY((c >> 32) != SLUICE__TAG(h) || (s >> 32) != SLUICE__TAG(h) ||
-		                    (s & SLUICE__SLOT_SEALED)))
+		if (SLUICE_UNLIKELY(!sluice__window_open(c, s, h)))
 			return sluice__window_acquire_slow(w, n, now, d);
 		uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
 		if (counted + n > w->limit) {
@@ -280,12 +326,10 @@ static inline int sluice_window_acquire_at(sluice_window_t *w, uint64_t n, uint6
 				sluice__window_fill_refused(w, d, counted, n, h, now);
 			return 0;
 		}
-		if (w->lease)
-			return sluice__window_lease_take(w, n, now, d);
 		if (atomic_compare_exchange_weak_explicit(slot, &s, s + n, memory_order_relaxed,
 		                                          memory_order_relaxed)) {
 			if (d)
-				sluice__window_fill_allowed(w, d, counted + n, h, now);
+				sluice__window_fill_admitted(w, d, counted + n, start, now);
 			return 1;
 		}
 	}
