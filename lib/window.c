@@ -80,6 +80,8 @@ int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
 		return -SLUICE_ECLOCK;
 	if (cfg->mode != SLUICE_EXACT && cfg->mode != SLUICE_STRIPED)
 		return -SLUICE_EMODE;
+	if (cfg->lease > SLUICE_WINDOW_LEASE_MAX || (cfg->lease && cfg->mode != SLUICE_EXACT))
+		return -SLUICE_ELEASE;
 	if (cfg->limit < 1 || cfg->limit > SLUICE_WINDOW_LIMIT_MAX)
 		return -SLUICE_ELIMIT;
 	if (cfg->buckets < 1 || cfg->buckets > SLUICE_WINDOW_BUCKETS_MAX)
@@ -98,7 +100,7 @@ int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
 		return -SLUICE_ENOMEM;
 	struct sluice_window_cell *cells = NULL;
 	uint32_t ncells = 1;
-	if (cfg->mode == SLUICE_STRIPED) {
+	if (cfg->mode == SLUICE_STRIPED || cfg->lease) {
 		int cpus = get_nprocs_conf();
 		ncells = round_up_pow2(cpus > 0 ? (uint32_t)(cpus < 4096 ? cpus : 4096) : 1);
 		cells = aligned_alloc(SLUICE_CACHELINE, sizeof(*cells) * ncells);
@@ -106,8 +108,10 @@ int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
 			free(slots);
 			return -SLUICE_ENOMEM;
 		}
-		for (uint32_t i = 0; i < ncells; i++)
+		for (uint32_t i = 0; i < ncells; i++) {
 			atomic_init(&cells[i].word, 0); /* epoch 0, count 0 */
+			atomic_init(&cells[i].seen, UINT64_MAX); /* no snapshot */
+		}
 	}
 
 	/* Epoch 0 is the initial head, open and empty; every other slot holds
@@ -122,6 +126,8 @@ int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
 	w->buckets = cfg->buckets;
 	w->mask = nslots - 1;
 	w->cell_mask = ncells - 1;
+	w->lease = cfg->lease;
+	w->fast_limit = cfg->mode == SLUICE_EXACT && !cfg->lease ? cfg->limit : 0;
 	w->mode = cfg->mode;
 	w->clock = clock;
 	w->slots = slots;
@@ -340,7 +346,7 @@ static int striped_acquire(sluice_window_t *w, uint64_t n, uint64_t now, sluice_
 		uint64_t s2 = atomic_load_explicit(&w->slots[h & w->mask], memory_order_seq_cst);
 		if (TAG_OF(s2) == SLUICE__LO32(h) && !(s2 & SLUICE__SLOT_SEALED)) {
 			if (d)
-				sluice__window_fill_allowed(w, d, counted + n, h, now);
+				sluice__window_fill_allowed(w, d, counted + n, h * w->width_ns, now);
 			return 1;
 		}
 		cell_undo(cell, h, n);
@@ -358,6 +364,8 @@ int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
 	}
 	if (w->mode == SLUICE_STRIPED)
 		return striped_acquire(w, n, now, d);
+	if (w->lease)
+		return sluice__window_lease_take(w, n, now, d);
 	for (;;) {
 		uint64_t c, s;
 		uint64_t h = ready_head(w, now, &c, &s);
@@ -373,7 +381,112 @@ int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
 			                                          memory_order_relaxed,
 			                                          memory_order_relaxed)) {
 				if (d)
-					sluice__window_fill_allowed(w, d, counted + n, h, now);
+					sluice__window_fill_allowed(w, d, counted + n, h * w->width_ns, now);
+				return 1;
+			}
+			if (TAG_OF(s) != SLUICE__LO32(h) || (s & SLUICE__SLOT_SEALED))
+				break; /* the epoch moved on: start over */
+		}
+	}
+}
+
+/*
+ * Leases (EXACT mode, w->lease = B > 0).
+ *
+ * A cell holds tag32(epoch) | permits leased to this CPU in that epoch.
+ * Invariant: every permit in a cell tagged h was added to h's bucket word
+ * (own) by the CAS that leased it, before it was deposited, and is spent
+ * only by a decision whose epoch is h.  So admissions in h never exceed
+ * own(h) and the EXACT bound carries over unchanged.  All of it is relaxed
+ * for the same reason the EXACT path is: the bound is about counts in
+ * single words, each changed only by CAS, not about ordering between them.
+ *
+ * Bounding the waste: a lease is deposited only by a CAS from the cell
+ * value its taker saw holding fewer than n permits (or another epoch's), so
+ * a cell never holds more than B + n_max - 1.  If the cell changed in the
+ * meantime, the extra goes back to the bucket while it is open; once it is
+ * sealed the extra is lost with its epoch (at most B per such thread).
+ */
+
+/* Give @extra leased permits back to h's bucket; false once it is sealed
+ * (then they die with the epoch: under-admission, never over). */
+static void lease_give_back(sluice_window_t *w, uint64_t h, uint64_t extra)
+{
+	_Atomic uint64_t *slot = &w->slots[h & w->mask];
+	uint64_t s = atomic_load_explicit(slot, memory_order_relaxed);
+	while (TAG_OF(s) == SLUICE__LO32(h) && !(s & SLUICE__SLOT_SEALED) &&
+	       (s & SLUICE__SLOT_OWN) >= extra) {
+		if (atomic_compare_exchange_weak_explicit(slot, &s, s - extra, memory_order_relaxed,
+		                                          memory_order_relaxed))
+			return;
+	}
+}
+
+/* Deposit @extra permits of epoch h into @cell, which held @v when the
+ * taker looked at it. */
+static void lease_deposit(sluice_window_t *w, _Atomic uint64_t *cell, uint64_t v, uint64_t h,
+                          uint64_t extra)
+{
+	uint64_t next = TAG_OF(v) == SLUICE__LO32(h) ? v + extra : (SLUICE__LO32(h) << 32) | extra;
+	if (!atomic_compare_exchange_strong_explicit(cell, &v, next, memory_order_relaxed,
+	                                             memory_order_relaxed))
+		lease_give_back(w, h, extra);
+}
+
+/*
+ * The lease was short: take n (and maybe a new lease) from the bucket in
+ * one CAS, or refuse from reads alone.  Called with n in 1..limit.
+ */
+int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
+                              sluice_decision_t *d)
+{
+	uint64_t cells = (uint64_t)w->cell_mask + 1;
+	for (;;) {
+		uint64_t c, s;
+		uint64_t h = ready_head(w, now, &c, &s);
+		struct sluice_window_cell *cell = &w->cells[sluice_cpu() & w->cell_mask];
+		uint64_t v = atomic_load_explicit(&cell->word, memory_order_relaxed);
+		if (TAG_OF(v) == SLUICE__LO32(h) && (v & 0xffffffffu) >= n) {
+			/* Refilled meanwhile (or the fast path saw an older
+			 * head): spend it. */
+			if (atomic_compare_exchange_weak_explicit(&cell->word, &v, v - n,
+			                                          memory_order_relaxed,
+			                                          memory_order_relaxed)) {
+				if (d)
+					sluice__window_fill_leased(w, d, cell, h, now);
+				return 1;
+			}
+			continue;
+		}
+		if (TAG_OF(v) != SLUICE__LO32(h) &&
+		    atomic_load_explicit(&w->head, memory_order_acquire) != h)
+			continue; /* the cell may hold a newer epoch: look again */
+		_Atomic uint64_t *slot = &w->slots[h & w->mask];
+		for (;;) {
+			uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
+			if (counted + n > w->limit) {
+				/* Refused from reads: no shared line written. */
+				if (d)
+					sluice__window_fill_refused(w, d, counted, n, h, now);
+				return 0;
+			}
+			/* room / (2 * cells); cells is a power of two */
+			uint64_t extra = (w->limit - counted - n) >> (__builtin_ctzll(cells) + 1);
+			if (extra > w->lease)
+				extra = w->lease;
+			if (atomic_compare_exchange_weak_explicit(slot, &s, s + n + extra,
+			                                          memory_order_relaxed,
+			                                          memory_order_relaxed)) {
+				if (extra) {
+					/* the snapshot d->remaining reads (a hint,
+					 * relaxed: it orders nothing) */
+					atomic_store_explicit(&cell->seen,
+					                      (SLUICE__LO32(h) << 32) | (counted + n + extra),
+					                      memory_order_relaxed);
+					lease_deposit(w, &cell->word, v, h, extra);
+				}
+				if (d)
+					sluice__window_fill_allowed(w, d, counted + n + extra, h * w->width_ns, now);
 				return 1;
 			}
 			if (TAG_OF(s) != SLUICE__LO32(h) || (s & SLUICE__SLOT_SEALED))

@@ -10,6 +10,7 @@
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,14 +23,29 @@ TestSuite(window, .timeout = 60);
 
 static sluice_clock_t mclock;
 
-static void make(sluice_window_t *w, uint64_t limit, uint64_t window_ns, uint32_t buckets,
-                 sluice_window_mode_t mode)
+static void make_leased(sluice_window_t *w, uint64_t limit, uint64_t window_ns,
+                        uint32_t buckets, sluice_window_mode_t mode, uint32_t lease)
 {
 	sluice_clock_manual_init(&mclock, 0);
 	sluice_window_config_t cfg = { .limit = limit, .window_ns = window_ns, .buckets = buckets,
-		                       .mode = mode, .clock = &mclock };
+		                       .mode = mode, .clock = &mclock, .lease = lease };
 	int rc = sluice_window_init(w, &cfg);
 	cr_assert_eq(rc, 0, "init: %s", sluice_strerror(rc));
+}
+
+static void make(sluice_window_t *w, uint64_t limit, uint64_t window_ns, uint32_t buckets,
+                 sluice_window_mode_t mode)
+{
+	make_leased(w, limit, window_ns, buckets, mode, 0);
+}
+
+/* Stay on one CPU, so every decision uses the same lease cell. */
+static void pin_to_this_cpu(void)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(sched_getcpu(), &set);
+	cr_assert_eq(sched_setaffinity(0, sizeof(set), &set), 0);
 }
 
 /* ---- reference model ---------------------------------------------------- */
@@ -37,8 +53,11 @@ static void make(sluice_window_t *w, uint64_t limit, uint64_t window_ns, uint32_
 struct model {
 	uint64_t limit, width, head, buckets;
 	uint64_t base_epoch; /* counts[i] is epoch base_epoch + i */
-	uint32_t *counts;
+	uint32_t *counts;    /* what the bucket counts (with leases: taken) */
+	uint32_t *admitted;  /* what was admitted (differs with leases) */
 	size_t ncounts;
+	/* leases, one CPU: B, log2(cells), and the one cell in use */
+	uint64_t lease, cells_log2, cell_epoch, cell_count;
 };
 
 static void model_init(struct model *m, uint64_t limit, uint64_t window_ns, uint32_t buckets,
@@ -51,7 +70,11 @@ static void model_init(struct model *m, uint64_t limit, uint64_t window_ns, uint
 	m->base_epoch = base_epoch;
 	m->ncounts = span;
 	m->counts = calloc(span, sizeof(uint32_t));
-	cr_assert_not_null(m->counts);
+	m->admitted = calloc(span, sizeof(uint32_t));
+	cr_assert(m->counts && m->admitted);
+	m->lease = 0;
+	m->cell_epoch = UINT64_MAX;
+	m->cell_count = 0;
 }
 
 static uint64_t model_count(const struct model *m, uint64_t e)
@@ -78,10 +101,26 @@ static int model_acquire(struct model *m, uint64_t n, uint64_t now, uint64_t *re
 		now = e * m->width;
 	}
 	m->head = e;
+	cr_assert(e >= m->base_epoch && e - m->base_epoch < m->ncounts, "model span too small");
+	if (m->lease && m->cell_epoch == e && m->cell_count >= n) {
+		/* spent from this CPU's lease */
+		m->cell_count -= n;
+		m->admitted[e - m->base_epoch] += (uint32_t)n;
+		*retry = 0;
+		return 1;
+	}
 	uint64_t counted = model_window(m, e);
 	if (counted + n <= m->limit) {
-		cr_assert(e >= m->base_epoch && e - m->base_epoch < m->ncounts, "model span too small");
-		m->counts[e - m->base_epoch] += (uint32_t)n;
+		uint64_t extra = 0;
+		if (m->lease) {
+			/* the header's rule: min(B, room / (2 * cells)) */
+			extra = (m->limit - counted - n) >> (m->cells_log2 + 1);
+			extra = extra < m->lease ? extra : m->lease;
+			m->cell_count = (m->cell_epoch == e ? m->cell_count : 0) + extra;
+			m->cell_epoch = e;
+		}
+		m->counts[e - m->base_epoch] += (uint32_t)(n + extra);
+		m->admitted[e - m->base_epoch] += (uint32_t)n;
 		*retry = 0;
 		return 1;
 	}
@@ -114,20 +153,26 @@ struct schedule {
 	uint32_t buckets;
 	sluice_window_mode_t mode;
 	uint64_t seed;
+	uint32_t lease; /* > 0: EXACT with leases, n = 1, one CPU (see below) */
 };
 
 ParameterizedTestParameters(window, matches_reference_model)
 {
 	static struct schedule params[] = {
-		{ 10, SEC, 0, 10, SLUICE_EXACT, 1 },
-		{ 10, SEC, 0, 10, SLUICE_STRIPED, 1 },
-		{ 100, 700 * MS, 5 * SEC, 7, SLUICE_EXACT, 2 }, /* N not a power of two */
-		{ 100, 700 * MS, 5 * SEC, 7, SLUICE_STRIPED, 2 },
-		{ 1, 10 * MS, 0, 1, SLUICE_EXACT, 3 },          /* N = 1: a fixed window */
-		{ 37, 4096 * 1000ULL, 123, 4096, SLUICE_EXACT, 4 }, /* N = max */
-		{ 5, 3 * SEC, 0, 3, SLUICE_EXACT, 5 },
+		{ 10, SEC, 0, 10, SLUICE_EXACT, 1, 0 },
+		{ 10, SEC, 0, 10, SLUICE_STRIPED, 1, 0 },
+		{ 100, 700 * MS, 5 * SEC, 7, SLUICE_EXACT, 2, 0 }, /* N not a power of two */
+		{ 100, 700 * MS, 5 * SEC, 7, SLUICE_STRIPED, 2, 0 },
+		{ 1, 10 * MS, 0, 1, SLUICE_EXACT, 3, 0 },          /* N = 1: a fixed window */
+		{ 37, 4096 * 1000ULL, 123, 4096, SLUICE_EXACT, 4, 0 }, /* N = max */
+		{ 5, 3 * SEC, 0, 3, SLUICE_EXACT, 5, 0 },
 		/* near the top of the 64-bit time base */
-		{ 20, SEC, (UINT64_MAX / SEC - 4000) * SEC, 8, SLUICE_EXACT, 6 },
+		{ 20, SEC, (UINT64_MAX / SEC - 4000) * SEC, 8, SLUICE_EXACT, 6, 0 },
+		/* Leases, one thread on one CPU: the model tracks that CPU's
+		 * cell (spend, take n + min(B, room / (2 cells)), deposit). */
+		{ 100, 700 * MS, 5 * SEC, 7, SLUICE_EXACT, 2, 16 },
+		{ 1000, SEC, 0, 10, SLUICE_EXACT, 7, 64 },
+		{ 20, SEC, (UINT64_MAX / SEC - 4000) * SEC, 8, SLUICE_EXACT, 6, 3 },
 	};
 	return cr_make_param_array(struct schedule, params, sizeof(params) / sizeof(params[0]));
 }
@@ -135,12 +180,14 @@ ParameterizedTestParameters(window, matches_reference_model)
 ParameterizedTest(struct schedule *p, window, matches_reference_model)
 {
 	sluice_window_t w;
-	make(&w, p->limit, p->window_ns, p->buckets, p->mode);
+	make_leased(&w, p->limit, p->window_ns, p->buckets, p->mode, p->lease);
+	if (p->lease)
+		pin_to_this_cpu();
 	uint64_t width = p->window_ns / p->buckets;
 	const int steps = 40000;
 	uint64_t *times = malloc(sizeof(uint64_t) * steps), *ns = malloc(sizeof(uint64_t) * steps);
 	cr_assert(times && ns);
-	rng_state = p->seed * 0x9E3779B97F4A7C15ULL + 1;
+	rng_state = p->seed * 0x9E3779B97F4A7C15ULL + 1 + p->lease;
 	/* default step: up to half a bucket, or W/200 for many-bucket rings so
 	 * the schedule crosses plenty of whole windows */
 	uint64_t step_max = width / 2 > p->window_ns / 200 ? width / 2 : p->window_ns / 200;
@@ -169,6 +216,8 @@ ParameterizedTest(struct schedule *p, window, matches_reference_model)
 	struct model m;
 	model_init(&m, p->limit, p->window_ns, p->buckets, p->start_ns / width,
 	           (size_t)((t_max - p->start_ns) / width) + 2 * p->buckets + 2);
+	m.lease = p->lease;
+	m.cells_log2 = (uint64_t)__builtin_ctz(w.cell_mask + 1);
 
 	uint64_t admitted = 0, refused = 0;
 	for (int i = 0; i < steps; i++) {
@@ -188,16 +237,25 @@ ParameterizedTest(struct schedule *p, window, matches_reference_model)
 	}
 	free(times);
 	free(ns);
-	cr_assert_gt(admitted, 3 * p->limit, "L=%llu N=%u: the schedule must admit plenty (%llu)",
+	cr_assert_gt(admitted, p->lease ? p->limit : 3 * p->limit, "L=%llu N=%u: the schedule must admit plenty (%llu)",
 	             (unsigned long long)p->limit, p->buckets, (unsigned long long)admitted);
 	cr_assert_gt(refused, 1000, "L=%llu N=%u: and refuse plenty (%llu), or it tests nothing",
 	             (unsigned long long)p->limit, p->buckets, (unsigned long long)refused);
-	/* the guarantee, directly: every run of N epochs holds <= L */
+	/* the guarantee, directly: every run of N epochs admits <= L; and
+	 * leases waste at most B + n_max - 1 per epoch with one CPU */
+	uint64_t wasted = 0;
 	for (size_t i = 0; i < m.ncounts; i++) {
-		uint64_t e = m.base_epoch + i;
-		cr_assert_leq(model_window(&m, e), p->limit, "epochs ending at %llu", (unsigned long long)e);
+		uint64_t e = m.base_epoch + i, sum = 0;
+		for (uint64_t k = 0; k < m.buckets && k <= i; k++)
+			sum += m.admitted[i - k];
+		cr_assert_leq(sum, p->limit, "epochs ending at %llu", (unsigned long long)e);
+		cr_assert_leq(m.counts[i] - m.admitted[i], p->lease ? p->lease + p->limit / 3 - 1 : 0);
+		wasted += m.counts[i] - m.admitted[i];
 	}
+	if (p->lease)
+		cr_assert_gt(wasted, 0, "the schedule must end epochs with leases unspent");
 	free(m.counts);
+	free(m.admitted);
 	sluice_window_destroy(&w);
 }
 
@@ -327,21 +385,25 @@ struct bad_cfg {
 	uint32_t buckets;
 	int mode, clock; /* clock: 0 manual, 1 coarse */
 	int want;
+	uint32_t lease;
 };
 
 ParameterizedTestParameters(window, invalid_config)
 {
 	static struct bad_cfg params[] = {
-		{ 0, SEC, 10, SLUICE_EXACT, 0, -SLUICE_ELIMIT },
-		{ SLUICE_WINDOW_LIMIT_MAX + 1, SEC, 10, SLUICE_EXACT, 0, -SLUICE_ELIMIT },
-		{ 10, SEC, 0, SLUICE_EXACT, 0, -SLUICE_EBUCKETS },
-		{ 10, SEC * 4097, 4097, SLUICE_EXACT, 0, -SLUICE_EBUCKETS },
-		{ 10, 0, 10, SLUICE_EXACT, 0, -SLUICE_EWINDOW },
-		{ 10, SEC + 1, 10, SLUICE_EXACT, 0, -SLUICE_EWINDOW },  /* not whole ns per bucket */
-		{ 10, 10 * MS, 10, SLUICE_EXACT, 1, -SLUICE_ERESOLUTION }, /* 1 ms < coarse tick */
-		{ 10, SEC, 10, 7, 0, -SLUICE_EMODE },
-		{ 1, 1, 1, SLUICE_EXACT, 0, 0 },                      /* smallest valid */
-		{ SLUICE_WINDOW_LIMIT_MAX, 4096, 4096, SLUICE_STRIPED, 0, 0 }, /* largest */
+		{ 0, SEC, 10, SLUICE_EXACT, 0, -SLUICE_ELIMIT, 0 },
+		{ SLUICE_WINDOW_LIMIT_MAX + 1, SEC, 10, SLUICE_EXACT, 0, -SLUICE_ELIMIT, 0 },
+		{ 10, SEC, 0, SLUICE_EXACT, 0, -SLUICE_EBUCKETS, 0 },
+		{ 10, SEC * 4097, 4097, SLUICE_EXACT, 0, -SLUICE_EBUCKETS, 0 },
+		{ 10, 0, 10, SLUICE_EXACT, 0, -SLUICE_EWINDOW, 0 },
+		{ 10, SEC + 1, 10, SLUICE_EXACT, 0, -SLUICE_EWINDOW, 0 },  /* not whole ns per bucket */
+		{ 10, 10 * MS, 10, SLUICE_EXACT, 1, -SLUICE_ERESOLUTION, 0 }, /* 1 ms < coarse tick */
+		{ 10, SEC, 10, 7, 0, -SLUICE_EMODE, 0 },
+		{ 1, 1, 1, SLUICE_EXACT, 0, 0, 0 },                      /* smallest valid */
+		{ SLUICE_WINDOW_LIMIT_MAX, 4096, 4096, SLUICE_STRIPED, 0, 0, 0 }, /* largest */
+		{ 10, SEC, 10, SLUICE_EXACT, 0, -SLUICE_ELEASE, SLUICE_WINDOW_LEASE_MAX + 1 },
+		{ 10, SEC, 10, SLUICE_STRIPED, 0, -SLUICE_ELEASE, 1 }, /* leases are EXACT's */
+		{ 10, SEC, 10, SLUICE_EXACT, 0, 0, SLUICE_WINDOW_LEASE_MAX },
 	};
 	return cr_make_param_array(struct bad_cfg, params, sizeof(params) / sizeof(params[0]));
 }
@@ -354,7 +416,8 @@ ParameterizedTest(struct bad_cfg *p, window, invalid_config)
 	sluice_clock_manual_init(&m, 0);
 	sluice_window_config_t cfg = { .limit = p->limit, .window_ns = p->window_ns,
 		                       .buckets = p->buckets, .mode = (sluice_window_mode_t)p->mode,
-		                       .clock = p->clock ? &sluice_clock_coarse : &m };
+		                       .clock = p->clock ? &sluice_clock_coarse : &m,
+		                       .lease = p->lease };
 	sluice_window_t w, before;
 	memset(&w, 0xab, sizeof(w));
 	memcpy(&before, &w, sizeof(w));
@@ -408,5 +471,83 @@ ParameterizedTest(struct refund_mode *p, window, refund)
 	cr_assert_eq(sluice_window_count_at(&w, 1150 * MS), 1);
 	cr_assert_eq(sluice_window_refund_at(&w, 6, &a), 0);
 	cr_assert_eq(sluice_window_count_at(&w, 1160 * MS), 1);
+	sluice_window_destroy(&w);
+}
+
+/* A lease is spent only in its own epoch; near the limit takes shrink to n,
+ * so one thread on one CPU still gets exactly L per window. */
+Test(window, lease_shrinks_to_exact_near_limit)
+{
+	sluice_window_t w;
+	make_leased(&w, 1000, SEC, 10, SLUICE_EXACT, 64);
+	pin_to_this_cpu();
+	uint64_t admitted = 0;
+	for (int i = 0; i < 1100; i++)
+		admitted += (uint64_t)sluice_window_acquire_at(&w, 1, 50 * MS, NULL);
+	cr_assert_eq(admitted, 1000, "one CPU, n = 1: exactly L (got %llu)",
+	             (unsigned long long)admitted);
+	cr_assert_eq(sluice_window_count_at(&w, 50 * MS), 1000, "no lease left over");
+	/* A new epoch: the old lease (none left) cannot be spent there, and the
+	 * window is still full until bucket 0 leaves. */
+	cr_assert_eq(sluice_window_acquire_at(&w, 1, 150 * MS, NULL), 0);
+	cr_assert_eq(sluice_window_acquire_at(&w, 1, 1050 * MS, NULL), 1);
+	sluice_window_destroy(&w);
+}
+
+/* A lease from epoch h is dead in h+1: the permits stay counted in h's
+ * bucket (under-admission), and never admit in another epoch. */
+Test(window, lease_dies_with_its_epoch)
+{
+	sluice_window_t w;
+	make_leased(&w, 1000, SEC, 10, SLUICE_EXACT, 64);
+	pin_to_this_cpu();
+	cr_assert_eq(sluice_window_acquire_at(&w, 1, 10 * MS, NULL), 1);
+	uint64_t taken = sluice_window_count_at(&w, 10 * MS);
+	cr_assert_gt(taken, 1, "the first take must lease some extra (%llu)",
+	             (unsigned long long)taken);
+	cr_assert_leq(taken, 1 + 64);
+	/* next bucket: the cell's lease is tagged with epoch 0 */
+	cr_assert_eq(sluice_window_acquire_at(&w, 1, 110 * MS, NULL), 1);
+	cr_assert_gt(sluice_window_count_at(&w, 110 * MS), taken, "epoch 1 took from its own bucket");
+	sluice_window_destroy(&w);
+}
+
+/* Deny-mostly traffic: a refusal reads and never writes a shared word. */
+Test(window, lease_refusal_writes_nothing)
+{
+	sluice_window_t w;
+	make_leased(&w, 100, SEC, 10, SLUICE_EXACT, 8);
+	pin_to_this_cpu();
+	while (sluice_window_acquire_at(&w, 1, 20 * MS, NULL) == 1)
+		;
+	uint64_t head = atomic_load(&w.head), cur = atomic_load(&w.cur);
+	uint64_t slot = atomic_load(&w.slots[0]);
+	uint64_t cells[SLUICE_WINDOW_BUCKETS_MAX];
+	for (uint32_t i = 0; i <= w.cell_mask && i < SLUICE_WINDOW_BUCKETS_MAX; i++)
+		cells[i] = atomic_load(&w.cells[i].word);
+	sluice_decision_t d;
+	for (int i = 0; i < 1000; i++)
+		cr_assert_eq(sluice_window_acquire_at(&w, 1 + (uint64_t)i % 3, 30 * MS, &d), 0);
+	cr_assert_eq(d.retry_after_ns, SEC - 30 * MS, "bucket 0 leaving frees the window");
+	cr_assert_eq(atomic_load(&w.head), head);
+	cr_assert_eq(atomic_load(&w.cur), cur);
+	cr_assert_eq(atomic_load(&w.slots[0]), slot, "the bucket word was written by a refusal");
+	for (uint32_t i = 0; i <= w.cell_mask && i < SLUICE_WINDOW_BUCKETS_MAX; i++)
+		cr_assert_eq(atomic_load(&w.cells[i].word), cells[i], "cell %u written", i);
+	sluice_window_destroy(&w);
+}
+
+/* Refunds work on the bucket word, leases or not. */
+Test(window, lease_refund)
+{
+	sluice_window_t w;
+	make_leased(&w, 10, SEC, 10, SLUICE_EXACT, 4);
+	pin_to_this_cpu();
+	sluice_decision_t a, d;
+	cr_assert_eq(sluice_window_acquire_at(&w, 5, 150 * MS, &a), 1);
+	cr_assert_eq(sluice_window_refund_at(&w, 5, &a), 0);
+	for (int i = 0; i < 10; i++)
+		cr_assert_eq(sluice_window_acquire_at(&w, 1, 160 * MS, &d), 1, "permit %d", i);
+	cr_assert_eq(sluice_window_acquire_at(&w, 1, 170 * MS, &d), 0);
 	sluice_window_destroy(&w);
 }

@@ -103,13 +103,15 @@ static void *clock_main(void *arg)
 struct params {
 	int threads;
 	sluice_window_mode_t mode;
+	uint32_t lease; /* EXACT with per-CPU leases of up to this many */
 };
 
 ParameterizedTestParameters(window_threads, ledger_respects_bound)
 {
 	static struct params p[] = {
-		{ 2, SLUICE_EXACT }, { 4, SLUICE_EXACT }, { 8, SLUICE_EXACT },
-		{ 2, SLUICE_STRIPED }, { 4, SLUICE_STRIPED }, { 8, SLUICE_STRIPED },
+		{ 2, SLUICE_EXACT, 0 }, { 4, SLUICE_EXACT, 0 }, { 8, SLUICE_EXACT, 0 },
+		{ 2, SLUICE_STRIPED, 0 }, { 4, SLUICE_STRIPED, 0 }, { 8, SLUICE_STRIPED, 0 },
+		{ 2, SLUICE_EXACT, 4 }, { 8, SLUICE_EXACT, 4 }, { 4, SLUICE_EXACT, 64 },
 	};
 	return cr_make_param_array(struct params, p, sizeof(p) / sizeof(p[0]));
 }
@@ -119,7 +121,8 @@ ParameterizedTest(struct params *p, window_threads, ledger_respects_bound)
 	sluice_clock_manual_init(&mclock, 1000 * WIDTH);
 	sluice_window_t w;
 	sluice_window_config_t cfg = { .limit = LIMIT, .window_ns = WIDTH * BUCKETS,
-		                       .buckets = BUCKETS, .mode = p->mode, .clock = &mclock };
+		                       .buckets = BUCKETS, .mode = p->mode, .clock = &mclock,
+		                       .lease = p->lease };
 	cr_assert_eq(sluice_window_init(&w, &cfg), 0);
 
 	struct decider *d = calloc((size_t)p->threads, sizeof(*d));
@@ -186,13 +189,23 @@ ParameterizedTest(struct params *p, window_threads, ledger_respects_bound)
 	for (uint64_t k = 0; k < BUCKETS && k <= head - lo; k++)
 		if (head - k <= hi)
 			ledger += per[head - k - lo];
-	if (p->mode == SLUICE_EXACT)
+	if (p->mode == SLUICE_EXACT && !p->lease) {
 		cr_assert_eq(counted, ledger, "ring count %llu vs ledger %llu",
 		             (unsigned long long)counted, (unsigned long long)ledger);
-	else
+	} else {
 		cr_assert_geq(counted, ledger);
-	cr_log_info("threads=%d mode=%s decisions=%llu admitted=%llu worst=%llu bound=%llu epochs=%llu",
-	            p->threads, p->mode == SLUICE_EXACT ? "exact" : "striped",
+	}
+	if (p->lease) {
+		/* leased but never spent: the header's per-epoch bound,
+		 * cells * (B + n_max - 1) + T * B, over the N epochs counted */
+		uint64_t cells = (uint64_t)w.cell_mask + 1;
+		uint64_t waste = BUCKETS * (cells * (p->lease + N_MAX - 1) +
+		                            (uint64_t)p->threads * p->lease);
+		cr_assert_leq(counted - ledger, waste, "leases lost %llu > bound %llu",
+		              (unsigned long long)(counted - ledger), (unsigned long long)waste);
+	}
+	cr_log_info("threads=%d mode=%s lease=%u decisions=%llu admitted=%llu worst=%llu bound=%llu epochs=%llu",
+	            p->threads, p->mode == SLUICE_EXACT ? "exact" : "striped", p->lease,
 	            (unsigned long long)decisions, (unsigned long long)admitted,
 	            (unsigned long long)worst, (unsigned long long)bound, (unsigned long long)span);
 

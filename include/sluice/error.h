@@ -38,7 +38,8 @@
 	X(EDELAY, 22, "maximum queueing delay out of range")                    \
 	X(ECANCEL, 23, "booking could not be cancelled exactly")               \
 	X(ENOTSUP, 24, "operation not supported by this limiter kind")          \
-	X(ETRUNC, 25, "output buffer too small; nothing usable was written")
+	X(ETRUNC, 25, "output buffer too small; nothing usable was written")   \
+	X(ELEASE, 26, "lease out of range (0..65536, and only with SLUICE_EXACT)")
 
 enum sluice_error {
 #define SLUICE__ERR_ENUM(name, value, msg) SLUICE_##name = value,

@@ -203,7 +203,9 @@ __extension__ typedef unsigned __int128 sluice__u128;
  * (Granlund-Montgomery: the error x*e/2^(62+shift) < 1/T, see gcra.c). */
 static inline uint64_t sluice__gcra_div(uint64_t x, uint64_t recip, uint64_t shift)
 {
-	return (uint64_t)(((sluice__u128)x * recip) >> (62 + shift));
+	/* x * recip < 2^125, so the product shifted by the constant 62 fits
+	 * in 64 bits; a variable 128-bit shift would cost more. */
+	return (uint64_t)(((sluice__u128)x * recip) >> 62) >> shift;
 }
 
 /* private: fill @d from the TAT @tat after the decision, taken at @now. */
@@ -315,6 +317,37 @@ static inline int sluice__gcra_try(sluice_gcra_t *g, uint64_t n, uint64_t now,
 static inline int sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t now,
                                          sluice_decision_t *d)
 {
+	/* The admission, inline: an unsealed TAT, n in 1..b, the booking
+	 * conforms now and fits before the end of time, one CAS.  Anything
+	 * else (a refusal, a seal, a lost CAS) is decided by the general
+	 * attempt below, which reloads.  Ordering as in sluice__gcra_try(). */
+	uint64_t a = atomic_load_explicit(&g->tat, memory_order_acquire);
+	const struct sluice__gcra_params *p =
+		&g->params[atomic_load_explicit(&g->era, memory_order_relaxed) & 1];
+	uint64_t T = atomic_load_explicit(&p->interval, memory_order_acquire);
+	uint64_t tau = atomic_load_explicit(&p->tau, memory_order_acquire);
+	uint64_t burst = atomic_load_explicit(&p->burst, memory_order_acquire);
+	uint64_t base = a > now ? a : now;
+	uint64_t need = n * T; /* used only once n <= b is known: no overflow */
+	if (SLUICE_LIKELY(a <= SLUICE_GCRA_TIME_MAX && n - 1 < burst &&
+	                  base - now <= tau - need && base <= SLUICE_GCRA_TIME_MAX - need) &&
+	    atomic_compare_exchange_strong_explicit(&g->tat, &a, base + need, memory_order_acquire,
+	                                            memory_order_acquire)) {
+		if (d) {
+			uint64_t tat = base + need, lag = tat - now; /* <= tau */
+			uint64_t credit = tau - lag, top = SLUICE_GCRA_TIME_MAX - tat;
+			d->allowed = 1;
+			d->limit = burst;
+			d->remaining = sluice__gcra_div(
+				credit < top ? credit : top,
+				atomic_load_explicit(&p->recip, memory_order_acquire),
+				atomic_load_explicit(&p->shift, memory_order_acquire));
+			d->retry_after_ns = 0;
+			d->reset_ns = lag;
+			d->now_ns = now;
+		}
+		return 1;
+	}
 	int rc = sluice__gcra_try(g, n, now, 0, d);
 	if (SLUICE_UNLIKELY(rc == SLUICE__GCRA_SLOW))
 		rc = sluice__gcra_take_slow(g, n, now, 0, d);

@@ -22,6 +22,29 @@
  *     missing from what a thread checked.  Every admission is counted:
  *     an add that races with the bucket's seal is detected and retried.
  *
+ *   SLUICE_EXACT with leases (config.lease = B > 0), for hot keys:
+ *     the same bound, at most L per N consecutive epochs, any timing.  A
+ *     decision first spends from its CPU's lease: a cache line of its own
+ *     holding (epoch tag, permits), decremented by CAS.  When the lease is
+ *     short it takes n + extra permits from the bucket word in one CAS
+ *     (all counted as admitted there) and deposits the extra in its cell;
+ *     extra = min(B, room / (2 * cells)), where room is what the window
+ *     has left after this request, so leases shrink as the budget does and
+ *     near the limit every take is exactly n.  A lease is tagged with its
+ *     epoch and is spent only by decisions in that epoch, so every permit
+ *     admitted was counted in the bucket of the epoch it was admitted in.
+ *     The price is UNDER-admission: permits leased and not spent when the
+ *     epoch ends are lost.  Per epoch, at most
+ *         cells * (B + n_max - 1) + T * B
+ *     (a cell holds at most B + n_max - 1: a lease is deposited only into a
+ *     cell holding fewer than the n its taker asked for; T counts threads
+ *     caught between taking a lease and depositing it when the epoch
+ *     ends).  A thread on one CPU that keeps asking for n = 1 until the
+ *     window is full loses nothing: it spends each lease before taking the
+ *     next, and the takes near the limit are exact.
+ *     A refusal reads the bucket and the cell and writes nothing, so
+ *     deny-mostly traffic leaves every shared line shared.
+ *
  *   NOT GUARANTEED, in either mode (the worst case, not the friendly one):
  *   the ring bounds bucket-aligned windows only.  An arbitrary interval of
  *   length W can see up to 2L with adversarial timing: L admitted at the very
@@ -38,6 +61,9 @@
  *   skips count zero.
  *
  * COST: admission (EXACT) is three relaxed loads and one CAS, no division.
+ *   With leases, an admission from the lease is one CAS on this CPU's own
+ *   line (plus two shared reads when @d is filled); one in B touches the
+ *   bucket word.
  *   Opening an epoch reads the N-1 previous bucket words (O(N), once per
  *   bucket width, by whichever thread gets there first; others may help).
  *   A refusal that fills a decision scans up to N buckets to compute
@@ -48,8 +74,10 @@
  *   epochs with their low 32 bits: a thread stalled inside one decision for
  *   a multiple of 2^32 buckets could meet an ABA; the design turns every such
  *   case into a refusal or a skipped bucket, never an extra admission.
+ *   Leases: B in 0..SLUICE_WINDOW_LEASE_MAX, EXACT mode only.
  * MEMORY: 8 bytes per bucket (rounded up to a power of two) plus 128 bytes;
- *   STRIPED adds 64 bytes per possible CPU.  Allocated at init only.
+ *   STRIPED and leases add 64 bytes per possible CPU (cells are a power of
+ *   two).  Allocated at init only.
  */
 #ifndef SLUICE_WINDOW_H
 #define SLUICE_WINDOW_H
@@ -61,9 +89,11 @@
 #include "clock.h"
 #include "common.h"
 #include "decision.h"
+#include "stripe.h"
 
 #define SLUICE_WINDOW_LIMIT_MAX ((1ULL << 30) - 1)
 #define SLUICE_WINDOW_BUCKETS_MAX 4096u
+#define SLUICE_WINDOW_LEASE_MAX 65536u
 
 typedef enum sluice_window_mode {
 	SLUICE_EXACT = 0,
@@ -76,11 +106,15 @@ typedef struct sluice_window_config {
 	uint32_t buckets;            /* N: 1..4096; W % N == 0             */
 	sluice_window_mode_t mode;   /* SLUICE_EXACT or SLUICE_STRIPED     */
 	const sluice_clock_t *clock; /* NULL: &sluice_clock_cached         */
+	uint32_t lease;              /* EXACT only: per-CPU lease of up to
+	                              * this many permits; 0 = no leases   */
 } sluice_window_config_t;
 
 struct sluice_window_cell {
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t word; /* tag32 | count32 */
-	char pad[SLUICE_CACHELINE - sizeof(uint64_t)];
+	_Atomic uint64_t seen; /* leases: tag32 | what the bucket counted
+	                        * at this cell's last take (for d->remaining) */
+	char pad[SLUICE_CACHELINE - 2 * sizeof(uint64_t)];
 };
 
 typedef struct sluice_window {
@@ -90,11 +124,15 @@ typedef struct sluice_window {
 	uint64_t width_ns;                 /* W / N                        */
 	uint32_t buckets;                  /* N                            */
 	uint32_t mask;                     /* slots - 1 (slots = 2^k >= N) */
-	uint32_t cell_mask;                /* STRIPED: cells - 1           */
+	uint32_t cell_mask;                /* STRIPED, leases: cells - 1   */
+	uint32_t lease;                    /* B; 0 = no leases             */
+	uint64_t fast_limit;               /* L for EXACT without leases, else
+	                                    * 0: one compare gates the inline
+	                                    * path on n, mode and leases   */
 	sluice_window_mode_t mode;
 	const sluice_clock_t *clock;
 	_Atomic uint64_t *slots;           /* one word per bucket          */
-	struct sluice_window_cell *cells;  /* STRIPED only                 */
+	struct sluice_window_cell *cells;  /* STRIPED counts, or leases    */
 	/* private: read by every decision, written once per epoch */
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t head; /* newest epoch  */
 	_Atomic uint64_t cur;              /* tag32(head) | base32: sum of the
@@ -112,7 +150,8 @@ typedef struct sluice_window {
  * sluice_window_init - validate @cfg and allocate the ring.
  * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_ELIMIT, -SLUICE_EBUCKETS,
  * -SLUICE_EWINDOW (W = 0 or W % N != 0), -SLUICE_ERESOLUTION (W/N below the
- * clock's resolution), -SLUICE_EMODE, -SLUICE_ECLOCK, -SLUICE_ENOMEM.
+ * clock's resolution), -SLUICE_EMODE, -SLUICE_ELEASE (lease above
+ * SLUICE_WINDOW_LEASE_MAX, or with STRIPED), -SLUICE_ECLOCK, -SLUICE_ENOMEM.
  * On error @w is left untouched and nothing is allocated.  Allocates the
  * ring (the only allocation a window ever makes); not thread-safe for the
  * same @w, and no decision may run on @w before it returns.
@@ -147,13 +186,15 @@ SLUICE_API int sluice_window_refund_at(sluice_window_t *w, uint64_t n,
 /* private slow paths */
 SLUICE_API int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
                                            sluice_decision_t *d);
+SLUICE_API int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
+                                         sluice_decision_t *d);
 SLUICE_API void sluice__window_fill_refused(sluice_window_t *w, sluice_decision_t *d,
                                             uint64_t counted, uint64_t n, uint64_t h, uint64_t now);
 
+/* @start: the start of the decision's bucket, h * width. */
 static inline void sluice__window_fill_allowed(const sluice_window_t *w, sluice_decision_t *d,
-                                               uint64_t counted, uint64_t h, uint64_t now)
+                                               uint64_t counted, uint64_t start, uint64_t now)
 {
-	uint64_t start = h * w->width_ns;
 	if (now < start)
 		now = start; /* a reading from before the newest bucket */
 	d->allowed = 1;
@@ -162,6 +203,85 @@ static inline void sluice__window_fill_allowed(const sluice_window_t *w, sluice_
 	d->retry_after_ns = 0;
 	d->reset_ns = w->window_ns - (now - start); /* no overflow near 2^64 */
 	d->now_ns = now;
+}
+
+/* private: the fast path's fill, where start <= now < start + width and
+ * @counted (after this admission) <= L are known. */
+static inline void sluice__window_fill_admitted(const sluice_window_t *w, sluice_decision_t *d,
+                                                uint64_t counted, uint64_t start, uint64_t now)
+{
+	d->allowed = 1;
+	d->limit = w->limit;
+	d->remaining = w->limit - counted;
+	d->retry_after_ns = 0;
+	d->reset_ns = w->window_ns - (now - start);
+	d->now_ns = now;
+}
+
+/*
+ * An admission spent from a lease.  d->remaining is L minus what the
+ * window had counted (leases included) when this cell last took from the
+ * bucket: read from this CPU's own line, because reading the bucket word
+ * on every decision would pull the line other CPUs write.  It may be stale
+ * by what other CPUs took since; when the cell holds no snapshot for h
+ * (rare), the shared words are read.
+ */
+static inline void sluice__window_fill_leased(const sluice_window_t *w, sluice_decision_t *d,
+                                              const struct sluice_window_cell *cell, uint64_t h,
+                                              uint64_t now)
+{
+	uint64_t seen = atomic_load_explicit(&cell->seen, memory_order_relaxed);
+	uint64_t counted = w->limit; /* h already closed: nothing remains */
+	if ((seen >> 32) == SLUICE__TAG(h)) {
+		counted = seen & 0xffffffffu;
+	} else {
+		uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
+		uint64_t s = atomic_load_explicit(&w->slots[h & w->mask], memory_order_relaxed);
+		if ((c >> 32) == SLUICE__TAG(h) && (s >> 32) == SLUICE__TAG(h))
+			counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
+	}
+	sluice__window_fill_allowed(w, d, counted, h * w->width_ns, now);
+}
+
+/* private: the shared words of epoch h are open and its bucket unsealed */
+static inline int sluice__window_open(uint64_t c, uint64_t s, uint64_t h)
+{
+	uint64_t tag = h << 32;
+	return ((((c ^ tag) | (s ^ tag)) >> 32) | (s & SLUICE__SLOT_SEALED)) == 0;
+}
+
+/* private: EXACT with leases, inline; see the GUARANTEES above. */
+static inline int sluice__window_acquire_leased(sluice_window_t *w, uint64_t n, uint64_t now,
+                                                sluice_decision_t *d)
+{
+	if (SLUICE_UNLIKELY(n - 1 >= w->limit))
+		return sluice__window_acquire_slow(w, n, now, d);
+	uint64_t h = atomic_load_explicit(&w->head, memory_order_relaxed);
+	uint64_t start = h * w->width_ns;
+	if (SLUICE_UNLIKELY(now - start >= w->width_ns))
+		return sluice__window_acquire_slow(w, n, now, d);
+	/* Spend from this CPU's lease if it holds n permits of h. */
+	struct sluice_window_cell *cell = &w->cells[sluice_cpu() & w->cell_mask];
+	uint64_t v = atomic_load_explicit(&cell->word, memory_order_relaxed);
+	while ((v >> 32) == SLUICE__TAG(h) && (v & 0xffffffffu) >= n) {
+		if (atomic_compare_exchange_weak_explicit(&cell->word, &v, v - n,
+		                                          memory_order_relaxed,
+		                                          memory_order_relaxed)) {
+			if (d)
+				sluice__window_fill_leased(w, d, cell, h, now);
+			return 1;
+		}
+	}
+	/* Short: refuse from reads alone, or take a new lease. */
+	uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
+	uint64_t s = atomic_load_explicit(&w->slots[h & w->mask], memory_order_relaxed);
+	uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
+	if (sluice__window_open(c, s, h) && counted + n > w->limit) {
+		if (d)
+			sluice__window_fill_refused(w, d, counted, n, h, now);
+		return 0;
+	}
+	return sluice__window_lease_take(w, n, now, d);
 }
 
 /*
@@ -174,24 +294,31 @@ static inline void sluice__window_fill_allowed(const sluice_window_t *w, sluice_
  * blocks the others.  No allocation.  Safe from any number of threads.
  * EXACT: relaxed CAS on the bucket word; the admission depends only on that
  * word and on `cur`, whose base is a pure function of the epoch it tags.
+ * Leases: relaxed CAS on this CPU's cell; every permit in a cell tagged
+ * with epoch h was first counted in h's bucket by the CAS that leased it.
+ * With leases, d->remaining counts leased, unspent permits as taken.
  * Return: 1 admitted, 0 refused, -SLUICE_EINVAL (n = 0), -SLUICE_ETOOBIG
  * (n > limit; retry_after_ns = SLUICE_NEVER).
  */
 static inline int sluice_window_acquire_at(sluice_window_t *w, uint64_t n, uint64_t now,
                                            sluice_decision_t *d)
 {
-	if (SLUICE_UNLIKELY(n - 1 >= w->limit || w->mode != SLUICE_EXACT))
+	/* n = 0, n > L, STRIPED and leases all fail this one compare */
+	if (SLUICE_UNLIKELY(n - 1 >= w->fast_limit)) {
+		if (w->lease)
+			return sluice__window_acquire_leased(w, n, now, d);
 		return sluice__window_acquire_slow(w, n, now, d);
+	}
 	uint64_t h = atomic_load_explicit(&w->head, memory_order_relaxed);
+	uint64_t start = h * w->width_ns;
 	/* Unsigned: a reading before h's bucket wraps and goes slow too. */
-	if (SLUICE_UNLIKELY(now - h * w->width_ns >= w->width_ns))
+	if (SLUICE_UNLIKELY(now - start >= w->width_ns))
 		return sluice__window_acquire_slow(w, n, now, d);
 	uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
 	_Atomic uint64_t *slot = &w->slots[h & w->mask];
 	uint64_t s = atomic_load_explicit(slot, memory_order_relaxed);
 	for (;;) {
-		if (SLUICE_UNLIKELY((c >> 32) != SLUICE__TAG(h) || (s >> 32) != SLUICE__TAG(h) ||
-		                    (s & SLUICE__SLOT_SEALED)))
+		if (SLUICE_UNLIKELY(!sluice__window_open(c, s, h)))
 			return sluice__window_acquire_slow(w, n, now, d);
 		uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
 		if (counted + n > w->limit) {
@@ -202,7 +329,7 @@ static inline int sluice_window_acquire_at(sluice_window_t *w, uint64_t n, uint6
 		if (atomic_compare_exchange_weak_explicit(slot, &s, s + n, memory_order_relaxed,
 		                                          memory_order_relaxed)) {
 			if (d)
-				sluice__window_fill_allowed(w, d, counted + n, h, now);
+				sluice__window_fill_admitted(w, d, counted + n, start, now);
 			return 1;
 		}
 	}
