@@ -104,7 +104,9 @@ static int step(struct stress_worker *w)
 
 struct wcheck {
 	uint64_t chain, cost, cold_starts, cold_b, cold_tight;
-	double cold_worst; /* max over cold segments of permits - X(D), (b) */
+	double cold_worst; /* max over cold segments of permits - X(D), (b)   */
+	double cold_slack; /* min of X(D) - permits before, D > 0, (b'): how
+	                    * close the ramp came to the curve (-1: no point) */
 };
 
 /* X(D) = M (3 - sqrt(9 - 8 D / P)) / 4, D <= P */
@@ -120,7 +122,7 @@ static double x_of(double m, double p, double dd)
 static struct wcheck check(const struct stress_rec *r, size_t n, uint64_t num, uint64_t den,
                            uint64_t p, double m, uint64_t l)
 {
-	struct wcheck c = { 0, 0, 0, 0, 0, 0.0 };
+	struct wcheck c = { 0, 0, 0, 0, 0, 0.0, -1.0 };
 	for (size_t k = 0; k < n; k++) {
 		/* cost >= n I  <=>  cost den >= n num (exact) */
 		if ((u128)r[k].aux * den < (u128)r[k].n * num)
@@ -138,6 +140,8 @@ static struct wcheck check(const struct stress_rec *r, size_t n, uint64_t num, u
 			double slack = 1e-9 * m; /* X's rounding, not the limiter's */
 			if ((double)before > x + slack)
 				c.cold_tight++;
+			if (j > k && (c.cold_slack < 0 || x - (double)before < c.cold_slack))
+				c.cold_slack = x - (double)before;
 			before += r[j].n;
 			if ((double)before - x > c.cold_worst)
 				c.cold_worst = (double)before - x;
@@ -239,13 +243,13 @@ int main(int argc, char **argv)
 	struct stress_rec *all = stress_merge(&o, w, 0, &n, &admitted, &incomplete);
 	struct wcheck k = check(all, n, period, rate, p, m, warm.limit);
 	uint64_t worst = stress_worst_conform(all, n, period, rate);
-	char extra[192], ws[32], bs[32];
+	char extra[256], ws[32], bs[32];
 	snprintf(extra, sizeof(extra),
 	         " chain_breaks=%llu cost_breaks=%llu cold_starts=%llu cold_worst=%.3f "
-	         "cold_breaks=%llu cold_tight_breaks=%llu",
+	         "cold_breaks=%llu cold_slack=%.6f cold_tight_breaks=%llu",
 	         (unsigned long long)k.chain, (unsigned long long)k.cost,
 	         (unsigned long long)k.cold_starts, k.cold_worst, (unsigned long long)k.cold_b,
-	         (unsigned long long)k.cold_tight);
+	         k.cold_slack, (unsigned long long)k.cold_tight);
 	snprintf(ws, sizeof(ws), "%llu", (unsigned long long)worst);
 	snprintf(bs, sizeof(bs), "%llu", (unsigned long long)warm.limit);
 	int ok = worst <= warm.limit && !k.chain && !k.cost && !k.cold_b && !k.cold_tight;
