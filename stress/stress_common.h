@@ -47,8 +47,10 @@ struct stress_buf {
 /* A composite records one stream per part; the others use stream 0. */
 #define STRESS_STREAMS 2
 
+/* One per thread, on cache lines of its own: the hot loop writes
+ * decisions, rng and the buffers' lengths on every decision. */
 struct stress_worker {
-	pthread_t tid;
+	_Alignas(SLUICE_CACHELINE) pthread_t tid;
 	int id;
 	uint64_t rng;       /* xorshift64 state, distinct per worker        */
 	uint64_t decisions;

@@ -196,10 +196,12 @@ struct stress_worker *stress_run(const struct stress_opts *o, stress_step_fn ste
                                  const size_t caps[STRESS_STREAMS])
 {
 	int t = o->threads;
-	struct stress_worker *w = calloc((size_t)t, sizeof(*w));
+	/* aligned: no worker shares a cache line with another */
+	struct stress_worker *w = aligned_alloc(SLUICE_CACHELINE, (size_t)t * sizeof(*w));
 	struct worker_arg *args = calloc((size_t)t, sizeof(*args));
 	if (!w || !args)
 		stress_die("out of memory");
+	memset(w, 0, (size_t)t * sizeof(*w));
 	for (int i = 0; i < t; i++) {
 		w[i].id = i;
 		w[i].rng = 0x9E3779B97F4A7C15ULL * (uint64_t)(i + 1) | 1;
