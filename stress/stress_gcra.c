@@ -3,7 +3,7 @@
  * gcra.h's GUARANTEE over every admission recorded.
  *
  *   stress_gcra [--threads=T] [--seconds=S] [--clock=monotonic|coarse|cached]
- *               [--rate=R] [--burst=B] [--self-test]
+ *               [--rate=R] [--burst=B] [--cancel-every=K] [--self-test]
  *
  * GUARANTEE checked (gcra.h): for every interval [x, x + t] of the
  * limiter's timeline, the permits admitted at a time inside it total at most
@@ -11,8 +11,11 @@
  * to whole ns).  An admission's time is its now_ns; a reservation's is
  * now_ns + retry_after_ns, when its slot comes (the header states the bound
  * for those times too).  Workers acquire n = 1..3 and, one decision in four,
- * reserve a slot at most 2 T away; nothing is cancelled, so every booking
- * counts.  The verifier (stress_worst_conform) checks every interval, not
+ * reserve a slot at most 2 T away.  One admission in K (default 8; 0: none)
+ * is given back at once with sluice_gcra_cancel(): a booking cancelled
+ * exactly "counts as never made" and is not recorded; one that could not be
+ * (-SLUICE_ECANCEL: something was booked after it) counts and is recorded.
+ * The verifier (stress_worst_conform) checks every interval, not
  * only those starting at a refill: worst = max (permits - floor(t / T)),
  * bound = b.
  *
@@ -30,9 +33,10 @@
 
 static const char usage[] =
 	"usage: stress_gcra [--threads=T] [--seconds=S] [--clock=monotonic|coarse|cached]\n"
-	"                   [--rate=R (per second)] [--burst=B] [--self-test]\n";
+	"                   [--rate=R (per second)] [--burst=B] [--cancel-every=K]\n"
+	"                   [--self-test]\n";
 
-static uint64_t rate = 50000, burst = 20, interval;
+static uint64_t rate = 50000, burst = 20, cancel_every = 8, interval;
 static sluice_gcra_t gcra;
 
 static int opt(const char *key, const char *val)
@@ -41,6 +45,8 @@ static int opt(const char *key, const char *val)
 		return stress_u64(val, &rate);
 	if (strcmp(key, "burst") == 0)
 		return stress_u64(val, &burst);
+	if (strcmp(key, "cancel-every") == 0)
+		return stress_u64(val, &cancel_every);
 	return -1;
 }
 
@@ -60,7 +66,19 @@ static int step(struct stress_worker *w)
 	}
 	if (rc < 0)
 		return stress_fail(w, rc);
-	return rc == 1 && !stress_record(w, 0, t, n, 0);
+	if (rc != 1)
+		return 0;
+	if (cancel_every && (x >> 30) % cancel_every == 0) {
+		int c = sluice_gcra_cancel(&gcra, n, &d);
+		if (c == 0) {
+			w->stat[0]++; /* never made: not recorded */
+			return 0;
+		}
+		if (c != -SLUICE_ECANCEL)
+			return stress_fail(w, c);
+		w->stat[1]++; /* kept: it counts */
+	}
+	return !stress_record(w, 0, t, n, 0);
 }
 
 /* T = 10 ns, b = 3: the bound is reached exactly, then passed by one
@@ -107,6 +125,8 @@ int main(int argc, char **argv)
 	stress_parse(argc, argv, &o, usage, opt);
 	if (o.self_test)
 		return self_test();
+	if (cancel_every)
+		o.mode = "acquire+reserve+cancel";
 	stress_clock_start(&o);
 	sluice_gcra_config_t c = { .rate = rate, .period_ns = 1000000000ULL, .burst = burst,
 		                   .clock = o.clock };
@@ -124,8 +144,13 @@ int main(int argc, char **argv)
 	int incomplete = 0;
 	struct stress_rec *all = stress_merge(&o, w, 0, &n, &admitted, &incomplete);
 	uint64_t worst = stress_worst_conform(all, n, interval, 1);
-	char extra[64], ws[32], bs[32];
-	snprintf(extra, sizeof(extra), " interval_ns=%llu", (unsigned long long)interval);
+	uint64_t cancelled = 0, kept = 0;
+	for (int i = 0; i < o.threads; i++)
+		cancelled += w[i].stat[0], kept += w[i].stat[1];
+	char extra[96], ws[32], bs[32];
+	snprintf(extra, sizeof(extra), " interval_ns=%llu cancelled=%llu cancel_kept=%llu",
+	         (unsigned long long)interval, (unsigned long long)cancelled,
+	         (unsigned long long)kept);
 	snprintf(ws, sizeof(ws), "%llu", (unsigned long long)worst);
 	snprintf(bs, sizeof(bs), "%llu", (unsigned long long)burst);
 	int rc = stress_report(&o, stress_decisions(w, o.threads), admitted, extra, ws, bs,
