@@ -477,14 +477,13 @@ int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
 			if (atomic_compare_exchange_weak_explicit(slot, &s, s + n + extra,
 			                                          memory_order_relaxed,
 			                                          memory_order_relaxed)) {
-				if (extra) {
-					/* the snapshot d->remaining reads (a hint,
-					 * relaxed: it orders nothing) */
-					atomic_store_explicit(&cell->seen,
-					                      (SLUICE__LO32(h) << 32) | (counted + n + extra),
-					                      memory_order_relaxed);
+				/* the snapshot d->remaining reads on this CPU
+				 * (a hint, relaxed: it orders nothing) */
+				atomic_store_explicit(&cell->seen,
+				                      (SLUICE__LO32(h) << 32) | (counted + n + extra),
+				                      memory_order_relaxed);
+				if (extra)
 					lease_deposit(w, &cell->word, v, h, extra);
-				}
 				if (d)
 					sluice__window_fill_allowed(w, d, counted + n + extra, h * w->width_ns, now);
 				return 1;
