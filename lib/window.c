@@ -325,7 +325,7 @@ static int striped_acquire(sluice_window_t *w, uint64_t n, uint64_t now, sluice_
 		uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN) + cells_count(w, h);
 		if (counted + n > w->limit) {
 			if (d)
-				sluice__window_fill_refused(w, d, counted, n, h, now);
+				sluice__window_fill_refused(w, d, counted, c & 0xffffffffu, n, h, now);
 			return 0;
 		}
 		_Atomic uint64_t *cell = &w->cells[sluice_cpu() & w->cell_mask].word;
@@ -374,7 +374,7 @@ int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
 			uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
 			if (counted + n > w->limit) {
 				if (d)
-					sluice__window_fill_refused(w, d, counted, n, h, now);
+					sluice__window_fill_refused(w, d, counted, c & 0xffffffffu, n, h, now);
 				return 0;
 			}
 			if (atomic_compare_exchange_weak_explicit(slot, &s, s + n,
@@ -467,7 +467,7 @@ int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
 			if (counted + n > w->limit) {
 				/* Refused from reads: no shared line written. */
 				if (d)
-					sluice__window_fill_refused(w, d, counted, n, h, now);
+					sluice__window_fill_refused(w, d, counted, c & 0xffffffffu, n, h, now);
 				return 0;
 			}
 			/* room / (2 * cells); cells is a power of two */
@@ -477,14 +477,13 @@ int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
 			if (atomic_compare_exchange_weak_explicit(slot, &s, s + n + extra,
 			                                          memory_order_relaxed,
 			                                          memory_order_relaxed)) {
-				if (extra) {
-					/* the snapshot d->remaining reads (a hint,
-					 * relaxed: it orders nothing) */
-					atomic_store_explicit(&cell->seen,
-					                      (SLUICE__LO32(h) << 32) | (counted + n + extra),
-					                      memory_order_relaxed);
+				/* the snapshot d->remaining reads on this CPU
+				 * (a hint, relaxed: it orders nothing) */
+				atomic_store_explicit(&cell->seen,
+				                      (SLUICE__LO32(h) << 32) | (counted + n + extra),
+				                      memory_order_relaxed);
+				if (extra)
 					lease_deposit(w, &cell->word, v, h, extra);
-				}
 				if (d)
 					sluice__window_fill_allowed(w, d, counted + n + extra, h * w->width_ns, now);
 				return 1;
@@ -502,7 +501,7 @@ int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
  * buckets, which are frozen, and the current one as the caller saw it.
  */
 void sluice__window_fill_refused(sluice_window_t *w, sluice_decision_t *d, uint64_t counted,
-                                 uint64_t n, uint64_t h, uint64_t now)
+                                 uint64_t base, uint64_t n, uint64_t h, uint64_t now)
 {
 	uint64_t start = h * w->width_ns;
 	if (now < start)
@@ -510,7 +509,11 @@ void sluice__window_fill_refused(sluice_window_t *w, sluice_decision_t *d, uint6
 	uint64_t excess = counted + n - w->limit; /* > 0 on a refusal */
 	uint64_t retry = w->window_ns - (now - start); /* the current bucket leaves */
 	uint64_t freed = 0;
-	for (uint64_t k = w->buckets - 1; k >= 1; k--) {
+	/* base is what all the closed buckets hold: when even all of them
+	 * leaving is not enough, only the current bucket's leaving is, and
+	 * the walk is skipped (deny-mostly traffic on a key whose admissions
+	 * all landed in this bucket, the common shape of a flood). */
+	for (uint64_t k = base >= excess ? w->buckets - 1 : 0; k >= 1; k--) {
 		if (k > h)
 			continue; /* epochs before 0 never existed */
 		freed += closed_own(w, h - k);

@@ -231,6 +231,12 @@ ParameterizedTest(struct schedule *p, window, matches_reference_model)
 		cr_assert_eq(d.retry_after_ns, want_retry, "step %d: retry_after %llu, model %llu", i,
 		             (unsigned long long)d.retry_after_ns, (unsigned long long)want_retry);
 		cr_assert_eq(d.now_ns / width, m.head, "step %d: decision epoch", i);
+		/* remaining: what the window has not counted (leases count as
+		 * taken; one CPU's lease snapshot is the count after its take) */
+		cr_assert_eq(d.remaining, p->limit - model_window(&m, m.head),
+		             "step %d: remaining %llu, model %llu", i,
+		             (unsigned long long)d.remaining,
+		             (unsigned long long)(p->limit - model_window(&m, m.head)));
 		cr_assert_eq(sluice_window_count_at(&w, t), model_window(&m, m.head), "step %d: count", i);
 		admitted += (uint64_t)got;
 		refused += (uint64_t)!got;

@@ -189,7 +189,8 @@ SLUICE_API int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint6
 SLUICE_API int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
                                          sluice_decision_t *d);
 SLUICE_API void sluice__window_fill_refused(sluice_window_t *w, sluice_decision_t *d,
-                                            uint64_t counted, uint64_t n, uint64_t h, uint64_t now);
+                                            uint64_t counted, uint64_t base, uint64_t n,
+                                            uint64_t h, uint64_t now);
 
 /* @start: the start of the decision's bucket, h * width. */
 static inline void sluice__window_fill_allowed(const sluice_window_t *w, sluice_decision_t *d,
@@ -278,7 +279,7 @@ static inline int sluice__window_acquire_leased(sluice_window_t *w, uint64_t n, 
 	uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
 	if (sluice__window_open(c, s, h) && counted + n > w->limit) {
 		if (d)
-			sluice__window_fill_refused(w, d, counted, n, h, now);
+			sluice__window_fill_refused(w, d, counted, c & 0xffffffffu, n, h, now);
 		return 0;
 	}
 	return sluice__window_lease_take(w, n, now, d);
@@ -323,7 +324,7 @@ static inline int sluice_window_acquire_at(sluice_window_t *w, uint64_t n, uint6
 		uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
 		if (counted + n > w->limit) {
 			if (d)
-				sluice__window_fill_refused(w, d, counted, n, h, now);
+				sluice__window_fill_refused(w, d, counted, c & 0xffffffffu, n, h, now);
 			return 0;
 		}
 		if (atomic_compare_exchange_weak_explicit(slot, &s, s + n, memory_order_relaxed,
