@@ -104,6 +104,14 @@ void stress_check_init(const char *what, int rc);
 void stress_clock_start(const struct stress_opts *o);
 void stress_clock_stop(const struct stress_opts *o);
 
+/* Requests ask for n = 1..STRESS_N_MAX permits, or fewer when the limiter's
+ * largest request is smaller (stress_n_max). */
+#define STRESS_N_MAX 3u
+static inline uint64_t stress_n_max(uint64_t largest)
+{
+	return largest < STRESS_N_MAX ? largest : STRESS_N_MAX;
+}
+
 /* xorshift64: cheap per-worker randomness for n and hold times. */
 static inline uint64_t stress_rand(struct stress_worker *w)
 {

@@ -31,7 +31,8 @@
 
 #include "stress_common.h"
 
-#define N_MAX 3u
+
+static uint64_t n_max; /* largest n asked: stress_n_max() */
 
 static const char usage[] =
 	"usage: stress_composite [--threads=T] [--seconds=S] [--clock=monotonic|coarse|cached]\n"
@@ -65,7 +66,7 @@ static int opt(const char *key, const char *val)
 
 static int step(struct stress_worker *w)
 {
-	uint64_t n = 1 + stress_rand(w) % N_MAX;
+	uint64_t n = 1 + stress_rand(w) % n_max;
 	sluice_decision_t d, each[SLUICE_COMPOSITE_MAX];
 	int rc = sluice_composite_acquire_each_at(&comp, n, sluice_clock_now(now_clock), &d, each);
 	if (rc < 0)
@@ -146,6 +147,7 @@ int main(int argc, char **argv)
 	cc.parts[gcra_first] = ring;
 	cc.parts[!gcra_first] = gcra;
 	stress_check_init("sluice_composite_init", sluice_composite_init(&comp, &cc));
+	n_max = stress_n_max(limit < burst ? limit : burst);
 	/* the rounded interval, as the GCRA uses it (gcra.h: T = period / rate
 	 * rounded up; init refuses roundings above 0.1%) */
 	uint64_t t = (1000000000ULL + rate - 1) / rate;

@@ -34,7 +34,8 @@
 
 #include "stress_common.h"
 
-#define N_MAX 3u
+
+static uint64_t n_max; /* largest n asked: stress_n_max() */
 
 static const char usage[] =
 	"usage: stress_decay [--threads=T] [--seconds=S] [--clock=monotonic|coarse|cached]\n"
@@ -54,7 +55,7 @@ static int opt(const char *key, const char *val)
 
 static int step(struct stress_worker *w)
 {
-	uint64_t n = 1 + stress_rand(w) % N_MAX;
+	uint64_t n = 1 + stress_rand(w) % n_max;
 	sluice_decision_t d;
 	int rc = sluice_decay_acquire(&decay, n, &d);
 	if (rc < 0)
@@ -158,6 +159,7 @@ int main(int argc, char **argv)
 	stress_clock_start(&o);
 	sluice_decay_config_t c = { .limit = limit, .half_life_ns = h, .clock = o.clock };
 	stress_check_init("sluice_decay_init", sluice_decay_init(&decay, &c));
+	n_max = stress_n_max(limit);
 	long double bound = (long double)limit + epsilon(limit);
 
 	/* (ii) over the run: L (1 + D ln2 / h) */

@@ -21,7 +21,8 @@
 
 #include "stress_common.h"
 
-#define N_MAX 3u
+
+static uint64_t n_max; /* largest n asked: stress_n_max() */
 
 static const char usage[] =
 	"usage: stress_fixed [--threads=T] [--seconds=S] [--clock=monotonic|coarse|cached]\n"
@@ -41,7 +42,7 @@ static int opt(const char *key, const char *val)
 
 static int step(struct stress_worker *w)
 {
-	uint64_t n = 1 + stress_rand(w) % N_MAX;
+	uint64_t n = 1 + stress_rand(w) % n_max;
 	sluice_decision_t d;
 	int rc = sluice_fixed_acquire(&fixed, n, &d);
 	if (rc < 0)
@@ -85,6 +86,7 @@ int main(int argc, char **argv)
 	stress_clock_start(&o);
 	sluice_fixed_config_t c = { .limit = limit, .window_ns = window_ns, .clock = o.clock };
 	stress_check_init("sluice_fixed_init", sluice_fixed_init(&fixed, &c));
+	n_max = stress_n_max(limit);
 
 	/* at most L per window over the run (plus a second of clock slack) */
 	double windows = (o.seconds + 1) * 1e9 / (double)window_ns + 2;

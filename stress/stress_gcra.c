@@ -29,7 +29,8 @@
 
 #include "stress_common.h"
 
-#define N_MAX 3u
+
+static uint64_t n_max; /* largest n asked: stress_n_max() */
 
 static const char usage[] =
 	"usage: stress_gcra [--threads=T] [--seconds=S] [--clock=monotonic|coarse|cached]\n"
@@ -53,7 +54,7 @@ static int opt(const char *key, const char *val)
 static int step(struct stress_worker *w)
 {
 	uint64_t x = stress_rand(w);
-	uint64_t n = 1 + x % N_MAX;
+	uint64_t n = 1 + x % n_max;
 	sluice_decision_t d;
 	int rc;
 	uint64_t t;
@@ -131,6 +132,7 @@ int main(int argc, char **argv)
 	sluice_gcra_config_t c = { .rate = rate, .period_ns = 1000000000ULL, .burst = burst,
 		                   .clock = o.clock };
 	stress_check_init("sluice_gcra_init", sluice_gcra_init(&gcra, &c));
+	n_max = stress_n_max(burst);
 	interval = sluice_gcra_interval_ns(&gcra);
 
 	size_t caps[STRESS_STREAMS] = {

@@ -42,9 +42,10 @@
 
 #include "stress_common.h"
 
-#define N_MAX 3u
 
 __extension__ typedef unsigned __int128 u128;
+
+static uint64_t n_max; /* largest n asked: stress_n_max() */
 
 static const char usage[] =
 	"usage: stress_warmup [--threads=T] [--seconds=S] [--clock=monotonic|coarse|cached]\n"
@@ -87,7 +88,7 @@ static int step(struct stress_worker *w)
 {
 	idle_if_due(w);
 	uint64_t x = stress_rand(w);
-	uint64_t n = 1 + x % N_MAX;
+	uint64_t n = 1 + x % n_max;
 	sluice_decision_t d;
 	int rc = (x >> 20) % 4 == 0 ? sluice_warmup_reserve(&warm, n, max_delay, &d)
 	                            : sluice_warmup_acquire(&warm, n, &d);
@@ -225,6 +226,7 @@ int main(int argc, char **argv)
 	sluice_warmup_config_t c = { .rate = rate, .period_ns = period, .warmup_ns = p,
 		                     .clock = o.clock };
 	stress_check_init("sluice_warmup_init", sluice_warmup_init(&warm, &c));
+	n_max = stress_n_max(warm.limit);
 	double interval = (double)period / (double)rate;
 	double m = (double)p / interval;
 	max_delay = (uint64_t)(3 * interval);

@@ -9,7 +9,8 @@
  * GUARANTEE checked (window.h): for every run of N consecutive epochs
  * (epoch = now_ns / (W/N)), the permits admitted total at most L in EXACT
  * mode and at most L + (T-1) * n_max in STRIPED mode, T the threads
- * deciding at once (here: --threads) and n_max the largest n asked (3).
+ * deciding at once (here: --threads) and n_max the largest n asked (3,
+ * or L when smaller).
  * With --lease=B (EXACT only: per-CPU leases of up to B permits) the
  * header promises the same bound, L per N consecutive epochs, and that is
  * what is checked.  Its other statement, that leases lose at most
@@ -28,7 +29,8 @@
 
 #include "stress_common.h"
 
-#define N_MAX 3u
+
+static uint64_t n_max; /* largest n asked: stress_n_max() */
 
 static const char usage[] =
 	"usage: stress_window [--threads=T] [--seconds=S] [--clock=monotonic|coarse|cached]\n"
@@ -58,7 +60,7 @@ static int opt(const char *key, const char *val)
 
 static int step(struct stress_worker *w)
 {
-	uint64_t n = 1 + stress_rand(w) % N_MAX;
+	uint64_t n = 1 + stress_rand(w) % n_max;
 	sluice_decision_t d;
 	int rc = sluice_window_acquire(&window, n, &d);
 	if (rc < 0)
@@ -121,8 +123,9 @@ int main(int argc, char **argv)
 		                     .mode = striped ? SLUICE_STRIPED : SLUICE_EXACT,
 		                     .clock = o.clock, .lease = (uint32_t)lease };
 	stress_check_init("sluice_window_init", sluice_window_init(&window, &c));
+	n_max = stress_n_max(limit);
 	uint64_t width_ns = window_ns / buckets;
-	uint64_t bound = limit + (striped ? (uint64_t)(o.threads - 1) * N_MAX : 0);
+	uint64_t bound = limit + (striped ? (uint64_t)(o.threads - 1) * n_max : 0);
 
 	double windows = (o.seconds + 1) * 1e9 / (double)window_ns + 2;
 	size_t caps[STRESS_STREAMS] = { stress_cap((double)bound * windows), 0 };
