@@ -76,7 +76,7 @@ static void usage(FILE *f)
 	"  --honor-retry-after  ... or the decision's retry_after_ns when longer\n"
 	"  --trace FILE         one request per line: TIME [KEY [PERMITS]], fields\n"
 	"                       separated by blanks, or by commas (CSV).  TIME: a number\n"
-	"                       and a unit (ns, us, ms, s), a bare number is seconds\n"
+	"                       and a unit (ns, us, ms, s, min, h), bare: seconds\n"
 	"                       (1700000000.25 or 250ms).  KEY: any token, - for none.\n"
 	"                       PERMITS: 1.. (default 1).  # starts a comment.  A bad\n"
 	"                       line stops the run with FILE:LINE: and exit status 1.\n"
@@ -320,13 +320,16 @@ static int advise_main(const struct opts *o)
 		fprintf(stderr, "sluice-sim: %s\n", err);
 		return EXIT_USAGE;
 	}
-	sim_advice_print(stdout, &a);
+	sim_advice_print(stdout, &a, 1);
 	return 0;
 }
 
 static void rate_text(const sim_traffic_config_t *t, char *buf, size_t len)
 {
-	snprintf(buf, len, "%.6g/s", (double)t->rate_num * 1e9 / (double)t->rate_den);
+	if (t->rate_den == 0)
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%.6g/s", (double)t->rate_num * 1e9 / (double)t->rate_den);
 }
 
 int main(int argc, char **argv)
@@ -410,19 +413,6 @@ int main(int argc, char **argv)
 		                             : (p == SIM_BOUNDARY ? 3 : 10) * o.window;
 	}
 
-	sim_trace_t trace = { 0 };
-	if (p == SIM_TRACE) {
-		if (sim_trace_load(o.trace, &trace, err, sizeof(err)) != 0) {
-			fprintf(stderr, "sluice-sim: %s\n", err);
-			return EXIT_RUN;
-		}
-		if (trace.unsorted)
-			fprintf(stderr, "sluice-sim: %s: %zu lines went back in time; requests sorted by time\n",
-			        o.trace, trace.unsorted);
-		tc->trace = &trace;
-		tc->start_ns = trace.ev[0].t;
-		tc->duration_ns = trace.ev[trace.n - 1].t - trace.ev[0].t + 1;
-	}
 	if (p == SIM_BOUNDARY) {
 		tc->burst = o.burst ? need_count("--burst", o.burst) : o.limit;
 		tc->edge_ns = o.edge ? need_duration("--edge", o.edge) : o.window;
@@ -454,12 +444,30 @@ int main(int argc, char **argv)
 	rc.max_events = o.max_events;
 	uint64_t short_ns = o.shortlen ? need_positive_duration("--short", o.shortlen) : 50 * SIM_MS;
 	rc.bin_ns = o.bin ? need_positive_duration("--bin", o.bin) : short_ns;
-	if (tc->duration_ns / rc.bin_ns > 10000000)
-		die_usage("--bin: more than 10^7 intervals; use a wider --bin");
 	if (o.plot) {
 		size_t n = strlen(o.plot);
 		if (n < 5 || (strcmp(o.plot + n - 4, ".svg") != 0 && strcmp(o.plot + n - 4, ".png") != 0))
 			die_usage("--plot %s: the file must end in .svg or .png", o.plot);
+	}
+
+	/* the last check needs the trace's span: nothing may exit after the
+	 * load without freeing it */
+	sim_trace_t trace = { 0 };
+	if (p == SIM_TRACE) {
+		if (sim_trace_load(o.trace, &trace, err, sizeof(err)) != 0) {
+			fprintf(stderr, "sluice-sim: %s\n", err);
+			return EXIT_RUN;
+		}
+		if (trace.unsorted)
+			fprintf(stderr, "sluice-sim: %s: %zu lines went back in time; requests sorted by time\n",
+			        o.trace, trace.unsorted);
+		tc->trace = &trace;
+		tc->start_ns = trace.ev[0].t;
+		tc->duration_ns = trace.ev[trace.n - 1].t - trace.ev[0].t + 1;
+	}
+	if (tc->duration_ns / rc.bin_ns > 10000000) {
+		sim_trace_free(&trace);
+		die_usage("--bin: more than 10^7 intervals; use a wider --bin");
 	}
 
 	/* the title line */
@@ -504,7 +512,13 @@ int main(int argc, char **argv)
 		                        rc.retries, sim_format_duration(rc.backoff_ns, d3, sizeof(d3)),
 		                        rc.jitter ? ", full jitter" : "",
 		                        rc.honor_retry_after ? ", honoring retry_after" : "");
-	if (off < sizeof(title))
+	if (off < sizeof(title) && p == SIM_TRACE)
+		snprintf(title + off, sizeof(title) - off, "; spans %s from %s%s",
+		         sim_format_duration(tc->duration_ns - 1, d1, sizeof(d1)),
+		         sim_format_duration(tc->start_ns, d2, sizeof(d2)),
+		         rc.jitter ? (snprintf(d3, sizeof(d3), ", seed %llu", (unsigned long long)o.seed), d3)
+		                   : "");
+	else if (off < sizeof(title))
 		snprintf(title + off, sizeof(title) - off, "; %s of virtual time, seed %llu",
 		         sim_format_duration(tc->duration_ns, d1, sizeof(d1)),
 		         (unsigned long long)o.seed);

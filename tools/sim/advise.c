@@ -89,12 +89,53 @@ int sim_advise(uint64_t limit, uint64_t window_ns, uint64_t num, uint64_t den, s
 	return 0;
 }
 
+int sim_advise_measure(const sim_advice_t *a, uint64_t rho_num, uint64_t rho_den, uint64_t seed,
+                       uint64_t *worst, uint64_t *duration_ns, char *err, size_t errlen)
+{
+	if (!a->buckets)
+		return 1;
+	/* windows of traffic: 60, or fewer to stay within 2e6 requests */
+	u128 per_window = (u128)a->limit * rho_num / rho_den + 1;
+	u128 windows = 2000000 / per_window;
+	if (windows > 60)
+		windows = 60;
+	if (windows < 5 || (u128)a->window_ns * windows > UINT64_MAX / 2)
+		return 1;
+	char spec[64];
+	snprintf(spec, sizeof(spec), "ring:buckets=%u", a->buckets);
+	sim_algo_t algo;
+	if (sim_algo_parse(spec, a->limit, a->window_ns, &algo, err, errlen) != 0)
+		return -1;
+	sim_run_config_t rc = {
+		.traffic = { .profile = SIM_POISSON, .start_ns = 0,
+			     .duration_ns = (uint64_t)windows * a->window_ns,
+			     .permits = 1, .seed = seed },
+		.bin_ns = a->window_ns,
+		.max_events = 4000000,
+	};
+	u128 num = (u128)rho_num * a->limit, den = (u128)rho_den * a->window_ns;
+	while (num > UINT64_MAX || den > UINT64_MAX) {
+		num >>= 1;
+		den >>= 1;
+	}
+	rc.traffic.rate_num = (uint64_t)num;
+	rc.traffic.rate_den = (uint64_t)den;
+	sim_result_t r;
+	if (sim_run(&rc, &algo, &r, err, errlen) != 0)
+		return -1;
+	sim_sort_events(r.adm, r.nadm);
+	*worst = sim_worst_in(r.adm, r.nadm, a->window_ns).count;
+	*duration_ns = rc.traffic.duration_ns;
+	sim_result_free(&r);
+	return 0;
+}
+
 static const char *dur(uint64_t ns, char *buf)
 {
 	return sim_format_duration(ns, buf, 32);
 }
 
-void sim_advice_print(FILE *f, const sim_advice_t *a)
+void sim_advice_print(FILE *f, const sim_advice_t *a, int measure)
 {
 	char b1[32], b2[32];
 	double tol = 100.0 * (double)a->tol_num / (double)a->tol_den;
@@ -116,6 +157,36 @@ void sim_advice_print(FILE *f, const sim_advice_t *a)
 		fprintf(f, "    memory            %zu + 8 x %llu slots = %llu bytes\n",
 		        sluice_window_size(), (unsigned long long)a->slots,
 		        (unsigned long long)a->ring_bytes);
+		if (measure) {
+			static const struct {
+				uint64_t num, den;
+				const char *name;
+			} rho[] = { { 3, 2, "1.5x" }, { 3, 1, "3x" }, { 10, 1, "10x" } };
+			for (size_t i = 0; i < sizeof(rho) / sizeof(rho[0]); i++) {
+				uint64_t worst = 0, d = 0;
+				char err[256];
+				int rc = sim_advise_measure(a, rho[i].num, rho[i].den, 1, &worst, &d, err,
+				                            sizeof(err));
+				if (rc < 0) {
+					fprintf(f, "    measured          (failed: %s)\n", err);
+					break;
+				}
+				if (rc > 0) {
+					fprintf(f, "    measured          (skipped: L is too large for a quick run)\n");
+					break;
+				}
+				fprintf(f, "    measured          worst W = %llu (%+.3g%% of L): Poisson at %s L/W, %s, seed 1\n",
+				        (unsigned long long)worst,
+				        100.0 * ((double)worst - (double)a->limit) / (double)a->limit,
+				        rho[i].name, dur(d, b1));
+				if (i + 1 == sizeof(rho) / sizeof(rho[0]))
+					fprintf(f, "                      (the real ring, sluice-sim --profile poisson.  Evenly\n"
+					           "                      spaced traffic measures +0%%; random traffic above the\n"
+					           "                      rate fills some buckets fuller than L/N, and the overshoot\n"
+					           "                      is bounded by the fullest bucket, so it can pass L/N when\n"
+					           "                      L/N is a few permits or the overload is heavy)\n");
+			}
+		}
 		if (!a->clock_ok)
 			fprintf(f, "    clock             buckets of %s are narrower than the cached clock's\n"
 			           "                      default period (1 ms): start its ticker with a period\n"
@@ -156,14 +227,17 @@ void sim_advice_print(FILE *f, const sim_advice_t *a)
 		break;
 	case SIM_PICK_RING:
 		fprintf(f, "  Pick: the sliding ring (--algo ring:buckets=%u) for traffic that is not\n"
-		           "  timed against it.  Where clients may time bursts at bucket edges, the\n"
-		           "  sliding log is exact for %.3gx the ring's memory; GCRA (b = %llu) needs\n"
+		           "  timed against it.  Where clients may time bursts at bucket edges,\n",
+		        a->buckets);
+		if (a->log_bytes)
+			fprintf(f, "  the sliding log is exact for %.3gx the ring's memory; ",
+			        (double)a->log_bytes / (double)a->ring_bytes);
+		else
+			fprintf(f, "  (the sliding log cannot hold this L) ");
+		fprintf(f, "GCRA (b = %llu) needs\n"
 		           "  only %llu bytes if clients never send more than %llu at once.\n",
-		        a->buckets, (double)a->log_bytes / (double)a->ring_bytes,
 		        (unsigned long long)a->gcra_burst, (unsigned long long)a->gcra_bytes,
 		        (unsigned long long)a->gcra_burst);
-		if (!a->log_bytes)
-			fprintf(f, "  (The sliding log cannot hold this L.)\n");
 		break;
 	}
 }

@@ -81,8 +81,8 @@ void sim_print_table(FILE *f, const sim_report_t *rep)
 	if (never)
 		for (size_t i = 0; i < rep->nalgo; i++)
 			if (rep->results[i].never)
-				fprintf(f, "  %s: %llu requests asked for more permits than it can ever grant "
-				           "(SLUICE_ETOOBIG), counted as rejected.\n",
+				fprintf(f, "  %s: requests asking for more permits than it can ever grant "
+				           "(SLUICE_ETOOBIG): %llu, counted as rejected.\n",
 				        rep->algos[i].label, (unsigned long long)rep->results[i].never);
 }
 

@@ -100,8 +100,8 @@ static int unit_ns(const char *u, uint64_t *ns)
 	static const struct {
 		const char *name;
 		uint64_t ns;
-	} units[] = { { "", SIM_SEC }, { "s", SIM_SEC }, { "ms", SIM_MS },
-		      { "us", SIM_US }, { "ns", 1 } };
+	} units[] = { { "", SIM_SEC }, { "s", SIM_SEC }, { "ms", SIM_MS }, { "us", SIM_US },
+		      { "ns", 1 },        { "min", 60 * SIM_SEC }, { "h", 3600 * SIM_SEC } };
 	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
 		if (strcmp(u, units[i].name) == 0) {
 			*ns = units[i].ns;
@@ -124,7 +124,7 @@ const char *sim_parse_duration(const char *s, uint64_t *ns)
 		return e;
 	uint64_t u;
 	if (unit_ns(s, &u) != 0)
-		return "unknown unit (ns, us, ms, s; a bare number is seconds)";
+		return "unknown unit (ns, us, ms, s, min, h; a bare number is seconds)";
 	if (frac > 9)
 		return "more than 9 decimals";
 	u128 p = pow10u(frac), v = mant * u;
@@ -180,7 +180,7 @@ const char *sim_parse_rate(const char *s, uint64_t limit, uint64_t window_ns, ui
 		uint64_t u = SIM_SEC;
 		if (*s == '/') {
 			if (unit_ns(s + 1, &u) != 0 || s[1] == '\0')
-				return "unknown unit (/s, /ms, /us, /ns)";
+				return "unknown unit (/s, /ms, /us, /ns, /min, /h)";
 		} else if (*s) {
 			return "not a rate (200, 200/s, 5/ms, 2x)";
 		}

@@ -62,7 +62,7 @@ uint64_t sim_rng_exp_ns(sim_rng_t *r, double mean_ns);
 const char *sim_parse_count(const char *s, uint64_t *out);
 /*
  * sim_parse_duration - a duration in whole ns: a decimal number and a unit,
- * ns, us, ms or s; a bare number is seconds ("1.5" = "1500ms").  Up to 9
+ * ns, us, ms, s, min or h; a bare number is seconds ("1.5" = "1500ms").  Up to 9
  * decimals; the result must be a whole number of ns.
  */
 const char *sim_parse_duration(const char *s, uint64_t *ns);
@@ -279,7 +279,18 @@ typedef struct sim_advice {
  */
 int sim_advise(uint64_t limit, uint64_t window_ns, uint64_t num, uint64_t den, sim_advice_t *a,
                char *err, size_t errlen);
-void sim_advice_print(FILE *f, const sim_advice_t *a);
+/*
+ * sim_advise_measure - offer Poisson traffic at @rho_num/@rho_den times L/W
+ * to the advised ring (seed @seed) and return the worst count in any
+ * interval of W in *@worst, over *@duration_ns of virtual time (60 W, or
+ * less to stay within 2 * 10^6 requests).
+ * Return: 0; 1 when no ring fits or the run would be under 5 W (not
+ * measured); -1 with the reason in @err.
+ */
+int sim_advise_measure(const sim_advice_t *a, uint64_t rho_num, uint64_t rho_den, uint64_t seed,
+                       uint64_t *worst, uint64_t *duration_ns, char *err, size_t errlen);
+/* sim_advice_print - the advice; with @measure, also the measured check. */
+void sim_advice_print(FILE *f, const sim_advice_t *a, int measure);
 
 /* ---- output.c --------------------------------------------------------------- */
 
