@@ -301,7 +301,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 static void only_for(const char *opt, const char *val, int applies, const char *which)
 {
 	if (val && !applies)
-		die_usage("%s applies to %s only", opt, which);
+		die_usage("%s: only for %s", opt, which);
 }
 
 static int advise_main(const struct opts *o)
