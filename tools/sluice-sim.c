@@ -565,6 +565,7 @@ int main(int argc, char **argv)
 		}
 		if (csv || o.plot)
 			printf("\n");
+		fflush(stdout); /* the table before any message on stderr */
 		if (csv) {
 			if (sim_write_csv(csv, &rep, err, sizeof(err)) != 0) {
 				fprintf(stderr, "sluice-sim: %s\n", err);
@@ -572,6 +573,7 @@ int main(int argc, char **argv)
 			} else {
 				printf("  wrote %s (permits offered and admitted per %s, per algorithm)\n",
 				       csv, sim_format_duration(rc.bin_ns, d1, sizeof(d1)));
+				fflush(stdout);
 			}
 		}
 		if (o.plot && status == 0) {
