@@ -39,7 +39,8 @@ static const struct algo_def defs[] = {
 	  { { "buckets", COUNT, "10" },
 	    { "limit", COUNT, "L" },
 	    { "window", DURATION, "W" },
-	    { "mode", WORD, "exact (or striped)" } } },
+	    { "mode", WORD, "exact (or striped)" },
+	    { "lease", COUNT, "0 (exact: per-CPU lease cap B)" } } },
 	{ "gcra", NULL, SLUICE_KIND_GCRA, "token bucket (GCRA), rate per period, burst b",
 	  { { "rate", COUNT, "L" }, { "period", DURATION, "W" }, { "burst", COUNT, "L" } } },
 	{ "leaky", NULL, SLUICE_KIND_LEAKY, "leaky bucket: meter (burst D+1) or shaper (paced)",
@@ -171,6 +172,14 @@ static const char *apply(const struct algo_def *def, sim_algo_t *a, const char *
 			a->shaper = m;
 			c->leaky.mode = m ? SLUICE_LEAKY_SHAPER : SLUICE_LEAKY_METER;
 		}
+		return NULL;
+	}
+	if (strcmp(key, "lease") == 0) {
+		if (v > UINT32_MAX) {
+			snprintf(why, len, "lease=%s: too large", val);
+			return why;
+		}
+		c->window.lease = (uint32_t)v; /* range checked by init */
 		return NULL;
 	}
 	if (strcmp(key, "buckets") == 0) {
