@@ -42,7 +42,8 @@
  * in batches, with a fresh limiter; --repeats runs per case (default 3),
  * interleaved across series so a slow phase of the VM hits all alike;
  * medians reported.  Options: --quick (1 run of 0.1 s), --threads=1,2,4,
- * --algos=fixed,ring-exact,... (a subset), --regimes=allow,deny,near.
+ * --algos=fixed,ring-exact,... (a subset), --regimes=allow,deny,near,
+ * --table (the human table only).
  * Nothing here asserts speed.
  */
 #include <math.h>
@@ -787,6 +788,7 @@ int main(int argc, char **argv)
 	double seconds = 0.5;
 	int threads[8], nthreads = 0;
 	const char *algos = NULL, *regimes = "allow,deny,near";
+	int table_only = 0; /* --table: no key=value lines (the demo) */
 	run.ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (run.ncpu < 1)
 		run.ncpu = 1;
@@ -804,6 +806,8 @@ int main(int argc, char **argv)
 			algos = argv[i] + 8;
 		} else if (strncmp(argv[i], "--regimes=", 10) == 0) {
 			regimes = argv[i] + 10;
+		} else if (strcmp(argv[i], "--table") == 0) {
+			table_only = 1;
 		} else {
 			nthreads = -1;
 			break;
@@ -812,7 +816,7 @@ int main(int argc, char **argv)
 	if (nthreads < 0 || repeats < 1 || !(seconds > 0)) {
 		fprintf(stderr, "usage: %s [--quick] [--repeats=N] [--seconds=S] [--threads=1,2,4]\n"
 		                "       [--algos=fixed,ring-exact,ring-exact-lease,...] "
-		                "[--regimes=allow,deny,near]\n", argv[0]);
+		                "[--regimes=allow,deny,near] [--table]\n", argv[0]);
 		return 2;
 	}
 	if (nthreads == 0) { /* 1, 2 and every online CPU, without repeats */
@@ -889,7 +893,7 @@ int main(int argc, char **argv)
 				s->agg[ti][r] = bench_median(samples, repeats);
 				s->admitted[ti][r] = dec[i] ? (double)adm[i] / (double)dec[i] : 0;
 			}
-			for (int i = 0; i < NSERIES; i++) {
+			for (int i = 0; i < NSERIES && !table_only; i++) {
 				struct series *s = &series[i];
 				if (!s->selected)
 					continue;

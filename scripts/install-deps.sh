@@ -8,6 +8,7 @@ packages=(
   meson ninja-build          # the build
   libck-dev                  # Concurrency Kit: ck_spinlock baseline in bench/
   libcriterion-dev           # Criterion: unit tests
+  gnuplot-nox                # the demo's and perf/'s plots (sluice-sim --plot)
 )
 
 missing=()

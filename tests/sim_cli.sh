@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# sim_cli.sh - smoke test of the sluice-sim command line: good runs, bad
+# arguments (a clear message and a non-zero exit), trace errors naming the
+# line, the same seed giving the same output, and the plot with gnuplot
+# missing, faked, failing and (when installed) real.
+# Usage: sim_cli.sh PATH-TO-sluice-sim   (meson passes the built binary)
+set -u
+SIM=$1
+dir=$(mktemp -d) || exit 1
+trap 'rm -rf "$dir"' EXIT
+fails=0
+fail() {
+	printf 'FAIL: %s\n' "$*"
+	fails=$((fails + 1))
+}
+
+# expect STATUS TEXT ARGS...: sluice-sim ARGS exits STATUS and prints TEXT
+# (stdout or stderr; empty TEXT: anything)
+expect() {
+	local want=$1 pat=$2 out got
+	shift 2
+	out=$("$SIM" "$@" 2>&1)
+	got=$?
+	[ "$got" -eq "$want" ] || fail "sluice-sim $*: exit $got, want $want"$'\n'"$out"
+	[ -z "$pat" ] || grep -qF -- "$pat" <<<"$out" ||
+		fail "sluice-sim $*: no \"$pat\" in:"$'\n'"$out"
+}
+
+# ---- good runs
+expect 0 "N = ceil(1 / T)" --help
+expect 0 "over-limit" --duration 2s
+expect 0 "retries: offered = clients + retries" --profile retry --duration 5s
+expect 0 "Pick: the sliding ring (--algo ring:buckets=50)" \
+	advise --limit 100 --window 1s --tolerance 2%
+expect 0 "Pick: the exact sliding log (--algo log)" advise --limit 10 --window 1s --tolerance 2%
+worst=$("$SIM" --profile boundary --rate 0 --algo fixed --algo log | awk '$1 == "fixed" { print $5 }')
+[ "$worst" = 200 ] || fail "fixed window, boundary burst: worst in W is '$worst', want 2L = 200"
+worst=$("$SIM" --profile boundary --algo log | awk '$1 == "log" { print $5 }')
+[ "$worst" = 100 ] || fail "sliding log, boundary burst: worst in W is '$worst', want L = 100"
+
+# ---- bad arguments: exit 2 and say what is wrong
+expect 2 "unknown algorithm 'bogus'" --algo bogus
+expect 2 "window is zero or not a whole number of ns per bucket" --algo ring:buckets=7
+expect 2 "--rate: not a number" --rate abc
+expect 2 "--rate: not a rate (200, 200/s, 5/ms, 2x)" --rate 3q
+expect 2 "--limit: must be above 0" --limit 0
+expect 2 "--window: unknown unit" --window 3parsecs
+expect 2 "advise: --tolerance is required" advise --limit 100
+expect 2 "--tolerance: must be above 0" advise --tolerance 0%
+expect 2 "unknown option '--frobnicate'" --frobnicate
+expect 2 "unknown command 'frob'" frob
+expect 2 "--burst: only for --profile boundary" --burst 5
+expect 2 "the file must end in .svg or .png" --plot "$dir/x.pdf"
+expect 2 "--per-key: only for a trace" --per-key
+expect 2 "needs a value" --limit
+
+# ---- traces
+printf '# t key permits\n0.1 alice\n0.2 bob 2\n\n0.3,alice,1\n' >"$dir/good.txt"
+expect 0 "trace $dir/good.txt: 3 requests, 2 keys" --trace "$dir/good.txt" --per-key
+printf '0.1 a\n\n0.2x a\n' >"$dir/bad.txt"
+expect 1 "$dir/bad.txt:3: bad time '0.2x'" --trace "$dir/bad.txt"
+printf '0.1 a 1 extra\n' >"$dir/bad2.txt"
+expect 1 "$dir/bad2.txt:1: too many fields" --trace "$dir/bad2.txt"
+expect 1 "No such file" --trace "$dir/none.txt"
+
+# ---- the same seed, the same run
+a=$("$SIM" --profile retry --jitter --seed 5 --duration 5s)
+b=$("$SIM" --profile retry --jitter --seed 5 --duration 5s)
+c=$("$SIM" --profile retry --jitter --seed 6 --duration 5s)
+[ "$a" = "$b" ] || fail "seed 5 twice gave two outputs"
+[ "$a" != "$c" ] || fail "seeds 5 and 6 gave the same output"
+
+# ---- CSV
+expect 0 "wrote $dir/u.csv" --duration 2s --csv "$dir/u.csv"
+head -n 1 "$dir/u.csv" | grep -q '^t_s,bin_start_ns,"offered:fixed","admitted:fixed"' ||
+	fail "u.csv header: $(head -n 1 "$dir/u.csv")"
+[ "$(wc -l <"$dir/u.csv")" -eq 41 ] || fail "u.csv: want 40 bins of 50 ms and a header"
+
+# ---- plots: gnuplot missing, faked, failing, real
+out=$(SLUICE_SIM_GNUPLOT= "$SIM" demo --plot "$dir/d.svg" 2>&1) || fail "demo without gnuplot: exit $?"
+grep -qF "gnuplot is not installed" <<<"$out" || fail "demo without gnuplot says nothing:"$'\n'"$out"
+[ -s "$dir/d.csv" ] && [ -s "$dir/d.gp" ] || fail "demo without gnuplot: no CSV or script"
+[ ! -e "$dir/d.svg" ] || fail "demo without gnuplot: an SVG appeared"
+
+cat >"$dir/fakegp" <<'FAKE'
+#!/bin/sh
+# a stand-in gnuplot: write the output the script names
+out=$(sed -n "s/^set output '\(.*\)'$/\1/p" "$1")
+[ -n "$out" ] || exit 4
+echo '<svg>fake</svg>' >"$out"
+FAKE
+chmod +x "$dir/fakegp"
+out=$(SLUICE_SIM_GNUPLOT="$dir/fakegp" "$SIM" demo --plot "$dir/e.svg" 2>&1) || fail "fake gnuplot: exit $?"
+grep -qF "wrote $dir/e.svg" <<<"$out" || fail "fake gnuplot: no 'wrote':"$'\n'"$out"
+grep -qF "fake" "$dir/e.svg" 2>/dev/null || fail "fake gnuplot did not run"
+
+printf '#!/bin/sh\nexit 3\n' >"$dir/badgp"
+chmod +x "$dir/badgp"
+out=$(SLUICE_SIM_GNUPLOT="$dir/badgp" "$SIM" demo --plot "$dir/f.svg" 2>&1)
+[ $? -eq 1 ] || fail "a failing gnuplot must fail the run"
+grep -qF "failed on $dir/f.gp (exit status 3)" <<<"$out" || fail "failing gnuplot:"$'\n'"$out"
+
+if command -v gnuplot >/dev/null 2>&1; then
+	out=$(env -u SLUICE_SIM_GNUPLOT "$SIM" demo --plot "$dir/r.svg" 2>&1) || fail "real gnuplot: exit $?"
+	grep -q "<svg" "$dir/r.svg" 2>/dev/null || fail "real gnuplot wrote no SVG:"$'\n'"$out"
+else
+	echo "sim_cli: gnuplot not installed; the real-plot check is skipped"
+fi
+
+if [ "$fails" -ne 0 ]; then
+	echo "sim_cli: $fails failed"
+	exit 1
+fi
+echo "sim_cli: all passed"

@@ -1,0 +1,278 @@
+/*
+ * output.c - what a run prints and writes: the comparison table, the
+ * per-interval CSV, and the gnuplot script that draws it.
+ *
+ * DESIGN: the table is for people (aligned columns, one row per
+ * algorithm); the CSV is for tools (one row per bin, two columns per
+ * algorithm, exact times) and is what the plot is drawn from, so the
+ * picture can always be redrawn or checked from the data.  gnuplot is
+ * optional: it is looked up at run time (never at build time), and when it
+ * is missing the CSV and the script are still written and the caller says
+ * so.  The script is kept next to the plot: rerun `gnuplot FILE.gp` after
+ * editing it.
+ */
+#include <errno.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sim.h"
+
+extern char **environ;
+
+static double share_of(const sim_report_t *rep, uint64_t len)
+{
+	return (double)rep->limit * (double)len / (double)rep->window_ns;
+}
+
+void sim_print_table(FILE *f, const sim_report_t *rep)
+{
+	char w[32], s[32], h1[48], h2[48];
+	sim_format_duration(rep->window_ns, w, sizeof(w));
+	sim_format_duration(rep->short_ns, s, sizeof(s));
+	double share = share_of(rep, rep->short_ns);
+	int width = 24;
+	for (size_t i = 0; i < rep->nalgo; i++)
+		if ((int)strlen(rep->algos[i].label) > width)
+			width = (int)strlen(rep->algos[i].label);
+
+	fprintf(f, "%s\n", rep->title);
+	fprintf(f, "  policy: L = %llu per W = %s.  worst W: most permits admitted in any\n"
+	           "  interval of %s (every start, not only aligned); worst %s: the same for\n"
+	           "  %s, against the limit's share L x %s / W = %.4g; over-limit = worst W / L.\n\n",
+	        (unsigned long long)rep->limit, w, w, s, s, s, share);
+	snprintf(h1, sizeof(h1), "worst %s", w);
+	snprintf(h2, sizeof(h2), "worst %s", s);
+	fprintf(f, "  %-*s %10s %10s %10s %12s %12s %9s %10s\n", width, "algorithm", "offered",
+	        "admitted", "rejected", h1, h2, "x share", "over-limit");
+	for (size_t i = 0; i < rep->nalgo; i++) {
+		const sim_result_t *r = &rep->results[i];
+		fprintf(f, "  %-*s %10llu %10llu %10llu %12llu %12llu %9.2f %10.2f\n", width,
+		        rep->algos[i].label, (unsigned long long)r->offered,
+		        (unsigned long long)r->admitted, (unsigned long long)r->rejected,
+		        (unsigned long long)rep->worst_w[i].count,
+		        (unsigned long long)rep->worst_s[i].count,
+		        (double)rep->worst_s[i].count / share,
+		        (double)rep->worst_w[i].count / (double)rep->limit);
+	}
+
+	int retries = 0, never = 0, keys = 0;
+	for (size_t i = 0; i < rep->nalgo; i++) {
+		retries |= rep->results[i].retried > 0 || rep->results[i].gave_up > 0;
+		never |= rep->results[i].never > 0;
+		keys |= rep->results[i].keys > 1;
+	}
+	if (retries) {
+		fprintf(f, "\n  retries: offered = clients + retries; a client gives up after its last\n"
+		           "  refused attempt; cut = retries that would come after the end of the run.\n\n");
+		fprintf(f, "  %-*s %10s %10s %10s %10s\n", width, "algorithm", "clients", "retries",
+		        "gave up", "cut");
+		for (size_t i = 0; i < rep->nalgo; i++) {
+			const sim_result_t *r = &rep->results[i];
+			fprintf(f, "  %-*s %10llu %10llu %10llu %10llu\n", width, rep->algos[i].label,
+			        (unsigned long long)r->clients, (unsigned long long)r->retried,
+			        (unsigned long long)r->gave_up, (unsigned long long)r->cut);
+		}
+	}
+	if (keys)
+		fprintf(f, "\n  one limiter per key: the worst columns are the worst key's.\n");
+	if (never)
+		for (size_t i = 0; i < rep->nalgo; i++)
+			if (rep->results[i].never)
+				fprintf(f, "  %s: requests asking for more permits than it can ever grant "
+				           "(SLUICE_ETOOBIG): %llu, counted as rejected.\n",
+				        rep->algos[i].label, (unsigned long long)rep->results[i].never);
+}
+
+static void csv_label(FILE *f, const char *prefix, const char *label)
+{
+	fputs(",\"", f);
+	fputs(prefix, f);
+	for (const char *p = label; *p; p++) {
+		if (*p == '"')
+			fputc('"', f);
+		fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+static size_t rows_of(const sim_report_t *rep)
+{
+	size_t rows = 0;
+	for (size_t i = 0; i < rep->nalgo; i++)
+		if (rep->results[i].nbins > rows)
+			rows = rep->results[i].nbins;
+	return rows;
+}
+
+int sim_write_csv(const char *path, const sim_report_t *rep, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	fputs("t_s,bin_start_ns", f);
+	for (size_t i = 0; i < rep->nalgo; i++) {
+		csv_label(f, "offered:", rep->algos[i].label);
+		csv_label(f, "admitted:", rep->algos[i].label);
+	}
+	fputc('\n', f);
+	size_t rows = rows_of(rep);
+	for (size_t b = 0; b < rows; b++) {
+		uint64_t off = (uint64_t)b * rep->bin_ns;
+		fprintf(f, "%llu.%09llu,%llu", (unsigned long long)(off / SIM_SEC),
+		        (unsigned long long)(off % SIM_SEC),
+		        (unsigned long long)(rep->start_ns + off));
+		for (size_t i = 0; i < rep->nalgo; i++) {
+			const sim_result_t *r = &rep->results[i];
+			uint64_t o = b < r->nbins ? r->bin_offered[b] : 0;
+			uint64_t a = b < r->nbins ? r->bin_admitted[b] : 0;
+			fprintf(f, ",%llu,%llu", (unsigned long long)o, (unsigned long long)a);
+		}
+		fputc('\n', f);
+	}
+	if (fclose(f) != 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int sim_find_gnuplot(char *buf, size_t len)
+{
+	const char *env = getenv("SLUICE_SIM_GNUPLOT");
+	if (env) {
+		if (!*env)
+			return 0;
+		snprintf(buf, len, "%s", env);
+		return strchr(env, '/') ? access(env, X_OK) == 0 : 1;
+	}
+	const char *path = getenv("PATH");
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	while (*path) {
+		size_t n = strcspn(path, ":");
+		snprintf(buf, len, "%.*s/gnuplot", (int)n, path);
+		if (n > 0 && access(buf, X_OK) == 0)
+			return 1;
+		path += n + (path[n] == ':');
+	}
+	return 0;
+}
+
+/* a gnuplot single-quoted string: ' doubles */
+static void gp_string(FILE *f, const char *s)
+{
+	fputc('\'', f);
+	for (; *s; s++) {
+		if (*s == '\'')
+			fputc('\'', f);
+		fputc(*s, f);
+	}
+	fputc('\'', f);
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t a = strlen(s), b = strlen(suffix);
+	return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+sim_plot_status_t sim_plot(const char *csv, const char *out, const sim_report_t *rep, char *err,
+                           size_t errlen)
+{
+	int png = ends_with(out, ".png");
+	if (!png && !ends_with(out, ".svg")) {
+		snprintf(err, errlen, "%s: the plot file must end in .svg or .png", out);
+		return SIM_PLOT_FAILED;
+	}
+	char script[4096];
+	snprintf(script, sizeof(script), "%.*s.gp", (int)(strlen(out) - 4), out);
+	FILE *f = fopen(script, "w");
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", script, strerror(errno));
+		return SIM_PLOT_FAILED;
+	}
+	char bin[32];
+	sim_format_duration(rep->bin_ns, bin, sizeof(bin));
+	int height = 90 + 190 * (int)rep->nalgo;
+	fprintf(f, "# sluice-sim: offered vs admitted permits per %s, one panel per algorithm.\n"
+	           "# Data: the CSV below (columns 3, 4 are the first algorithm's offered and\n"
+	           "# admitted, 5, 6 the second's, ...).  Rerun: gnuplot ",
+	        bin);
+	fprintf(f, "%s\n", script);
+	fputs("set datafile separator ','\n", f);
+	if (png)
+		fprintf(f, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
+		           "  set terminal pngcairo noenhanced size 1000,%d font 'sans,9'\n"
+		           "} else {\n"
+		           "  set terminal png noenhanced size 1000,%d\n"
+		           "}\n",
+		        height, height);
+	else
+		fprintf(f, "set terminal svg noenhanced size 1000,%d dynamic font 'sans,10' "
+		           "background '#ffffff'\n",
+		        height);
+	fputs("set output ", f);
+	gp_string(f, out);
+	fputs("\nset multiplot layout ", f);
+	fprintf(f, "%zu,1 title ", rep->nalgo);
+	gp_string(f, rep->title);
+	fprintf(f, "\nset grid\nset key top right\nset yrange [0:*]\n"
+	           "set ylabel 'permits per %s'\nshare = %.9g\n",
+	        bin, share_of(rep, rep->bin_ns));
+	for (size_t i = 0; i < rep->nalgo; i++) {
+		fputs("set title ", f);
+		gp_string(f, rep->algos[i].label);
+		fputc('\n', f);
+		if (i + 1 == rep->nalgo)
+			fputs("set xlabel 'time (s)'\n", f);
+		fputs("plot ", f);
+		gp_string(f, csv);
+		fprintf(f, " skip 1 using 1:%zu with steps lw 1 lc rgb '#999999' title 'offered', \\\n"
+		           "     '' skip 1 using 1:%zu with steps lw 2 lc rgb '#1f77b4' title 'admitted', \\\n"
+		           "     share with lines dt 2 lc rgb '#d62728' title 'limit share (L x %s / W)'\n",
+		        3 + 2 * i, 4 + 2 * i, bin);
+	}
+	fputs("unset multiplot\n", f);
+	if (fclose(f) != 0) {
+		snprintf(err, errlen, "%s: %s", script, strerror(errno));
+		return SIM_PLOT_FAILED;
+	}
+
+	char gp[4096];
+	if (!sim_find_gnuplot(gp, sizeof(gp)))
+		return SIM_PLOT_NO_GNUPLOT;
+	if (unlink(out) != 0 && errno != ENOENT) {
+		/* an old plot left in place would pass for this run's */
+		snprintf(err, errlen, "%s: %s", out, strerror(errno));
+		return SIM_PLOT_FAILED;
+	}
+	char *argv[] = { gp, script, NULL };
+	pid_t pid;
+	int rc = posix_spawnp(&pid, gp, NULL, NULL, argv, environ);
+	if (rc != 0) {
+		snprintf(err, errlen, "could not run %s: %s", gp, strerror(rc));
+		return SIM_PLOT_FAILED;
+	}
+	int status;
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR) {
+			snprintf(err, errlen, "waiting for %s: %s", gp, strerror(errno));
+			return SIM_PLOT_FAILED;
+		}
+	}
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		snprintf(err, errlen, "%s failed on %s (exit status %d)", gp, script,
+		         WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		return SIM_PLOT_FAILED;
+	}
+	if (access(out, R_OK) != 0) {
+		snprintf(err, errlen, "%s ran but did not write %s", gp, out);
+		return SIM_PLOT_FAILED;
+	}
+	return SIM_PLOT_DONE;
+}
