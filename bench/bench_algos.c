@@ -31,7 +31,10 @@
  * plain rewrite): their baseline pays one uncontended atomic more than a
  * plain one would, so their vs_mutex is flattered by a few ns.
  *
- * sluice series read the cached clock (the default; ticker at 1 ms).
+ * sluice series read the cached clock (the default; ticker at 1 ms), except
+ * warm-up: it admits at most one request per clock reading (warmup.h), so
+ * it refuses an interval below the cached clock's 1 ms step, and its
+ * series reads CLOCK_MONOTONIC (as do its baselines).
  *
  * Threads are pinned round-robin to the online CPUs (a worker per core, as
  * gateways run).  ns_per_decision is what one caller pays: threads x wall
@@ -285,9 +288,8 @@ static void teardown_window(void) { sluice_window_destroy(&g.window); }
  * of what 1 ms brings: one cached-clock tick. */
 static sluice_gcra_config_t gcra_config(const struct params *p)
 {
-	uint64_t burst = MS / p->interval;
-	sluice_gcra_config_t c = { .rate = 1, .period_ns = p->interval,
-		                   .burst = burst ? burst : 1 };
+	uint64_t burst = (MS + p->interval - 1) / p->interval; /* b * T >= 1 ms */
+	sluice_gcra_config_t c = { .rate = 1, .period_ns = p->interval, .burst = burst };
 	return c;
 }
 
@@ -324,7 +326,8 @@ static void setup_warmup(const struct params *p)
 	 * header caps warm-up at 2^20 intervals) */
 	uint64_t warm = p->interval << 19 < 10 * MS ? p->interval << 19 : 10 * MS;
 	sluice_warmup_config_t c = { .rate = 1, .period_ns = p->interval,
-		                     .warmup_ns = warm > 1000 ? warm : 1000 };
+		                     .warmup_ns = warm > 1000 ? warm : 1000,
+		                     .clock = &sluice_clock_monotonic };
 	int rc = sluice_warmup_init(&g.warmup, &c);
 	if (rc)
 		die("warmup init", rc);
@@ -903,7 +906,10 @@ int main(int argc, char **argv)
 				       "ns_per_decision=%.2f decisions_per_sec=%.0f admitted=%.4f "
 				       "scaling=%.2f",
 				       s->algo, s->mode, impl_name[s->impl], threads[ti], regime_name[r],
-				       s->impl == MUTEX || s->impl == SPIN ? "monotonic" : "cached", ns,
+				       s->impl == MUTEX || s->impl == SPIN || s->kind == K_WARMUP ?
+					       "monotonic" :
+					       "cached",
+				       ns,
 				       agg, s->admitted[ti][r], agg / s->agg[0][r]);
 				if (s->impl == SLUICE) {
 					const struct series *m = &series[s->baseline_of];

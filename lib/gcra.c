@@ -143,7 +143,18 @@ static void load_params(struct sluice__gcra_params *s, struct params *p)
 	p->period = atomic_load_explicit(&s->period, memory_order_acquire);
 }
 
-int sluice_gcra_init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg)
+/*
+ * A bucket smaller than one clock step (tau < resolution) caps the rate at
+ * b per step, below the configured one: refuse it rather than clamp.
+ */
+static int check_resolution(const sluice_clock_t *clock, const struct params *p, int booking)
+{
+	if (!booking && p->tau < sluice_clock_resolution_ns(clock))
+		return -SLUICE_ERESOLUTION;
+	return 0;
+}
+
+static int init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg, int booking)
 {
 	if (!g || !cfg)
 		return -SLUICE_EINVAL;
@@ -154,10 +165,13 @@ int sluice_gcra_init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg)
 	int rc = make_interval(cfg->rate, cfg->period_ns, &p);
 	if (rc == 0)
 		rc = make_burst(cfg->burst, &p);
+	if (rc == 0)
+		rc = check_resolution(clock, &p, booking);
 	if (rc != 0)
 		return rc; /* nothing written yet */
 
 	g->clock = clock;
+	g->booking = (uint32_t)booking;
 	/* Era 1 is in force (slot 1); slot 0 is empty, era 0 marks it so. */
 	atomic_init(&g->era, 1);
 	atomic_init(&g->high, 0);
@@ -171,6 +185,16 @@ int sluice_gcra_init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg)
 	/* TAT 0: the bucket is full at every time. */
 	atomic_init(&g->tat, 0);
 	return 0;
+}
+
+int sluice_gcra_init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg)
+{
+	return init(g, cfg, 0);
+}
+
+int sluice__gcra_init_booking(sluice_gcra_t *g, const sluice_gcra_config_t *cfg)
+{
+	return init(g, cfg, 1);
 }
 
 /*
@@ -340,6 +364,8 @@ static int reconfigure(sluice_gcra_t *g, uint64_t rate, uint64_t period, uint64_
 		p = o;
 		rc = make_burst(burst, &p);
 	}
+	if (rc == 0)
+		rc = check_resolution(g->clock, &p, (int)g->booking);
 	if (rc != 0) {
 		atomic_store_explicit(&g->writer, 0, memory_order_release);
 		return rc;

@@ -49,11 +49,16 @@ int sluice_leaky_init(sluice_leaky_t *l, const sluice_leaky_config_t *cfg)
 		return -SLUICE_EMODE;
 	}
 	/* Validate into a scratch GCRA so a failure leaves *l untouched. */
+	/* The shaper only books slots (callers wait for them), so a clock
+	 * coarser than T does not cap its rate; the meter admits now, so it
+	 * must hold at least one clock step (gcra.h, LIMITS). */
+	int (*gcra_init)(sluice_gcra_t *, const sluice_gcra_config_t *) =
+		cfg->mode == SLUICE_LEAKY_SHAPER ? sluice__gcra_init_booking : sluice_gcra_init;
 	sluice_gcra_t scratch;
-	int rc = sluice_gcra_init(&scratch, &g);
+	int rc = gcra_init(&scratch, &g);
 	if (rc != 0)
 		return rc;
-	rc = sluice_gcra_init(&l->gcra, &g); /* cannot fail now */
+	rc = gcra_init(&l->gcra, &g); /* cannot fail now */
 	if (rc != 0)
 		return rc;
 	l->mode = cfg->mode;

@@ -382,6 +382,11 @@ int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg)
 		return -SLUICE_ERATE;
 	if (p < SLUICE_WARMUP_MIN_NS || p > SLUICE_WARMUP_MAX_NS)
 		return -SLUICE_EWARMUP;
+	/* An acquire passes only when the next free ticket is <= now, so at
+	 * most one request passes per clock reading: an interval below the
+	 * clock's step would cap the rate silently (warmup.h, LIMITS). */
+	if (period / rate < sluice_clock_resolution_ns(clock))
+		return -SLUICE_ERESOLUTION;
 	u128 pr = (u128)p * rate; /* M = pr / period */
 	if (pr > (u128)SLUICE_WARMUP_STORED_MAX * period)
 		return -SLUICE_EWARMUP;

@@ -964,3 +964,27 @@ Test(gcra, null_arguments_size_and_default_clock)
 	cr_assert_eq(sizeof(sluice_gcra_t), 256);
 	cr_assert_eq(sluice_gcra_refund_at(NULL, 1, NULL), -SLUICE_EINVAL);
 }
+
+/* A bucket smaller than one clock step would cap the rate at b per step:
+ * init, set_rate and set_burst refuse it and change nothing. */
+Test(gcra, bucket_below_clock_resolution)
+{
+	uint64_t r = sluice_clock_resolution_ns(&sluice_clock_cached);
+	if (r < 1000)
+		cr_skip_test("the cached clock's step is only %llu ns", (unsigned long long)r);
+	/* T = r / 4: a burst of 3 spans less than one step, 4 exactly one */
+	sluice_gcra_config_t c = { .rate = 1, .period_ns = r / 4, .burst = 3,
+		                   .clock = &sluice_clock_cached };
+	sluice_gcra_t g, before;
+	memset(&g, 0x5a, sizeof(g));
+	memcpy(&before, &g, sizeof(g));
+	cr_assert_eq(sluice_gcra_init(&g, &c), -SLUICE_ERESOLUTION);
+	cr_assert_eq(memcmp(&g, &before, sizeof(g)), 0, "a failed init must not touch it");
+	c.burst = 4;
+	cr_assert_eq(sluice_gcra_init(&g, &c), 0);
+	cr_assert_eq(sluice_gcra_set_burst(&g, 3), -SLUICE_ERESOLUTION);
+	cr_assert_eq(sluice_gcra_set_rate(&g, 1, r / 8), -SLUICE_ERESOLUTION, "4 x r/8 < r");
+	sluice_decision_t d;
+	cr_assert_eq(sluice_gcra_acquire_at(&g, 4, 1000 * r, &d), 1, "b = 4 kept");
+	cr_assert_eq(d.limit, 4);
+}

@@ -438,3 +438,21 @@ Test(leaky, null_arguments_and_size)
 	cr_assert_eq(sluice_leaky_size(), sizeof(sluice_leaky_t));
 	cr_assert_eq(sizeof(sluice_leaky_t), 320, "as leaky.h's MEMORY says");
 }
+
+/* The meter admits now, so it must hold one clock step (gcra.h); the
+ * shaper only books slots, so a coarse clock does not cap it. */
+Test(leaky, meter_below_clock_resolution_shaper_not)
+{
+	uint64_t r = sluice_clock_resolution_ns(&sluice_clock_cached);
+	if (r < 1000)
+		cr_skip_test("the cached clock's step is only %llu ns", (unsigned long long)r);
+	sluice_leaky_t l;
+	sluice_leaky_config_t m = { .rate = 1, .period_ns = r / 4, .mode = SLUICE_LEAKY_METER,
+		                    .depth = 2, .clock = &sluice_clock_cached };
+	cr_assert_eq(sluice_leaky_init(&l, &m), -SLUICE_ERESOLUTION);
+	m.depth = 3;
+	cr_assert_eq(sluice_leaky_init(&l, &m), 0);
+	sluice_leaky_config_t s = { .rate = 1, .period_ns = r / 4, .mode = SLUICE_LEAKY_SHAPER,
+		                    .max_delay_ns = r, .clock = &sluice_clock_cached };
+	cr_assert_eq(sluice_leaky_init(&l, &s), 0, "pacing is not capped by the clock");
+}

@@ -945,3 +945,18 @@ Test(warmup, racing_threads_take_one_ticket)
 	cr_assert_eq(both, 0, "%d rounds with two winners", both);
 	cr_assert_eq(none, 0, "%d rounds with no winner", none);
 }
+
+/* One acquire passes per clock reading at most: an interval below the
+ * clock's step would cap the rate silently, so init refuses it. */
+Test(warmup, interval_below_clock_resolution)
+{
+	uint64_t r = sluice_clock_resolution_ns(&sluice_clock_cached);
+	if (r < 1000)
+		cr_skip_test("the cached clock's step is only %llu ns", (unsigned long long)r);
+	sluice_warmup_t w;
+	sluice_warmup_config_t c = { .rate = 2, .period_ns = r, .warmup_ns = 100 * r,
+		                     .clock = &sluice_clock_cached };
+	cr_assert_eq(sluice_warmup_init(&w, &c), -SLUICE_ERESOLUTION);
+	c.rate = 1;
+	cr_assert_eq(sluice_warmup_init(&w, &c), 0);
+}

@@ -114,7 +114,12 @@
  * install that old change's TAT (ABA; documented, not guarded: at least
  * 2^32 set_rate calls while one thread is stalled).  With a coarse clock,
  * permits arrive in steps of the clock's resolution (up to b at a step),
- * never more than the bound.
+ * never more than the bound.  So the bucket must hold at least one clock
+ * step: b * T >= the clock's resolution, or at most b would pass per step
+ * and the configured rate could never be reached (a silent cap): init,
+ * set_rate and set_burst say -SLUICE_ERESOLUTION instead (raise b, or use a
+ * finer clock).  Pacing with reserve is not capped that way; the leaky
+ * shaper, which only books, is exempt.
  *
  * COST: acquire is one load of the TAT, one of the era and three of the
  * parameters (five when it fills a decision; a read-mostly line; acquire
@@ -174,6 +179,8 @@ typedef struct sluice_gcra {
 	_Atomic uint64_t era;     /* current era; params[era & 1] in force */
 	_Atomic uint64_t high;    /* highest TAT a cancel moved back from  */
 	_Atomic uint32_t writer;  /* set_rate/set_burst serialisation flag */
+	uint32_t booking;         /* read-only: made for bookings (pacing), so
+	                           * tau below the clock's resolution is fine */
 	struct sluice__gcra_params params[2];
 	/* private: the state, on a line of its own */
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t tat;
@@ -183,7 +190,8 @@ typedef struct sluice_gcra {
  * sluice_gcra_init - validate @cfg and set up @g (caller-allocated), full.
  * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_ECLOCK, -SLUICE_ERATE (rate 0,
  * T under 1 ns, or rounding T to whole ns would lower the rate by more than
- * 0.1%), -SLUICE_EBURST (b = 0, or b * T above SLUICE_GCRA_SPAN_MAX).
+ * 0.1%), -SLUICE_EBURST (b = 0, or b * T above SLUICE_GCRA_SPAN_MAX),
+ * -SLUICE_ERESOLUTION (b * T below the clock's resolution, see LIMITS).
  * On error @g is untouched.  No allocation; not thread-safe for the same @g.
  */
 SLUICE_API int sluice_gcra_init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg);
@@ -191,6 +199,10 @@ SLUICE_API int sluice_gcra_init(sluice_gcra_t *g, const sluice_gcra_config_t *cf
 SLUICE_API void sluice_gcra_destroy(sluice_gcra_t *g);
 /* sluice_gcra_size - sizeof(sluice_gcra_t), for FFI callers. */
 SLUICE_API size_t sluice_gcra_size(void);
+
+/* private: init for a limiter that only books (the leaky shaper): no
+ * resolution check. */
+SLUICE_API int sluice__gcra_init_booking(sluice_gcra_t *g, const sluice_gcra_config_t *cfg);
 
 /* private slow paths */
 #define SLUICE__GCRA_SLOW 2

@@ -88,7 +88,10 @@
  *   (-SLUICE_ERATE); warmup_ns in SLUICE_WARMUP_MIN_NS (1 us) ..
  *   SLUICE_WARMUP_MAX_NS (2^46 ns, 19.5 h), and M = P / I <= 2^20
  *   (-SLUICE_EWARMUP: a zero or sub-microsecond warm-up is rejected, never
- *   "no limiting").  The cold factor is fixed at 3.  A request takes n in
+ *   "no limiting").  I >= the clock's resolution (-SLUICE_ERESOLUTION: an
+ *   acquire passes only when the next free ticket is <= now, so at most
+ *   one request passes per clock reading; a finer rate on a coarser clock
+ *   would be capped silently at one per step).  The cold factor is fixed at 3.  A request takes n in
  *   1..L, L = max(1, floor(M)), the permits one warm-up period produces at
  *   the stable rate (-SLUICE_ETOOBIG above: Guava accepts any n; sluice
  *   bounds it so a booking fits its time field).  A reservation never waits
@@ -158,7 +161,8 @@ typedef struct sluice_warmup {
  * No allocation.  Not thread-safe for the same @w; publish @w to other
  * threads afterwards (e.g. by pthread_create or a release store).
  * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_ECLOCK, -SLUICE_ERATE,
- * -SLUICE_EWARMUP.  On error @w is untouched.
+ * -SLUICE_EWARMUP, -SLUICE_ERESOLUTION (I below the clock's resolution).
+ * On error @w is untouched.
  */
 SLUICE_API int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg);
 
