@@ -38,7 +38,14 @@
 	X(EDELAY, 22, "maximum queueing delay out of range")                    \
 	X(ECANCEL, 23, "booking could not be cancelled exactly")               \
 	X(ENOTSUP, 24, "operation not supported by this limiter kind")          \
-	X(ETRUNC, 25, "output buffer too small; nothing usable was written")
+	X(ETRUNC, 25, "output buffer too small; nothing usable was written") \
+	X(EKEYLEN, 26, "key empty, or longer than the table's maximum key length") \
+	X(EKEYFULL, 27, "no room for a new key in its probe group (policy reject)") \
+	X(ELAYOUT, 28, "memory does not hold a keyed table of this version and layout") \
+	X(EPOLICY, 29, "unknown full-table policy, or one this algorithm cannot use") \
+	X(ESIZE, 30, "memory region too small or not aligned to 64 bytes")      \
+	X(ECAPACITY, 31, "table capacity out of range")                         \
+	X(ETIME, 32, "time beyond the range the table stores (2^62 ns)")
 
 enum sluice_error {
 #define SLUICE__ERR_ENUM(name, value, msg) SLUICE_##name = value,
