@@ -32,14 +32,17 @@
  * and nothing ever expects a retired value.  Ownership of a state ends with
  * the CAS that retires it; it starts with the CAS that initialises it from a
  * retired value, to a value that no operation on an older owner can expect:
- *   GCRA: max(value + 1, now, floor): TATs only grow over a slot's life;
- *   FIXED: a window newer than the retired one;
- *   WINDOW: head >= retired head + N, so every bucket word left by the old
- *     owner is out of the new owner's range, and a late admission by the old
- *     owner's decisions into those words counts for nobody (it was already
- *     checked against the old owner's state, and the old key's next state
- *     starts at the floor, after it);
+ *   GCRA: max(now, floor), above the retired TAT after a reclaim;
+ *   FIXED: the floor's window, newer than the retired one after a reclaim;
+ *   WINDOW: head at the floor's bucket, at least N after the retired head
+ *     after a reclaim, so every bucket word left by the old owner is out of
+ *     the new owner's range, and a late admission by the old owner's
+ *     decisions into those words counts for nobody (it was already checked
+ *     against the old owner's state, and the old key's next state starts at
+ *     the floor, after it);
  *   INFLIGHT: the next 30-bit generation.
+ * After an eviction the new state starts fresh too (see successor(): a
+ * stale decision of the evicted key can only charge the new key).
  * A decision loads the tag, checks the key, loads the state (acquire) and
  * loads the tag again: the state then belonged to its key (an initialisation
  * is a release, so a state written by a later owner implies a changed tag).
@@ -971,7 +974,16 @@ static int state_fresh(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t st
 	}
 }
 
-/* The first state of a new owner, from the retired @st (see DESIGN). */
+/*
+ * The first state of a new owner, from the retired @st (see DESIGN): fresh
+ * at t = max(now, floor).  After a lossless reclaim the retired state was
+ * fresh at the reclaimer's reading, which the floor covers, so the new
+ * state is above every value the old owner had (no ABA).  After an eviction
+ * (the retired state is not older than t) the new state may repeat a value
+ * the evicted owner had; a stale decision of the evicted key whose CAS then
+ * succeeds charges the new key (fewer admissions for it), and the evicted
+ * key was reset anyway: harmless.
+ */
 static uint64_t successor(const sluice_keyed_t *k, uint64_t st, uint64_t floor, uint64_t now)
 {
 	int virgin = (st & S_VIRGIN) != 0;
@@ -981,23 +993,46 @@ static uint64_t successor(const sluice_keyed_t *k, uint64_t st, uint64_t floor, 
 		uint64_t ef = (t / k->window_ns) & M38, re = (r >> 24) & M38;
 		uint64_t ahead = (ef - re) & M38;
 		if (!virgin && !(ahead != 0 && ahead < (1ULL << 37)))
-			ef = (re + 1) & M38; /* evicted in its window: the next one */
+			ef = re; /* evicted in its window: that window, count 0 */
 		return ef << 24;
 	}
 	case SLUICE_KEYED_WINDOW: {
 		uint64_t e0 = t / k->width_ns;
-		if (!virgin && e0 < r + k->buckets)
-			e0 = r + k->buckets; /* the old buckets are out of range */
-		return e0;
+		return !virgin && e0 < r ? r : e0; /* never before the old head */
 	}
 	case SLUICE_KEYED_INFLIGHT: {
 		uint64_t gen = virgin ? 0 : (r >> 32);
 		return ((gen + 1) & M30) << 32;
 	}
-	default: {
-		uint64_t v = virgin ? t : (r + 1 > t ? r + 1 : t);
-		return v > TMAX ? TMAX : v;
+	default:
+		return t > TMAX ? TMAX : t;
 	}
+}
+
+/*
+ * WINDOW, after an eviction: the evicted key's buckets that the new head @e0
+ * still counts are zeroed, so the new key starts fresh.  Each is a CAS from
+ * the value read while the head was still retired (@st): a word the new key
+ * has already admitted into has changed and is left alone (counts only
+ * grow, so it cannot come back).  A zeroing that does not happen (a killed
+ * claimer) leaves the new key counting the old admissions: fewer, never more.
+ */
+static void win_forget(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t st, uint64_t e0)
+{
+	uint64_t r = st & S_VAL;
+	for (uint64_t j = 0; j < k->buckets && j <= e0; j++) {
+		uint64_t y = e0 - j;
+		if (y > r)
+			continue; /* the old key never opened it */
+		_Atomic uint64_t *b = bucket(k, s, y);
+		uint64_t w = atomic_load_explicit(b, memory_order_relaxed);
+		if ((w >> 32) != SLUICE__LO32(y) || (w & SLUICE__SLOT_OWN) == 0)
+			continue;
+		if (atomic_load_explicit(&s[1], memory_order_acquire) != st)
+			return; /* initialised: the new key may be counting */
+		/* Relaxed: published with the state's release CAS. */
+		atomic_compare_exchange_strong_explicit(b, &w, w & ~SLUICE__SLOT_OWN,
+		                                        memory_order_relaxed, memory_order_relaxed);
 	}
 }
 
@@ -1119,6 +1154,8 @@ static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t 
 			uint64_t floor = atomic_load_explicit(&k->floors[id->group],
 			                                      memory_order_relaxed);
 			uint64_t init = successor(k, st, floor, now);
+			if (k->algo == SLUICE_KEYED_WINDOW && !(st & S_VIRGIN))
+				win_forget(k, s, st, init);
 			/* Release: a decision that acquires this value (or a
 			 * later one) sees the tag this claim changed. */
 			atomic_compare_exchange_strong_explicit(&s[1], &st, init, memory_order_release,
@@ -1144,10 +1181,15 @@ static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t 
 	return -1;
 }
 
-/* Clear the REF bits of a group's LIVE slots (an eviction pass: CLOCK). */
-static void clear_refs(const sluice_keyed_t *k, const struct kid *id)
+/* CLOCK's second chance: the victim had its REF bit set, so every key of
+ * the same loss had it too; they all have had their chance now.  Relaxed:
+ * a hint; a CAS that fails (the tag moved) leaves it. */
+static void clear_refs(const sluice_keyed_t *k, const struct kid *id, const uint64_t *loss,
+                       uint64_t vloss)
 {
 	for (unsigned pos = 0; pos < G; pos++) {
+		if (loss[pos] != vloss)
+			continue;
 		_Atomic uint64_t *s = slot_at(k, slot_index(id, pos));
 		uint64_t t = atomic_load_explicit(&s[0], memory_order_relaxed);
 		if (KIND(t) == K_LIVE && (t & REF))
@@ -1172,9 +1214,11 @@ static int64_t create(const sluice_keyed_t *k, const struct kid *id, uint64_t no
 	for (;;) {
 		struct cand open = { -1, 0, 0 }, steal = { -1, 0, 0 }, fresh = { -1, 0, 0 };
 		struct cand victim = { -1, 0, 0 }, pending = { -1, 0, 0 };
-		uint64_t vloss = UINT64_MAX, vref = 1, min_wait = SLUICE_NEVER, lnow = 0;
+		uint64_t vloss = UINT64_MAX, vref = 2, min_wait = SLUICE_NEVER, lnow = 0;
+		uint64_t losses[G];
 		int have_lnow = 0;
 		for (unsigned pos = 0; pos < G; pos++) {
+			losses[pos] = UINT64_MAX;
 			uint64_t i = slot_index(id, pos);
 			_Atomic uint64_t *s = slot_at(k, i);
 			/* seq_cst: the claim protocol's scans (see complete()). */
@@ -1220,6 +1264,7 @@ static int64_t create(const sluice_keyed_t *k, const struct kid *id, uint64_t no
 			}
 			if (wait < min_wait)
 				min_wait = wait;
+			losses[pos] = loss;
 			if (loss < vloss || (loss == vloss && (t & REF) < vref)) {
 				victim = (struct cand){ (int64_t)i, t, st };
 				vloss = loss;
@@ -1279,7 +1324,8 @@ static int64_t create(const sluice_keyed_t *k, const struct kid *id, uint64_t no
 			STAT(k, live, (uint64_t)-1);
 			if (evicting) {
 				STAT(k, evictions, 1);
-				clear_refs(k, id);
+				if (vref)
+					clear_refs(k, id, losses, vloss);
 			} else {
 				STAT(k, reclaims, 1);
 			}
@@ -1290,19 +1336,20 @@ static int64_t create(const sluice_keyed_t *k, const struct kid *id, uint64_t no
 			lnow = lease_now();
 		uint64_t bt = MK_TAG(K_BUSY, GEN(c.t) + 1, id->id, lnow);
 		uint64_t t = c.t;
+		int taken = 0;
 		for (;;) {
 			/* seq_cst: the claim, first half of the Dekker pairing
 			 * with other claimers' validation scans. */
 			if (atomic_compare_exchange_strong_explicit(&s[0], &t, bt, memory_order_seq_cst,
-			                                            memory_order_seq_cst))
+			                                            memory_order_seq_cst)) {
+				taken = 1;
 				break;
+			}
 			/* A LIVE tag whose REF bit moved is still ours to take. */
-			if (KIND(c.t) == K_LIVE && (t | REF) == (c.t | REF))
-				continue;
-			t = 0;
-			break;
+			if (!(KIND(c.t) == K_LIVE && (t | REF) == (c.t | REF)))
+				break;
 		}
-		if (t == 0)
+		if (!taken)
 			continue;
 		if (c.i == steal.i)
 			STAT(k, steals, 1);

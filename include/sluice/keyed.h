@@ -67,33 +67,39 @@
  *                        untracked, and d->limit = 0 marks it (no limit was
  *                        applied).  Existing keys are never touched.  Not for
  *                        INFLIGHT (nothing could be released): -SLUICE_EPOLICY.
- *   SLUICE_KEYED_EVICT   the live key whose state is closest to fresh loses
- *                        its slot (counted in evictions): GCRA, LEAKY: the
- *                        smallest TAT (least debt); FIXED, WINDOW: the fewest
- *                        admissions in range; ties go to the key not used
- *                        since the group's last eviction (CLOCK's reference
- *                        bit), then to probe order.  This RESETS that key: it
- *                        comes back with a fresh state, so its admissions
- *                        over an interval with e evictions can reach the
- *                        bound plus e times its burst (GCRA: e*b; FIXED and
- *                        WINDOW: e*L).  The new key inherits no permits: it
- *                        starts from the evicted state's successor (GCRA: TAT
- *                        one ns after the evicted one, so it pays the evicted
- *                        key's debt; FIXED: the next window; WINDOW: N
- *                        buckets after the evicted head), never fuller than
- *                        fresh.  Not for INFLIGHT (it would forget held
- *                        slots): -SLUICE_EPOLICY.
- * What the policy guarantees to an abusive key A that keeps sending while an
+ *   SLUICE_KEYED_EVICT   the live key whose state holds the least (its loss)
+ *                        gives up its slot (counted in evictions): GCRA,
+ *                        LEAKY: the smallest debt TAT - now; FIXED: the
+ *                        fewest admissions in its window; WINDOW: the fewest
+ *                        admissions in range.  Among keys of equal loss,
+ *                        CLOCK's second chance: a key used since it was last
+ *                        spared (its reference bit, set by lookups that find
+ *                        it) is spared while one of equal loss was not used;
+ *                        when all were, their bits are cleared and the first
+ *                        in probe order goes.  This RESETS the evicted key: it
+ *                        comes back with a fresh state, so over an interval
+ *                        in which it is evicted e times its admissions can
+ *                        exceed its bound by the sum of its losses (each at
+ *                        most b, D + 1 or L).  The new key starts fresh as
+ *                        well (at the group's floor).  Not for INFLIGHT (it
+ *                        would forget held slots): -SLUICE_EPOLICY.
+ * What each policy guarantees to an abusive key A that keeps sending while an
  * attacker streams random keys:
  *   REJECT, ALLOW: A is never touched; its GUARANTEE holds exactly.
- *   EVICT: A is evicted only when every other live key of its group holds at
- *     least as much: GCRA/LEAKY: a key refused within the last T owes more
- *     than tau - 2T, so A survives while any key of its group was admitted at
- *     most b - 2 times in the last tau, e.g. every flood key that sent fewer
- *     than b - 1 requests; FIXED/WINDOW: A (at its limit) survives while any
- *     key of its group holds fewer than L in range.  Random keys cannot be
- *     aimed at A's group (HASHING), so a flood of keys that stay under their
- *     own limits never resets A.
+ *   EVICT: A is evicted only when no other live key of its group holds less
+ *     than A, nor as much without having been used since it was spared.
+ *     GCRA/LEAKY: A refused within the last T owes more than tau - 2T, so A
+ *     survives while any key of its group owes at most tau - 2T, e.g. any
+ *     flood key admitted fewer than b - 1 times in the last tau (b >= 3).
+ *     FIXED/WINDOW: A's count in range dips each time its old admissions
+ *     leave the window (to 1 right after a window boundary when it sends in
+ *     bursts); at such an instant a flood key with the same count ties, and
+ *     the reference bit A's last lookup set spares A, unless every tied key
+ *     was used since its last second chance (an attacker that sends each
+ *     flood key twice per window can then reset A, which gains at most its
+ *     count at that instant).  Random keys cannot be aimed at A's group
+ *     (HASHING).  tests/test_keyed.c floods 20 new keys per ms through a
+ *     64-slot table while A sends at 100x its rate: A is never evicted.
  *
  * HASHING.  SipHash-1-3 with a 128-bit seed per table (getrandom() at init,
  * or config.seed with SLUICE_KEYED_SEEDED) picks the group, the start of the
@@ -101,9 +107,10 @@
  * cannot make keys collide, so flooding degrades into the random case.  Past
  * the probe bound nothing is searched: a full group is a full table for that
  * key (the policy above).  With one group per key, groups fill unevenly: at
- * 50% occupancy of random keys about 1% of groups of 8 are full; size the
- * table for about twice the keys that are live at once, and rely on lossless
- * reclaim for keys that went quiet.
+ * 50% occupancy of random keys about 5% of groups of 8 are full, at 25%
+ * about 0.1% (Poisson tails); size the table for about four times the keys
+ * that are live at once, and rely on lossless reclaim for keys that went
+ * quiet.
  *
  * KEYS.  Byte strings of 1..key_max bytes (default 32: an IPv6 address and a
  * route id; at most SLUICE_KEYED_KEY_MAX).  A longer key fails with
@@ -154,12 +161,11 @@
  *
  * LIMITS: capacity 8..2^32 slots, rounded up to a power of two
  * (-SLUICE_ECAPACITY); key_max 1..SLUICE_KEYED_KEY_MAX (-SLUICE_EKEYLEN);
- * GCRA, LEAKY: as gcra.h and leaky.h (-SLUICE_ERATE, -SLUICE_EBURST), with
- * b * T below 2^61 ns; FIXED: L in 1..2^24 - 1 (-SLUICE_ELIMIT), W >= 1 ns
+ * GCRA, LEAKY: as gcra.h and leaky.h (-SLUICE_ERATE, -SLUICE_EBURST); FIXED: L in 1..2^24 - 1 (-SLUICE_ELIMIT), W >= 1 ns
  * and at least the resolution of the clock a process attaches with
  * (-SLUICE_ERESOLUTION at attach); WINDOW: L in 1..2^30 - 1, N in
- * 1..SLUICE_KEYED_BUCKETS_MAX (16), W a multiple of N, EXACT mode only
- * (-SLUICE_EMODE); INFLIGHT: K in 1..2^32 - 1.  n in 1..(b, D + 1, L, K).
+ * 1..SLUICE_KEYED_BUCKETS_MAX (16) (-SLUICE_EBUCKETS), W a multiple of N
+ * (-SLUICE_EWINDOW), always EXACT; INFLIGHT: K in 1..2^32 - 1.  n in 1..(b, D + 1, L, K).
  *
  * MEMORY (sluice_keyed_size()): 256 bytes of header, 1 KiB of statistics
  * (16 cells of 64 bytes, picked by CPU), 8 bytes per group of 8 slots (the
