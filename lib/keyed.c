@@ -161,7 +161,7 @@ _Static_assert(sizeof(struct sluice__keyed_cell) == SLUICE_CACHELINE, "a cell is
 /* The key as this table stores it: group, probe start, tag id, words. */
 struct kid {
 	uint64_t group, id;
-	unsigned start;
+	unsigned start, used; /* used: words holding key bytes (the rest 0) */
 	uint64_t pw[(SLUICE_KEYED_KEY_MAX + 5) / 6];
 };
 
@@ -614,13 +614,20 @@ static int make_kid(const sluice_keyed_t *k, const void *key, size_t len, struct
 	id->group = h & k->group_mask;
 	id->start = (unsigned)(h >> 32) & (G - 1);
 	id->id = ((uint64_t)lencode << 38) | ((h >> 40) << 14);
-	/* 6 bytes per word, zero-padded: one 8-byte load from a padded copy */
-	unsigned char buf[SLUICE_KEYED_KEY_MAX + 8];
-	size_t used = (size_t)k->key_words * 6;
-	memset(buf + len, 0, used + 2 - len);
-	memcpy(buf, p, len);
-	for (uint32_t j = 0; j < k->key_words; j++)
-		id->pw[j] = load_le64(buf + 6 * j) & M48;
+	/* 6 bytes per word, zero-padded: 8-byte loads where the key has
+	 * them, the tail byte by byte (no copy, no memset) */
+	id->used = (unsigned)((len + 5) / 6);
+	for (uint32_t j = 0; j < k->key_words; j++) {
+		size_t o = 6 * (size_t)j;
+		uint64_t w = 0;
+		if (o + 8 <= len) {
+			w = load_le64(p + o) & M48;
+		} else if (o < len) {
+			for (size_t b = o; b < len && b < o + 6; b++)
+				w |= (uint64_t)p[b] << (8 * (b - o));
+		}
+		id->pw[j] = w;
+	}
 	return 0;
 }
 
@@ -631,11 +638,14 @@ static inline uint64_t slot_index(const struct kid *id, unsigned pos)
 
 /* Do the key words of @s, under generation @gen, hold @id's key?  Relaxed
  * loads: words of gen g only ever hold claim g's key (DESIGN), so no
- * bracketing is needed; the caller loaded the tag with acquire first. */
+ * bracketing is needed; the caller loaded the tag with acquire first and
+ * checked the length in it.  Only the words that hold key bytes are read:
+ * a published claim wrote every word (zeros past the key) before its tag. */
 static inline int words_match(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t gen,
                               const struct kid *id)
 {
-	for (uint32_t j = 0; j < k->key_words; j++)
+	(void)k;
+	for (uint32_t j = 0; j < id->used; j++)
 		if (atomic_load_explicit(key_word(s, j), memory_order_relaxed) !=
 		    ((gen << 48) | id->pw[j]))
 			return 0;

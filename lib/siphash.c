@@ -10,6 +10,7 @@
  * one into words (no unaligned or type-punned loads, so the result does not
  * depend on the host's byte order or alignment rules).
  */
+#include <endian.h>
 #include <string.h>
 
 #include "siphash_internal.h"
@@ -34,8 +35,8 @@
 		v2 = ROTL(v2, 32);                                \
 	} while (0)
 
-/* little-endian load of @n (0..8) bytes */
-static uint64_t load_le(const unsigned char *p, size_t n)
+/* little-endian load of @n (0..7) bytes (the tail) */
+static inline uint64_t load_tail(const unsigned char *p, size_t n)
 {
 	uint64_t v = 0;
 	for (size_t i = 0; i < n; i++)
@@ -43,8 +44,19 @@ static uint64_t load_le(const unsigned char *p, size_t n)
 	return v;
 }
 
-uint64_t sluice__siphash(unsigned c, unsigned d, uint64_t k0, uint64_t k1, const void *data,
-                         size_t len)
+/* little-endian load of 8 bytes, any alignment */
+static inline uint64_t load8(const unsigned char *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return le64toh(v);
+}
+
+/* The body, with the round counts as arguments: inlined into the two
+ * entry points below, so SipHash-1-3 runs with its rounds unrolled. */
+static inline __attribute__((always_inline)) uint64_t siphash(unsigned c, unsigned d, uint64_t k0,
+                                                              uint64_t k1, const void *data,
+                                                              size_t len)
 {
 	const unsigned char *p = data;
 	uint64_t v0 = 0x736f6d6570736575ULL ^ k0;
@@ -54,13 +66,13 @@ uint64_t sluice__siphash(unsigned c, unsigned d, uint64_t k0, uint64_t k1, const
 	size_t whole = len - len % 8;
 
 	for (size_t i = 0; i < whole; i += 8) {
-		uint64_t m = load_le(p + i, 8);
+		uint64_t m = load8(p + i);
 		v3 ^= m;
 		for (unsigned r = 0; r < c; r++)
 			SIPROUND;
 		v0 ^= m;
 	}
-	uint64_t b = ((uint64_t)len << 56) | load_le(p + whole, len % 8);
+	uint64_t b = ((uint64_t)len << 56) | load_tail(p + whole, len % 8);
 	v3 ^= b;
 	for (unsigned r = 0; r < c; r++)
 		SIPROUND;
@@ -69,4 +81,15 @@ uint64_t sluice__siphash(unsigned c, unsigned d, uint64_t k0, uint64_t k1, const
 	for (unsigned r = 0; r < d; r++)
 		SIPROUND;
 	return v0 ^ v1 ^ v2 ^ v3;
+}
+
+uint64_t sluice__siphash(unsigned c, unsigned d, uint64_t k0, uint64_t k1, const void *data,
+                         size_t len)
+{
+	return siphash(c, d, k0, k1, data, len);
+}
+
+uint64_t sluice__siphash13(uint64_t k0, uint64_t k1, const void *data, size_t len)
+{
+	return siphash(1, 3, k0, k1, data, len);
 }
