@@ -664,6 +664,14 @@ static int words_foreign(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t 
 	return 0;
 }
 
+/* The generation after @g: 16 bits, skipping 0, so that a tag of 0 always
+ * means a slot that was never used (lookups stop there, see create()). */
+static inline uint64_t next_gen(uint64_t g)
+{
+	uint64_t n = (g + 1) & 0xffffu;
+	return n ? n : 1;
+}
+
 /* 16-bit serial number order: is a newer than b? */
 static inline int gen_newer(uint64_t a, uint64_t b)
 {
@@ -1070,6 +1078,8 @@ static int64_t find_live(const sluice_keyed_t *k, const struct kid *id, uint64_t
 		/* Acquire: pairs with the publishing CAS (release): the key
 		 * words and the initial state are visible. */
 		uint64_t t = atomic_load_explicit(&s[0], memory_order_acquire);
+		if (t == 0)
+			break; /* never used: the key is not further (see create()) */
 		if ((t & ((3ULL << 62) | ID_MASK)) != want || !words_match(k, s, GEN(t), id))
 			continue;
 		*tag = t;
@@ -1082,7 +1092,7 @@ static int64_t find_live(const sluice_keyed_t *k, const struct kid *id, uint64_t
  * tag CAS of the claim protocol (the validation scan's Dekker pairing). */
 static void abandon(_Atomic uint64_t *s, uint64_t bt)
 {
-	atomic_compare_exchange_strong_explicit(&s[0], &bt, MK_TAG(K_OPEN, GEN(bt) + 1, 0, 0),
+	atomic_compare_exchange_strong_explicit(&s[0], &bt, MK_TAG(K_OPEN, next_gen(GEN(bt)), 0, 0),
 	                                        memory_order_seq_cst, memory_order_seq_cst);
 }
 
@@ -1147,7 +1157,7 @@ static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t 
 				}
 				/* kill the later claim (it can never publish) */
 				if (atomic_compare_exchange_strong_explicit(
-					    &sy[0], &ty, MK_TAG(K_OPEN, GEN(ty) + 1, 0, 0),
+					    &sy[0], &ty, MK_TAG(K_OPEN, next_gen(GEN(ty)), 0, 0),
 					    memory_order_seq_cst, memory_order_seq_cst))
 					break;
 			}
@@ -1236,6 +1246,15 @@ static int64_t create(const sluice_keyed_t *k, const struct kid *id, uint64_t no
 			if (KIND(t) == K_OPEN) {
 				if (open.i < 0)
 					open = (struct cand){ (int64_t)i, t, 0 };
+				/* A never-used slot (tag 0) ends the scan: every key
+				 * is placed in the first OPEN (or retired) slot of its
+				 * probe order, which is never after a slot that is
+				 * still unused, and slots never become unused again.
+				 * So neither the key nor a claim for it is further,
+				 * and we take this slot or an earlier one.  (Lookups
+				 * stop here too; the validation scan does not.) */
+				if (t == 0)
+					break;
 				continue;
 			}
 			if (KIND(t) == K_BUSY) {
@@ -1344,7 +1363,7 @@ static int64_t create(const sluice_keyed_t *k, const struct kid *id, uint64_t no
 		}
 		if (!have_lnow)
 			lnow = lease_now();
-		uint64_t bt = MK_TAG(K_BUSY, GEN(c.t) + 1, id->id, lnow);
+		uint64_t bt = MK_TAG(K_BUSY, next_gen(GEN(c.t)), id->id, lnow);
 		uint64_t t = c.t;
 		int taken = 0;
 		for (;;) {
