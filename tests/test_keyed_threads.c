@@ -92,8 +92,8 @@ ParameterizedTestParameters(keyed_threads, creation_race)
 	 * the new ones are created, so racing creators see different first
 	 * free slots */
 	static struct race_case p[] = {
-		{ 2, 128, 64, 60 }, { 4, 128, 64, 60 }, { 8, 128, 64, 60 },
-		{ 2, 8, 6, 10000 }, { 4, 8, 6, 5000 },  { 8, 8, 6, 2000 },
+		{ 2, 128, 64, 40 }, { 4, 128, 64, 30 }, { 8, 128, 64, 20 },
+		{ 2, 8, 6, 4000 },  { 4, 8, 6, 2000 },  { 8, 8, 6, 1000 },
 	};
 	return cr_make_param_array(struct race_case, p, sizeof(p) / sizeof(p[0]));
 }
@@ -129,7 +129,7 @@ ParameterizedTest(struct race_case *p, keyed_threads, creation_race)
 
 #define HOT 4
 #define RECORD_CAP (1u << 18)
-#define STEPS 20000
+#define STEPS 8000
 
 struct record {
 	uint64_t t;
