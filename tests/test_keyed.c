@@ -105,70 +105,74 @@ struct bad_cfg {
 	int rc;
 };
 
-ParameterizedTestParameters(keyed, invalid_config)
-{
-	static struct bad_cfg p[] = {
-		{ { .algo = 9, .capacity = 64, .rate = 1, .period_ns = SEC, .burst = 1 },
-		  -SLUICE_EKIND },
-		{ { .policy = 5, .capacity = 64, .rate = 1, .period_ns = SEC, .burst = 1 },
-		  -SLUICE_EPOLICY },
-		{ { .algo = SLUICE_KEYED_INFLIGHT, .policy = SLUICE_KEYED_ALLOW, .capacity = 64,
-		    .limit = 4 },
-		  -SLUICE_EPOLICY },
-		{ { .algo = SLUICE_KEYED_INFLIGHT, .policy = SLUICE_KEYED_EVICT, .capacity = 64,
-		    .limit = 4 },
-		  -SLUICE_EPOLICY },
-		{ { .capacity = 7, .rate = 1, .period_ns = SEC, .burst = 1 }, -SLUICE_ECAPACITY },
-		{ { .capacity = (1ULL << 32) + 1, .rate = 1, .period_ns = SEC, .burst = 1 },
-		  -SLUICE_ECAPACITY },
-		{ { .capacity = 64, .key_max = 241, .rate = 1, .period_ns = SEC, .burst = 1 },
-		  -SLUICE_EKEYLEN },
-		{ { .capacity = 64, .key_max = 15, .flags = SLUICE_KEYED_HASH_LONG_KEYS, .rate = 1,
-		    .period_ns = SEC, .burst = 1 },
-		  -SLUICE_EKEYLEN },
-		{ { .capacity = 64, .flags = 4, .rate = 1, .period_ns = SEC, .burst = 1 },
-		  -SLUICE_EINVAL },
-		{ { .capacity = 64, .rate = 0, .period_ns = SEC, .burst = 1 }, -SLUICE_ERATE },
-		{ { .capacity = 64, .rate = 3000000, .period_ns = SEC, .burst = 1 }, -SLUICE_ERATE },
-		{ { .capacity = 64, .rate = 1, .period_ns = SEC, .burst = 0 }, -SLUICE_EBURST },
-		{ { .algo = SLUICE_KEYED_LEAKY, .capacity = 64, .rate = 1, .period_ns = SEC,
-		    .depth = 1ULL << 62 },
-		  -SLUICE_EBURST },
-		{ { .algo = SLUICE_KEYED_FIXED, .capacity = 64, .limit = 0, .window_ns = SEC },
-		  -SLUICE_ELIMIT },
-		{ { .algo = SLUICE_KEYED_FIXED, .capacity = 64, .limit = 1ULL << 24,
-		    .window_ns = SEC },
-		  -SLUICE_ELIMIT },
-		{ { .algo = SLUICE_KEYED_FIXED, .capacity = 64, .limit = 1, .window_ns = 0 },
-		  -SLUICE_EWINDOW },
-		{ { .algo = SLUICE_KEYED_WINDOW, .capacity = 64, .limit = 1, .window_ns = 17 * SEC,
-		    .buckets = 17 },
-		  -SLUICE_EBUCKETS },
-		{ { .algo = SLUICE_KEYED_WINDOW, .capacity = 64, .limit = 1, .window_ns = SEC,
-		    .buckets = 0 },
-		  -SLUICE_EBUCKETS },
-		{ { .algo = SLUICE_KEYED_WINDOW, .capacity = 64, .limit = 1, .window_ns = 1000,
-		    .buckets = 3 },
-		  -SLUICE_EWINDOW },
-		{ { .algo = SLUICE_KEYED_WINDOW, .capacity = 64, .limit = 1ULL << 30,
-		    .window_ns = SEC, .buckets = 4 },
-		  -SLUICE_ELIMIT },
-		{ { .algo = SLUICE_KEYED_INFLIGHT, .capacity = 64, .limit = 1ULL << 32 },
-		  -SLUICE_ELIMIT },
-	};
-	return cr_make_param_array(struct bad_cfg, p, sizeof(p) / sizeof(p[0]));
-}
+/* One test over the whole table (not a ParameterizedTest): Criterion runs
+ * each parameter in its own process, which costs more than the checks
+ * themselves under ThreadSanitizer. */
+static const struct bad_cfg bad_cfgs[] = {
+	{ { .algo = 9, .capacity = 64, .rate = 1, .period_ns = SEC, .burst = 1 },
+	  -SLUICE_EKIND },
+	{ { .policy = 5, .capacity = 64, .rate = 1, .period_ns = SEC, .burst = 1 },
+	  -SLUICE_EPOLICY },
+	{ { .algo = SLUICE_KEYED_INFLIGHT, .policy = SLUICE_KEYED_ALLOW, .capacity = 64,
+	    .limit = 4 },
+	  -SLUICE_EPOLICY },
+	{ { .algo = SLUICE_KEYED_INFLIGHT, .policy = SLUICE_KEYED_EVICT, .capacity = 64,
+	    .limit = 4 },
+	  -SLUICE_EPOLICY },
+	{ { .capacity = 7, .rate = 1, .period_ns = SEC, .burst = 1 }, -SLUICE_ECAPACITY },
+	{ { .capacity = (1ULL << 32) + 1, .rate = 1, .period_ns = SEC, .burst = 1 },
+	  -SLUICE_ECAPACITY },
+	{ { .capacity = 64, .key_max = 241, .rate = 1, .period_ns = SEC, .burst = 1 },
+	  -SLUICE_EKEYLEN },
+	{ { .capacity = 64, .key_max = 15, .flags = SLUICE_KEYED_HASH_LONG_KEYS, .rate = 1,
+	    .period_ns = SEC, .burst = 1 },
+	  -SLUICE_EKEYLEN },
+	{ { .capacity = 64, .flags = 4, .rate = 1, .period_ns = SEC, .burst = 1 },
+	  -SLUICE_EINVAL },
+	{ { .capacity = 64, .rate = 0, .period_ns = SEC, .burst = 1 }, -SLUICE_ERATE },
+	{ { .capacity = 64, .rate = 3000000, .period_ns = SEC, .burst = 1 }, -SLUICE_ERATE },
+	{ { .capacity = 64, .rate = 1, .period_ns = SEC, .burst = 0 }, -SLUICE_EBURST },
+	{ { .algo = SLUICE_KEYED_LEAKY, .capacity = 64, .rate = 1, .period_ns = SEC,
+	    .depth = 1ULL << 62 },
+	  -SLUICE_EBURST },
+	{ { .algo = SLUICE_KEYED_FIXED, .capacity = 64, .limit = 0, .window_ns = SEC },
+	  -SLUICE_ELIMIT },
+	{ { .algo = SLUICE_KEYED_FIXED, .capacity = 64, .limit = 1ULL << 24,
+	    .window_ns = SEC },
+	  -SLUICE_ELIMIT },
+	{ { .algo = SLUICE_KEYED_FIXED, .capacity = 64, .limit = 1, .window_ns = 0 },
+	  -SLUICE_EWINDOW },
+	{ { .algo = SLUICE_KEYED_WINDOW, .capacity = 64, .limit = 1, .window_ns = 17 * SEC,
+	    .buckets = 17 },
+	  -SLUICE_EBUCKETS },
+	{ { .algo = SLUICE_KEYED_WINDOW, .capacity = 64, .limit = 1, .window_ns = SEC,
+	    .buckets = 0 },
+	  -SLUICE_EBUCKETS },
+	{ { .algo = SLUICE_KEYED_WINDOW, .capacity = 64, .limit = 1, .window_ns = 1000,
+	    .buckets = 3 },
+	  -SLUICE_EWINDOW },
+	{ { .algo = SLUICE_KEYED_WINDOW, .capacity = 64, .limit = 1ULL << 30,
+	    .window_ns = SEC, .buckets = 4 },
+	  -SLUICE_ELIMIT },
+	{ { .algo = SLUICE_KEYED_INFLIGHT, .capacity = 64, .limit = 1ULL << 32 },
+	  -SLUICE_ELIMIT },
+};
 
-ParameterizedTest(struct bad_cfg *p, keyed, invalid_config)
+Test(keyed, invalid_config)
 {
-	cr_assert_eq(sluice_keyed_size(&p->c), 0, "size of an invalid config");
-	static _Alignas(64) unsigned char mem[1 << 16];
-	memset(mem, 0xa5, 256);
-	int rc = sluice_keyed_init(mem, sizeof(mem), &p->c);
-	cr_assert_eq(rc, p->rc, "init: %s, want %s", sluice_err_name(rc), sluice_err_name(p->rc));
-	cr_assert_eq(mem[0], 0xa5, "a failed init must leave the memory untouched");
-	sluice_keyed_t k;
-	cr_assert_eq(sluice_keyed_new(&k, &p->c, NULL), p->rc);
+	for (size_t i = 0; i < sizeof(bad_cfgs) / sizeof(bad_cfgs[0]); i++) {
+		const struct bad_cfg *p = &bad_cfgs[i];
+		cr_assert_eq(sluice_keyed_size(&p->c), 0, "entry %zu: size of an invalid config", i);
+		static _Alignas(64) unsigned char mem[1 << 16];
+		memset(mem, 0xa5, 256);
+		int rc = sluice_keyed_init(mem, sizeof(mem), &p->c);
+		cr_assert_eq(rc, p->rc, "entry %zu: init: %s, want %s", i, sluice_err_name(rc),
+		             sluice_err_name(p->rc));
+		cr_assert_eq(mem[0], 0xa5, "entry %zu: a failed init must leave the memory untouched",
+		             i);
+		sluice_keyed_t k;
+		cr_assert_eq(sluice_keyed_new(&k, &p->c, NULL), p->rc, "entry %zu", i);
+	}
 }
 
 Test(keyed, size_and_memory_per_slot)
