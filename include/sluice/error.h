@@ -39,7 +39,14 @@
 	X(ECANCEL, 23, "booking could not be cancelled exactly")               \
 	X(ENOTSUP, 24, "operation not supported by this limiter kind")          \
 	X(ETRUNC, 25, "output buffer too small; nothing usable was written")   \
-	X(ELEASE, 26, "lease out of range (0..65536, and only with SLUICE_EXACT)")
+	X(ELEASE, 26, "lease out of range (0..65536, and only with SLUICE_EXACT)") \
+	X(EKEYLEN, 27, "key empty, or longer than the table's maximum key length") \
+	X(EKEYFULL, 28, "no room for a new key in its probe group (policy reject)") \
+	X(ELAYOUT, 29, "memory does not hold a keyed table of this version and layout") \
+	X(EPOLICY, 30, "unknown full-table policy, or one this algorithm cannot use") \
+	X(ESIZE, 31, "memory region too small or not aligned to 64 bytes")      \
+	X(ECAPACITY, 32, "table capacity out of range")                         \
+	X(ETIME, 33, "time beyond the range the table stores (2^62 ns)")
 
 enum sluice_error {
 #define SLUICE__ERR_ENUM(name, value, msg) SLUICE_##name = value,

@@ -18,5 +18,6 @@
 #include "log.h"
 #include "warmup.h"
 #include "decay.h"
+#include "keyed.h"
 
 #endif /* SLUICE_SLUICE_H */

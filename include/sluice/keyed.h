@@ -1,0 +1,388 @@
+/*
+ * sluice/keyed.h - a table of per-key limiters (per IP, per user, per route)
+ * in one fixed block of memory, lock-free, with no pointers inside, so
+ * several processes can share it through a MAP_SHARED mapping.
+ *
+ * One algorithm and one parameter set per table:
+ *
+ *   SLUICE_KEYED_GCRA      GCRA token bucket, rate + burst (sluice/gcra.h)
+ *   SLUICE_KEYED_LEAKY     leaky bucket meter, rate + depth D (sluice/leaky.h:
+ *                          GCRA with burst D + 1, nginx limit_req nodelay)
+ *   SLUICE_KEYED_FIXED     fixed window, L per aligned window W (sluice/fixed.h)
+ *   SLUICE_KEYED_WINDOW    sliding window ring, EXACT mode, L per W in N
+ *                          buckets (sluice/window.h)
+ *   SLUICE_KEYED_INFLIGHT  concurrency limit K per key (sluice/inflight.h),
+ *                          with sluice_keyed_release()
+ *
+ * The per-key state is the state of those modules, laid out inside the
+ * table's slots: their structures hold pointers (the clock, the window's
+ * malloc'ed ring) and parameters, so they cannot be embedded.  keyed.c keeps
+ * the same state words and applies the same arithmetic: the GCRA TAT word
+ * (the parameters, T and tau, are validated and derived by sluice_gcra_init()
+ * and sluice_leaky_init() themselves, and decisions are filled by gcra.h's
+ * helper), the fixed window's epoch-tagged count word, the in-flight count
+ * word, and the window ring's head and epoch-tagged bucket words (the ring
+ * protocol of lib/window.c without its `cur` cache: each decision sums the
+ * N - 1 closed buckets, which live in the key's own slot).  The guarantees
+ * below are those modules' guarantees, per key.
+ *
+ * GUARANTEE (any number of threads and processes, any timing), per key,
+ * while the key keeps its state (see EVICTION for what ends it):
+ *   GCRA:     admissions at times in any [x, x + t] total at most b + t/T;
+ *   LEAKY:    at most D + 1 + t/T;
+ *   FIXED:    at most L in every aligned window [k*W, (k+1)*W);
+ *   WINDOW:   at most L in every run of N consecutive buckets of W/N;
+ *   INFLIGHT: held (acquired minus released) never exceeds K, never below 0.
+ * Each check-and-count is one CAS on the key's state word (WINDOW: on the
+ * current bucket's word), so the bound is exact under concurrency, across
+ * processes too.  A key's state is found by its bytes: two keys never share
+ * a state (up to the 128-bit digest of a hashed long key, see KEYS), and one
+ * key never has two live states (a creation race is resolved before either
+ * copy is used, see keyed.c).
+ *
+ * LOSSLESS RECLAIM.  A slot whose state is equivalent to a fresh one (GCRA,
+ * LEAKY: TAT before now, the bucket is full; FIXED: its window is over;
+ * WINDOW: its newest bucket is N or more buckets old, every bucket is out of
+ * range; INFLIGHT: nothing held) may be given to a new key.  That loses
+ * nothing: when the old key comes back it gets a state no more permissive
+ * than the one it left, at any time, because every new key starts at the
+ * group's reclaim floor (the latest time a slot in its probe group was
+ * reclaimed or evicted): a decision with a reading older than the floor
+ * finds that new state exactly as full as at the floor (GCRA: less room;
+ * windows: the reading counts in the floor's window).  So the GUARANTEE
+ * above holds across reclaims.  A key that keeps sending is never reclaimed
+ * while it matters: a GCRA key whose requests are at most T apart always has
+ * TAT >= now; a window key's state is fresh-equivalent only when every
+ * admission it holds is out of range.
+ *
+ * FULL GROUPS AND THE POLICY.  A key lives in one probe group of
+ * SLUICE_KEYED_GROUP (8) slots chosen by a keyed hash (see HASHING); lookups
+ * probe at most those 8 slots (8 cache lines for 64-byte slots), never more.
+ * A new key takes a never-used or abandoned slot of its group, else a
+ * fresh-equivalent one (lossless), else the table's policy decides:
+ *   SLUICE_KEYED_REJECT  the request fails with -SLUICE_EKEYFULL (counted in
+ *                        rejections); the decision says refused.  Existing
+ *                        keys are never touched.
+ *   SLUICE_KEYED_ALLOW   the request passes untracked: return 1, counted in
+ *                        untracked, and d->limit = 0 marks it (no limit was
+ *                        applied).  Existing keys are never touched.  Not for
+ *                        INFLIGHT (nothing could be released): -SLUICE_EPOLICY.
+ *   SLUICE_KEYED_EVICT   the live key whose state holds the least (its loss)
+ *                        gives up its slot (counted in evictions): GCRA,
+ *                        LEAKY: the smallest debt TAT - now; FIXED: the
+ *                        fewest admissions in its window; WINDOW: the fewest
+ *                        admissions in range.  Among keys of equal loss,
+ *                        CLOCK's second chance: a key used since it was last
+ *                        spared (its reference bit, set by lookups that find
+ *                        it) is spared while one of equal loss was not used;
+ *                        when all were, their bits are cleared and the first
+ *                        in probe order goes.  This RESETS the evicted key: it
+ *                        comes back with a fresh state, so over an interval
+ *                        in which it is evicted e times its admissions can
+ *                        exceed its bound by the sum of its losses (each at
+ *                        most b, D + 1 or L).  The new key starts fresh as
+ *                        well (at the group's floor).  Not for INFLIGHT (it
+ *                        would forget held slots): -SLUICE_EPOLICY.
+ * What each policy guarantees to an abusive key A that keeps sending while an
+ * attacker streams random keys:
+ *   REJECT, ALLOW: A is never touched; its GUARANTEE holds exactly.
+ *   EVICT: A is evicted only when no other live key of its group holds less
+ *     than A, nor as much without having been used since it was spared.
+ *     GCRA/LEAKY: A refused within the last T owes more than tau - 2T, so A
+ *     survives while any key of its group owes at most tau - 2T, e.g. any
+ *     flood key admitted fewer than b - 1 times in the last tau (b >= 3).
+ *     FIXED/WINDOW: A's count in range dips each time its old admissions
+ *     leave the window (to 1 right after a window boundary when it sends in
+ *     bursts); at such an instant a flood key with the same count ties, and
+ *     the reference bit A's last lookup set spares A, unless every tied key
+ *     was used since its last second chance (an attacker that sends each
+ *     flood key twice per window can then reset A, which gains at most its
+ *     count at that instant).  Random keys cannot be aimed at A's group
+ *     (HASHING).  tests/test_keyed.c floods 20 new keys per ms through a
+ *     64-slot table while A sends at 100x its rate: A is never evicted.
+ *
+ * HASHING.  SipHash-1-3 with a 128-bit seed per table (getrandom() at init,
+ * or config.seed with SLUICE_KEYED_SEEDED) picks the group, the start of the
+ * probe order in it and a 24-bit fingerprint; without the seed an attacker
+ * cannot make keys collide, so flooding degrades into the random case.  Past
+ * the probe bound nothing is searched: a full group is a full table for that
+ * key (the policy above).  With one group per key, groups fill unevenly: at
+ * 50% occupancy of random keys about 5% of groups of 8 are full, at 25%
+ * about 0.1% (Poisson tails); size the table for about four times the keys
+ * that are live at once, and rely on lossless reclaim for keys that went
+ * quiet.
+ *
+ * KEYS.  Byte strings of 1..key_max bytes (default 32: an IPv6 address and a
+ * route id; at most SLUICE_KEYED_KEY_MAX).  A longer key fails with
+ * -SLUICE_EKEYLEN, unless the table was created with
+ * SLUICE_KEYED_HASH_LONG_KEYS: then it is replaced by a 128-bit SipHash
+ * digest under two further seeds, stored with its own length code so it
+ * never equals a short key; two long keys share a state only if their
+ * digests collide (2^-128 for a pair; the seed keeps it out of an attacker's
+ * reach).  key_max must then be at least 16.
+ *
+ * SHARED MEMORY, CRASHES.  The table is position-independent (offsets, no
+ * pointers) and its clock is not in it: each process attaches with its own
+ * clock, and all must use one timeline (the CLOCK_MONOTONIC base of every
+ * sluice clock, or one caller timeline for the _at variants).  A process
+ * killed at any instruction leaves no slot that others must wait for: every
+ * step of a claim is a CAS that leaves a state any other process can
+ * complete (a claim whose key bytes are written is finished by whoever meets
+ * it; a retired state is claimable at once) or take over (a claim whose
+ * claimer stopped writing is stolen after SLUICE_KEYED_LEASE_MS of real
+ * time, CLOCK_MONOTONIC_COARSE).  What a killed process loses: the permits
+ * it admitted stay counted (they happened); INFLIGHT slots it held are never
+ * released (as in sluice/inflight.h); a statistics increment may be missing.
+ *
+ * CLOCK JUMPS.  GCRA, LEAKY: the reading is used as it is (an older reading
+ * finds less room, d->now_ns is the reading).  FIXED, WINDOW: a reading
+ * before the key's newest window or bucket counts in it (d->now_ns is then
+ * that window's or bucket's start).  INFLIGHT: time is only copied to
+ * d->now_ns.  Readings must be below 2^62 ns (146 years of CLOCK_MONOTONIC):
+ * the state words spend their top bits on the slot protocol; a time at or
+ * above it is -SLUICE_ETIME.
+ *
+ * WORST CASE (what it does not prevent):
+ *   - Under EVICT, an attacker who keeps every key of a group at its limit
+ *     can reset the least-loaded of them (see above).  Under REJECT, an
+ *     attacker who fills a group with keys at their limits locks new keys of
+ *     that group out for as long as those keys stay non-fresh; under ALLOW
+ *     those new keys pass untracked.  Size the table and choose accordingly.
+ *   - Lock-free, not wait-free: a decision retries while other decisions on
+ *     the same key succeed, and a creation retries while slots of its group
+ *     change under it.
+ *   - ABA windows: the slot protocol tags claims with a 16-bit generation
+ *     (a claimer stalled across 2^15 claims of its slot could write one
+ *     stale key word, which only makes that slot's key unreadable: the key
+ *     is created again), FIXED tags windows with 38 bits (a key idle for
+ *     2^37 windows, 4,350 years of 1 s windows, is seen as current), the
+ *     ring tags buckets with 32 bits (as sluice/window.h) and INFLIGHT tags
+ *     states with a 30-bit generation.
+ *
+ * LIMITS: capacity 8..2^32 slots, rounded up to a power of two
+ * (-SLUICE_ECAPACITY); key_max 1..SLUICE_KEYED_KEY_MAX (-SLUICE_EKEYLEN);
+ * GCRA, LEAKY: as gcra.h and leaky.h (-SLUICE_ERATE, -SLUICE_EBURST); FIXED: L in 1..2^24 - 1 (-SLUICE_ELIMIT), W >= 1 ns
+ * and at least the resolution of the clock a process attaches with
+ * (-SLUICE_ERESOLUTION at attach); WINDOW: L in 1..2^30 - 1, N in
+ * 1..SLUICE_KEYED_BUCKETS_MAX (16) (-SLUICE_EBUCKETS), W a multiple of N
+ * (-SLUICE_EWINDOW), always EXACT; INFLIGHT: K in 1..2^32 - 1.  n in 1..(b, D + 1, L, K).
+ *
+ * MEMORY (sluice_keyed_size()): 256 bytes of header, 1 KiB of statistics
+ * (16 cells of 64 bytes, picked by CPU), 8 bytes per group of 8 slots (the
+ * reclaim floor), and per slot: 16 bytes (the slot's tag and state word)
+ * plus 8 bytes per 6 key bytes, rounded up to 64 bytes: with the default
+ * 32-byte keys, 64 bytes for GCRA, LEAKY, FIXED and INFLIGHT; WINDOW adds
+ * 8 bytes per bucket (N rounded up to a power of two): 128 bytes for N <= 8,
+ * 192 for N <= 16.  A 100,000-key GCRA table (capacity 131,072) takes
+ * 8.1 MiB.  No allocation after init, ever (sluice_keyed_new() allocates
+ * the region once).
+ *
+ * COST: a decision on an existing key hashes the key (SipHash-1-3, about
+ * 15 ns for 16 bytes), reads its slot's line (usually the first probed),
+ * does one CAS on the state and one relaxed add on this CPU's statistics
+ * line.  A new key scans its group and claims a slot with a few CASes.
+ */
+#ifndef SLUICE_KEYED_H
+#define SLUICE_KEYED_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clock.h"
+#include "common.h"
+#include "decision.h"
+
+#define SLUICE_KEYED_KEY_MAX 240u     /* longest key_max                   */
+#define SLUICE_KEYED_KEY_DEFAULT 32u  /* key_max when the config says 0    */
+#define SLUICE_KEYED_GROUP 8u         /* slots probed per key              */
+#define SLUICE_KEYED_BUCKETS_MAX 16u  /* WINDOW: most buckets per key      */
+#define SLUICE_KEYED_CAPACITY_MIN 8ULL
+#define SLUICE_KEYED_CAPACITY_MAX (1ULL << 32)
+#define SLUICE_KEYED_FIXED_LIMIT_MAX ((1ULL << 24) - 1)
+#define SLUICE_KEYED_INFLIGHT_LIMIT_MAX 0xffffffffULL
+#define SLUICE_KEYED_TIME_MAX ((1ULL << 62) - 1) /* latest reading        */
+#define SLUICE_KEYED_LEASE_MS 100u    /* a stalled claim may be stolen after */
+#define SLUICE_KEYED_VERSION 1u
+
+typedef enum sluice_keyed_algo {
+	SLUICE_KEYED_GCRA = 0,
+	SLUICE_KEYED_LEAKY = 1,
+	SLUICE_KEYED_FIXED = 2,
+	SLUICE_KEYED_WINDOW = 3,
+	SLUICE_KEYED_INFLIGHT = 4,
+} sluice_keyed_algo_t;
+
+typedef enum sluice_keyed_policy {
+	SLUICE_KEYED_REJECT = 0,
+	SLUICE_KEYED_ALLOW = 1,
+	SLUICE_KEYED_EVICT = 2,
+} sluice_keyed_policy_t;
+
+/* config.flags */
+#define SLUICE_KEYED_HASH_LONG_KEYS 1u /* digest keys longer than key_max   */
+#define SLUICE_KEYED_SEEDED 2u         /* use config.seed, not getrandom()  */
+
+typedef struct sluice_keyed_config {
+	sluice_keyed_algo_t algo;
+	sluice_keyed_policy_t policy;
+	uint32_t flags;      /* SLUICE_KEYED_HASH_LONG_KEYS | SLUICE_KEYED_SEEDED */
+	uint32_t key_max;    /* longest key in bytes; 0: 32                     */
+	uint64_t capacity;   /* slots: 8..2^32, rounded up to a power of two    */
+	uint64_t seed[2];    /* SipHash key when flags has SLUICE_KEYED_SEEDED  */
+	/* GCRA: rate per period_ns, burst.  LEAKY: rate per period_ns, depth. */
+	uint64_t rate, period_ns, burst, depth;
+	/* FIXED: limit per window_ns.  WINDOW: limit per window_ns in buckets.
+	 * INFLIGHT: limit.  Fields of other algorithms are ignored. */
+	uint64_t limit, window_ns;
+	uint32_t buckets;
+} sluice_keyed_config_t;
+
+/* private: the table header, at the start of the memory (256 bytes). */
+struct sluice__keyed_hdr;
+/* private: one statistics cell (one cache line). */
+struct sluice__keyed_cell {
+	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t lookups;
+	_Atomic uint64_t creations, reclaims, evictions, rejections, untracked, steals;
+	_Atomic uint64_t live; /* creations minus slots taken from live keys (wraps) */
+};
+
+/*
+ * The process-local handle: where this process mapped the table and which
+ * clock it reads.  Filled by sluice_keyed_attach(); a copy of the header's
+ * parameters so decisions do not read the shared header.
+ */
+typedef struct sluice_keyed {
+	/* read-only after attach */
+	const sluice_clock_t *clock;
+	unsigned char *slots;               /* first slot                   */
+	_Atomic uint64_t *floors;           /* one reclaim floor per group  */
+	struct sluice__keyed_cell *cells;   /* statistics                   */
+	uint64_t group_mask;                /* groups - 1                   */
+	uint64_t capacity;
+	uint32_t slot_bytes, key_words, key_max, flags;
+	sluice_keyed_algo_t algo;
+	sluice_keyed_policy_t policy;
+	uint32_t buckets, bucket_mask, cell_mask;
+	uint64_t k0, k1, d0, d1, d2, d3;    /* hash and digest keys         */
+	uint64_t limit;                     /* b, D + 1, L or K: largest n  */
+	uint64_t interval, tau, recip, shift; /* GCRA, LEAKY                */
+	uint64_t window_ns, width_ns;       /* FIXED, WINDOW                */
+	/* private: set by sluice_keyed_new() */
+	void *owned;
+} sluice_keyed_t;
+
+typedef struct sluice_keyed_stats {
+	uint64_t lookups;    /* acquire and release calls on valid input      */
+	uint64_t creations;  /* keys given a slot                             */
+	uint64_t reclaims;   /* fresh-equivalent slots retaken (lossless)     */
+	uint64_t evictions;  /* live keys reset by the EVICT policy           */
+	uint64_t rejections; /* new keys refused by the REJECT policy         */
+	uint64_t untracked;  /* requests passed untracked by the ALLOW policy */
+	uint64_t steals;     /* claims taken over from a stalled claimer      */
+	uint64_t occupancy;  /* live keys now                                 */
+	uint64_t capacity;   /* slots                                         */
+} sluice_keyed_stats_t;
+
+/*
+ * sluice_keyed_size - bytes of memory a table with @cfg needs.
+ * Thread-safe, no allocation.
+ * Return: the size, or 0 when @cfg is invalid (sluice_keyed_init() says why).
+ */
+SLUICE_API size_t sluice_keyed_size(const sluice_keyed_config_t *cfg);
+
+/*
+ * sluice_keyed_init - validate @cfg and format @size bytes at @mem (64-byte
+ * aligned, at least sluice_keyed_size(cfg)) as an empty table.
+ *
+ * Reads getrandom() for the seed unless cfg->flags has SLUICE_KEYED_SEEDED.
+ * No other process may use @mem during init; the header's magic is written
+ * last with a release store, so a process that attaches afterwards (and sees
+ * it) sees the whole table.  No allocation.
+ * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_ESIZE (too small, misaligned),
+ * -SLUICE_EKIND (algo), -SLUICE_EPOLICY, -SLUICE_ECAPACITY, -SLUICE_EKEYLEN
+ * (key_max), the algorithm's parameter codes (see LIMITS), -SLUICE_ECLOCK
+ * (getrandom failed).  On error @mem is untouched.
+ */
+SLUICE_API int sluice_keyed_init(void *mem, size_t size, const sluice_keyed_config_t *cfg);
+
+/*
+ * sluice_keyed_attach - make @k a handle on the table at @mem (@size bytes,
+ * as mapped by this process), deciding with @clock (NULL: the cached clock).
+ *
+ * Checks everything it relies on before using it: alignment and size
+ * (-SLUICE_ESIZE), the magic, the version, the header's size and a checksum
+ * over the header, and that the layout recomputed from the stored
+ * configuration matches the stored offsets and fits in @size
+ * (-SLUICE_ELAYOUT).  Memory that is not a table gives an error, never a
+ * crash (it reads only inside @size).  FIXED, WINDOW: -SLUICE_ERESOLUTION
+ * when the clock is coarser than the window or bucket.  Any number of
+ * handles, in any processes, may attach to one table.  No allocation.
+ * Return: 0 or a negative code; on error @k is untouched.
+ */
+SLUICE_API int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock,
+                                   sluice_keyed_t *k);
+
+/*
+ * sluice_keyed_new - allocate a table for @cfg in this process, init it and
+ * attach @k to it with @clock.  For a table used by one process; for
+ * sharing, init and attach memory you mapped.  Allocates once.
+ * Return: as sluice_keyed_init() and attach, or -SLUICE_ENOMEM.
+ */
+SLUICE_API int sluice_keyed_new(sluice_keyed_t *k, const sluice_keyed_config_t *cfg,
+                                const sluice_clock_t *clock);
+/* sluice_keyed_free - free what sluice_keyed_new() allocated (nothing for an
+ * attached handle).  NULL is fine.  No call on @k may be running. */
+SLUICE_API void sluice_keyed_free(sluice_keyed_t *k);
+/* sluice_keyed_handle_size - sizeof(sluice_keyed_t), for FFI callers. */
+SLUICE_API size_t sluice_keyed_handle_size(void);
+
+/*
+ * sluice_keyed_acquire_at - take @n permits for the key @key (@keylen
+ * bytes) at time @now, all or nothing; create the key's state if it has none.
+ * @d: NULL, or filled with the decision (as the algorithm's module fills it;
+ * under ALLOW, an untracked pass has d->limit = 0).
+ *
+ * Lock-free, no allocation, no system call (a new key may read
+ * CLOCK_MONOTONIC_COARSE for its claim's lease).  Safe from any number of
+ * threads and processes attached to the table.  Ordering: as the algorithm's
+ * module (INFLIGHT: a successful acquire is an acquire operation that pairs
+ * with the release of the slots it takes); a key's creation is published with
+ * a release that the lookups of other threads acquire.
+ * Return: 1 admitted, 0 refused; -SLUICE_EINVAL (NULL, n = 0),
+ * -SLUICE_ETOOBIG (n above the largest: never passes; retry SLUICE_NEVER),
+ * -SLUICE_EKEYLEN (empty or too long), -SLUICE_ETIME (now >= 2^62),
+ * -SLUICE_EKEYFULL (REJECT: no room for a new key; d says refused, with
+ * retry_after_ns the time until a slot of its group becomes fresh-equivalent
+ * when that is known, else 0).
+ */
+SLUICE_API int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen,
+                                       uint64_t n, uint64_t now, sluice_decision_t *d);
+
+/* sluice_keyed_acquire - as _at, reading the handle's clock. */
+static inline int sluice_keyed_acquire(sluice_keyed_t *k, const void *key, size_t keylen,
+                                       uint64_t n, sluice_decision_t *d)
+{
+	return sluice_keyed_acquire_at(k, key, keylen, n, sluice_clock_now(k->clock), d);
+}
+
+/*
+ * sluice_keyed_release - INFLIGHT: give back @n slots the key took.
+ * Never creates a key.  Lock-free, no allocation.  A successful release is a
+ * release operation on the key's count (pairs with the next acquire).
+ * Return: 0; -SLUICE_EINVAL (NULL, n = 0), -SLUICE_EKEYLEN, -SLUICE_ENOTSUP
+ * (not an INFLIGHT table), -SLUICE_ERELEASE (the key holds fewer than @n, or
+ * has no state: nothing changed).
+ */
+SLUICE_API int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen,
+                                    uint64_t n);
+
+/*
+ * sluice_keyed_stats - the table's counters, summed over the statistics
+ * cells (relaxed loads: each counter is exact once the callers have
+ * stopped, otherwise off by the operations that ran during the call).
+ * Thread-safe, any process.  Return: 0, -SLUICE_EINVAL.
+ */
+SLUICE_API int sluice_keyed_stats(const sluice_keyed_t *k, sluice_keyed_stats_t *s);
+
+#endif /* SLUICE_KEYED_H */

@@ -1,0 +1,1489 @@
+/*
+ * keyed.c - per-key limiters in one pointer-free block of memory: layout,
+ * validation, attach, the slot protocol (lookup, claim, help, steal,
+ * reclaim, evict) and the per-key decisions.
+ *
+ * DESIGN
+ *
+ * Memory: header (256 B) | 16 statistics cells (64 B each) | one reclaim
+ * floor per group (8 B) | slots.  Everything is found by offsets stored in
+ * the header, so any process can map it anywhere.  A slot is a run of 64-bit
+ * words: [0] tag, [1] state (WINDOW: the ring's head), [2..2+kw) the key,
+ * then (WINDOW) the bucket words.
+ *
+ * Tag: kind:2 | gen:16 | len:8 | fp:24 | low:14.
+ *   OPEN  (0)  never used, or abandoned: anyone may claim it.
+ *   BUSY  (1)  claimed for the key (len, fp); low = claim time in units of
+ *              2^24 ns of CLOCK_MONOTONIC_COARSE (wraps; used for the lease).
+ *   LIVE  (2)  holds the key (len, fp) whose bytes are in the key words;
+ *              low bit 0 = REF, set by lookups, cleared by evictions (CLOCK).
+ * Every claim bumps gen.  Key words are gen:16 | 6 key bytes, so a reader
+ * that sees a LIVE tag of gen g and key words all of gen g holding its bytes
+ * knows the slot holds its key: words of gen g are only ever written with
+ * the key of claim g (see "Claims" for the one exception, a hijack, which
+ * only happens between keys of equal (len, fp) before publication and ends
+ * with words and tag agreeing).  Words only move to newer gens (16-bit
+ * serial comparison), so a claimer that was overtaken cannot write again.
+ *
+ * State word: RETIRED:1 | VIRGIN:1 | value:62.  value is the algorithm's
+ * state (GCRA, LEAKY: the TAT; FIXED: epoch:38 | count:24; INFLIGHT: gen:30 |
+ * count:32; WINDOW: the head epoch).  A retired state takes no admission:
+ * every decision CASes the state word (WINDOW: the head when it advances),
+ * and nothing ever expects a retired value.  Ownership of a state ends with
+ * the CAS that retires it; it starts with the CAS that initialises it from a
+ * retired value, to a value that no operation on an older owner can expect:
+ *   GCRA: max(now, floor), above the retired TAT after a reclaim;
+ *   FIXED: the floor's window, newer than the retired one after a reclaim;
+ *   WINDOW: head at the floor's bucket, at least N after the retired head
+ *     after a reclaim, so every bucket word left by the old owner is out of
+ *     the new owner's range, and a late admission by the old owner's
+ *     decisions into those words counts for nobody (it was already checked
+ *     against the old owner's state, and the old key's next state starts at
+ *     the floor, after it);
+ *   INFLIGHT: the next 30-bit generation.
+ * After an eviction the new state starts fresh too (see successor(): a
+ * stale decision of the evicted key can only charge the new key).
+ * A decision loads the tag, checks the key, loads the state (acquire) and
+ * loads the tag again: the state then belonged to its key (an initialisation
+ * is a release, so a state written by a later owner implies a changed tag).
+ * Its CAS then succeeds only on that owner's state.
+ *
+ * Claims (keyed_create()): a new key scans its group in its probe order and
+ * takes, in this order of preference, an OPEN slot or a LIVE slot whose state
+ * is retired, a BUSY slot whose lease ran out (steal), a LIVE slot whose
+ * state is fresh-equivalent (reclaim: raise the group's floor, retire the
+ * state by CAS, then CAS the tag), or the policy's answer.  Taking is one
+ * seq_cst CAS of the tag to BUSY(gen + 1, len, fp).  Then complete():
+ *   1. write the key words (CAS from older gens);
+ *   2. validate: scan the other slots of the group (seq_cst loads): a LIVE
+ *      copy of the key (not retired) wins, so abandon ours (tag -> OPEN) and
+ *      use it; a BUSY claim of the same (len, fp) earlier in the key's probe
+ *      order wins too (abandon ours, help it); a later one is killed (-> OPEN);
+ *   3. initialise the state if it is still retired (CAS; a state that is not
+ *      retired was set by another completer of this or an abandoned claim
+ *      and never used: it is kept);
+ *   4. publish: CAS BUSY -> LIVE (seq_cst, a release).
+ * Any thread whose key has the claim's (len, fp) runs complete() on a BUSY
+ * slot it meets (helping), so a claimer killed after step 0 is finished by
+ * the next creator of its key; if its key words already show another key,
+ * the slot is that key's.  A claim nobody finishes is stolen by anyone after
+ * the lease.  No step waits.
+ *
+ * One copy per key.  Two creators of one key both CAS their claim, then scan
+ * (seq_cst): at least one sees the other (store-load order of seq_cst), and
+ * the ordering rule leaves one: if the earlier claim in probe order is seen
+ * by the later, the later abandons; if only the earlier sees the later, it
+ * kills it, so it can never be published (its publish CAS expects BUSY); a
+ * copy that was published before the other's scan is seen as LIVE.  Helpers
+ * validate the same way before publishing.  So no key is ever LIVE twice.
+ *
+ * Lossless reclaim and the floor: retiring a fresh-equivalent state raises
+ * the group's floor to the reclaimer's reading first (relaxed fetch-max,
+ * ordered before the retire's release), and every initialisation starts at
+ * or after the floor (read after acquiring the retired state or a tag that
+ * followed it).  The old key's next state is in the same group, so it starts
+ * no fuller than the old state was at any reading (keyed.h).
+ *
+ * The window ring per key follows lib/window.c (head, epoch-tagged buckets,
+ * seal before head moves, helpers finish every step) without `cur`: each
+ * decision sums the N - 1 closed buckets, which are sealed and final once
+ * head has passed them (head is CASed with release after the seal, and
+ * loaded with acquire).  Bucket slots are a power of two >= N.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "sluice/error.h"
+#include "sluice/fixed.h"
+#include "sluice/gcra.h"
+#include "sluice/inflight.h"
+#include "sluice/keyed.h"
+#include "sluice/leaky.h"
+#include "sluice/stripe.h"
+#include "sluice/window.h"
+#include "siphash_internal.h"
+
+#define MAGIC 0x3144455945484c53ULL /* "SLHEYED1" read as little-endian */
+#define HDR_BYTES 256u
+#define CELLS 16u
+#define G SLUICE_KEYED_GROUP
+
+/* tag */
+#define K_OPEN 0ULL
+#define K_BUSY 1ULL
+#define K_LIVE 2ULL
+#define KIND(t) ((t) >> 62)
+#define GEN(t) (((t) >> 46) & 0xffffu)
+#define ID_MASK (((1ULL << 32) - 1) << 14) /* len:8 | fp:24 */
+#define REF 1ULL
+#define UNIT_MASK 0x3fffULL
+#define LEN_HASHED 255u
+#define MK_TAG(kind, gen, id, low) \
+	(((uint64_t)(kind) << 62) | ((uint64_t)((gen) & 0xffffu) << 46) | (id) | (low))
+
+/* state */
+#define S_RET (1ULL << 63)
+#define S_VIRGIN (1ULL << 62)
+#define S_VAL ((1ULL << 62) - 1)
+#define TMAX SLUICE_KEYED_TIME_MAX
+#define M38 ((1ULL << 38) - 1)
+#define M24 ((1ULL << 24) - 1)
+#define M30 ((1ULL << 30) - 1)
+#define M48 ((1ULL << 48) - 1)
+
+/* decide() results besides 1 and 0 */
+#define STALE 2     /* the slot changed owner: look the key up again */
+#define RETIRED 3   /* the key's state is retired: create it again   */
+
+/* Lease: claim-time units of 2^24 ns; stale after LEASE_UNITS + 1 units. */
+#define UNIT_SHIFT 24
+#define LEASE_UNITS ((((uint64_t)SLUICE_KEYED_LEASE_MS * 1000000ULL) >> UNIT_SHIFT) + 1)
+
+struct sluice__keyed_hdr {
+	_Atomic uint64_t magic; /* written last, with release */
+	uint32_t version, hdr_bytes;
+	uint64_t total_bytes, capacity, groups;
+	uint64_t slots_off, floors_off, cells_off;
+	uint32_t algo, policy, flags, key_max;
+	uint32_t slot_bytes, key_words, group_slots, cells;
+	uint32_t buckets, bucket_words;
+	uint64_t k0, k1, d0, d1, d2, d3;
+	uint64_t rate, period_ns, burst, depth, limit, window_ns;
+	uint64_t interval, tau, recip, shift, width_ns, nmax;
+	uint64_t check; /* SipHash of the fields above (after magic) */
+};
+_Static_assert(sizeof(struct sluice__keyed_hdr) <= HDR_BYTES, "header grew past 256 bytes");
+_Static_assert(sizeof(struct sluice__keyed_cell) == SLUICE_CACHELINE, "a cell is one line");
+
+/* The key as this table stores it: group, probe start, tag id, words. */
+struct kid {
+	uint64_t group, id;
+	unsigned start, used; /* used: words holding key bytes (the rest 0) */
+	uint64_t pw[(SLUICE_KEYED_KEY_MAX + 5) / 6];
+};
+
+/* Validated parameters and the layout they imply. */
+struct params {
+	uint32_t algo, policy, flags, key_max, buckets;
+	uint64_t capacity;
+	uint64_t rate, period_ns, burst, depth, limit, window_ns;
+	uint64_t interval, tau, recip, shift, width_ns, nmax;
+};
+struct layout {
+	uint64_t groups, slots_off, floors_off, cells_off, total;
+	uint32_t slot_bytes, key_words, bucket_words;
+};
+
+static uint64_t pow2_at_least(uint64_t v)
+{
+	uint64_t p = 1;
+	while (p < v)
+		p <<= 1;
+	return p;
+}
+
+static uint64_t round_up(uint64_t v, uint64_t m)
+{
+	return (v + m - 1) / m * m;
+}
+
+static void compute_layout(const struct params *p, struct layout *l)
+{
+	l->groups = p->capacity / G;
+	l->key_words = (p->key_max + 5) / 6;
+	l->bucket_words = p->algo == SLUICE_KEYED_WINDOW ? (uint32_t)pow2_at_least(p->buckets) : 0;
+	l->slot_bytes = (uint32_t)round_up(8ULL * (2 + l->key_words + l->bucket_words),
+	                                   SLUICE_CACHELINE);
+	l->cells_off = HDR_BYTES;
+	l->floors_off = l->cells_off + CELLS * sizeof(struct sluice__keyed_cell);
+	l->slots_off = round_up(l->floors_off + l->groups * 8, SLUICE_CACHELINE);
+	l->total = l->slots_off + p->capacity * l->slot_bytes;
+}
+
+/*
+ * Validate a configuration.  The algorithm's parameters are checked by the
+ * algorithm's own init on a throw-away instance (so the codes and the
+ * derived T, tau and reciprocal are exactly the module's), then against the
+ * narrower ranges of the keyed state words.
+ */
+static int validate(const sluice_keyed_config_t *c, struct params *p)
+{
+	memset(p, 0, sizeof(*p));
+	if (!c)
+		return -SLUICE_EINVAL;
+	if ((unsigned)c->algo > SLUICE_KEYED_INFLIGHT)
+		return -SLUICE_EKIND;
+	if ((unsigned)c->policy > SLUICE_KEYED_EVICT)
+		return -SLUICE_EPOLICY;
+	if (c->algo == SLUICE_KEYED_INFLIGHT && c->policy != SLUICE_KEYED_REJECT)
+		return -SLUICE_EPOLICY; /* ALLOW: nothing to release; EVICT: forgets held slots */
+	if (c->flags & ~(SLUICE_KEYED_HASH_LONG_KEYS | SLUICE_KEYED_SEEDED))
+		return -SLUICE_EINVAL;
+	p->key_max = c->key_max ? c->key_max : SLUICE_KEYED_KEY_DEFAULT;
+	if (p->key_max > SLUICE_KEYED_KEY_MAX ||
+	    ((c->flags & SLUICE_KEYED_HASH_LONG_KEYS) && p->key_max < 16))
+		return -SLUICE_EKEYLEN;
+	if (c->capacity < SLUICE_KEYED_CAPACITY_MIN || c->capacity > SLUICE_KEYED_CAPACITY_MAX)
+		return -SLUICE_ECAPACITY;
+	p->capacity = pow2_at_least(c->capacity);
+	p->algo = c->algo;
+	p->policy = c->policy;
+	p->flags = c->flags;
+
+	sluice_clock_t manual; /* resolution 1 ns: the clock is checked at attach */
+	sluice_clock_manual_init(&manual, 0);
+	int rc = 0;
+	switch (c->algo) {
+	case SLUICE_KEYED_GCRA:
+	case SLUICE_KEYED_LEAKY: {
+		sluice_gcra_t g;
+		sluice_leaky_t l;
+		sluice_gcra_t *src;
+		if (c->algo == SLUICE_KEYED_GCRA) {
+			sluice_gcra_config_t gc = { .rate = c->rate, .period_ns = c->period_ns,
+				                    .burst = c->burst, .clock = &manual };
+			rc = sluice_gcra_init(&g, &gc);
+			src = &g;
+		} else {
+			sluice_leaky_config_t lc = { .rate = c->rate, .period_ns = c->period_ns,
+				                     .mode = SLUICE_LEAKY_METER, .depth = c->depth,
+				                     .clock = &manual };
+			rc = sluice_leaky_init(&l, &lc);
+			src = &l.gcra;
+		}
+		if (rc != 0)
+			return rc;
+		const struct sluice__gcra_params *gp =
+			&src->params[atomic_load_explicit(&src->era, memory_order_relaxed) & 1];
+		p->interval = atomic_load_explicit(&gp->interval, memory_order_relaxed);
+		p->tau = atomic_load_explicit(&gp->tau, memory_order_relaxed);
+		p->nmax = atomic_load_explicit(&gp->burst, memory_order_relaxed);
+		p->recip = atomic_load_explicit(&gp->recip, memory_order_relaxed);
+		p->shift = atomic_load_explicit(&gp->shift, memory_order_relaxed);
+		p->rate = c->rate;
+		p->period_ns = c->period_ns;
+		p->burst = c->burst;
+		p->depth = c->depth;
+		break;
+	}
+	case SLUICE_KEYED_FIXED: {
+		sluice_fixed_t f;
+		sluice_fixed_config_t fc = { .limit = c->limit, .window_ns = c->window_ns,
+			                     .clock = &manual };
+		rc = sluice_fixed_init(&f, &fc);
+		if (rc != 0)
+			return rc;
+		if (c->limit > SLUICE_KEYED_FIXED_LIMIT_MAX)
+			return -SLUICE_ELIMIT; /* the count is 24 bits of the state */
+		p->limit = p->nmax = c->limit;
+		p->window_ns = p->width_ns = c->window_ns;
+		break;
+	}
+	case SLUICE_KEYED_WINDOW: {
+		sluice_window_t w;
+		sluice_window_config_t wc = { .limit = c->limit, .window_ns = c->window_ns,
+			                      .buckets = c->buckets, .mode = SLUICE_EXACT,
+			                      .clock = &manual };
+		rc = sluice_window_init(&w, &wc);
+		if (rc != 0)
+			return rc;
+		sluice_window_destroy(&w);
+		if (c->buckets > SLUICE_KEYED_BUCKETS_MAX)
+			return -SLUICE_EBUCKETS; /* the ring lives in the slot */
+		p->limit = p->nmax = c->limit;
+		p->window_ns = c->window_ns;
+		p->buckets = c->buckets;
+		p->width_ns = c->window_ns / c->buckets;
+		break;
+	}
+	case SLUICE_KEYED_INFLIGHT: {
+		sluice_inflight_t f;
+		sluice_inflight_config_t ic = { .limit = c->limit, .clock = &manual };
+		rc = sluice_inflight_init(&f, &ic);
+		if (rc != 0)
+			return rc;
+		if (c->limit > SLUICE_KEYED_INFLIGHT_LIMIT_MAX)
+			return -SLUICE_ELIMIT; /* the count is 32 bits of the state */
+		p->limit = p->nmax = c->limit;
+		break;
+	}
+	}
+	return 0;
+}
+
+size_t sluice_keyed_size(const sluice_keyed_config_t *cfg)
+{
+	struct params p;
+	struct layout l;
+	if (validate(cfg, &p) != 0)
+		return 0;
+	compute_layout(&p, &l);
+	return l.total > SIZE_MAX ? 0 : (size_t)l.total;
+}
+
+size_t sluice_keyed_handle_size(void)
+{
+	return sizeof(sluice_keyed_t);
+}
+
+/* SipHash of the header after the magic, up to the checksum. */
+static uint64_t header_check(const struct sluice__keyed_hdr *h)
+{
+	const unsigned char *b = (const unsigned char *)h;
+	size_t from = sizeof(h->magic), to = offsetof(struct sluice__keyed_hdr, check);
+	return sluice__siphash13(0x736c75696365ULL, SLUICE_KEYED_VERSION, b + from, to - from);
+}
+
+static int get_seed(uint64_t seed[2])
+{
+	unsigned char *p = (unsigned char *)seed;
+	size_t got = 0;
+	while (got < 16) {
+		ssize_t r = getrandom(p + got, 16 - got, 0);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -SLUICE_ENOTSUP; /* no kernel randomness: refuse, never a weak seed */
+		}
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+int sluice_keyed_init(void *mem, size_t size, const sluice_keyed_config_t *cfg)
+{
+	struct params p;
+	struct layout l;
+	if (!mem || !cfg)
+		return -SLUICE_EINVAL;
+	int rc = validate(cfg, &p);
+	if (rc != 0)
+		return rc;
+	compute_layout(&p, &l);
+	if ((uintptr_t)mem % SLUICE_CACHELINE != 0 || size < l.total)
+		return -SLUICE_ESIZE;
+	uint64_t seed[2] = { cfg->seed[0], cfg->seed[1] };
+	if (!(cfg->flags & SLUICE_KEYED_SEEDED) && (rc = get_seed(seed)) != 0)
+		return rc;
+
+	struct sluice__keyed_hdr *h = mem;
+	/* Invalidate first: a process attaching during a re-init fails. */
+	atomic_store_explicit(&h->magic, 0, memory_order_relaxed);
+	memset((char *)mem + sizeof(h->magic), 0, l.slots_off - sizeof(h->magic));
+	h->version = SLUICE_KEYED_VERSION;
+	h->hdr_bytes = HDR_BYTES;
+	h->total_bytes = l.total;
+	h->capacity = p.capacity;
+	h->groups = l.groups;
+	h->slots_off = l.slots_off;
+	h->floors_off = l.floors_off;
+	h->cells_off = l.cells_off;
+	h->algo = p.algo;
+	h->policy = p.policy;
+	h->flags = p.flags;
+	h->key_max = p.key_max;
+	h->slot_bytes = l.slot_bytes;
+	h->key_words = l.key_words;
+	h->group_slots = G;
+	h->cells = CELLS;
+	h->buckets = p.buckets;
+	h->bucket_words = l.bucket_words;
+	h->k0 = seed[0];
+	h->k1 = seed[1];
+	/* Digest keys for long keys: independent of the lookup hash. */
+	static const char tags[4][8] = { "digest0", "digest1", "digest2", "digest3" };
+	h->d0 = sluice__siphash13(seed[0], seed[1], tags[0], 8);
+	h->d1 = sluice__siphash13(seed[0], seed[1], tags[1], 8);
+	h->d2 = sluice__siphash13(seed[0], seed[1], tags[2], 8);
+	h->d3 = sluice__siphash13(seed[0], seed[1], tags[3], 8);
+	h->rate = p.rate;
+	h->period_ns = p.period_ns;
+	h->burst = p.burst;
+	h->depth = p.depth;
+	h->limit = p.limit;
+	h->window_ns = p.window_ns;
+	h->interval = p.interval;
+	h->tau = p.tau;
+	h->recip = p.recip;
+	h->shift = p.shift;
+	h->width_ns = p.width_ns;
+	h->nmax = p.nmax;
+	h->check = header_check(h);
+
+	/* Slots: tag OPEN gen 0, state retired and virgin, key and bucket
+	 * words zero (gen 0: older than any claim; bucket epoch 0 own 0). */
+	unsigned char *slots = (unsigned char *)mem + l.slots_off;
+	memset(slots, 0, p.capacity * l.slot_bytes);
+	for (uint64_t i = 0; i < p.capacity; i++) {
+		_Atomic uint64_t *s = (_Atomic uint64_t *)(slots + i * l.slot_bytes);
+		atomic_store_explicit(&s[1], S_RET | S_VIRGIN, memory_order_relaxed);
+	}
+	/* Release: an attacher whose acquire load sees the magic sees the
+	 * whole formatted table. */
+	atomic_store_explicit(&h->magic, MAGIC, memory_order_release);
+	return 0;
+}
+
+int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock, sluice_keyed_t *k)
+{
+	if (!mem || !k)
+		return -SLUICE_EINVAL;
+	if ((uintptr_t)mem % SLUICE_CACHELINE != 0 || size < HDR_BYTES)
+		return -SLUICE_ESIZE;
+	struct sluice__keyed_hdr *h = mem;
+	/* Acquire: pairs with the release store of the magic in init. */
+	if (atomic_load_explicit(&h->magic, memory_order_acquire) != MAGIC)
+		return -SLUICE_ELAYOUT;
+	if (h->version != SLUICE_KEYED_VERSION || h->hdr_bytes != HDR_BYTES ||
+	    h->check != header_check(h))
+		return -SLUICE_ELAYOUT;
+	/* Recompute the layout from the stored configuration: every offset
+	 * used below must be the one this code would have written. */
+	struct params p = { .algo = h->algo, .policy = h->policy, .flags = h->flags,
+		            .key_max = h->key_max, .buckets = h->buckets,
+		            .capacity = h->capacity };
+	struct layout l;
+	if (p.algo > SLUICE_KEYED_INFLIGHT || p.policy > SLUICE_KEYED_EVICT ||
+	    p.key_max < 1 || p.key_max > SLUICE_KEYED_KEY_MAX ||
+	    p.capacity < SLUICE_KEYED_CAPACITY_MIN || p.capacity > SLUICE_KEYED_CAPACITY_MAX ||
+	    (p.capacity & (p.capacity - 1)) != 0 || p.buckets > SLUICE_KEYED_BUCKETS_MAX ||
+	    (p.algo == SLUICE_KEYED_WINDOW && p.buckets == 0) || h->nmax == 0)
+		return -SLUICE_ELAYOUT;
+	compute_layout(&p, &l);
+	if (l.groups != h->groups || l.slots_off != h->slots_off ||
+	    l.floors_off != h->floors_off || l.cells_off != h->cells_off ||
+	    l.total != h->total_bytes || l.slot_bytes != h->slot_bytes ||
+	    l.key_words != h->key_words || l.bucket_words != h->bucket_words ||
+	    h->group_slots != G || h->cells != CELLS)
+		return -SLUICE_ELAYOUT;
+	if (size < l.total)
+		return -SLUICE_ESIZE;
+	const sluice_clock_t *c = clock ? clock : &sluice_clock_cached;
+	if (c->kind > SLUICE_CLOCK_MANUAL)
+		return -SLUICE_ECLOCK;
+	if ((p.algo == SLUICE_KEYED_FIXED || p.algo == SLUICE_KEYED_WINDOW) &&
+	    h->width_ns < sluice_clock_resolution_ns(c))
+		return -SLUICE_ERESOLUTION;
+
+	memset(k, 0, sizeof(*k));
+	k->clock = c;
+	k->slots = (unsigned char *)mem + l.slots_off;
+	k->floors = (_Atomic uint64_t *)((unsigned char *)mem + l.floors_off);
+	k->cells = (struct sluice__keyed_cell *)((unsigned char *)mem + l.cells_off);
+	k->group_mask = l.groups - 1;
+	k->capacity = p.capacity;
+	k->slot_bytes = l.slot_bytes;
+	k->key_words = l.key_words;
+	k->key_max = p.key_max;
+	k->flags = p.flags;
+	k->algo = (sluice_keyed_algo_t)p.algo;
+	k->policy = (sluice_keyed_policy_t)p.policy;
+	k->buckets = p.buckets;
+	k->bucket_mask = l.bucket_words ? l.bucket_words - 1 : 0;
+	k->cell_mask = CELLS - 1;
+	k->k0 = h->k0;
+	k->k1 = h->k1;
+	k->d0 = h->d0;
+	k->d1 = h->d1;
+	k->d2 = h->d2;
+	k->d3 = h->d3;
+	k->limit = h->nmax;
+	k->interval = h->interval;
+	k->tau = h->tau;
+	k->recip = h->recip;
+	k->shift = h->shift;
+	k->window_ns = h->window_ns;
+	k->width_ns = h->width_ns;
+	return 0;
+}
+
+int sluice_keyed_new(sluice_keyed_t *k, const sluice_keyed_config_t *cfg,
+                     const sluice_clock_t *clock)
+{
+	if (!k || !cfg)
+		return -SLUICE_EINVAL;
+	struct params p;
+	int rc = validate(cfg, &p);
+	if (rc != 0)
+		return rc;
+	size_t size = sluice_keyed_size(cfg);
+	void *mem = aligned_alloc(SLUICE_CACHELINE, round_up(size, SLUICE_CACHELINE));
+	if (!mem)
+		return -SLUICE_ENOMEM;
+	rc = sluice_keyed_init(mem, size, cfg);
+	if (rc == 0)
+		rc = sluice_keyed_attach(mem, size, clock, k);
+	if (rc != 0) {
+		free(mem);
+		return rc;
+	}
+	k->owned = mem;
+	return 0;
+}
+
+void sluice_keyed_free(sluice_keyed_t *k)
+{
+	if (!k)
+		return;
+	free(k->owned);
+	k->owned = NULL;
+	k->slots = NULL;
+}
+
+int sluice_keyed_stats(const sluice_keyed_t *k, sluice_keyed_stats_t *s)
+{
+	if (!k || !s)
+		return -SLUICE_EINVAL;
+	memset(s, 0, sizeof(*s));
+	uint64_t live = 0;
+	for (uint32_t i = 0; i <= k->cell_mask; i++) {
+		struct sluice__keyed_cell *c = &k->cells[i];
+		/* Relaxed: statistics, ordered with nothing. */
+		s->lookups += atomic_load_explicit(&c->lookups, memory_order_relaxed);
+		s->creations += atomic_load_explicit(&c->creations, memory_order_relaxed);
+		s->reclaims += atomic_load_explicit(&c->reclaims, memory_order_relaxed);
+		s->evictions += atomic_load_explicit(&c->evictions, memory_order_relaxed);
+		s->rejections += atomic_load_explicit(&c->rejections, memory_order_relaxed);
+		s->untracked += atomic_load_explicit(&c->untracked, memory_order_relaxed);
+		s->steals += atomic_load_explicit(&c->steals, memory_order_relaxed);
+		live += atomic_load_explicit(&c->live, memory_order_relaxed);
+	}
+	/* live is a sum of +1 and -1 (wrapping) over cells; a racing read
+	 * can see a -1 before its +1: clamp to the possible range. */
+	s->occupancy = (int64_t)live < 0 ? 0 : live > k->capacity ? k->capacity : live;
+	s->capacity = k->capacity;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- */
+/* Slots, keys, statistics                                           */
+
+static inline _Atomic uint64_t *slot_at(const sluice_keyed_t *k, uint64_t i)
+{
+	return (_Atomic uint64_t *)(k->slots + i * k->slot_bytes);
+}
+
+static inline _Atomic uint64_t *key_word(_Atomic uint64_t *s, uint32_t j)
+{
+	return &s[2 + j];
+}
+
+static inline _Atomic uint64_t *bucket(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t e)
+{
+	return &s[2 + k->key_words + (e & k->bucket_mask)];
+}
+
+/* Relaxed adds on this CPU's cell: statistics publish nothing. */
+static inline void stat_add(const sluice_keyed_t *k, size_t field, uint64_t v)
+{
+	struct sluice__keyed_cell *c = &k->cells[sluice_cpu() & k->cell_mask];
+	atomic_fetch_add_explicit((_Atomic uint64_t *)((char *)c + field), v,
+	                          memory_order_relaxed);
+}
+#define STAT(k, f, v) stat_add((k), offsetof(struct sluice__keyed_cell, f), (uint64_t)(v))
+
+static inline uint64_t load_le64(const unsigned char *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return le64toh(v);
+}
+
+static int make_kid(const sluice_keyed_t *k, const void *key, size_t len, struct kid *id)
+{
+	if (len == 0)
+		return -SLUICE_EKEYLEN;
+	const unsigned char *p = key;
+	unsigned char digest[16];
+	unsigned lencode = (unsigned)len;
+	if (len > k->key_max) {
+		if (!(k->flags & SLUICE_KEYED_HASH_LONG_KEYS))
+			return -SLUICE_EKEYLEN;
+		uint64_t a = htole64(sluice__siphash13(k->d0, k->d1, key, len));
+		uint64_t b = htole64(sluice__siphash13(k->d2, k->d3, key, len));
+		memcpy(digest, &a, 8);
+		memcpy(digest + 8, &b, 8);
+		p = digest;
+		len = 16;
+		lencode = LEN_HASHED; /* never a short key's length */
+	}
+	uint64_t h = sluice__siphash13(k->k0, k->k1, p, len);
+	id->group = h & k->group_mask;
+	id->start = (unsigned)(h >> 32) & (G - 1);
+	id->id = ((uint64_t)lencode << 38) | ((h >> 40) << 14);
+	/* 6 bytes per word, zero-padded: 8-byte loads where the key has
+	 * them, the tail byte by byte (no copy, no memset) */
+	id->used = (unsigned)((len + 5) / 6);
+	for (uint32_t j = 0; j < k->key_words; j++) {
+		size_t o = 6 * (size_t)j;
+		uint64_t w = 0;
+		if (o + 8 <= len) {
+			w = load_le64(p + o) & M48;
+		} else if (o < len) {
+			for (size_t b = o; b < len && b < o + 6; b++)
+				w |= (uint64_t)p[b] << (8 * (b - o));
+		}
+		id->pw[j] = w;
+	}
+	return 0;
+}
+
+static inline uint64_t slot_index(const struct kid *id, unsigned pos)
+{
+	return id->group * G + ((id->start + pos) & (G - 1));
+}
+
+/* Do the key words of @s, under generation @gen, hold @id's key?  Relaxed
+ * loads: words of gen g only ever hold claim g's key (DESIGN), so no
+ * bracketing is needed; the caller loaded the tag with acquire first and
+ * checked the length in it.  Only the words that hold key bytes are read:
+ * a published claim wrote every word (zeros past the key) before its tag. */
+static inline int words_match(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t gen,
+                              const struct kid *id)
+{
+	(void)k;
+	for (uint32_t j = 0; j < id->used; j++)
+		if (atomic_load_explicit(key_word(s, j), memory_order_relaxed) !=
+		    ((gen << 48) | id->pw[j]))
+			return 0;
+	return 1;
+}
+
+/* Some key word of claim @gen already holds another key: not ours. */
+static int words_foreign(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t gen,
+                         const struct kid *id)
+{
+	for (uint32_t j = 0; j < k->key_words; j++) {
+		uint64_t w = atomic_load_explicit(key_word(s, j), memory_order_relaxed);
+		if ((w >> 48) == gen && (w & M48) != id->pw[j])
+			return 1;
+	}
+	return 0;
+}
+
+/* The generation after @g: 16 bits, skipping 0, so that a tag of 0 always
+ * means a slot that was never used (lookups stop there, see create()). */
+static inline uint64_t next_gen(uint64_t g)
+{
+	uint64_t n = (g + 1) & 0xffffu;
+	return n ? n : 1;
+}
+
+/* 16-bit serial number order: is a newer than b? */
+static inline int gen_newer(uint64_t a, uint64_t b)
+{
+	uint16_t d = (uint16_t)(a - b);
+	return d != 0 && d < 0x8000u;
+}
+
+/* The tag still names the owner @tag named (REF may differ). */
+static inline int same_owner(_Atomic uint64_t *s, uint64_t tag)
+{
+	return (atomic_load_explicit(&s[0], memory_order_relaxed) | REF) == (tag | REF);
+}
+
+static uint64_t lease_now(void)
+{
+	return (sluice_clock_coarse_ns() >> UNIT_SHIFT) & UNIT_MASK;
+}
+
+static inline uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+	sluice__u128 p = (sluice__u128)a * b;
+	return p > UINT64_MAX ? UINT64_MAX : (uint64_t)p;
+}
+
+/* ---------------------------------------------------------------- */
+/* Decisions on one key's state                                       */
+
+/* Fill a windowed decision: @start = the window's (bucket's) start. */
+static void fill_window(sluice_decision_t *d, int allowed, uint64_t limit, uint64_t counted,
+                        uint64_t start, uint64_t length, uint64_t now, uint64_t retry)
+{
+	if (now < start)
+		now = start; /* time never runs backwards: the newest window */
+	uint64_t in = now - start;
+	d->allowed = allowed;
+	d->limit = limit;
+	d->remaining = counted >= limit ? 0 : limit - counted;
+	d->reset_ns = in < length ? length - in : 0;
+	d->retry_after_ns = allowed ? 0 : retry;
+	d->now_ns = now;
+}
+
+static int gcra_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, uint64_t n,
+                       uint64_t now, sluice_decision_t *d)
+{
+	_Atomic uint64_t *st = &s[1];
+	/* Acquire: pairs with the release CAS that initialised the state (and
+	 * the RMWs after it), so the tag check below sees a later owner. */
+	uint64_t a = atomic_load_explicit(st, memory_order_acquire);
+	for (;;) {
+		if (!same_owner(s, tag))
+			return STALE;
+		if (a & S_RET)
+			return RETIRED;
+		uint64_t base = a > now ? a : now;
+		uint64_t lag = base - now, tau = k->tau;
+		uint64_t need = n * k->interval; /* n <= b: need <= tau < 2^62 */
+		uint64_t delay = lag > tau - need ? lag - (tau - need) : 0;
+		int fits = base <= TMAX - need;
+		if (!fits || delay > 0) {
+			if (d)
+				sluice__gcra_fill(d, 0, k->limit, tau, k->recip, k->shift, now, a,
+				                  fits ? delay : SLUICE_NEVER);
+			return 0;
+		}
+		/* An admission publishes nothing (as gcra.h); acquire for the
+		 * failure's reload, checked against the tag (C11 wants success
+		 * >= failure; a plain locked op on x86 either way). */
+		if (atomic_compare_exchange_weak_explicit(st, &a, base + need, memory_order_acquire,
+		                                          memory_order_acquire)) {
+			if (d)
+				sluice__gcra_fill(d, 1, k->limit, tau, k->recip, k->shift, now,
+				                  base + need, 0);
+			return 1;
+		}
+	}
+}
+
+static int fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, uint64_t n,
+                        uint64_t now, sluice_decision_t *d)
+{
+	_Atomic uint64_t *st = &s[1];
+	uint64_t e = now / k->window_ns, e38 = e & M38;
+	uint64_t a = atomic_load_explicit(st, memory_order_acquire); /* as gcra_decide */
+	for (;;) {
+		if (!same_owner(s, tag))
+			return STALE;
+		if (a & S_RET)
+			return RETIRED;
+		uint64_t we = (a >> 24) & M38, count = a & M24, next, used, counted;
+		uint64_t ahead = (e38 - we) & M38;
+		if (ahead != 0 && ahead < (1ULL << 37)) {
+			used = e; /* a newer window: its count starts at n */
+			counted = n;
+			next = (e38 << 24) | n;
+		} else {
+			/* this window, or a reading before the key's window:
+			 * count in the key's window (time never runs back) */
+			used = e + ((we - e38) & M38);
+			if (count + n > k->limit) {
+				if (d) {
+					uint64_t start = sat_mul(used, k->window_ns);
+					fill_window(d, 0, k->limit, count, start, k->window_ns, now,
+					            0);
+					d->retry_after_ns = d->reset_ns;
+				}
+				return 0;
+			}
+			counted = count + n;
+			next = a + n;
+		}
+		/* The count word is self-contained (as fixed.h); acquire only
+		 * for the failure's reload, as in gcra_decide(). */
+		if (atomic_compare_exchange_weak_explicit(st, &a, next, memory_order_acquire,
+		                                          memory_order_acquire)) {
+			if (d)
+				fill_window(d, 1, k->limit, counted, sat_mul(used, k->window_ns),
+				            k->window_ns, now, 0);
+			return 1;
+		}
+	}
+}
+
+static int inflight_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
+                           uint64_t n, uint64_t now, sluice_decision_t *d)
+{
+	_Atomic uint64_t *st = &s[1];
+	uint64_t a = atomic_load_explicit(st, memory_order_acquire); /* as gcra_decide */
+	for (;;) {
+		if (!same_owner(s, tag))
+			return STALE;
+		if (a & S_RET)
+			return RETIRED;
+		uint64_t held = a & 0xffffffffULL;
+		int ok = n <= k->limit - held;
+		/* Acquire on success: pairs with the release of
+		 * sluice_keyed_release(), as sluice_inflight_acquire(). */
+		if (ok && !atomic_compare_exchange_weak_explicit(st, &a, a + n, memory_order_acquire,
+		                                                 memory_order_acquire))
+			continue;
+		if (d) {
+			d->allowed = ok;
+			d->limit = k->limit;
+			d->remaining = k->limit - held - (ok ? n : 0);
+			d->retry_after_ns = 0;
+			d->reset_ns = SLUICE_NEVER;
+			d->now_ns = now;
+		}
+		return ok;
+	}
+}
+
+/* WINDOW: own count of closed epoch @y, 0 when its word holds another. */
+static inline uint64_t closed_own(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t y)
+{
+	uint64_t w = atomic_load_explicit(bucket(k, s, y), memory_order_relaxed);
+	return (w >> 32) == SLUICE__LO32(y) ? (w & SLUICE__SLOT_OWN) : 0;
+}
+
+/* Open @h's bucket (word @w read with acquire, not tagged h) while head is
+ * still h (lib/window.c open_slot). */
+static void win_open(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t h, uint64_t w)
+{
+	if (atomic_load_explicit(&s[1], memory_order_acquire) != h)
+		return;
+	/* Release pairs with the acquire bucket loads in win_decide(). */
+	atomic_compare_exchange_strong_explicit(bucket(k, s, h), &w, SLUICE__LO32(h) << 32,
+	                                        memory_order_release, memory_order_relaxed);
+}
+
+/* Open and seal @h's bucket, then move head h -> @e (window.c advance). */
+static void win_advance(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t h, uint64_t e)
+{
+	_Atomic uint64_t *b = bucket(k, s, h);
+	uint64_t w = atomic_load_explicit(b, memory_order_acquire);
+	if ((w >> 32) != SLUICE__LO32(h)) {
+		win_open(k, s, h, w);
+		w = atomic_load_explicit(b, memory_order_acquire);
+	}
+	while ((w >> 32) == SLUICE__LO32(h) && !(w & SLUICE__SLOT_SEALED)) {
+		/* Release: the sealed, final count is published with head's
+		 * release below. */
+		if (atomic_compare_exchange_weak_explicit(
+			    b, &w, w | SLUICE__SLOT_SEALED | SLUICE__SLOT_FOLDED,
+			    memory_order_release, memory_order_acquire))
+			break;
+	}
+	/* Release: a thread that loads head >= h + 1 (acquire) sees h's
+	 * bucket sealed and final.  Fails on a retired head (RETIRED bit). */
+	atomic_compare_exchange_strong_explicit(&s[1], &h, e, memory_order_release,
+	                                        memory_order_relaxed);
+}
+
+static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, uint64_t n,
+                      uint64_t now, sluice_decision_t *d)
+{
+	for (;;) {
+		/* Acquire: pairs with head's release CAS (advance) and the
+		 * initialising CAS: closed buckets are final. */
+		uint64_t h = atomic_load_explicit(&s[1], memory_order_acquire);
+		if (!same_owner(s, tag))
+			return STALE;
+		if (h & S_RET)
+			return RETIRED;
+		uint64_t e = now / k->width_ns;
+		if (e > h) {
+			win_advance(k, s, h, e);
+			continue;
+		}
+		_Atomic uint64_t *b = bucket(k, s, h);
+		uint64_t w = atomic_load_explicit(b, memory_order_acquire);
+		if ((w >> 32) != SLUICE__LO32(h)) {
+			win_open(k, s, h, w);
+			continue;
+		}
+		if (w & SLUICE__SLOT_SEALED) {
+			win_advance(k, s, h, h + 1); /* another reader saw a later time */
+			continue;
+		}
+		uint64_t base = 0;
+		for (uint64_t j = 1; j < k->buckets && j <= h; j++)
+			base += closed_own(k, s, h - j);
+		for (;;) {
+			uint64_t counted = base + (w & SLUICE__SLOT_OWN);
+			uint64_t start = h * k->width_ns;
+			if (counted + n > k->limit) {
+				if (d) {
+					/* window.c: the oldest buckets that leave first */
+					uint64_t used = now < start ? start : now;
+					uint64_t excess = counted + n - k->limit, freed = 0;
+					uint64_t retry = k->window_ns - (used - start);
+					for (uint64_t j = k->buckets - 1; j >= 1; j--) {
+						if (j > h)
+							continue;
+						freed += closed_own(k, s, h - j);
+						if (freed >= excess) {
+							retry = k->window_ns -
+							        (used - (h - j) * k->width_ns);
+							break;
+						}
+					}
+					fill_window(d, 0, k->limit, counted, start, k->window_ns,
+					            now, retry);
+				}
+				return 0;
+			}
+			/* Relaxed: as window.h's EXACT admission. */
+			if (atomic_compare_exchange_weak_explicit(b, &w, w + n, memory_order_relaxed,
+			                                          memory_order_relaxed)) {
+				if (d)
+					fill_window(d, 1, k->limit, counted + n, start, k->window_ns,
+					            now, 0);
+				return 1;
+			}
+			if ((w >> 32) != SLUICE__LO32(h) || (w & SLUICE__SLOT_SEALED))
+				break; /* the epoch moved on: start over */
+		}
+	}
+}
+
+static int decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, uint64_t n,
+                  uint64_t now, sluice_decision_t *d)
+{
+	switch (k->algo) {
+	case SLUICE_KEYED_FIXED:
+		return fixed_decide(k, s, tag, n, now, d);
+	case SLUICE_KEYED_WINDOW:
+		return win_decide(k, s, tag, n, now, d);
+	case SLUICE_KEYED_INFLIGHT:
+		return inflight_decide(k, s, tag, n, now, d);
+	default:
+		return gcra_decide(k, s, tag, n, now, d);
+	}
+}
+
+/* ---------------------------------------------------------------- */
+/* Freshness, loss, successors                                        */
+
+/* Is @st (not retired) equivalent to a fresh state at @now?  Else, *loss
+ * is what resetting it forgets and *wait the time until it is fresh (or
+ * SLUICE_NEVER when unknown). */
+static int state_fresh(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t st, uint64_t now,
+                       uint64_t *loss, uint64_t *wait)
+{
+	*wait = SLUICE_NEVER;
+	switch (k->algo) {
+	case SLUICE_KEYED_FIXED: {
+		uint64_t e = now / k->window_ns, we = (st >> 24) & M38;
+		uint64_t ahead = ((e & M38) - we) & M38;
+		if (ahead != 0 && ahead < (1ULL << 37))
+			return 1; /* its window is over */
+		*loss = st & M24;
+		if (ahead == 0)
+			*wait = (e + 1) * k->window_ns - now;
+		return 0;
+	}
+	case SLUICE_KEYED_WINDOW: {
+		uint64_t h = st, e = now / k->width_ns;
+		if (h + k->buckets <= e)
+			return 1; /* every bucket out of range */
+		uint64_t top = e > h ? e : h, sum = 0;
+		for (uint64_t j = 0; j < k->buckets && j <= top; j++)
+			if (top - j <= h)
+				sum += closed_own(k, s, top - j);
+		*loss = sum;
+		*wait = (h + k->buckets) * k->width_ns - now;
+		return 0;
+	}
+	case SLUICE_KEYED_INFLIGHT:
+		*loss = st & 0xffffffffULL;
+		return *loss == 0;
+	default:
+		if (st < now)
+			return 1; /* TAT in the past: the bucket is full */
+		*loss = st - now;
+		*wait = st - now + 1;
+		return 0;
+	}
+}
+
+/*
+ * The first state of a new owner, from the retired @st (see DESIGN): fresh
+ * at t = max(now, floor).  After a lossless reclaim the retired state was
+ * fresh at the reclaimer's reading, which the floor covers, so the new
+ * state is above every value the old owner had (no ABA).  After an eviction
+ * (the retired state is not older than t) the new state may repeat a value
+ * the evicted owner had; a stale decision of the evicted key whose CAS then
+ * succeeds charges the new key (fewer admissions for it), and the evicted
+ * key was reset anyway: harmless.
+ */
+static uint64_t successor(const sluice_keyed_t *k, uint64_t st, uint64_t floor, uint64_t now)
+{
+	int virgin = (st & S_VIRGIN) != 0;
+	uint64_t r = st & S_VAL, t = now > floor ? now : floor;
+	switch (k->algo) {
+	case SLUICE_KEYED_FIXED: {
+		uint64_t ef = (t / k->window_ns) & M38, re = (r >> 24) & M38;
+		uint64_t ahead = (ef - re) & M38;
+		if (!virgin && !(ahead != 0 && ahead < (1ULL << 37)))
+			ef = re; /* evicted in its window: that window, count 0 */
+		return ef << 24;
+	}
+	case SLUICE_KEYED_WINDOW: {
+		uint64_t e0 = t / k->width_ns;
+		return !virgin && e0 < r ? r : e0; /* never before the old head */
+	}
+	case SLUICE_KEYED_INFLIGHT: {
+		uint64_t gen = virgin ? 0 : (r >> 32);
+		return ((gen + 1) & M30) << 32;
+	}
+	default:
+		return t > TMAX ? TMAX : t;
+	}
+}
+
+/*
+ * WINDOW, after an eviction: the evicted key's buckets that the new head @e0
+ * still counts are zeroed, so the new key starts fresh.  Each is a CAS from
+ * the value read while the head was still retired (@st): a word the new key
+ * has already admitted into has changed and is left alone (counts only
+ * grow, so it cannot come back).  A zeroing that does not happen (a killed
+ * claimer) leaves the new key counting the old admissions: fewer, never more.
+ */
+static void win_forget(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t st, uint64_t e0)
+{
+	uint64_t r = st & S_VAL;
+	for (uint64_t j = 0; j < k->buckets && j <= e0; j++) {
+		uint64_t y = e0 - j;
+		if (y > r)
+			continue; /* the old key never opened it */
+		_Atomic uint64_t *b = bucket(k, s, y);
+		uint64_t w = atomic_load_explicit(b, memory_order_relaxed);
+		if ((w >> 32) != SLUICE__LO32(y) || (w & SLUICE__SLOT_OWN) == 0)
+			continue;
+		if (atomic_load_explicit(&s[1], memory_order_acquire) != st)
+			return; /* initialised: the new key may be counting */
+		/* Relaxed: published with the state's release CAS. */
+		atomic_compare_exchange_strong_explicit(b, &w, w & ~SLUICE__SLOT_OWN,
+		                                        memory_order_relaxed, memory_order_relaxed);
+	}
+}
+
+/* Relaxed fetch-max: ordered before the retire's release CAS (DESIGN). */
+static void raise_floor(const sluice_keyed_t *k, uint64_t group, uint64_t now)
+{
+	_Atomic uint64_t *f = &k->floors[group];
+	uint64_t v = atomic_load_explicit(f, memory_order_relaxed);
+	while (v < now &&
+	       !atomic_compare_exchange_weak_explicit(f, &v, now, memory_order_relaxed,
+	                                              memory_order_relaxed))
+		;
+}
+
+/* ---------------------------------------------------------------- */
+/* Claims                                                             */
+
+/* Lookup: the slot holding @id's key, LIVE, or -1. */
+static int64_t find_live(const sluice_keyed_t *k, const struct kid *id, uint64_t *tag)
+{
+	const uint64_t want = (K_LIVE << 62) | id->id;
+	for (unsigned pos = 0; pos < G; pos++) {
+		uint64_t i = slot_index(id, pos);
+		_Atomic uint64_t *s = slot_at(k, i);
+		/* Acquire: pairs with the publishing CAS (release): the key
+		 * words and the initial state are visible. */
+		uint64_t t = atomic_load_explicit(&s[0], memory_order_acquire);
+		if (t == 0)
+			break; /* never used: the key is not further (see create()) */
+		if ((t & ((3ULL << 62) | ID_MASK)) != want || !words_match(k, s, GEN(t), id))
+			continue;
+		*tag = t;
+		return (int64_t)i;
+	}
+	return -1;
+}
+
+/* Give up our claim @bt on @s: OPEN with the next gen.  seq_cst, as every
+ * tag CAS of the claim protocol (the validation scan's Dekker pairing). */
+static void abandon(_Atomic uint64_t *s, uint64_t bt)
+{
+	atomic_compare_exchange_strong_explicit(&s[0], &bt, MK_TAG(K_OPEN, next_gen(GEN(bt)), 0, 0),
+	                                        memory_order_seq_cst, memory_order_seq_cst);
+}
+
+/* Test hook: stop a claim after step @stop (a killed process). */
+static int test_stop;
+
+/*
+ * complete - finish the claim @bt of slot @x for @id (ours or one we help):
+ * key words, validation against other copies, state, publication.
+ * Return: the slot to use (x or the winning copy, *tag set), or -1 when the
+ * claim is lost (stolen, killed, another key's): the caller scans again.
+ */
+static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t x, uint64_t bt,
+                        uint64_t now, uint64_t *tag)
+{
+	for (int depth = 0; depth <= (int)G; depth++) {
+		_Atomic uint64_t *s = slot_at(k, x);
+		uint64_t g = GEN(bt);
+		/* 1. key words: move each to gen g, never past a newer gen */
+		for (uint32_t j = 0; j < k->key_words; j++) {
+			uint64_t want = (g << 48) | id->pw[j];
+			uint64_t w = atomic_load_explicit(key_word(s, j), memory_order_relaxed);
+			while (w != want) {
+				if ((w >> 48) == g || gen_newer(w >> 48, g))
+					return -1; /* another key's claim, or overtaken */
+				/* Relaxed: published by the tag's release CAS. */
+				if (atomic_compare_exchange_weak_explicit(key_word(s, j), &w, want,
+				                                          memory_order_relaxed,
+				                                          memory_order_relaxed))
+					break;
+			}
+		}
+		if (test_stop == 2)
+			return -1;
+		/* 2. validate against the other slots of the group */
+		unsigned mypos = (unsigned)((x - id->group * G - id->start) & (G - 1));
+		int64_t help = -1;
+		uint64_t help_tag = 0;
+		for (unsigned pos = 0; pos < G && help < 0; pos++) {
+			if (pos == mypos)
+				continue;
+			uint64_t y = slot_index(id, pos);
+			_Atomic uint64_t *sy = slot_at(k, y);
+			uint64_t ty = atomic_load_explicit(&sy[0], memory_order_seq_cst);
+			for (;;) {
+				if ((ty & ID_MASK) != id->id)
+					break;
+				if (KIND(ty) == K_LIVE) {
+					uint64_t sty = atomic_load_explicit(&sy[1], memory_order_acquire);
+					if ((sty & S_RET) || !words_match(k, sy, GEN(ty), id))
+						break;
+					abandon(s, bt); /* a live copy wins */
+					*tag = ty;
+					return (int64_t)y;
+				}
+				if (KIND(ty) != K_BUSY || words_foreign(k, sy, GEN(ty), id))
+					break;
+				if (pos < mypos) {
+					help = (int64_t)y; /* the earlier claim wins */
+					help_tag = ty;
+					break;
+				}
+				/* kill the later claim (it can never publish) */
+				if (atomic_compare_exchange_strong_explicit(
+					    &sy[0], &ty, MK_TAG(K_OPEN, next_gen(GEN(ty)), 0, 0),
+					    memory_order_seq_cst, memory_order_seq_cst))
+					break;
+			}
+		}
+		if (help >= 0) {
+			abandon(s, bt);
+			x = (uint64_t)help;
+			bt = help_tag;
+			continue;
+		}
+		/* 3. initialise the state if it is still retired */
+		uint64_t st = atomic_load_explicit(&s[1], memory_order_acquire);
+		if (st & S_RET) {
+			uint64_t floor = atomic_load_explicit(&k->floors[id->group],
+			                                      memory_order_relaxed);
+			uint64_t init = successor(k, st, floor, now);
+			if (k->algo == SLUICE_KEYED_WINDOW && !(st & S_VIRGIN))
+				win_forget(k, s, st, init);
+			/* Release: a decision that acquires this value (or a
+			 * later one) sees the tag this claim changed. */
+			atomic_compare_exchange_strong_explicit(&s[1], &st, init, memory_order_release,
+			                                        memory_order_relaxed);
+		}
+		if (test_stop == 3)
+			return -1;
+		/* 4. publish (release: key words and state) */
+		uint64_t lt = MK_TAG(K_LIVE, g, id->id, 0), cur = bt;
+		if (atomic_compare_exchange_strong_explicit(&s[0], &cur, lt, memory_order_seq_cst,
+		                                            memory_order_seq_cst)) {
+			STAT(k, creations, 1);
+			STAT(k, live, 1);
+			*tag = lt;
+			return (int64_t)x;
+		}
+		if ((cur | REF) == (lt | REF)) {
+			*tag = cur; /* a helper published it */
+			return (int64_t)x;
+		}
+		return -1;
+	}
+	return -1;
+}
+
+/* CLOCK's second chance: the victim had its REF bit set, so every key of
+ * the same loss had it too; they all have had their chance now.  Relaxed:
+ * a hint; a CAS that fails (the tag moved) leaves it. */
+static void clear_refs(const sluice_keyed_t *k, const struct kid *id, const uint64_t *loss,
+                       uint64_t vloss)
+{
+	for (unsigned pos = 0; pos < G; pos++) {
+		if (loss[pos] != vloss)
+			continue;
+		_Atomic uint64_t *s = slot_at(k, slot_index(id, pos));
+		uint64_t t = atomic_load_explicit(&s[0], memory_order_relaxed);
+		if (KIND(t) == K_LIVE && (t & REF))
+			atomic_compare_exchange_strong_explicit(&s[0], &t, t & ~REF,
+			                                        memory_order_relaxed,
+			                                        memory_order_relaxed);
+	}
+}
+
+struct cand {
+	int64_t i;
+	uint64_t t, st;
+};
+
+/*
+ * create - give @id's key a slot (or find that it got one meanwhile).
+ * Return: the slot (*tag set), or -1 with *rc the policy's answer.
+ */
+static int64_t create(const sluice_keyed_t *k, const struct kid *id, uint64_t now,
+                      sluice_decision_t *d, int *rc, uint64_t *tag)
+{
+	for (;;) {
+		struct cand open = { -1, 0, 0 }, steal = { -1, 0, 0 }, fresh = { -1, 0, 0 };
+		struct cand victim = { -1, 0, 0 }, pending = { -1, 0, 0 };
+		uint64_t vloss = UINT64_MAX, vref = 2, min_wait = SLUICE_NEVER, lnow = 0;
+		uint64_t losses[G];
+		int have_lnow = 0;
+		for (unsigned pos = 0; pos < G; pos++) {
+			losses[pos] = UINT64_MAX;
+			uint64_t i = slot_index(id, pos);
+			_Atomic uint64_t *s = slot_at(k, i);
+			/* seq_cst: the claim protocol's scans (see complete()). */
+			uint64_t t = atomic_load_explicit(&s[0], memory_order_seq_cst);
+			if (KIND(t) == K_OPEN) {
+				if (open.i < 0)
+					open = (struct cand){ (int64_t)i, t, 0 };
+				/* A never-used slot (tag 0) ends the scan: every key
+				 * is placed in the first OPEN (or retired) slot of its
+				 * probe order, which is never after a slot that is
+				 * still unused, and slots never become unused again.
+				 * So neither the key nor a claim for it is further,
+				 * and we take this slot or an earlier one.  (Lookups
+				 * stop here too; the validation scan does not.) */
+				if (t == 0)
+					break;
+				continue;
+			}
+			if (KIND(t) == K_BUSY) {
+				if ((t & ID_MASK) == id->id && !words_foreign(k, s, GEN(t), id)) {
+					if (pending.i < 0)
+						pending = (struct cand){ (int64_t)i, t, 0 };
+					continue;
+				}
+				if (!have_lnow) {
+					lnow = lease_now();
+					have_lnow = 1;
+				}
+				if (((lnow - (t & UNIT_MASK)) & UNIT_MASK) > LEASE_UNITS && steal.i < 0)
+					steal = (struct cand){ (int64_t)i, t, 0 };
+				continue;
+			}
+			if (KIND(t) != K_LIVE)
+				continue;
+			/* Acquire: a retired value comes with the floor raised
+			 * before it (DESIGN). */
+			uint64_t st = atomic_load_explicit(&s[1], memory_order_acquire);
+			if (st & S_RET) {
+				if (open.i < 0) /* a half-done reclaim: claimable now */
+					open = (struct cand){ (int64_t)i, t, st };
+				continue;
+			}
+			if ((t & ID_MASK) == id->id && words_match(k, s, GEN(t), id)) {
+				*tag = t; /* created meanwhile */
+				return (int64_t)i;
+			}
+			uint64_t loss = 0, wait;
+			if (state_fresh(k, s, st, now, &loss, &wait)) {
+				if (fresh.i < 0)
+					fresh = (struct cand){ (int64_t)i, t, st };
+				continue;
+			}
+			if (wait < min_wait)
+				min_wait = wait;
+			losses[pos] = loss;
+			if (loss < vloss || (loss == vloss && (t & REF) < vref)) {
+				victim = (struct cand){ (int64_t)i, t, st };
+				vloss = loss;
+				vref = t & REF;
+			}
+		}
+		if (pending.i >= 0) {
+			int64_t r = complete(k, id, (uint64_t)pending.i, pending.t, now, tag);
+			if (r >= 0 || test_stop)
+				return r;
+			continue;
+		}
+		struct cand c = open.i >= 0 ? open : steal.i >= 0 ? steal : fresh;
+		int evicting = 0;
+		if (c.i < 0) {
+			if (k->policy == SLUICE_KEYED_EVICT && victim.i >= 0) {
+				c = victim;
+				evicting = 1;
+			} else if (k->policy == SLUICE_KEYED_ALLOW) {
+				STAT(k, untracked, 1);
+				if (d) {
+					d->allowed = 1;
+					d->limit = 0; /* untracked: no limit applied */
+					d->remaining = 0;
+					d->retry_after_ns = 0;
+					d->reset_ns = 0;
+					d->now_ns = now;
+				}
+				*rc = 1;
+				return -1;
+			} else {
+				STAT(k, rejections, 1);
+				if (d) {
+					d->allowed = 0;
+					d->limit = k->limit;
+					d->remaining = 0;
+					d->retry_after_ns = min_wait == SLUICE_NEVER ? 0 : min_wait;
+					d->reset_ns = 0;
+					d->now_ns = now;
+				}
+				*rc = -SLUICE_EKEYFULL;
+				return -1;
+			}
+		}
+		_Atomic uint64_t *s = slot_at(k, (uint64_t)c.i);
+		if (c.i == fresh.i || evicting) {
+			/* Retire the old key's state: from here it takes no
+			 * admission.  The floor first (DESIGN). */
+			raise_floor(k, id->group, now);
+			uint64_t st = c.st;
+			/* Release: publishes the floor to whoever acquires the
+			 * retired value. */
+			if (!atomic_compare_exchange_strong_explicit(&s[1], &st, S_RET | c.st,
+			                                             memory_order_release,
+			                                             memory_order_relaxed))
+				continue; /* the key was used meanwhile: look again */
+			STAT(k, live, (uint64_t)-1);
+			if (evicting) {
+				STAT(k, evictions, 1);
+				if (vref)
+					clear_refs(k, id, losses, vloss);
+			} else {
+				STAT(k, reclaims, 1);
+			}
+			if (test_stop == 4)
+				return -1;
+		}
+		if (!have_lnow)
+			lnow = lease_now();
+		uint64_t bt = MK_TAG(K_BUSY, next_gen(GEN(c.t)), id->id, lnow);
+		uint64_t t = c.t;
+		int taken = 0;
+		for (;;) {
+			/* seq_cst: the claim, first half of the Dekker pairing
+			 * with other claimers' validation scans. */
+			if (atomic_compare_exchange_strong_explicit(&s[0], &t, bt, memory_order_seq_cst,
+			                                            memory_order_seq_cst)) {
+				taken = 1;
+				break;
+			}
+			/* A LIVE tag whose REF bit moved is still ours to take. */
+			if (!(KIND(c.t) == K_LIVE && (t | REF) == (c.t | REF)))
+				break;
+		}
+		if (!taken)
+			continue;
+		if (c.i == steal.i)
+			STAT(k, steals, 1);
+		if (test_stop == 1)
+			return -1;
+		int64_t r = complete(k, id, (uint64_t)c.i, bt, now, tag);
+		if (r >= 0 || test_stop)
+			return r;
+	}
+}
+
+/* ---------------------------------------------------------------- */
+/* Public decisions                                                   */
+
+int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t n,
+                            uint64_t now, sluice_decision_t *d)
+{
+	if (!k || !key || n == 0)
+		return -SLUICE_EINVAL;
+	if (n > k->limit) {
+		sluice__decision_never(d, k->limit, now);
+		return -SLUICE_ETOOBIG;
+	}
+	if (now > TMAX)
+		return -SLUICE_ETIME;
+	struct kid id;
+	int rc = make_kid(k, key, keylen, &id);
+	if (rc != 0)
+		return rc;
+	STAT(k, lookups, 1);
+	int recreate = 0;
+	for (;;) {
+		uint64_t tag = 0;
+		int64_t i = recreate ? -1 : find_live(k, &id, &tag);
+		int hit = i >= 0;
+		if (i < 0) {
+			i = create(k, &id, now, d, &rc, &tag);
+			if (i < 0)
+				return rc;
+		}
+		_Atomic uint64_t *s = slot_at(k, (uint64_t)i);
+		int r = decide(k, s, tag, n, now, d);
+		if (r == 0 || r == 1) {
+			/* CLOCK reference bit, on lookups that found the key;
+			 * relaxed: a hint, and a failed CAS leaves it. */
+			if (hit && !(tag & REF))
+				atomic_compare_exchange_strong_explicit(&s[0], &tag, tag | REF,
+				                                        memory_order_relaxed,
+				                                        memory_order_relaxed);
+			return r;
+		}
+		recreate = r == RETIRED; /* the retirer may be gone: claim it */
+	}
+}
+
+int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t n)
+{
+	if (!k || !key || n == 0)
+		return -SLUICE_EINVAL;
+	if (k->algo != SLUICE_KEYED_INFLIGHT)
+		return -SLUICE_ENOTSUP;
+	struct kid id;
+	int rc = make_kid(k, key, keylen, &id);
+	if (rc != 0)
+		return rc;
+	STAT(k, lookups, 1);
+	for (;;) {
+		uint64_t tag;
+		int64_t i = find_live(k, &id, &tag);
+		if (i < 0)
+			return -SLUICE_ERELEASE;
+		_Atomic uint64_t *s = slot_at(k, (uint64_t)i);
+		uint64_t a = atomic_load_explicit(&s[1], memory_order_acquire);
+		for (;;) {
+			if (!same_owner(s, tag))
+				break; /* look it up again */
+			if ((a & S_RET) || (a & 0xffffffffULL) < n)
+				return -SLUICE_ERELEASE; /* nothing changed */
+			/* Release on success: publishes this holder's writes to
+			 * the next acquirer (inflight.h); acquire on failure:
+			 * the reloaded value is checked against the tag. */
+			if (atomic_compare_exchange_weak_explicit(&s[1], &a, a - n,
+			                                          memory_order_acq_rel,
+			                                          memory_order_acquire))
+				return 0;
+		}
+	}
+}
+
+/* Test hook (tests/test_keyed.c): run a creation of @key that stops after
+ * step @stop as if its process were killed there: 1 after the claim CAS,
+ * 2 after the key words, 3 after the state, 4 after retiring a reclaimed
+ * or evicted state (before the tag CAS).  Not thread-safe; tests only. */
+SLUICE_API int sluice__keyed_test_stall(sluice_keyed_t *k, const void *key, size_t keylen,
+                                        uint64_t now, int stop);
+int sluice__keyed_test_stall(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t now,
+                             int stop)
+{
+	struct kid id;
+	int rc = make_kid(k, key, keylen, &id);
+	if (rc != 0)
+		return rc;
+	uint64_t tag;
+	test_stop = stop;
+	int64_t i = create(k, &id, now, NULL, &rc, &tag);
+	test_stop = 0;
+	return i >= 0 ? 1 : 0;
+}

@@ -1,0 +1,634 @@
+/*
+ * stress_keyed - keyed tables under real clocks, threads and processes;
+ * every admission recorded and checked against keyed.h's GUARANTEE.
+ *
+ *   stress_keyed --mode=threads [--threads=T] [--seconds=S] [--clock=cached|monotonic]
+ *       T threads decide on one hot key and on 1,000 warm keys, and create
+ *       a stream of cold keys through a table too small for them (so slots
+ *       are reclaimed all the time).  Every admission of the hot and warm
+ *       keys is recorded (key, decision time, n); the verifier checks each
+ *       key's ledger: admissions in [x, x + t] <= b + t/T for every pair of
+ *       admissions.
+ *
+ *   stress_keyed --mode=flood [--threads=T] [--keys=K] [--capacity=C] [--policy=...]
+ *       K distinct keys (default 10,000,000), each sending once, through a
+ *       table of C slots (default 100,000) while one abusive key sends at
+ *       100 times its rate.  Checks the abuser's ledger against its bound,
+ *       that it was never recreated (a reset), and reports VmRSS/VmHWM from
+ *       /proc/self/status before and after: memory must stay flat.
+ *
+ *   stress_keyed --mode=procs [--workers=W] [--seconds=S]
+ *       W forked workers share one MAP_SHARED table; each records its
+ *       admissions in its own region of the mapping.  Halfway through, the
+ *       parent kills one worker with SIGKILL (wherever it is: a decision, a
+ *       claim of a cold key, a reclaim).  The others go on; the parent
+ *       checks every hot key's guarantee over all workers' records (the
+ *       killed worker's included), that the survivors kept deciding after
+ *       the kill, and that the table still creates keys afterwards.
+ *
+ * Output: one line per run, then exit 1 on a violation:
+ *   stress algo=keyed-gcra mode=... threads=... decisions=... admitted=...
+ *          worst=... bound=... verdict=ok|VIOLATION
+ * where worst is the largest "burst" any key used, max over pairs of
+ * admissions of count(i..j) - (t_j - t_i)/T, and bound is b.
+ */
+#include <signal.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sluice/sluice.h"
+
+#define SEC 1000000000ULL
+#define WARM 1000u
+
+/* Sanitizers keep their own, growing, metadata per address touched: the
+ * resident-memory check reports but does not judge under them. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define RSS_JUDGED 0
+#else
+#define RSS_JUDGED 1
+#endif
+#define BURST 10ULL
+/* Per key: 1,000 per second for threads and processes (many admissions to
+ * check), 10 per second for the flood (so flood keys stay non-fresh for
+ * 100 ms and the table is under pressure). */
+static uint64_t RATE = 1000;
+#define INTERVAL (SEC / RATE)
+
+struct record {
+	uint64_t t;
+	uint32_t key; /* 0: hot/abuser; 1..WARM: warm keys */
+	uint32_t n;
+};
+
+static struct {
+	const char *mode, *clock, *policy;
+	int threads, workers, kills;
+	double seconds;
+	uint64_t keys, capacity;
+} opt = { "threads", "cached", "evict", 2, 3, 3, 1.0, 10000000, 100000 };
+
+static const char *arg_value(const char *arg, const char *key)
+{
+	size_t k = strlen(key);
+	return strncmp(arg, key, k) == 0 && arg[k] == '=' ? arg + k + 1 : NULL;
+}
+
+static uint64_t xorshift(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+static int cmp_record(const void *a, const void *b)
+{
+	const struct record *x = a, *y = b;
+	if (x->key != y->key)
+		return (x->key > y->key) - (x->key < y->key);
+	return (x->t > y->t) - (x->t < y->t);
+}
+
+/* Largest burst used by any key: max over i <= j of the permits admitted
+ * at times t_i..t_j minus (t_j - t_i) / T, in real numbers.  The GCRA
+ * guarantee (admitted <= b + t/T) is exactly worst <= b.  O(n) per key:
+ * with S_k the permits of records 1..k, the excess over [t_i, t_j] in ns is
+ * (S_j * T - t_j) - (S_{i-1} * T - t_i): a running minimum of the second
+ * term.  Returns the excess in ns; sorts @r. */
+__extension__ typedef __int128 s128;
+static s128 worst_excess_ns(struct record *r, size_t n)
+{
+	qsort(r, n, sizeof(*r), cmp_record);
+	s128 worst = 0;
+	size_t lo = 0;
+	while (lo < n) {
+		size_t hi = lo;
+		while (hi < n && r[hi].key == r[lo].key)
+			hi++;
+		s128 sum = 0, min_b = 0;
+		for (size_t k = lo; k < hi; k++) {
+			s128 b = sum * (s128)INTERVAL - (s128)r[k].t; /* S_{k-1} T - t_k */
+			if (k == lo || b < min_b)
+				min_b = b;
+			sum += r[k].n;
+			s128 a = sum * (s128)INTERVAL - (s128)r[k].t; /* S_k T - t_k */
+			if (a - min_b > worst)
+				worst = a - min_b;
+		}
+		lo = hi;
+	}
+	return worst;
+}
+
+/* worst burst in permits (rounded down) and the verdict */
+static uint64_t worst_burst(struct record *r, size_t n, int *ok)
+{
+	s128 w = worst_excess_ns(r, n);
+	*ok = w <= (s128)BURST * (s128)INTERVAL;
+	return (uint64_t)(w / (s128)INTERVAL);
+}
+
+static sluice_keyed_policy_t parse_policy(void)
+{
+	return strcmp(opt.policy, "reject") == 0  ? SLUICE_KEYED_REJECT
+	       : strcmp(opt.policy, "allow") == 0 ? SLUICE_KEYED_ALLOW
+	                                          : SLUICE_KEYED_EVICT;
+}
+
+static sluice_keyed_config_t table_config(uint64_t capacity, sluice_keyed_policy_t policy)
+{
+	return (sluice_keyed_config_t){ .algo = SLUICE_KEYED_GCRA, .policy = policy,
+		                        .capacity = capacity, .rate = RATE, .period_ns = SEC,
+		                        .burst = BURST };
+}
+
+static int acceptable(int rc)
+{
+	return rc == 0 || rc == 1 || rc == -SLUICE_EKEYFULL;
+}
+
+/* ---- threads ------------------------------------------------------------------ */
+
+#define RECORD_CAP (1u << 21)
+
+struct worker {
+	pthread_t tid;
+	sluice_keyed_t *k;
+	struct record *rec;
+	size_t nrec;
+	uint64_t decisions, id;
+	int overflow;
+};
+
+static uint64_t deadline_ns;
+
+static void *thread_main(void *arg)
+{
+	struct worker *me = arg;
+	uint64_t x = (me->id + 1) * 0x9E3779B97F4A7C15ULL, cold = 0;
+	for (;;) {
+		if ((me->decisions & 255) == 0 && sluice_clock_monotonic_ns() >= deadline_ns)
+			break;
+		uint64_t r = xorshift(&x);
+		uint32_t key;
+		char name[32];
+		size_t len;
+		if (r % 4 == 0) { /* a cold key: created, used once, reclaimed */
+			len = (size_t)snprintf(name, sizeof(name), "cold-%llu-%llu",
+			                       (unsigned long long)me->id, (unsigned long long)cold++);
+			key = UINT32_MAX;
+		} else {
+			key = r % 8 == 1 ? 0 : 1 + (uint32_t)((r >> 8) % WARM);
+			len = (size_t)snprintf(name, sizeof(name), "key-%u", key);
+		}
+		uint64_t n = 1 + (r >> 40) % 2;
+		sluice_decision_t d;
+		int rc = sluice_keyed_acquire(me->k, name, len, n, &d);
+		me->decisions++;
+		if (!acceptable(rc)) {
+			fprintf(stderr, "stress_keyed: acquire: %s\n", sluice_err_name(rc));
+			exit(2);
+		}
+		if (rc == 1 && key != UINT32_MAX) {
+			if (me->nrec == RECORD_CAP) {
+				me->overflow = 1;
+				break;
+			}
+			me->rec[me->nrec++] = (struct record){ d.now_ns, key, (uint32_t)n };
+		}
+	}
+	return NULL;
+}
+
+static int run_threads(void)
+{
+	const sluice_clock_t *clock =
+		strcmp(opt.clock, "monotonic") == 0 ? &sluice_clock_monotonic : &sluice_clock_cached;
+	if (clock == &sluice_clock_cached && sluice_clock_cached_start(0) != 0)
+		return 2;
+	/* 4096 slots: the 1,001 hot and warm keys fit (with room for the
+	 * uneven groups), the cold stream forces reclaims */
+	sluice_keyed_config_t c = table_config(4096, SLUICE_KEYED_REJECT);
+	sluice_keyed_t k;
+	int rc = sluice_keyed_new(&k, &c, clock);
+	if (rc != 0) {
+		fprintf(stderr, "stress_keyed: new: %s\n", sluice_err_name(rc));
+		return 2;
+	}
+	struct worker *w = calloc((size_t)opt.threads, sizeof(*w));
+	if (!w)
+		return 2;
+	deadline_ns = sluice_clock_monotonic_ns() + (uint64_t)(opt.seconds * 1e9);
+	for (int i = 0; i < opt.threads; i++) {
+		w[i].k = &k;
+		w[i].id = (uint64_t)i;
+		w[i].rec = malloc(sizeof(struct record) * RECORD_CAP);
+		if (!w[i].rec || pthread_create(&w[i].tid, NULL, thread_main, &w[i]) != 0)
+			return 2;
+	}
+	size_t total = 0;
+	uint64_t decisions = 0;
+	for (int i = 0; i < opt.threads; i++) {
+		pthread_join(w[i].tid, NULL);
+		total += w[i].nrec;
+		decisions += w[i].decisions;
+		if (w[i].overflow)
+			fprintf(stderr, "stress_keyed: thread %d filled its record buffer\n", i);
+	}
+	if (clock == &sluice_clock_cached)
+		sluice_clock_cached_stop();
+	struct record *all = malloc(sizeof(*all) * (total + 1));
+	if (!all)
+		return 2;
+	size_t m = 0;
+	uint64_t admitted = 0;
+	for (int i = 0; i < opt.threads; i++) {
+		for (size_t j = 0; j < w[i].nrec; j++)
+			admitted += w[i].rec[j].n;
+		memcpy(all + m, w[i].rec, w[i].nrec * sizeof(*all));
+		m += w[i].nrec;
+		free(w[i].rec);
+	}
+	int ok;
+	uint64_t worst = worst_burst(all, total, &ok);
+	sluice_keyed_stats_t s;
+	sluice_keyed_stats(&k, &s);
+	printf("stress algo=keyed-gcra mode=threads clock=%s threads=%d decisions=%llu "
+	       "admitted=%llu creations=%llu reclaims=%llu rejections=%llu worst=%llu bound=%llu "
+	       "verdict=%s\n",
+	       opt.clock, opt.threads, (unsigned long long)decisions, (unsigned long long)admitted,
+	       (unsigned long long)s.creations, (unsigned long long)s.reclaims,
+	       (unsigned long long)s.rejections, (unsigned long long)worst,
+	       (unsigned long long)BURST, ok ? "ok" : "VIOLATION");
+	free(all);
+	free(w);
+	sluice_keyed_free(&k);
+	return ok ? 0 : 1;
+}
+
+/* ---- flood ------------------------------------------------------------------------ */
+
+static _Atomic uint64_t flood_next; /* next flood key number */
+static uint64_t flood_end;            /* this phase stops here  */
+
+struct flooder {
+	pthread_t tid;
+	sluice_keyed_t *k;
+	struct record *rec;
+	size_t nrec, cap;
+	uint64_t decisions, abuser_tries, id;
+};
+
+static void *flood_main(void *arg)
+{
+	struct flooder *me = arg;
+	/* the abuser tries once every 16 flood keys: far above 100x its rate
+	 * (10/s) at any flood speed above 16,000 keys/s (counted by key, not by
+	 * time: a descheduled VM would skip tries timed by the clock) */
+	for (;;) {
+		uint64_t base = atomic_fetch_add_explicit(&flood_next, 256, memory_order_relaxed);
+		if (base >= flood_end)
+			break;
+		uint64_t end = base + 256 < flood_end ? base + 256 : flood_end;
+		for (uint64_t f = base; f < end; f++) {
+			uint64_t now = sluice_clock_now(me->k->clock);
+			if ((f & 15) == 0) {
+				sluice_decision_t d;
+				int rc = sluice_keyed_acquire_at(me->k, "abuser", 6, 1, now, &d);
+				me->abuser_tries++;
+				if (!acceptable(rc) || (rc == 1 && d.limit == 0)) {
+					fprintf(stderr, "stress_keyed: abuser: %d %s\n", rc,
+					        sluice_err_name(rc));
+					exit(2);
+				}
+				if (rc == 1 && me->nrec < me->cap)
+					me->rec[me->nrec++] = (struct record){ d.now_ns, 0, 1 };
+			}
+			unsigned char key[16];
+			memcpy(key, &f, 8);
+			memcpy(key + 8, "floodkey", 8);
+			int rc = sluice_keyed_acquire_at(me->k, key, sizeof(key), 1, now, NULL);
+			me->decisions++;
+			if (!acceptable(rc)) {
+				fprintf(stderr, "stress_keyed: flood: %s\n", sluice_err_name(rc));
+				exit(2);
+			}
+		}
+	}
+	return NULL;
+}
+
+static void read_mem(long *rss_kb, long *hwm_kb)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	*rss_kb = *hwm_kb = -1;
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "VmRSS:", 6) == 0)
+			*rss_kb = atol(line + 6);
+		else if (strncmp(line, "VmHWM:", 6) == 0)
+			*hwm_kb = atol(line + 6);
+	}
+	fclose(f);
+}
+
+static void flood_phase(struct flooder *w, uint64_t end)
+{
+	flood_end = end;
+	for (int i = 0; i < opt.threads; i++)
+		if (pthread_create(&w[i].tid, NULL, flood_main, &w[i]) != 0)
+			exit(2);
+	for (int i = 0; i < opt.threads; i++)
+		pthread_join(w[i].tid, NULL);
+}
+
+static int run_flood(void)
+{
+	RATE = 10;
+	sluice_keyed_config_t c = table_config(opt.capacity, parse_policy());
+	sluice_keyed_t k;
+	int rc = sluice_keyed_new(&k, &c, &sluice_clock_monotonic);
+	if (rc != 0) {
+		fprintf(stderr, "stress_keyed: new: %s\n", sluice_err_name(rc));
+		return 2;
+	}
+	struct flooder *w = calloc((size_t)opt.threads, sizeof(*w));
+	if (!w)
+		return 2;
+	for (int i = 0; i < opt.threads; i++) {
+		w[i].k = &k;
+		w[i].id = (uint64_t)i;
+		w[i].cap = 1u << 20;
+		w[i].rec = malloc(sizeof(struct record) * w[i].cap);
+		if (!w[i].rec)
+			return 2;
+		memset(w[i].rec, 0xff, sizeof(struct record) * w[i].cap); /* resident now */
+	}
+	/* warm-up on the first 2% of the keys (threads started once, their
+	 * stacks and stdio settled), then measure, then the rest */
+	uint64_t t0 = sluice_clock_monotonic_ns();
+	flood_phase(w, opt.keys / 50);
+	long rss0, hwm0, rss1, hwm1;
+	read_mem(&rss0, &hwm0);
+	flood_phase(w, opt.keys);
+	size_t total = 0;
+	uint64_t decisions = 0, tries = 0;
+	for (int i = 0; i < opt.threads; i++) {
+		total += w[i].nrec;
+		decisions += w[i].decisions;
+		tries += w[i].abuser_tries;
+	}
+	double secs = (double)(sluice_clock_monotonic_ns() - t0) / 1e9;
+	read_mem(&rss1, &hwm1);
+	struct record *all = malloc(sizeof(*all) * (total + 1));
+	if (!all)
+		return 2;
+	size_t m = 0;
+	for (int i = 0; i < opt.threads; i++) {
+		memcpy(all + m, w[i].rec, w[i].nrec * sizeof(*all));
+		m += w[i].nrec;
+		free(w[i].rec);
+	}
+	int bound_ok;
+	uint64_t worst = worst_burst(all, total, &bound_ok);
+	sluice_keyed_stats_t s;
+	sluice_keyed_stats(&k, &s);
+	/* a reset of the abuser would show as a burst above b (worst) and a
+	 * rate above its own */
+	double rate = (double)total / secs;
+	int ok = bound_ok && rate <= (double)RATE * 1.05 + (double)BURST / secs;
+	long grew = RSS_JUDGED ? rss1 - rss0 : 0;
+	printf("stress algo=keyed-gcra mode=flood policy=%s threads=%d keys=%llu capacity=%llu "
+	       "decisions=%llu seconds=%.2f abuser_tries=%llu (%.0fx its rate) admitted=%zu "
+	       "abuser_rate=%.1f/s "
+	       "creations=%llu reclaims=%llu evictions=%llu rejections=%llu untracked=%llu "
+	       "occupancy=%llu rss_before_kb=%ld rss_after_kb=%ld hwm_before_kb=%ld "
+	       "hwm_after_kb=%ld worst=%llu bound=%llu verdict=%s\n",
+	       opt.policy, opt.threads, (unsigned long long)opt.keys,
+	       (unsigned long long)s.capacity, (unsigned long long)decisions, secs,
+	       (unsigned long long)tries, (double)tries / secs / (double)RATE, total, rate, (unsigned long long)s.creations,
+	       (unsigned long long)s.reclaims, (unsigned long long)s.evictions,
+	       (unsigned long long)s.rejections, (unsigned long long)s.untracked,
+	       (unsigned long long)s.occupancy, rss0, rss1, hwm0, hwm1,
+	       (unsigned long long)worst, (unsigned long long)BURST,
+	       ok && grew < 1024 ? "ok" : "VIOLATION");
+	if (grew >= 1024)
+		fprintf(stderr, "stress_keyed: resident memory grew by %ld kB\n", grew);
+	free(all);
+	free(w);
+	sluice_keyed_free(&k);
+	return ok && grew < 1024 ? 0 : 1;
+}
+
+/* ---- processes ------------------------------------------------------------------- */
+
+#define PROC_HOT 16
+#define PROC_CAP (1u << 20)
+
+struct region {
+	_Atomic uint64_t nrec;      /* records published (release)         */
+	_Atomic uint64_t decisions; /* progress, read by the parent        */
+	_Atomic int go, stop;
+	struct record rec[PROC_CAP];
+};
+
+static void worker_proc(void *mem, size_t tsize, struct region *me, int id)
+{
+	sluice_keyed_t k;
+	if (sluice_keyed_attach(mem, tsize, &sluice_clock_monotonic, &k) != 0)
+		_exit(3);
+	uint64_t x = (uint64_t)(id + 1) * 0x9E3779B97F4A7C15ULL, cold = 0;
+	while (!atomic_load_explicit(&me->go, memory_order_acquire))
+		;
+	while (!atomic_load_explicit(&me->stop, memory_order_relaxed)) {
+		uint64_t r = xorshift(&x);
+		char name[32];
+		size_t len;
+		uint32_t key = UINT32_MAX;
+		if (r % 2 == 0) { /* cold keys: claims and reclaims all the time */
+			len = (size_t)snprintf(name, sizeof(name), "cold-%d-%llu", id,
+			                       (unsigned long long)cold++);
+		} else {
+			key = (uint32_t)((r >> 8) % PROC_HOT);
+			len = (size_t)snprintf(name, sizeof(name), "hot-%u", key);
+		}
+		sluice_decision_t d;
+		int rc = sluice_keyed_acquire(&k, name, len, 1, &d);
+		if (!acceptable(rc))
+			_exit(4);
+		if (rc == 1 && key != UINT32_MAX) {
+			uint64_t i = atomic_load_explicit(&me->nrec, memory_order_relaxed);
+			if (i < PROC_CAP) {
+				me->rec[i] = (struct record){ d.now_ns, key, 1 };
+				/* Release: the parent reads the record after the
+				 * count (an admission killed before this store is
+				 * not seen: the check can only miss, never invent). */
+				atomic_store_explicit(&me->nrec, i + 1, memory_order_release);
+			}
+		}
+		atomic_fetch_add_explicit(&me->decisions, 1, memory_order_relaxed);
+	}
+	_exit(0);
+}
+
+static int run_procs(void)
+{
+	/* a small table (512 slots) under a stream of cold keys: most
+	 * decisions of the cold half claim or reclaim a slot */
+	sluice_keyed_config_t c = table_config(512, SLUICE_KEYED_REJECT);
+	size_t tsize = (sluice_keyed_size(&c) + 4095) / 4096 * 4096;
+	size_t rsize = (sizeof(struct region) + 4095) / 4096 * 4096;
+	int nreg = opt.workers + opt.kills;
+	size_t total = tsize + rsize * (size_t)nreg;
+	unsigned char *mem = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+	                          -1, 0);
+	if (mem == MAP_FAILED)
+		return 2;
+	int rc = sluice_keyed_init(mem, tsize, &c);
+	if (rc != 0) {
+		fprintf(stderr, "stress_keyed: init: %s\n", sluice_err_name(rc));
+		return 2;
+	}
+	pid_t pid[32];
+	struct region *reg[32];
+	for (int i = 0; i < nreg; i++)
+		reg[i] = (struct region *)(mem + tsize + rsize * (size_t)i);
+	/* regions 0..workers-1 start now; each kill replaces the victim by
+	 * the next region's worker */
+	for (int i = 0; i < opt.workers; i++) {
+		fflush(NULL);
+		pid[i] = fork();
+		if (pid[i] < 0)
+			return 2;
+		if (pid[i] == 0)
+			worker_proc(mem, tsize, reg[i], i);
+		atomic_store_explicit(&reg[i]->go, 1, memory_order_release);
+	}
+	useconds_t slice = (useconds_t)(opt.seconds * 1e6 / (opt.kills + 1));
+	int killed = 0, victim = 0, survivors_went_on = 1;
+	uint64_t at_kill[32] = { 0 }; /* decisions of each survivor at the last kill */
+	for (int r = 0; r < opt.kills; r++) {
+		usleep(slice);
+		kill(pid[victim], SIGKILL); /* wherever it is */
+		for (int i = 0; i < opt.workers + r; i++)
+			at_kill[i] = atomic_load_explicit(&reg[i]->decisions, memory_order_relaxed);
+		int st;
+		waitpid(pid[victim], &st, 0);
+		killed += WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
+		int fresh = opt.workers + r;
+		fflush(NULL);
+		pid[fresh] = fork();
+		if (pid[fresh] < 0)
+			return 2;
+		if (pid[fresh] == 0)
+			worker_proc(mem, tsize, reg[fresh], fresh);
+		atomic_store_explicit(&reg[fresh]->go, 1, memory_order_release);
+		pid[victim] = -1;
+		victim = fresh;
+	}
+	usleep(slice);
+	uint64_t decisions = 0;
+	for (int i = 0; i < nreg; i++) {
+		if (pid[i] > 0) {
+			int st;
+			/* it went on after the last kill (no slot held it up) */
+			if (atomic_load_explicit(&reg[i]->decisions, memory_order_relaxed) <=
+			    at_kill[i])
+				survivors_went_on = 0;
+			atomic_store_explicit(&reg[i]->stop, 1, memory_order_relaxed);
+			waitpid(pid[i], &st, 0);
+			if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+				fprintf(stderr, "stress_keyed: worker %d failed (%d)\n", i, st);
+				survivors_went_on = 0;
+			}
+		}
+		decisions += atomic_load_explicit(&reg[i]->decisions, memory_order_relaxed);
+	}
+	/* merge every worker's records (acquire: pairs with their release) */
+	size_t nrec = 0;
+	for (int i = 0; i < nreg; i++)
+		nrec += atomic_load_explicit(&reg[i]->nrec, memory_order_acquire);
+	struct record *all = malloc(sizeof(*all) * (nrec + 1));
+	if (!all)
+		return 2;
+	size_t m = 0;
+	for (int i = 0; i < nreg; i++) {
+		uint64_t n = atomic_load_explicit(&reg[i]->nrec, memory_order_acquire);
+		memcpy(all + m, reg[i]->rec, n * sizeof(*all));
+		m += n;
+	}
+	int bound_ok;
+	uint64_t worst = worst_burst(all, nrec, &bound_ok);
+	/* the table after the kills: every slot can be had again (a claim a
+	 * killed worker left half-done is finished or stolen after the lease) */
+	usleep((SLUICE_KEYED_LEASE_MS + 60) * 1000);
+	sluice_keyed_t k;
+	int usable = sluice_keyed_attach(mem, tsize, &sluice_clock_monotonic, &k) == 0;
+	uint64_t created = 0;
+	for (int i = 0; usable && i < 20000; i++) {
+		char name[32];
+		size_t len = (size_t)snprintf(name, sizeof(name), "after-%d", i);
+		created += sluice_keyed_acquire(&k, name, len, 1, NULL) == 1;
+	}
+	sluice_keyed_stats_t s = { 0 };
+	if (usable)
+		sluice_keyed_stats(&k, &s);
+	int ok = bound_ok && killed == opt.kills && survivors_went_on && created >= 512;
+	printf("stress algo=keyed-gcra mode=procs workers=%d kills=%d decisions=%llu admitted=%zu "
+	       "steals=%llu created_after=%llu worst=%llu bound=%llu verdict=%s\n",
+	       opt.workers, killed, (unsigned long long)decisions, nrec,
+	       (unsigned long long)s.steals, (unsigned long long)created,
+	       (unsigned long long)worst, (unsigned long long)BURST, ok ? "ok" : "VIOLATION");
+	free(all);
+	munmap(mem, total);
+	return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *v;
+		if ((v = arg_value(argv[i], "--mode")))
+			opt.mode = v;
+		else if ((v = arg_value(argv[i], "--threads")))
+			opt.threads = atoi(v);
+		else if ((v = arg_value(argv[i], "--workers")))
+			opt.workers = atoi(v);
+		else if ((v = arg_value(argv[i], "--kills")))
+			opt.kills = atoi(v);
+		else if ((v = arg_value(argv[i], "--seconds")))
+			opt.seconds = atof(v);
+		else if ((v = arg_value(argv[i], "--keys")))
+			opt.keys = strtoull(v, NULL, 10);
+		else if ((v = arg_value(argv[i], "--capacity")))
+			opt.capacity = strtoull(v, NULL, 10);
+		else if ((v = arg_value(argv[i], "--clock")))
+			opt.clock = v;
+		else if ((v = arg_value(argv[i], "--policy")))
+			opt.policy = v;
+		else {
+			fprintf(stderr, "usage: see the comment at the top of stress_keyed.c\n");
+			return 2;
+		}
+	}
+	if (opt.threads < 1 || opt.threads > 256 || opt.workers < 2 || opt.workers > 16 ||
+	    opt.kills < 1 || opt.kills > 16 ||
+	    !(opt.seconds > 0)) {
+		fprintf(stderr, "stress_keyed: need 1..256 threads, 2..16 workers, seconds > 0\n");
+		return 2;
+	}
+	if (strcmp(opt.mode, "flood") == 0)
+		return run_flood();
+	if (strcmp(opt.mode, "procs") == 0)
+		return run_procs();
+	return run_threads();
+}
