@@ -1,21 +1,26 @@
 #!/usr/bin/env python3
-"""Write the first ```c block of README.md to a file, so the build compiles
-and the test suite runs the README's example exactly as printed."""
+"""Write the Nth ```c block of README.md (default: the first) to a file, so
+the build compiles and the test suite runs the README's examples exactly as
+printed.  Usage: extract_readme_c.py README.md OUT.c [N]"""
 import sys
 
 src, dst = sys.argv[1], sys.argv[2]
-lines, inside, found = [], False, False
+want = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+blocks, lines, inside = 0, [], False
 for line in open(src, encoding="utf-8"):
-    if not inside and line.strip() == "```c" and not found:
+    if not inside and line.strip() == "```c":
+        blocks += 1
         inside = True
         continue
     if inside and line.strip() == "```":
-        inside, found = False, True
+        inside = False
+        if blocks == want:
+            break
         continue
-    if inside:
+    if inside and blocks == want:
         lines.append(line)
-if not found:
-    sys.exit("README.md has no ```c block")
+if blocks < want or not lines:
+    sys.exit("README.md has no ```c block number %d" % want)
 with open(dst, "w", encoding="utf-8") as f:
     f.write("/* generated from README.md by examples/extract_readme_c.py */\n")
     f.writelines(lines)

@@ -353,6 +353,10 @@ static int striped_acquire(sluice_window_t *w, uint64_t n, uint64_t now, sluice_
 	}
 }
 
+static int bucket_take(sluice_window_t *w, uint64_t n, uint64_t now, sluice_decision_t *d,
+                       uint64_t h, uint64_t c, uint64_t s, struct sluice_window_cell *cell,
+                       uint64_t v);
+
 int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
                                 sluice_decision_t *d)
 {
@@ -369,24 +373,9 @@ int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
 	for (;;) {
 		uint64_t c, s;
 		uint64_t h = ready_head(w, now, &c, &s);
-		_Atomic uint64_t *slot = &w->slots[h & w->mask];
-		for (;;) {
-			uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
-			if (counted + n > w->limit) {
-				if (d)
-					sluice__window_fill_refused(w, d, counted, c & 0xffffffffu, n, h, now);
-				return 0;
-			}
-			if (atomic_compare_exchange_weak_explicit(slot, &s, s + n,
-			                                          memory_order_relaxed,
-			                                          memory_order_relaxed)) {
-				if (d)
-					sluice__window_fill_allowed(w, d, counted + n, h * w->width_ns, now);
-				return 1;
-			}
-			if (TAG_OF(s) != SLUICE__LO32(h) || (s & SLUICE__SLOT_SEALED))
-				break; /* the epoch moved on: start over */
-		}
+		int rc = bucket_take(w, n, now, d, h, c, s, NULL, 0);
+		if (rc >= 0)
+			return rc; /* else the epoch moved on: start over */
 	}
 }
 
@@ -434,49 +423,33 @@ static void lease_deposit(sluice_window_t *w, _Atomic uint64_t *cell, uint64_t v
 }
 
 /*
- * The lease was short: take n (and maybe a new lease) from the bucket in
- * one CAS, or refuse from reads alone.  Called with n in 1..limit.
+ * One CAS on h's bucket (cur @c and slot @s as read): take n, plus a new
+ * lease for @cell (which held @v) when leases are on, or refuse from the
+ * reads alone.  Returns 1 or 0, or -1 when the epoch moved on.
  */
-int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
-                              sluice_decision_t *d)
+static int bucket_take(sluice_window_t *w, uint64_t n, uint64_t now, sluice_decision_t *d,
+                       uint64_t h, uint64_t c, uint64_t s, struct sluice_window_cell *cell,
+                       uint64_t v)
 {
-	uint64_t cells = (uint64_t)w->cell_mask + 1;
+	_Atomic uint64_t *slot = &w->slots[h & w->mask];
 	for (;;) {
-		uint64_t c, s;
-		uint64_t h = ready_head(w, now, &c, &s);
-		struct sluice_window_cell *cell = &w->cells[sluice_cpu() & w->cell_mask];
-		uint64_t v = atomic_load_explicit(&cell->word, memory_order_relaxed);
-		if (TAG_OF(v) == SLUICE__LO32(h) && (v & 0xffffffffu) >= n) {
-			/* Refilled meanwhile (or the fast path saw an older
-			 * head): spend it. */
-			if (atomic_compare_exchange_weak_explicit(&cell->word, &v, v - n,
-			                                          memory_order_relaxed,
-			                                          memory_order_relaxed)) {
-				if (d)
-					sluice__window_fill_leased(w, d, cell, h, now);
-				return 1;
-			}
-			continue;
+		uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
+		if (counted + n > w->limit) {
+			/* Refused from reads: no shared line written. */
+			if (d)
+				sluice__window_fill_refused(w, d, counted, c & 0xffffffffu, n, h, now);
+			return 0;
 		}
-		if (TAG_OF(v) != SLUICE__LO32(h) &&
-		    atomic_load_explicit(&w->head, memory_order_acquire) != h)
-			continue; /* the cell may hold a newer epoch: look again */
-		_Atomic uint64_t *slot = &w->slots[h & w->mask];
-		for (;;) {
-			uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
-			if (counted + n > w->limit) {
-				/* Refused from reads: no shared line written. */
-				if (d)
-					sluice__window_fill_refused(w, d, counted, c & 0xffffffffu, n, h, now);
-				return 0;
-			}
-			/* room / (2 * cells); cells is a power of two */
-			uint64_t extra = (w->limit - counted - n) >> (__builtin_ctzll(cells) + 1);
+		uint64_t extra = 0;
+		if (cell) {
+			/* room / (2 * cells), cells a power of two; at most B */
+			extra = (w->limit - counted - n) >> (__builtin_ctz(w->cell_mask + 1) + 1);
 			if (extra > w->lease)
 				extra = w->lease;
-			if (atomic_compare_exchange_weak_explicit(slot, &s, s + n + extra,
-			                                          memory_order_relaxed,
-			                                          memory_order_relaxed)) {
+		}
+		if (atomic_compare_exchange_weak_explicit(slot, &s, s + n + extra, memory_order_relaxed,
+		                                          memory_order_relaxed)) {
+			if (cell) {
 				/* the snapshot d->remaining reads on this CPU
 				 * (a hint, relaxed: it orders nothing) */
 				atomic_store_explicit(&cell->seen,
@@ -484,13 +457,39 @@ int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
 				                      memory_order_relaxed);
 				if (extra)
 					lease_deposit(w, &cell->word, v, h, extra);
-				if (d)
-					sluice__window_fill_allowed(w, d, counted + n + extra, h * w->width_ns, now);
-				return 1;
 			}
-			if (TAG_OF(s) != SLUICE__LO32(h) || (s & SLUICE__SLOT_SEALED))
-				break; /* the epoch moved on: start over */
+			if (d)
+				sluice__window_fill_allowed(w, d, counted + n + extra, h * w->width_ns, now);
+			return 1;
 		}
+		if (TAG_OF(s) != SLUICE__LO32(h) || (s & SLUICE__SLOT_SEALED))
+			return -1;
+	}
+}
+
+/*
+ * The lease was short: take n (and maybe a new lease) from the bucket in
+ * one CAS, or refuse from reads alone.  Called with n in 1..limit.
+ */
+int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
+                              sluice_decision_t *d)
+{
+	for (;;) {
+		uint64_t c, s;
+		uint64_t h = ready_head(w, now, &c, &s);
+		struct sluice_window_cell *cell = &w->cells[sluice_cpu() & w->cell_mask];
+		/* refilled meanwhile, or the fast path saw an older head */
+		if (sluice__window_lease_spend(w, cell, n, h, now, d))
+			return 1;
+		uint64_t v = atomic_load_explicit(&cell->word, memory_order_relaxed);
+		if (TAG_OF(v) == SLUICE__LO32(h) && (v & 0xffffffffu) >= n)
+			continue; /* refilled since: spend it */
+		if (TAG_OF(v) != SLUICE__LO32(h) &&
+		    atomic_load_explicit(&w->head, memory_order_acquire) != h)
+			continue; /* the cell may hold a newer epoch: look again */
+		int rc = bucket_take(w, n, now, d, h, c, s, cell, v);
+		if (rc >= 0)
+			return rc;
 	}
 }
 

@@ -255,6 +255,25 @@ static inline int sluice__window_open(uint64_t c, uint64_t s, uint64_t h)
 	return ((((c ^ tag) | (s ^ tag)) >> 32) | (s & SLUICE__SLOT_SEALED)) == 0;
 }
 
+/* private: spend n permits of epoch h from @cell's lease; 0 when it holds
+ * fewer (or another epoch's). */
+static inline int sluice__window_lease_spend(sluice_window_t *w, struct sluice_window_cell *cell,
+                                             uint64_t n, uint64_t h, uint64_t now,
+                                             sluice_decision_t *d)
+{
+	uint64_t v = atomic_load_explicit(&cell->word, memory_order_relaxed);
+	while ((v >> 32) == SLUICE__TAG(h) && (v & 0xffffffffu) >= n) {
+		if (atomic_compare_exchange_weak_explicit(&cell->word, &v, v - n,
+		                                          memory_order_relaxed,
+		                                          memory_order_relaxed)) {
+			if (d)
+				sluice__window_fill_leased(w, d, cell, h, now);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* private: EXACT with leases, inline; see the GUARANTEES above. */
 static inline int sluice__window_acquire_leased(sluice_window_t *w, uint64_t n, uint64_t now,
                                                 sluice_decision_t *d)
@@ -266,17 +285,8 @@ static inline int sluice__window_acquire_leased(sluice_window_t *w, uint64_t n, 
 	if (SLUICE_UNLIKELY(now - start >= w->width_ns))
 		return sluice__window_acquire_slow(w, n, now, d);
 	/* Spend from this CPU's lease if it holds n permits of h. */
-	struct sluice_window_cell *cell = &w->cells[sluice_cpu() & w->cell_mask];
-	uint64_t v = atomic_load_explicit(&cell->word, memory_order_relaxed);
-	while ((v >> 32) == SLUICE__TAG(h) && (v & 0xffffffffu) >= n) {
-		if (atomic_compare_exchange_weak_explicit(&cell->word, &v, v - n,
-		                                          memory_order_relaxed,
-		                                          memory_order_relaxed)) {
-			if (d)
-				sluice__window_fill_leased(w, d, cell, h, now);
-			return 1;
-		}
-	}
+	if (sluice__window_lease_spend(w, &w->cells[sluice_cpu() & w->cell_mask], n, h, now, d))
+		return 1;
 	/* Short: refuse from reads alone, or take a new lease. */
 	uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
 	uint64_t s = atomic_load_explicit(&w->slots[h & w->mask], memory_order_relaxed);
