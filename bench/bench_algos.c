@@ -513,7 +513,9 @@ static _Thread_local sluice_decision_t *cur_d;
 #define FAM_D(fam)                                                              \
 	static inline int fam##_call_d(uint64_t now) { return fam##_call(now, cur_d); }
 
-#define BASE_FAMILY(fam, CALL, AFTER)                                           \
+/* A family's three baselines.  AFTER runs after an admission under the
+ * mutex styles, SPIN_AFTER under the spinlock (in-flight's release). */
+#define BASE_FAMILY(fam, CALL, AFTER, SPIN_AFTER)                               \
 	static inline int fam##_call(uint64_t now, sluice_decision_t *d)       \
 	{                                                                      \
 		return CALL;                                                   \
@@ -532,7 +534,7 @@ static _Thread_local sluice_decision_t *cur_d;
 	static uint64_t loop_spin_##fam(void)                                  \
 	{                                                                      \
 		int rc_m;                                                      \
-		LOOP_BODY(SPIN_DECIDE(fam##_call_d), AFTER)                    \
+		LOOP_BODY(SPIN_DECIDE(fam##_call_d), SPIN_AFTER)               \
 	}
 
 /* in-flight: the release takes the lock again, as it would in a server */
@@ -549,31 +551,14 @@ static _Thread_local sluice_decision_t *cur_d;
 		ck_spinlock_fas_unlock(&g.spin);                               \
 	} while (0)
 
-BASE_FAMILY(fixed, base_fixed_decide(&g.b_fixed, now, d), NOTHING)
-BASE_FAMILY(ring, base_ring_decide(&g.b_ring, now, d), NOTHING)
-BASE_FAMILY(gcra, base_gcra_decide(&g.b_gcra, now, d), NOTHING)
-BASE_FAMILY(log, base_log_decide(&g.b_log, now, d), NOTHING)
-BASE_FAMILY(warmup, sluice_warmup_acquire_at(&g.warmup, 1, now, d), NOTHING)
-BASE_FAMILY(decay, sluice_decay_acquire_at(&g.decay, 1, now, d), NOTHING)
-BASE_FAMILY(composite, base_composite_decide(&g.b_composite, now, d), NOTHING)
-
-/* in-flight needs its own release per lock style */
-static inline int inflight_call_d(uint64_t now) { return base_inflight_decide(&g.b_inflight, now, cur_d); }
-static uint64_t loop_mutex_inflight(void)
-{
-	int rc_m;
-	LOOP_BODY(MUTEX_DECIDE(inflight_call_d, mono_ns()), BASE_RELEASE)
-}
-static uint64_t loop_mutex_cached_inflight(void)
-{
-	int rc_m;
-	LOOP_BODY(MUTEX_DECIDE(inflight_call_d, sluice_clock_cached_ns()), BASE_RELEASE)
-}
-static uint64_t loop_spin_inflight(void)
-{
-	int rc_m;
-	LOOP_BODY(SPIN_DECIDE(inflight_call_d), SPIN_RELEASE)
-}
+BASE_FAMILY(fixed, base_fixed_decide(&g.b_fixed, now, d), NOTHING, NOTHING)
+BASE_FAMILY(ring, base_ring_decide(&g.b_ring, now, d), NOTHING, NOTHING)
+BASE_FAMILY(gcra, base_gcra_decide(&g.b_gcra, now, d), NOTHING, NOTHING)
+BASE_FAMILY(log, base_log_decide(&g.b_log, now, d), NOTHING, NOTHING)
+BASE_FAMILY(warmup, sluice_warmup_acquire_at(&g.warmup, 1, now, d), NOTHING, NOTHING)
+BASE_FAMILY(decay, sluice_decay_acquire_at(&g.decay, 1, now, d), NOTHING, NOTHING)
+BASE_FAMILY(composite, base_composite_decide(&g.b_composite, now, d), NOTHING, NOTHING)
+BASE_FAMILY(inflight, base_inflight_decide(&g.b_inflight, now, d), BASE_RELEASE, SPIN_RELEASE)
 
 /* ---- series -------------------------------------------------------------- */
 

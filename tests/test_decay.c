@@ -27,6 +27,8 @@
 #include "sluice/decay.h"
 #include "sluice/error.h"
 
+#include "test_rng.h"
+
 #define US 1000ULL
 #define MS 1000000ULL
 #define SEC 1000000000ULL
@@ -102,14 +104,6 @@ static void model_add(struct model *m, uint64_t t, uint64_t n)
 	m->sum += (long double)n;
 }
 
-static uint64_t rng_state;
-static uint64_t rnd(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
 
 /* ---- the guarantee, directly ----------------------------------------------- */
 

@@ -19,6 +19,8 @@
 #include "sluice/error.h"
 #include "sluice/gcra.h"
 
+#include "test_rng.h"
+
 #define US 1000ULL
 #define MS 1000000ULL
 #define SEC 1000000000ULL
@@ -39,14 +41,6 @@ static void make(sluice_gcra_t *g, uint64_t rate, uint64_t period, uint64_t burs
 	cr_assert_eq(rc, 0, "init: %s", sluice_strerror(rc));
 }
 
-static uint64_t rng_state;
-static uint64_t rnd(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
 
 static uint64_t sat_add(uint64_t a, uint64_t b)
 {

@@ -20,6 +20,8 @@
 
 #include "sluice/sluice.h"
 
+#include "test_rng.h"
+
 #define MS 1000000ULL
 #define SEC 1000000000ULL
 
@@ -33,14 +35,6 @@ TestSuite(keyed, .timeout = 60);
 
 static sluice_clock_t mclock;
 
-static uint64_t rng_state;
-static uint64_t rnd(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
 
 static void make(sluice_keyed_t *k, sluice_keyed_config_t c)
 {

@@ -21,6 +21,8 @@
 #include "sluice/error.h"
 #include "sluice/leaky.h"
 
+#include "test_rng.h"
+
 #define US 1000ULL
 #define MS 1000000ULL
 #define SEC 1000000000ULL
@@ -39,14 +41,6 @@ static void make(sluice_leaky_t *l, uint64_t rate, sluice_leaky_mode_t mode, uin
 	cr_assert_eq(rc, 0, "init: %s", sluice_strerror(rc));
 }
 
-static uint64_t rng_state;
-static uint64_t rnd(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
 
 /* ---- nginx limit_req, nodelay, in exact ns ------------------------------ */
 

@@ -21,6 +21,8 @@
 #include "sluice/error.h"
 #include "sluice/log.h"
 
+#include "test_rng.h"
+
 #define US 1000ULL
 #define MS 1000000ULL
 #define SEC 1000000000ULL
@@ -121,14 +123,6 @@ static void model_remove(struct model *m, uint64_t n, uint64_t ta)
 	m->n -= n;
 }
 
-static uint64_t rng_state;
-static uint64_t rnd(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
 
 static void assert_same(int step, int got, int want, const sluice_decision_t *g,
                         const sluice_decision_t *w)

@@ -24,6 +24,8 @@
 #include "sluice/error.h"
 #include "sluice/warmup.h"
 
+#include "test_rng.h"
+
 #define US 1000ULL
 #define MS 1000000ULL
 #define SEC 1000000000ULL
@@ -585,14 +587,6 @@ static long double model_cost(const struct model *m, long double n, long double 
 	return n * m->I + extra;
 }
 
-static uint64_t rng_state;
-static uint64_t rnd(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
 
 struct schedule {
 	uint64_t rate, period, warmup, start, seed;

@@ -16,6 +16,8 @@
 
 #include "sluice/sluice.h"
 
+#include "test_rng.h"
+
 #define MS 1000000ULL
 #define SEC 1000000000ULL
 
@@ -139,14 +141,6 @@ static int model_acquire(struct model *m, uint64_t n, uint64_t now, uint64_t *re
 	return 0;
 }
 
-static uint64_t rng_state;
-static uint64_t rnd(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
 
 struct schedule {
 	uint64_t limit, window_ns, start_ns;
