@@ -92,6 +92,14 @@ void stress_parse(int argc, char **argv, struct stress_opts *o, const char *usag
 
 /* Strict number parsing for --key=value options: 0, or -1 if not a number. */
 int stress_u64(const char *v, uint64_t *out);
+
+/* A program's numeric options: --key=value sets *val.  A table ends with a
+ * NULL key; stress_u64_opts() is an `opt` for stress_parse() over it. */
+struct stress_u64_opt {
+	const char *key;
+	uint64_t *val;
+};
+int stress_u64_opts(const struct stress_u64_opt *table, const char *key, const char *v);
 int stress_f64(const char *v, double *out);
 
 /* Exit 2 with a message: a bad parameter or a failed init. */

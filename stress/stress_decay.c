@@ -44,13 +44,15 @@ static const char usage[] =
 static uint64_t limit = 50, half_life_us = 10000;
 static sluice_decay_t decay;
 
+static const struct stress_u64_opt options[] = {
+	{ "limit", &limit },
+	{ "half-life-us", &half_life_us },
+	{ NULL, NULL },
+};
+
 static int opt(const char *key, const char *val)
 {
-	if (strcmp(key, "limit") == 0)
-		return stress_u64(val, &limit);
-	if (strcmp(key, "half-life-us") == 0)
-		return stress_u64(val, &half_life_us);
-	return -1;
+	return stress_u64_opts(options, key, val);
 }
 
 static int step(struct stress_worker *w)

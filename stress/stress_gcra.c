@@ -40,15 +40,16 @@ static const char usage[] =
 static uint64_t rate = 50000, burst = 20, cancel_every = 8, interval;
 static sluice_gcra_t gcra;
 
+static const struct stress_u64_opt options[] = {
+	{ "rate", &rate },
+	{ "burst", &burst },
+	{ "cancel-every", &cancel_every },
+	{ NULL, NULL },
+};
+
 static int opt(const char *key, const char *val)
 {
-	if (strcmp(key, "rate") == 0)
-		return stress_u64(val, &rate);
-	if (strcmp(key, "burst") == 0)
-		return stress_u64(val, &burst);
-	if (strcmp(key, "cancel-every") == 0)
-		return stress_u64(val, &cancel_every);
-	return -1;
+	return stress_u64_opts(options, key, val);
 }
 
 static int step(struct stress_worker *w)

@@ -44,6 +44,14 @@ void stress_check_init(const char *what, int rc)
 		stress_die("%s: %s (%s)", what, sluice_strerror(rc), sluice_err_name(rc));
 }
 
+int stress_u64_opts(const struct stress_u64_opt *table, const char *key, const char *v)
+{
+	for (; table->key; table++)
+		if (strcmp(table->key, key) == 0)
+			return stress_u64(v, table->val);
+	return -1;
+}
+
 int stress_u64(const char *v, uint64_t *out)
 {
 	char *end;

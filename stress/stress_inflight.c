@@ -42,13 +42,15 @@ static uint64_t limit = 3, hold = 256, n_max;
 static sluice_inflight_t inflight;
 static _Atomic uint64_t observed; /* slots the workers say they hold */
 
+static const struct stress_u64_opt options[] = {
+	{ "limit", &limit },
+	{ "hold", &hold },
+	{ NULL, NULL },
+};
+
 static int opt(const char *key, const char *val)
 {
-	if (strcmp(key, "limit") == 0)
-		return stress_u64(val, &limit);
-	if (strcmp(key, "hold") == 0)
-		return stress_u64(val, &hold);
-	return -1;
+	return stress_u64_opts(options, key, val);
 }
 
 /* The observer: enter returns the level reached, *max keeps the highest.

@@ -31,13 +31,15 @@ static const char usage[] =
 static uint64_t limit = 100, window_ms = 10;
 static sluice_log_t lg;
 
+static const struct stress_u64_opt options[] = {
+	{ "limit", &limit },
+	{ "window-ms", &window_ms },
+	{ NULL, NULL },
+};
+
 static int opt(const char *key, const char *val)
 {
-	if (strcmp(key, "limit") == 0)
-		return stress_u64(val, &limit);
-	if (strcmp(key, "window-ms") == 0)
-		return stress_u64(val, &window_ms);
-	return -1;
+	return stress_u64_opts(options, key, val);
 }
 
 static int step(struct stress_worker *w)

@@ -56,17 +56,17 @@ static uint64_t rate = 20000, warmup_us = 5000, active_ms = 20, idle_ms = 10;
 static uint64_t period = 1000000000ULL, max_delay, cycle_ns, t0;
 static sluice_warmup_t warm;
 
+static const struct stress_u64_opt options[] = {
+	{ "rate", &rate },
+	{ "warmup-us", &warmup_us },
+	{ "active-ms", &active_ms },
+	{ "idle-ms", &idle_ms },
+	{ NULL, NULL },
+};
+
 static int opt(const char *key, const char *val)
 {
-	if (strcmp(key, "rate") == 0)
-		return stress_u64(val, &rate);
-	if (strcmp(key, "warmup-us") == 0)
-		return stress_u64(val, &warmup_us);
-	if (strcmp(key, "active-ms") == 0)
-		return stress_u64(val, &active_ms);
-	if (strcmp(key, "idle-ms") == 0)
-		return stress_u64(val, &idle_ms);
-	return -1;
+	return stress_u64_opts(options, key, val);
 }
 
 /* Sleep through the idle part of the cycle (checked every 64 decisions:
