@@ -227,6 +227,31 @@ static void seal_and_fold(sluice_window_t *w, uint64_t h)
 }
 
 /* Steps 2, 3, 5 for h, then 6: head h -> e. */
+/*
+ * Leases are tagged with 32 bits of their epoch, and a cell keeps its lease
+ * until its CPU takes another: a CPU that stops deciding on this window
+ * leaves permits that epoch h + 2^32 would take for its own.  So whenever
+ * head crosses a multiple of 2^31 epochs (every tag then in a cell is at
+ * least one crossing old, or current), empty every cell first.  This runs
+ * before the head CAS that is a release, and lease spends load head with
+ * acquire, so a decision that sees the new head sees the empty cells.
+ * What it empties is lost (under-admission, once per 2^31 buckets).
+ */
+static void lease_sweep(sluice_window_t *w, uint64_t h, uint64_t e)
+{
+	if (!w->lease || ((h ^ e) >> 31) == 0)
+		return;
+	for (uint32_t i = 0; i <= w->cell_mask; i++) {
+		_Atomic uint64_t *cell = &w->cells[i].word;
+		uint64_t v = atomic_load_explicit(cell, memory_order_relaxed);
+		while ((v & 0xffffffffu) &&
+		       !atomic_compare_exchange_weak_explicit(cell, &v, v & ~0xffffffffULL,
+		                                              memory_order_relaxed,
+		                                              memory_order_relaxed))
+			;
+	}
+}
+
 static void advance(sluice_window_t *w, uint64_t h, uint64_t e)
 {
 	uint64_t c = atomic_load_explicit(&w->cur, memory_order_acquire);
@@ -236,8 +261,10 @@ static void advance(sluice_window_t *w, uint64_t h, uint64_t e)
 	if (TAG_OF(s) != SLUICE__LO32(h))
 		open_slot(w, h, s);
 	seal_and_fold(w, h);
-	/* Release: publishes the folded count of h (and everything before)
-	 * to the acquire loads of head in open_cur() and the slow path. */
+	lease_sweep(w, h, e);
+	/* Release: publishes the folded count of h (and everything before,
+	 * the lease sweep included) to the acquire loads of head in
+	 * open_cur(), the slow path and the lease fast path. */
 	atomic_compare_exchange_strong_explicit(&w->head, &h, e, memory_order_release,
 	                                        memory_order_relaxed);
 }

@@ -551,3 +551,24 @@ Test(window, lease_refund)
 	cr_assert_eq(sluice_window_acquire_at(&w, 1, 170 * MS, &d), 0);
 	sluice_window_destroy(&w);
 }
+
+/* A CPU that stops deciding keeps its lease; 2^32 epochs later the 32-bit
+ * tag matches again.  The sweep at every 2^31-epoch crossing must have
+ * emptied it, so the window still admits at most L. */
+Test(window, idle_lease_cannot_pass_for_a_wrapped_epoch)
+{
+	sluice_window_t w;
+	make_leased(&w, 100, 1000, 1, SLUICE_EXACT, 64);
+	pin_to_this_cpu();
+	cr_assert_eq(sluice_window_acquire_at(&w, 1, 1000, NULL), 1); /* epoch 1 */
+	uint64_t wrapped = (1ULL << 32) + 1;                          /* same tag */
+	(void)sluice_window_count_at(&w, (1ULL << 32) * 1000);        /* head moves */
+	uint64_t admitted = 0;
+	for (int i = 0; i < 1000; i++)
+		admitted += (uint64_t)sluice_window_acquire_at(&w, 1, wrapped * 1000, NULL);
+	cr_assert_leq(admitted, 100, "epoch 2^32 + 1 admitted %llu with L = 100",
+	              (unsigned long long)admitted);
+	cr_assert_eq(admitted, 100, "and every permit of it (got %llu)",
+	             (unsigned long long)admitted);
+	sluice_window_destroy(&w);
+}

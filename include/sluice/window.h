@@ -43,7 +43,10 @@
  *     window is full loses nothing: it spends each lease before taking the
  *     next, and the takes near the limit are exact.
  *     A refusal reads the bucket and the cell and writes nothing, so
- *     deny-mostly traffic leaves every shared line shared.
+ *     deny-mostly traffic leaves every shared line shared.  Cells tag
+ *     leases with 32 bits of the epoch, so every cell is emptied when head
+ *     crosses a multiple of 2^31 epochs: an idle CPU's old lease can never
+ *     pass for epoch h + 2^32's (what the sweep empties is lost).
  *
  *   NOT GUARANTEED, in either mode (the worst case, not the friendly one):
  *   the ring bounds bucket-aligned windows only.  An arbitrary interval of
@@ -280,7 +283,9 @@ static inline int sluice__window_acquire_leased(sluice_window_t *w, uint64_t n, 
 {
 	if (SLUICE_UNLIKELY(n - 1 >= w->limit))
 		return sluice__window_acquire_slow(w, n, now, d);
-	uint64_t h = atomic_load_explicit(&w->head, memory_order_relaxed);
+	/* Acquire: pairs with the release CAS that moved head, after which
+	 * cells swept at a 2^31-epoch crossing are seen empty (window.c). */
+	uint64_t h = atomic_load_explicit(&w->head, memory_order_acquire);
 	uint64_t start = h * w->width_ns;
 	if (SLUICE_UNLIKELY(now - start >= w->width_ns))
 		return sluice__window_acquire_slow(w, n, now, d);
