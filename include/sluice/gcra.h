@@ -339,6 +339,11 @@ static inline int sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t 
 	uint64_t T = atomic_load_explicit(&p->interval, memory_order_acquire);
 	uint64_t tau = atomic_load_explicit(&p->tau, memory_order_acquire);
 	uint64_t burst = atomic_load_explicit(&p->burst, memory_order_acquire);
+	uint64_t recip = 0, shift = 0; /* before the CAS: one parameter set */
+	if (d) {
+		recip = atomic_load_explicit(&p->recip, memory_order_acquire);
+		shift = atomic_load_explicit(&p->shift, memory_order_acquire);
+	}
 	uint64_t base = a > now ? a : now;
 	uint64_t need = n * T; /* used only once n <= b is known: no overflow */
 	if (SLUICE_LIKELY(a <= SLUICE_GCRA_TIME_MAX && n - 1 < burst &&
@@ -350,10 +355,7 @@ static inline int sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t 
 			uint64_t credit = tau - lag, top = SLUICE_GCRA_TIME_MAX - tat;
 			d->allowed = 1;
 			d->limit = burst;
-			d->remaining = sluice__gcra_div(
-				credit < top ? credit : top,
-				atomic_load_explicit(&p->recip, memory_order_acquire),
-				atomic_load_explicit(&p->shift, memory_order_acquire));
+			d->remaining = sluice__gcra_div(credit < top ? credit : top, recip, shift);
 			d->retry_after_ns = 0;
 			d->reset_ns = lag;
 			d->now_ns = now;
@@ -452,7 +454,8 @@ SLUICE_API uint64_t sluice_gcra_remaining(sluice_gcra_t *g);
  * a control-path operation, not for decision paths.  No allocation.
  * Return: 0; -SLUICE_EINVAL (NULL); set_rate: -SLUICE_ERATE as init, and
  * when the new T makes b * T exceed SLUICE_GCRA_SPAN_MAX; set_burst:
- * -SLUICE_EBURST as init.  Nothing changes on error.
+ * -SLUICE_EBURST as init; both: -SLUICE_ERESOLUTION when the new b * T is
+ * below the clock's resolution (LIMITS).  Nothing changes on error.
  */
 SLUICE_API int sluice_gcra_set_rate_at(sluice_gcra_t *g, uint64_t rate, uint64_t period_ns,
                                        uint64_t now);

@@ -55,7 +55,9 @@
  * reset_ns = ns until the bucket is empty (the shaper's queue drained).
  *
  * LIMITS: rate >= 1, period_ns >= rate (T >= 1 ns) (-SLUICE_ERATE); meter:
- * (D + 1) * T <= SLUICE_GCRA_SPAN_MAX (-SLUICE_EBURST) and max_delay_ns = 0
+ * (D + 1) * T <= SLUICE_GCRA_SPAN_MAX (-SLUICE_EBURST), (D + 1) * T >= the
+ * clock's resolution (-SLUICE_ERESOLUTION: a smaller bucket would pass at
+ * most D + 1 per clock step, below the rate; gcra.h) and max_delay_ns = 0
  * (-SLUICE_EDELAY: a meter does not queue); shaper: max_delay_ns <=
  * SLUICE_GCRA_SPAN_MAX (-SLUICE_EDELAY) and depth = 0 (-SLUICE_EBURST: the
  * queue is given as a time).  n in 1..D+1 (meter), n = 1 (shaper: a request
@@ -99,7 +101,8 @@ typedef struct sluice_leaky {
 /*
  * sluice_leaky_init - validate @cfg and set up @l (caller-allocated), empty.
  * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_EMODE, -SLUICE_ECLOCK,
- * -SLUICE_ERATE, -SLUICE_EBURST, -SLUICE_EDELAY (see LIMITS).
+ * -SLUICE_ERATE, -SLUICE_EBURST, -SLUICE_EDELAY, -SLUICE_ERESOLUTION (meter
+ * only: (D + 1) * T below the clock's resolution) (see LIMITS).
  * On error @l is untouched.  No allocation; not thread-safe for the same @l.
  */
 SLUICE_API int sluice_leaky_init(sluice_leaky_t *l, const sluice_leaky_config_t *cfg);
