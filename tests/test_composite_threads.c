@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "sluice/sluice.h"
+#include "test_pace.h"
 
 #define HOUR (3600ULL * 1000000000ULL)
 #define OPS 20000
@@ -189,15 +190,7 @@ static void *clock_mover(void *arg)
 			sluice_clock_manual_set(&mclock, now - x % (2 * W1));
 		else
 			sluice_clock_manual_advance(&mclock, x % (W1 / 2));
-		uint64_t before = 0, after;
-		for (int k = 0; k < nmovers; k++)
-			before += atomic_load_explicit(&movers[k].decisions, memory_order_relaxed);
-		do {
-			sched_yield();
-			after = 0;
-			for (int k = 0; k < nmovers; k++)
-				after += atomic_load_explicit(&movers[k].decisions, memory_order_relaxed);
-		} while (after < before + 4 * (uint64_t)nmovers);
+		PACE_WAIT(movers, nmovers);
 	}
 	atomic_store_explicit(&moving, 0, memory_order_relaxed);
 	return NULL;

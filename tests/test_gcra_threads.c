@@ -31,6 +31,7 @@
 
 #include "sluice/error.h"
 #include "sluice/gcra.h"
+#include "test_pace.h"
 
 #define T1 1000ULL  /* ns per permit */
 #define B1 64u      /* burst: big, so full buckets are drained by racing admissions */
@@ -194,16 +195,7 @@ static void *clock_main(void *arg)
 		}
 		/* pace: wait until the deciders made a few decisions at this
 		 * time, so the run is bounded whatever the scheduler does */
-		uint64_t before = 0, after;
-		for (int k = 0; k < ndeciders; k++)
-			before += atomic_load_explicit(&deciders[k].decisions, memory_order_relaxed);
-		do {
-			sched_yield();
-			after = 0;
-			for (int k = 0; k < ndeciders; k++)
-				after += atomic_load_explicit(&deciders[k].decisions,
-				                              memory_order_relaxed);
-		} while (after < before + 4 * (uint64_t)ndeciders);
+		PACE_WAIT(deciders, ndeciders);
 	}
 	atomic_store_explicit(&running, 0, memory_order_relaxed);
 	return NULL;

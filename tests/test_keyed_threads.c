@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "sluice/sluice.h"
+#include "test_pace.h"
 
 #define SEC 1000000000ULL
 
@@ -183,16 +184,7 @@ static void *clock_main(void *arg)
 			sluice_clock_manual_set(&mclock, now - r % (3 * step));
 		else
 			sluice_clock_manual_advance(&mclock, r % step);
-		uint64_t before = 0, after;
-		for (int k = 0; k < ndeciders; k++)
-			before += atomic_load_explicit(&deciders[k].decisions, memory_order_relaxed);
-		do {
-			sched_yield();
-			after = 0;
-			for (int k = 0; k < ndeciders; k++)
-				after += atomic_load_explicit(&deciders[k].decisions,
-				                              memory_order_relaxed);
-		} while (after < before + 4 * (uint64_t)ndeciders);
+		PACE_WAIT(deciders, ndeciders);
 	}
 	atomic_store_explicit(&running, 0, memory_order_relaxed);
 	return NULL;

@@ -24,6 +24,7 @@
 
 #include "sluice/error.h"
 #include "sluice/log.h"
+#include "test_pace.h"
 
 #define WINDOW 4000ULL /* ns */
 #define LIMIT 16u
@@ -103,16 +104,7 @@ static void *clock_main(void *arg)
 			sluice_clock_manual_advance(&mclock, x % (WINDOW / 8));
 		/* pace: wait until the deciders made a few decisions at this
 		 * time, so the run is bounded whatever the scheduler does */
-		uint64_t before = 0, after;
-		for (int k = 0; k < ndeciders; k++)
-			before += atomic_load_explicit(&deciders[k].decisions, memory_order_relaxed);
-		do {
-			sched_yield();
-			after = 0;
-			for (int k = 0; k < ndeciders; k++)
-				after += atomic_load_explicit(&deciders[k].decisions,
-				                              memory_order_relaxed);
-		} while (after < before + 4 * (uint64_t)ndeciders);
+		PACE_WAIT(deciders, ndeciders);
 	}
 	atomic_store_explicit(&running, 0, memory_order_relaxed);
 	return NULL;

@@ -24,6 +24,7 @@
 #include "sluice/error.h"
 #include "sluice/warmup.h"
 
+#include "test_pace.h"
 #include "test_rng.h"
 
 #define US 1000ULL
@@ -797,16 +798,7 @@ static void *tclock_main(void *arg)
 			sluice_clock_manual_set(&mclock, now - x % (3 * US));
 		else
 			sluice_clock_manual_advance(&mclock, x % US);
-		uint64_t before = 0, after;
-		for (int k = 0; k < ntdeciders; k++)
-			before += atomic_load_explicit(&tdeciders[k].decisions, memory_order_relaxed);
-		do {
-			sched_yield();
-			after = 0;
-			for (int k = 0; k < ntdeciders; k++)
-				after += atomic_load_explicit(&tdeciders[k].decisions,
-				                              memory_order_relaxed);
-		} while (after < before + 4 * (uint64_t)ntdeciders);
+		PACE_WAIT(tdeciders, ntdeciders);
 	}
 	atomic_store_explicit(&trunning, 0, memory_order_relaxed);
 	return NULL;
