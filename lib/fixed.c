@@ -13,6 +13,7 @@
  */
 #include "sluice/error.h"
 #include "sluice/fixed.h"
+#include "pair_internal.h"
 
 size_t sluice_fixed_size(void)
 {
@@ -38,21 +39,73 @@ int sluice_fixed_init(sluice_fixed_t *f, const sluice_fixed_config_t *cfg)
 	f->clock = clock;
 	atomic_init(&f->head, 0);
 	atomic_init(&f->word, 0); /* epoch 0, count 0 */
+	atomic_init(&f->epoch, 0);
 	return 0;
 }
 
 uint64_t sluice__fixed_advance(sluice_fixed_t *f, uint64_t now)
 {
 	uint64_t e = now / f->window_ns;
-	uint64_t h = atomic_load_explicit(&f->head, memory_order_relaxed);
+	uint64_t h = atomic_load_explicit(&f->head, memory_order_acquire);
 	/* Move head forward to e unless someone already moved it further.
-	 * Relaxed: head carries no data besides itself; the count word is
-	 * validated against it on every use. */
+	 * Release: pairs with the acquire loads of head on the decision
+	 * paths, which then see the word opened before (nothing is, today:
+	 * the word is opened after head; the release costs nothing on x86
+	 * and keeps head's modification order a release sequence). */
 	while (h < e &&
-	       !atomic_compare_exchange_weak_explicit(&f->head, &h, e, memory_order_relaxed,
-	                                              memory_order_relaxed))
+	       !atomic_compare_exchange_weak_explicit(&f->head, &h, e, memory_order_release,
+	                                              memory_order_acquire))
 		;
 	return h < e ? e : h;
+}
+
+/*
+ * The slow path: a reading past head's window, or a word still counting an
+ * older window.  Opening the word for epoch h is one double-width CAS of
+ * (word, epoch): it fails if the pair changed at all since it was read, and
+ * it only ever raises the epoch, so a thread that read head long ago can
+ * never open (and count into) a window that was already opened.  Every
+ * retry follows a CAS another thread won, or a head that moved on.
+ */
+int sluice__fixed_acquire_slow(sluice_fixed_t *f, uint64_t n, uint64_t now, sluice_decision_t *d)
+{
+	for (;;) {
+		uint64_t h = atomic_load_explicit(&f->head, memory_order_acquire);
+		if (now - h * f->window_ns >= f->window_ns && now / f->window_ns > h)
+			h = sluice__fixed_advance(f, now);
+		uint64_t w = atomic_load_explicit(&f->word, memory_order_acquire);
+		uint64_t e = atomic_load_explicit(&f->epoch, memory_order_acquire);
+		if (e == h && (w >> 32) == (h & 0xffffffffu)) {
+			uint64_t count = w & 0xffffffffu;
+			if (count + n > f->limit) {
+				if (d)
+					sluice__fixed_fill(f, d, 0, count, h, now);
+				return 0;
+			}
+			/* Acquire on success: as on the fast path. */
+			if (!atomic_compare_exchange_strong_explicit(&f->word, &w, w + n,
+			                                             memory_order_acquire,
+			                                             memory_order_relaxed))
+				continue;
+			if (atomic_load_explicit(&f->head, memory_order_relaxed) - h >= (1ULL << 32)) {
+				if (d)
+					sluice__fixed_fill(f, d, 0, f->limit, h, now);
+				return 0; /* stalled across 2^32 windows: see fixed.h */
+			}
+			if (d)
+				sluice__fixed_fill(f, d, 1, count + n, h, now);
+			return 1;
+		}
+		if (e >= h)
+			continue; /* a newer window's word (head moved), or a torn read */
+		/* Full barrier (the release the acquire loads of word pair with).
+		 * n <= L <= 2^32 - 1, so n fits the count. */
+		if (sluice__pair_cas(&f->word, w, e, ((h & 0xffffffffu) << 32) | n, h)) {
+			if (d)
+				sluice__fixed_fill(f, d, 1, n, h, now);
+			return 1;
+		}
+	}
 }
 
 int sluice__fixed_bad_n(const sluice_fixed_t *f, uint64_t n, uint64_t now, sluice_decision_t *d)
@@ -68,15 +121,25 @@ int sluice_fixed_refund_at(sluice_fixed_t *f, uint64_t n, const sluice_decision_
 	if (!f || !admitted || !admitted->allowed || n == 0)
 		return -SLUICE_EINVAL; /* nothing was taken by a refusal */
 	uint64_t e = admitted->now_ns / f->window_ns;
-	uint64_t w = atomic_load_explicit(&f->word, memory_order_relaxed);
+	/* Acquire: as on the decision paths. */
+	uint64_t h = atomic_load_explicit(&f->head, memory_order_acquire);
+	if (e > h)
+		return -SLUICE_EINVAL; /* later than any window opened: not ours */
+	if (e < h)
+		return 0; /* that window is over: its permits count no more */
 	for (;;) {
+		uint64_t w = atomic_load_explicit(&f->word, memory_order_acquire);
+		uint64_t we = atomic_load_explicit(&f->epoch, memory_order_acquire);
+		if (we > e)
+			return 0; /* a later window opened: e is over */
+		if (we < e)
+			return -SLUICE_EINVAL; /* e never opened: no admission in it */
 		if ((w >> 32) != (e & 0xffffffffu))
-			return 0; /* that window is over: its permits count no more */
+			continue; /* the word was older than the epoch read: again */
 		if ((w & 0xffffffffu) < n)
 			return -SLUICE_EINVAL; /* more than was ever taken */
-		/* Relaxed, like acquire: the count word is self-contained. */
-		if (atomic_compare_exchange_weak_explicit(&f->word, &w, w - n, memory_order_relaxed,
-		                                          memory_order_relaxed))
+		/* Full barrier; fails only when the pair changed: look again. */
+		if (sluice__pair_cas(&f->word, w, e, w - n, e))
 			return 0;
 	}
 }

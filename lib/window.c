@@ -54,6 +54,7 @@
 #include "sluice/error.h"
 #include "sluice/stripe.h"
 #include "sluice/window.h"
+#include "pair_internal.h"
 
 #define TAG_OF(word) ((word) >> 32)
 #define BASE_MAX 0xffffffffULL
@@ -93,9 +94,9 @@ int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
 		return -SLUICE_ERESOLUTION;
 
 	uint32_t nslots = round_up_pow2(cfg->buckets);
-	size_t bytes = (sizeof(_Atomic uint64_t) * nslots + SLUICE_CACHELINE - 1) /
+	size_t bytes = (sizeof(struct sluice__window_slot) * nslots + SLUICE_CACHELINE - 1) /
 	               SLUICE_CACHELINE * SLUICE_CACHELINE;
-	_Atomic uint64_t *slots = aligned_alloc(SLUICE_CACHELINE, bytes);
+	struct sluice__window_slot *slots = aligned_alloc(SLUICE_CACHELINE, bytes);
 	if (!slots)
 		return -SLUICE_ENOMEM;
 	struct sluice_window_cell *cells = NULL;
@@ -110,15 +111,19 @@ int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
 		}
 		for (uint32_t i = 0; i < ncells; i++) {
 			atomic_init(&cells[i].word, 0); /* epoch 0, count 0 */
+			atomic_init(&cells[i].epoch, 0);
 			atomic_init(&cells[i].seen, UINT64_MAX); /* no snapshot */
 		}
 	}
 
 	/* Epoch 0 is the initial head, open and empty; every other slot holds
 	 * a sealed, empty bucket, exactly what a skipped epoch looks like. */
-	atomic_init(&slots[0], 0);
-	for (uint32_t i = 1; i < nslots; i++)
-		atomic_init(&slots[i], SLUICE__SLOT_SEALED | SLUICE__SLOT_FOLDED);
+	atomic_init(&slots[0].word, 0);
+	atomic_init(&slots[0].epoch, 0);
+	for (uint32_t i = 1; i < nslots; i++) {
+		atomic_init(&slots[i].word, SLUICE__SLOT_SEALED | SLUICE__SLOT_FOLDED);
+		atomic_init(&slots[i].epoch, 0); /* below every epoch it will hold */
+	}
 
 	w->limit = cfg->limit;
 	w->window_ns = cfg->window_ns;
@@ -151,7 +156,7 @@ void sluice_window_destroy(sluice_window_t *w)
  * skipped: nothing was admitted in it). */
 static uint64_t closed_own(const sluice_window_t *w, uint64_t y)
 {
-	uint64_t s = atomic_load_explicit(&w->slots[y & w->mask], memory_order_relaxed);
+	uint64_t s = atomic_load_explicit(&w->slots[y & w->mask].word, memory_order_relaxed);
 	return TAG_OF(s) == SLUICE__LO32(y) ? (s & SLUICE__SLOT_OWN) : 0;
 }
 
@@ -183,16 +188,18 @@ static void open_slot(sluice_window_t *w, uint64_t h, uint64_t s)
 		return;
 	/* s is older than h, so it is sealed (every epoch is sealed before
 	 * head leaves it, and init seals all but epoch 0's slot). */
-	uint64_t next = SLUICE__LO32(h) << 32;
-	/* Release pairs with the acquire slot loads in this file. */
-	atomic_compare_exchange_strong_explicit(&w->slots[h & w->mask], &s, next,
-	                                        memory_order_release, memory_order_relaxed);
+	struct sluice__window_slot *slot = &w->slots[h & w->mask];
+	uint64_t old_epoch = atomic_load_explicit(&slot->epoch, memory_order_relaxed);
+	/* Word and full epoch together (a full barrier, so also the release
+	 * the acquire slot loads in this file and the acquire CASes of the
+	 * decision paths pair with).  A torn read of the pair fails it. */
+	sluice__pair_cas(&slot->word, s, old_epoch, SLUICE__LO32(h) << 32, h);
 }
 
 /* Step 5: seal h's slot and make its own count final. */
 static void seal_and_fold(sluice_window_t *w, uint64_t h)
 {
-	_Atomic uint64_t *slot = &w->slots[h & w->mask];
+	_Atomic uint64_t *slot = &w->slots[h & w->mask].word;
 	uint64_t s = atomic_load_explicit(slot, memory_order_seq_cst);
 	for (;;) {
 		if (TAG_OF(s) != SLUICE__LO32(h) || (s & SLUICE__SLOT_FOLDED))
@@ -227,44 +234,18 @@ static void seal_and_fold(sluice_window_t *w, uint64_t h)
 }
 
 /* Steps 2, 3, 5 for h, then 6: head h -> e. */
-/*
- * Leases are tagged with 32 bits of their epoch, and a cell keeps its lease
- * until its CPU takes another: a CPU that stops deciding on this window
- * leaves permits that epoch h + 2^32 would take for its own.  So whenever
- * head crosses a multiple of 2^31 epochs (every tag then in a cell is at
- * least one crossing old, or current), empty every cell first.  This runs
- * before the head CAS that is a release, and lease spends load head with
- * acquire, so a decision that sees the new head sees the empty cells.
- * What it empties is lost (under-admission, once per 2^31 buckets).
- */
-static void lease_sweep(sluice_window_t *w, uint64_t h, uint64_t e)
-{
-	if (!w->lease || ((h ^ e) >> 31) == 0)
-		return;
-	for (uint32_t i = 0; i <= w->cell_mask; i++) {
-		_Atomic uint64_t *cell = &w->cells[i].word;
-		uint64_t v = atomic_load_explicit(cell, memory_order_relaxed);
-		while ((v & 0xffffffffu) &&
-		       !atomic_compare_exchange_weak_explicit(cell, &v, v & ~0xffffffffULL,
-		                                              memory_order_relaxed,
-		                                              memory_order_relaxed))
-			;
-	}
-}
-
 static void advance(sluice_window_t *w, uint64_t h, uint64_t e)
 {
 	uint64_t c = atomic_load_explicit(&w->cur, memory_order_acquire);
 	if (TAG_OF(c) != SLUICE__LO32(h))
 		open_cur(w, h, c);
-	uint64_t s = atomic_load_explicit(&w->slots[h & w->mask], memory_order_acquire);
+	uint64_t s = atomic_load_explicit(&w->slots[h & w->mask].word, memory_order_acquire);
 	if (TAG_OF(s) != SLUICE__LO32(h))
 		open_slot(w, h, s);
 	seal_and_fold(w, h);
-	lease_sweep(w, h, e);
-	/* Release: publishes the folded count of h (and everything before,
-	 * the lease sweep included) to the acquire loads of head in
-	 * open_cur(), the slow path and the lease fast path. */
+	/* Release: publishes the folded count of h (and everything before)
+	 * to the acquire loads of head in open_cur(), the slow path and the
+	 * fast paths. */
 	atomic_compare_exchange_strong_explicit(&w->head, &h, e, memory_order_release,
 	                                        memory_order_relaxed);
 }
@@ -296,7 +277,7 @@ static uint64_t ready_head(sluice_window_t *w, uint64_t now, uint64_t *cur_out,
 			open_cur(w, h, c);
 			continue;
 		}
-		uint64_t s = atomic_load_explicit(&w->slots[h & w->mask], memory_order_acquire);
+		uint64_t s = atomic_load_explicit(&w->slots[h & w->mask].word, memory_order_acquire);
 		if (TAG_OF(s) != SLUICE__LO32(h)) {
 			open_slot(w, h, s);
 			continue;
@@ -323,26 +304,20 @@ static uint64_t cells_count(const sluice_window_t *w, uint64_t h)
 	return sum;
 }
 
-/* Take back an add that raced with the seal.  If the cell moved on, the add
- * is gone already (or was counted by the sealer: a conservative miscount). */
-static void cell_undo(_Atomic uint64_t *cell, uint64_t h, uint64_t n)
-{
-	uint64_t v = atomic_load_explicit(cell, memory_order_relaxed);
-	while (TAG_OF(v) == SLUICE__LO32(h) && (v & 0xffffffffu) >= n) {
-		if (atomic_compare_exchange_weak_explicit(cell, &v, v - n, memory_order_relaxed,
-		                                          memory_order_relaxed))
-			return;
-	}
-}
-
 /*
  * STRIPED: read every cell, check, add to this CPU's cell, then confirm the
  * bucket was not sealed in between.  The add (seq_cst CAS) and the seal
  * (seq_cst CAS in seal_and_fold()) each precede a seq_cst load of the
  * other's location, so at least one side sees the other: either our
  * confirming load sees the bucket still open, and then the sealer's cell
- * scan will see our add, or we see it sealed, and then we take the add back
- * and decide again in the next epoch.  Every admission we report is folded.
+ * scan will see our add, or we see it sealed, and then we decide again in
+ * the next epoch.  The add that raced is left where it is, never taken
+ * back: taking it back would be a liberal write to a cell a stalled thread
+ * can no longer tell from a reused one.  It counts against h if the fold
+ * saw it (h is over: nothing more to admit there), and otherwise against
+ * nothing but a later epoch with the same 32-bit tag that finds the cell
+ * unrestarted (a conservative miscount).  Every admission we report is
+ * folded.
  */
 static int striped_acquire(sluice_window_t *w, uint64_t n, uint64_t now, sluice_decision_t *d)
 {
@@ -370,19 +345,24 @@ static int striped_acquire(sluice_window_t *w, uint64_t n, uint64_t now, sluice_
 		if (!atomic_compare_exchange_strong_explicit(cell, &v, next, memory_order_seq_cst,
 		                                             memory_order_relaxed))
 			continue; /* another thread on this CPU's cell: check again */
-		uint64_t s2 = atomic_load_explicit(&w->slots[h & w->mask], memory_order_seq_cst);
+		uint64_t s2 = atomic_load_explicit(&w->slots[h & w->mask].word, memory_order_seq_cst);
 		if (TAG_OF(s2) == SLUICE__LO32(h) && !(s2 & SLUICE__SLOT_SEALED)) {
+			/* The seq_cst CAS and load order like acquires: the
+			 * check sees any head a reused cell implies. */
+			if (SLUICE_UNLIKELY(!sluice__window_cas_was_current(w, h))) {
+				sluice__window_fill_stale(w, d, now);
+				return 0;
+			}
 			if (d)
 				sluice__window_fill_allowed(w, d, counted + n, h * w->width_ns, now);
 			return 1;
 		}
-		cell_undo(cell, h, n);
 	}
 }
 
 static int bucket_take(sluice_window_t *w, uint64_t n, uint64_t now, sluice_decision_t *d,
                        uint64_t h, uint64_t c, uint64_t s, struct sluice_window_cell *cell,
-                       uint64_t v);
+                       uint64_t v, uint64_t ev);
 
 int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
                                 sluice_decision_t *d)
@@ -400,7 +380,7 @@ int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
 	for (;;) {
 		uint64_t c, s;
 		uint64_t h = ready_head(w, now, &c, &s);
-		int rc = bucket_take(w, n, now, d, h, c, s, NULL, 0);
+		int rc = bucket_take(w, n, now, d, h, c, s, NULL, 0, 0);
 		if (rc >= 0)
 			return rc; /* else the epoch moved on: start over */
 	}
@@ -409,13 +389,25 @@ int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
 /*
  * Leases (EXACT mode, w->lease = B > 0).
  *
- * A cell holds tag32(epoch) | permits leased to this CPU in that epoch.
- * Invariant: every permit in a cell tagged h was added to h's bucket word
+ * A cell holds tag32(epoch) | permits leased to this CPU in that epoch,
+ * and beside it the full 64-bit epoch, written together with the word by
+ * the double-width CAS that deposits a lease (pair_internal.h).
+ * Invariant: every permit in a cell of epoch h was added to h's bucket word
  * (own) by the CAS that leased it, before it was deposited, and is spent
  * only by a decision whose epoch is h.  So admissions in h never exceed
- * own(h) and the EXACT bound carries over unchanged.  All of it is relaxed
- * for the same reason the EXACT path is: the bound is about counts in
- * single words, each changed only by CAS, not about ordering between them.
+ * own(h) and the EXACT bound carries over unchanged.
+ *
+ * Why the full epoch: the 32-bit tag alone cannot tell a lease of h from
+ * one of h - 2^32, and a taker that stalls between its bucket CAS and its
+ * deposit (for any time: a signal handler, a stopped process) would
+ * deposit an old lease that a decision 2^32 epochs later spends in a
+ * bucket already full.  With the epoch in the pair, a deposit fails if the
+ * cell changed at all since the taker read it and never moves the cell's
+ * epoch back, and a spend checks the epoch first.  The cell's epoch only
+ * grows, so (sluice__window_lease_spend) a spend that read epoch h and
+ * then won its CAS on the word took h's permits, unless a later deposit
+ * with the same tag, of an epoch >= h + 2^32, came in between: the head
+ * check after the CAS sees that.  No sweep, no tag arithmetic.
  *
  * Bounding the waste: a lease is deposited only by a CAS from the cell
  * value its taker saw holding fewer than n permits (or another epoch's), so
@@ -424,41 +416,48 @@ int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
  * sealed the extra is lost with its epoch (at most B per such thread).
  */
 
-/* Give @extra leased permits back to h's bucket; false once it is sealed
- * (then they die with the epoch: under-admission, never over). */
+/* Give @extra leased permits back to h's bucket while it is open; once it
+ * is sealed (or reused) they die with the epoch: under-admission, never
+ * over.  Liberal, so it CASes the word with its full epoch: a stalled
+ * thread can never give them to a reused bucket. */
 static void lease_give_back(sluice_window_t *w, uint64_t h, uint64_t extra)
 {
-	_Atomic uint64_t *slot = &w->slots[h & w->mask];
-	uint64_t s = atomic_load_explicit(slot, memory_order_relaxed);
-	while (TAG_OF(s) == SLUICE__LO32(h) && !(s & SLUICE__SLOT_SEALED) &&
-	       (s & SLUICE__SLOT_OWN) >= extra) {
-		if (atomic_compare_exchange_weak_explicit(slot, &s, s - extra, memory_order_relaxed,
-		                                          memory_order_relaxed))
+	struct sluice__window_slot *slot = &w->slots[h & w->mask];
+	for (;;) {
+		uint64_t s = atomic_load_explicit(&slot->word, memory_order_relaxed);
+		uint64_t e = atomic_load_explicit(&slot->epoch, memory_order_relaxed);
+		if (e != h || TAG_OF(s) != SLUICE__LO32(h) || (s & SLUICE__SLOT_SEALED) ||
+		    (s & SLUICE__SLOT_OWN) < extra)
+			return;
+		/* fails only when the pair changed: another thread's progress */
+		if (sluice__pair_cas(&slot->word, s, h, s - extra, h))
 			return;
 	}
 }
 
-/* Deposit @extra permits of epoch h into @cell, which held @v when the
- * taker looked at it. */
-static void lease_deposit(sluice_window_t *w, _Atomic uint64_t *cell, uint64_t v, uint64_t h,
-                          uint64_t extra)
+/* Deposit @extra permits of epoch h into @cell, whose pair was (@v, @ev)
+ * when the taker looked at it (ev <= h). */
+static void lease_deposit(sluice_window_t *w, struct sluice_window_cell *cell, uint64_t v,
+                          uint64_t ev, uint64_t h, uint64_t extra)
 {
-	uint64_t next = TAG_OF(v) == SLUICE__LO32(h) ? v + extra : (SLUICE__LO32(h) << 32) | extra;
-	if (!atomic_compare_exchange_strong_explicit(cell, &v, next, memory_order_relaxed,
-	                                             memory_order_relaxed))
+	uint64_t next = ev == h && TAG_OF(v) == SLUICE__LO32(h) ? v + extra
+	                                                         : (SLUICE__LO32(h) << 32) | extra;
+	/* Full barrier; the release that the spend's acquire load of the
+	 * cell's epoch pairs with. */
+	if (!sluice__pair_cas(&cell->word, v, ev, next, h))
 		lease_give_back(w, h, extra);
 }
 
 /*
  * One CAS on h's bucket (cur @c and slot @s as read): take n, plus a new
- * lease for @cell (which held @v) when leases are on, or refuse from the
- * reads alone.  Returns 1 or 0, or -1 when the epoch moved on.
+ * lease for @cell (whose pair was @v, @ev) when leases are on, or refuse
+ * from the reads alone.  Returns 1 or 0, or -1 when the epoch moved on.
  */
 static int bucket_take(sluice_window_t *w, uint64_t n, uint64_t now, sluice_decision_t *d,
                        uint64_t h, uint64_t c, uint64_t s, struct sluice_window_cell *cell,
-                       uint64_t v)
+                       uint64_t v, uint64_t ev)
 {
-	_Atomic uint64_t *slot = &w->slots[h & w->mask];
+	_Atomic uint64_t *slot = &w->slots[h & w->mask].word;
 	for (;;) {
 		uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
 		if (counted + n > w->limit) {
@@ -474,8 +473,14 @@ static int bucket_take(sluice_window_t *w, uint64_t n, uint64_t now, sluice_deci
 			if (extra > w->lease)
 				extra = w->lease;
 		}
-		if (atomic_compare_exchange_weak_explicit(slot, &s, s + n + extra, memory_order_relaxed,
+		/* Acquire on success: see sluice__window_cas_was_current(). */
+		if (atomic_compare_exchange_weak_explicit(slot, &s, s + n + extra, memory_order_acquire,
 		                                          memory_order_relaxed)) {
+			if (SLUICE_UNLIKELY(!sluice__window_cas_was_current(w, h))) {
+				/* n + extra stay counted where the CAS landed */
+				sluice__window_fill_stale(w, d, now);
+				return 0;
+			}
 			if (cell) {
 				/* the snapshot d->remaining reads on this CPU
 				 * (a hint, relaxed: it orders nothing) */
@@ -483,7 +488,7 @@ static int bucket_take(sluice_window_t *w, uint64_t n, uint64_t now, sluice_deci
 				                      (SLUICE__LO32(h) << 32) | (counted + n + extra),
 				                      memory_order_relaxed);
 				if (extra)
-					lease_deposit(w, &cell->word, v, h, extra);
+					lease_deposit(w, cell, v, ev, h, extra);
 			}
 			if (d)
 				sluice__window_fill_allowed(w, d, counted + n + extra, h * w->width_ns, now);
@@ -506,15 +511,21 @@ int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
 		uint64_t h = ready_head(w, now, &c, &s);
 		struct sluice_window_cell *cell = &w->cells[sluice_cpu() & w->cell_mask];
 		/* refilled meanwhile, or the fast path saw an older head */
-		if (sluice__window_lease_spend(w, cell, n, h, now, d))
+		int spent = sluice__window_lease_spend(w, cell, n, h, now, d);
+		if (spent > 0)
 			return 1;
+		if (spent < 0) {
+			sluice__window_fill_stale(w, d, now);
+			return 0;
+		}
+		/* Acquire: pairs with the deposit's CAS, as in the spend. */
+		uint64_t ev = atomic_load_explicit(&cell->epoch, memory_order_acquire);
 		uint64_t v = atomic_load_explicit(&cell->word, memory_order_relaxed);
-		if (TAG_OF(v) == SLUICE__LO32(h) && (v & 0xffffffffu) >= n)
+		if (ev == h && TAG_OF(v) == SLUICE__LO32(h) && (v & 0xffffffffu) >= n)
 			continue; /* refilled since: spend it */
-		if (TAG_OF(v) != SLUICE__LO32(h) &&
-		    atomic_load_explicit(&w->head, memory_order_acquire) != h)
-			continue; /* the cell may hold a newer epoch: look again */
-		int rc = bucket_take(w, n, now, d, h, c, s, cell, v);
+		if (ev > h)
+			continue; /* a newer epoch's lease: head has moved, look again */
+		int rc = bucket_take(w, n, now, d, h, c, s, cell, v, ev);
 		if (rc >= 0)
 			return rc;
 	}
@@ -569,56 +580,51 @@ uint64_t sluice_window_count_at(sluice_window_t *w, uint64_t now)
 }
 
 /*
- * Refund.  EXACT: CAS the open bucket's own count down.  STRIPED: take n
- * from any cell tagged with the bucket (only their sum matters), then
- * confirm the bucket was not sealed meanwhile; if it was, the fold may have
- * counted the cell before our decrement, so the refund may not have taken
- * effect: report -SLUICE_ECANCEL (the permits then stay counted).
+ * Refund.  Only the bucket of the admission may be given back to, and a
+ * refund is liberal (it lets others admit), so it must never land in a
+ * reused bucket: it CASes the slot's word together with its full epoch
+ * (pair_internal.h), which fails on a reused slot however long the refund
+ * stalled.  The admission's epoch e is compared with head in 64 bits, so a
+ * decision of any age is judged by its full epoch, not by a wrapped tag.
+ * EXACT: the open bucket's own count drops by n.  STRIPED: the count is
+ * spread over cells tagged with 32 bits, which a stalled refund could not
+ * tell from reused ones; it gives nothing back (-SLUICE_ECANCEL: the
+ * permits stay counted until the bucket leaves the window).
  */
 int sluice_window_refund_at(sluice_window_t *w, uint64_t n, const sluice_decision_t *admitted)
 {
 	if (!w || !admitted || !admitted->allowed || n == 0)
 		return -SLUICE_EINVAL; /* nothing was taken by a refusal */
 	uint64_t e = admitted->now_ns / w->width_ns;
-	_Atomic uint64_t *slot = &w->slots[e & w->mask];
-	uint64_t s = atomic_load_explicit(slot, memory_order_seq_cst);
-	if (TAG_OF(s) != SLUICE__LO32(e)) {
-		/* Reused (or never opened): e left the window long ago. */
-		return 0;
-	}
-	if (s & SLUICE__SLOT_SEALED) {
-		uint64_t h = atomic_load_explicit(&w->head, memory_order_acquire);
-		return h - e >= w->buckets ? 0 : -SLUICE_ECANCEL;
-	}
-	if (w->mode == SLUICE_EXACT) {
-		for (;;) {
-			if ((s & SLUICE__SLOT_OWN) < n)
-				return -SLUICE_EINVAL;
-			/* Relaxed: the count is self-contained; a racing seal
-			 * fails this CAS and we look again. */
-			if (atomic_compare_exchange_weak_explicit(slot, &s, s - n, memory_order_relaxed,
-			                                          memory_order_relaxed))
-				return 0;
-			if (TAG_OF(s) != SLUICE__LO32(e))
-				return 0;
-			if (s & SLUICE__SLOT_SEALED)
-				return -SLUICE_ECANCEL;
+	/* Acquire: pairs with the release CAS that moved head, so the slot
+	 * loads below are at least as new as that head's bucket. */
+	uint64_t h = atomic_load_explicit(&w->head, memory_order_acquire);
+	if (e > h)
+		return -SLUICE_EINVAL; /* newer than any epoch opened: not ours */
+	if (h - e >= w->buckets)
+		return 0; /* e has left the window: its permits count no more */
+	if (w->mode == SLUICE_STRIPED)
+		return -SLUICE_ECANCEL;
+	struct sluice__window_slot *slot = &w->slots[e & w->mask];
+	for (;;) {
+		uint64_t s = atomic_load_explicit(&slot->word, memory_order_acquire);
+		uint64_t se = atomic_load_explicit(&slot->epoch, memory_order_acquire);
+		/* The word was read first: if it was e's, the epoch is e or newer. */
+		if (se > e)
+			return 0; /* reused: e left the window */
+		if (se < e)
+			return -SLUICE_EINVAL; /* e never opened: no admission in it */
+		if (TAG_OF(s) != SLUICE__LO32(e))
+			continue; /* the word was older than the epoch read: again */
+		if (s & SLUICE__SLOT_SEALED) {
+			h = atomic_load_explicit(&w->head, memory_order_acquire);
+			return h - e >= w->buckets ? 0 : -SLUICE_ECANCEL;
 		}
+		if ((s & SLUICE__SLOT_OWN) < n)
+			return -SLUICE_EINVAL; /* more than the bucket counts */
+		/* Full barrier; fails only when the pair changed (an admission,
+		 * the seal, a reuse): look again. */
+		if (sluice__pair_cas(&slot->word, s, e, s - n, e))
+			return 0;
 	}
-	for (uint32_t i = 0; i <= w->cell_mask; i++) {
-		_Atomic uint64_t *cell = &w->cells[i].word;
-		uint64_t v = atomic_load_explicit(cell, memory_order_relaxed);
-		while (TAG_OF(v) == SLUICE__LO32(e) && (v & 0xffffffffu) >= n) {
-			/* seq_cst: a Dekker pair with the seal, as in
-			 * striped_acquire(). */
-			if (atomic_compare_exchange_weak_explicit(cell, &v, v - n, memory_order_seq_cst,
-			                                          memory_order_relaxed)) {
-				uint64_t s2 = atomic_load_explicit(slot, memory_order_seq_cst);
-				return TAG_OF(s2) == SLUICE__LO32(e) && !(s2 & SLUICE__SLOT_SEALED) ?
-					       0 :
-					       -SLUICE_ECANCEL;
-			}
-		}
-	}
-	return -SLUICE_EINVAL; /* no cell holds n permits of that bucket */
 }

@@ -447,8 +447,22 @@ struct refund_mode {
 
 ParameterizedTestParameters(window, refund)
 {
-	static struct refund_mode p[] = { { SLUICE_EXACT }, { SLUICE_STRIPED } };
-	return cr_make_param_array(struct refund_mode, p, 2);
+	static struct refund_mode p[] = { { SLUICE_EXACT } };
+	return cr_make_param_array(struct refund_mode, p, 1);
+}
+
+/* STRIPED counts in cells tagged with 32 bits, which a stalled refund could
+ * not tell from reused ones: it gives nothing back, and says so. */
+Test(window, striped_refund_gives_nothing_back)
+{
+	sluice_window_t w;
+	make(&w, 10, SEC, 10, SLUICE_STRIPED);
+	sluice_decision_t a, d;
+	cr_assert_eq(sluice_window_acquire_at(&w, 10, 150 * MS, &a), 1);
+	cr_assert_eq(sluice_window_refund_at(&w, 4, &a), -SLUICE_ECANCEL);
+	cr_assert_eq(sluice_window_acquire_at(&w, 1, 160 * MS, &d), 0, "nothing came back");
+	cr_assert_eq(sluice_window_refund_at(&w, 4, &a), -SLUICE_ECANCEL);
+	sluice_window_destroy(&w);
 }
 
 ParameterizedTest(struct refund_mode *p, window, refund)
@@ -521,7 +535,7 @@ Test(window, lease_refusal_writes_nothing)
 	while (sluice_window_acquire_at(&w, 1, 20 * MS, NULL) == 1)
 		;
 	uint64_t head = atomic_load(&w.head), cur = atomic_load(&w.cur);
-	uint64_t slot = atomic_load(&w.slots[0]);
+	uint64_t slot = atomic_load(&w.slots[0].word);
 	uint64_t cells[SLUICE_WINDOW_BUCKETS_MAX];
 	for (uint32_t i = 0; i <= w.cell_mask && i < SLUICE_WINDOW_BUCKETS_MAX; i++)
 		cells[i] = atomic_load(&w.cells[i].word);
@@ -531,7 +545,7 @@ Test(window, lease_refusal_writes_nothing)
 	cr_assert_eq(d.retry_after_ns, SEC - 30 * MS, "bucket 0 leaving frees the window");
 	cr_assert_eq(atomic_load(&w.head), head);
 	cr_assert_eq(atomic_load(&w.cur), cur);
-	cr_assert_eq(atomic_load(&w.slots[0]), slot, "the bucket word was written by a refusal");
+	cr_assert_eq(atomic_load(&w.slots[0].word), slot, "the bucket word was written by a refusal");
 	for (uint32_t i = 0; i <= w.cell_mask && i < SLUICE_WINDOW_BUCKETS_MAX; i++)
 		cr_assert_eq(atomic_load(&w.cells[i].word), cells[i], "cell %u written", i);
 	sluice_window_destroy(&w);
@@ -553,8 +567,8 @@ Test(window, lease_refund)
 }
 
 /* A CPU that stops deciding keeps its lease; 2^32 epochs later the 32-bit
- * tag matches again.  The sweep at every 2^31-epoch crossing must have
- * emptied it, so the window still admits at most L. */
+ * tag matches again.  The cell's full epoch tells them apart, so the window
+ * still admits at most L. */
 Test(window, idle_lease_cannot_pass_for_a_wrapped_epoch)
 {
 	sluice_window_t w;

@@ -19,10 +19,19 @@
  * an old window.  A clock that jumps forward opens a new window, as the time
  * says (CLOCK_MONOTONIC, the default base, does not jump).
  *
+ * STALLS AND WRAP: the guarantee holds for a thread stalled for any time
+ * at any instruction (preempted, in a signal handler, its process stopped)
+ * and for readings anywhere in 0..2^64-1.  The count word carries only 32
+ * bits of its window's epoch; head and the word's full epoch beside it
+ * carry all 64.  A decision whose CAS may have hit the word of a window
+ * 2^32 or more later than the one it read (the only way a 32-bit tag can
+ * match a reused word) is reported as a refusal, its n left counted there
+ * (under-admission of at most n per such decision, never over).  A refund
+ * compares full epochs and CASes the word with its full epoch, so a refund
+ * of any age, or one stalled for any time, gives back only to the window
+ * it was taken from, and only while that window is current.
+ *
  * LIMITS: L in 1..SLUICE_FIXED_LIMIT_MAX; W >= the clock's resolution.
- * The epoch tag in the count word is 32 bits: a thread stalled inside one
- * decision for exactly a multiple of 2^32 windows could see an old count as
- * current (ABA); the effect is a refusal, never an extra admission.
  * Memory: 64 bytes (one cache line) of hot state.
  */
 #ifndef SLUICE_FIXED_H
@@ -51,7 +60,11 @@ typedef struct sluice_fixed {
 	const sluice_clock_t *clock;
 	/* private: written on decision paths, on a line of their own */
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t head; /* newest epoch opened */
-	_Atomic uint64_t word;                             /* tag32 | count32     */
+	/* One 16-byte pair: @word is what decisions read and CAS; @epoch,
+	 * the full epoch the word is tagged with, is written with it by the
+	 * double-width CAS that opens a window (fixed.c). */
+	_Alignas(16) _Atomic uint64_t word; /* tag32 | count32 */
+	_Atomic uint64_t epoch;
 } sluice_fixed_t;
 
 /*
@@ -71,6 +84,8 @@ static inline void sluice_fixed_destroy(sluice_fixed_t *f)
 
 /* private slow paths */
 SLUICE_API uint64_t sluice__fixed_advance(sluice_fixed_t *f, uint64_t now);
+SLUICE_API int sluice__fixed_acquire_slow(sluice_fixed_t *f, uint64_t n, uint64_t now,
+                                          sluice_decision_t *d);
 SLUICE_API int sluice__fixed_bad_n(const sluice_fixed_t *f, uint64_t n, uint64_t now,
                                    sluice_decision_t *d);
 
@@ -95,9 +110,11 @@ static inline void sluice__fixed_fill(const sluice_fixed_t *f, sluice_decision_t
  * @d: NULL, or filled with the decision.
  *
  * Lock-free (one CAS on success; a failed CAS means another thread made
- * progress), no allocation, safe from any number of threads.  Relaxed
- * ordering throughout: the decision depends only on the count word itself,
- * and an admission publishes no other data.
+ * progress), no allocation, safe from any number of threads.  Loads of
+ * head and the CAS are acquires only so the check after the CAS is sound
+ * (see the code); an admission publishes no other data.  A decision that
+ * stalls for 2^32 windows or more between its reads and its CAS returns 0
+ * (refused) with its n left counted: never an extra admission.
  * Return: 1 admitted, 0 refused, -SLUICE_EINVAL (n = 0), -SLUICE_ETOOBIG
  * (n > limit: can never pass; @d says retry_after_ns = SLUICE_NEVER).
  */
@@ -106,39 +123,42 @@ static inline int sluice_fixed_acquire_at(sluice_fixed_t *f, uint64_t n, uint64_
 {
 	if (SLUICE_UNLIKELY(n - 1 >= f->limit))
 		return sluice__fixed_bad_n(f, n, now, d);
-	uint64_t h = atomic_load_explicit(&f->head, memory_order_relaxed);
+	/* Acquire (free on x86): a word of a later epoch that this decision
+	 * goes on to CAS was opened after head reached it, so the check after
+	 * the CAS sees that head. */
+	uint64_t h = atomic_load_explicit(&f->head, memory_order_acquire);
 	/* Unsigned: a reading before h's window wraps to a huge value and
 	 * takes the slow path too, which keeps h (time never runs back). */
 	if (SLUICE_UNLIKELY(now - h * f->window_ns >= f->window_ns))
-		h = sluice__fixed_advance(f, now);
+		return sluice__fixed_acquire_slow(f, n, now, d);
 	uint64_t w = atomic_load_explicit(&f->word, memory_order_relaxed);
 	for (;;) {
-		uint64_t tag = h & 0xffffffffu, next;
-		if (SLUICE_LIKELY((w >> 32) == tag)) {
-			uint64_t count = w & 0xffffffffu;
-			if (count + n > f->limit) {
+		/* The word counts another epoch: open h's (slow path). */
+		if (SLUICE_UNLIKELY((w >> 32) != (h & 0xffffffffu)))
+			return sluice__fixed_acquire_slow(f, n, now, d);
+		uint64_t count = w & 0xffffffffu;
+		if (count + n > f->limit) {
+			if (d)
+				sluice__fixed_fill(f, d, 0, count, h, now);
+			return 0;
+		}
+		/* Acquire on success, then head again: a word tagged like h
+		 * but of epoch h + k * 2^32 (this decision stalled between its
+		 * loads and its CAS while 2^32 windows went by) exists only
+		 * once head got there, and its opening synchronises with this
+		 * CAS.  Head fewer than 2^32 epochs past h proves the CAS hit
+		 * h's word; otherwise refuse, leaving n counted where it
+		 * landed (under-admission, never over). */
+		if (atomic_compare_exchange_weak_explicit(&f->word, &w, w + n, memory_order_acquire,
+		                                          memory_order_relaxed)) {
+			if (SLUICE_UNLIKELY(atomic_load_explicit(&f->head, memory_order_relaxed) - h >=
+			                    (1ULL << 32))) {
 				if (d)
-					sluice__fixed_fill(f, d, 0, count, h, now);
+					sluice__fixed_fill(f, d, 0, f->limit, h, now);
 				return 0;
 			}
-			next = w + n;
-		} else {
-			/* The word counts another epoch.  Its tag is never
-			 * newer than head, so if head is still h the word is
-			 * older: restart it at n.  If head moved, our h is
-			 * stale: retry with the new one. */
-			uint64_t h2 = atomic_load_explicit(&f->head, memory_order_relaxed);
-			if (h2 != h) {
-				h = h2;
-				w = atomic_load_explicit(&f->word, memory_order_relaxed);
-				continue;
-			}
-			next = (tag << 32) | n;
-		}
-		if (atomic_compare_exchange_weak_explicit(&f->word, &w, next, memory_order_relaxed,
-		                                          memory_order_relaxed)) {
 			if (d)
-				sluice__fixed_fill(f, d, 1, next & 0xffffffffu, h, now);
+				sluice__fixed_fill(f, d, 1, count + n, h, now);
 			return 1;
 		}
 	}
@@ -148,11 +168,18 @@ static inline int sluice_fixed_acquire_at(sluice_fixed_t *f, uint64_t n, uint64_
  * sluice_fixed_refund_at - give back @n permits of the admission @admitted
  * describes (its decision, as filled by acquire).
  *
- * While that window is current, the count drops by n at once (one CAS).
- * Once the window is over its permits no longer count, so there is nothing
- * left to give back.  Lock-free, no allocation.
- * Return: 0; -SLUICE_EINVAL (NULL, a refused decision, n = 0, or more
- * than the window counts).
+ * While that window is current, the count drops by n at once (one
+ * double-width CAS of the count word and its full epoch, which fails on a
+ * reused word however long this call stalled).  Once the window is over
+ * its permits no longer count, so there is nothing left to give back.
+ * Caller's contract: refund each admission at most once, and at most the
+ * n it took.  The limiter keeps no record per admission, so it cannot tell
+ * a second refund of one decision from a first refund of another; the
+ * count never goes below zero, but a repeated refund frees permits that
+ * other admissions took.  Lock-free, no allocation.
+ * Return: 0; -SLUICE_EINVAL (NULL, a refused decision, n = 0, more than
+ * the window counts, or a decision from a window this limiter never
+ * opened, e.g. later than its newest).
  */
 SLUICE_API int sluice_fixed_refund_at(sluice_fixed_t *f, uint64_t n,
                                       const sluice_decision_t *admitted);

@@ -117,11 +117,29 @@ typedef struct sluice_window_config {
 	                              * this many permits; 0 = no leases   */
 } sluice_window_config_t;
 
+/*
+ * A per-CPU cell.  @word and @epoch form one 16-byte pair: a lease is
+ * deposited by a double-width CAS that writes both (the full 64-bit epoch
+ * beside the 32-bit tag), and spent by a single-width CAS on @word after
+ * checking @epoch (see window.c, "Leases").
+ */
 struct sluice_window_cell {
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t word; /* tag32 | count32 */
-	_Atomic uint64_t seen; /* leases: tag32 | what the bucket counted
-	                        * at this cell's last take (for d->remaining) */
-	char pad[SLUICE_CACHELINE - 2 * sizeof(uint64_t)];
+	_Atomic uint64_t epoch; /* leases: the full epoch @word's lease is of */
+	_Atomic uint64_t seen;  /* leases: tag32 | what the bucket counted
+	                         * at this cell's last take (for d->remaining) */
+	char pad[SLUICE_CACHELINE - 3 * sizeof(uint64_t)];
+};
+
+/*
+ * A bucket.  @word is what decisions read and CAS; @epoch, the full 64-bit
+ * epoch the word is tagged with, is written with it by the double-width CAS
+ * that opens the bucket, so the slow paths whose effect gives permits back
+ * (refunds, lease give-backs) can CAS both and fail on a reused bucket.
+ */
+struct sluice__window_slot {
+	_Alignas(16) _Atomic uint64_t word; /* tag32 | SEALED | FOLDED | own30 */
+	_Atomic uint64_t epoch;
 };
 
 typedef struct sluice_window {
@@ -138,7 +156,7 @@ typedef struct sluice_window {
 	                                    * path on n, mode and leases   */
 	sluice_window_mode_t mode;
 	const sluice_clock_t *clock;
-	_Atomic uint64_t *slots;           /* one word per bucket          */
+	struct sluice__window_slot *slots; /* one per bucket               */
 	struct sluice_window_cell *cells;  /* STRIPED counts, or leases    */
 	/* private: read by every decision, written once per epoch */
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t head; /* newest epoch  */
@@ -244,11 +262,44 @@ static inline void sluice__window_fill_leased(const sluice_window_t *w, sluice_d
 		counted = seen & 0xffffffffu;
 	} else {
 		uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
-		uint64_t s = atomic_load_explicit(&w->slots[h & w->mask], memory_order_relaxed);
+		uint64_t s = atomic_load_explicit(&w->slots[h & w->mask].word, memory_order_relaxed);
 		if ((c >> 32) == SLUICE__TAG(h) && (s >> 32) == SLUICE__TAG(h))
 			counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
 	}
 	sluice__window_fill_allowed(w, d, counted, h * w->width_ns, now);
+}
+
+/*
+ * private: after a successful CAS on a word tagged with the low 32 bits of
+ * epoch h, did the CAS hit epoch h itself?  A word tagged like h but of
+ * epoch h + k * 2^32 (k >= 1: a decision stalled between its loads and its
+ * CAS while the ring went round 2^32 times) exists only once head has
+ * reached that epoch; the CAS that hit it was an acquire that synchronised
+ * with the word's opening, which came after head got there, so this load
+ * then sees head >= h + 2^32.  A head fewer than 2^32 epochs past h proves
+ * the CAS was on h's word.  When it is not, the caller reports a refusal
+ * and leaves its CAS counted where it landed: never over-admission, at
+ * most n under-admitted by a decision that stalled that long.
+ */
+static inline int sluice__window_cas_was_current(sluice_window_t *w, uint64_t h)
+{
+	return atomic_load_explicit(&w->head, memory_order_relaxed) - h < (1ULL << 32);
+}
+
+/* private: fill @d for a decision that stalled across 2^32 epochs (see
+ * sluice__window_cas_was_current): refused, nothing known to remain, may
+ * be retried at once. */
+static inline void sluice__window_fill_stale(const sluice_window_t *w, sluice_decision_t *d,
+                                             uint64_t now)
+{
+	if (!d)
+		return;
+	d->allowed = 0;
+	d->limit = w->limit;
+	d->remaining = 0;
+	d->retry_after_ns = 0;
+	d->reset_ns = w->window_ns;
+	d->now_ns = now;
 }
 
 /* private: the shared words of epoch h are open and its bucket unsealed */
@@ -260,15 +311,31 @@ static inline int sluice__window_open(uint64_t c, uint64_t s, uint64_t h)
 
 /* private: spend n permits of epoch h from @cell's lease; 0 when it holds
  * fewer (or another epoch's). */
+/*
+ * private: spend n permits of epoch h from @cell's lease.  Returns 1
+ * admitted, 0 when the cell holds fewer (or another epoch's), -1 when the
+ * spend took permits it cannot prove were h's (a stall across 2^32 epochs:
+ * report a refusal; what it took is lost).
+ * The cell's epoch only grows (deposits never lower it), so an epoch read
+ * as h before the CAS is h or newer at the CAS; a newer deposit with the
+ * same 32-bit tag is h + k * 2^32 and the head check after the CAS sees it.
+ */
 static inline int sluice__window_lease_spend(sluice_window_t *w, struct sluice_window_cell *cell,
                                              uint64_t n, uint64_t h, uint64_t now,
                                              sluice_decision_t *d)
 {
+	/* Acquire: pairs with the deposit's double-width CAS, so the word
+	 * loaded next is at least as new as the deposit of this epoch. */
+	if (atomic_load_explicit(&cell->epoch, memory_order_acquire) != h)
+		return 0;
 	uint64_t v = atomic_load_explicit(&cell->word, memory_order_relaxed);
 	while ((v >> 32) == SLUICE__TAG(h) && (v & 0xffffffffu) >= n) {
+		/* Acquire on success: see sluice__window_cas_was_current(). */
 		if (atomic_compare_exchange_weak_explicit(&cell->word, &v, v - n,
-		                                          memory_order_relaxed,
+		                                          memory_order_acquire,
 		                                          memory_order_relaxed)) {
+			if (SLUICE_UNLIKELY(!sluice__window_cas_was_current(w, h)))
+				return -1;
 			if (d)
 				sluice__window_fill_leased(w, d, cell, h, now);
 			return 1;
@@ -283,18 +350,24 @@ static inline int sluice__window_acquire_leased(sluice_window_t *w, uint64_t n, 
 {
 	if (SLUICE_UNLIKELY(n - 1 >= w->limit))
 		return sluice__window_acquire_slow(w, n, now, d);
-	/* Acquire: pairs with the release CAS that moved head, after which
-	 * cells swept at a 2^31-epoch crossing are seen empty (window.c). */
+	/* Acquire: pairs with the release CAS that moved head (window.c). */
 	uint64_t h = atomic_load_explicit(&w->head, memory_order_acquire);
 	uint64_t start = h * w->width_ns;
 	if (SLUICE_UNLIKELY(now - start >= w->width_ns))
 		return sluice__window_acquire_slow(w, n, now, d);
 	/* Spend from this CPU's lease if it holds n permits of h. */
-	if (sluice__window_lease_spend(w, &w->cells[sluice_cpu() & w->cell_mask], n, h, now, d))
+	int spent = sluice__window_lease_spend(w, &w->cells[sluice_cpu() & w->cell_mask], n, h,
+	                                       now, d);
+	if (spent) {
+		if (SLUICE_UNLIKELY(spent < 0)) {
+			sluice__window_fill_stale(w, d, now);
+			return 0;
+		}
 		return 1;
+	}
 	/* Short: refuse from reads alone, or take a new lease. */
 	uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
-	uint64_t s = atomic_load_explicit(&w->slots[h & w->mask], memory_order_relaxed);
+	uint64_t s = atomic_load_explicit(&w->slots[h & w->mask].word, memory_order_relaxed);
 	uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
 	if (sluice__window_open(c, s, h) && counted + n > w->limit) {
 		if (d)
@@ -329,13 +402,16 @@ static inline int sluice_window_acquire_at(sluice_window_t *w, uint64_t n, uint6
 			return sluice__window_acquire_leased(w, n, now, d);
 		return sluice__window_acquire_slow(w, n, now, d);
 	}
-	uint64_t h = atomic_load_explicit(&w->head, memory_order_relaxed);
+	/* Acquire (free on x86), head and cur: a cur or slot word of a later
+	 * epoch that this decision goes on to read or CAS was opened after
+	 * head reached it, so the check after the CAS sees that head. */
+	uint64_t h = atomic_load_explicit(&w->head, memory_order_acquire);
 	uint64_t start = h * w->width_ns;
 	/* Unsigned: a reading before h's bucket wraps and goes slow too. */
 	if (SLUICE_UNLIKELY(now - start >= w->width_ns))
 		return sluice__window_acquire_slow(w, n, now, d);
-	uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
-	_Atomic uint64_t *slot = &w->slots[h & w->mask];
+	uint64_t c = atomic_load_explicit(&w->cur, memory_order_acquire);
+	_Atomic uint64_t *slot = &w->slots[h & w->mask].word;
 	uint64_t s = atomic_load_explicit(slot, memory_order_relaxed);
 	for (;;) {
 		if (SLUICE_UNLIKELY(!sluice__window_open(c, s, h)))
@@ -346,8 +422,13 @@ static inline int sluice_window_acquire_at(sluice_window_t *w, uint64_t n, uint6
 				sluice__window_fill_refused(w, d, counted, c & 0xffffffffu, n, h, now);
 			return 0;
 		}
-		if (atomic_compare_exchange_weak_explicit(slot, &s, s + n, memory_order_relaxed,
+		/* Acquire on success: see sluice__window_cas_was_current(). */
+		if (atomic_compare_exchange_weak_explicit(slot, &s, s + n, memory_order_acquire,
 		                                          memory_order_relaxed)) {
+			if (SLUICE_UNLIKELY(!sluice__window_cas_was_current(w, h))) {
+				sluice__window_fill_stale(w, d, now);
+				return 0;
+			}
 			if (d)
 				sluice__window_fill_admitted(w, d, counted + n, start, now);
 			return 1;

@@ -1,0 +1,49 @@
+/*
+ * pair_internal.h - a double-width CAS on a 16-byte pair of 64-bit atomics
+ * (never installed).
+ *
+ * Why: a 64-bit state word has room for only 32 bits of its epoch beside
+ * its count, so a thread stalled across 2^32 epochs (a signal handler, a
+ * SIGSTOPped process sharing the memory) could CAS a reused word that
+ * looks exactly like the one it read.  Operations whose effect is liberal
+ * (giving permits back, depositing a lease) must fail on a reused word, so
+ * they CAS the word together with the full epoch beside it.  Decisions keep
+ * a single-width CAS on the word alone and check the 64-bit head after it
+ * (the cheaper check suffices there: an admission only counts, so one that
+ * landed on a reused word is reported as a refusal; see window.h).
+ *
+ * The pair is written by this CAS and, for the word half alone, by
+ * ordinary 64-bit atomics.  x86-64's LOCK CMPXCHG16B and arm64's CASP (or
+ * LDXP/STXP) are single-copy atomic for the whole 16 bytes with respect to
+ * 8-byte atomic accesses to either half; C11 has no 16-byte lock-free
+ * atomic, so this is GCC's __sync builtin (inline CMPXCHG16B with -mcx16,
+ * which lib/meson.build passes; ThreadSanitizer instruments it as a 16-byte
+ * atomic).  Full barrier, as every __sync builtin: the pairing each caller
+ * relies on is stated at the call.
+ */
+#ifndef SLUICE_PAIR_INTERNAL_H
+#define SLUICE_PAIR_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#if !defined(__GCC_HAVE_SYNC_COMPARE_AND_SWAP_16)
+#error "sluice needs a 16-byte compare-and-swap (x86-64: build with -mcx16)"
+#endif
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "sluice__pair_cas puts @lo in the low half: little-endian only"
+#endif
+
+/* sluice__pair_cas - if *lo == old_lo and *hi == old_hi (one atomic
+ * compare of both), store new_lo and new_hi.  @lo must be 16-byte aligned
+ * with @hi the next 8 bytes.  Return: true when stored. */
+static inline _Bool sluice__pair_cas(_Atomic uint64_t *lo, uint64_t old_lo, uint64_t old_hi,
+                                     uint64_t new_lo, uint64_t new_hi)
+{
+	__extension__ typedef unsigned __int128 u128;
+	u128 expect = ((u128)old_hi << 64) | old_lo;
+	u128 next = ((u128)new_hi << 64) | new_lo;
+	return __sync_bool_compare_and_swap((u128 *)(void *)lo, expect, next);
+}
+
+#endif /* SLUICE_PAIR_INTERNAL_H */
