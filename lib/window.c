@@ -182,18 +182,31 @@ static void open_cur(sluice_window_t *w, uint64_t h, uint64_t c)
 
 /* Step 3: open h's slot.  @s is the slot word read with acquire, not
  * tagged h. */
-static void open_slot(sluice_window_t *w, uint64_t h, uint64_t s)
+static void open_slot(sluice_window_t *w, uint64_t h, uint64_t s, uint64_t se)
 {
-	if (atomic_load_explicit(&w->head, memory_order_acquire) != h)
+	if (se >= h || atomic_load_explicit(&w->head, memory_order_acquire) != h)
 		return;
 	/* s is older than h, so it is sealed (every epoch is sealed before
 	 * head leaves it, and init seals all but epoch 0's slot). */
 	struct sluice__window_slot *slot = &w->slots[h & w->mask];
-	uint64_t old_epoch = atomic_load_explicit(&slot->epoch, memory_order_relaxed);
 	/* Word and full epoch together (a full barrier, so also the release
 	 * the acquire slot loads in this file and the acquire CASes of the
 	 * decision paths pair with).  A torn read of the pair fails it. */
-	sluice__pair_cas(&slot->word, s, old_epoch, SLUICE__LO32(h) << 32, h);
+	sluice__pair_cas(&slot->word, s, se, SLUICE__LO32(h) << 32, h);
+}
+
+/* Load h's slot word into *@s and its full epoch into *@se; true when
+ * the word is h's.  The word is read first, so a word of h's comes with an
+ * epoch of h (or newer, if the slot moved on meanwhile: then false).  The
+ * full epoch, not the tag, says whether h's slot is open: after a jump of
+ * exactly k * 2^32 buckets the old word has h's tag. */
+static int slot_of(const sluice_window_t *w, uint64_t h, uint64_t *s, uint64_t *se)
+{
+	const struct sluice__window_slot *slot = &w->slots[h & w->mask];
+	/* Acquire: pairs with the opening CAS (open_slot()). */
+	*s = atomic_load_explicit(&slot->word, memory_order_acquire);
+	*se = atomic_load_explicit(&slot->epoch, memory_order_acquire);
+	return *se == h && TAG_OF(*s) == SLUICE__LO32(h);
 }
 
 /* Step 5: seal h's slot and make its own count final. */
@@ -201,6 +214,8 @@ static void seal_and_fold(sluice_window_t *w, uint64_t h)
 {
 	_Atomic uint64_t *slot = &w->slots[h & w->mask].word;
 	uint64_t s = atomic_load_explicit(slot, memory_order_seq_cst);
+	if (atomic_load_explicit(&w->slots[h & w->mask].epoch, memory_order_seq_cst) != h)
+		return; /* not opened (skipped: nothing to seal), or reused */
 	for (;;) {
 		if (TAG_OF(s) != SLUICE__LO32(h) || (s & SLUICE__SLOT_FOLDED))
 			return; /* already done, or reused: someone finished */
@@ -239,9 +254,9 @@ static void advance(sluice_window_t *w, uint64_t h, uint64_t e)
 	uint64_t c = atomic_load_explicit(&w->cur, memory_order_acquire);
 	if (TAG_OF(c) != SLUICE__LO32(h))
 		open_cur(w, h, c);
-	uint64_t s = atomic_load_explicit(&w->slots[h & w->mask].word, memory_order_acquire);
-	if (TAG_OF(s) != SLUICE__LO32(h))
-		open_slot(w, h, s);
+	uint64_t s, se;
+	if (!slot_of(w, h, &s, &se))
+		open_slot(w, h, s, se);
 	seal_and_fold(w, h);
 	/* Release: publishes the folded count of h (and everything before)
 	 * to the acquire loads of head in open_cur(), the slow path and the
@@ -277,9 +292,9 @@ static uint64_t ready_head(sluice_window_t *w, uint64_t now, uint64_t *cur_out,
 			open_cur(w, h, c);
 			continue;
 		}
-		uint64_t s = atomic_load_explicit(&w->slots[h & w->mask].word, memory_order_acquire);
-		if (TAG_OF(s) != SLUICE__LO32(h)) {
-			open_slot(w, h, s);
+		uint64_t s, se;
+		if (!slot_of(w, h, &s, &se)) {
+			open_slot(w, h, s, se);
 			continue;
 		}
 		if (s & SLUICE__SLOT_SEALED) {
