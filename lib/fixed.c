@@ -10,6 +10,15 @@
  * hot path tell an old word from a newer one without comparing wrapped tags.
  * Keeping the full epoch in head also spares the hot path a division: it
  * checks now < (head + 1) * W with one multiply.
+ *
+ * Stalls of any length: the word carries only 32 bits of its epoch, so it
+ * keeps the full epoch beside it (one 16-byte pair), written together with
+ * it by the double-width CAS that opens a window (pair_internal.h).  An
+ * admission CASes the word alone and then checks head (fixed.h): a CAS
+ * that may have hit a word 2^32 windows later is reported as a refusal.
+ * A refund, which gives permits out and cannot be taken back, CASes the
+ * pair and fails on a reused word.  The same two mechanisms as the ring
+ * (window.c, "Stalls of any length"), for the same reasons.
  */
 #include "sluice/error.h"
 #include "sluice/fixed.h"

@@ -41,7 +41,33 @@
  * A sealed head with a clock still inside it means another thread has seen
  * a later time and is advancing; we help advance to h+1 rather than wait.
  *
- * Memory orders: the EXACT admission path is relaxed (see window.h).  Slot
+ * Stalls of any length (the full-width design).  A 64-bit word holds only
+ * 32 bits of its epoch beside its count, so a thread stalled between
+ * reading a word and CASing it while the ring goes round 2^32 times can
+ * find a word of epoch h + k * 2^32 that looks exactly like the one it
+ * read.  Two mechanisms close that, chosen by what the write does:
+ *   - a write that only counts (an admission, a lease take, a STRIPED add)
+ *     keeps its single-width CAS, made an acquire, and loads head after
+ *     it: a reused word exists only once head has reached its epoch, so
+ *     head fewer than 2^32 epochs past h proves the CAS hit h's word
+ *     (sluice__window_cas_was_current in window.h).  Otherwise the
+ *     decision reports a refusal and leaves its count where it landed:
+ *     conservative.  Cost: one load of a read-mostly line already in cache.
+ *   - a write that gives permits out (a refund, a lease deposit or give-
+ *     back) cannot be taken back once others have seen it, so it must
+ *     fail on a reused word: each bucket and each lease cell keeps its
+ *     full epoch beside its word, written together with it by a double-
+ *     width CAS (pair_internal.h), and these writes CAS both.  They are
+ *     slow paths (once per epoch, once per B admissions, a refund), so
+ *     CMPXCHG16B's extra cost never reaches a decision.
+ * A double-width CAS on every decision was measured instead: about 6 ns
+ * more per CAS on this project's 2-core test machine (the README's bench
+ * section), for no guarantee the head check does not already give.
+ * The full epoch also says whether a bucket is open (slot_of()), so a
+ * clock jump of exactly k * 2^32 buckets is not mistaken for the old one.
+ *
+ * Memory orders: the EXACT admission path's CAS is an acquire only for the
+ * head check after it (see window.h).  Slot
  * and cur opens are releases and their loads in this file acquires, so a
  * reader that sees an open word also sees head at least as new as the
  * opener saw it (which is what the staleness checks rely on).  STRIPED uses

@@ -43,10 +43,23 @@
  *     window is full loses nothing: it spends each lease before taking the
  *     next, and the takes near the limit are exact.
  *     A refusal reads the bucket and the cell and writes nothing, so
- *     deny-mostly traffic leaves every shared line shared.  Cells tag
- *     leases with 32 bits of the epoch, so every cell is emptied when head
- *     crosses a multiple of 2^31 epochs: an idle CPU's old lease can never
- *     pass for epoch h + 2^32's (what the sweep empties is lost).
+ *     deny-mostly traffic leaves every shared line shared.  A cell keeps
+ *     the full 64-bit epoch of its lease beside it, so an idle CPU's old
+ *     lease, or one deposited by a taker that stalled for any time, is
+ *     never spent in another epoch.
+ *
+ *   STALLS AND WRAP, every mode: the bounds above hold for threads stalled
+ *   for any time at any instruction (preempted, in a signal handler, their
+ *   process stopped) and for readings anywhere in 0..2^64-1.  Words that
+ *   decisions CAS carry 32 bits of their epoch; head and the full epoch
+ *   kept beside each bucket and lease carry all 64.  A decision whose CAS
+ *   may have hit a word of an epoch 2^32 or more later than the one it
+ *   read (the only way a 32-bit tag can match a reused word) is reported
+ *   as a refusal with retry_after_ns = 0, what it took left counted
+ *   there: under-admission of at most n (plus a lease of at most B) per
+ *   such decision, never over-admission.  Refunds and lease deposits,
+ *   which give permits out, compare and CAS full epochs and fail on a
+ *   reused word however long they stalled.
  *
  *   NOT GUARANTEED, in either mode (the worst case, not the friendly one):
  *   the ring bounds bucket-aligned windows only.  An arbitrary interval of
@@ -77,12 +90,10 @@
  *   retry_after_ns.  STRIPED admissions read every cell (O(CPUs)).
  *
  * LIMITS: L in 1..SLUICE_WINDOW_LIMIT_MAX (2^30 - 1); N in 1..4096; W a
- *   whole multiple of N ns; W/N >= the clock's resolution.  Bucket words tag
- *   epochs with their low 32 bits: a thread stalled inside one decision for
- *   a multiple of 2^32 buckets could meet an ABA; the design turns every such
- *   case into a refusal or a skipped bucket, never an extra admission.
+ *   whole multiple of N ns; W/N >= the clock's resolution.
  *   Leases: B in 0..SLUICE_WINDOW_LEASE_MAX, EXACT mode only.
- * MEMORY: 8 bytes per bucket (rounded up to a power of two) plus 128 bytes;
+ *   Needs a 16-byte compare-and-swap (x86-64 CMPXCHG16B, arm64).
+ * MEMORY: 16 bytes per bucket (rounded up to a power of two) plus 128 bytes;
  *   STRIPED and leases add 64 bytes per possible CPU (cells are a power of
  *   two).  Allocated at init only.
  */
@@ -197,13 +208,24 @@ SLUICE_API uint64_t sluice_window_count_at(sluice_window_t *w, uint64_t now);
  * sluice_window_refund_at - give back @n permits of the admission @admitted
  * describes (its decision, as filled by acquire).
  *
- * While the admission's bucket is still open, its count drops by n at once.
- * Once the bucket is sealed its count is final: the permits stay counted
- * until the bucket leaves the window (fewer future admissions, never more)
- * and -SLUICE_ECANCEL says so.  Once the bucket has left the window there
- * is nothing left to give back.  Lock-free, no allocation.
+ * EXACT: while the admission's bucket is still open, its count drops by n
+ * at once (one double-width CAS of the bucket word with its full epoch:
+ * it fails on a reused bucket, however long this call stalled).  Once the
+ * bucket is sealed its count is final: the permits stay counted until the
+ * bucket leaves the window (fewer future admissions, never more) and
+ * -SLUICE_ECANCEL says so.  Once the bucket has left the window there is
+ * nothing left to give back.  The admission's epoch is compared in full,
+ * so a decision of any age is judged right.  STRIPED: -SLUICE_ECANCEL
+ * always (its counts live in cells a stalled refund could not tell from
+ * reused ones; the permits stay counted until the bucket leaves).
+ * Caller's contract: refund each admission at most once, and at most the
+ * n it took; the window keeps no record per admission, so it cannot tell
+ * a repeated refund from another admission's (the count never goes below
+ * zero, but a repeated refund frees permits others took).
+ * Lock-free, no allocation.
  * Return: 0, -SLUICE_ECANCEL, -SLUICE_EINVAL (NULL, a refused decision,
- * n = 0, or more than the bucket counts).
+ * n = 0, more than the bucket counts, or a decision from an epoch this
+ * window never opened, e.g. later than its newest).
  */
 SLUICE_API int sluice_window_refund_at(sluice_window_t *w, uint64_t n,
                                        const sluice_decision_t *admitted);
