@@ -60,9 +60,9 @@
  *     width CAS (pair_internal.h), and these writes CAS both.  They are
  *     slow paths (once per epoch, once per B admissions, a refund), so
  *     CMPXCHG16B's extra cost never reaches a decision.
- * A double-width CAS on every decision was measured instead: about 6 ns
- * more per CAS on this project's 2-core test machine (the README's bench
- * section), for no guarantee the head check does not already give.
+ * A double-width CAS on every decision was considered instead: it costs
+ * about half again a single-width CAS (README, "Stalls and wraparound"),
+ * for no guarantee the head check does not already give.
  * The full epoch also says whether a bucket is open (slot_of()), so a
  * clock jump of exactly k * 2^32 buckets is not mistaken for the old one.
  *
