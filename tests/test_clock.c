@@ -994,3 +994,48 @@ Test(clock, cancelled_stop_leaves_no_lock_held, .fini = stop_ticker)
 	cr_assert_eq(j, 0, "start() after a cancelled stop() blocked for 5 s (mutex left locked)");
 	cr_assert_eq(atomic_load(&rc), 0, "start() after a cancelled stop() failed");
 }
+
+/* ---- what a lagging reading does (clock.h, WORST CASE) ------------------ */
+
+/*
+ * A ticker stalled for D = 1 s, seen through a manual clock that stands
+ * still while "real" time runs: GCRA with T = 100 ms and b = 5.  At real
+ * time 10.99 s the reading is still 10 s and the full bucket passes (5);
+ * at real 11 s the stall ends, the reading jumps to 11 s, and the bucket,
+ * refilled over the 1 s the limiter saw, passes 5 again.  So 10 admissions
+ * fall within 10 ms of real time, twice GCRA's b + 10 ms / T = 5: a lag is
+ * not "never an extra admission" over real time.  And no more than the
+ * bound for 10 ms + D, b + 1010 ms / T = 15, as clock.h states.
+ */
+Test(clock, lag_widens_a_real_interval_by_the_lag_and_no_more)
+{
+	const uint64_t ms = 1000000, T = 100 * ms, b = 5, D = 1000 * ms;
+	sluice_clock_t m;
+	sluice_clock_manual_init(&m, 10000 * ms);
+	sluice_gcra_t g;
+	sluice_gcra_config_t cfg = { .rate = 1, .period_ns = T, .burst = b, .clock = &m };
+	cr_assert_eq(sluice_gcra_init(&g, &cfg), 0, "gcra init");
+
+	/* Real time 10.99 s, reading frozen at 10 s since real 10 s. */
+	uint64_t early = 0;
+	while (early < 100 && sluice_gcra_acquire(&g, 1, NULL) == 1)
+		early++;
+	/* Real time 11 s: the stall ends. */
+	sluice_clock_manual_set(&m, 11000 * ms);
+	uint64_t late = 0;
+	while (late < 100 && sluice_gcra_acquire(&g, 1, NULL) == 1)
+		late++;
+	uint64_t within_10ms = early + late;
+	cr_assert_eq(early, b, "frozen reading: %llu admitted, expected the burst %llu",
+	             (unsigned long long)early, (unsigned long long)b);
+	cr_assert_gt(within_10ms, b + (10 * ms) / T,
+	             "a 1 s lag put %llu admissions within 10 ms of real time: expected more "
+	             "than the unlagged bound %llu (else this test shows nothing)",
+	             (unsigned long long)within_10ms, (unsigned long long)(b + (10 * ms) / T));
+	cr_assert_leq(within_10ms, b + (10 * ms + D) / T,
+	              "%llu admissions within 10 ms of real time with a 1 s lag: above the "
+	              "bound for 10 ms + D, %llu",
+	              (unsigned long long)within_10ms,
+	              (unsigned long long)(b + (10 * ms + D) / T));
+	sluice_gcra_destroy(&g);
+}
