@@ -138,9 +138,9 @@ static void after_fork_child(void)
 	tick_changed = false;
 	/* The inherited condition variable may count the parent's ticker as
 	 * a waiter; a signal or destroy could wait for it.  Make a new one in
-	 * place.  Cannot fail on Linux (no resources); if it did, nothing
-	 * would wait on it before the next start(), which then fails cleanly
-	 * because handlers_ready is cleared. */
+	 * place.  Cannot fail on Linux (it holds no resources); if it did,
+	 * handlers_ready goes false and the next start() makes it again, or
+	 * fails with -SLUICE_ETHREAD: nothing ever waits on a broken one. */
 	if (handlers_ready && make_tick_cond() != 0)
 		handlers_ready = false;
 	pthread_mutex_unlock(&tick_lock);

@@ -34,9 +34,10 @@
  *
  * GUARANTEE (any number of threads, any process model)
  *   sluice_clock_now() is lock-free and allocation-free on every clock, and
- *   wait-free: no loop, no lock, one load or one clock_gettime.  A reading
- *   of the monotonic, coarse or cached clock is a CLOCK_MONOTONIC value
- *   taken at or before the read: never 0, never ahead of CLOCK_MONOTONIC.
+ *   wait-free: no loop and no lock; a load, a clock_gettime, or (cached
+ *   clock, no ticker) both.  A reading of the monotonic, coarse or cached
+ *   clock is a CLOCK_MONOTONIC value taken at or before the read: never 0,
+ *   never ahead of CLOCK_MONOTONIC.
  *   Each limiter's header states its bound over the readings it decides on;
  *   that bound holds whatever the readings are (late, frozen, jumping,
  *   backwards: see each header's CLOCK JUMPS).
@@ -70,18 +71,19 @@
  *   child's cached clock is CLOCK_MONOTONIC, exact (see FORK).
  *   Blocking.  start() and stop() take a mutex; stop() waits for the ticker
  *   thread to exit, and start() and limiter inits that validate against the
- *   cached clock wait for a concurrent stop(): each wait is bounded by one
- *   wake-up of the ticker (it exits at once on a stop and never waits for
- *   the mutex).  They are cancellation-safe (cancellation is disabled while
- *   the mutex is held) and not async-signal-safe: a signal handler that
- *   calls them, or that calls fork() while it interrupted one of them (or a
- *   limiter's init), deadlocks, as glibc's own malloc fork handlers do (use
- *   _Fork() in a handler).  The ticker thread runs with every signal blocked,
- *   so no signal handler ever runs on it.
+ *   cached clock wait for a concurrent stop() or fork(): each wait is
+ *   bounded by one wake-up of the ticker (it exits at once on a stop and
+ *   never waits for the mutex) or by the fork() call.  They are
+ *   cancellation-safe (cancellation is disabled while the mutex is held)
+ *   and not async-signal-safe: a signal handler that calls them, or that
+ *   calls fork() while it interrupted one of them (or a limiter's init),
+ *   deadlocks, as glibc's own malloc fork handlers do (use _Fork() in a
+ *   handler).  The ticker thread runs with every signal blocked, so no
+ *   signal handler ever runs on it.
  *
  * CLOCK JUMPS: CLOCK_MONOTONIC does not jump: clock_settime, settimeofday
- *   and NTP steps do not move it (NTP may slew its rate by at most 500 ppm),
- *   and it never runs backwards.  It does not count time the machine spends
+ *   and NTP steps do not move it (adjtime and NTP only slew its rate, NTP's
+ *   frequency correction by at most 500 ppm), and it never runs backwards.  It does not count time the machine spends
  *   suspended: after a resume it continues from where it stopped, so a
  *   limiter sees the suspension as time that never passed (no refill for
  *   it: fewer admissions, never more).  The coarse and cached clocks are the
@@ -123,8 +125,9 @@
  *   warm-up's interval; see each header's LIMITS) records it, and
  *   sluice_clock_cached_start() refuses (-SLUICE_ERESOLUTION, ticker
  *   unchanged) a period above the finest step recorded: raising the period
- *   under a limiter would cap its rate silently (a ring validated at 1 ms
- *   admitted 20 in 2 s instead of about 205 at a 1 s period).  The record is
+ *   under a limiter would cap its rate silently (a ring of L = 10 per
+ *   100 ms in 1 ms buckets, validated on the 1 ms ticker, admitted 20 in
+ *   2 s after start(1 s) was accepted, instead of 200).  The record is
  *   process-wide (there is one ticker per process), is inherited by fork
  *   children, and never loosens, not even when the limiter is destroyed:
  *   limiters are caller-allocated and attached from shared memory, and a
