@@ -40,7 +40,7 @@ int sluice_fixed_init(sluice_fixed_t *f, const sluice_fixed_config_t *cfg)
 		return -SLUICE_ELIMIT;
 	if (cfg->window_ns == 0)
 		return -SLUICE_EWINDOW;
-	if (cfg->window_ns < sluice_clock_resolution_ns(clock))
+	if (sluice__clock_require_step(clock, cfg->window_ns) != 0)
 		return -SLUICE_ERESOLUTION;
 
 	f->limit = cfg->limit;

@@ -149,7 +149,7 @@ static void load_params(struct sluice__gcra_params *s, struct params *p)
  */
 static int check_resolution(const sluice_clock_t *clock, const struct params *p, int booking)
 {
-	if (!booking && p->tau < sluice_clock_resolution_ns(clock))
+	if (!booking && sluice__clock_require_step(clock, p->tau) != 0)
 		return -SLUICE_ERESOLUTION;
 	return 0;
 }

@@ -465,7 +465,7 @@ int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock, slu
 	if (c->kind > SLUICE_CLOCK_MANUAL)
 		return -SLUICE_ECLOCK;
 	if ((p.algo == SLUICE_KEYED_FIXED || p.algo == SLUICE_KEYED_WINDOW) &&
-	    h->width_ns < sluice_clock_resolution_ns(c))
+	    sluice__clock_require_step(c, h->width_ns) != 0)
 		return -SLUICE_ERESOLUTION;
 
 	memset(k, 0, sizeof(*k));

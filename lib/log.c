@@ -95,7 +95,7 @@ int sluice_log_init(sluice_log_t *lg, const sluice_log_config_t *cfg)
 		return -SLUICE_EMEMORY;
 	if (cfg->window_ns == 0)
 		return -SLUICE_EWINDOW;
-	if (cfg->window_ns < sluice_clock_resolution_ns(clock))
+	if (sluice__clock_require_step(clock, cfg->window_ns) != 0)
 		return -SLUICE_ERESOLUTION;
 
 	uint64_t nslots = cfg->limit + 1;

@@ -385,7 +385,7 @@ int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg)
 	/* An acquire passes only when the next free ticket is <= now, so at
 	 * most one request passes per clock reading: an interval below the
 	 * clock's step would cap the rate silently (warmup.h, LIMITS). */
-	if (period / rate < sluice_clock_resolution_ns(clock))
+	if (sluice__clock_require_step(clock, period / rate) != 0)
 		return -SLUICE_ERESOLUTION;
 	u128 pr = (u128)p * rate; /* M = pr / period */
 	if (pr > (u128)SLUICE_WARMUP_STORED_MAX * period)

@@ -116,7 +116,7 @@ int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
 	if (cfg->window_ns == 0 || cfg->window_ns % cfg->buckets != 0)
 		return -SLUICE_EWINDOW;
 	uint64_t width = cfg->window_ns / cfg->buckets;
-	if (width < sluice_clock_resolution_ns(clock))
+	if (sluice__clock_require_step(clock, width) != 0)
 		return -SLUICE_ERESOLUTION;
 
 	uint32_t nslots = round_up_pow2(cfg->buckets);

@@ -2,22 +2,43 @@
  * test_clock.c - the four time sources: the manual clock (set, advance,
  * set backwards), the monotonic and coarse readings, each clock's resolution,
  * and the cached clock's ticker lifecycle (stopped fallback, start twice,
- * stop twice, bad periods, a reading that advances while it runs).
+ * stop twice, bad periods, a reading that advances while it runs), the
+ * period floor (clock.h, PERIOD FLOOR: every limiter's validated step, and
+ * a start() above it refused), and what another thread cannot do to the
+ * ticker (a signal handler run on it, a cancellation inside stop()).
+ * Fork is in test_fork.c.
  *
  * No test asserts that anything was fast: readings are bracketed by
  * CLOCK_MONOTONIC reads taken before and after, so a descheduled thread only
  * widens the bracket.  Waits are bounded polls.  Every test that starts the
  * ticker stops it in its .fini (and most also stop it explicitly).
  */
+/* sluice__clock_require_step() is declared for the library's own build
+ * only (clock.h says why); this file tests it directly too.  The macro
+ * changes nothing else that a test sees (SLUICE_API's visibility). */
+#define SLUICE_BUILDING 1
+
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <dirent.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sluice/clock.h"
 #include "sluice/error.h"
+#include "sluice/fixed.h"
+#include "sluice/gcra.h"
+#include "sluice/keyed.h"
+#include "sluice/leaky.h"
+#include "sluice/log.h"
+#include "sluice/warmup.h"
+#include "sluice/window.h"
 
 TestSuite(clock, .timeout = 60);
 
@@ -592,4 +613,429 @@ Test(clock, cached_readers_during_start_stop, .fini = stop_ticker)
 		             "reader %d: %llu of %llu readings were ahead of CLOCK_MONOTONIC", i,
 		             (unsigned long long)r[i].future, (unsigned long long)r[i].reads);
 	}
+}
+
+/* ---- period floor (clock.h, PERIOD FLOOR) ------------------------------- */
+
+/* Each limiter that validates a step against the cached clock, made with
+ * that step (and destroyed again: the record must outlive it). */
+enum floor_module {
+	FM_FIXED,
+	FM_WINDOW,
+	FM_GCRA,
+	FM_GCRA_SET_RATE, /* a reconfiguration validates its new step too */
+	FM_LEAKY_METER,
+	FM_LOG,
+	FM_WARMUP,
+	FM_KEYED_FIXED,
+	FM_KEYED_WINDOW,
+};
+
+struct floor_case {
+	enum floor_module module;
+	char name[24];
+};
+
+static int make_with_step(enum floor_module m, uint64_t step)
+{
+	const sluice_clock_t *ck = &sluice_clock_cached;
+	int rc = -1;
+	switch (m) {
+	case FM_FIXED: {
+		sluice_fixed_t f;
+		sluice_fixed_config_t cfg = { .limit = 1, .window_ns = step, .clock = ck };
+		rc = sluice_fixed_init(&f, &cfg);
+		break;
+	}
+	case FM_WINDOW: {
+		sluice_window_t w;
+		sluice_window_config_t cfg = { .limit = 10, .window_ns = 4 * step, .buckets = 4,
+			                       .mode = SLUICE_EXACT, .clock = ck };
+		rc = sluice_window_init(&w, &cfg);
+		if (rc == 0)
+			sluice_window_destroy(&w);
+		break;
+	}
+	case FM_GCRA: {
+		sluice_gcra_t g;
+		sluice_gcra_config_t cfg = { .rate = 1, .period_ns = step, .burst = 1, .clock = ck };
+		rc = sluice_gcra_init(&g, &cfg);
+		if (rc == 0)
+			sluice_gcra_destroy(&g);
+		break;
+	}
+	case FM_GCRA_SET_RATE: {
+		sluice_gcra_t g;
+		sluice_gcra_config_t cfg = { .rate = 1, .period_ns = SLUICE_CACHED_PERIOD_MAX_NS,
+			                     .burst = 1, .clock = ck };
+		cr_assert_eq(sluice_gcra_init(&g, &cfg), 0, "gcra with tau = 1 s refused");
+		rc = sluice_gcra_set_rate(&g, 1, step);
+		sluice_gcra_destroy(&g);
+		break;
+	}
+	case FM_LEAKY_METER: {
+		sluice_leaky_t l;
+		sluice_leaky_config_t cfg = { .rate = 1, .period_ns = step,
+			                      .mode = SLUICE_LEAKY_METER, .depth = 0, .clock = ck };
+		rc = sluice_leaky_init(&l, &cfg);
+		if (rc == 0)
+			sluice_leaky_destroy(&l);
+		break;
+	}
+	case FM_LOG: {
+		sluice_log_t lg;
+		sluice_log_config_t cfg = { .limit = 4, .window_ns = step, .clock = ck };
+		rc = sluice_log_init(&lg, &cfg);
+		if (rc == 0)
+			sluice_log_destroy(&lg);
+		break;
+	}
+	case FM_WARMUP: {
+		sluice_warmup_t w;
+		sluice_warmup_config_t cfg = { .rate = 1, .period_ns = step,
+			                       .warmup_ns = 64 * step, .clock = ck };
+		rc = sluice_warmup_init(&w, &cfg);
+		if (rc == 0)
+			sluice_warmup_destroy(&w);
+		break;
+	}
+	case FM_KEYED_FIXED:
+	case FM_KEYED_WINDOW: {
+		sluice_keyed_t k;
+		sluice_keyed_config_t cfg = { .algo = SLUICE_KEYED_FIXED, .capacity = 8,
+			                      .limit = 1, .window_ns = step };
+		if (m == FM_KEYED_WINDOW) {
+			cfg.algo = SLUICE_KEYED_WINDOW;
+			cfg.window_ns = 4 * step;
+			cfg.buckets = 4;
+		}
+		rc = sluice_keyed_new(&k, &cfg, ck);
+		if (rc == 0)
+			sluice_keyed_free(&k);
+		break;
+	}
+	}
+	return rc;
+}
+
+ParameterizedTestParameters(clock, floor_every_limiter_records_its_step)
+{
+	static struct floor_case cases[] = {
+		{ FM_FIXED, "fixed" },
+		{ FM_WINDOW, "window" },
+		{ FM_GCRA, "gcra" },
+		{ FM_GCRA_SET_RATE, "gcra set_rate" },
+		{ FM_LEAKY_METER, "leaky meter" },
+		{ FM_LOG, "log" },
+		{ FM_WARMUP, "warmup" },
+		{ FM_KEYED_FIXED, "keyed fixed" },
+		{ FM_KEYED_WINDOW, "keyed window" },
+	};
+	return cr_make_param_array(struct floor_case, cases, sizeof(cases) / sizeof(cases[0]));
+}
+
+ParameterizedTest(struct floor_case *fc, clock, floor_every_limiter_records_its_step,
+                  .fini = stop_ticker)
+{
+	const uint64_t ms = 1000000;
+	/* Stopped at the default period (1 ms): the resolution is the period. */
+	cr_assert_eq(sluice_clock_resolution_ns(&sluice_clock_cached), ms, "default period");
+
+	/* A step below the period: refused, and nothing recorded. */
+	int rc = make_with_step(fc->module, ms - 1);
+	cr_assert_eq(rc, -SLUICE_ERESOLUTION, "%s: step 1 ms - 1 ns on a 1 ms clock: %d (%s)",
+	             fc->name, rc, sluice_err_name(rc));
+
+	/* A step of 2 ms: accepted and recorded, though the limiter is gone. */
+	rc = make_with_step(fc->module, 2 * ms);
+	cr_assert_eq(rc, 0, "%s: step 2 ms on a 1 ms clock: %d (%s)", fc->name, rc,
+	             sluice_err_name(rc));
+	rc = sluice_clock_cached_start(2 * ms + 1);
+	cr_assert_eq(rc, -SLUICE_ERESOLUTION,
+	             "%s: start(2 ms + 1 ns) above the recorded 2 ms step: %d (%s)", fc->name,
+	             rc, sluice_err_name(rc));
+	cr_assert_eq(sluice_clock_cached_running(), 0, "%s: a refused start started it",
+	             fc->name);
+	cr_assert_eq(sluice_clock_resolution_ns(&sluice_clock_cached), ms,
+	             "%s: a refused start changed the period", fc->name);
+	rc = sluice_clock_cached_start(2 * ms);
+	cr_assert_eq(rc, 0, "%s: start(2 ms), the recorded step itself: %d (%s)", fc->name, rc,
+	             sluice_err_name(rc));
+	sluice_clock_cached_stop();
+}
+
+Test(clock, floor_a_refused_step_records_nothing, .fini = stop_ticker)
+{
+	/* Only steps that passed are recorded: a failed check must not pin
+	 * the clock (here: below the 1 ms default, then start(1 s) is fine). */
+	cr_assert_eq(sluice__clock_require_step(&sluice_clock_cached, 999999), -SLUICE_ERESOLUTION,
+	             "999999 ns on a 1 ms clock accepted");
+	cr_assert_eq(sluice_clock_cached_start(SLUICE_CACHED_PERIOD_MAX_NS), 0,
+	             "start(1 s) refused after a refused step");
+	sluice_clock_cached_stop();
+}
+
+Test(clock, floor_keeps_the_finest_step_and_never_loosens, .fini = stop_ticker)
+{
+	const uint64_t ms = 1000000;
+	sluice_clock_t *ck = &sluice_clock_cached;
+	cr_assert_eq(sluice_clock_cached_start(2 * ms), 0, "start(2 ms)");
+	cr_assert_eq(sluice__clock_require_step(ck, 2 * ms - 1), -SLUICE_ERESOLUTION,
+	             "a step below the running period accepted");
+	cr_assert_eq(sluice__clock_require_step(ck, 5 * ms), 0, "5 ms on a 2 ms clock");
+	cr_assert_eq(sluice__clock_require_step(ck, 3 * ms), 0, "3 ms on a 2 ms clock");
+	cr_assert_eq(sluice__clock_require_step(ck, 10 * ms), 0, "10 ms on a 2 ms clock");
+	/* The floor is 3 ms: the finest of 5, 3 and 10. */
+	cr_assert_eq(sluice_clock_cached_start(3 * ms + 1), -SLUICE_ERESOLUTION,
+	             "start above the finest recorded step (3 ms) accepted");
+	cr_assert_eq(sluice_clock_cached_running(), 1, "a refused start stopped the ticker");
+	cr_assert_eq(sluice_clock_resolution_ns(ck), 2 * ms, "a refused start changed the period");
+	cr_assert_eq(sluice_clock_cached_start(3 * ms), 0, "start(3 ms) = the floor refused");
+	cr_assert_eq(sluice_clock_cached_start(1000), 0, "start(1 us) below the floor refused");
+	cr_assert_eq(sluice_clock_cached_start(0), 0, "start(0): the 1 ms default is finer");
+	/* Stopped, a first start is held to the floor as well. */
+	sluice_clock_cached_stop();
+	cr_assert_eq(sluice_clock_cached_start(4 * ms), -SLUICE_ERESOLUTION,
+	             "stopped: start(4 ms) above the 3 ms floor accepted");
+	cr_assert_eq(sluice_clock_cached_running(), 0, "a refused first start started it");
+	cr_assert_eq(sluice_clock_resolution_ns(ck), ms, "a refused first start changed the period");
+	/* A coarser step later does not loosen the floor. */
+	cr_assert_eq(sluice__clock_require_step(ck, SLUICE_CACHED_PERIOD_MAX_NS), 0, "1 s step");
+	cr_assert_eq(sluice_clock_cached_start(4 * ms), -SLUICE_ERESOLUTION,
+	             "the floor loosened after a coarser step");
+}
+
+Test(clock, floor_other_clocks_check_and_record_nothing, .fini = stop_ticker)
+{
+	sluice_clock_t manual;
+	sluice_clock_manual_init(&manual, 0);
+	uint64_t tick = sluice_clock_resolution_ns(&sluice_clock_coarse);
+	cr_assert_eq(sluice__clock_require_step(&manual, 0), -SLUICE_ERESOLUTION, "manual: 0 ns");
+	cr_assert_eq(sluice__clock_require_step(&manual, 1), 0, "manual: 1 ns");
+	cr_assert_eq(sluice__clock_require_step(&sluice_clock_monotonic, 1), 0, "monotonic: 1 ns");
+	cr_assert_eq(sluice__clock_require_step(&sluice_clock_coarse, tick - 1),
+	             -SLUICE_ERESOLUTION, "coarse: a tick - 1 ns accepted");
+	cr_assert_eq(sluice__clock_require_step(&sluice_clock_coarse, tick), 0, "coarse: a tick");
+	sluice_clock_t bad = { .kind = (sluice_clock_kind_t)7 };
+	cr_assert_eq(sluice__clock_require_step(&bad, 1000), -SLUICE_ECLOCK, "unknown kind");
+	/* None of them is the cached clock: its period may still go to 1 s. */
+	cr_assert_eq(sluice_clock_cached_start(SLUICE_CACHED_PERIOD_MAX_NS), 0,
+	             "a step on another clock pinned the cached clock");
+}
+
+/*
+ * The issue's case: a ring validated against the 1 ms ticker (L = 10 per
+ * 100 ms in 1 ms buckets), then start(1 s).  Before the floor, the start
+ * succeeded and the ring admitted 20 in 2 s (readings in 1 s steps) instead
+ * of about 205.  Now the start is refused, the ticker keeps 1 ms, and the
+ * ring admits 30 (three windows' worth) in well under 1.5 s: at a 1 s
+ * period that would take more than 2 s.  The bound is a liveness bound, 5x
+ * what 30 permits take on a 1 ms ticker, not a speed assertion.
+ */
+Test(clock, floor_refused_start_leaves_the_ring_at_its_rate, .fini = stop_ticker)
+{
+	const uint64_t ms = 1000000;
+	cr_assert_eq(sluice_clock_cached_start(ms), 0, "start(1 ms)");
+	sluice_window_t w;
+	sluice_window_config_t cfg = { .limit = 10, .window_ns = 100 * ms, .buckets = 100,
+		                       .mode = SLUICE_EXACT, .clock = &sluice_clock_cached };
+	cr_assert_eq(sluice_window_init(&w, &cfg), 0, "ring with 1 ms buckets refused");
+	int rc = sluice_clock_cached_start(SLUICE_CACHED_PERIOD_MAX_NS);
+	cr_assert_eq(rc, -SLUICE_ERESOLUTION, "start(1 s) under a 1 ms ring: %d (%s)", rc,
+	             sluice_err_name(rc));
+	cr_assert_eq(sluice_clock_cached_running(), 1, "the refused start stopped the ticker");
+	cr_assert_eq(sluice_clock_resolution_ns(&sluice_clock_cached), ms,
+	             "the refused start changed the period to %llu",
+	             (unsigned long long)sluice_clock_resolution_ns(&sluice_clock_cached));
+
+	uint64_t t0 = raw_ns(CLOCK_MONOTONIC);
+	int admitted = 0;
+	while (admitted < 30 && raw_ns(CLOCK_MONOTONIC) - t0 < 1500 * ms) {
+		rc = sluice_window_acquire(&w, 1, NULL);
+		cr_assert_geq(rc, 0, "acquire: %d (%s)", rc, sluice_err_name(rc));
+		admitted += rc;
+		if (rc == 0)
+			sleep_ns(ms);
+	}
+	cr_assert_geq(admitted, 30, "the ring admitted %d in 1.5 s with L = 10 per 100 ms",
+	              admitted);
+	sluice_window_destroy(&w);
+}
+
+/* ---- what another thread cannot do to the ticker ------------------------ */
+
+/* SigBlk of one thread of this process, from /proc (hex mask). */
+static unsigned long long thread_sigblk(long tid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/self/task/%ld/status", tid);
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f, "cannot open %s", path);
+	unsigned long long m = 0;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "SigBlk:", 7) == 0)
+			m = strtoull(line + 7, NULL, 16);
+	fclose(f);
+	return m;
+}
+
+/* The task ids in /proc/self/task, into @ids (at most @max); the count. */
+static int task_ids(long *ids, int max)
+{
+	DIR *d = opendir("/proc/self/task");
+	cr_assert_not_null(d, "cannot open /proc/self/task");
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL && n < max)
+		if (e->d_name[0] != '.')
+			ids[n++] = strtol(e->d_name, NULL, 10);
+	closedir(d);
+	return n;
+}
+
+/* The ticker blocks every signal: a process-directed signal's handler never
+ * runs on it (it would stall the clock for as long as it runs, and take a
+ * signal the application expects on its own threads).  Found as the one
+ * task start() added.  SIGKILL and SIGSTOP cannot be blocked, and glibc
+ * keeps its two internal signals (32, 33) out of any mask, so "every" is
+ * 1..64 but those four. */
+Test(clock, ticker_thread_blocks_every_signal, .fini = stop_ticker)
+{
+	/* Warm up: the first thread creation may bring runtime helpers. */
+	cr_assert_eq(sluice_clock_cached_start(0), 0, "warm-up start failed");
+	int warm = thread_count();
+	sluice_clock_cached_stop();
+	wait_thread_count(warm - 1);
+
+	/* The ticker must not just inherit a full mask from its creator: start
+	 * it from a thread that blocks nothing (Criterion's test thread may
+	 * block some signals of its own). */
+	sigset_t none, saved;
+	sigemptyset(&none);
+	pthread_sigmask(SIG_SETMASK, &none, &saved);
+	long before[64], after[64];
+	int nb = task_ids(before, 64);
+	cr_assert_eq(sluice_clock_cached_start(0), 0, "start failed");
+	pthread_sigmask(SIG_SETMASK, &saved, NULL);
+	/* glibc creates a thread with every signal blocked and installs the
+	 * creator's mask once it runs: wait until the ticker has run (its
+	 * first tick replaces the reading start() published), up to ~2 s. */
+	uint64_t published = atomic_load(&sluice__cached_now);
+	for (int i = 0; i < 2000 && atomic_load(&sluice__cached_now) == published; i++)
+		sleep_ns(1000000);
+	cr_assert_neq(atomic_load(&sluice__cached_now), published, "the ticker never ticked");
+	int na = task_ids(after, 64);
+	cr_assert_eq(na, nb + 1, "start added %d tasks, expected 1", na - nb);
+	long ticker = 0;
+	for (int i = 0; i < na; i++) {
+		int old = 0;
+		for (int k = 0; k < nb; k++)
+			old |= before[k] == after[i];
+		if (!old)
+			ticker = after[i];
+	}
+	cr_assert_neq(ticker, 0, "the ticker's task not found");
+	unsigned long long m = thread_sigblk(ticker);
+	for (int sig = 1; sig <= 64; sig++) {
+		if (sig == SIGKILL || sig == SIGSTOP || sig == 32 || sig == 33)
+			continue;
+		cr_assert(m & (1ULL << (sig - 1)),
+		          "the ticker (task %ld) does not block signal %d (SigBlk %016llx)", ticker,
+		          sig, m);
+	}
+	sluice_clock_cached_stop();
+}
+
+/*
+ * A thread cancelled inside stop() (pthread_join is a cancellation point)
+ * must not leave the ticker's mutex locked: every later start, stop and
+ * limiter init on the cached clock would block for ever.  The thread
+ * cancels itself (deferred: the cancel is pending) and calls stop(); the
+ * cancellation must take effect only after stop() returned.  start() from
+ * another thread must then return, checked with a bounded join.
+ */
+static void *cancelled_stopper(void *arg)
+{
+	_Atomic int *returned = arg;
+	pthread_cancel(pthread_self());
+	sluice_clock_cached_stop();
+	atomic_store(returned, 1);
+	pthread_testcancel();
+	return NULL;
+}
+
+static void *starter(void *arg)
+{
+	_Atomic int *rc = arg;
+	atomic_store(rc, sluice_clock_cached_start(0));
+	return NULL;
+}
+
+Test(clock, cancelled_stop_leaves_no_lock_held, .fini = stop_ticker)
+{
+	cr_assert_eq(sluice_clock_cached_start(0), 0, "start failed");
+	_Atomic int returned = 0;
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, cancelled_stopper, &returned), 0, "pthread_create");
+	void *res;
+	pthread_join(t, &res);
+	cr_assert_eq(res, PTHREAD_CANCELED, "the stopper was not cancelled at all");
+	cr_assert_eq(atomic_load(&returned), 1,
+	             "the stopper was cancelled inside stop() (at its pthread_join)");
+	cr_assert_eq(sluice_clock_cached_running(), 0, "stop() did not finish");
+
+	_Atomic int rc = 1;
+	pthread_t s;
+	cr_assert_eq(pthread_create(&s, NULL, starter, &rc), 0, "pthread_create");
+	struct timespec deadline;
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += 5;
+	int j = pthread_timedjoin_np(s, NULL, &deadline);
+	cr_assert_eq(j, 0, "start() after a cancelled stop() blocked for 5 s (mutex left locked)");
+	cr_assert_eq(atomic_load(&rc), 0, "start() after a cancelled stop() failed");
+}
+
+/* ---- what a lagging reading does (clock.h, WORST CASE) ------------------ */
+
+/*
+ * A ticker stalled for D = 1 s, seen through a manual clock that stands
+ * still while "real" time runs: GCRA with T = 100 ms and b = 5.  At real
+ * time 10.99 s the reading is still 10 s and the full bucket passes (5);
+ * at real 11 s the stall ends, the reading jumps to 11 s, and the bucket,
+ * refilled over the 1 s the limiter saw, passes 5 again.  So 10 admissions
+ * fall within 10 ms of real time, twice GCRA's b + 10 ms / T = 5: a lag is
+ * not "never an extra admission" over real time.  And no more than the
+ * bound for 10 ms + D, b + 1010 ms / T = 15, as clock.h states.
+ */
+Test(clock, lag_widens_a_real_interval_by_the_lag_and_no_more)
+{
+	const uint64_t ms = 1000000, T = 100 * ms, b = 5, D = 1000 * ms;
+	sluice_clock_t m;
+	sluice_clock_manual_init(&m, 10000 * ms);
+	sluice_gcra_t g;
+	sluice_gcra_config_t cfg = { .rate = 1, .period_ns = T, .burst = b, .clock = &m };
+	cr_assert_eq(sluice_gcra_init(&g, &cfg), 0, "gcra init");
+
+	/* Real time 10.99 s, reading frozen at 10 s since real 10 s. */
+	uint64_t early = 0;
+	while (early < 100 && sluice_gcra_acquire(&g, 1, NULL) == 1)
+		early++;
+	/* Real time 11 s: the stall ends. */
+	sluice_clock_manual_set(&m, 11000 * ms);
+	uint64_t late = 0;
+	while (late < 100 && sluice_gcra_acquire(&g, 1, NULL) == 1)
+		late++;
+	uint64_t within_10ms = early + late;
+	cr_assert_eq(early, b, "frozen reading: %llu admitted, expected the burst %llu",
+	             (unsigned long long)early, (unsigned long long)b);
+	cr_assert_gt(within_10ms, b + (10 * ms) / T,
+	             "a 1 s lag put %llu admissions within 10 ms of real time: expected more "
+	             "than the unlagged bound %llu (else this test shows nothing)",
+	             (unsigned long long)within_10ms, (unsigned long long)(b + (10 * ms) / T));
+	cr_assert_leq(within_10ms, b + (10 * ms + D) / T,
+	              "%llu admissions within 10 ms of real time with a 1 s lag: above the "
+	              "bound for 10 ms + D, %llu",
+	              (unsigned long long)within_10ms,
+	              (unsigned long long)(b + (10 * ms + D) / T));
+	sluice_gcra_destroy(&g);
 }
