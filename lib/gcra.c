@@ -240,7 +240,8 @@ int sluice__gcra_take_slow(sluice_gcra_t *g, uint64_t n, uint64_t now, uint64_t 
 			help(g, a);
 			continue;
 		}
-		uint64_t e = atomic_load_explicit(&g->era, memory_order_relaxed);
+		/* Acquire: pairs with the era flip, as in sluice__gcra_try(). */
+		uint64_t e = atomic_load_explicit(&g->era, memory_order_acquire);
 		uint64_t burst = atomic_load_explicit(&g->params[e & 1].burst, memory_order_acquire);
 		if (atomic_load_explicit(&g->tat, memory_order_acquire) != a)
 			continue;
@@ -278,7 +279,10 @@ int sluice_gcra_cancel(sluice_gcra_t *g, uint64_t n, const sluice_decision_t *bo
 		return -SLUICE_ECANCEL; /* booked after it (or reconfigured, or sealed) */
 	/* The TAT is the one this booking left, so its era is in force and
 	 * its slot stable; a seal after this load makes the CAS below fail. */
-	uint64_t e = atomic_load_explicit(&g->era, memory_order_relaxed);
+	/* Acquire: pairs with the era flip (sluice__gcra_try()'s note): an
+	 * era read here that is newer than the TAT's has its seal ordered
+	 * before the CAS below, which then fails. */
+	uint64_t e = atomic_load_explicit(&g->era, memory_order_acquire);
 	uint64_t T = atomic_load_explicit(&g->params[e & 1].interval, memory_order_acquire);
 	uint64_t burst = atomic_load_explicit(&g->params[e & 1].burst, memory_order_acquire);
 	if (n > burst || n * T > left) {
@@ -312,7 +316,9 @@ uint64_t sluice_gcra_remaining_at(sluice_gcra_t *g, uint64_t now)
 			continue;
 		}
 		struct params p;
-		load_params(&g->params[atomic_load_explicit(&g->era, memory_order_relaxed) & 1], &p);
+		/* Acquire: pairs with the era flip; the TAT reload below then
+		 * confirms (a, p) were one state. */
+		load_params(&g->params[atomic_load_explicit(&g->era, memory_order_acquire) & 1], &p);
 		if (atomic_load_explicit(&g->tat, memory_order_acquire) != a)
 			continue; /* (a, p) may not be one state */
 		sluice_decision_t d;

@@ -955,7 +955,7 @@ Test(gcra, null_arguments_size_and_default_clock)
 	sluice_gcra_destroy(NULL);
 	sluice_gcra_destroy(&g);
 	cr_assert_eq(sluice_gcra_size(), sizeof(sluice_gcra_t));
-	cr_assert_eq(sizeof(sluice_gcra_t), 256);
+	cr_assert_eq(sizeof(sluice_gcra_t), 320, "as gcra.h's MEMORY says");
 	cr_assert_eq(sluice_gcra_refund_at(NULL, 1, NULL), -SLUICE_EINVAL);
 }
 
@@ -981,4 +981,25 @@ Test(gcra, bucket_below_clock_resolution)
 	sluice_decision_t d;
 	cr_assert_eq(sluice_gcra_acquire_at(&g, 4, 1000 * r, &d), 1, "b = 4 kept");
 	cr_assert_eq(d.limit, 4);
+}
+
+/* A cancel writes `high`; no decision reads it.  It must not share a cache
+ * line with the era and the parameters, which every decision reads (the old
+ * layout had it beside the era), nor with the TAT.  Lines are counted from
+ * the struct's start, which init's callers align to a cache line. */
+Test(gcra, cancel_bookkeeping_is_off_the_decision_lines)
+{
+	size_t line = SLUICE_CACHELINE;
+	size_t high = offsetof(sluice_gcra_t, high) / line;
+	size_t writer = offsetof(sluice_gcra_t, writer) / line;
+	size_t tat = offsetof(sluice_gcra_t, tat) / line;
+	size_t era = offsetof(sluice_gcra_t, era) / line;
+	size_t params_first = offsetof(sluice_gcra_t, params) / line;
+	size_t params_last = (offsetof(sluice_gcra_t, params) + sizeof(((sluice_gcra_t *)0)->params) - 1) / line;
+	cr_assert_neq(high, era, "high shares the era's line");
+	cr_assert(high < params_first || high > params_last, "high shares a parameter line");
+	cr_assert_neq(high, tat, "high shares the TAT's line");
+	cr_assert_eq(writer, high, "the reconfiguration flag sits with high, off the read lines");
+	cr_assert(tat > params_last && tat != era, "the TAT has a line of its own");
+	cr_assert_eq(_Alignof(sluice_gcra_t), SLUICE_CACHELINE);
 }

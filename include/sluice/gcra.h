@@ -122,14 +122,16 @@
  * shaper, which only books, is exempt.
  *
  * COST: acquire is one load of the TAT, one of the era and three of the
- * parameters (five when it fills a decision; a read-mostly line; acquire
- * loads are plain loads on x86), a
+ * parameters (five when it fills a decision; read-mostly lines that only a
+ * reconfiguration writes; acquire loads are plain loads on x86), a
  * multiply and one CAS; no division (remaining uses a precomputed
  * reciprocal), no fence, no lock, no allocation.
  *
- * MEMORY: 256 bytes, caller-allocated: the parameters (two slots, swapped by
- * a reconfiguration) on read-mostly lines, the TAT on a line of its own.
- * No allocation, ever.
+ * MEMORY: 320 bytes, caller-allocated: the era and the parameters (two
+ * slots, swapped by a reconfiguration) on read-mostly lines; the cancels'
+ * `high` and the reconfiguration flag on a line of their own (a cancel's
+ * write must not invalidate what every decision reads); the TAT on a line
+ * of its own.  No allocation, ever.
  */
 #ifndef SLUICE_GCRA_H
 #define SLUICE_GCRA_H
@@ -175,13 +177,17 @@ struct sluice__gcra_params {
 typedef struct sluice_gcra {
 	/* read-only after init */
 	const sluice_clock_t *clock;
-	/* private: read by every decision, written by reconfigurations */
+	uint32_t booking;         /* made for bookings (pacing), so tau below
+	                           * the clock's resolution is fine         */
+	/* private: read by every decision, written only by reconfigurations */
 	_Atomic uint64_t era;     /* current era; params[era & 1] in force */
-	_Atomic uint64_t high;    /* highest TAT a cancel moved back from  */
-	_Atomic uint32_t writer;  /* set_rate/set_burst serialisation flag */
-	uint32_t booking;         /* read-only: made for bookings (pacing), so
-	                           * tau below the clock's resolution is fine */
 	struct sluice__gcra_params params[2];
+	/* private: written by cancels and reconfigurations, never read by a
+	 * decision: off the line above, so a cancel (which writes `high`) does
+	 * not invalidate the line every decision reads */
+	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t high; /* highest TAT a cancel
+	                                                    * moved back from */
+	_Atomic uint32_t writer;  /* set_rate/set_burst serialisation flag */
 	/* private: the state, on a line of its own */
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t tat;
 } sluice_gcra_t;
@@ -251,8 +257,16 @@ static inline void sluice__gcra_fill(sluice_decision_t *d, int allowed, uint64_t
  * visible.  The parameters are read with acquire loads, which pair with the
  * release stores a reconfiguration rewrites a slot with: a decision that
  * read a rewritten (torn) parameter therefore sees a TAT sealed since it
- * loaded, and its CAS (or the refusal's reload) fails.  (Acquire loads, not
- * a fence: ThreadSanitizer does not model fences.)  TAT values of a
+ * loaded, and its CAS (or the refusal's reload) fails.  The era load is an
+ * acquire too: it pairs with the acq_rel CAS that flips the era
+ * (reconfigure() step 3, or help()), which comes after the seal of that
+ * era in the writer's (or helper's) order.  So a decision that reads era
+ * e+1 has the seal of e+1 happen before its own CAS; write-write coherence
+ * then puts the seal before that CAS in the TAT's modification order, and
+ * the CAS, expecting the pre-seal TAT it loaded, fails.  With a relaxed
+ * era load nothing would order the seal before the CAS, and era e+1's
+ * parameters could be applied to an era-e TAT.  (Acquire loads, not a
+ * fence: ThreadSanitizer does not model fences.)  TAT values of a
  * new era are above every value of the old one (gcra.c), so a CAS on a TAT
  * loaded before a reconfiguration can never succeed after it.  An
  * admission publishes nothing: its CAS is acquire only for the value a
@@ -265,8 +279,10 @@ static inline int sluice__gcra_try(sluice_gcra_t *g, uint64_t n, uint64_t now,
 	for (;;) {
 		if (SLUICE_UNLIKELY(a > SLUICE_GCRA_TIME_MAX))
 			return SLUICE__GCRA_SLOW; /* sealed: help the reconfiguration */
+		/* Acquire: see the ordering note above (pairs with the
+		 * era flip, which comes after the seal). */
 		const struct sluice__gcra_params *p =
-			&g->params[atomic_load_explicit(&g->era, memory_order_relaxed) & 1];
+			&g->params[atomic_load_explicit(&g->era, memory_order_acquire) & 1];
 		uint64_t T = atomic_load_explicit(&p->interval, memory_order_acquire);
 		uint64_t tau = atomic_load_explicit(&p->tau, memory_order_acquire);
 		uint64_t burst = atomic_load_explicit(&p->burst, memory_order_acquire);
@@ -334,8 +350,9 @@ static inline int sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t 
 	 * else (a refusal, a seal, a lost CAS) is decided by the general
 	 * attempt below, which reloads.  Ordering as in sluice__gcra_try(). */
 	uint64_t a = atomic_load_explicit(&g->tat, memory_order_acquire);
+	/* Acquire: pairs with the era flip (sluice__gcra_try()'s note). */
 	const struct sluice__gcra_params *p =
-		&g->params[atomic_load_explicit(&g->era, memory_order_relaxed) & 1];
+		&g->params[atomic_load_explicit(&g->era, memory_order_acquire) & 1];
 	uint64_t T = atomic_load_explicit(&p->interval, memory_order_acquire);
 	uint64_t tau = atomic_load_explicit(&p->tau, memory_order_acquire);
 	uint64_t burst = atomic_load_explicit(&p->burst, memory_order_acquire);

@@ -62,7 +62,7 @@
  * SLUICE_GCRA_SPAN_MAX (-SLUICE_EDELAY) and depth = 0 (-SLUICE_EBURST: the
  * queue is given as a time).  n in 1..D+1 (meter), n = 1 (shaper: a request
  * of n would be n slots; pace n requests one by one).
- * MEMORY: 320 bytes (a GCRA and the mode), caller-allocated, no allocation.
+ * MEMORY: 384 bytes (a GCRA and the mode), caller-allocated, no allocation.
  */
 #ifndef SLUICE_LEAKY_H
 #define SLUICE_LEAKY_H
