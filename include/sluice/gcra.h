@@ -118,8 +118,11 @@
  * step: b * T >= the clock's resolution, or at most b would pass per step
  * and the configured rate could never be reached (a silent cap): init,
  * set_rate and set_burst say -SLUICE_ERESOLUTION instead (raise b, or use a
- * finer clock).  Pacing with reserve is not capped that way; the leaky
- * shaper, which only books, is exempt.
+ * finer clock).  reserve books slots T apart whatever the clock, but it
+ * measures each delay from the caller's reading, which a coarse clock makes
+ * up to one step old, so a caller that sleeps out one delay before booking
+ * the next lands up to a step late each time; the leaky shaper (b = 1) is
+ * therefore held to the same rule (leaky.h).
  *
  * COST: acquire is one load of the TAT, one of the era and three of the
  * parameters (five when it fills a decision; read-mostly lines that only a
@@ -206,8 +209,10 @@ SLUICE_API void sluice_gcra_destroy(sluice_gcra_t *g);
 /* sluice_gcra_size - sizeof(sluice_gcra_t), for FFI callers. */
 SLUICE_API size_t sluice_gcra_size(void);
 
-/* private: init for a limiter that only books (the leaky shaper): no
- * resolution check. */
+/* private: init without the resolution check, for a limiter that only
+ * books and whose callers absorb a stale reading's delay themselves.  No
+ * caller in the library: the leaky shaper is validated as an admitting
+ * bucket (leaky.h, LIMITS). */
 SLUICE_API int sluice__gcra_init_booking(sluice_gcra_t *g, const sluice_gcra_config_t *cfg);
 
 /* private slow paths */

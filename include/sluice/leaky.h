@@ -58,10 +58,16 @@
  * (D + 1) * T <= SLUICE_GCRA_SPAN_MAX (-SLUICE_EBURST), (D + 1) * T >= the
  * clock's resolution (-SLUICE_ERESOLUTION: a smaller bucket would pass at
  * most D + 1 per clock step, below the rate; gcra.h) and max_delay_ns = 0
- * (-SLUICE_EDELAY: a meter does not queue); shaper: max_delay_ns <=
- * SLUICE_GCRA_SPAN_MAX (-SLUICE_EDELAY) and depth = 0 (-SLUICE_EBURST: the
- * queue is given as a time).  n in 1..D+1 (meter), n = 1 (shaper: a request
- * of n would be n slots; pace n requests one by one).
+ * (-SLUICE_EDELAY: a meter does not queue); shaper: T >= the clock's
+ * resolution (-SLUICE_ERESOLUTION: its acquire passes only with the queue
+ * empty, so at most one request per clock reading, and its delays are
+ * measured from a reading up to one step old, so a caller that sleeps out
+ * each delay before booking the next slot lands up to a step late every
+ * time; with T below the step both fall short of the rate, silently),
+ * max_delay_ns <= SLUICE_GCRA_SPAN_MAX (-SLUICE_EDELAY) and depth = 0
+ * (-SLUICE_EBURST: the queue is given as a time).  n in 1..D+1 (meter),
+ * n = 1 (shaper: a request of n would be n slots; pace n requests one by
+ * one).
  * MEMORY: 384 bytes (a GCRA and the mode), caller-allocated, no allocation.
  */
 #ifndef SLUICE_LEAKY_H
@@ -101,8 +107,9 @@ typedef struct sluice_leaky {
 /*
  * sluice_leaky_init - validate @cfg and set up @l (caller-allocated), empty.
  * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_EMODE, -SLUICE_ECLOCK,
- * -SLUICE_ERATE, -SLUICE_EBURST, -SLUICE_EDELAY, -SLUICE_ERESOLUTION (meter
- * only: (D + 1) * T below the clock's resolution) (see LIMITS).
+ * -SLUICE_ERATE, -SLUICE_EBURST, -SLUICE_EDELAY, -SLUICE_ERESOLUTION (meter:
+ * (D + 1) * T below the clock's resolution; shaper: T below it) (see
+ * LIMITS).
  * On error @l is untouched.  No allocation; not thread-safe for the same @l.
  */
 SLUICE_API int sluice_leaky_init(sluice_leaky_t *l, const sluice_leaky_config_t *cfg);
