@@ -339,6 +339,16 @@ Test(decay, refund_subtracts_the_decayed_permits)
 	cr_assert_eq(sluice_decay_refund_at(&x, 2, &b), 0);
 	c = sluice_decay_count_at(&x, SEC);
 	cr_assert(c >= 0.0 && c < 1e-6, "count %f", c);
+	/* a second refund is accepted while the count holds what it takes
+	 * (decay.h: the caller's contract; the limiter cannot tell it from
+	 * another admission's refund) */
+	sluice_decision_t e;
+	cr_assert_eq(sluice_decay_acquire_at(&x, 2, SEC, &e), 1);
+	cr_assert_eq(sluice_decay_acquire_at(&x, 2, SEC, &d), 1);
+	cr_assert_eq(sluice_decay_refund_at(&x, 2, &e), 0);
+	cr_assert_eq(sluice_decay_refund_at(&x, 2, &e), 0, "twice: d's permits freed");
+	c = sluice_decay_count_at(&x, SEC);
+	cr_assert(c >= 0.0 && c < 1e-6, "count %f", c);
 	/* a second refund of the same admission cannot go below 0: kept */
 	uint64_t w = atomic_load(&x.word);
 	cr_assert_eq(sluice_decay_refund_at(&x, 2, &b), -SLUICE_ECANCEL);

@@ -1003,3 +1003,27 @@ Test(gcra, cancel_bookkeeping_is_off_the_decision_lines)
 	cr_assert(tat > params_last && tat != era, "the TAT has a line of its own");
 	cr_assert_eq(_Alignof(sluice_gcra_t), SLUICE_CACHELINE);
 }
+
+/* The refund contract (gcra.h, CANCEL / REFUND): a second cancel of one
+ * booking is refused and changes nothing, except when a booking made since
+ * ended at exactly the same ns: that one is then given back (the documented
+ * hole the caller's "at most once" closes). */
+Test(gcra, second_cancel_is_refused_unless_a_later_booking_ends_there)
+{
+	sluice_gcra_t g;
+	make(&g, 10, SEC, 5);
+	sluice_decision_t a, b, c;
+	cr_assert_eq(sluice_gcra_acquire_at(&g, 2, 0, &a), 1);
+	cr_assert_eq(sluice_gcra_acquire_at(&g, 1, 0, &b), 1);
+	cr_assert_eq(sluice_gcra_cancel(&g, 1, &b), 0);
+	uint64_t tat = atomic_load(&g.tat);
+	cr_assert_eq(sluice_gcra_cancel(&g, 1, &b), -SLUICE_ECANCEL, "twice: refused");
+	cr_assert_eq(atomic_load(&g.tat), tat, "and nothing changed");
+	/* the same request again, before the bucket refilled: it ends where b
+	 * ended, so a second cancel of b cannot be told from c's */
+	cr_assert_eq(sluice_gcra_acquire_at(&g, 1, 0, &c), 1);
+	cr_assert_eq(c.now_ns + c.reset_ns, b.now_ns + b.reset_ns);
+	cr_assert_eq(sluice_gcra_cancel(&g, 1, &b), 0, "the hole the contract closes");
+	cr_assert_eq(sluice_gcra_remaining_at(&g, 0), 3, "c's permit was given back too");
+	(void)a;
+}

@@ -483,6 +483,34 @@ Test(warmup, refund_latest_booking_exactly)
 	(void)before;
 }
 
+/* The refund contract (warmup.h): a second refund of one booking is
+ * refused, unless a booking made since ends at exactly the same ticket; then
+ * that one goes back (the hole the caller's "at most once" closes).  Warm,
+ * with I a whole number of ns, costs are n I exactly, so the same request
+ * again from the refunded state books the same ticket. */
+Test(warmup, second_refund_is_refused_unless_a_later_booking_ends_there)
+{
+	sluice_warmup_t w;
+	make(&w, 2, SEC, 4 * SEC, 0);
+	sluice_decision_t d, d3, d4;
+	uint64_t t = 0;
+	for (int i = 0; i < 20; i++) { /* saturated: warm */
+		cr_assert_eq(sluice_warmup_reserve_at(&w, 1, t, UINT64_MAX, &d), 1);
+		t += d.retry_after_ns;
+	}
+	t = d.now_ns + d.reset_ns; /* the next free ticket */
+	cr_assert_eq(sluice_warmup_acquire_at(&w, 2, t, &d3), 1);
+	cr_assert_eq(d3.reset_ns, SEC, "warm: 2 I exactly");
+	cr_assert_eq(sluice_warmup_refund_at(&w, 2, &d3), 0);
+	uint64_t word = atomic_load(&w.word);
+	cr_assert_eq(sluice_warmup_refund_at(&w, 2, &d3), -SLUICE_ECANCEL, "twice: refused");
+	cr_assert_eq(atomic_load(&w.word), word, "and nothing changed");
+	cr_assert_eq(sluice_warmup_acquire_at(&w, 2, t, &d4), 1);
+	cr_assert_eq(d4.now_ns + d4.reset_ns, d3.now_ns + d3.reset_ns, "the same ticket");
+	cr_assert_eq(sluice_warmup_refund_at(&w, 2, &d3), 0, "the hole: d4 given back");
+	cr_assert_eq(sluice_warmup_refund_at(&w, 2, &d4), -SLUICE_ECANCEL, "d4 is gone already");
+}
+
 /* A refund never leaves the limiter warmer than before the booking. */
 Test(warmup, refund_errs_colder)
 {

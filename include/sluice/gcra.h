@@ -97,8 +97,15 @@
  * against the permits it took, so they stay taken; the bucket refills at
  * its rate as usual: fewer future admissions, never more.  A booking made
  * before a set_rate/set_burst can no longer be given back (-SLUICE_ECANCEL).
- * Give back each booking at most once: a second cancel could find a later
- * booking that happens to end at the same ns and take that one back.
+ * The caller's contract: give back each admission (or booking) at most
+ * once, with at most the n it took.  The limiter detects what it can: a
+ * second cancel of one booking finds the TAT moved back by the first and
+ * returns -SLUICE_ECANCEL, changing nothing.  It cannot tell it from a
+ * first cancel when a booking made since the first one ended at exactly the
+ * same ns (the same n, decided before the bucket refilled past that point):
+ * the second cancel then gives back that booking's permits, and up to n
+ * more than the bound pass.  Nor can it see the n a booking took: a cancel
+ * of more than that (up to b) moves the TAT back by the larger n*T.
  *
  * LIMITS: rate >= 1 and period_ns >= rate (T >= 1 ns) and rounding at most
  * 0.1% (-SLUICE_ERATE); b >= 1 and b * T <= SLUICE_GCRA_SPAN_MAX (2^62 - 1
@@ -438,8 +445,9 @@ static inline int sluice_gcra_reserve(sluice_gcra_t *g, uint64_t n, uint64_t max
  * Otherwise returns -SLUICE_ECANCEL and gives nothing back: the bookings
  * after it were decided against these permits, so they stay taken and come
  * back only as the bucket refills (fewer future admissions, never more).
- * @n may be less than was booked (a partial give-back).  Call it at most
- * once per booking (see CANCEL above).  Lock-free, no allocation, safe from
+ * @n may be less than was booked (a partial give-back).  The caller's
+ * contract: each admission at most once, with at most the n it took (see
+ * CANCEL above for what is detected).  Lock-free, no allocation, safe from
  * any thread.  Success has release order (pairs with the acquire load of
  * the TAT by a reconfiguration, which must see the cancel's bookkeeping).
  * Return: 0, -SLUICE_ECANCEL, -SLUICE_EINVAL (NULL, n = 0, @booked not

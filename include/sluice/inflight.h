@@ -216,6 +216,10 @@ static inline int sluice_inflight_acquire(sluice_inflight_t *f, uint64_t n, slui
  * sluice_inflight_release - give back @n slots taken by an earlier acquire.
  * @f: the limiter.  @n: the n of that acquire (1..K).
  *
+ * The caller's contract: each admission at most once, with at most the n it
+ * took (a double release is detected only when it asks for more than is
+ * held: WORST CASE).
+ *
  * Lock-free, no allocation, safe from any number of threads.  A successful
  * release is a release operation on the count: everything this thread wrote
  * before it is visible to any thread whose later acquire takes slots.
@@ -244,7 +248,10 @@ static inline int sluice_inflight_release(sluice_inflight_t *f, uint64_t n)
  * sluice_inflight_refund_at - give back @n slots of the admission @admitted
  * describes (the composite's undo).  Exactly sluice_inflight_release(): the
  * admission's time plays no part, so @admitted may be NULL.  A refund is
- * always exact when it matches an admission.
+ * always exact when it matches an admission.  The caller's contract: each
+ * admission at most once (refund or release, not both), with at most the n
+ * it took.  A second one is refused only when it asks for more than is
+ * held; otherwise it frees slots that other holders took (WORST CASE).
  * Return: as sluice_inflight_release(): 0, -SLUICE_EINVAL, or
  * -SLUICE_ERELEASE when @n is more than is held (nothing changed, so the
  * error errs toward fewer future admissions, never more).

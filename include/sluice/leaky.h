@@ -184,7 +184,11 @@ static inline int sluice_leaky_pace_within_at(sluice_leaky_t *l, uint64_t n, uin
  * queued slot) @admitted describes: exact while nothing was admitted or
  * queued after it, else -SLUICE_ECANCEL and they stay counted (they drain
  * at the rate: fewer future admissions, never more).  See
- * sluice_gcra_cancel().  Lock-free, no allocation.
+ * sluice_gcra_cancel().  The caller's contract: each admission at most
+ * once, with at most the n it took; a second refund is refused
+ * (-SLUICE_ECANCEL) unless a request admitted since ended at exactly the
+ * same ns, whose slot it then gives back (gcra.h, CANCEL / REFUND).
+ * Lock-free, no allocation.
  * Return: 0, -SLUICE_ECANCEL, -SLUICE_EINVAL.
  */
 SLUICE_API int sluice_leaky_refund_at(sluice_leaky_t *l, uint64_t n,

@@ -233,7 +233,16 @@ static inline int sluice_warmup_reserve(sluice_warmup_t *w, uint64_t n, uint64_t
 
 /*
  * sluice_warmup_refund_at - give back @n permits booked by @admitted (a
- * decision this limiter returned 1 for, refunded at most once).
+ * decision this limiter returned 1 for).
+ *
+ * The caller's contract: each admission at most once, with exactly the n it
+ * took (this limiter gives back a whole booking: the ticket returns to its
+ * start whatever @n is, so a smaller @n leaves the limiter warmer than
+ * before the booking).  What is detected: a second refund finds the ticket
+ * moved back by the first and returns -SLUICE_ECANCEL, changing nothing,
+ * unless a booking made since ended at exactly the same ticket: then it
+ * takes that booking back, and one more request (of up to L permits) than
+ * the bounds allow can start.
  *
  * Exact when that booking is still the latest: the next free ticket goes
  * back to the booking's start (rounded down to unit_ns, which is never
