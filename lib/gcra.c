@@ -71,6 +71,8 @@
 #include "sluice/gcra.h"
 
 #define SEAL(e) (SLUICE__GCRA_SEAL_MIN + ((e) & SLUICE__GCRA_SEAL_MASK))
+/* How long set_rate/set_burst wait for another one to finish. */
+#define WRITER_WAIT_NS SLUICE_GCRA_WRITER_WAIT_NS
 
 /* A validated parameter set, before it is published in a slot. */
 struct params {
@@ -354,9 +356,22 @@ static int reconfigure(sluice_gcra_t *g, uint64_t rate, uint64_t period, uint64_
                        int which, uint64_t now)
 {
 	/* Acquire pairs with the release that ends the previous change: its
-	 * era flip and unseal happen before everything below. */
-	while (atomic_exchange_explicit(&g->writer, 1, memory_order_acquire))
+	 * era flip and unseal happen before everything below.  Bounded: a
+	 * writer that was stopped (SIGSTOP, a signal handler that never
+	 * returns) while holding the flag would otherwise keep every later
+	 * set_rate/set_burst spinning for ever.  A running writer holds it for
+	 * microseconds, a preempted one for a scheduling delay; past
+	 * WRITER_WAIT_NS give up with nothing changed.  Decisions never wait
+	 * for the flag (they help a sealed change instead). */
+	uint64_t since = 0;
+	while (atomic_exchange_explicit(&g->writer, 1, memory_order_acquire)) {
+		uint64_t t = sluice_clock_monotonic_ns();
+		if (since == 0)
+			since = t;
+		else if (t - since >= WRITER_WAIT_NS)
+			return -SLUICE_ETIMEDOUT;
 		sched_yield();
+	}
 	uint64_t e = atomic_load_explicit(&g->era, memory_order_relaxed);
 	struct sluice__gcra_params *cur = &g->params[e & 1], *next = &g->params[(e + 1) & 1];
 	struct params o, p;

@@ -1027,3 +1027,43 @@ Test(gcra, second_cancel_is_refused_unless_a_later_booking_ends_there)
 	cr_assert_eq(sluice_gcra_remaining_at(&g, 0), 3, "c's permit was given back too");
 	(void)a;
 }
+
+/*
+ * White box: a set_rate stopped while it holds the writers' flag (SIGSTOP, a
+ * signal handler that never returns), here right after sealing.  Decisions
+ * finish its change and go on; a later set_rate waits
+ * SLUICE_GCRA_WRITER_WAIT_NS, then returns -SLUICE_ETIMEDOUT with nothing
+ * changed.  The old code spun in sched_yield() for ever (the timeout
+ * catches it).  Once the stopped writer lets go, set_rate works again.
+ */
+Test(gcra, a_stopped_writer_times_out_later_writers, .timeout = 30)
+{
+	sluice_gcra_t g, spec;
+	make(&g, 10, SEC, 10);
+	make(&spec, 1, SEC, 4);
+	uint64_t e = atomic_load(&g.era);
+	struct sluice__gcra_params *next = &g.params[(e + 1) & 1];
+	struct sluice__gcra_params *src = &spec.params[atomic_load(&spec.era) & 1];
+	atomic_store(&g.writer, 1); /* the stopped writer holds the flag */
+	atomic_store(&next->interval, atomic_load(&src->interval));
+	atomic_store(&next->tau, atomic_load(&src->tau));
+	atomic_store(&next->burst, atomic_load(&src->burst));
+	atomic_store(&next->recip, atomic_load(&src->recip));
+	atomic_store(&next->shift, atomic_load(&src->shift));
+	atomic_store(&next->start, 1);
+	atomic_store(&next->era, e + 1);
+	atomic_store(&g.tat, SLUICE__GCRA_SEAL_MIN + ((e + 1) & SLUICE__GCRA_SEAL_MASK));
+
+	cr_assert_eq(sluice_gcra_acquire_at(&g, 4, SEC, NULL), 1, "a decision helps and decides");
+	cr_assert_eq(sluice_gcra_burst(&g), 4, "the stopped writer's change, finished");
+	cr_assert_eq(sluice_gcra_set_rate_at(&g, 5, SEC, SEC), -SLUICE_ETIMEDOUT);
+	cr_assert_eq(sluice_gcra_set_burst_at(&g, 7, SEC), -SLUICE_ETIMEDOUT);
+	cr_assert_eq(sluice_gcra_interval_ns(&g), SEC, "nothing changed");
+	cr_assert_eq(sluice_gcra_burst(&g), 4);
+	cr_assert_eq(atomic_load(&g.era), e + 1);
+	cr_assert_eq(sluice_gcra_acquire_at(&g, 1, SEC, NULL), 0, "still limiting: 4 taken");
+
+	atomic_store(&g.writer, 0); /* it resumed and finished */
+	cr_assert_eq(sluice_gcra_set_burst_at(&g, 7, SEC), 0);
+	cr_assert_eq(sluice_gcra_burst(&g), 7);
+}

@@ -88,7 +88,9 @@
  * exact; across changes, an interval sees at most max(b) + t / min(T) over
  * the sets in force during it.  set_rate and set_burst calls are serialised
  * among themselves by a flag (a preempted one delays only the next one;
- * decisions never touch the flag).
+ * decisions never touch the flag); a call that waited
+ * SLUICE_GCRA_WRITER_WAIT_NS (1 s) for it, because the holder was stopped
+ * mid-change, returns -SLUICE_ETIMEDOUT and changes nothing.
  *
  * CANCEL / REFUND.  A booking (reserve, or an admission) is given back
  * exactly while nothing was booked after it: the CAS finds the TAT it left
@@ -156,6 +158,9 @@
 
 /* Longest tolerance b * T, ns. */
 #define SLUICE_GCRA_SPAN_MAX ((1ULL << 62) - 1)
+/* set_rate/set_burst give up (-SLUICE_ETIMEDOUT) after waiting this long
+ * for a concurrent one: 1 s. */
+#define SLUICE_GCRA_WRITER_WAIT_NS 1000000000ULL
 /* Rounding T up may lower the rate by at most 1/SLUICE_GCRA_ROUNDING. */
 #define SLUICE_GCRA_ROUNDING 1000u
 /* private: TAT values above this are seals (a reconfiguration under way). */
@@ -480,12 +485,16 @@ SLUICE_API uint64_t sluice_gcra_remaining(sluice_gcra_t *g);
  * permits than before, no fresh burst).  Safe while decisions run on any
  * number of threads: they stay lock-free (they help finish the change) and
  * each uses either the old or the new parameters with the matching state.
- * Calls serialise among themselves on a flag (spinning with sched_yield):
- * a control-path operation, not for decision paths.  No allocation.
+ * Calls serialise among themselves on a flag (waiting with sched_yield, at
+ * most SLUICE_GCRA_WRITER_WAIT_NS): a control-path operation, not for
+ * decision paths.  No allocation.
  * Return: 0; -SLUICE_EINVAL (NULL); set_rate: -SLUICE_ERATE as init, and
  * when the new T makes b * T exceed SLUICE_GCRA_SPAN_MAX; set_burst:
  * -SLUICE_EBURST as init; both: -SLUICE_ERESOLUTION when the new b * T is
- * below the clock's resolution (LIMITS).  Nothing changes on error.
+ * below the clock's resolution (LIMITS), -SLUICE_ETIMEDOUT when another
+ * set_rate/set_burst held the flag for SLUICE_GCRA_WRITER_WAIT_NS (stopped
+ * mid-change; its change completes when it resumes).  Nothing changes on
+ * error.
  */
 SLUICE_API int sluice_gcra_set_rate_at(sluice_gcra_t *g, uint64_t rate, uint64_t period_ns,
                                        uint64_t now);
