@@ -995,7 +995,8 @@ Test(gcra, cancel_bookkeeping_is_off_the_decision_lines)
 	size_t tat = offsetof(sluice_gcra_t, tat) / line;
 	size_t era = offsetof(sluice_gcra_t, era) / line;
 	size_t params_first = offsetof(sluice_gcra_t, params) / line;
-	size_t params_last = (offsetof(sluice_gcra_t, params) + sizeof(((sluice_gcra_t *)0)->params) - 1) / line;
+	size_t params_end = offsetof(sluice_gcra_t, params) + sizeof(((sluice_gcra_t *)0)->params);
+	size_t params_last = (params_end - 1) / line;
 	cr_assert_neq(high, era, "high shares the era's line");
 	cr_assert(high < params_first || high > params_last, "high shares a parameter line");
 	cr_assert_neq(high, tat, "high shares the TAT's line");

@@ -28,7 +28,8 @@
  *
  * Parts are generic handles (sluice/limiter.h), borrowed: the composite
  * never frees them, and they must outlive it.  A part may not itself be a
- * composite (-SLUICE_EKIND), nor be listed twice (-SLUICE_EDUPLICATE).  Memory: 80 bytes; no allocation per decision.
+ * composite (-SLUICE_EKIND), nor be listed twice (-SLUICE_EDUPLICATE).
+ * Memory: 80 bytes; no allocation per decision.
  */
 #ifndef SLUICE_COMPOSITE_H
 #define SLUICE_COMPOSITE_H
