@@ -54,8 +54,8 @@ int sluice_leaky_init(sluice_leaky_t *l, const sluice_leaky_config_t *cfg)
 	 * T >= the step.  The shaper used to be exempt ("it only books"), and
 	 * on a clock coarser than T it delivered far less than its rate with
 	 * no error: its acquire passes only when the queue is empty, so at
-	 * most one request per clock reading (T = 1 ms on the 4 ms clock: a
-	 * quarter of the rate); and its pace delays are measured from a reading
+	 * most one request per clock reading (T = 1 ms on the 4 ms clock:
+	 * at most a quarter of the rate); and its pace delays are measured from a reading
 	 * up to one step old, so a caller that sleeps one out and then books
 	 * the next lands up to a step late every time, which a booking T ahead
 	 * cannot absorb when T is below the step (leaky.h, LIMITS). */
