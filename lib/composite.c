@@ -8,6 +8,15 @@
  * No state is shared between calls except the `unreturned` statistic
  * (relaxed: a counter, publishes nothing).  The parts' own atomics provide
  * all the ordering; the composite adds none and takes no lock.
+ *
+ * Two things are checked here rather than left to the parts:
+ *   - n = 0 is refused before any part is asked.  A part refuses it too,
+ *     but without filling its decision (the convention for EINVAL), and the
+ *     composite would then copy that unwritten decision to the caller.
+ *   - a part listed twice is refused at init (-SLUICE_EDUPLICATE): each
+ *     listing would take n from the same limiter, so an admission would
+ *     cost 2n there, and a refusal by the second listing would give back
+ *     through a decision the first one made.
  */
 #include "sluice/composite.h"
 #include "sluice/error.h"
@@ -24,6 +33,11 @@ int sluice_composite_init(sluice_composite_t *c, const sluice_composite_config_t
 			return -SLUICE_ECOUNT;
 		if (sluice_limiter_kind(cfg->parts[i]) == SLUICE_KIND_COMPOSITE)
 			return -SLUICE_EKIND;
+		/* Parts are never composites, so a shared limiter is always
+		 * the same handle: pointer equality finds every duplicate. */
+		for (unsigned k = 0; k < i; k++)
+			if (cfg->parts[k] == cfg->parts[i])
+				return -SLUICE_EDUPLICATE;
 	}
 	for (unsigned i = 0; i < cfg->count; i++)
 		c->parts[i] = cfg->parts[i];
@@ -44,6 +58,8 @@ int sluice_composite_acquire_each_at(sluice_composite_t *c, uint64_t n, uint64_t
 {
 	unsigned i;
 	int rc = 1;
+	if (SLUICE_UNLIKELY(n == 0))
+		return -SLUICE_EINVAL; /* @d and @got untouched, as every part does */
 	for (i = 0; i < c->count; i++) {
 		rc = sluice_acquire_at(c->parts[i], n, now, &got[i]);
 		if (rc != 1)

@@ -19,6 +19,10 @@
  *     "count 0 as of T": self-contained.  It announces the anchor
  *     empty_anchor(T) = T rounded down to even and to u.
  *
+ * A new limiter is EMPTY(0) with anchor 0: empty stays empty, so that is
+ * its state at every time, and its first reading re-anchors it wherever the
+ * reading lies (the clock is never read at init: see decay.h CLOCK JUMPS).
+ *
  * The anchor protocol is the one lib/warmup.c uses (see its DESIGN for the
  * full argument): the anchor only changes after the word announced the
  * change, so any thread can finish it and a CAS from a consistent snapshot
@@ -268,7 +272,26 @@ static void help_anchor(sluice_decay_t *x, uint64_t from, uint64_t to)
 	                                        memory_order_relaxed);
 }
 
-/* A consistent snapshot, helping any announced anchor move; 0: look again. */
+/*
+ * A consistent snapshot, helping any announced anchor move; 0: look again.
+ *
+ * In a consistent snapshot (the anchor read twice the same) the word is one
+ * written against that anchor, or one announcing its move: see DESIGN.
+ * Anything else can only be left by a thread that stalled between its
+ * snapshot and its CAS while the word came back bit for bit under a later
+ * anchor (the ABA of decay.h's LIMITS): such a thread can write an EMPTY
+ * word announcing an anchor older than the current one, or a HOT word whose
+ * tag is two or three quarters off.  Looking again would then find the same
+ * word for ever and every call would spin.  Both are read in the direction
+ * of fewer admissions instead, so no call loops on them:
+ *   - EMPTY as of a time before the anchor: the count is 0 then, and stays
+ *     0, so it is 0 at the anchor (exact).
+ *   - a stale HOT word: its field is read against the current anchor, the
+ *     latest time at or after the anchor that the field can stand for
+ *     (the time it was written at is that or an earlier one, R apart), so
+ *     the count is taken as younger than it is: it fades later.  The next
+ *     write from this snapshot re-tags it.
+ */
 static int snapshot(sluice_decay_t *x, struct snap *s)
 {
 	/* Acquires: pair with the release CASes on both words. */
@@ -278,12 +301,11 @@ static int snapshot(sluice_decay_t *x, struct snap *s)
 		return 0;
 	if (w & EMPTY_BIT) {
 		uint64_t ea = empty_anchor(x, w);
-		if (ea != a) {
-			if (ea > a)
-				help_anchor(x, a, ea); /* pending jump */
+		if (ea > a) {
+			help_anchor(x, a, ea); /* pending jump */
 			return 0;
 		}
-		s->t = ea;
+		s->t = a; /* ea < a only after a stalled writer: see above */
 		s->cq = 0;
 		s->empty = 1;
 	} else {
@@ -292,8 +314,7 @@ static int snapshot(sluice_decay_t *x, struct snap *s)
 			help_anchor(x, a, a + quarter(x)); /* pending step */
 			return 0;
 		}
-		if (tg != ta)
-			return 0; /* cannot happen in a consistent snapshot */
+		/* tg != ta only after a stalled writer: read against a */
 		uint64_t field = (w >> FIELD_SHIFT) & FIELD_MASK;
 		uint64_t base = (a >> x->unit_shift) & FIELD_MASK;
 		s->t = a + (((field - base) & FIELD_MASK) << x->unit_shift);
@@ -441,13 +462,20 @@ int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
 	uint64_t h = cfg->half_life_ns;
 	if (h < SLUICE_DECAY_HALFLIFE_MIN_NS || h > SLUICE_DECAY_HALFLIFE_MAX_NS)
 		return -SLUICE_EHALFLIFE;
+	/* Readings move in clock steps, and a count fades by 2^(-step/h)
+	 * between two of them: with h below the step nearly all of it is gone
+	 * before the next reading, so at most about L pass per step instead of
+	 * the mean L ln2 / h (1 us on a 4 ms clock: about 250 L per second
+	 * against 693,147 L).
+	 * Refuse it, as the other limiters refuse a bucket below the step. */
+	if (h < sluice_clock_resolution_ns(clock))
+		return -SLUICE_ERESOLUTION;
 	uint64_t flush = FLUSH_HALF_LIVES * h;
 	/* The smallest grid whose quarter range holds a live count. */
 	uint32_t g = 0;
 	while ((1ULL << (QUARTER_BITS + g)) < flush + (2ULL << g))
 		g++;
 
-	uint64_t t0 = sluice_clock_now(clock);
 	x->limit = cfg->limit;
 	x->half_life_ns = h;
 	x->unit_ns = 1ULL << g;
@@ -455,8 +483,13 @@ int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
 	x->unit_shift = g;
 	x->frac_bits = CQ_BITS - bitlen(cfg->limit); /* L << F < 2^32 */
 	x->flush_ns = flush;
-	/* Empty as of the current reading. */
-	atomic_init(&x->anchor, grid_down(x, t0 & ~1ULL));
-	atomic_init(&x->word, EMPTY_BIT | (t0 >> 1));
+	/* Empty as of time 0, the start of every time base: an empty count
+	 * stays empty, so this is the state at every reading, and the first
+	 * reading (whatever clock it comes from) re-anchors there.  The clock
+	 * is not read: anchoring at its init-time reading froze a limiter fed
+	 * `_at` readings from another base (all of them below the anchor were
+	 * taken as the anchor, so the count never decayed). */
+	atomic_init(&x->anchor, 0);
+	atomic_init(&x->word, EMPTY_BIT);
 	return 0;
 }

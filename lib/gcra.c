@@ -71,6 +71,8 @@
 #include "sluice/gcra.h"
 
 #define SEAL(e) (SLUICE__GCRA_SEAL_MIN + ((e) & SLUICE__GCRA_SEAL_MASK))
+/* How long set_rate/set_burst wait for another one to finish. */
+#define WRITER_WAIT_NS SLUICE_GCRA_WRITER_WAIT_NS
 
 /* A validated parameter set, before it is published in a slot. */
 struct params {
@@ -240,7 +242,8 @@ int sluice__gcra_take_slow(sluice_gcra_t *g, uint64_t n, uint64_t now, uint64_t 
 			help(g, a);
 			continue;
 		}
-		uint64_t e = atomic_load_explicit(&g->era, memory_order_relaxed);
+		/* Acquire: pairs with the era flip, as in sluice__gcra_try(). */
+		uint64_t e = atomic_load_explicit(&g->era, memory_order_acquire);
 		uint64_t burst = atomic_load_explicit(&g->params[e & 1].burst, memory_order_acquire);
 		if (atomic_load_explicit(&g->tat, memory_order_acquire) != a)
 			continue;
@@ -278,7 +281,10 @@ int sluice_gcra_cancel(sluice_gcra_t *g, uint64_t n, const sluice_decision_t *bo
 		return -SLUICE_ECANCEL; /* booked after it (or reconfigured, or sealed) */
 	/* The TAT is the one this booking left, so its era is in force and
 	 * its slot stable; a seal after this load makes the CAS below fail. */
-	uint64_t e = atomic_load_explicit(&g->era, memory_order_relaxed);
+	/* Acquire: pairs with the era flip (sluice__gcra_try()'s note): an
+	 * era read here that is newer than the TAT's has its seal ordered
+	 * before the CAS below, which then fails. */
+	uint64_t e = atomic_load_explicit(&g->era, memory_order_acquire);
 	uint64_t T = atomic_load_explicit(&g->params[e & 1].interval, memory_order_acquire);
 	uint64_t burst = atomic_load_explicit(&g->params[e & 1].burst, memory_order_acquire);
 	if (n > burst || n * T > left) {
@@ -312,7 +318,9 @@ uint64_t sluice_gcra_remaining_at(sluice_gcra_t *g, uint64_t now)
 			continue;
 		}
 		struct params p;
-		load_params(&g->params[atomic_load_explicit(&g->era, memory_order_relaxed) & 1], &p);
+		/* Acquire: pairs with the era flip; the TAT reload below then
+		 * confirms (a, p) were one state. */
+		load_params(&g->params[atomic_load_explicit(&g->era, memory_order_acquire) & 1], &p);
 		if (atomic_load_explicit(&g->tat, memory_order_acquire) != a)
 			continue; /* (a, p) may not be one state */
 		sluice_decision_t d;
@@ -348,9 +356,22 @@ static int reconfigure(sluice_gcra_t *g, uint64_t rate, uint64_t period, uint64_
                        int which, uint64_t now)
 {
 	/* Acquire pairs with the release that ends the previous change: its
-	 * era flip and unseal happen before everything below. */
-	while (atomic_exchange_explicit(&g->writer, 1, memory_order_acquire))
+	 * era flip and unseal happen before everything below.  Bounded: a
+	 * writer that was stopped (SIGSTOP, a signal handler that never
+	 * returns) while holding the flag would otherwise keep every later
+	 * set_rate/set_burst spinning for ever.  A running writer holds it for
+	 * microseconds, a preempted one for a scheduling delay; past
+	 * WRITER_WAIT_NS give up with nothing changed.  Decisions never wait
+	 * for the flag (they help a sealed change instead). */
+	uint64_t since = 0;
+	while (atomic_exchange_explicit(&g->writer, 1, memory_order_acquire)) {
+		uint64_t t = sluice_clock_monotonic_ns();
+		if (since == 0)
+			since = t;
+		else if (t - since >= WRITER_WAIT_NS)
+			return -SLUICE_ETIMEDOUT;
 		sched_yield();
+	}
 	uint64_t e = atomic_load_explicit(&g->era, memory_order_relaxed);
 	struct sluice__gcra_params *cur = &g->params[e & 1], *next = &g->params[(e + 1) & 1];
 	struct params o, p;

@@ -6,7 +6,9 @@
  * there is no invariant between words to keep: every change is one CAS that
  * re-checks the bound (acquire: held + n <= K; release: n <= held) against
  * the exact value it replaces.  A CAS that fails means another thread
- * changed held and made progress; the loser retries with the fresh value.
+ * changed held and made progress; the loser retries with the fresh value
+ * (no thread can make another spin: a stopped thread holds no CAS open, so
+ * every failed CAS is someone else's completed operation).
  * Hence 0 <= held <= K at every point of held's modification order, which is
  * the header's GUARANTEE.  The check is never a separate load followed by a
  * store: that would let two threads both see the last free slot.
@@ -14,14 +16,15 @@
  * Who writes what: acquire and release write held (acquire and release
  * orders: the limiter is a semaphore, and a holder's work must happen before
  * the next holder's, as sem_post/sem_wait promise).  Bad releases write the
- * cold counter and the once-flag, relaxed: they publish nothing.  init writes
+ * cold counter, relaxed: it publishes nothing.  Nothing is ever printed: a
+ * library must not write to its host's stderr (a daemon's stderr may be a
+ * closed descriptor, a log another program parses, or /dev/null); the
+ * counter and the return code are how a bad release is observed.  init writes
  * everything before the limiter is shared; publishing the limiter to other
  * threads is the caller's job (thread creation, a release store, ...).
  *
  * Time is not part of the state (see CLOCK JUMPS in the header).
  */
-#include <stdio.h>
-
 #include "sluice/error.h"
 #include "sluice/inflight.h"
 
@@ -44,7 +47,6 @@ int sluice_inflight_init(sluice_inflight_t *f, const sluice_inflight_config_t *c
 	f->limit = cfg->limit;
 	f->clock = clock;
 	atomic_init(&f->bad_releases, 0);
-	atomic_init(&f->reported, 0);
 	atomic_init(&f->held, 0);
 	return 0;
 }
@@ -69,24 +71,13 @@ int sluice__inflight_bad_n(const sluice_inflight_t *f, uint64_t n, uint64_t now,
 /*
  * A release of n when only @held were in flight.  Nothing was changed (the
  * caller returned before its CAS), so held stays >= 0 and the limiter stays
- * exact for everybody else.  Count it, and in debug builds of the library say
- * so once per limiter: the first report names the bug; repeating it on every
- * request would bury it.  The exchange makes "once" hold when several threads
- * hit the bug at the same moment.
+ * exact for everybody else.  Count it; report nothing else (see DESIGN).
  */
 int sluice__inflight_bad_release(sluice_inflight_t *f, uint64_t n, uint64_t held)
 {
-	/* Relaxed: a statistic and a flag; neither publishes other data. */
-	atomic_fetch_add_explicit(&f->bad_releases, 1, memory_order_relaxed);
-#ifndef NDEBUG
-	if (!atomic_exchange_explicit(&f->reported, 1, memory_order_relaxed))
-		fprintf(stderr,
-		        "sluice: inflight limiter %p: release of %llu slots with %llu in flight "
-		        "(release without acquire?); refused and counted, reported once\n",
-		        (void *)f, (unsigned long long)n, (unsigned long long)held);
-#else
 	(void)n;
 	(void)held;
-#endif
+	/* Relaxed: a statistic; it publishes no other data. */
+	atomic_fetch_add_explicit(&f->bad_releases, 1, memory_order_relaxed);
 	return -SLUICE_ERELEASE;
 }

@@ -48,12 +48,18 @@ int sluice_leaky_init(sluice_leaky_t *l, const sluice_leaky_config_t *cfg)
 	default:
 		return -SLUICE_EMODE;
 	}
-	/* Validate into a scratch GCRA so a failure leaves *l untouched. */
-	/* The shaper only books slots (callers wait for them), so a clock
-	 * coarser than T does not cap its rate; the meter admits now, so it
-	 * must hold at least one clock step (gcra.h, LIMITS). */
-	int (*gcra_init)(sluice_gcra_t *, const sluice_gcra_config_t *) =
-		cfg->mode == SLUICE_LEAKY_SHAPER ? sluice__gcra_init_booking : sluice_gcra_init;
+	/* Validate into a scratch GCRA so a failure leaves *l untouched.
+	 * Both modes are validated as GCRA validates an admitting bucket:
+	 * b * T at least the clock's step, which for the shaper (b = 1) is
+	 * T >= the step.  The shaper used to be exempt ("it only books"), and
+	 * on a clock coarser than T it delivered far less than its rate with
+	 * no error: its acquire passes only when the queue is empty, so at
+	 * most one request per clock reading (T = 1 ms on the 4 ms clock:
+	 * at most a quarter of the rate); and its pace delays are measured from a reading
+	 * up to one step old, so a caller that sleeps one out and then books
+	 * the next lands up to a step late every time, which a booking T ahead
+	 * cannot absorb when T is below the step (leaky.h, LIMITS). */
+	int (*gcra_init)(sluice_gcra_t *, const sluice_gcra_config_t *) = sluice_gcra_init;
 	sluice_gcra_t scratch;
 	int rc = gcra_init(&scratch, &g);
 	if (rc != 0)

@@ -26,6 +26,10 @@
  *     anchor A -> A + R/4.  Legal when next >= A + R/4, so the field decodes
  *     to the same time against either anchor.
  *   - jump: the word becomes COLD(T), then anchor A -> cold_anchor(T).
+ * A new limiter is COLD(0) with anchor 0: cold stays cold, so that is its
+ * state at every time, and its first reading re-anchors it wherever the
+ * reading lies (the clock is never read at init: warmup.h CLOCK JUMPS).
+ *
  * A reader takes a consistent snapshot: anchor, word, anchor again (equal,
  * so the anchor did not move meanwhile; it never moves back).  In it, a
  * HOT word's tag is tag(A) (read against A) or tag(A)+1 (a step is
@@ -159,7 +163,25 @@ static void help_anchor(sluice_warmup_t *w, uint64_t from, uint64_t to)
 	                                        memory_order_relaxed);
 }
 
-/* Take a consistent snapshot; 0 when the caller must look again. */
+/*
+ * Take a consistent snapshot; 0 when the caller must look again.
+ *
+ * In a consistent snapshot the word was written against the snapshot's
+ * anchor or announces its move (DESIGN).  Anything else can only be left by
+ * a thread that stalled between its snapshot and its CAS while the word came
+ * back bit for bit under a later anchor (the ABA of warmup.h's LIMITS): a
+ * COLD word announcing an anchor older than the current one, or a HOT word
+ * whose tag is two or three quarters off.  Looking again would find the same
+ * word for ever and every call would spin.  Both are read toward fewer
+ * admissions instead:
+ *   - COLD as of a time before the anchor: cold stays cold, so it is cold
+ *     at the anchor (exact).
+ *   - a stale HOT word: the ticket is read against the current anchor (the
+ *     latest time at or after it that the field can stand for: the one it
+ *     was written for is that or R earlier), and the limiter as fully cold
+ *     (the stored permits of a word of unknown age could be anything up to
+ *     M; M is the most expensive).  The next booking re-tags it.
+ */
 static int snapshot(sluice_warmup_t *w, struct snap *s)
 {
 	/* Acquires: pair with the release CASes on both words (see DESIGN). */
@@ -169,14 +191,11 @@ static int snapshot(sluice_warmup_t *w, struct snap *s)
 		return 0;
 	if (x & COLD_BIT) {
 		uint64_t ca = cold_anchor(w, x);
-		if (ca != a) {
-			/* A jump is pending (ca > a: help it).  ca < a cannot
-			 * happen in a consistent snapshot; look again. */
-			if (ca > a)
-				help_anchor(w, a, ca);
+		if (ca > a) {
+			help_anchor(w, a, ca); /* a jump is pending: help it */
 			return 0;
 		}
-		s->next = ca;
+		s->next = a; /* ca < a only after a stalled writer: see above */
 		s->sq = w->max_q;
 		s->cold = 1;
 	} else {
@@ -185,10 +204,9 @@ static int snapshot(sluice_warmup_t *w, struct snap *s)
 			help_anchor(w, a, a + quarter(w)); /* pending step */
 			return 0;
 		}
-		if (tg != ta)
-			return 0; /* cannot happen in a consistent snapshot */
 		s->next = decode_next(w, x, a);
-		s->sq = x & SQ_MASK;
+		/* tg != ta only after a stalled writer: fully cold (above) */
+		s->sq = tg == ta ? x & SQ_MASK : w->max_q;
 		s->cold = 0;
 	}
 	s->word = x;
@@ -409,7 +427,6 @@ int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg)
 	double interval = (double)period / (double)rate;
 	double m = (double)pr / (double)period;
 
-	uint64_t t0 = sluice_clock_now(clock);
 	w->rate = rate;
 	w->period_ns = period;
 	w->warmup_ns = p;
@@ -424,8 +441,13 @@ int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg)
 	w->interval = interval;
 	w->thresh = m / 2.0;
 	w->curve_k = 2.0 * interval / m;
-	/* Cold at the current reading, as Guava starts. */
-	atomic_init(&w->anchor, grid_down(w, t0 & ~1ULL));
-	atomic_init(&w->word, cold_word(t0));
+	/* Cold as of time 0, the start of every time base, as Guava starts:
+	 * cold stays cold, so this is the state at every reading, and the
+	 * first reading (whatever clock it comes from) re-anchors there.  The
+	 * clock is not read: anchoring at its init-time reading froze a
+	 * limiter fed `_at` readings from another base (each one below the
+	 * anchor was taken as the anchor, so the first ticket never came). */
+	atomic_init(&w->anchor, 0);
+	atomic_init(&w->word, cold_word(0));
 	return 0;
 }

@@ -39,6 +39,7 @@ static const char usage[] =
 	"                    [--max-delay-us=M] [--self-test]\n";
 
 static uint64_t rate = 50000, depth = 7, max_delay_us = 1000, interval, n_max;
+static int rate_given;
 static const char *mode = "meter";
 static int shaper;
 static sluice_leaky_t leaky;
@@ -49,8 +50,10 @@ static int opt(const char *key, const char *val)
 		mode = val;
 		return strcmp(val, "meter") == 0 || strcmp(val, "shaper") == 0 ? 0 : -1;
 	}
-	if (strcmp(key, "rate") == 0)
+	if (strcmp(key, "rate") == 0) {
+		rate_given = 1;
 		return stress_u64(val, &rate);
+	}
 	if (strcmp(key, "depth") == 0)
 		return stress_u64(val, &depth);
 	if (strcmp(key, "max-delay-us") == 0)
@@ -157,6 +160,11 @@ int main(int argc, char **argv)
 	if (max_delay_us > 4000000)
 		stress_die("--max-delay-us: at most 4000000 (delays are recorded in 32 bits)");
 	stress_clock_start(&o);
+	/* A shaper's interval must be at least the clock's step (leaky.h,
+	 * LIMITS): on a coarse clock the default rate is one per step. */
+	uint64_t step = sluice_clock_resolution_ns(o.clock);
+	if (shaper && !rate_given && step > 1000000000ULL / rate)
+		rate = 1000000000ULL / step;
 	sluice_leaky_config_t c = { .rate = rate, .period_ns = 1000000000ULL,
 		                    .mode = shaper ? SLUICE_LEAKY_SHAPER : SLUICE_LEAKY_METER,
 		                    .depth = shaper ? 0 : depth,

@@ -134,6 +134,80 @@ Test(composite, invalid_config)
 	sluice_limiter_free(b);
 }
 
+/* n = 0 is refused before any part is asked, and the caller's decisions
+ * are left exactly as they were.  The old code let the first part refuse
+ * without filling its entry and then copied that entry to @d: here the
+ * entry is the caller's own each[0] (poisoned 0x55), so the copy shows as
+ * 0x55 bytes in a @d poisoned 0xAA. */
+Test(composite, zero_permits_leave_the_decisions_alone)
+{
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_limiter_t *parts[2] = { fixed(10, SEC), ring(10, SEC, 10) };
+	sluice_limiter_t *c = composite(parts, 2);
+	sluice_composite_t raw;
+	sluice_composite_config_t cc = { .parts = { parts[0], parts[1] }, .count = 2 };
+	cr_assert_eq(sluice_composite_init(&raw, &cc), 0);
+	sluice_decision_t d, each[SLUICE_COMPOSITE_MAX], want_d, want_each[SLUICE_COMPOSITE_MAX];
+	memset(&d, 0xAA, sizeof(d));
+	memset(each, 0x55, sizeof(each));
+	memcpy(&want_d, &d, sizeof(d));
+	memcpy(want_each, each, sizeof(each));
+	cr_assert_eq(sluice_composite_acquire_each_at(&raw, 0, 5, &d, each), -SLUICE_EINVAL);
+	cr_assert(memcmp(&d, &want_d, sizeof(d)) == 0, "n = 0 wrote the caller's decision");
+	cr_assert(memcmp(each, want_each, sizeof(each)) == 0, "n = 0 wrote a part's entry");
+	cr_assert_eq(sluice_composite_acquire_at(&raw, 0, 5, &d), -SLUICE_EINVAL);
+	cr_assert(memcmp(&d, &want_d, sizeof(d)) == 0, "n = 0 wrote the caller's decision");
+	cr_assert_eq(sluice_acquire_at(c, 0, 5, &d), -SLUICE_EINVAL);
+	cr_assert(memcmp(&d, &want_d, sizeof(d)) == 0, "n = 0 wrote the caller's decision");
+	/* nothing was taken from either part */
+	cr_assert_eq(sluice_acquire_at(c, 10, 6, NULL), 1, "all 10 still free in both parts");
+	sluice_limiter_free(c);
+	sluice_limiter_free(parts[0]);
+	sluice_limiter_free(parts[1]);
+}
+
+/* The same limiter listed twice would be charged 2n per admission (the old
+ * code admitted 5 of 10 through [a, a]).  Init refuses it, wherever the
+ * second listing is, and leaves the composite and *out alone. */
+Test(composite, a_part_listed_twice_is_refused)
+{
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_limiter_t *a = fixed(10, SEC), *b = fixed(10, SEC), *e = ring(10, SEC, 10);
+	sluice_limiter_config_t cfg = { .kind = SLUICE_KIND_COMPOSITE };
+	sluice_limiter_t *out = (sluice_limiter_t *)&cfg; /* must stay untouched */
+	sluice_limiter_t *lists[][3] = { { a, a, NULL }, { a, b, a }, { a, b, b }, { e, a, e } };
+	unsigned counts[] = { 2, 3, 3, 3 };
+	for (unsigned t = 0; t < 4; t++) {
+		cfg.composite.count = counts[t];
+		for (unsigned i = 0; i < 3; i++)
+			cfg.composite.parts[i] = lists[t][i];
+		int rc = sluice_limiter_new(&cfg, &out);
+		cr_assert_eq(rc, -SLUICE_EDUPLICATE, "list %u: %s", t, sluice_err_name(rc));
+		cr_assert_eq(out, (sluice_limiter_t *)&cfg, "a failed new leaves *out alone");
+		sluice_composite_t raw;
+		memset(&raw, 0x5a, sizeof(raw));
+		sluice_composite_t copy = raw;
+		cr_assert_eq(sluice_composite_init(&raw, &cfg.composite), -SLUICE_EDUPLICATE);
+		cr_assert(memcmp(&raw, &copy, sizeof(raw)) == 0, "a failed init leaves @c alone");
+	}
+	cr_assert_str_eq(sluice_err_name(-SLUICE_EDUPLICATE), "SLUICE_EDUPLICATE");
+	/* distinct parts are fine, and a holds its whole limit for them */
+	cfg.composite.count = 3;
+	cfg.composite.parts[0] = a;
+	cfg.composite.parts[1] = b;
+	cfg.composite.parts[2] = e;
+	sluice_limiter_t *c = NULL;
+	cr_assert_eq(sluice_limiter_new(&cfg, &c), 0);
+	uint64_t admitted = 0;
+	for (int i = 0; i < 20; i++)
+		admitted += (uint64_t)sluice_acquire_at(c, 1, 1, NULL);
+	cr_assert_eq(admitted, 10);
+	sluice_limiter_free(c);
+	sluice_limiter_free(a);
+	sluice_limiter_free(b);
+	sluice_limiter_free(e);
+}
+
 Test(composite, inflight_part_released_and_no_never_reset)
 {
 	sluice_clock_manual_init(&mclock, 0);

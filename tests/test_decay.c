@@ -339,6 +339,16 @@ Test(decay, refund_subtracts_the_decayed_permits)
 	cr_assert_eq(sluice_decay_refund_at(&x, 2, &b), 0);
 	c = sluice_decay_count_at(&x, SEC);
 	cr_assert(c >= 0.0 && c < 1e-6, "count %f", c);
+	/* a second refund is accepted while the count holds what it takes
+	 * (decay.h: the caller's contract; the limiter cannot tell it from
+	 * another admission's refund) */
+	sluice_decision_t e;
+	cr_assert_eq(sluice_decay_acquire_at(&x, 2, SEC, &e), 1);
+	cr_assert_eq(sluice_decay_acquire_at(&x, 2, SEC, &d), 1);
+	cr_assert_eq(sluice_decay_refund_at(&x, 2, &e), 0);
+	cr_assert_eq(sluice_decay_refund_at(&x, 2, &e), 0, "twice: d's permits freed");
+	c = sluice_decay_count_at(&x, SEC);
+	cr_assert(c >= 0.0 && c < 1e-6, "count %f", c);
 	/* a second refund of the same admission cannot go below 0: kept */
 	uint64_t w = atomic_load(&x.word);
 	cr_assert_eq(sluice_decay_refund_at(&x, 2, &b), -SLUICE_ECANCEL);
@@ -732,4 +742,137 @@ Test(decay, racing_threads_take_the_last_permit)
 	pthread_join(tid, NULL);
 	cr_assert_eq(both, 0, "%d rounds with two winners", both);
 	cr_assert_eq(none, 0, "%d rounds with no winner", none);
+}
+
+/* ---- clock resolution, time bases, forged states (issue 10) --------------- */
+
+/* A half-life below the clock's step: between two readings the count fades
+ * by 2^(-step/h), nearly all of it, so about L pass per step instead of the
+ * mean L ln2 / h.  Refused as the other limiters refuse a bucket below the
+ * step (the old code accepted 1 us on the 4 ms coarse clock). */
+Test(decay, half_life_below_the_clock_step_is_refused)
+{
+	const sluice_clock_t *clocks[] = { &sluice_clock_coarse, &sluice_clock_cached };
+	for (size_t i = 0; i < 2; i++) {
+		uint64_t step = sluice_clock_resolution_ns(clocks[i]);
+		cr_assert_gt(step, SLUICE_DECAY_HALFLIFE_MIN_NS, "a clock coarser than 1 us");
+		sluice_decay_config_t cfg = { .limit = 100, .clock = clocks[i] };
+		uint64_t bad[] = { SLUICE_DECAY_HALFLIFE_MIN_NS, step / 2, step - 1 };
+		for (size_t k = 0; k < 3; k++) {
+			sluice_decay_t x, before;
+			memset(&x, 0x3c, sizeof(x));
+			memcpy(&before, &x, sizeof(x));
+			cfg.half_life_ns = bad[k];
+			int rc = sluice_decay_init(&x, &cfg);
+			cr_assert_eq(rc, -SLUICE_ERESOLUTION, "clock %zu, h = %llu: %s", i,
+			             (unsigned long long)bad[k], sluice_err_name(rc));
+			cr_assert_eq(memcmp(&x, &before, sizeof(x)), 0, "a failed init touched it");
+		}
+		sluice_decay_t x;
+		cfg.half_life_ns = step;
+		cr_assert_eq(sluice_decay_init(&x, &cfg), 0, "h = one step is fine");
+	}
+	/* the manual clock has 1 ns steps: the smallest half-life is fine */
+	sluice_decay_t x;
+	make(&x, 100, SLUICE_DECAY_HALFLIFE_MIN_NS, 0);
+	/* h = one step (readings 1 ms apart, h = 1 ms): saturated traffic
+	 * refills half of L per step, (1 - 2^-1) / ln2 = 72% of the mean rate,
+	 * as decay.h's LIMITS says */
+	make(&x, 1000, MS, 0);
+	uint64_t late = 0;
+	for (uint64_t i = 0; i < 60; i++)
+		for (uint64_t k = 0; sluice_decay_acquire_at(&x, 1, i * MS, NULL) == 1; k++)
+			if (i >= 40)
+				late++;
+	cr_assert(late >= 20 * 499 && late <= 20 * 501, "%llu in 20 steps",
+	          (unsigned long long)late);
+}
+
+/* Admit L at @t0, then check the count fades from there: half of it back
+ * one half-life later, all of it once forgotten. */
+static void fades_from(sluice_decay_t *x, uint64_t t0, uint64_t h)
+{
+	sluice_decision_t d;
+	cr_assert_eq(sluice_decay_acquire_at(x, 10, t0, &d), 1, "t0 = %llu", (unsigned long long)t0);
+	cr_assert_eq(d.now_ns, t0 & ~(x->unit_ns - 1));
+	cr_assert_eq(sluice_decay_acquire_at(x, 1, t0, &d), 0);
+	cr_assert_eq(sluice_decay_acquire_at(x, 5, t0 + h, &d), 1, "one half-life later: 5 back");
+	cr_assert_eq(sluice_decay_acquire_at(x, 1, t0 + h, &d), 0);
+	cr_assert_eq(sluice_decay_acquire_at(x, 10, t0 + 40 * h, &d), 1, "forgotten: all 10");
+}
+
+/* The limiter's time comes from the readings it is given, not from its
+ * clock at init: a limiter configured with CLOCK_MONOTONIC (or a manual
+ * clock far ahead) fed `_at` readings from 0 decays normally.  The old code
+ * anchored at the init-time reading and held every earlier reading there:
+ * the count never faded and the second batch was refused for ever. */
+Test(decay, time_base_is_the_readings_not_the_init_clock)
+{
+	uint64_t h = MS;
+	sluice_decay_config_t cfg = { .limit = 10, .half_life_ns = h, .clock = &sluice_clock_monotonic };
+	sluice_decay_t x;
+	cr_assert_eq(sluice_decay_init(&x, &cfg), 0);
+	cr_assert_gt(sluice_clock_monotonic_ns(), 1000 * h, "uptime above the readings used");
+	fades_from(&x, 0, h);
+	fades_from(&x, 1000 * h, h);
+
+	sluice_clock_t far;
+	sluice_clock_manual_init(&far, UINT64_MAX - 1000);
+	cfg.clock = &far;
+	cr_assert_eq(sluice_decay_init(&x, &cfg), 0);
+	fades_from(&x, 1, h);
+
+	/* readings near the top of the time base, then a jump back (held at
+	 * the newest time: no wrap, no minting) */
+	cfg.clock = &sluice_clock_monotonic;
+	cr_assert_eq(sluice_decay_init(&x, &cfg), 0);
+	uint64_t top = UINT64_MAX - 100 * h;
+	fades_from(&x, top, h);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_decay_acquire_at(&x, 1, 0, &d), 0, "a jump back to 0 mints nothing");
+	cr_assert_eq(d.now_ns, (top + 40 * h) & ~(x.unit_ns - 1), "held at the newest time");
+	cr_assert_eq(sluice_decay_acquire_at(&x, 10, UINT64_MAX, &d), 1, "forgotten by the end");
+	cr_assert_eq(sluice_decay_acquire_at(&x, 1, UINT64_MAX, &d), 0);
+	cr_assert_eq(d.retry_after_ns, SLUICE_NEVER, "no time passes the end");
+}
+
+/*
+ * States only a stalled writer can leave (a thread whose CAS succeeded after
+ * the word came back bit for bit under a later anchor): an EMPTY word that
+ * announces an anchor older than the current one, and a HOT word whose tag
+ * is two quarters off.  The old snapshot looked again for ever on both, so
+ * every call spun (the test's timeout catches it).  Forged here directly.
+ */
+Test(decay, states_left_by_a_stalled_writer_never_spin, .timeout = 20)
+{
+	sluice_decay_t x;
+	make(&x, 10, MS, 0);
+	uint64_t t = 1000 * SEC;
+	cr_assert_eq(sluice_decay_acquire_at(&x, 3, t, NULL), 1); /* anchors near t */
+	uint64_t a = atomic_load(&x.anchor);
+	cr_assert_gt(a, SEC);
+	sluice_decision_t d;
+
+	/* EMPTY as of 1 s, long before the anchor: read as empty (exact) */
+	atomic_store(&x.word, (1ULL << 63) | (SEC >> 1));
+	cr_assert_eq(sluice_decay_acquire_at(&x, 10, t, &d), 1, "empty: all 10 pass");
+	cr_assert_eq(sluice_decay_acquire_at(&x, 1, t, &d), 0);
+	cr_assert_eq(sluice_decay_count_at(&x, t), 10.0);
+
+	/* HOT, full count, tag two quarters off: read as a count that is at
+	 * least as young as its field allows (fewer admissions), re-tagged by
+	 * the next write */
+	uint32_t sh = 27 + x.unit_shift;
+	uint64_t tag = (((a >> sh) & 3) + 2) & 3;
+	uint64_t field = ((t >> x.unit_shift) & ((1ULL << 29) - 1)) << 32;
+	uint64_t full = 10ULL << x.frac_bits;
+	atomic_store(&x.word, (tag << 61) | field | full);
+	cr_assert_eq(sluice_decay_acquire_at(&x, 1, t, &d), 0, "a full count refuses");
+	cr_assert_lt(d.retry_after_ns, SLUICE_NEVER);
+	cr_assert(sluice_decay_count_at(&x, t) >= 10.0);
+	uint64_t later = d.now_ns + d.retry_after_ns;
+	cr_assert_eq(sluice_decay_acquire_at(&x, 1, later, &d), 1, "passes when it says");
+	cr_assert_eq((atomic_load(&x.word) >> 61) & 3, (atomic_load(&x.anchor) >> sh) & 3,
+	             "the write re-tagged the word");
+	cr_assert_eq(sluice_decay_refund_at(&x, 1, &d), 0);
 }

@@ -955,7 +955,7 @@ Test(gcra, null_arguments_size_and_default_clock)
 	sluice_gcra_destroy(NULL);
 	sluice_gcra_destroy(&g);
 	cr_assert_eq(sluice_gcra_size(), sizeof(sluice_gcra_t));
-	cr_assert_eq(sizeof(sluice_gcra_t), 256);
+	cr_assert_eq(sizeof(sluice_gcra_t), 320, "as gcra.h's MEMORY says");
 	cr_assert_eq(sluice_gcra_refund_at(NULL, 1, NULL), -SLUICE_EINVAL);
 }
 
@@ -981,4 +981,90 @@ Test(gcra, bucket_below_clock_resolution)
 	sluice_decision_t d;
 	cr_assert_eq(sluice_gcra_acquire_at(&g, 4, 1000 * r, &d), 1, "b = 4 kept");
 	cr_assert_eq(d.limit, 4);
+}
+
+/* A cancel writes `high`; no decision reads it.  It must not share a cache
+ * line with the era and the parameters, which every decision reads (the old
+ * layout had it beside the era), nor with the TAT.  Lines are counted from
+ * the struct's start, which init's callers align to a cache line. */
+Test(gcra, cancel_bookkeeping_is_off_the_decision_lines)
+{
+	size_t line = SLUICE_CACHELINE;
+	size_t high = offsetof(sluice_gcra_t, high) / line;
+	size_t writer = offsetof(sluice_gcra_t, writer) / line;
+	size_t tat = offsetof(sluice_gcra_t, tat) / line;
+	size_t era = offsetof(sluice_gcra_t, era) / line;
+	size_t params_first = offsetof(sluice_gcra_t, params) / line;
+	size_t params_end = offsetof(sluice_gcra_t, params) + sizeof(((sluice_gcra_t *)0)->params);
+	size_t params_last = (params_end - 1) / line;
+	cr_assert_neq(high, era, "high shares the era's line");
+	cr_assert(high < params_first || high > params_last, "high shares a parameter line");
+	cr_assert_neq(high, tat, "high shares the TAT's line");
+	cr_assert_eq(writer, high, "the reconfiguration flag sits with high, off the read lines");
+	cr_assert(tat > params_last && tat != era, "the TAT has a line of its own");
+	cr_assert_eq(_Alignof(sluice_gcra_t), SLUICE_CACHELINE);
+}
+
+/* The refund contract (gcra.h, CANCEL / REFUND): a second cancel of one
+ * booking is refused and changes nothing, except when a booking made since
+ * ended at exactly the same ns: that one is then given back (the documented
+ * hole the caller's "at most once" closes). */
+Test(gcra, second_cancel_is_refused_unless_a_later_booking_ends_there)
+{
+	sluice_gcra_t g;
+	make(&g, 10, SEC, 5);
+	sluice_decision_t a, b, c;
+	cr_assert_eq(sluice_gcra_acquire_at(&g, 2, 0, &a), 1);
+	cr_assert_eq(sluice_gcra_acquire_at(&g, 1, 0, &b), 1);
+	cr_assert_eq(sluice_gcra_cancel(&g, 1, &b), 0);
+	uint64_t tat = atomic_load(&g.tat);
+	cr_assert_eq(sluice_gcra_cancel(&g, 1, &b), -SLUICE_ECANCEL, "twice: refused");
+	cr_assert_eq(atomic_load(&g.tat), tat, "and nothing changed");
+	/* the same request again, before the bucket refilled: it ends where b
+	 * ended, so a second cancel of b cannot be told from c's */
+	cr_assert_eq(sluice_gcra_acquire_at(&g, 1, 0, &c), 1);
+	cr_assert_eq(c.now_ns + c.reset_ns, b.now_ns + b.reset_ns);
+	cr_assert_eq(sluice_gcra_cancel(&g, 1, &b), 0, "the hole the contract closes");
+	cr_assert_eq(sluice_gcra_remaining_at(&g, 0), 3, "c's permit was given back too");
+	(void)a;
+}
+
+/*
+ * White box: a set_rate stopped while it holds the writers' flag (SIGSTOP, a
+ * signal handler that never returns), here right after sealing.  Decisions
+ * finish its change and go on; a later set_rate waits
+ * SLUICE_GCRA_WRITER_WAIT_NS, then returns -SLUICE_ETIMEDOUT with nothing
+ * changed.  The old code spun in sched_yield() for ever (the timeout
+ * catches it).  Once the stopped writer lets go, set_rate works again.
+ */
+Test(gcra, a_stopped_writer_times_out_later_writers, .timeout = 30)
+{
+	sluice_gcra_t g, spec;
+	make(&g, 10, SEC, 10);
+	make(&spec, 1, SEC, 4);
+	uint64_t e = atomic_load(&g.era);
+	struct sluice__gcra_params *next = &g.params[(e + 1) & 1];
+	struct sluice__gcra_params *src = &spec.params[atomic_load(&spec.era) & 1];
+	atomic_store(&g.writer, 1); /* the stopped writer holds the flag */
+	atomic_store(&next->interval, atomic_load(&src->interval));
+	atomic_store(&next->tau, atomic_load(&src->tau));
+	atomic_store(&next->burst, atomic_load(&src->burst));
+	atomic_store(&next->recip, atomic_load(&src->recip));
+	atomic_store(&next->shift, atomic_load(&src->shift));
+	atomic_store(&next->start, 1);
+	atomic_store(&next->era, e + 1);
+	atomic_store(&g.tat, SLUICE__GCRA_SEAL_MIN + ((e + 1) & SLUICE__GCRA_SEAL_MASK));
+
+	cr_assert_eq(sluice_gcra_acquire_at(&g, 4, SEC, NULL), 1, "a decision helps and decides");
+	cr_assert_eq(sluice_gcra_burst(&g), 4, "the stopped writer's change, finished");
+	cr_assert_eq(sluice_gcra_set_rate_at(&g, 5, SEC, SEC), -SLUICE_ETIMEDOUT);
+	cr_assert_eq(sluice_gcra_set_burst_at(&g, 7, SEC), -SLUICE_ETIMEDOUT);
+	cr_assert_eq(sluice_gcra_interval_ns(&g), SEC, "nothing changed");
+	cr_assert_eq(sluice_gcra_burst(&g), 4);
+	cr_assert_eq(atomic_load(&g.era), e + 1);
+	cr_assert_eq(sluice_gcra_acquire_at(&g, 1, SEC, NULL), 0, "still limiting: 4 taken");
+
+	atomic_store(&g.writer, 0); /* it resumed and finished */
+	cr_assert_eq(sluice_gcra_set_burst_at(&g, 7, SEC), 0);
+	cr_assert_eq(sluice_gcra_burst(&g), 7);
 }

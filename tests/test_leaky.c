@@ -430,23 +430,61 @@ Test(leaky, null_arguments_and_size)
 	sluice_leaky_destroy(NULL);
 	sluice_leaky_destroy(&l);
 	cr_assert_eq(sluice_leaky_size(), sizeof(sluice_leaky_t));
-	cr_assert_eq(sizeof(sluice_leaky_t), 320, "as leaky.h's MEMORY says");
+	cr_assert_eq(sizeof(sluice_leaky_t), 384, "as leaky.h's MEMORY says");
 }
 
-/* The meter admits now, so it must hold one clock step (gcra.h); the
- * shaper only books slots, so a coarse clock does not cap it. */
-Test(leaky, meter_below_clock_resolution_shaper_not)
+/* The meter admits now, so it must hold one clock step (gcra.h).  So must
+ * the shaper's interval: on a coarser clock its acquire passes at most one
+ * request per reading, and its pace delays come from readings up to a step
+ * old.  The old code exempted the shaper and delivered a quarter of 1000/s
+ * on the 4 ms coarse clock with no error; both clocks, both modes, each
+ * side of the step. */
+Test(leaky, meter_and_shaper_below_clock_resolution)
 {
-	uint64_t r = sluice_clock_resolution_ns(&sluice_clock_cached);
-	if (r < 1000)
-		cr_skip_test("the cached clock's step is only %llu ns", (unsigned long long)r);
+	const sluice_clock_t *clocks[] = { &sluice_clock_cached, &sluice_clock_coarse };
+	for (size_t i = 0; i < 2; i++) {
+		uint64_t r = sluice_clock_resolution_ns(clocks[i]);
+		if (r < 1000)
+			cr_skip_test("clock %zu's step is only %llu ns", i, (unsigned long long)r);
+		sluice_leaky_t l, before;
+		memset(&l, 0x6b, sizeof(l));
+		memcpy(&before, &l, sizeof(l));
+		sluice_leaky_config_t m = { .rate = 1, .period_ns = r / 4,
+			                    .mode = SLUICE_LEAKY_METER, .depth = 2,
+			                    .clock = clocks[i] };
+		cr_assert_eq(sluice_leaky_init(&l, &m), -SLUICE_ERESOLUTION);
+		cr_assert_eq(memcmp(&l, &before, sizeof(l)), 0, "a failed init touched it");
+		m.depth = 3;
+		cr_assert_eq(sluice_leaky_init(&l, &m), 0);
+		sluice_leaky_config_t s = { .rate = 1, .period_ns = r - 1,
+			                    .mode = SLUICE_LEAKY_SHAPER, .max_delay_ns = r,
+			                    .clock = clocks[i] };
+		memcpy(&l, &before, sizeof(l));
+		cr_assert_eq(sluice_leaky_init(&l, &s), -SLUICE_ERESOLUTION, "clock %zu", i);
+		cr_assert_eq(memcmp(&l, &before, sizeof(l)), 0, "a failed init touched it");
+		s.rate = 1000;
+		s.period_ns = 1000 * r / 4; /* T = a quarter step */
+		cr_assert_eq(sluice_leaky_init(&l, &s), -SLUICE_ERESOLUTION, "clock %zu", i);
+		s.rate = 1;
+		s.period_ns = r; /* T = one step */
+		cr_assert_eq(sluice_leaky_init(&l, &s), 0, "clock %zu", i);
+	}
+}
+
+/* Why a shaper's acquire needs T >= the step: with readings 4 ms apart and
+ * T = 1 ms its queue is empty at most once per reading, so it admits one
+ * request per reading, a quarter of its rate (manual clock, stepped). */
+Test(leaky, shaper_acquire_passes_one_per_reading)
+{
+	sluice_clock_t m;
+	sluice_clock_manual_init(&m, 0);
+	sluice_leaky_config_t s = { .rate = 1000, .period_ns = SEC, .mode = SLUICE_LEAKY_SHAPER,
+		                    .max_delay_ns = SEC, .clock = &m };
 	sluice_leaky_t l;
-	sluice_leaky_config_t m = { .rate = 1, .period_ns = r / 4, .mode = SLUICE_LEAKY_METER,
-		                    .depth = 2, .clock = &sluice_clock_cached };
-	cr_assert_eq(sluice_leaky_init(&l, &m), -SLUICE_ERESOLUTION);
-	m.depth = 3;
-	cr_assert_eq(sluice_leaky_init(&l, &m), 0);
-	sluice_leaky_config_t s = { .rate = 1, .period_ns = r / 4, .mode = SLUICE_LEAKY_SHAPER,
-		                    .max_delay_ns = r, .clock = &sluice_clock_cached };
-	cr_assert_eq(sluice_leaky_init(&l, &s), 0, "pacing is not capped by the clock");
+	cr_assert_eq(sluice_leaky_init(&l, &s), 0);
+	uint64_t got = 0;
+	for (uint64_t t = 0; t < SEC; t += 4 * MS)
+		while (sluice_leaky_acquire_at(&l, 1, t, NULL) == 1)
+			got++;
+	cr_assert_eq(got, 250, "one per 4 ms reading");
 }

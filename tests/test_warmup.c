@@ -356,11 +356,15 @@ Test(warmup, clock_backwards_by_seconds_mints_nothing)
 		/* a reservation from the past books at the same ticket */
 		cr_assert_eq(sluice_warmup_reserve_at(&w, 1, r, 1, &d), 0);
 	}
-	/* before the anchor (init at 0 here: use a fresh one at 100 s) */
+	/* before the anchor: a fresh one first used at 100 s (which anchors
+	 * it there), then asked at 20 s: held at the anchor, refused */
 	sluice_warmup_t late;
-	make(&late, 2, SEC, 4 * SEC, 100 * SEC);
-	cr_assert_eq(sluice_warmup_acquire_at(&late, 1, 20 * SEC, &d), 1);
-	cr_assert_eq(d.now_ns, 100 * SEC, "held at the anchor");
+	make(&late, 2, SEC, 4 * SEC, 0);
+	cr_assert_eq(sluice_warmup_acquire_at(&late, 1, 100 * SEC, &d), 1);
+	uint64_t anchor = atomic_load(&late.anchor);
+	cr_assert(anchor > 20 * SEC && anchor <= 100 * SEC, "anchored by its first reading");
+	cr_assert_eq(sluice_warmup_acquire_at(&late, 1, 20 * SEC, &d), 0);
+	cr_assert_eq(d.now_ns, anchor, "held at the anchor");
 	/* and the twin that never saw the past agrees from here on */
 	for (int i = 0; i < 6; i++) {
 		int a = sluice_warmup_reserve_at(&w, 1, t, UINT64_MAX, &d);
@@ -477,6 +481,34 @@ Test(warmup, refund_latest_booking_exactly)
 	cr_assert_eq(sluice_warmup_refund_at(NULL, 1, &d2), -SLUICE_EINVAL);
 	cr_assert_eq(sluice_warmup_refund_at(&w, 1, NULL), -SLUICE_EINVAL);
 	(void)before;
+}
+
+/* The refund contract (warmup.h): a second refund of one booking is
+ * refused, unless a booking made since ends at exactly the same ticket; then
+ * that one goes back (the hole the caller's "at most once" closes).  Warm,
+ * with I a whole number of ns, costs are n I exactly, so the same request
+ * again from the refunded state books the same ticket. */
+Test(warmup, second_refund_is_refused_unless_a_later_booking_ends_there)
+{
+	sluice_warmup_t w;
+	make(&w, 2, SEC, 4 * SEC, 0);
+	sluice_decision_t d, d3, d4;
+	uint64_t t = 0;
+	for (int i = 0; i < 20; i++) { /* saturated: warm */
+		cr_assert_eq(sluice_warmup_reserve_at(&w, 1, t, UINT64_MAX, &d), 1);
+		t += d.retry_after_ns;
+	}
+	t = d.now_ns + d.reset_ns; /* the next free ticket */
+	cr_assert_eq(sluice_warmup_acquire_at(&w, 2, t, &d3), 1);
+	cr_assert_eq(d3.reset_ns, SEC, "warm: 2 I exactly");
+	cr_assert_eq(sluice_warmup_refund_at(&w, 2, &d3), 0);
+	uint64_t word = atomic_load(&w.word);
+	cr_assert_eq(sluice_warmup_refund_at(&w, 2, &d3), -SLUICE_ECANCEL, "twice: refused");
+	cr_assert_eq(atomic_load(&w.word), word, "and nothing changed");
+	cr_assert_eq(sluice_warmup_acquire_at(&w, 2, t, &d4), 1);
+	cr_assert_eq(d4.now_ns + d4.reset_ns, d3.now_ns + d3.reset_ns, "the same ticket");
+	cr_assert_eq(sluice_warmup_refund_at(&w, 2, &d3), 0, "the hole: d4 given back");
+	cr_assert_eq(sluice_warmup_refund_at(&w, 2, &d4), -SLUICE_ECANCEL, "d4 is gone already");
 }
 
 /* A refund never leaves the limiter warmer than before the booking. */
@@ -945,4 +977,90 @@ Test(warmup, interval_below_clock_resolution)
 	cr_assert_eq(sluice_warmup_init(&w, &c), -SLUICE_ERESOLUTION);
 	c.rate = 1;
 	cr_assert_eq(sluice_warmup_init(&w, &c), 0);
+}
+
+/* ---- time bases and forged states (issue 10) ------------------------------ */
+
+/* Acquires (tryAcquire) of 1 at readings t0, t0 + step, ... for @span. */
+static uint64_t count_acquires(sluice_warmup_t *w, uint64_t t0, uint64_t span, uint64_t step)
+{
+	uint64_t got = 0;
+	for (uint64_t t = 0; t < span; t += step)
+		got += (uint64_t)(sluice_warmup_acquire_at(w, 1, t0 + t, NULL) == 1);
+	return got;
+}
+
+/* The limiter's time comes from the readings it is given, not from its
+ * clock at init: configured with CLOCK_MONOTONIC (or a manual clock near
+ * 2^64) and fed `_at` readings from 0, it warms up and runs at its rate.
+ * The old code anchored at the init-time reading and held every earlier
+ * reading there: one admission, then the ticket never came.  2 per second,
+ * P = 4 s: 20 s of readings every 10 ms pass 36 (the stable rate's 40
+ * less the cold start), never more than 20 * 2 + L = 48. */
+Test(warmup, time_base_is_the_readings_not_the_init_clock)
+{
+	sluice_warmup_config_t cfg = { .rate = 2, .period_ns = SEC, .warmup_ns = 4 * SEC,
+		                       .clock = &sluice_clock_monotonic };
+	sluice_warmup_t w;
+	cr_assert_eq(sluice_warmup_init(&w, &cfg), 0);
+	cr_assert_gt(sluice_clock_monotonic_ns(), 30 * SEC, "uptime above the readings used");
+	uint64_t got = count_acquires(&w, 0, 20 * SEC, 10 * MS);
+	cr_assert(got >= 30 && got <= 48, "from 0: %llu", (unsigned long long)got);
+
+	sluice_clock_t far;
+	sluice_clock_manual_init(&far, UINT64_MAX - 5);
+	cfg.clock = &far;
+	cr_assert_eq(sluice_warmup_init(&w, &cfg), 0);
+	got = count_acquires(&w, 1, 20 * SEC, 10 * MS);
+	cr_assert(got >= 30 && got <= 48, "from 1, clock near 2^64: %llu", (unsigned long long)got);
+
+	/* and readings near the top of the time base, then back to 0 */
+	cfg.clock = &sluice_clock_monotonic;
+	cr_assert_eq(sluice_warmup_init(&w, &cfg), 0);
+	uint64_t top = UINT64_MAX - 60 * SEC;
+	got = count_acquires(&w, top, 20 * SEC, 10 * MS);
+	cr_assert(got >= 30 && got <= 48, "near 2^64: %llu", (unsigned long long)got);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_warmup_acquire_at(&w, 1, 0, &d), 0, "a jump back mints nothing");
+	cr_assert_eq(d.now_ns, atomic_load(&w.anchor), "held at the anchor, not wrapped");
+	cr_assert_geq(d.now_ns, top - 2 * w.unit_ns);
+}
+
+/*
+ * States only a stalled writer can leave (its CAS succeeded after the word
+ * came back bit for bit under a later anchor): a COLD word announcing an
+ * anchor older than the current one, and a HOT word whose tag is two
+ * quarters off.  The old snapshot looked again for ever on both, so every
+ * call spun (the timeout catches it).  Forged here directly.
+ */
+Test(warmup, states_left_by_a_stalled_writer_never_spin, .timeout = 20)
+{
+	sluice_warmup_t w;
+	make(&w, 2, SEC, 4 * SEC, 0);
+	uint64_t t = 1000 * SEC;
+	cr_assert_eq(sluice_warmup_acquire_at(&w, 1, t, NULL), 1); /* anchors near t */
+	uint64_t a = atomic_load(&w.anchor);
+	cr_assert_gt(a, SEC);
+	sluice_decision_t d;
+
+	/* COLD as of 1 s, long before the anchor: cold now (exact) */
+	atomic_store(&w.word, (1ULL << 63) | (SEC >> 1));
+	cr_assert_eq(sluice_warmup_acquire_at(&w, 1, t, &d), 1, "cold: the first one passes");
+	cr_assert(d.reset_ns >= 1375 * MS && d.reset_ns < 1375 * MS + 100,
+	          "at the cold price (Guava's R1.38, a few ns up): %llu",
+	          (unsigned long long)d.reset_ns);
+
+	/* HOT, ticket 5 s ahead, tag two quarters off: read against the
+	 * current anchor and fully cold; the next booking re-tags it */
+	uint32_t sh = 33 + w.unit_shift;
+	uint64_t tag = (((a >> sh) & 3) + 2) & 3;
+	uint64_t next = t + 5 * SEC;
+	uint64_t field = ((next >> w.unit_shift) & ((1ULL << 35) - 1)) << 26;
+	atomic_store(&w.word, (tag << 61) | field);
+	cr_assert_eq(sluice_warmup_acquire_at(&w, 1, t, &d), 0, "the ticket is ahead");
+	cr_assert_eq(d.retry_after_ns, 5 * SEC);
+	cr_assert_eq(sluice_warmup_acquire_at(&w, 1, next, &d), 1, "passes when it says");
+	cr_assert(d.reset_ns >= 1375 * MS && d.reset_ns < 1375 * MS + 100, "at the cold price");
+	cr_assert_eq((atomic_load(&w.word) >> 61) & 3, (atomic_load(&w.anchor) >> sh) & 3,
+	             "the booking re-tagged the word");
 }

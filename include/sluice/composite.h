@@ -28,7 +28,8 @@
  *
  * Parts are generic handles (sluice/limiter.h), borrowed: the composite
  * never frees them, and they must outlive it.  A part may not itself be a
- * composite (-SLUICE_EKIND).  Memory: 80 bytes; no allocation per decision.
+ * composite (-SLUICE_EKIND), nor be listed twice (-SLUICE_EDUPLICATE).
+ * Memory: 80 bytes; no allocation per decision.
  */
 #ifndef SLUICE_COMPOSITE_H
 #define SLUICE_COMPOSITE_H
@@ -59,15 +60,20 @@ typedef struct sluice_composite {
 /*
  * sluice_composite_init - check @cfg and set up @c.
  * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_ECOUNT (count not 2..8, or a NULL
- * part), -SLUICE_EKIND (a part is a composite).  @c is untouched on error.
+ * part), -SLUICE_EKIND (a part is a composite), -SLUICE_EDUPLICATE (the
+ * same limiter listed twice: it would be charged n per listing).  @c is
+ * untouched on error.
  */
 SLUICE_API int sluice_composite_init(sluice_composite_t *c, const sluice_composite_config_t *cfg);
 
 /*
  * sluice_composite_acquire_at - take @n from every part at @now, or nothing.
  * Lock-free if every part is; no allocation.  Thread-safe.
- * Return: 1 admitted, 0 refused (the first refusal stops), or the first
- * part's negative error (permits taken before it are given back).
+ * Return: 1 admitted, 0 refused (the first refusal stops),
+ * -SLUICE_EINVAL (n = 0: no part is asked and @d is left as it was, as
+ * every limiter leaves it for n = 0), or the first part's negative error
+ * (permits taken before it are given back; @d is that part's decision,
+ * e.g. retry_after_ns = SLUICE_NEVER for -SLUICE_ETOOBIG).
  */
 SLUICE_API int sluice_composite_acquire_at(sluice_composite_t *c, uint64_t n, uint64_t now,
                                            sluice_decision_t *d);
@@ -82,7 +88,8 @@ SLUICE_API int sluice_composite_release(sluice_composite_t *c, uint64_t n);
 /*
  * sluice_composite_acquire_each_at - as acquire_at, and also fill @each
  * with every part's own decision (each[i] for part i; parts after a
- * refusal are not asked and their entries are left as they were).  For a
+ * refusal are not asked and their entries are left as they were; with
+ * n = 0 no part is asked and @each is left as it was).  For a
  * RateLimit field per policy, or to see which part refused.
  */
 SLUICE_API int sluice_composite_acquire_each_at(sluice_composite_t *c, uint64_t n, uint64_t now,

@@ -38,6 +38,12 @@
  *   clock set back by seconds mints nothing.  d->now_ns is the time used
  *   (the reading rounded down to unit_ns, or t).
  *   A forward jump decays the count, as the time says.
+ *   The timeline starts at 0, not at the clock's reading at init: a new
+ *   limiter is empty as of time 0, which is the same state at every time,
+ *   so its first reading, from any time base (a manual clock starting at 0,
+ *   CLOCK_MONOTONIC, readings near 2^64), is used as it is.  Any sequence
+ *   of readings works without wrapping: forward, back (held at t), jumps of
+ *   any size, up to 2^64 - 1.
  *
  * PRECISION (every rounding errs toward fewer admissions):
  *   - the count is fixed point in units of 2^-F, F = 32 - bitlen(L) (31 at
@@ -64,12 +70,19 @@
  *
  * LIMITS: L in 1..SLUICE_DECAY_LIMIT_MAX (2^24 - 1) (-SLUICE_ELIMIT); h in
  *   SLUICE_DECAY_HALFLIFE_MIN_NS (1 us) .. SLUICE_DECAY_HALFLIFE_MAX_NS
- *   (2^50 ns, 13 days) (-SLUICE_EHALFLIFE); n in 1..L (-SLUICE_ETOOBIG
- *   above).  Readings in the last unit_ns before 2^64 count as the last
- *   grid point.  ABA: a thread stalled inside one decision across an
- *   anchor move, after which the state word came back bit for bit (the same
- *   count, the same time modulo 2^29 unit_ns), would add its n against the
- *   old anchor; the effect is limited to that one admission.
+ *   (2^50 ns, 13 days) (-SLUICE_EHALFLIFE); h at least the clock's
+ *   resolution (-SLUICE_ERESOLUTION: readings come in clock steps, and a
+ *   count fades by 2^(-step/h) between two of them, so a shorter half-life
+ *   would pass about L per step, far below the mean rate L ln2 / h; at
+ *   h = one step, steady traffic still gets (1 - 2^-1) / ln2 = 72% of the
+ *   mean rate, and closer to all of it as h grows past the step); n in 1..L
+ *   (-SLUICE_ETOOBIG above).  Readings in the last unit_ns before 2^64
+ *   count as the last grid point.  ABA: a thread stalled inside one
+ *   decision across an anchor move, after which the state word came back
+ *   bit for bit (the same count, the same time modulo 2^29 unit_ns), would
+ *   add its n against the old anchor: that admission's count may be read
+ *   at a time up to 2^29 unit_ns off.  Such a write can never make a call
+ *   spin: a state only it can leave is read toward fewer admissions.
  * MEMORY: one cache line of hot state (anchor and packed word) in a
  *   caller-allocated struct; nothing is allocated.
  */
@@ -111,10 +124,12 @@ typedef struct sluice_decay {
 
 /*
  * sluice_decay_init - validate @cfg and set up @x (caller-allocated) with a
- * zero count at the clock's current reading.
+ * zero count.  The clock is not read: the limiter's time comes from the
+ * readings its decisions are given (CLOCK JUMPS).
  * No allocation.  Not thread-safe for the same @x.
  * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_ECLOCK, -SLUICE_ELIMIT,
- * -SLUICE_EHALFLIFE.  On error @x is untouched.
+ * -SLUICE_EHALFLIFE, -SLUICE_ERESOLUTION (h below the clock's resolution).
+ * On error @x is untouched.
  */
 SLUICE_API int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg);
 
@@ -154,15 +169,23 @@ SLUICE_API double sluice_decay_count_at(sluice_decay_t *x, uint64_t now);
 
 /*
  * sluice_decay_refund_at - give back @n permits admitted by @admitted (a
- * decision this limiter returned 1 for; refund each at most once).
+ * decision this limiter returned 1 for).
  *
- * The count is a sum, so this is exact whatever came after: it subtracts
- * n decayed from admitted->now_ns to the count's time, rounded down (so
- * the count never drops below what the other admissions left), or nothing
- * when the count has been forgotten since.  Lock-free.
+ * The caller's contract: refund each admission at most once, with at most
+ * the n it took.  The count is one sum with no record of who added what, so
+ * the limiter cannot tell a second refund of one admission from the first
+ * refund of another admitted at the same time: a second refund is accepted
+ * whenever the count still holds what it subtracts, and then frees permits
+ * that other admissions took (over-admission, up to n each time).
+ *
+ * The count is a sum, so a refund is exact whatever came after: it
+ * subtracts n decayed from admitted->now_ns to the count's time, rounded
+ * down (so the count never drops below what the other admissions left), or
+ * nothing when the count has been forgotten since.  Lock-free.
  * Return: 0 given back; -SLUICE_ECANCEL when the count is smaller than what
- * would be subtracted (a second refund of the same admission, or not this
- * limiter's): nothing changes, which errs toward fewer admissions;
+ * would be subtracted, or @admitted is newer than every admission here
+ * (not this limiter's decision, or a refund already took it back down to
+ * nothing): nothing changes, which errs toward fewer admissions;
  * -SLUICE_EINVAL (NULL, n = 0 or above limit, @admitted not an admission).
  */
 SLUICE_API int sluice_decay_refund_at(sluice_decay_t *x, uint64_t n,

@@ -88,7 +88,9 @@
  * exact; across changes, an interval sees at most max(b) + t / min(T) over
  * the sets in force during it.  set_rate and set_burst calls are serialised
  * among themselves by a flag (a preempted one delays only the next one;
- * decisions never touch the flag).
+ * decisions never touch the flag); a call that waited
+ * SLUICE_GCRA_WRITER_WAIT_NS (1 s) for it, because the holder was stopped
+ * mid-change, returns -SLUICE_ETIMEDOUT and changes nothing.
  *
  * CANCEL / REFUND.  A booking (reserve, or an admission) is given back
  * exactly while nothing was booked after it: the CAS finds the TAT it left
@@ -97,8 +99,15 @@
  * against the permits it took, so they stay taken; the bucket refills at
  * its rate as usual: fewer future admissions, never more.  A booking made
  * before a set_rate/set_burst can no longer be given back (-SLUICE_ECANCEL).
- * Give back each booking at most once: a second cancel could find a later
- * booking that happens to end at the same ns and take that one back.
+ * The caller's contract: give back each admission (or booking) at most
+ * once, with at most the n it took.  The limiter detects what it can: a
+ * second cancel of one booking finds the TAT moved back by the first and
+ * returns -SLUICE_ECANCEL, changing nothing.  It cannot tell it from a
+ * first cancel when a booking made since the first one ended at exactly the
+ * same ns (the same n, decided before the bucket refilled past that point):
+ * the second cancel then gives back that booking's permits, and up to n
+ * more than the bound pass.  Nor can it see the n a booking took: a cancel
+ * of more than that (up to b) moves the TAT back by the larger n*T.
  *
  * LIMITS: rate >= 1 and period_ns >= rate (T >= 1 ns) and rounding at most
  * 0.1% (-SLUICE_ERATE); b >= 1 and b * T <= SLUICE_GCRA_SPAN_MAX (2^62 - 1
@@ -118,18 +127,23 @@
  * step: b * T >= the clock's resolution, or at most b would pass per step
  * and the configured rate could never be reached (a silent cap): init,
  * set_rate and set_burst say -SLUICE_ERESOLUTION instead (raise b, or use a
- * finer clock).  Pacing with reserve is not capped that way; the leaky
- * shaper, which only books, is exempt.
+ * finer clock).  reserve books slots T apart whatever the clock, but it
+ * measures each delay from the caller's reading, which a coarse clock makes
+ * up to one step old, so a caller that sleeps out one delay before booking
+ * the next lands up to a step late each time; the leaky shaper (b = 1) is
+ * therefore held to the same rule (leaky.h).
  *
  * COST: acquire is one load of the TAT, one of the era and three of the
- * parameters (five when it fills a decision; a read-mostly line; acquire
- * loads are plain loads on x86), a
+ * parameters (five when it fills a decision; read-mostly lines that only a
+ * reconfiguration writes; acquire loads are plain loads on x86), a
  * multiply and one CAS; no division (remaining uses a precomputed
  * reciprocal), no fence, no lock, no allocation.
  *
- * MEMORY: 256 bytes, caller-allocated: the parameters (two slots, swapped by
- * a reconfiguration) on read-mostly lines, the TAT on a line of its own.
- * No allocation, ever.
+ * MEMORY: 320 bytes, caller-allocated: the era and the parameters (two
+ * slots, swapped by a reconfiguration) on read-mostly lines; the cancels'
+ * `high` and the reconfiguration flag on a line of their own (a cancel's
+ * write must not invalidate what every decision reads); the TAT on a line
+ * of its own.  No allocation, ever.
  */
 #ifndef SLUICE_GCRA_H
 #define SLUICE_GCRA_H
@@ -144,6 +158,9 @@
 
 /* Longest tolerance b * T, ns. */
 #define SLUICE_GCRA_SPAN_MAX ((1ULL << 62) - 1)
+/* set_rate/set_burst give up (-SLUICE_ETIMEDOUT) after waiting this long
+ * for a concurrent one: 1 s. */
+#define SLUICE_GCRA_WRITER_WAIT_NS 1000000000ULL
 /* Rounding T up may lower the rate by at most 1/SLUICE_GCRA_ROUNDING. */
 #define SLUICE_GCRA_ROUNDING 1000u
 /* private: TAT values above this are seals (a reconfiguration under way). */
@@ -175,13 +192,17 @@ struct sluice__gcra_params {
 typedef struct sluice_gcra {
 	/* read-only after init */
 	const sluice_clock_t *clock;
-	/* private: read by every decision, written by reconfigurations */
+	uint32_t booking;         /* made for bookings (pacing), so tau below
+	                           * the clock's resolution is fine         */
+	/* private: read by every decision, written only by reconfigurations */
 	_Atomic uint64_t era;     /* current era; params[era & 1] in force */
-	_Atomic uint64_t high;    /* highest TAT a cancel moved back from  */
-	_Atomic uint32_t writer;  /* set_rate/set_burst serialisation flag */
-	uint32_t booking;         /* read-only: made for bookings (pacing), so
-	                           * tau below the clock's resolution is fine */
 	struct sluice__gcra_params params[2];
+	/* private: written by cancels and reconfigurations, never read by a
+	 * decision: off the line above, so a cancel (which writes `high`) does
+	 * not invalidate the line every decision reads */
+	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t high; /* highest TAT a cancel
+	                                                    * moved back from */
+	_Atomic uint32_t writer;  /* set_rate/set_burst serialisation flag */
 	/* private: the state, on a line of its own */
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t tat;
 } sluice_gcra_t;
@@ -200,8 +221,10 @@ SLUICE_API void sluice_gcra_destroy(sluice_gcra_t *g);
 /* sluice_gcra_size - sizeof(sluice_gcra_t), for FFI callers. */
 SLUICE_API size_t sluice_gcra_size(void);
 
-/* private: init for a limiter that only books (the leaky shaper): no
- * resolution check. */
+/* private: init without the resolution check, for a limiter that only
+ * books and whose callers absorb a stale reading's delay themselves.  No
+ * caller in the library: the leaky shaper is validated as an admitting
+ * bucket (leaky.h, LIMITS). */
 SLUICE_API int sluice__gcra_init_booking(sluice_gcra_t *g, const sluice_gcra_config_t *cfg);
 
 /* private slow paths */
@@ -251,8 +274,16 @@ static inline void sluice__gcra_fill(sluice_decision_t *d, int allowed, uint64_t
  * visible.  The parameters are read with acquire loads, which pair with the
  * release stores a reconfiguration rewrites a slot with: a decision that
  * read a rewritten (torn) parameter therefore sees a TAT sealed since it
- * loaded, and its CAS (or the refusal's reload) fails.  (Acquire loads, not
- * a fence: ThreadSanitizer does not model fences.)  TAT values of a
+ * loaded, and its CAS (or the refusal's reload) fails.  The era load is an
+ * acquire too: it pairs with the acq_rel CAS that flips the era
+ * (reconfigure() step 3, or help()), which comes after the seal of that
+ * era in the writer's (or helper's) order.  So a decision that reads era
+ * e+1 has the seal of e+1 happen before its own CAS; write-write coherence
+ * then puts the seal before that CAS in the TAT's modification order, and
+ * the CAS, expecting the pre-seal TAT it loaded, fails.  With a relaxed
+ * era load nothing would order the seal before the CAS, and era e+1's
+ * parameters could be applied to an era-e TAT.  (Acquire loads, not a
+ * fence: ThreadSanitizer does not model fences.)  TAT values of a
  * new era are above every value of the old one (gcra.c), so a CAS on a TAT
  * loaded before a reconfiguration can never succeed after it.  An
  * admission publishes nothing: its CAS is acquire only for the value a
@@ -265,8 +296,10 @@ static inline int sluice__gcra_try(sluice_gcra_t *g, uint64_t n, uint64_t now,
 	for (;;) {
 		if (SLUICE_UNLIKELY(a > SLUICE_GCRA_TIME_MAX))
 			return SLUICE__GCRA_SLOW; /* sealed: help the reconfiguration */
+		/* Acquire: see the ordering note above (pairs with the
+		 * era flip, which comes after the seal). */
 		const struct sluice__gcra_params *p =
-			&g->params[atomic_load_explicit(&g->era, memory_order_relaxed) & 1];
+			&g->params[atomic_load_explicit(&g->era, memory_order_acquire) & 1];
 		uint64_t T = atomic_load_explicit(&p->interval, memory_order_acquire);
 		uint64_t tau = atomic_load_explicit(&p->tau, memory_order_acquire);
 		uint64_t burst = atomic_load_explicit(&p->burst, memory_order_acquire);
@@ -334,8 +367,9 @@ static inline int sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t 
 	 * else (a refusal, a seal, a lost CAS) is decided by the general
 	 * attempt below, which reloads.  Ordering as in sluice__gcra_try(). */
 	uint64_t a = atomic_load_explicit(&g->tat, memory_order_acquire);
+	/* Acquire: pairs with the era flip (sluice__gcra_try()'s note). */
 	const struct sluice__gcra_params *p =
-		&g->params[atomic_load_explicit(&g->era, memory_order_relaxed) & 1];
+		&g->params[atomic_load_explicit(&g->era, memory_order_acquire) & 1];
 	uint64_t T = atomic_load_explicit(&p->interval, memory_order_acquire);
 	uint64_t tau = atomic_load_explicit(&p->tau, memory_order_acquire);
 	uint64_t burst = atomic_load_explicit(&p->burst, memory_order_acquire);
@@ -416,8 +450,9 @@ static inline int sluice_gcra_reserve(sluice_gcra_t *g, uint64_t n, uint64_t max
  * Otherwise returns -SLUICE_ECANCEL and gives nothing back: the bookings
  * after it were decided against these permits, so they stay taken and come
  * back only as the bucket refills (fewer future admissions, never more).
- * @n may be less than was booked (a partial give-back).  Call it at most
- * once per booking (see CANCEL above).  Lock-free, no allocation, safe from
+ * @n may be less than was booked (a partial give-back).  The caller's
+ * contract: each admission at most once, with at most the n it took (see
+ * CANCEL above for what is detected).  Lock-free, no allocation, safe from
  * any thread.  Success has release order (pairs with the acquire load of
  * the TAT by a reconfiguration, which must see the cancel's bookkeeping).
  * Return: 0, -SLUICE_ECANCEL, -SLUICE_EINVAL (NULL, n = 0, @booked not
@@ -450,12 +485,16 @@ SLUICE_API uint64_t sluice_gcra_remaining(sluice_gcra_t *g);
  * permits than before, no fresh burst).  Safe while decisions run on any
  * number of threads: they stay lock-free (they help finish the change) and
  * each uses either the old or the new parameters with the matching state.
- * Calls serialise among themselves on a flag (spinning with sched_yield):
- * a control-path operation, not for decision paths.  No allocation.
+ * Calls serialise among themselves on a flag (waiting with sched_yield, at
+ * most SLUICE_GCRA_WRITER_WAIT_NS): a control-path operation, not for
+ * decision paths.  No allocation.
  * Return: 0; -SLUICE_EINVAL (NULL); set_rate: -SLUICE_ERATE as init, and
  * when the new T makes b * T exceed SLUICE_GCRA_SPAN_MAX; set_burst:
  * -SLUICE_EBURST as init; both: -SLUICE_ERESOLUTION when the new b * T is
- * below the clock's resolution (LIMITS).  Nothing changes on error.
+ * below the clock's resolution (LIMITS), -SLUICE_ETIMEDOUT when another
+ * set_rate/set_burst held the flag for SLUICE_GCRA_WRITER_WAIT_NS (stopped
+ * mid-change; its change completes when it resumes).  Nothing changes on
+ * error.
  */
 SLUICE_API int sluice_gcra_set_rate_at(sluice_gcra_t *g, uint64_t rate, uint64_t period_ns,
                                        uint64_t now);

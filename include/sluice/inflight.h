@@ -36,14 +36,11 @@
  *
  * BAD RELEASES: a release of more than is held returns -SLUICE_ERELEASE,
  * changes nothing and increments the limiter's counter
- * (sluice_inflight_bad_releases()).  In a library built WITHOUT NDEBUG it
- * also prints one line to stderr, the first time only for each limiter (a
- * bug that repeats on every request must not flood the log).  It does not
- * abort: meson's default buildtype (debugoptimized) does not define NDEBUG,
- * so a production service built with defaults would otherwise crash on an
- * accounting bug that, by itself, changes nothing in the limiter.  Release
- * builds (-Db_ndebug=true, or buildtype=release) print nothing; the return
- * code and the counter are there in every build.  Monitor the counter.
+ * (sluice_inflight_bad_releases()), in every build.  The library prints
+ * nothing and never aborts: the return code and the counter are the only
+ * report, so monitor the counter (an accounting bug in the caller changes
+ * nothing in the limiter by itself, and a library must not write to its
+ * host's stderr).
  *
  * CLOCK JUMPS: time plays no part in a decision.  acquire_at() accepts a
  * time only for API uniformity with the other limiters: it is copied to
@@ -98,7 +95,6 @@ typedef struct sluice_inflight {
 	const sluice_clock_t *clock;
 	/* private, written only on a bad release (cold) */
 	_Atomic uint64_t bad_releases; /* releases refused as more than held */
-	_Atomic int reported;          /* the one stderr report was printed  */
 	/* private: written by every acquire and release, on a line of its own */
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t held; /* slots in flight */
 } sluice_inflight_t;
@@ -220,12 +216,15 @@ static inline int sluice_inflight_acquire(sluice_inflight_t *f, uint64_t n, slui
  * sluice_inflight_release - give back @n slots taken by an earlier acquire.
  * @f: the limiter.  @n: the n of that acquire (1..K).
  *
+ * The caller's contract: each admission at most once, with at most the n it
+ * took (a double release is detected only when it asks for more than is
+ * held: WORST CASE).
+ *
  * Lock-free, no allocation, safe from any number of threads.  A successful
  * release is a release operation on the count: everything this thread wrote
  * before it is visible to any thread whose later acquire takes slots.
- * A release of more than is held changes nothing, is counted in
- * sluice_inflight_bad_releases() and, in libraries built without NDEBUG,
- * reported once on stderr (see BAD RELEASES above).  Only the total is
+ * A release of more than is held changes nothing and is counted in
+ * sluice_inflight_bad_releases() (see BAD RELEASES above).  Only the total is
  * checked: see WORST CASE for the mismatches that cannot be detected.
  * Return: 0 given back; -SLUICE_EINVAL (n = 0); -SLUICE_ERELEASE (n > held:
  * nothing changed).
@@ -249,7 +248,10 @@ static inline int sluice_inflight_release(sluice_inflight_t *f, uint64_t n)
  * sluice_inflight_refund_at - give back @n slots of the admission @admitted
  * describes (the composite's undo).  Exactly sluice_inflight_release(): the
  * admission's time plays no part, so @admitted may be NULL.  A refund is
- * always exact when it matches an admission.
+ * always exact when it matches an admission.  The caller's contract: each
+ * admission at most once (refund or release, not both), with at most the n
+ * it took.  A second one is refused only when it asks for more than is
+ * held; otherwise it frees slots that other holders took (WORST CASE).
  * Return: as sluice_inflight_release(): 0, -SLUICE_EINVAL, or
  * -SLUICE_ERELEASE when @n is more than is held (nothing changed, so the
  * error errs toward fewer future admissions, never more).

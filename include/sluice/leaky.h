@@ -58,11 +58,17 @@
  * (D + 1) * T <= SLUICE_GCRA_SPAN_MAX (-SLUICE_EBURST), (D + 1) * T >= the
  * clock's resolution (-SLUICE_ERESOLUTION: a smaller bucket would pass at
  * most D + 1 per clock step, below the rate; gcra.h) and max_delay_ns = 0
- * (-SLUICE_EDELAY: a meter does not queue); shaper: max_delay_ns <=
- * SLUICE_GCRA_SPAN_MAX (-SLUICE_EDELAY) and depth = 0 (-SLUICE_EBURST: the
- * queue is given as a time).  n in 1..D+1 (meter), n = 1 (shaper: a request
- * of n would be n slots; pace n requests one by one).
- * MEMORY: 320 bytes (a GCRA and the mode), caller-allocated, no allocation.
+ * (-SLUICE_EDELAY: a meter does not queue); shaper: T >= the clock's
+ * resolution (-SLUICE_ERESOLUTION: its acquire passes only with the queue
+ * empty, so at most one request per clock reading, and its delays are
+ * measured from a reading up to one step old, so a caller that sleeps out
+ * each delay before booking the next slot lands up to a step late every
+ * time; with T below the step both fall short of the rate, silently),
+ * max_delay_ns <= SLUICE_GCRA_SPAN_MAX (-SLUICE_EDELAY) and depth = 0
+ * (-SLUICE_EBURST: the queue is given as a time).  n in 1..D+1 (meter),
+ * n = 1 (shaper: a request of n would be n slots; pace n requests one by
+ * one).
+ * MEMORY: 384 bytes (a GCRA and the mode), caller-allocated, no allocation.
  */
 #ifndef SLUICE_LEAKY_H
 #define SLUICE_LEAKY_H
@@ -101,8 +107,9 @@ typedef struct sluice_leaky {
 /*
  * sluice_leaky_init - validate @cfg and set up @l (caller-allocated), empty.
  * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_EMODE, -SLUICE_ECLOCK,
- * -SLUICE_ERATE, -SLUICE_EBURST, -SLUICE_EDELAY, -SLUICE_ERESOLUTION (meter
- * only: (D + 1) * T below the clock's resolution) (see LIMITS).
+ * -SLUICE_ERATE, -SLUICE_EBURST, -SLUICE_EDELAY, -SLUICE_ERESOLUTION (meter:
+ * (D + 1) * T below the clock's resolution; shaper: T below it) (see
+ * LIMITS).
  * On error @l is untouched.  No allocation; not thread-safe for the same @l.
  */
 SLUICE_API int sluice_leaky_init(sluice_leaky_t *l, const sluice_leaky_config_t *cfg);
@@ -177,7 +184,11 @@ static inline int sluice_leaky_pace_within_at(sluice_leaky_t *l, uint64_t n, uin
  * queued slot) @admitted describes: exact while nothing was admitted or
  * queued after it, else -SLUICE_ECANCEL and they stay counted (they drain
  * at the rate: fewer future admissions, never more).  See
- * sluice_gcra_cancel().  Lock-free, no allocation.
+ * sluice_gcra_cancel().  The caller's contract: each admission at most
+ * once, with at most the n it took; a second refund is refused
+ * (-SLUICE_ECANCEL) unless a request admitted since ended at exactly the
+ * same ns, whose slot it then gives back (gcra.h, CANCEL / REFUND).
+ * Lock-free, no allocation.
  * Return: 0, -SLUICE_ECANCEL, -SLUICE_EINVAL.
  */
 SLUICE_API int sluice_leaky_refund_at(sluice_leaky_t *l, uint64_t n,

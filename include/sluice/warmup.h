@@ -53,7 +53,13 @@
  *
  * CLOCK JUMPS.  Time never runs backwards for this limiter: the state
  *   packs times relative to an anchor (a 64-bit time, only moved forward),
- *   and a reading older than the anchor is treated as the anchor.  A reading
+ *   and a reading older than the anchor is treated as the anchor.  The
+ *   timeline starts at 0, not at the clock's reading at init: a new limiter
+ *   is cold as of time 0, the same state at every time, so its first
+ *   reading, from any time base (a manual clock starting at 0,
+ *   CLOCK_MONOTONIC, readings near 2^64), is used as it is and anchors it.
+ *   Any sequence of readings works without wrapping: forward, back, jumps
+ *   of any size, up to 2^64 - 1 (see LIMITS for the top).  A reading
  *   between the anchor and the next free ticket is simply early: refused (or
  *   booked with a longer delay), with retry_after_ns measured from it.  The
  *   next free ticket is never earlier than any admission's start, and
@@ -103,7 +109,9 @@
  *   decision across an anchor move, after which the state word came back
  *   bit for bit (the same ticket modulo 2^35 unit_ns, the same stored
  *   permits), would book against the old anchor; the effect is limited to
- *   that one booking's ticket (at most one extra request).
+ *   that one booking's ticket (at most one extra request).  Such a write
+ *   can never make a call spin: a state only it can leave is read toward
+ *   fewer admissions (a later ticket, fully cold).
  *
  * MEMORY: one cache line of hot state (the anchor and the state word), in
  *   a caller-allocated struct; nothing is allocated.
@@ -155,8 +163,9 @@ typedef struct sluice_warmup {
 } sluice_warmup_t;
 
 /*
- * sluice_warmup_init - validate @cfg and set up @w (caller-allocated), cold,
- * at the clock's current reading.
+ * sluice_warmup_init - validate @cfg and set up @w (caller-allocated), cold.
+ * The clock is not read: the limiter's time comes from the readings its
+ * decisions are given (CLOCK JUMPS).
  *
  * No allocation.  Not thread-safe for the same @w; publish @w to other
  * threads afterwards (e.g. by pthread_create or a release store).
@@ -224,7 +233,16 @@ static inline int sluice_warmup_reserve(sluice_warmup_t *w, uint64_t n, uint64_t
 
 /*
  * sluice_warmup_refund_at - give back @n permits booked by @admitted (a
- * decision this limiter returned 1 for, refunded at most once).
+ * decision this limiter returned 1 for).
+ *
+ * The caller's contract: each admission at most once, with exactly the n it
+ * took (this limiter gives back a whole booking: the ticket returns to its
+ * start whatever @n is, so a smaller @n leaves the limiter warmer than
+ * before the booking).  What is detected: a second refund finds the ticket
+ * moved back by the first and returns -SLUICE_ECANCEL, changing nothing,
+ * unless a booking made since ended at exactly the same ticket: then it
+ * takes that booking back, and one more request (of up to L permits) than
+ * the bounds allow can start.
  *
  * Exact when that booking is still the latest: the next free ticket goes
  * back to the booking's start (rounded down to unit_ns, which is never
