@@ -468,8 +468,8 @@ int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
 	 * the mean L ln2 / h (1 us on a 4 ms clock: about 250 L per second
 	 * against 693,147 L).
 	 * Refuse it, as the other limiters refuse a bucket below the step. */
-	if (h < sluice_clock_resolution_ns(clock))
-		return -SLUICE_ERESOLUTION;
+	if (sluice__clock_require_step(clock, h) != 0)
+		return -SLUICE_ERESOLUTION; /* and keeps the cached clock this fine */
 	uint64_t flush = FLUSH_HALF_LIVES * h;
 	/* The smallest grid whose quarter range holds a live count. */
 	uint32_t g = 0;
