@@ -52,6 +52,17 @@
  * use, so the answer is exact for them.  No libm: the library links
  * without it.
  *
+ * Stalls of any length: the tag has 2 bits and the field 29, so a thread
+ * stalled between its snapshot and its CAS while the anchor moves on by
+ * multiples of R can find the word back bit for bit under a later anchor,
+ * and its CAS would then count (or forget, or give back) against the wrong
+ * time.  So every write of the word from a snapshot is a double-width CAS
+ * of (anchor, word) together (pair_internal.h; anchor and word are one
+ * 16-byte pair): it fails if the anchor moved at all since the snapshot.
+ * A word that comes back under the same anchor is the same state (same
+ * time, same count), so that ABA is harmless.  The anchor itself is a full
+ * 64-bit time that only grows: its own CAS cannot meet an ABA.
+ *
  * Memory orders: as in lib/warmup.c.  Snapshot loads are acquires; every
  * successful CAS (word or anchor) is a release, so a reader of a HOT word
  * sees the anchor it was written against or a later one, and a reader of
@@ -61,6 +72,7 @@
 
 #include "sluice/decay.h"
 #include "sluice/error.h"
+#include "pair_internal.h"
 
 #define EMPTY_BIT (1ULL << 63)
 #define TAG_SHIFT 61
@@ -332,18 +344,16 @@ static void reanchor(sluice_decay_t *x, const struct snap *s, uint64_t t)
 	uint64_t to = grid_down(x, t & ~1ULL); /* what EMPTY(t) announces */
 	uint64_t w = s->word;
 	if (s->t <= to && decay_up(x, s->cq, to - s->t) == 0) {
-		/* Release: a reader of EMPTY(t) sees our anchor or later. */
-		if (atomic_compare_exchange_strong_explicit(&x->word, &w, EMPTY_BIT | (t >> 1),
-		                                            memory_order_release,
-		                                            memory_order_relaxed))
+		/* Pair CAS (full barrier, so a release): a reader of EMPTY(t)
+		 * sees our anchor or later. */
+		if (sluice__pair_cas(&x->anchor, s->anchor, w, s->anchor, EMPTY_BIT | (t >> 1)))
 			help_anchor(x, s->anchor, to);
 		return;
 	}
 	/* Alive at `to`: written within flush_ns of it, so t >= A + R/4. */
 	uint64_t tg = (tag_of(x, s->anchor) + 1) & 3;
 	uint64_t stepped = (w & ~TAG_MASK) | (tg << TAG_SHIFT);
-	if (atomic_compare_exchange_strong_explicit(&x->word, &w, stepped, memory_order_release,
-	                                            memory_order_relaxed))
+	if (sluice__pair_cas(&x->anchor, s->anchor, w, s->anchor, stepped))
 		help_anchor(x, s->anchor, s->anchor + quarter(x));
 }
 
@@ -396,9 +406,9 @@ int sluice_decay_acquire_at(sluice_decay_t *x, uint64_t n, uint64_t now, sluice_
 		}
 		uint64_t after = c + nq;
 		uint64_t w = hot_word(x, s.anchor, t, after);
-		/* Release: publishes which anchor w is relative to. */
-		if (atomic_compare_exchange_weak_explicit(&x->word, &s.word, w, memory_order_release,
-		                                          memory_order_relaxed)) {
+		/* Pair CAS (full barrier, so a release): publishes which anchor
+		 * w is relative to, and fails if the anchor moved (DESIGN). */
+		if (sluice__pair_cas(&x->anchor, s.anchor, s.word, s.anchor, w)) {
 			if (d)
 				fill(x, d, 1, t, after, 0);
 			return 1;
@@ -433,9 +443,8 @@ int sluice_decay_refund_at(sluice_decay_t *x, uint64_t n, const sluice_decision_
 		if (sub > s.cq)
 			return -SLUICE_ECANCEL;
 		uint64_t w = (s.word & ~CQ_MASK) | (s.cq - sub);
-		/* Release: as for an admission (same anchor, same time). */
-		if (atomic_compare_exchange_weak_explicit(&x->word, &s.word, w, memory_order_release,
-		                                          memory_order_relaxed))
+		/* Pair CAS: as for an admission (same anchor, same time). */
+		if (sluice__pair_cas(&x->anchor, s.anchor, s.word, s.anchor, w))
 			return 0;
 	}
 }

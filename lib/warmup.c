@@ -57,6 +57,14 @@
  * permits up.  The curve's area uses doubles in the form k (b - a)(a + b -
  * 2T), whose error is far below the 1 ns + 2^-40 relative margin added.
  *
+ * Stalls of any length: the word's tag and field wrap, so a thread
+ * stalled between its snapshot and its CAS while the anchor moves on by
+ * multiples of R can find the word back bit for bit under a later anchor.
+ * Every write of the word from a snapshot is therefore a double-width CAS
+ * of (anchor, word) together (pair_internal.h; they are one 16-byte
+ * pair), which fails if the anchor moved at all since the snapshot; a word
+ * back under the same anchor is the same state, so that ABA is harmless.
+ *
  * Memory orders: the snapshot's loads are acquires and every CAS that
  * succeeds is a release.  A thread that writes a HOT word first read the
  * anchor it is relative to (acquire); its release CAS on the word then
@@ -65,6 +73,7 @@
  * after, so a reader who sees the new anchor sees that word or a later one.
  */
 #include "sluice/error.h"
+#include "pair_internal.h"
 #include "sluice/warmup.h"
 
 __extension__ typedef unsigned __int128 u128;
@@ -278,11 +287,9 @@ static void reanchor(sluice_warmup_t *w, const struct snap *s, uint64_t t)
 	uint64_t to = grid_down(w, t & ~1ULL); /* what COLD(t) announces */
 	uint64_t x = s->word;
 	if (s->next <= to && accrue(w, s->sq, to - s->next) == w->max_q) {
-		/* Release: see DESIGN (a reader of COLD(t) then sees an
-		 * anchor at least as new as ours). */
-		if (atomic_compare_exchange_strong_explicit(&w->word, &x, cold_word(t),
-		                                            memory_order_release,
-		                                            memory_order_relaxed))
+		/* Pair CAS (full barrier, so a release): see DESIGN (a reader
+		 * of COLD(t) then sees an anchor at least as new as ours). */
+		if (sluice__pair_cas(&w->anchor, s->anchor, x, s->anchor, cold_word(t)))
 			help_anchor(w, s->anchor, to);
 		return;
 	}
@@ -290,8 +297,7 @@ static void reanchor(sluice_warmup_t *w, const struct snap *s, uint64_t t)
 	 * field reads the same against A + R/4.  Announce the step. */
 	uint64_t tg = (tag_of(w, s->anchor) + 1) & 3;
 	uint64_t stepped = (x & ~TAG_MASK) | (tg << TAG_SHIFT);
-	if (atomic_compare_exchange_strong_explicit(&w->word, &x, stepped, memory_order_release,
-	                                            memory_order_relaxed))
+	if (sluice__pair_cas(&w->anchor, s->anchor, x, s->anchor, stepped))
 		help_anchor(w, s->anchor, s->anchor + quarter(w));
 }
 
@@ -336,9 +342,9 @@ int sluice_warmup_reserve_at(sluice_warmup_t *w, uint64_t n, uint64_t now, uint6
 		uint64_t next = (raw + w->unit_ns - 1) & ~(w->unit_ns - 1); /* <= end */
 		sq = accrue(w, sq, next - raw); /* the rounded-off time cools */
 		uint64_t x = hot_word(w, s.anchor, next, sq);
-		/* Release: publishes which anchor x is relative to (DESIGN). */
-		if (atomic_compare_exchange_weak_explicit(&w->word, &s.word, x, memory_order_release,
-		                                          memory_order_relaxed)) {
+		/* Pair CAS (full barrier, so a release): publishes which anchor
+		 * x is relative to, and fails if the anchor moved (DESIGN). */
+		if (sluice__pair_cas(&w->anchor, s.anchor, s.word, s.anchor, x)) {
 			fill(w, d, 1, t, wait, next - t);
 			return 1;
 		}
@@ -380,9 +386,8 @@ int sluice_warmup_refund_at(sluice_warmup_t *w, uint64_t n, const sluice_decisio
 		if (sq > w->max_q)
 			sq = w->max_q;
 		uint64_t x = hot_word(w, s.anchor, next, sq);
-		/* Release: as for a booking. */
-		if (atomic_compare_exchange_weak_explicit(&w->word, &s.word, x, memory_order_release,
-		                                          memory_order_relaxed))
+		/* Pair CAS: as for a booking. */
+		if (sluice__pair_cas(&w->anchor, s.anchor, s.word, s.anchor, x))
 			return 0;
 	}
 }

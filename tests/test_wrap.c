@@ -292,3 +292,42 @@ Test(wrap, readings_near_2_64)
 	sluice_window_destroy(&w);
 	munmap(f, (size_t)sysconf(_SC_PAGESIZE));
 }
+
+/* ------------------------------------------------------------------ */
+/* Decay: the word keeps its time relative to an anchor, in 29 bits with a
+ * 2-bit tag, so it comes back bit for bit under an anchor R later. */
+
+#define T0 10000000000ULL /* 10 s: even, on every grid */
+
+struct decay_attack {
+	sluice_decay_t *x;
+	uint64_t r; /* R: the span the word's time field covers */
+};
+
+/* While the decision is stopped: fill T0 to L, then jump R on (the count
+ * is long forgotten: the anchor jumps exactly R) and admit there what T0
+ * held when the decision read it, so the word is back bit for bit. */
+static void attack_decay(void *arg)
+{
+	struct decay_attack *a = arg;
+	cr_assert_eq(sluice_decay_acquire_at(a->x, L - 1, T0, NULL), 1);
+	cr_assert_eq(sluice_decay_acquire_at(a->x, 1, T0 + a->r, NULL), 1);
+}
+
+Test(wrap, decay_decision_stalled_across_an_anchor_wrap)
+{
+	need_stall();
+	sluice_decay_t *x = own_page(sizeof(*x));
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_decay_config_t cfg = { .limit = L, .half_life_ns = 1000000, .clock = &mclock };
+	cr_assert_eq(sluice_decay_init(x, &cfg), 0);
+	struct decay_attack a = { x, 1ULL << (29 + x->unit_shift) };
+	cr_assert_eq(sluice_decay_acquire_at(x, 1, T0, NULL), 1);
+	stall_arm(&x->anchor, 16, attack_decay, &a);
+	sluice_decision_t d;
+	int rc = sluice_decay_acquire_at(x, 1, T0, &d);
+	cr_assert(stall_fired(), "the decision never wrote the state");
+	/* T0 holds L: an admission reported at T0 makes L + 1 there. */
+	cr_assert(!(rc == 1 && d.now_ns == T0), "admitted at T0, where the count was already L");
+	munmap(x, (size_t)sysconf(_SC_PAGESIZE));
+}

@@ -118,6 +118,7 @@ typedef struct sluice_decay {
 	uint32_t frac_bits;          /* F: the count is in units of 2^-F        */
 	uint64_t flush_ns;           /* 34 h: any count is forgotten by then    */
 	/* private: written by decisions, on a line of their own */
+	/* anchor and word are one 16-byte pair, CASed together (lib/decay.c) */
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t anchor; /* time base, only grows */
 	_Atomic uint64_t word; /* packed state, see lib/decay.c                */
 } sluice_decay_t;

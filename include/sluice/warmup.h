@@ -158,6 +158,7 @@ typedef struct sluice_warmup {
 	double thresh;       /* T = M / 2, permits                             */
 	double curve_k;      /* 2 I / M: area above I is k((b-T)^2 - (a-T)^2)  */
 	/* private: written by decisions, on a line of their own */
+	/* anchor and word are one 16-byte pair, CASed together (lib/warmup.c) */
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t anchor; /* time base, only grows */
 	_Atomic uint64_t word; /* packed state, see lib/warmup.c                  */
 } sluice_warmup_t;
