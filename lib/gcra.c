@@ -69,6 +69,7 @@
 
 #include "sluice/error.h"
 #include "sluice/gcra.h"
+#include "pair_internal.h"
 
 #define SEAL(e) (SLUICE__GCRA_SEAL_MIN + ((e) & SLUICE__GCRA_SEAL_MASK))
 /* How long set_rate/set_burst wait for another one to finish. */
@@ -186,6 +187,7 @@ static int init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg, int booking)
 	}
 	/* TAT 0: the bucket is full at every time. */
 	atomic_init(&g->tat, 0);
+	atomic_init(&g->seal_era, 0);
 	return 0;
 }
 
@@ -221,9 +223,11 @@ static void help(sluice_gcra_t *g, uint64_t seal)
 	uint64_t prev = e1 - 1;
 	atomic_compare_exchange_strong_explicit(&g->era, &prev, e1, memory_order_acq_rel,
 	                                        memory_order_acquire);
-	/* Release: every later TAT value of era e1 carries the flip. */
-	atomic_compare_exchange_strong_explicit(&g->tat, &seal, start, memory_order_acq_rel,
-	                                        memory_order_relaxed);
+	/* Pair CAS of (tat, seal_era): the seal must be e1's in full, not
+	 * only in its low 32 bits, or a helper stalled across 2^32 changes
+	 * would install an old change's start.  A full barrier: the release
+	 * every later TAT value of era e1 carries the flip by. */
+	sluice__pair_cas(&g->tat, seal, e1, start, e1);
 }
 
 /*
@@ -415,22 +419,23 @@ static int reconfigure(sluice_gcra_t *g, uint64_t rate, uint64_t period, uint64_
 		a1 = (uint64_t)c;
 		atomic_store_explicit(&next->start, a1, memory_order_relaxed);
 		atomic_store_explicit(&next->era, e + 1, memory_order_relaxed);
-		/* acq_rel: releases the slot to helpers (they load the seal
-		 * with acquire); acquire on failure reloads a0 with the
-		 * ordering the cancel's `high` needs. */
-		if (atomic_compare_exchange_strong_explicit(&g->tat, &a0, SEAL(e + 1),
-		                                            memory_order_acq_rel,
-		                                            memory_order_acquire))
+		/* Pair CAS (full barrier): releases the slot to helpers (they
+		 * load the seal with acquire) and names the seal's full era
+		 * beside it.  seal_era is written only here and by unseals,
+		 * which leave it as it is, under the writer flag: stable. */
+		uint64_t se = atomic_load_explicit(&g->seal_era, memory_order_relaxed);
+		if (sluice__pair_cas(&g->tat, a0, se, SEAL(e + 1), e + 1))
 			break;
+		/* acquire: reloads a0 with the ordering the cancel's `high`
+		 * needs */
+		a0 = atomic_load_explicit(&g->tat, memory_order_acquire);
 	}
 
 	/* 3. Flip the era, unseal (a helper may have done either already). */
 	uint64_t prev = e;
 	atomic_compare_exchange_strong_explicit(&g->era, &prev, e + 1, memory_order_acq_rel,
 	                                        memory_order_acquire);
-	uint64_t seal = SEAL(e + 1);
-	atomic_compare_exchange_strong_explicit(&g->tat, &seal, a1, memory_order_acq_rel,
-	                                        memory_order_relaxed);
+	sluice__pair_cas(&g->tat, SEAL(e + 1), e + 1, a1, e + 1);
 	/* Release: the next writer starts after this change is complete. */
 	atomic_store_explicit(&g->writer, 0, memory_order_release);
 	return 0;

@@ -821,6 +821,7 @@ Test(gcra, decisions_finish_a_half_done_reconfiguration)
 	atomic_store(&next->shift, atomic_load(&src->shift));
 	atomic_store(&next->start, 12 * SEC); /* the converted TAT: 4 - 4 = 0 held... */
 	atomic_store(&next->era, e + 1);
+	atomic_store(&g.seal_era, e + 1); /* a seal names its full era beside it */
 	atomic_store(&g.tat, SLUICE__GCRA_SEAL_MIN + ((e + 1) & SLUICE__GCRA_SEAL_MASK));
 
 	sluice_decision_t d;
@@ -846,6 +847,7 @@ Test(gcra, decisions_finish_a_half_done_reconfiguration)
 	atomic_store(&next->shift, atomic_load(&src->shift));
 	atomic_store(&next->start, 1);
 	atomic_store(&next->era, e + 1);
+	atomic_store(&g.seal_era, e + 1); /* a seal names its full era beside it */
 	atomic_store(&g.tat, SLUICE__GCRA_SEAL_MIN + ((e + 1) & SLUICE__GCRA_SEAL_MASK));
 	cr_assert_eq(sluice_gcra_remaining_at(&g, 100 * SEC), 4);
 	cr_assert_eq(sluice_gcra_reserve_at(&g, 4, 100 * SEC, 0, &d), 1);
@@ -1053,6 +1055,7 @@ Test(gcra, a_stopped_writer_times_out_later_writers, .timeout = 30)
 	atomic_store(&next->shift, atomic_load(&src->shift));
 	atomic_store(&next->start, 1);
 	atomic_store(&next->era, e + 1);
+	atomic_store(&g.seal_era, e + 1); /* a seal names its full era beside it */
 	atomic_store(&g.tat, SLUICE__GCRA_SEAL_MIN + ((e + 1) & SLUICE__GCRA_SEAL_MASK));
 
 	cr_assert_eq(sluice_gcra_acquire_at(&g, 4, SEC, NULL), 1, "a decision helps and decides");

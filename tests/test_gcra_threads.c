@@ -152,6 +152,8 @@ static void *stall_main(void *arg)
 		atomic_store(&next->recip, atomic_load(&cur->recip));
 		atomic_store(&next->shift, atomic_load(&cur->shift));
 		uint64_t seal = SLUICE__GCRA_SEAL_MIN + ((e + 1) & SLUICE__GCRA_SEAL_MASK), a0, a1;
+		/* the seal's full era, beside the TAT (helpers check it) */
+		atomic_store(&g->seal_era, e + 1);
 		do {
 			a0 = atomic_load(&g->tat);
 			a1 = a0 + 1;

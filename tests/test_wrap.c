@@ -331,3 +331,62 @@ Test(wrap, decay_decision_stalled_across_an_anchor_wrap)
 	cr_assert(!(rc == 1 && d.now_ns == T0), "admitted at T0, where the count was already L");
 	munmap(x, (size_t)sysconf(_SC_PAGESIZE));
 }
+
+/* ------------------------------------------------------------------ */
+/* GCRA: a seal names its change by the low 32 bits of its era in the TAT;
+ * a decision that helps finish a change and stalls before its unseal while
+ * 2^32 more changes go by finds the same seal value again. */
+
+struct gcra_attack {
+	sluice_gcra_t *g;
+	uint64_t era; /* the era the stalled helper is finishing */
+	uint64_t later_start;
+};
+
+/* While the helper is stopped: the state 2^32 changes later, half done in
+ * the same way (same slot parity, same seal value, a later start). */
+static void attack_gcra(void *arg)
+{
+	struct gcra_attack *a = arg;
+	uint64_t later = a->era + WRAP;
+	struct sluice__gcra_params *slot = &a->g->params[later & 1];
+	atomic_store(&slot->era, 0);
+	atomic_store(&slot->start, a->later_start);
+	atomic_store(&slot->era, later);
+	atomic_store(&a->g->era, later - 1);
+	atomic_store(&a->g->seal_era, later);
+	atomic_store(&a->g->tat, SLUICE__GCRA_SEAL_MIN + (later & SLUICE__GCRA_SEAL_MASK));
+}
+
+Test(wrap, gcra_unseal_stalled_across_2_32_changes)
+{
+	need_stall();
+	sluice_gcra_t *g = own_page(sizeof(*g));
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_gcra_config_t cfg = { .rate = 10, .period_ns = 10000000000ULL, .burst = 10,
+		                     .clock = &mclock };
+	cr_assert_eq(sluice_gcra_init(g, &cfg), 0);
+	/* a change to era e + 1, sealed, its writer stopped before the unseal */
+	uint64_t e = atomic_load(&g->era);
+	struct sluice__gcra_params *cur = &g->params[e & 1], *next = &g->params[(e + 1) & 1];
+	atomic_store(&next->era, 0);
+	atomic_store(&next->interval, atomic_load(&cur->interval));
+	atomic_store(&next->tau, atomic_load(&cur->tau));
+	atomic_store(&next->burst, atomic_load(&cur->burst));
+	atomic_store(&next->recip, atomic_load(&cur->recip));
+	atomic_store(&next->shift, atomic_load(&cur->shift));
+	atomic_store(&next->start, 1);
+	atomic_store(&next->era, e + 1);
+	atomic_store(&g->seal_era, e + 1);
+	atomic_store(&g->tat, SLUICE__GCRA_SEAL_MIN + ((e + 1) & SLUICE__GCRA_SEAL_MASK));
+	struct gcra_attack a = { g, e + 1, 1000 * 10000000000ULL };
+	stall_arm(&g->tat, 16, attack_gcra, &a);
+	(void)sluice_gcra_acquire_at(g, 1, 0, NULL); /* helps, stalls at its unseal */
+	cr_assert(stall_fired(), "the helper never wrote the TAT");
+	/* The change in force is the later one: its start, not era e + 1's
+	 * (which would hand out the whole burst again). */
+	cr_assert_eq(atomic_load(&g->tat), a.later_start, "the TAT is %llu",
+	             (unsigned long long)atomic_load(&g->tat));
+	cr_assert_eq(sluice_gcra_acquire_at(g, 1, 0, NULL), 0);
+	munmap(g, (size_t)sysconf(_SC_PAGESIZE));
+}

@@ -118,10 +118,10 @@
  * the bucket holds only what fits before it and after it nothing passes
  * (fewer, never more; 2^64 ns is 584 years of CLOCK_MONOTONIC, the top 2^32
  * ns its last 4.3 s).  A seal names its change by the low 32 bits of a
- * counter: a decision that read a change to finish it, then stalled for
- * exactly a multiple of 2^32 further changes before its unseal CAS, would
- * install that old change's TAT (ABA; documented, not guarded: at least
- * 2^32 set_rate calls while one thread is stalled).  With a coarse clock,
+ * counter in the TAT, and by its full 64-bit era in the word beside it:
+ * a decision that read a change to finish it, then stalled for any number
+ * of further changes, fails its unseal (a double-width CAS of both) and
+ * decides again.  With a coarse clock,
  * permits arrive in steps of the clock's resolution (up to b at a step),
  * never more than the bound.  So the bucket must hold at least one clock
  * step: b * T >= the clock's resolution, or at most b would pass per step
@@ -203,8 +203,11 @@ typedef struct sluice_gcra {
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t high; /* highest TAT a cancel
 	                                                    * moved back from */
 	_Atomic uint32_t writer;  /* set_rate/set_burst serialisation flag */
-	/* private: the state, on a line of its own */
+	/* private: the state, on a line of its own.  tat and seal_era are one
+	 * 16-byte pair: a seal and its unseal CAS both, so an unseal by a
+	 * helper stalled across 2^32 reconfigurations fails (lib/gcra.c). */
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t tat;
+	_Atomic uint64_t seal_era; /* the full era of the newest seal, 0: none */
 } sluice_gcra_t;
 
 /*
