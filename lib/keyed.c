@@ -129,14 +129,48 @@
 #define S_VIRGIN (1ULL << 62)
 #define S_VAL ((1ULL << 62) - 1)
 #define TMAX SLUICE_KEYED_TIME_MAX
-#define M38 ((1ULL << 38) - 1)
-#define M24 ((1ULL << 24) - 1)
 #define M30 ((1ULL << 30) - 1)
 #define M48 ((1ULL << 48) - 1)
 
 /* decide() results besides 1 and 0 */
 #define STALE 2     /* the slot changed owner: look the key up again */
 #define RETIRED 3   /* the key's state is retired: create it again   */
+#define BUSY 4      /* the retry bound was reached: -SLUICE_EBUSY     */
+
+/*
+ * Retry bound of one call (acquire, release): every retry anywhere in the
+ * call (a failed CAS on the state, a bucket or a tag, a lookup that found
+ * the slot changed owner, a creation round that lost its slot) counts, and
+ * past RETRY_MAX the call gives up with -SLUICE_EBUSY, having taken nothing.
+ * A retry means another operation changed that word meanwhile; among honest
+ * callers that is progress (lock-free), so the bound only ends a call whose
+ * words another process rewrites without end (a hostile writer) or a
+ * sequence that cannot converge (a forged slot).  4096 retries is far more
+ * than contention produces (each needs another decision on the same key to
+ * succeed in between) and a few hundred microseconds of work.
+ */
+#define RETRY_MAX 4096u
+
+/*
+ * Stall points for the deterministic tests (tests/test_keyed_faults.c,
+ * which compiles this file with SLUICE_TESTING).  The production library
+ * has none: STALL() is empty and test_stop is the constant 0, so the
+ * compiler removes every test branch, and no test symbol is exported.
+ */
+#define STALL_DECIDE 1 /* a decision, between its load and its CAS       */
+#define STALL_WORD 2   /* a claim, between its tag check and a key word's CAS */
+#ifdef SLUICE_TESTING
+void (*sluice__keyed_stall_hook)(int point, _Atomic uint64_t *word);
+#define STALL(point, word)                                     \
+	do {                                                   \
+		if (sluice__keyed_stall_hook)                  \
+			sluice__keyed_stall_hook((point), (word)); \
+	} while (0)
+static int test_stop;
+#else
+#define STALL(point, word) ((void)0)
+#define test_stop 0
+#endif
 
 /* Lease: claim-time units of 2^24 ns; stale after LEASE_UNITS + 1 units. */
 #define UNIT_SHIFT 24
@@ -167,7 +201,7 @@ struct kid {
 
 /* Validated parameters and the layout they imply. */
 struct params {
-	uint32_t algo, policy, flags, key_max, buckets;
+	uint32_t algo, policy, flags, key_max, buckets, cbits;
 	uint64_t capacity;
 	uint64_t rate, period_ns, burst, depth, limit, window_ns;
 	uint64_t interval, tau, recip, shift, width_ns, nmax;
@@ -183,6 +217,12 @@ static uint64_t pow2_at_least(uint64_t v)
 	while (p < v)
 		p <<= 1;
 	return p;
+}
+
+/* FIXED: bits of the count in the state word, the bit width of @limit. */
+static uint32_t fixed_cbits(uint64_t limit)
+{
+	return limit ? 64u - (uint32_t)__builtin_clzll(limit) : 0;
 }
 
 static uint64_t round_up(uint64_t v, uint64_t m)
@@ -277,7 +317,14 @@ static int validate(const sluice_keyed_config_t *c, struct params *p)
 		if (rc != 0)
 			return rc;
 		if (c->limit > SLUICE_KEYED_FIXED_LIMIT_MAX)
-			return -SLUICE_ELIMIT; /* the count is 24 bits of the state */
+			return -SLUICE_ELIMIT; /* the count is at most 24 bits of the state */
+		/* The count takes cbits = bit_width(L) bits, the window number
+		 * the other 62 - cbits, which must hold every window number
+		 * below 2^62 ns: W >= 2^cbits.  So the state names its window
+		 * in full, never modulo anything (DESIGN, "FIXED"). */
+		p->cbits = fixed_cbits(c->limit);
+		if ((c->window_ns >> p->cbits) == 0)
+			return -SLUICE_ELIMIT; /* L above 2^floor(log2 W) - 1 */
 		p->limit = p->nmax = c->limit;
 		p->window_ns = p->width_ns = c->window_ns;
 		break;
@@ -337,6 +384,15 @@ static uint64_t header_check(const struct sluice__keyed_hdr *h)
 	return sluice__siphash13(0x736c75696365ULL, SLUICE_KEYED_VERSION, b + from, to - from);
 }
 
+/* Digest keys for long keys, derived from the seed: independent of the
+ * lookup hash.  Init stores them; attach recomputes and compares them. */
+static void digest_keys(uint64_t k0, uint64_t k1, uint64_t dk[4])
+{
+	static const char tags[4][8] = { "digest0", "digest1", "digest2", "digest3" };
+	for (int i = 0; i < 4; i++)
+		dk[i] = sluice__siphash13(k0, k1, tags[i], 8);
+}
+
 static int get_seed(uint64_t seed[2])
 {
 	unsigned char *p = (unsigned char *)seed;
@@ -393,12 +449,12 @@ int sluice_keyed_init(void *mem, size_t size, const sluice_keyed_config_t *cfg)
 	h->bucket_words = l.bucket_words;
 	h->k0 = seed[0];
 	h->k1 = seed[1];
-	/* Digest keys for long keys: independent of the lookup hash. */
-	static const char tags[4][8] = { "digest0", "digest1", "digest2", "digest3" };
-	h->d0 = sluice__siphash13(seed[0], seed[1], tags[0], 8);
-	h->d1 = sluice__siphash13(seed[0], seed[1], tags[1], 8);
-	h->d2 = sluice__siphash13(seed[0], seed[1], tags[2], 8);
-	h->d3 = sluice__siphash13(seed[0], seed[1], tags[3], 8);
+	uint64_t dk[4];
+	digest_keys(seed[0], seed[1], dk);
+	h->d0 = dk[0];
+	h->d1 = dk[1];
+	h->d2 = dk[2];
+	h->d3 = dk[3];
 	h->rate = p.rate;
 	h->period_ns = p.period_ns;
 	h->burst = p.burst;
@@ -427,6 +483,22 @@ int sluice_keyed_init(void *mem, size_t size, const sluice_keyed_config_t *cfg)
 	return 0;
 }
 
+/*
+ * The configuration a header stores, as init was given it (capacity is the
+ * rounded one, key_max the resolved one: validate() maps both to
+ * themselves), so attach can run the same validate() that init ran.
+ */
+static sluice_keyed_config_t header_config(const struct sluice__keyed_hdr *h)
+{
+	return (sluice_keyed_config_t){ .algo = (sluice_keyed_algo_t)h->algo,
+		                        .policy = (sluice_keyed_policy_t)h->policy,
+		                        .flags = h->flags, .key_max = h->key_max,
+		                        .capacity = h->capacity, .rate = h->rate,
+		                        .period_ns = h->period_ns, .burst = h->burst,
+		                        .depth = h->depth, .limit = h->limit,
+		                        .window_ns = h->window_ns, .buckets = h->buckets };
+}
+
 int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock, sluice_keyed_t *k)
 {
 	if (!mem || !k)
@@ -437,22 +509,35 @@ int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock, slu
 	/* Acquire: pairs with the release store of the magic in init. */
 	if (atomic_load_explicit(&h->magic, memory_order_acquire) != MAGIC)
 		return -SLUICE_ELAYOUT;
+	/* The checksum catches accidents (another table version, a stray
+	 * write); its key is public, so it is no defence against a process
+	 * that rewrites the header on purpose: everything below is checked
+	 * as if the header were hostile. */
 	if (h->version != SLUICE_KEYED_VERSION || h->hdr_bytes != HDR_BYTES ||
 	    h->check != header_check(h))
 		return -SLUICE_ELAYOUT;
-	/* Recompute the layout from the stored configuration: every offset
-	 * used below must be the one this code would have written. */
-	struct params p = { .algo = h->algo, .policy = h->policy, .flags = h->flags,
-		            .key_max = h->key_max, .buckets = h->buckets,
-		            .capacity = h->capacity };
+	/* The stored configuration goes through init's own validator (the
+	 * algorithm modules' inits and the keyed ranges): a header init
+	 * would have refused is refused with the same code. */
+	sluice_keyed_config_t cfg = header_config(h);
+	struct params p;
+	int rc = validate(&cfg, &p);
+	if (rc != 0)
+		return rc;
+	/* Every derived value is recomputed, never trusted: the stored ones
+	 * must be exactly what init derives from the stored configuration,
+	 * and the layout recomputed from it must match the stored offsets
+	 * and fit in @size. */
 	struct layout l;
-	if (p.algo > SLUICE_KEYED_INFLIGHT || p.policy > SLUICE_KEYED_EVICT ||
-	    p.key_max < 1 || p.key_max > SLUICE_KEYED_KEY_MAX ||
-	    p.capacity < SLUICE_KEYED_CAPACITY_MIN || p.capacity > SLUICE_KEYED_CAPACITY_MAX ||
-	    (p.capacity & (p.capacity - 1)) != 0 || p.buckets > SLUICE_KEYED_BUCKETS_MAX ||
-	    (p.algo == SLUICE_KEYED_WINDOW && p.buckets == 0) || h->nmax == 0)
-		return -SLUICE_ELAYOUT;
 	compute_layout(&p, &l);
+	uint64_t dk[4];
+	digest_keys(h->k0, h->k1, dk);
+	if (p.capacity != h->capacity || p.key_max != h->key_max || p.interval != h->interval ||
+	    p.tau != h->tau || p.recip != h->recip || p.shift != h->shift ||
+	    p.width_ns != h->width_ns || p.nmax != h->nmax || p.limit != h->limit ||
+	    p.window_ns != h->window_ns || dk[0] != h->d0 || dk[1] != h->d1 ||
+	    dk[2] != h->d2 || dk[3] != h->d3)
+		return -SLUICE_ELAYOUT;
 	if (l.groups != h->groups || l.slots_off != h->slots_off ||
 	    l.floors_off != h->floors_off || l.cells_off != h->cells_off ||
 	    l.total != h->total_bytes || l.slot_bytes != h->slot_bytes ||
@@ -465,9 +550,11 @@ int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock, slu
 	if (c->kind > SLUICE_CLOCK_MANUAL)
 		return -SLUICE_ECLOCK;
 	if ((p.algo == SLUICE_KEYED_FIXED || p.algo == SLUICE_KEYED_WINDOW) &&
-	    h->width_ns < sluice_clock_resolution_ns(c))
+	    p.width_ns < sluice_clock_resolution_ns(c))
 		return -SLUICE_ERESOLUTION;
 
+	/* From here only the validated copy (p, l, dk) is used: a later
+	 * rewrite of the header changes nothing in this handle. */
 	memset(k, 0, sizeof(*k));
 	k->clock = c;
 	k->slots = (unsigned char *)mem + l.slots_off;
@@ -484,19 +571,20 @@ int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock, slu
 	k->buckets = p.buckets;
 	k->bucket_mask = l.bucket_words ? l.bucket_words - 1 : 0;
 	k->cell_mask = CELLS - 1;
+	k->cbits = p.cbits;
 	k->k0 = h->k0;
 	k->k1 = h->k1;
-	k->d0 = h->d0;
-	k->d1 = h->d1;
-	k->d2 = h->d2;
-	k->d3 = h->d3;
-	k->limit = h->nmax;
-	k->interval = h->interval;
-	k->tau = h->tau;
-	k->recip = h->recip;
-	k->shift = h->shift;
-	k->window_ns = h->window_ns;
-	k->width_ns = h->width_ns;
+	k->d0 = dk[0];
+	k->d1 = dk[1];
+	k->d2 = dk[2];
+	k->d3 = dk[3];
+	k->limit = p.nmax;
+	k->interval = p.interval;
+	k->tau = p.tau;
+	k->recip = p.recip;
+	k->shift = p.shift;
+	k->window_ns = p.window_ns;
+	k->width_ns = p.width_ns;
 	return 0;
 }
 
@@ -715,7 +803,7 @@ static void fill_window(sluice_decision_t *d, int allowed, uint64_t limit, uint6
 }
 
 static int gcra_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, uint64_t n,
-                       uint64_t now, sluice_decision_t *d)
+                       uint64_t now, sluice_decision_t *d, unsigned *tries)
 {
 	_Atomic uint64_t *st = &s[1];
 	/* Acquire: pairs with the release CAS that initialised the state (and
@@ -737,6 +825,7 @@ static int gcra_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t ta
 				                  fits ? delay : SLUICE_NEVER);
 			return 0;
 		}
+		STALL(STALL_DECIDE, st);
 		/* An admission publishes nothing (as gcra.h); acquire for the
 		 * failure's reload, checked against the tag (C11 wants success
 		 * >= failure; a plain locked op on x86 either way). */
@@ -747,30 +836,34 @@ static int gcra_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t ta
 				                  base + need, 0);
 			return 1;
 		}
+		if (++*tries > RETRY_MAX)
+			return BUSY;
 	}
 }
 
 static int fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, uint64_t n,
-                        uint64_t now, sluice_decision_t *d)
+                        uint64_t now, sluice_decision_t *d, unsigned *tries)
 {
 	_Atomic uint64_t *st = &s[1];
-	uint64_t e = now / k->window_ns, e38 = e & M38;
+	const uint64_t cmask = (1ULL << k->cbits) - 1;
+	uint64_t e = now / k->window_ns; /* < 2^(62 - cbits): fits the field */
 	uint64_t a = atomic_load_explicit(st, memory_order_acquire); /* as gcra_decide */
 	for (;;) {
 		if (!same_owner(s, tag))
 			return STALE;
 		if (a & S_RET)
 			return RETIRED;
-		uint64_t we = (a >> 24) & M38, count = a & M24, next, used, counted;
-		uint64_t ahead = (e38 - we) & M38;
-		if (ahead != 0 && ahead < (1ULL << 37)) {
+		/* The window number in full (no modulo): a reading in a later
+		 * window opens it, any other reading counts in the key's
+		 * window, whatever the sequence of readings (keyed.h, CLOCK
+		 * JUMPS).  A count above L (a forged state) only refuses. */
+		uint64_t we = (a & S_VAL) >> k->cbits, count = a & cmask, next, used, counted;
+		if (e > we) {
 			used = e; /* a newer window: its count starts at n */
 			counted = n;
-			next = (e38 << 24) | n;
+			next = (e << k->cbits) | n;
 		} else {
-			/* this window, or a reading before the key's window:
-			 * count in the key's window (time never runs back) */
-			used = e + ((we - e38) & M38);
+			used = we; /* this window, or a reading before it */
 			if (count + n > k->limit) {
 				if (d) {
 					uint64_t start = sat_mul(used, k->window_ns);
@@ -781,10 +874,13 @@ static int fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t t
 				return 0;
 			}
 			counted = count + n;
-			next = a + n;
+			next = a + n; /* count + n <= L < 2^cbits: no carry */
 		}
-		/* The count word is self-contained (as fixed.h); acquire only
-		 * for the failure's reload, as in gcra_decide(). */
+		STALL(STALL_DECIDE, st);
+		/* The count word is self-contained (as fixed.h) and names its
+		 * window in full, so a CAS that succeeds after any stall
+		 * succeeded on exactly the window and count checked above.
+		 * Acquire only for the failure's reload, as in gcra_decide(). */
 		if (atomic_compare_exchange_weak_explicit(st, &a, next, memory_order_acquire,
 		                                          memory_order_acquire)) {
 			if (d)
@@ -792,11 +888,13 @@ static int fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t t
 				            k->window_ns, now, 0);
 			return 1;
 		}
+		if (++*tries > RETRY_MAX)
+			return BUSY;
 	}
 }
 
 static int inflight_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
-                           uint64_t n, uint64_t now, sluice_decision_t *d)
+                           uint64_t n, uint64_t now, sluice_decision_t *d, unsigned *tries)
 {
 	_Atomic uint64_t *st = &s[1];
 	uint64_t a = atomic_load_explicit(st, memory_order_acquire); /* as gcra_decide */
@@ -806,16 +904,20 @@ static int inflight_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_
 		if (a & S_RET)
 			return RETIRED;
 		uint64_t held = a & 0xffffffffULL;
-		int ok = n <= k->limit - held;
+		int ok = held <= k->limit && n <= k->limit - held; /* a forged count: refuse */
+		STALL(STALL_DECIDE, st);
 		/* Acquire on success: pairs with the release of
 		 * sluice_keyed_release(), as sluice_inflight_acquire(). */
 		if (ok && !atomic_compare_exchange_weak_explicit(st, &a, a + n, memory_order_acquire,
-		                                                 memory_order_acquire))
+		                                                 memory_order_acquire)) {
+			if (++*tries > RETRY_MAX)
+				return BUSY;
 			continue;
+		}
 		if (d) {
 			d->allowed = ok;
 			d->limit = k->limit;
-			d->remaining = k->limit - held - (ok ? n : 0);
+			d->remaining = ok ? k->limit - held - n : held < k->limit ? k->limit - held : 0;
 			d->retry_after_ns = 0;
 			d->reset_ns = SLUICE_NEVER;
 			d->now_ns = now;
@@ -851,7 +953,11 @@ static void win_advance(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t h
 		win_open(k, s, h, w);
 		w = atomic_load_explicit(b, memory_order_acquire);
 	}
-	while ((w >> 32) == SLUICE__LO32(h) && !(w & SLUICE__SLOT_SEALED)) {
+	/* Bounded: each failure is an admission (or a forged write) into
+	 * the bucket; head's CAS below fails on an unsealed bucket's epoch
+	 * only in the sense that the caller retries (and counts it). */
+	for (unsigned i = 0; i < RETRY_MAX && (w >> 32) == SLUICE__LO32(h) &&
+	                     !(w & SLUICE__SLOT_SEALED); i++) {
 		/* Release: the sealed, final count is published with head's
 		 * release below. */
 		if (atomic_compare_exchange_weak_explicit(
@@ -859,6 +965,8 @@ static void win_advance(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t h
 			    memory_order_release, memory_order_acquire))
 			break;
 	}
+	if ((w >> 32) == SLUICE__LO32(h) && !(w & SLUICE__SLOT_SEALED))
+		return; /* not sealed: head must not move past it */
 	/* Release: a thread that loads head >= h + 1 (acquire) sees h's
 	 * bucket sealed and final.  Fails on a retired head (RETIRED bit). */
 	atomic_compare_exchange_strong_explicit(&s[1], &h, e, memory_order_release,
@@ -866,9 +974,11 @@ static void win_advance(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t h
 }
 
 static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, uint64_t n,
-                      uint64_t now, sluice_decision_t *d)
+                      uint64_t now, sluice_decision_t *d, unsigned *tries)
 {
-	for (;;) {
+	for (;; ++*tries) {
+		if (*tries > RETRY_MAX)
+			return BUSY;
 		/* Acquire: pairs with head's release CAS (advance) and the
 		 * initialising CAS: closed buckets are final. */
 		uint64_t h = atomic_load_explicit(&s[1], memory_order_acquire);
@@ -876,6 +986,7 @@ static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag
 			return STALE;
 		if (h & S_RET)
 			return RETIRED;
+		h &= S_VAL; /* a forged VIRGIN bit: ignored */
 		uint64_t e = now / k->width_ns;
 		if (e > h) {
 			win_advance(k, s, h, e);
@@ -918,32 +1029,53 @@ static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag
 				}
 				return 0;
 			}
-			/* Relaxed: as window.h's EXACT admission. */
-			if (atomic_compare_exchange_weak_explicit(b, &w, w + n, memory_order_relaxed,
+			STALL(STALL_DECIDE, b);
+			/* The bucket word tags its epoch with 32 bits only: after
+			 * a stall across 2^32 buckets this CAS can succeed on the
+			 * bucket of epoch h + m 2^32 (same slot, same tag, same
+			 * count), against a stale base.  So the admission stands
+			 * only if head, read after the CAS, is less than 2^32
+			 * ahead of h: that bucket was opened while head was at
+			 * its epoch (win_open), so a CAS on the bucket of h + m
+			 * 2^32 (m >= 1) is followed by a head >= h + 2^32.
+			 * Otherwise the permits stay counted where the CAS put
+			 * them and the answer is a refusal: fewer admissions,
+			 * never more.  Acquire on success: the head load below
+			 * is ordered after the CAS, and sees at least the head
+			 * that the opener of this bucket read (the open is a
+			 * release, window.c).  Relaxed on failure: the word is
+			 * checked again. */
+			if (atomic_compare_exchange_weak_explicit(b, &w, w + n, memory_order_acquire,
 			                                          memory_order_relaxed)) {
+				/* Acquire: pairs with head's release CAS. */
+				uint64_t after = atomic_load_explicit(&s[1], memory_order_acquire) &
+				                 S_VAL;
+				int ok = after - h < (1ULL << 32);
 				if (d)
-					fill_window(d, 1, k->limit, counted + n, start, k->window_ns,
-					            now, 0);
-				return 1;
+					fill_window(d, ok, k->limit, counted + n, start,
+					            k->window_ns, now, 0);
+				return ok;
 			}
 			if ((w >> 32) != SLUICE__LO32(h) || (w & SLUICE__SLOT_SEALED))
 				break; /* the epoch moved on: start over */
+			if (++*tries > RETRY_MAX)
+				return BUSY;
 		}
 	}
 }
 
 static int decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, uint64_t n,
-                  uint64_t now, sluice_decision_t *d)
+                  uint64_t now, sluice_decision_t *d, unsigned *tries)
 {
 	switch (k->algo) {
 	case SLUICE_KEYED_FIXED:
-		return fixed_decide(k, s, tag, n, now, d);
+		return fixed_decide(k, s, tag, n, now, d, tries);
 	case SLUICE_KEYED_WINDOW:
-		return win_decide(k, s, tag, n, now, d);
+		return win_decide(k, s, tag, n, now, d, tries);
 	case SLUICE_KEYED_INFLIGHT:
-		return inflight_decide(k, s, tag, n, now, d);
+		return inflight_decide(k, s, tag, n, now, d, tries);
 	default:
-		return gcra_decide(k, s, tag, n, now, d);
+		return gcra_decide(k, s, tag, n, now, d, tries);
 	}
 }
 
@@ -959,12 +1091,11 @@ static int state_fresh(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t st
 	*wait = SLUICE_NEVER;
 	switch (k->algo) {
 	case SLUICE_KEYED_FIXED: {
-		uint64_t e = now / k->window_ns, we = (st >> 24) & M38;
-		uint64_t ahead = ((e & M38) - we) & M38;
-		if (ahead != 0 && ahead < (1ULL << 37))
+		uint64_t e = now / k->window_ns, we = (st & S_VAL) >> k->cbits;
+		if (e > we)
 			return 1; /* its window is over */
-		*loss = st & M24;
-		if (ahead == 0)
+		*loss = st & ((1ULL << k->cbits) - 1);
+		if (e == we)
 			*wait = (e + 1) * k->window_ns - now;
 		return 0;
 	}
@@ -1006,13 +1137,14 @@ static uint64_t successor(const sluice_keyed_t *k, uint64_t st, uint64_t floor, 
 {
 	int virgin = (st & S_VIRGIN) != 0;
 	uint64_t r = st & S_VAL, t = now > floor ? now : floor;
+	if (t > TMAX)
+		t = TMAX; /* a forged floor: every field below stays in range */
 	switch (k->algo) {
 	case SLUICE_KEYED_FIXED: {
-		uint64_t ef = (t / k->window_ns) & M38, re = (r >> 24) & M38;
-		uint64_t ahead = (ef - re) & M38;
-		if (!virgin && !(ahead != 0 && ahead < (1ULL << 37)))
+		uint64_t ef = t / k->window_ns, re = r >> k->cbits;
+		if (!virgin && ef <= re)
 			ef = re; /* evicted in its window: that window, count 0 */
-		return ef << 24;
+		return ef << k->cbits;
 	}
 	case SLUICE_KEYED_WINDOW: {
 		uint64_t e0 = t / k->width_ns;
@@ -1023,34 +1155,7 @@ static uint64_t successor(const sluice_keyed_t *k, uint64_t st, uint64_t floor, 
 		return ((gen + 1) & M30) << 32;
 	}
 	default:
-		return t > TMAX ? TMAX : t;
-	}
-}
-
-/*
- * WINDOW, after an eviction: the evicted key's buckets that the new head @e0
- * still counts are zeroed, so the new key starts fresh.  Each is a CAS from
- * the value read while the head was still retired (@st): a word the new key
- * has already admitted into has changed and is left alone (counts only
- * grow, so it cannot come back).  A zeroing that does not happen (a killed
- * claimer) leaves the new key counting the old admissions: fewer, never more.
- */
-static void win_forget(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t st, uint64_t e0)
-{
-	uint64_t r = st & S_VAL;
-	for (uint64_t j = 0; j < k->buckets && j <= e0; j++) {
-		uint64_t y = e0 - j;
-		if (y > r)
-			continue; /* the old key never opened it */
-		_Atomic uint64_t *b = bucket(k, s, y);
-		uint64_t w = atomic_load_explicit(b, memory_order_relaxed);
-		if ((w >> 32) != SLUICE__LO32(y) || (w & SLUICE__SLOT_OWN) == 0)
-			continue;
-		if (atomic_load_explicit(&s[1], memory_order_acquire) != st)
-			return; /* initialised: the new key may be counting */
-		/* Relaxed: published with the state's release CAS. */
-		atomic_compare_exchange_strong_explicit(b, &w, w & ~SLUICE__SLOT_OWN,
-		                                        memory_order_relaxed, memory_order_relaxed);
+		return t;
 	}
 }
 
@@ -1059,10 +1164,13 @@ static void raise_floor(const sluice_keyed_t *k, uint64_t group, uint64_t now)
 {
 	_Atomic uint64_t *f = &k->floors[group];
 	uint64_t v = atomic_load_explicit(f, memory_order_relaxed);
-	while (v < now &&
-	       !atomic_compare_exchange_weak_explicit(f, &v, now, memory_order_relaxed,
-	                                              memory_order_relaxed))
-		;
+	/* Bounded: each failure means the floor moved (up, among honest
+	 * writers).  A floor left below now by a writer that keeps lowering
+	 * it only weakens the floor for this group, as a forged floor does. */
+	for (unsigned i = 0; i < RETRY_MAX && v < now; i++)
+		if (atomic_compare_exchange_weak_explicit(f, &v, now, memory_order_relaxed,
+		                                          memory_order_relaxed))
+			break;
 }
 
 /* ---------------------------------------------------------------- */
@@ -1096,9 +1204,6 @@ static void abandon(_Atomic uint64_t *s, uint64_t bt)
 	                                        memory_order_seq_cst, memory_order_seq_cst);
 }
 
-/* Test hook: stop a claim after step @stop (a killed process). */
-static int test_stop;
-
 /*
  * complete - finish the claim @bt of slot @x for @id (ours or one we help):
  * key words, validation against other copies, state, publication.
@@ -1111,17 +1216,49 @@ static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t 
 	for (int depth = 0; depth <= (int)G; depth++) {
 		_Atomic uint64_t *s = slot_at(k, x);
 		uint64_t g = GEN(bt);
-		/* 1. key words: move each to gen g, never past a newer gen */
+		/*
+		 * 1. key words: write each as gen g while the tag is still
+		 * this claim.  No order between generations is used (16 bits
+		 * wrap: a claimer stopped across 2^15 claims of its slot would
+		 * see its stale gen as "newer" than every later claim's, and
+		 * those claims could never write their words).  Instead: a
+		 * word of another gen is overwritten only after the tag has
+		 * been seen to still be this claim, and the CAS expects the
+		 * exact word read before that check.  A later claim of the
+		 * slot writes its words after its tag CAS, so (a) if the word
+		 * we read was written by a later claim, the acquire load of
+		 * the word makes its tag visible and we stop; (b) otherwise
+		 * the CAS succeeds only if no later claim has changed the word
+		 * since, and a later claim that comes after us overwrites
+		 * ours.  What is left (keyed.h, SHARED MEMORY): a claimer
+		 * stopped between its check and its CAS for 65,535 or more
+		 * claims of the slot, whose word is then exactly as it read
+		 * it (same gen modulo 2^16, same 6 key bytes), replaces one
+		 * word of the current key: that key is then unreadable.
+		 * A word of gen g with other bytes is another key's claim of
+		 * equal (len, fp) (a hijack) or a forged word: the claim is
+		 * lost, nothing is written.
+		 */
 		for (uint32_t j = 0; j < k->key_words; j++) {
 			uint64_t want = (g << 48) | id->pw[j];
-			uint64_t w = atomic_load_explicit(key_word(s, j), memory_order_relaxed);
+			/* Acquire: pairs with the release CAS of whoever wrote
+			 * the word (below), so a later claim's tag is seen. */
+			uint64_t w = atomic_load_explicit(key_word(s, j), memory_order_acquire);
+			unsigned i = 0;
 			while (w != want) {
-				if ((w >> 48) == g || gen_newer(w >> 48, g))
-					return -1; /* another key's claim, or overtaken */
-				/* Relaxed: published by the tag's release CAS. */
+				if ((w >> 48) == g || ++i > RETRY_MAX)
+					return -1; /* another key's claim (or forged) */
+				/* seq_cst, as every load of the claim protocol's
+				 * tags: is the slot still this claim? */
+				if (atomic_load_explicit(&s[0], memory_order_seq_cst) != bt)
+					return -1; /* overtaken: write nothing */
+				STALL(STALL_WORD, key_word(s, j));
+				/* Release: a claimer that reads this word (acquire)
+				 * sees our tag CAS; published to lookups by the
+				 * tag's release CAS (step 4). */
 				if (atomic_compare_exchange_weak_explicit(key_word(s, j), &w, want,
-				                                          memory_order_relaxed,
-				                                          memory_order_relaxed))
+				                                          memory_order_release,
+				                                          memory_order_acquire))
 					break;
 			}
 		}
@@ -1137,7 +1274,13 @@ static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t 
 			uint64_t y = slot_index(id, pos);
 			_Atomic uint64_t *sy = slot_at(k, y);
 			uint64_t ty = atomic_load_explicit(&sy[0], memory_order_seq_cst);
-			for (;;) {
+			for (unsigned i = 0;; i++) {
+				if (i == RETRY_MAX) {
+					/* a tag that keeps changing (forged): we
+					 * cannot tell it is no copy; give ours up */
+					abandon(s, bt);
+					return -1;
+				}
 				if ((ty & ID_MASK) != id->id)
 					break;
 				if (KIND(ty) == K_LIVE) {
@@ -1174,8 +1317,6 @@ static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t 
 			uint64_t floor = atomic_load_explicit(&k->floors[id->group],
 			                                      memory_order_relaxed);
 			uint64_t init = successor(k, st, floor, now);
-			if (k->algo == SLUICE_KEYED_WINDOW && !(st & S_VIRGIN))
-				win_forget(k, s, st, init);
 			/* Release: a decision that acquires this value (or a
 			 * later one) sees the tag this claim changed. */
 			atomic_compare_exchange_strong_explicit(&s[1], &st, init, memory_order_release,
@@ -1224,14 +1365,35 @@ struct cand {
 	uint64_t t, st;
 };
 
+/* Fill @d as a refusal that took nothing (-SLUICE_EBUSY). */
+static void busy_decision(const sluice_keyed_t *k, sluice_decision_t *d, uint64_t now)
+{
+	if (d) {
+		d->allowed = 0;
+		d->limit = k->limit;
+		d->remaining = 0;
+		d->retry_after_ns = 0;
+		d->reset_ns = 0;
+		d->now_ns = now;
+	}
+}
+
 /*
  * create - give @id's key a slot (or find that it got one meanwhile).
+ * Each round scans the group and tries one slot; a round that loses its
+ * slot (the slot changed under it) counts as a retry in *@tries, so a
+ * creation ends after at most RETRY_MAX rounds (-SLUICE_EBUSY).
  * Return: the slot (*tag set), or -1 with *rc the policy's answer.
  */
 static int64_t create(const sluice_keyed_t *k, const struct kid *id, uint64_t now,
-                      sluice_decision_t *d, int *rc, uint64_t *tag)
+                      sluice_decision_t *d, int *rc, uint64_t *tag, unsigned *tries)
 {
-	for (;;) {
+	for (;; ++*tries) {
+		if (*tries > RETRY_MAX) {
+			busy_decision(k, d, now);
+			*rc = -SLUICE_EBUSY;
+			return -1;
+		}
 		struct cand open = { -1, 0, 0 }, steal = { -1, 0, 0 }, fresh = { -1, 0, 0 };
 		struct cand victim = { -1, 0, 0 }, pending = { -1, 0, 0 };
 		uint64_t vloss = UINT64_MAX, vref = 2, min_wait = SLUICE_NEVER, lnow = 0;
@@ -1366,7 +1528,7 @@ static int64_t create(const sluice_keyed_t *k, const struct kid *id, uint64_t no
 		uint64_t bt = MK_TAG(K_BUSY, next_gen(GEN(c.t)), id->id, lnow);
 		uint64_t t = c.t;
 		int taken = 0;
-		for (;;) {
+		for (unsigned i = 0; i < RETRY_MAX; i++) {
 			/* seq_cst: the claim, first half of the Dekker pairing
 			 * with other claimers' validation scans. */
 			if (atomic_compare_exchange_strong_explicit(&s[0], &t, bt, memory_order_seq_cst,
@@ -1410,17 +1572,26 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
 		return rc;
 	STAT(k, lookups, 1);
 	int recreate = 0;
-	for (;;) {
+	unsigned tries = 0; /* the call's retry bound (RETRY_MAX) */
+	for (;; tries++) {
+		if (tries > RETRY_MAX) {
+			busy_decision(k, d, now);
+			return -SLUICE_EBUSY;
+		}
 		uint64_t tag = 0;
 		int64_t i = recreate ? -1 : find_live(k, &id, &tag);
 		int hit = i >= 0;
 		if (i < 0) {
-			i = create(k, &id, now, d, &rc, &tag);
+			i = create(k, &id, now, d, &rc, &tag, &tries);
 			if (i < 0)
 				return rc;
 		}
 		_Atomic uint64_t *s = slot_at(k, (uint64_t)i);
-		int r = decide(k, s, tag, n, now, d);
+		int r = decide(k, s, tag, n, now, d, &tries);
+		if (r == BUSY) {
+			busy_decision(k, d, now);
+			return -SLUICE_EBUSY;
+		}
 		if (r == 0 || r == 1) {
 			/* CLOCK reference bit, on lookups that found the key;
 			 * relaxed: a hint, and a failed CAS leaves it. */
@@ -1445,18 +1616,23 @@ int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen, uint
 	if (rc != 0)
 		return rc;
 	STAT(k, lookups, 1);
-	for (;;) {
+	for (unsigned tries = 0;; tries++) {
+		if (tries > RETRY_MAX)
+			return -SLUICE_EBUSY;
 		uint64_t tag;
 		int64_t i = find_live(k, &id, &tag);
 		if (i < 0)
 			return -SLUICE_ERELEASE;
 		_Atomic uint64_t *s = slot_at(k, (uint64_t)i);
 		uint64_t a = atomic_load_explicit(&s[1], memory_order_acquire);
-		for (;;) {
+		for (;; tries++) {
+			if (tries > RETRY_MAX)
+				return -SLUICE_EBUSY;
 			if (!same_owner(s, tag))
 				break; /* look it up again */
 			if ((a & S_RET) || (a & 0xffffffffULL) < n)
 				return -SLUICE_ERELEASE; /* nothing changed */
+			STALL(STALL_DECIDE, &s[1]);
 			/* Release on success: publishes this holder's writes to
 			 * the next acquirer (inflight.h); acquire on failure:
 			 * the reloaded value is checked against the tag. */
@@ -1468,12 +1644,13 @@ int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen, uint
 	}
 }
 
-/* Test hook (tests/test_keyed.c): run a creation of @key that stops after
- * step @stop as if its process were killed there: 1 after the claim CAS,
- * 2 after the key words, 3 after the state, 4 after retiring a reclaimed
- * or evicted state (before the tag CAS).  Not thread-safe; tests only. */
-SLUICE_API int sluice__keyed_test_stall(sluice_keyed_t *k, const void *key, size_t keylen,
-                                        uint64_t now, int stop);
+#ifdef SLUICE_TESTING
+/* Test builds only (tests/test_keyed_faults.c): run a creation of @key
+ * that stops after step @stop as if its process were killed there: 1 after
+ * the claim CAS, 2 after the key words, 3 after the state, 4 after retiring
+ * a reclaimed or evicted state (before the tag CAS).  Not thread-safe. */
+int sluice__keyed_test_stall(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t now,
+                             int stop);
 int sluice__keyed_test_stall(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t now,
                              int stop)
 {
@@ -1482,8 +1659,10 @@ int sluice__keyed_test_stall(sluice_keyed_t *k, const void *key, size_t keylen, 
 	if (rc != 0)
 		return rc;
 	uint64_t tag;
+	unsigned tries = 0;
 	test_stop = stop;
-	int64_t i = create(k, &id, now, NULL, &rc, &tag);
+	int64_t i = create(k, &id, now, NULL, &rc, &tag, &tries);
 	test_stop = 0;
 	return i >= 0 ? 1 : 0;
 }
+#endif

@@ -46,7 +46,8 @@
 	X(EPOLICY, 30, "unknown full-table policy, or one this algorithm cannot use") \
 	X(ESIZE, 31, "memory region too small or not aligned to 64 bytes")      \
 	X(ECAPACITY, 32, "table capacity out of range")                         \
-	X(ETIME, 33, "time beyond the range the table stores (2^62 ns)")
+	X(ETIME, 33, "time beyond the range the table stores (2^62 ns)")        \
+	X(EBUSY, 34, "gave up after the retry bound: shared state kept changing; nothing was taken")
 
 enum sluice_error {
 #define SLUICE__ERR_ENUM(name, value, msg) SLUICE_##name = value,

@@ -203,7 +203,7 @@
 #define SLUICE_KEYED_INFLIGHT_LIMIT_MAX 0xffffffffULL
 #define SLUICE_KEYED_TIME_MAX ((1ULL << 62) - 1) /* latest reading        */
 #define SLUICE_KEYED_LEASE_MS 100u    /* a stalled claim may be stolen after */
-#define SLUICE_KEYED_VERSION 1u
+#define SLUICE_KEYED_VERSION 2u
 
 typedef enum sluice_keyed_algo {
 	SLUICE_KEYED_GCRA = 0,
@@ -264,6 +264,7 @@ typedef struct sluice_keyed {
 	sluice_keyed_algo_t algo;
 	sluice_keyed_policy_t policy;
 	uint32_t buckets, bucket_mask, cell_mask;
+	uint32_t cbits;                     /* FIXED: bits of the count     */
 	uint64_t k0, k1, d0, d1, d2, d3;    /* hash and digest keys         */
 	uint64_t limit;                     /* b, D + 1, L or K: largest n  */
 	uint64_t interval, tau, recip, shift; /* GCRA, LEAKY                */
