@@ -129,7 +129,6 @@
 #define S_VIRGIN (1ULL << 62)
 #define S_VAL ((1ULL << 62) - 1)
 #define TMAX SLUICE_KEYED_TIME_MAX
-#define M30 ((1ULL << 30) - 1)
 #define M48 ((1ULL << 48) - 1)
 
 /* decide() results besides 1 and 0 */
@@ -219,7 +218,8 @@ static uint64_t pow2_at_least(uint64_t v)
 	return p;
 }
 
-/* FIXED: bits of the count in the state word, the bit width of @limit. */
+/* FIXED, INFLIGHT: bits of the count in the state word, the bit width of
+ * @limit (the largest count). */
 static uint32_t fixed_cbits(uint64_t limit)
 {
 	return limit ? 64u - (uint32_t)__builtin_clzll(limit) : 0;
@@ -353,7 +353,10 @@ static int validate(const sluice_keyed_config_t *c, struct params *p)
 		if (rc != 0)
 			return rc;
 		if (c->limit > SLUICE_KEYED_INFLIGHT_LIMIT_MAX)
-			return -SLUICE_ELIMIT; /* the count is 32 bits of the state */
+			return -SLUICE_ELIMIT; /* the count is at most 32 bits of the state */
+		/* the count takes bit_width(K) bits, the owner generation the
+		 * rest (62 - bit_width(K) >= 30): as wide as K allows */
+		p->cbits = fixed_cbits(c->limit);
 		p->limit = p->nmax = c->limit;
 		break;
 	}
@@ -903,7 +906,7 @@ static int inflight_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_
 			return STALE;
 		if (a & S_RET)
 			return RETIRED;
-		uint64_t held = a & 0xffffffffULL;
+		uint64_t held = a & ((1ULL << k->cbits) - 1);
 		int ok = held <= k->limit && n <= k->limit - held; /* a forged count: refuse */
 		STALL(STALL_DECIDE, st);
 		/* Acquire on success: pairs with the release of
@@ -945,7 +948,8 @@ static void win_open(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t h, u
 }
 
 /* Open and seal @h's bucket, then move head h -> @e (window.c advance). */
-static void win_advance(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t h, uint64_t e)
+static void win_advance(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t h, uint64_t e,
+                        unsigned *tries)
 {
 	_Atomic uint64_t *b = bucket(k, s, h);
 	uint64_t w = atomic_load_explicit(b, memory_order_acquire);
@@ -956,8 +960,8 @@ static void win_advance(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t h
 	/* Bounded: each failure is an admission (or a forged write) into
 	 * the bucket; head's CAS below fails on an unsealed bucket's epoch
 	 * only in the sense that the caller retries (and counts it). */
-	for (unsigned i = 0; i < RETRY_MAX && (w >> 32) == SLUICE__LO32(h) &&
-	                     !(w & SLUICE__SLOT_SEALED); i++) {
+	for (; *tries <= RETRY_MAX && (w >> 32) == SLUICE__LO32(h) && !(w & SLUICE__SLOT_SEALED);
+	     ++*tries) {
 		/* Release: the sealed, final count is published with head's
 		 * release below. */
 		if (atomic_compare_exchange_weak_explicit(
@@ -989,7 +993,7 @@ static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag
 		h &= S_VAL; /* a forged VIRGIN bit: ignored */
 		uint64_t e = now / k->width_ns;
 		if (e > h) {
-			win_advance(k, s, h, e);
+			win_advance(k, s, h, e, tries);
 			continue;
 		}
 		_Atomic uint64_t *b = bucket(k, s, h);
@@ -999,7 +1003,7 @@ static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag
 			continue;
 		}
 		if (w & SLUICE__SLOT_SEALED) {
-			win_advance(k, s, h, h + 1); /* another reader saw a later time */
+			win_advance(k, s, h, h + 1, tries); /* another reader saw a later time */
 			continue;
 		}
 		uint64_t base = 0;
@@ -1112,7 +1116,7 @@ static int state_fresh(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t st
 		return 0;
 	}
 	case SLUICE_KEYED_INFLIGHT:
-		*loss = st & 0xffffffffULL;
+		*loss = st & ((1ULL << k->cbits) - 1);
 		return *loss == 0;
 	default:
 		if (st < now)
@@ -1151,8 +1155,9 @@ static uint64_t successor(const sluice_keyed_t *k, uint64_t st, uint64_t floor, 
 		return !virgin && e0 < r ? r : e0; /* never before the old head */
 	}
 	case SLUICE_KEYED_INFLIGHT: {
-		uint64_t gen = virgin ? 0 : (r >> 32);
-		return ((gen + 1) & M30) << 32;
+		/* the generation takes the 62 - cbits bits above the count */
+		uint64_t gen = virgin ? 0 : (r >> k->cbits);
+		return ((gen + 1) & (S_VAL >> k->cbits)) << k->cbits;
 	}
 	default:
 		return t;
@@ -1160,14 +1165,14 @@ static uint64_t successor(const sluice_keyed_t *k, uint64_t st, uint64_t floor, 
 }
 
 /* Relaxed fetch-max: ordered before the retire's release CAS (DESIGN). */
-static void raise_floor(const sluice_keyed_t *k, uint64_t group, uint64_t now)
+static void raise_floor(const sluice_keyed_t *k, uint64_t group, uint64_t now, unsigned *tries)
 {
 	_Atomic uint64_t *f = &k->floors[group];
 	uint64_t v = atomic_load_explicit(f, memory_order_relaxed);
 	/* Bounded: each failure means the floor moved (up, among honest
 	 * writers).  A floor left below now by a writer that keeps lowering
 	 * it only weakens the floor for this group, as a forged floor does. */
-	for (unsigned i = 0; i < RETRY_MAX && v < now; i++)
+	for (; *tries <= RETRY_MAX && v < now; ++*tries)
 		if (atomic_compare_exchange_weak_explicit(f, &v, now, memory_order_relaxed,
 		                                          memory_order_relaxed))
 			break;
@@ -1211,7 +1216,7 @@ static void abandon(_Atomic uint64_t *s, uint64_t bt)
  * claim is lost (stolen, killed, another key's): the caller scans again.
  */
 static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t x, uint64_t bt,
-                        uint64_t now, uint64_t *tag)
+                        uint64_t now, uint64_t *tag, unsigned *tries)
 {
 	for (int depth = 0; depth <= (int)G; depth++) {
 		_Atomic uint64_t *s = slot_at(k, x);
@@ -1244,9 +1249,8 @@ static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t 
 			/* Acquire: pairs with the release CAS of whoever wrote
 			 * the word (below), so a later claim's tag is seen. */
 			uint64_t w = atomic_load_explicit(key_word(s, j), memory_order_acquire);
-			unsigned i = 0;
 			while (w != want) {
-				if ((w >> 48) == g || ++i > RETRY_MAX)
+				if ((w >> 48) == g || ++*tries > RETRY_MAX)
 					return -1; /* another key's claim (or forged) */
 				/* seq_cst, as every load of the claim protocol's
 				 * tags: is the slot still this claim? */
@@ -1274,8 +1278,8 @@ static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t 
 			uint64_t y = slot_index(id, pos);
 			_Atomic uint64_t *sy = slot_at(k, y);
 			uint64_t ty = atomic_load_explicit(&sy[0], memory_order_seq_cst);
-			for (unsigned i = 0;; i++) {
-				if (i == RETRY_MAX) {
+			for (;; ++*tries) {
+				if (*tries > RETRY_MAX) {
 					/* a tag that keeps changing (forged): we
 					 * cannot tell it is no copy; give ours up */
 					abandon(s, bt);
@@ -1463,7 +1467,7 @@ static int64_t create(const sluice_keyed_t *k, const struct kid *id, uint64_t no
 			}
 		}
 		if (pending.i >= 0) {
-			int64_t r = complete(k, id, (uint64_t)pending.i, pending.t, now, tag);
+			int64_t r = complete(k, id, (uint64_t)pending.i, pending.t, now, tag, tries);
 			if (r >= 0 || test_stop)
 				return r;
 			continue;
@@ -1504,7 +1508,7 @@ static int64_t create(const sluice_keyed_t *k, const struct kid *id, uint64_t no
 		if (c.i == fresh.i || evicting) {
 			/* Retire the old key's state: from here it takes no
 			 * admission.  The floor first (DESIGN). */
-			raise_floor(k, id->group, now);
+			raise_floor(k, id->group, now, tries);
 			uint64_t st = c.st;
 			/* Release: publishes the floor to whoever acquires the
 			 * retired value. */
@@ -1528,7 +1532,7 @@ static int64_t create(const sluice_keyed_t *k, const struct kid *id, uint64_t no
 		uint64_t bt = MK_TAG(K_BUSY, next_gen(GEN(c.t)), id->id, lnow);
 		uint64_t t = c.t;
 		int taken = 0;
-		for (unsigned i = 0; i < RETRY_MAX; i++) {
+		for (; *tries <= RETRY_MAX; ++*tries) {
 			/* seq_cst: the claim, first half of the Dekker pairing
 			 * with other claimers' validation scans. */
 			if (atomic_compare_exchange_strong_explicit(&s[0], &t, bt, memory_order_seq_cst,
@@ -1546,7 +1550,7 @@ static int64_t create(const sluice_keyed_t *k, const struct kid *id, uint64_t no
 			STAT(k, steals, 1);
 		if (test_stop == 1)
 			return -1;
-		int64_t r = complete(k, id, (uint64_t)c.i, bt, now, tag);
+		int64_t r = complete(k, id, (uint64_t)c.i, bt, now, tag, tries);
 		if (r >= 0 || test_stop)
 			return r;
 	}
@@ -1630,7 +1634,7 @@ int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen, uint
 				return -SLUICE_EBUSY;
 			if (!same_owner(s, tag))
 				break; /* look it up again */
-			if ((a & S_RET) || (a & 0xffffffffULL) < n)
+			if ((a & S_RET) || (a & ((1ULL << k->cbits) - 1)) < n)
 				return -SLUICE_ERELEASE; /* nothing changed */
 			STALL(STALL_DECIDE, &s[1]);
 			/* Release on success: publishes this holder's writes to

@@ -808,16 +808,26 @@ Test(keyed, attach_checks_the_clock_resolution)
 
 /* Admissions per window (by d->now_ns, the time each one was counted at),
  * for the FIXED ledgers below: the largest count over all windows. */
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
 static uint64_t worst_window(const uint64_t *at, size_t n, uint64_t w)
 {
-	uint64_t worst = 0;
-	for (size_t i = 0; i < n; i++) {
-		uint64_t c = 0;
-		for (size_t j = 0; j < n; j++)
-			c += at[j] / w == at[i] / w;
-		if (c > worst)
-			worst = c;
+	uint64_t *win = malloc(sizeof(uint64_t) * (n + 1)), worst = 0;
+	cr_assert_not_null(win);
+	for (size_t i = 0; i < n; i++)
+		win[i] = at[i] / w;
+	qsort(win, n, sizeof(uint64_t), cmp_u64);
+	for (size_t i = 0, j; i < n; i = j) {
+		for (j = i; j < n && win[j] == win[i]; j++)
+			;
+		if (j - i > worst)
+			worst = j - i;
 	}
+	free(win);
 	return worst;
 }
 

@@ -264,7 +264,7 @@ typedef struct sluice_keyed {
 	sluice_keyed_algo_t algo;
 	sluice_keyed_policy_t policy;
 	uint32_t buckets, bucket_mask, cell_mask;
-	uint32_t cbits;                     /* FIXED: bits of the count     */
+	uint32_t cbits;                     /* FIXED, INFLIGHT: count bits  */
 	uint64_t k0, k1, d0, d1, d2, d3;    /* hash and digest keys         */
 	uint64_t limit;                     /* b, D + 1, L or K: largest n  */
 	uint64_t interval, tau, recip, shift; /* GCRA, LEAKY                */
