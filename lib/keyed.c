@@ -22,12 +22,24 @@
  * knows the slot holds its key: words of gen g are only ever written with
  * the key of claim g (see "Claims" for the one exception, a hijack, which
  * only happens between keys of equal (len, fp) before publication and ends
- * with words and tag agreeing).  Words only move to newer gens (16-bit
- * serial comparison), so a claimer that was overtaken cannot write again.
+ * with words and tag agreeing).  Generations are compared for equality
+ * only, never ordered: 16 bits wrap within a long stop, and an order modulo
+ * 2^16 let a claimer resumed after 2^15 claims of its slot take its stale
+ * gen for the newer one (every later claim of the slot then failed to write
+ * its words and retried for ever).  Instead a claimer writes a key word
+ * only after seeing its claim still in the tag, with a CAS that expects the
+ * word it read before that check (complete(), step 1, says why that leaves
+ * only one stale write, after 65,535 claims, which makes a key unreadable).
  *
  * State word: RETIRED:1 | VIRGIN:1 | value:62.  value is the algorithm's
- * state (GCRA, LEAKY: the TAT; FIXED: epoch:38 | count:24; INFLIGHT: gen:30 |
- * count:32; WINDOW: the head epoch).  A retired state takes no admission:
+ * state (GCRA, LEAKY: the TAT; FIXED: window:62-c | count:c; INFLIGHT:
+ * gen:62-c | count:c, with c = bit_width(L or K); WINDOW: the head epoch).
+ * FIXED's window field is the whole window number (init requires W >= 2^c,
+ * so every reading below 2^62 ns has its window number below 2^(62-c)):
+ * readings are compared with it as numbers, never modulo (issue 10: a tag of
+ * 38 bits compared modulo 2^38 let readings cycling through three windows
+ * 2^38/3 apart each open a "newer" window, and a CAS stalled across 2^38
+ * windows succeed on a later window of equal tag and count).  A retired state takes no admission:
  * every decision CASes the state word (WINDOW: the head when it advances),
  * and nothing ever expects a retired value.  Ownership of a state ends with
  * the CAS that retires it; it starts with the CAS that initialises it from a
@@ -42,7 +54,12 @@
  *     the floor, after it);
  *   INFLIGHT: the next 30-bit generation.
  * After an eviction the new state starts fresh too (see successor(): a
- * stale decision of the evicted key can only charge the new key).
+ * stale decision of the evicted key can only charge the new key), except
+ * that a WINDOW key keeps the evicted key's bucket words: its new head is
+ * max(now's bucket, the old head), so it counts what the evicted key
+ * admitted in range.  Zeroing them (as this file once did) was a durable,
+ * liberal write that a stalled claimer could apply, after 2^32 buckets, to
+ * a bucket of the new key; nothing is ever subtracted from a bucket now.
  * A decision loads the tag, checks the key, loads the state (acquire) and
  * loads the tag again: the state then belonged to its key (an initialisation
  * is a release, so a state written by a later owner implies a changed tag).
@@ -88,7 +105,21 @@
  * seal before head moves, helpers finish every step) without `cur`: each
  * decision sums the N - 1 closed buckets, which are sealed and final once
  * head has passed them (head is CASed with release after the seal, and
- * loaded with acquire).  Bucket slots are a power of two >= N.
+ * loaded with acquire).  Bucket slots are a power of two >= N.  A bucket's
+ * tag is 32 bits of its epoch, so an admission's CAS that was stalled across
+ * 2^32 buckets can meet the bucket of h + 2^32 with the same word; as in
+ * lib/window.c the admission re-reads head after its CAS (acquire on both)
+ * and stands only if head is less than 2^32 past h (win_decide() proves
+ * it); otherwise it is a refusal and the permits stay counted.
+ *
+ * Bounded retries: each public call carries one retry budget (RETRY_MAX)
+ * through every loop it runs (decisions, the ring's steps, claims, the
+ * floor), so no value another process writes, and no stop of another
+ * process, can make a call run longer than that: it ends with
+ * -SLUICE_EBUSY, having taken nothing.  Values read from shared memory on a
+ * decision path are used only through masks, saturating or unsigned
+ * arithmetic and bounded loops; the parameters come from the handle, which
+ * attach filled from its own validation, never from the header.
  */
 #include <endian.h>
 #include <errno.h>
