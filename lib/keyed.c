@@ -39,7 +39,8 @@
  * readings are compared with it as numbers, never modulo (issue 10: a tag of
  * 38 bits compared modulo 2^38 let readings cycling through three windows
  * 2^38/3 apart each open a "newer" window, and a CAS stalled across 2^38
- * windows succeed on a later window of equal tag and count).  A retired state takes no admission:
+ * windows succeed on a later window of equal tag and count).
+ * A retired state takes no admission:
  * every decision CASes the state word (WINDOW: the head when it advances),
  * and nothing ever expects a retired value.  Ownership of a state ends with
  * the CAS that retires it; it starts with the CAS that initialises it from a
@@ -52,7 +53,7 @@
  *     decisions into those words counts for nobody (it was already checked
  *     against the old owner's state, and the old key's next state starts at
  *     the floor, after it);
- *   INFLIGHT: the next 30-bit generation.
+ *   INFLIGHT: the next generation (62 - c bits, at least 30).
  * After an eviction the new state starts fresh too (see successor(): a
  * stale decision of the evicted key can only charge the new key), except
  * that a WINDOW key keeps the evicted key's bucket words: its new head is
