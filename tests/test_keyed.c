@@ -8,8 +8,11 @@
  * sluice_fixed_t, ... per key) fed the same requests: same arithmetic, same
  * guarantee.  Then the table's own behaviour: full groups under each policy,
  * lossless reclaim and the floor, key lengths and hashed long keys, times at
- * the edge of the range, attach checks, claims stopped at every step (a
- * killed process) and taken over, and the abusive key under a random flood.
+ * the edge of the range, attach checks, FIXED windows under any sequence of
+ * readings, and the abusive key under a random flood.  Claims stopped
+ * midway, stalled decisions and forged memory are in test_keyed_faults.c
+ * (which builds keyed.c with its test hooks; this file checks the library
+ * has none).
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
