@@ -530,3 +530,67 @@ Test(keyed_faults, attach_refuses_a_rewritten_header_with_its_checksum_redone)
 		free(mem);
 	}
 }
+
+/* ---- the one residual stale write keyed.h documents ------------------------ */
+
+static char residual_last[32];
+static uint64_t residual_no;
+
+static int flood_one_prefixed(uint64_t now)
+{
+	/* every flood key starts with the same 6 bytes: key word 0 repeats */
+	snprintf(residual_last, sizeof(residual_last), "floodk%llu",
+	         (unsigned long long)residual_no++);
+	return acq(&tk, residual_last, 1, now, NULL);
+}
+
+static void residual_wrap(_Atomic uint64_t *word)
+{
+	/* the stalled claimer has read this word and seen its claim in the
+	 * tag; the slot is now claimed until, 65,535 claims later, a key with
+	 * the same first 6 bytes holds it under the same 16-bit generation:
+	 * the word is then exactly what the claimer read */
+	uint64_t i = (uint64_t)((unsigned char *)word - tk.slots) / tk.slot_bytes;
+	_Atomic uint64_t *s = slot_at(&tk, i);
+	uint64_t w = atomic_load(word);
+	for (;;) {
+		int rc = flood_one_prefixed(SEC);
+		cr_assert(rc == 0 || rc == 1, "%s", sluice_err_name(rc));
+		uint64_t t = atomic_load(&s[0]);
+		if (KIND(t) == K_LIVE && atomic_load(word) == w)
+			break;
+		cr_assert_lt(residual_no, 1u << 21, "never came back");
+	}
+}
+
+Test(keyed_faults, a_claim_stopped_across_65535_claims_can_only_make_one_key_unreadable,
+     .timeout = 60)
+{
+	/* keyed.h (SHARED MEMORY, CRASHES, STOPS): a claimer stopped between
+	 * its tag check and a key word's CAS, while its slot is claimed 65,535
+	 * times, whose word then holds exactly what it read, replaces that one
+	 * word of the key now in the slot.  That key is unreadable: it is
+	 * created again (a fresh state, as an eviction), and every call
+	 * returns. */
+	make(&tk, gcra_cfg(8, 1, SEC, 1, SLUICE_KEYED_EVICT));
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(flood_one_prefixed(SEC), 1);
+	arm(STALL_WORD, residual_wrap);
+	int rc = acq(&tk, "zzzzzz-stalled", 1, SEC, NULL);
+	cr_assert_null(hook_action, "the stall point was reached");
+	sluice__keyed_stall_hook = NULL;
+	cr_assert(rc == 0 || rc == 1, "%s", sluice_err_name(rc));
+	/* the key the slot held when the stale word landed */
+	char victim[32];
+	memcpy(victim, residual_last, sizeof(victim));
+	uint64_t before = stats(&tk).creations;
+	rc = acq(&tk, victim, 1, SEC, NULL);
+	cr_assert(rc == 0 || rc == 1, "%s", sluice_err_name(rc));
+	cr_assert_eq(stats(&tk).creations, before + 1, "%s was found (no stale write?)", victim);
+	/* and the table goes on: every slot claimed again, every call ends */
+	for (int i = 0; i < 2000; i++) {
+		rc = flood_one_prefixed(2 * SEC);
+		cr_assert(rc == 0 || rc == 1, "%s", sluice_err_name(rc));
+	}
+	sluice_keyed_free(&tk);
+}
