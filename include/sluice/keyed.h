@@ -149,8 +149,8 @@
  *     head and is refused (the permits stay counted in that bucket: fewer
  *     admissions, never more).  INFLIGHT: an acquire is exact; a release
  *     stopped between its load and its CAS while its slot changes owner
- *     2^(62 - bit_width(K)) times (2^52 for K < 1024; 2^30 at most, for K
- *     near 2^32) can give its n back to the slot's new owner.
+ *     2^(62 - bit_width(K)) times (2^52 for K < 1024; 2^30 for K >= 2^31)
+ *     can give its n back to the slot's new owner.
  *   - in a claim: the claim is stolen after the lease, and the claimer, once
  *     resumed, writes a key word only after seeing its claim still in the
  *     tag.  A claimer stopped exactly between that check and the word's CAS
@@ -159,6 +159,14 @@
  *     generation), replaces one key word of the key now in that slot: that
  *     key becomes unreadable, is created again (as if evicted: a fresh
  *     state), and its old slot is reclaimed or evicted like any other.
+ *     Its lease time is 14 bits of 2^24 ns: a claim stopped for a multiple
+ *     of 275 s looks fresh again for up to the lease, which only delays its
+ *     steal.  A claimer stopped between reading a retired state and the CAS
+ *     that initialises it, while that slot's later keys are evicted back to
+ *     exactly the same retired value (EVICT only: a reclaim always retires
+ *     a newer value), initialises the slot from its own older reading: the
+ *     key then in the slot starts fresh (as evicted keys do) at that older
+ *     time.
  *   Nothing it does makes another call wait: no call of another process
  *   ever waits for it.
  * A process that writes the table's memory at will (a hostile or broken
