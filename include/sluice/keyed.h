@@ -234,7 +234,8 @@
  * COST: a decision on an existing key hashes the key (SipHash-1-3, about
  * 15 ns for 16 bytes), reads its slot's line (usually the first probed),
  * does one CAS on the state and one relaxed add on this CPU's statistics
- * line (WINDOW: and one load of head after an admission's CAS).  A new key scans its group and claims a slot with a few CASes.
+ * line (WINDOW: and one load of head after an admission's CAS).  A new
+ * key scans its group and claims a slot with a few CASes.
  */
 #ifndef SLUICE_KEYED_H
 #define SLUICE_KEYED_H
