@@ -22,12 +22,25 @@
  * knows the slot holds its key: words of gen g are only ever written with
  * the key of claim g (see "Claims" for the one exception, a hijack, which
  * only happens between keys of equal (len, fp) before publication and ends
- * with words and tag agreeing).  Words only move to newer gens (16-bit
- * serial comparison), so a claimer that was overtaken cannot write again.
+ * with words and tag agreeing).  Generations are compared for equality
+ * only, never ordered: 16 bits wrap within a long stop, and an order modulo
+ * 2^16 let a claimer resumed after 2^15 claims of its slot take its stale
+ * gen for the newer one (every later claim of the slot then failed to write
+ * its words and retried for ever).  Instead a claimer writes a key word
+ * only after seeing its claim still in the tag, with a CAS that expects the
+ * word it read before that check (complete(), step 1, says why that leaves
+ * only one stale write, after 65,535 claims, which makes a key unreadable).
  *
  * State word: RETIRED:1 | VIRGIN:1 | value:62.  value is the algorithm's
- * state (GCRA, LEAKY: the TAT; FIXED: epoch:38 | count:24; INFLIGHT: gen:30 |
- * count:32; WINDOW: the head epoch).  A retired state takes no admission:
+ * state (GCRA, LEAKY: the TAT; FIXED: window:62-c | count:c; INFLIGHT:
+ * gen:62-c | count:c, with c = bit_width(L or K); WINDOW: the head epoch).
+ * FIXED's window field is the whole window number (init requires W >= 2^c,
+ * so every reading below 2^62 ns has its window number below 2^(62-c)):
+ * readings are compared with it as numbers, never modulo (issue 10: a tag of
+ * 38 bits compared modulo 2^38 let readings cycling through three windows
+ * 2^38/3 apart each open a "newer" window, and a CAS stalled across 2^38
+ * windows succeed on a later window of equal tag and count).
+ * A retired state takes no admission:
  * every decision CASes the state word (WINDOW: the head when it advances),
  * and nothing ever expects a retired value.  Ownership of a state ends with
  * the CAS that retires it; it starts with the CAS that initialises it from a
@@ -40,9 +53,14 @@
  *     decisions into those words counts for nobody (it was already checked
  *     against the old owner's state, and the old key's next state starts at
  *     the floor, after it);
- *   INFLIGHT: the next 30-bit generation.
+ *   INFLIGHT: the next generation (62 - c bits, at least 30).
  * After an eviction the new state starts fresh too (see successor(): a
- * stale decision of the evicted key can only charge the new key).
+ * stale decision of the evicted key can only charge the new key), except
+ * that a WINDOW key keeps the evicted key's bucket words: its new head is
+ * max(now's bucket, the old head), so it counts what the evicted key
+ * admitted in range.  Zeroing them (as this file once did) was a durable,
+ * liberal write that a stalled claimer could apply, after 2^32 buckets, to
+ * a bucket of the new key; nothing is ever subtracted from a bucket now.
  * A decision loads the tag, checks the key, loads the state (acquire) and
  * loads the tag again: the state then belonged to its key (an initialisation
  * is a release, so a state written by a later owner implies a changed tag).
@@ -88,7 +106,21 @@
  * seal before head moves, helpers finish every step) without `cur`: each
  * decision sums the N - 1 closed buckets, which are sealed and final once
  * head has passed them (head is CASed with release after the seal, and
- * loaded with acquire).  Bucket slots are a power of two >= N.
+ * loaded with acquire).  Bucket slots are a power of two >= N.  A bucket's
+ * tag is 32 bits of its epoch, so an admission's CAS that was stalled across
+ * 2^32 buckets can meet the bucket of h + 2^32 with the same word; as in
+ * lib/window.c the admission re-reads head after its CAS (acquire on both)
+ * and stands only if head is less than 2^32 past h (win_decide() proves
+ * it); otherwise it is a refusal and the permits stay counted.
+ *
+ * Bounded retries: each public call carries one retry budget (RETRY_MAX)
+ * through every loop it runs (decisions, the ring's steps, claims, the
+ * floor), so no value another process writes, and no stop of another
+ * process, can make a call run longer than that: it ends with
+ * -SLUICE_EBUSY, having taken nothing.  Values read from shared memory on a
+ * decision path are used only through masks, saturating or unsigned
+ * arithmetic and bounded loops; the parameters come from the handle, which
+ * attach filled from its own validation, never from the header.
  */
 #include <endian.h>
 #include <errno.h>
@@ -129,14 +161,47 @@
 #define S_VIRGIN (1ULL << 62)
 #define S_VAL ((1ULL << 62) - 1)
 #define TMAX SLUICE_KEYED_TIME_MAX
-#define M38 ((1ULL << 38) - 1)
-#define M24 ((1ULL << 24) - 1)
-#define M30 ((1ULL << 30) - 1)
 #define M48 ((1ULL << 48) - 1)
 
 /* decide() results besides 1 and 0 */
 #define STALE 2     /* the slot changed owner: look the key up again */
 #define RETIRED 3   /* the key's state is retired: create it again   */
+#define BUSY 4      /* the retry bound was reached: -SLUICE_EBUSY     */
+
+/*
+ * Retry bound of one call (acquire, release): every retry anywhere in the
+ * call (a failed CAS on the state, a bucket or a tag, a lookup that found
+ * the slot changed owner, a creation round that lost its slot) counts, and
+ * past RETRY_MAX the call gives up with -SLUICE_EBUSY, having taken nothing.
+ * A retry means another operation changed that word meanwhile; among honest
+ * callers that is progress (lock-free), so the bound only ends a call whose
+ * words another process rewrites without end (a hostile writer) or a
+ * sequence that cannot converge (a forged slot).  4096 retries is far more
+ * than contention produces (each needs another decision on the same key to
+ * succeed in between) and a few hundred microseconds of work.
+ */
+#define RETRY_MAX 4096u
+
+/*
+ * Stall points for the deterministic tests (tests/test_keyed_faults.c,
+ * which compiles this file with SLUICE_TESTING).  The production library
+ * has none: STALL() is empty and test_stop is the constant 0, so the
+ * compiler removes every test branch, and no test symbol is exported.
+ */
+#define STALL_DECIDE 1 /* a decision, between its load and its CAS       */
+#define STALL_WORD 2   /* a claim, between its tag check and a key word's CAS */
+#ifdef SLUICE_TESTING
+void (*sluice__keyed_stall_hook)(int point, _Atomic uint64_t *word);
+#define STALL(point, word)                                     \
+	do {                                                   \
+		if (sluice__keyed_stall_hook)                  \
+			sluice__keyed_stall_hook((point), (word)); \
+	} while (0)
+static int test_stop;
+#else
+#define STALL(point, word) ((void)0)
+#define test_stop 0
+#endif
 
 /* Lease: claim-time units of 2^24 ns; stale after LEASE_UNITS + 1 units. */
 #define UNIT_SHIFT 24
@@ -167,7 +232,7 @@ struct kid {
 
 /* Validated parameters and the layout they imply. */
 struct params {
-	uint32_t algo, policy, flags, key_max, buckets;
+	uint32_t algo, policy, flags, key_max, buckets, cbits;
 	uint64_t capacity;
 	uint64_t rate, period_ns, burst, depth, limit, window_ns;
 	uint64_t interval, tau, recip, shift, width_ns, nmax;
@@ -183,6 +248,13 @@ static uint64_t pow2_at_least(uint64_t v)
 	while (p < v)
 		p <<= 1;
 	return p;
+}
+
+/* FIXED, INFLIGHT: bits of the count in the state word, the bit width of
+ * @limit (the largest count). */
+static uint32_t fixed_cbits(uint64_t limit)
+{
+	return limit ? 64u - (uint32_t)__builtin_clzll(limit) : 0;
 }
 
 static uint64_t round_up(uint64_t v, uint64_t m)
@@ -277,7 +349,14 @@ static int validate(const sluice_keyed_config_t *c, struct params *p)
 		if (rc != 0)
 			return rc;
 		if (c->limit > SLUICE_KEYED_FIXED_LIMIT_MAX)
-			return -SLUICE_ELIMIT; /* the count is 24 bits of the state */
+			return -SLUICE_ELIMIT; /* the count is at most 24 bits of the state */
+		/* The count takes cbits = bit_width(L) bits, the window number
+		 * the other 62 - cbits, which must hold every window number
+		 * below 2^62 ns: W >= 2^cbits.  So the state names its window
+		 * in full, never modulo anything (DESIGN, "FIXED"). */
+		p->cbits = fixed_cbits(c->limit);
+		if ((c->window_ns >> p->cbits) == 0)
+			return -SLUICE_ELIMIT; /* L above 2^floor(log2 W) - 1 */
 		p->limit = p->nmax = c->limit;
 		p->window_ns = p->width_ns = c->window_ns;
 		break;
@@ -306,7 +385,10 @@ static int validate(const sluice_keyed_config_t *c, struct params *p)
 		if (rc != 0)
 			return rc;
 		if (c->limit > SLUICE_KEYED_INFLIGHT_LIMIT_MAX)
-			return -SLUICE_ELIMIT; /* the count is 32 bits of the state */
+			return -SLUICE_ELIMIT; /* the count is at most 32 bits of the state */
+		/* the count takes bit_width(K) bits, the owner generation the
+		 * rest (62 - bit_width(K) >= 30): as wide as K allows */
+		p->cbits = fixed_cbits(c->limit);
 		p->limit = p->nmax = c->limit;
 		break;
 	}
@@ -335,6 +417,15 @@ static uint64_t header_check(const struct sluice__keyed_hdr *h)
 	const unsigned char *b = (const unsigned char *)h;
 	size_t from = sizeof(h->magic), to = offsetof(struct sluice__keyed_hdr, check);
 	return sluice__siphash13(0x736c75696365ULL, SLUICE_KEYED_VERSION, b + from, to - from);
+}
+
+/* Digest keys for long keys, derived from the seed: independent of the
+ * lookup hash.  Init stores them; attach recomputes and compares them. */
+static void digest_keys(uint64_t k0, uint64_t k1, uint64_t dk[4])
+{
+	static const char tags[4][8] = { "digest0", "digest1", "digest2", "digest3" };
+	for (int i = 0; i < 4; i++)
+		dk[i] = sluice__siphash13(k0, k1, tags[i], 8);
 }
 
 static int get_seed(uint64_t seed[2])
@@ -393,12 +484,12 @@ int sluice_keyed_init(void *mem, size_t size, const sluice_keyed_config_t *cfg)
 	h->bucket_words = l.bucket_words;
 	h->k0 = seed[0];
 	h->k1 = seed[1];
-	/* Digest keys for long keys: independent of the lookup hash. */
-	static const char tags[4][8] = { "digest0", "digest1", "digest2", "digest3" };
-	h->d0 = sluice__siphash13(seed[0], seed[1], tags[0], 8);
-	h->d1 = sluice__siphash13(seed[0], seed[1], tags[1], 8);
-	h->d2 = sluice__siphash13(seed[0], seed[1], tags[2], 8);
-	h->d3 = sluice__siphash13(seed[0], seed[1], tags[3], 8);
+	uint64_t dk[4];
+	digest_keys(seed[0], seed[1], dk);
+	h->d0 = dk[0];
+	h->d1 = dk[1];
+	h->d2 = dk[2];
+	h->d3 = dk[3];
 	h->rate = p.rate;
 	h->period_ns = p.period_ns;
 	h->burst = p.burst;
@@ -427,6 +518,22 @@ int sluice_keyed_init(void *mem, size_t size, const sluice_keyed_config_t *cfg)
 	return 0;
 }
 
+/*
+ * The configuration a header stores, as init was given it (capacity is the
+ * rounded one, key_max the resolved one: validate() maps both to
+ * themselves), so attach can run the same validate() that init ran.
+ */
+static sluice_keyed_config_t header_config(const struct sluice__keyed_hdr *h)
+{
+	return (sluice_keyed_config_t){ .algo = (sluice_keyed_algo_t)h->algo,
+		                        .policy = (sluice_keyed_policy_t)h->policy,
+		                        .flags = h->flags, .key_max = h->key_max,
+		                        .capacity = h->capacity, .rate = h->rate,
+		                        .period_ns = h->period_ns, .burst = h->burst,
+		                        .depth = h->depth, .limit = h->limit,
+		                        .window_ns = h->window_ns, .buckets = h->buckets };
+}
+
 int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock, sluice_keyed_t *k)
 {
 	if (!mem || !k)
@@ -437,22 +544,35 @@ int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock, slu
 	/* Acquire: pairs with the release store of the magic in init. */
 	if (atomic_load_explicit(&h->magic, memory_order_acquire) != MAGIC)
 		return -SLUICE_ELAYOUT;
+	/* The checksum catches accidents (another table version, a stray
+	 * write); its key is public, so it is no defence against a process
+	 * that rewrites the header on purpose: everything below is checked
+	 * as if the header were hostile. */
 	if (h->version != SLUICE_KEYED_VERSION || h->hdr_bytes != HDR_BYTES ||
 	    h->check != header_check(h))
 		return -SLUICE_ELAYOUT;
-	/* Recompute the layout from the stored configuration: every offset
-	 * used below must be the one this code would have written. */
-	struct params p = { .algo = h->algo, .policy = h->policy, .flags = h->flags,
-		            .key_max = h->key_max, .buckets = h->buckets,
-		            .capacity = h->capacity };
+	/* The stored configuration goes through init's own validator (the
+	 * algorithm modules' inits and the keyed ranges): a header init
+	 * would have refused is refused with the same code. */
+	sluice_keyed_config_t cfg = header_config(h);
+	struct params p;
+	int rc = validate(&cfg, &p);
+	if (rc != 0)
+		return rc;
+	/* Every derived value is recomputed, never trusted: the stored ones
+	 * must be exactly what init derives from the stored configuration,
+	 * and the layout recomputed from it must match the stored offsets
+	 * and fit in @size. */
 	struct layout l;
-	if (p.algo > SLUICE_KEYED_INFLIGHT || p.policy > SLUICE_KEYED_EVICT ||
-	    p.key_max < 1 || p.key_max > SLUICE_KEYED_KEY_MAX ||
-	    p.capacity < SLUICE_KEYED_CAPACITY_MIN || p.capacity > SLUICE_KEYED_CAPACITY_MAX ||
-	    (p.capacity & (p.capacity - 1)) != 0 || p.buckets > SLUICE_KEYED_BUCKETS_MAX ||
-	    (p.algo == SLUICE_KEYED_WINDOW && p.buckets == 0) || h->nmax == 0)
-		return -SLUICE_ELAYOUT;
 	compute_layout(&p, &l);
+	uint64_t dk[4];
+	digest_keys(h->k0, h->k1, dk);
+	if (p.capacity != h->capacity || p.key_max != h->key_max || p.interval != h->interval ||
+	    p.tau != h->tau || p.recip != h->recip || p.shift != h->shift ||
+	    p.width_ns != h->width_ns || p.nmax != h->nmax || p.limit != h->limit ||
+	    p.window_ns != h->window_ns || dk[0] != h->d0 || dk[1] != h->d1 ||
+	    dk[2] != h->d2 || dk[3] != h->d3)
+		return -SLUICE_ELAYOUT;
 	if (l.groups != h->groups || l.slots_off != h->slots_off ||
 	    l.floors_off != h->floors_off || l.cells_off != h->cells_off ||
 	    l.total != h->total_bytes || l.slot_bytes != h->slot_bytes ||
@@ -465,9 +585,11 @@ int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock, slu
 	if (c->kind > SLUICE_CLOCK_MANUAL)
 		return -SLUICE_ECLOCK;
 	if ((p.algo == SLUICE_KEYED_FIXED || p.algo == SLUICE_KEYED_WINDOW) &&
-	    sluice__clock_require_step(c, h->width_ns) != 0)
+	    sluice__clock_require_step(c, p.width_ns) != 0)
 		return -SLUICE_ERESOLUTION;
 
+	/* From here only the validated copy (p, l, dk) is used: a later
+	 * rewrite of the header changes nothing in this handle. */
 	memset(k, 0, sizeof(*k));
 	k->clock = c;
 	k->slots = (unsigned char *)mem + l.slots_off;
@@ -484,19 +606,20 @@ int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock, slu
 	k->buckets = p.buckets;
 	k->bucket_mask = l.bucket_words ? l.bucket_words - 1 : 0;
 	k->cell_mask = CELLS - 1;
+	k->cbits = p.cbits;
 	k->k0 = h->k0;
 	k->k1 = h->k1;
-	k->d0 = h->d0;
-	k->d1 = h->d1;
-	k->d2 = h->d2;
-	k->d3 = h->d3;
-	k->limit = h->nmax;
-	k->interval = h->interval;
-	k->tau = h->tau;
-	k->recip = h->recip;
-	k->shift = h->shift;
-	k->window_ns = h->window_ns;
-	k->width_ns = h->width_ns;
+	k->d0 = dk[0];
+	k->d1 = dk[1];
+	k->d2 = dk[2];
+	k->d3 = dk[3];
+	k->limit = p.nmax;
+	k->interval = p.interval;
+	k->tau = p.tau;
+	k->recip = p.recip;
+	k->shift = p.shift;
+	k->window_ns = p.window_ns;
+	k->width_ns = p.width_ns;
 	return 0;
 }
 
@@ -715,7 +838,7 @@ static void fill_window(sluice_decision_t *d, int allowed, uint64_t limit, uint6
 }
 
 static int gcra_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, uint64_t n,
-                       uint64_t now, sluice_decision_t *d)
+                       uint64_t now, sluice_decision_t *d, unsigned *tries)
 {
 	_Atomic uint64_t *st = &s[1];
 	/* Acquire: pairs with the release CAS that initialised the state (and
@@ -737,6 +860,7 @@ static int gcra_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t ta
 				                  fits ? delay : SLUICE_NEVER);
 			return 0;
 		}
+		STALL(STALL_DECIDE, st);
 		/* An admission publishes nothing (as gcra.h); acquire for the
 		 * failure's reload, checked against the tag (C11 wants success
 		 * >= failure; a plain locked op on x86 either way). */
@@ -747,30 +871,34 @@ static int gcra_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t ta
 				                  base + need, 0);
 			return 1;
 		}
+		if (++*tries > RETRY_MAX)
+			return BUSY;
 	}
 }
 
 static int fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, uint64_t n,
-                        uint64_t now, sluice_decision_t *d)
+                        uint64_t now, sluice_decision_t *d, unsigned *tries)
 {
 	_Atomic uint64_t *st = &s[1];
-	uint64_t e = now / k->window_ns, e38 = e & M38;
+	const uint64_t cmask = (1ULL << k->cbits) - 1;
+	uint64_t e = now / k->window_ns; /* < 2^(62 - cbits): fits the field */
 	uint64_t a = atomic_load_explicit(st, memory_order_acquire); /* as gcra_decide */
 	for (;;) {
 		if (!same_owner(s, tag))
 			return STALE;
 		if (a & S_RET)
 			return RETIRED;
-		uint64_t we = (a >> 24) & M38, count = a & M24, next, used, counted;
-		uint64_t ahead = (e38 - we) & M38;
-		if (ahead != 0 && ahead < (1ULL << 37)) {
+		/* The window number in full (no modulo): a reading in a later
+		 * window opens it, any other reading counts in the key's
+		 * window, whatever the sequence of readings (keyed.h, CLOCK
+		 * JUMPS).  A count above L (a forged state) only refuses. */
+		uint64_t we = (a & S_VAL) >> k->cbits, count = a & cmask, next, used, counted;
+		if (e > we) {
 			used = e; /* a newer window: its count starts at n */
 			counted = n;
-			next = (e38 << 24) | n;
+			next = (e << k->cbits) | n;
 		} else {
-			/* this window, or a reading before the key's window:
-			 * count in the key's window (time never runs back) */
-			used = e + ((we - e38) & M38);
+			used = we; /* this window, or a reading before it */
 			if (count + n > k->limit) {
 				if (d) {
 					uint64_t start = sat_mul(used, k->window_ns);
@@ -781,10 +909,13 @@ static int fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t t
 				return 0;
 			}
 			counted = count + n;
-			next = a + n;
+			next = a + n; /* count + n <= L < 2^cbits: no carry */
 		}
-		/* The count word is self-contained (as fixed.h); acquire only
-		 * for the failure's reload, as in gcra_decide(). */
+		STALL(STALL_DECIDE, st);
+		/* The count word is self-contained (as fixed.h) and names its
+		 * window in full, so a CAS that succeeds after any stall
+		 * succeeded on exactly the window and count checked above.
+		 * Acquire only for the failure's reload, as in gcra_decide(). */
 		if (atomic_compare_exchange_weak_explicit(st, &a, next, memory_order_acquire,
 		                                          memory_order_acquire)) {
 			if (d)
@@ -792,11 +923,13 @@ static int fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t t
 				            k->window_ns, now, 0);
 			return 1;
 		}
+		if (++*tries > RETRY_MAX)
+			return BUSY;
 	}
 }
 
 static int inflight_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
-                           uint64_t n, uint64_t now, sluice_decision_t *d)
+                           uint64_t n, uint64_t now, sluice_decision_t *d, unsigned *tries)
 {
 	_Atomic uint64_t *st = &s[1];
 	uint64_t a = atomic_load_explicit(st, memory_order_acquire); /* as gcra_decide */
@@ -805,17 +938,21 @@ static int inflight_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_
 			return STALE;
 		if (a & S_RET)
 			return RETIRED;
-		uint64_t held = a & 0xffffffffULL;
-		int ok = n <= k->limit - held;
+		uint64_t held = a & ((1ULL << k->cbits) - 1);
+		int ok = held <= k->limit && n <= k->limit - held; /* a forged count: refuse */
+		STALL(STALL_DECIDE, st);
 		/* Acquire on success: pairs with the release of
 		 * sluice_keyed_release(), as sluice_inflight_acquire(). */
 		if (ok && !atomic_compare_exchange_weak_explicit(st, &a, a + n, memory_order_acquire,
-		                                                 memory_order_acquire))
+		                                                 memory_order_acquire)) {
+			if (++*tries > RETRY_MAX)
+				return BUSY;
 			continue;
+		}
 		if (d) {
 			d->allowed = ok;
 			d->limit = k->limit;
-			d->remaining = k->limit - held - (ok ? n : 0);
+			d->remaining = ok ? k->limit - held - n : held < k->limit ? k->limit - held : 0;
 			d->retry_after_ns = 0;
 			d->reset_ns = SLUICE_NEVER;
 			d->now_ns = now;
@@ -843,7 +980,8 @@ static void win_open(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t h, u
 }
 
 /* Open and seal @h's bucket, then move head h -> @e (window.c advance). */
-static void win_advance(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t h, uint64_t e)
+static void win_advance(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t h, uint64_t e,
+                        unsigned *tries)
 {
 	_Atomic uint64_t *b = bucket(k, s, h);
 	uint64_t w = atomic_load_explicit(b, memory_order_acquire);
@@ -851,7 +989,11 @@ static void win_advance(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t h
 		win_open(k, s, h, w);
 		w = atomic_load_explicit(b, memory_order_acquire);
 	}
-	while ((w >> 32) == SLUICE__LO32(h) && !(w & SLUICE__SLOT_SEALED)) {
+	/* Bounded: each failure is an admission (or a forged write) into
+	 * the bucket; head's CAS below fails on an unsealed bucket's epoch
+	 * only in the sense that the caller retries (and counts it). */
+	for (; *tries <= RETRY_MAX && (w >> 32) == SLUICE__LO32(h) && !(w & SLUICE__SLOT_SEALED);
+	     ++*tries) {
 		/* Release: the sealed, final count is published with head's
 		 * release below. */
 		if (atomic_compare_exchange_weak_explicit(
@@ -859,6 +1001,8 @@ static void win_advance(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t h
 			    memory_order_release, memory_order_acquire))
 			break;
 	}
+	if ((w >> 32) == SLUICE__LO32(h) && !(w & SLUICE__SLOT_SEALED))
+		return; /* not sealed: head must not move past it */
 	/* Release: a thread that loads head >= h + 1 (acquire) sees h's
 	 * bucket sealed and final.  Fails on a retired head (RETIRED bit). */
 	atomic_compare_exchange_strong_explicit(&s[1], &h, e, memory_order_release,
@@ -866,9 +1010,11 @@ static void win_advance(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t h
 }
 
 static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, uint64_t n,
-                      uint64_t now, sluice_decision_t *d)
+                      uint64_t now, sluice_decision_t *d, unsigned *tries)
 {
-	for (;;) {
+	for (;; ++*tries) {
+		if (*tries > RETRY_MAX)
+			return BUSY;
 		/* Acquire: pairs with head's release CAS (advance) and the
 		 * initialising CAS: closed buckets are final. */
 		uint64_t h = atomic_load_explicit(&s[1], memory_order_acquire);
@@ -876,9 +1022,10 @@ static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag
 			return STALE;
 		if (h & S_RET)
 			return RETIRED;
+		h &= S_VAL; /* a forged VIRGIN bit: ignored */
 		uint64_t e = now / k->width_ns;
 		if (e > h) {
-			win_advance(k, s, h, e);
+			win_advance(k, s, h, e, tries);
 			continue;
 		}
 		_Atomic uint64_t *b = bucket(k, s, h);
@@ -888,7 +1035,7 @@ static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag
 			continue;
 		}
 		if (w & SLUICE__SLOT_SEALED) {
-			win_advance(k, s, h, h + 1); /* another reader saw a later time */
+			win_advance(k, s, h, h + 1, tries); /* another reader saw a later time */
 			continue;
 		}
 		uint64_t base = 0;
@@ -918,32 +1065,53 @@ static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag
 				}
 				return 0;
 			}
-			/* Relaxed: as window.h's EXACT admission. */
-			if (atomic_compare_exchange_weak_explicit(b, &w, w + n, memory_order_relaxed,
+			STALL(STALL_DECIDE, b);
+			/* The bucket word tags its epoch with 32 bits only: after
+			 * a stall across 2^32 buckets this CAS can succeed on the
+			 * bucket of epoch h + m 2^32 (same slot, same tag, same
+			 * count), against a stale base.  So the admission stands
+			 * only if head, read after the CAS, is less than 2^32
+			 * ahead of h: that bucket was opened while head was at
+			 * its epoch (win_open), so a CAS on the bucket of h + m
+			 * 2^32 (m >= 1) is followed by a head >= h + 2^32.
+			 * Otherwise the permits stay counted where the CAS put
+			 * them and the answer is a refusal: fewer admissions,
+			 * never more.  Acquire on success: the head load below
+			 * is ordered after the CAS, and sees at least the head
+			 * that the opener of this bucket read (the open is a
+			 * release, window.c).  Relaxed on failure: the word is
+			 * checked again. */
+			if (atomic_compare_exchange_weak_explicit(b, &w, w + n, memory_order_acquire,
 			                                          memory_order_relaxed)) {
+				/* Acquire: pairs with head's release CAS. */
+				uint64_t after = atomic_load_explicit(&s[1], memory_order_acquire) &
+				                 S_VAL;
+				int ok = after - h < (1ULL << 32);
 				if (d)
-					fill_window(d, 1, k->limit, counted + n, start, k->window_ns,
-					            now, 0);
-				return 1;
+					fill_window(d, ok, k->limit, counted + n, start,
+					            k->window_ns, now, 0);
+				return ok;
 			}
 			if ((w >> 32) != SLUICE__LO32(h) || (w & SLUICE__SLOT_SEALED))
 				break; /* the epoch moved on: start over */
+			if (++*tries > RETRY_MAX)
+				return BUSY;
 		}
 	}
 }
 
 static int decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, uint64_t n,
-                  uint64_t now, sluice_decision_t *d)
+                  uint64_t now, sluice_decision_t *d, unsigned *tries)
 {
 	switch (k->algo) {
 	case SLUICE_KEYED_FIXED:
-		return fixed_decide(k, s, tag, n, now, d);
+		return fixed_decide(k, s, tag, n, now, d, tries);
 	case SLUICE_KEYED_WINDOW:
-		return win_decide(k, s, tag, n, now, d);
+		return win_decide(k, s, tag, n, now, d, tries);
 	case SLUICE_KEYED_INFLIGHT:
-		return inflight_decide(k, s, tag, n, now, d);
+		return inflight_decide(k, s, tag, n, now, d, tries);
 	default:
-		return gcra_decide(k, s, tag, n, now, d);
+		return gcra_decide(k, s, tag, n, now, d, tries);
 	}
 }
 
@@ -959,12 +1127,11 @@ static int state_fresh(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t st
 	*wait = SLUICE_NEVER;
 	switch (k->algo) {
 	case SLUICE_KEYED_FIXED: {
-		uint64_t e = now / k->window_ns, we = (st >> 24) & M38;
-		uint64_t ahead = ((e & M38) - we) & M38;
-		if (ahead != 0 && ahead < (1ULL << 37))
+		uint64_t e = now / k->window_ns, we = (st & S_VAL) >> k->cbits;
+		if (e > we)
 			return 1; /* its window is over */
-		*loss = st & M24;
-		if (ahead == 0)
+		*loss = st & ((1ULL << k->cbits) - 1);
+		if (e == we)
 			*wait = (e + 1) * k->window_ns - now;
 		return 0;
 	}
@@ -981,7 +1148,7 @@ static int state_fresh(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t st
 		return 0;
 	}
 	case SLUICE_KEYED_INFLIGHT:
-		*loss = st & 0xffffffffULL;
+		*loss = st & ((1ULL << k->cbits) - 1);
 		return *loss == 0;
 	default:
 		if (st < now)
@@ -1006,63 +1173,41 @@ static uint64_t successor(const sluice_keyed_t *k, uint64_t st, uint64_t floor, 
 {
 	int virgin = (st & S_VIRGIN) != 0;
 	uint64_t r = st & S_VAL, t = now > floor ? now : floor;
+	if (t > TMAX)
+		t = TMAX; /* a forged floor: every field below stays in range */
 	switch (k->algo) {
 	case SLUICE_KEYED_FIXED: {
-		uint64_t ef = (t / k->window_ns) & M38, re = (r >> 24) & M38;
-		uint64_t ahead = (ef - re) & M38;
-		if (!virgin && !(ahead != 0 && ahead < (1ULL << 37)))
+		uint64_t ef = t / k->window_ns, re = r >> k->cbits;
+		if (!virgin && ef <= re)
 			ef = re; /* evicted in its window: that window, count 0 */
-		return ef << 24;
+		return ef << k->cbits;
 	}
 	case SLUICE_KEYED_WINDOW: {
 		uint64_t e0 = t / k->width_ns;
 		return !virgin && e0 < r ? r : e0; /* never before the old head */
 	}
 	case SLUICE_KEYED_INFLIGHT: {
-		uint64_t gen = virgin ? 0 : (r >> 32);
-		return ((gen + 1) & M30) << 32;
+		/* the generation takes the 62 - cbits bits above the count */
+		uint64_t gen = virgin ? 0 : (r >> k->cbits);
+		return ((gen + 1) & (S_VAL >> k->cbits)) << k->cbits;
 	}
 	default:
-		return t > TMAX ? TMAX : t;
-	}
-}
-
-/*
- * WINDOW, after an eviction: the evicted key's buckets that the new head @e0
- * still counts are zeroed, so the new key starts fresh.  Each is a CAS from
- * the value read while the head was still retired (@st): a word the new key
- * has already admitted into has changed and is left alone (counts only
- * grow, so it cannot come back).  A zeroing that does not happen (a killed
- * claimer) leaves the new key counting the old admissions: fewer, never more.
- */
-static void win_forget(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t st, uint64_t e0)
-{
-	uint64_t r = st & S_VAL;
-	for (uint64_t j = 0; j < k->buckets && j <= e0; j++) {
-		uint64_t y = e0 - j;
-		if (y > r)
-			continue; /* the old key never opened it */
-		_Atomic uint64_t *b = bucket(k, s, y);
-		uint64_t w = atomic_load_explicit(b, memory_order_relaxed);
-		if ((w >> 32) != SLUICE__LO32(y) || (w & SLUICE__SLOT_OWN) == 0)
-			continue;
-		if (atomic_load_explicit(&s[1], memory_order_acquire) != st)
-			return; /* initialised: the new key may be counting */
-		/* Relaxed: published with the state's release CAS. */
-		atomic_compare_exchange_strong_explicit(b, &w, w & ~SLUICE__SLOT_OWN,
-		                                        memory_order_relaxed, memory_order_relaxed);
+		return t;
 	}
 }
 
 /* Relaxed fetch-max: ordered before the retire's release CAS (DESIGN). */
-static void raise_floor(const sluice_keyed_t *k, uint64_t group, uint64_t now)
+static void raise_floor(const sluice_keyed_t *k, uint64_t group, uint64_t now, unsigned *tries)
 {
 	_Atomic uint64_t *f = &k->floors[group];
 	uint64_t v = atomic_load_explicit(f, memory_order_relaxed);
-	while (v < now &&
-	       !atomic_compare_exchange_weak_explicit(f, &v, now, memory_order_relaxed,
-	                                              memory_order_relaxed))
-		;
+	/* Bounded: each failure means the floor moved (up, among honest
+	 * writers).  A floor left below now by a writer that keeps lowering
+	 * it only weakens the floor for this group, as a forged floor does. */
+	for (; *tries <= RETRY_MAX && v < now; ++*tries)
+		if (atomic_compare_exchange_weak_explicit(f, &v, now, memory_order_relaxed,
+		                                          memory_order_relaxed))
+			break;
 }
 
 /* ---------------------------------------------------------------- */
@@ -1096,9 +1241,6 @@ static void abandon(_Atomic uint64_t *s, uint64_t bt)
 	                                        memory_order_seq_cst, memory_order_seq_cst);
 }
 
-/* Test hook: stop a claim after step @stop (a killed process). */
-static int test_stop;
-
 /*
  * complete - finish the claim @bt of slot @x for @id (ours or one we help):
  * key words, validation against other copies, state, publication.
@@ -1106,22 +1248,53 @@ static int test_stop;
  * claim is lost (stolen, killed, another key's): the caller scans again.
  */
 static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t x, uint64_t bt,
-                        uint64_t now, uint64_t *tag)
+                        uint64_t now, uint64_t *tag, unsigned *tries)
 {
 	for (int depth = 0; depth <= (int)G; depth++) {
 		_Atomic uint64_t *s = slot_at(k, x);
 		uint64_t g = GEN(bt);
-		/* 1. key words: move each to gen g, never past a newer gen */
+		/*
+		 * 1. key words: write each as gen g while the tag is still
+		 * this claim.  No order between generations is used (16 bits
+		 * wrap: a claimer stopped across 2^15 claims of its slot would
+		 * see its stale gen as "newer" than every later claim's, and
+		 * those claims could never write their words).  Instead: a
+		 * word of another gen is overwritten only after the tag has
+		 * been seen to still be this claim, and the CAS expects the
+		 * exact word read before that check.  A later claim of the
+		 * slot writes its words after its tag CAS, so (a) if the word
+		 * we read was written by a later claim, the acquire load of
+		 * the word makes its tag visible and we stop; (b) otherwise
+		 * the CAS succeeds only if no later claim has changed the word
+		 * since, and a later claim that comes after us overwrites
+		 * ours.  What is left (keyed.h, SHARED MEMORY): a claimer
+		 * stopped between its check and its CAS for 65,535 or more
+		 * claims of the slot, whose word is then exactly as it read
+		 * it (same gen modulo 2^16, same 6 key bytes), replaces one
+		 * word of the current key: that key is then unreadable.
+		 * A word of gen g with other bytes is another key's claim of
+		 * equal (len, fp) (a hijack) or a forged word: the claim is
+		 * lost, nothing is written.
+		 */
 		for (uint32_t j = 0; j < k->key_words; j++) {
 			uint64_t want = (g << 48) | id->pw[j];
-			uint64_t w = atomic_load_explicit(key_word(s, j), memory_order_relaxed);
+			/* Acquire: pairs with the release CAS of whoever wrote
+			 * the word (below), so a later claim's tag is seen. */
+			uint64_t w = atomic_load_explicit(key_word(s, j), memory_order_acquire);
 			while (w != want) {
-				if ((w >> 48) == g || gen_newer(w >> 48, g))
-					return -1; /* another key's claim, or overtaken */
-				/* Relaxed: published by the tag's release CAS. */
+				if ((w >> 48) == g || ++*tries > RETRY_MAX)
+					return -1; /* another key's claim (or forged) */
+				/* seq_cst, as every load of the claim protocol's
+				 * tags: is the slot still this claim? */
+				if (atomic_load_explicit(&s[0], memory_order_seq_cst) != bt)
+					return -1; /* overtaken: write nothing */
+				STALL(STALL_WORD, key_word(s, j));
+				/* Release: a claimer that reads this word (acquire)
+				 * sees our tag CAS; published to lookups by the
+				 * tag's release CAS (step 4). */
 				if (atomic_compare_exchange_weak_explicit(key_word(s, j), &w, want,
-				                                          memory_order_relaxed,
-				                                          memory_order_relaxed))
+				                                          memory_order_release,
+				                                          memory_order_acquire))
 					break;
 			}
 		}
@@ -1137,7 +1310,13 @@ static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t 
 			uint64_t y = slot_index(id, pos);
 			_Atomic uint64_t *sy = slot_at(k, y);
 			uint64_t ty = atomic_load_explicit(&sy[0], memory_order_seq_cst);
-			for (;;) {
+			for (;; ++*tries) {
+				if (*tries > RETRY_MAX) {
+					/* a tag that keeps changing (forged): we
+					 * cannot tell it is no copy; give ours up */
+					abandon(s, bt);
+					return -1;
+				}
 				if ((ty & ID_MASK) != id->id)
 					break;
 				if (KIND(ty) == K_LIVE) {
@@ -1174,8 +1353,6 @@ static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t 
 			uint64_t floor = atomic_load_explicit(&k->floors[id->group],
 			                                      memory_order_relaxed);
 			uint64_t init = successor(k, st, floor, now);
-			if (k->algo == SLUICE_KEYED_WINDOW && !(st & S_VIRGIN))
-				win_forget(k, s, st, init);
 			/* Release: a decision that acquires this value (or a
 			 * later one) sees the tag this claim changed. */
 			atomic_compare_exchange_strong_explicit(&s[1], &st, init, memory_order_release,
@@ -1224,14 +1401,35 @@ struct cand {
 	uint64_t t, st;
 };
 
+/* Fill @d as a refusal that took nothing (-SLUICE_EBUSY). */
+static void busy_decision(const sluice_keyed_t *k, sluice_decision_t *d, uint64_t now)
+{
+	if (d) {
+		d->allowed = 0;
+		d->limit = k->limit;
+		d->remaining = 0;
+		d->retry_after_ns = 0;
+		d->reset_ns = 0;
+		d->now_ns = now;
+	}
+}
+
 /*
  * create - give @id's key a slot (or find that it got one meanwhile).
+ * Each round scans the group and tries one slot; a round that loses its
+ * slot (the slot changed under it) counts as a retry in *@tries, so a
+ * creation ends after at most RETRY_MAX rounds (-SLUICE_EBUSY).
  * Return: the slot (*tag set), or -1 with *rc the policy's answer.
  */
 static int64_t create(const sluice_keyed_t *k, const struct kid *id, uint64_t now,
-                      sluice_decision_t *d, int *rc, uint64_t *tag)
+                      sluice_decision_t *d, int *rc, uint64_t *tag, unsigned *tries)
 {
-	for (;;) {
+	for (;; ++*tries) {
+		if (*tries > RETRY_MAX) {
+			busy_decision(k, d, now);
+			*rc = -SLUICE_EBUSY;
+			return -1;
+		}
 		struct cand open = { -1, 0, 0 }, steal = { -1, 0, 0 }, fresh = { -1, 0, 0 };
 		struct cand victim = { -1, 0, 0 }, pending = { -1, 0, 0 };
 		uint64_t vloss = UINT64_MAX, vref = 2, min_wait = SLUICE_NEVER, lnow = 0;
@@ -1301,7 +1499,7 @@ static int64_t create(const sluice_keyed_t *k, const struct kid *id, uint64_t no
 			}
 		}
 		if (pending.i >= 0) {
-			int64_t r = complete(k, id, (uint64_t)pending.i, pending.t, now, tag);
+			int64_t r = complete(k, id, (uint64_t)pending.i, pending.t, now, tag, tries);
 			if (r >= 0 || test_stop)
 				return r;
 			continue;
@@ -1342,7 +1540,7 @@ static int64_t create(const sluice_keyed_t *k, const struct kid *id, uint64_t no
 		if (c.i == fresh.i || evicting) {
 			/* Retire the old key's state: from here it takes no
 			 * admission.  The floor first (DESIGN). */
-			raise_floor(k, id->group, now);
+			raise_floor(k, id->group, now, tries);
 			uint64_t st = c.st;
 			/* Release: publishes the floor to whoever acquires the
 			 * retired value. */
@@ -1366,7 +1564,7 @@ static int64_t create(const sluice_keyed_t *k, const struct kid *id, uint64_t no
 		uint64_t bt = MK_TAG(K_BUSY, next_gen(GEN(c.t)), id->id, lnow);
 		uint64_t t = c.t;
 		int taken = 0;
-		for (;;) {
+		for (; *tries <= RETRY_MAX; ++*tries) {
 			/* seq_cst: the claim, first half of the Dekker pairing
 			 * with other claimers' validation scans. */
 			if (atomic_compare_exchange_strong_explicit(&s[0], &t, bt, memory_order_seq_cst,
@@ -1384,7 +1582,7 @@ static int64_t create(const sluice_keyed_t *k, const struct kid *id, uint64_t no
 			STAT(k, steals, 1);
 		if (test_stop == 1)
 			return -1;
-		int64_t r = complete(k, id, (uint64_t)c.i, bt, now, tag);
+		int64_t r = complete(k, id, (uint64_t)c.i, bt, now, tag, tries);
 		if (r >= 0 || test_stop)
 			return r;
 	}
@@ -1410,17 +1608,26 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
 		return rc;
 	STAT(k, lookups, 1);
 	int recreate = 0;
-	for (;;) {
+	unsigned tries = 0; /* the call's retry bound (RETRY_MAX) */
+	for (;; tries++) {
+		if (tries > RETRY_MAX) {
+			busy_decision(k, d, now);
+			return -SLUICE_EBUSY;
+		}
 		uint64_t tag = 0;
 		int64_t i = recreate ? -1 : find_live(k, &id, &tag);
 		int hit = i >= 0;
 		if (i < 0) {
-			i = create(k, &id, now, d, &rc, &tag);
+			i = create(k, &id, now, d, &rc, &tag, &tries);
 			if (i < 0)
 				return rc;
 		}
 		_Atomic uint64_t *s = slot_at(k, (uint64_t)i);
-		int r = decide(k, s, tag, n, now, d);
+		int r = decide(k, s, tag, n, now, d, &tries);
+		if (r == BUSY) {
+			busy_decision(k, d, now);
+			return -SLUICE_EBUSY;
+		}
 		if (r == 0 || r == 1) {
 			/* CLOCK reference bit, on lookups that found the key;
 			 * relaxed: a hint, and a failed CAS leaves it. */
@@ -1445,18 +1652,23 @@ int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen, uint
 	if (rc != 0)
 		return rc;
 	STAT(k, lookups, 1);
-	for (;;) {
+	for (unsigned tries = 0;; tries++) {
+		if (tries > RETRY_MAX)
+			return -SLUICE_EBUSY;
 		uint64_t tag;
 		int64_t i = find_live(k, &id, &tag);
 		if (i < 0)
 			return -SLUICE_ERELEASE;
 		_Atomic uint64_t *s = slot_at(k, (uint64_t)i);
 		uint64_t a = atomic_load_explicit(&s[1], memory_order_acquire);
-		for (;;) {
+		for (;; tries++) {
+			if (tries > RETRY_MAX)
+				return -SLUICE_EBUSY;
 			if (!same_owner(s, tag))
 				break; /* look it up again */
-			if ((a & S_RET) || (a & 0xffffffffULL) < n)
+			if ((a & S_RET) || (a & ((1ULL << k->cbits) - 1)) < n)
 				return -SLUICE_ERELEASE; /* nothing changed */
+			STALL(STALL_DECIDE, &s[1]);
 			/* Release on success: publishes this holder's writes to
 			 * the next acquirer (inflight.h); acquire on failure:
 			 * the reloaded value is checked against the tag. */
@@ -1468,12 +1680,13 @@ int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen, uint
 	}
 }
 
-/* Test hook (tests/test_keyed.c): run a creation of @key that stops after
- * step @stop as if its process were killed there: 1 after the claim CAS,
- * 2 after the key words, 3 after the state, 4 after retiring a reclaimed
- * or evicted state (before the tag CAS).  Not thread-safe; tests only. */
-SLUICE_API int sluice__keyed_test_stall(sluice_keyed_t *k, const void *key, size_t keylen,
-                                        uint64_t now, int stop);
+#ifdef SLUICE_TESTING
+/* Test builds only (tests/test_keyed_faults.c): run a creation of @key
+ * that stops after step @stop as if its process were killed there: 1 after
+ * the claim CAS, 2 after the key words, 3 after the state, 4 after retiring
+ * a reclaimed or evicted state (before the tag CAS).  Not thread-safe. */
+int sluice__keyed_test_stall(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t now,
+                             int stop);
 int sluice__keyed_test_stall(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t now,
                              int stop)
 {
@@ -1482,8 +1695,10 @@ int sluice__keyed_test_stall(sluice_keyed_t *k, const void *key, size_t keylen, 
 	if (rc != 0)
 		return rc;
 	uint64_t tag;
+	unsigned tries = 0;
 	test_stop = stop;
-	int64_t i = create(k, &id, now, NULL, &rc, &tag);
+	int64_t i = create(k, &id, now, NULL, &rc, &tag, &tries);
 	test_stop = 0;
 	return i >= 0 ? 1 : 0;
 }
+#endif

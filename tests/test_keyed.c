@@ -8,8 +8,11 @@
  * sluice_fixed_t, ... per key) fed the same requests: same arithmetic, same
  * guarantee.  Then the table's own behaviour: full groups under each policy,
  * lossless reclaim and the floor, key lengths and hashed long keys, times at
- * the edge of the range, attach checks, claims stopped at every step (a
- * killed process) and taken over, and the abusive key under a random flood.
+ * the edge of the range, attach checks, FIXED windows under any sequence of
+ * readings, and the abusive key under a random flood.  Claims stopped
+ * midway, stalled decisions and forged memory are in test_keyed_faults.c
+ * (which builds keyed.c with its test hooks; this file checks the library
+ * has none).
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -28,8 +31,11 @@
 /* private symbols of lib/ (static library) */
 uint64_t sluice__siphash(unsigned c, unsigned d, uint64_t k0, uint64_t k1, const void *data,
                          size_t len);
+/* Test-only symbols of lib/keyed.c (SLUICE_TESTING builds): weak, so this
+ * file links against the production objects and can check they are absent. */
 int sluice__keyed_test_stall(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t now,
-                             int stop);
+                             int stop) __attribute__((weak));
+extern void (*sluice__keyed_stall_hook)(int point, _Atomic uint64_t *word) __attribute__((weak));
 
 TestSuite(keyed, .timeout = 60);
 
@@ -410,7 +416,7 @@ Test(keyed, times_at_the_top_of_the_range)
 	sluice_keyed_free(&k);
 
 	sluice_keyed_config_t f = { .algo = SLUICE_KEYED_FIXED, .capacity = 64, .limit = 2,
-		                    .window_ns = 1 };
+		                    .window_ns = 4 }; /* L = 2 needs W >= 4 (LIMITS) */
 	make(&k, f);
 	cr_assert_eq(acq(&k, "a", 2, top, &d), 1);
 	cr_assert_eq(d.now_ns, top);
@@ -801,109 +807,143 @@ Test(keyed, attach_checks_the_clock_resolution)
 	sluice_keyed_free(&k);
 }
 
-/* ---- claims stopped midway (a killed process) ------------------------------- */
+/* ---- FIXED: the window is named in full -------------------------------------- */
 
-Test(keyed, stopped_claims_are_finished_by_the_same_key)
+/* Admissions per window (by d->now_ns, the time each one was counted at),
+ * for the FIXED ledgers below: the largest count over all windows. */
+static int cmp_u64(const void *a, const void *b)
 {
-	for (int stop = 1; stop <= 3; stop++) {
-		sluice_keyed_t k;
-		make(&k, gcra_cfg(8, 1, SEC, 2, SLUICE_KEYED_REJECT));
-		cr_assert_eq(sluice__keyed_test_stall(&k, "victim", 6, 0, stop), 0);
-		cr_assert_eq(stats(&k).creations, 0);
-		/* the next creator of the same key finishes the claim */
-		cr_assert_eq(acq(&k, "victim", 2, 0, NULL), 1, "stop %d", stop);
-		cr_assert_eq(acq(&k, "victim", 1, 0, NULL), 0, "one state (stop %d)", stop);
-		sluice_keyed_stats_t s = stats(&k);
-		cr_assert_eq(s.creations, 1);
-		cr_assert_eq(s.steals, 0);
-		/* and the seven other slots are all usable */
-		char name[16];
-		for (int i = 0; i < 7; i++) {
-			snprintf(name, sizeof(name), "o%d", i);
-			cr_assert_eq(acq(&k, name, 1, 0, NULL), 1, "stop %d key %s", stop, name);
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+static uint64_t worst_window(const uint64_t *at, size_t n, uint64_t w)
+{
+	uint64_t *win = malloc(sizeof(uint64_t) * (n + 1)), worst = 0;
+	cr_assert_not_null(win);
+	for (size_t i = 0; i < n; i++)
+		win[i] = at[i] / w;
+	qsort(win, n, sizeof(uint64_t), cmp_u64);
+	for (size_t i = 0, j; i < n; i = j) {
+		for (j = i; j < n && win[j] == win[i]; j++)
+			;
+		if (j - i > worst)
+			worst = j - i;
+	}
+	free(win);
+	return worst;
+}
+
+Test(keyed, fixed_readings_cycling_three_windows_stay_in_one)
+{
+	/* issue 10 item 4: readings each 2 * 2^38/3 windows before the last
+	 * cycle through three residues modulo 2^38, so an ahead test modulo
+	 * 2^38 saw each one as a newer window (10 windows of 10 with L = 10).
+	 * Every reading after the first is older than the key's window, so
+	 * all of them count in it: 10 in all. */
+	sluice_keyed_t k;
+	const uint64_t W = 16, third = (1ULL << 38) / 3;
+	make(&k, (sluice_keyed_config_t){ .algo = SLUICE_KEYED_FIXED, .capacity = 8, .limit = 10,
+		                          .window_ns = W });
+	uint64_t at[200];
+	size_t na = 0;
+	uint64_t t0 = 30 * third * W;
+	for (uint64_t i = 0; i < 10; i++) {
+		uint64_t now = t0 - i * 2 * third * W;
+		for (int j = 0; j < 11; j++) {
+			sluice_decision_t d;
+			int rc = acq(&k, "cycler", 1, now, &d);
+			cr_assert(rc == 0 || rc == 1);
+			if (rc == 1)
+				at[na++] = d.now_ns;
+			cr_assert_geq(d.now_ns, t0 / W * W, "counted in the key's window");
 		}
-		sluice_keyed_free(&k);
 	}
-}
+	cr_assert_eq(na, 10, "admitted %zu with L = 10", na);
+	cr_assert_eq(worst_window(at, na, W), 10);
+	sluice_keyed_free(&k);
 
-Test(keyed, stopped_claims_are_stolen_after_the_lease)
-{
-	sluice_keyed_t k;
-	make(&k, gcra_cfg(8, 1, SEC, 2, SLUICE_KEYED_REJECT));
-	char name[16];
-	for (int i = 0; i < 8; i++) { /* every slot stopped at some step */
-		snprintf(name, sizeof(name), "dead%d", i);
-		cr_assert_eq(sluice__keyed_test_stall(&k, name, strlen(name), 0, 1 + i % 3), 0);
+	/* the same three windows A < B < C visited A, B, C, A, B, C, ...: the
+	 * step back from C to A (2^39/3 windows) looked ahead modulo 2^38 and
+	 * reopened A: 10 more in A each cycle.  Now A, B and C each get 10
+	 * once, and every later visit counts in C. */
+	make(&k, (sluice_keyed_config_t){ .algo = SLUICE_KEYED_FIXED, .capacity = 8, .limit = 10,
+		                          .window_ns = W });
+	na = 0;
+	for (uint64_t i = 0; i < 30; i++) {
+		uint64_t now = (t0 / W + (i % 3) * third) * W;
+		for (int j = 0; j < 11 && na < 200; j++) {
+			sluice_decision_t d;
+			if (acq(&k, "cycler", 1, now, &d) == 1)
+				at[na++] = d.now_ns;
+		}
 	}
-	cr_assert_eq(acq(&k, "live", 1, 0, NULL), -SLUICE_EKEYFULL, "claims in progress");
-	struct timespec ts = { 0, (long)((SLUICE_KEYED_LEASE_MS + 3 * 17) * MS) };
-	nanosleep(&ts, NULL);
-	for (int i = 0; i < 8; i++) {
-		snprintf(name, sizeof(name), "live%d", i);
-		cr_assert_eq(acq(&k, name, 1, 0, NULL), 1, "%s after the lease", name);
-	}
-	sluice_keyed_stats_t s = stats(&k);
-	cr_assert_eq(s.steals, 8);
-	cr_assert_eq(s.occupancy, 8);
-	/* a dead claimer's key comes back: no slot of its own is left */
-	cr_assert_eq(acq(&k, "dead0", 1, 0, NULL), -SLUICE_EKEYFULL);
+	cr_assert_eq(worst_window(at, na, W), 10, "a window held %llu with L = 10",
+	             (unsigned long long)worst_window(at, na, W));
+	cr_assert_eq(na, 30, "A, B and C, 10 each");
 	sluice_keyed_free(&k);
 }
 
-Test(keyed, a_retire_without_its_claim_is_claimable_at_once)
+Test(keyed, fixed_any_sequence_of_readings_keeps_every_window_at_l)
 {
+	/* forward steps, steps back, jumps of any size and jumps by exact
+	 * multiples of 2^24, 2^32 and 2^38 windows, from one key: no window
+	 * (by the time each admission was counted at) ever holds more than L */
 	sluice_keyed_t k;
-	make(&k, gcra_cfg(8, 1, SEC, 2, SLUICE_KEYED_EVICT));
-	char name[16];
-	for (int i = 0; i < 8; i++) {
-		snprintf(name, sizeof(name), "k%d", i);
-		cr_assert_eq(acq(&k, name, 2, 0, NULL), 1);
+	const uint64_t W = 64, L = 5;
+	make(&k, (sluice_keyed_config_t){ .algo = SLUICE_KEYED_FIXED, .capacity = 8, .limit = L,
+		                          .window_ns = W });
+	enum { STEPS = 3000 };
+	uint64_t *at = malloc(sizeof(uint64_t) * STEPS * 2);
+	cr_assert_not_null(at);
+	size_t na = 0;
+	rng_state = 0x5eed4;
+	uint64_t now = 1ULL << 50, newest = 0;
+	static const unsigned shifts[] = { 24, 32, 38, 37, 39 };
+	for (int step = 0; step < STEPS; step++) {
+		uint64_t r = rnd(), jump;
+		switch (r % 5) {
+		case 0: jump = (r >> 8) % (4 * W); now += jump; break;
+		case 1: jump = (r >> 8) % (4 * W); now -= jump; break;
+		case 2: jump = ((r >> 8) % 3 + 1) * (W << shifts[(r >> 16) % 5]);
+			now = (r >> 20) & 1 ? now + jump : now - jump; break;
+		case 3: /* a third or two thirds of 2^k windows */
+			jump = (W << shifts[(r >> 16) % 5]) / 3 * (1 + (r >> 21) % 2);
+			now = (r >> 20) & 1 ? now + jump : now - jump; break;
+		default: break;
+		}
+		now &= (1ULL << 55) - 1; /* stay well inside 2^62 */
+		uint64_t n = 1 + (r >> 24) % 2;
+		for (int j = 0; j < 2; j++) {
+			sluice_decision_t d;
+			int rc = acq(&k, "walker", n, now, &d);
+			cr_assert(rc == 0 || rc == 1);
+			/* time never runs backwards: each decision counts in
+			 * the newest window seen so far, or a later one */
+			cr_assert_geq(d.now_ns / W, newest, "step %d: counted in an older window",
+			              step);
+			newest = d.now_ns / W;
+			if (rc == 1)
+				for (uint64_t m = 0; m < n; m++)
+					at[na++] = d.now_ns;
+		}
 	}
-	/* a reclaimer stops after retiring a fresh state (stop 4): the tag
-	 * still names the old key, whose state is retired */
-	cr_assert_eq(sluice__keyed_test_stall(&k, "newcomer", 8, 3 * SEC, 4), 0);
-	cr_assert_eq(stats(&k).reclaims, 1);
-	/* the old key is not stuck on its retired slot: it is recreated
-	 * (in that slot or by reclaiming another) */
-	int found = -1;
-	for (int i = 0; i < 8; i++) {
-		snprintf(name, sizeof(name), "k%d", i);
-		int rc = acq(&k, name, 2, 3 * SEC, NULL);
-		cr_assert_eq(rc, 1, "%s", name);
-	}
-	(void)found;
-	/* all keys are at their limit now: the newcomer evicts one */
-	cr_assert_eq(acq(&k, "newcomer", 1, 3 * SEC, NULL), 1);
-	cr_assert_eq(stats(&k).evictions, 1);
+	uint64_t worst = worst_window(at, na, W); /* one entry per permit */
+	cr_assert_leq(worst, L, "a window held %llu with L = %llu", (unsigned long long)worst,
+	              (unsigned long long)L);
+	free(at);
 	sluice_keyed_free(&k);
 }
 
-Test(keyed, floor_protects_a_key_recreated_elsewhere_with_an_old_reading)
+/* ---- test hooks stay out of the library ---------------------------------- */
+
+Test(keyed, the_library_has_no_test_hooks)
 {
-	/* K's slot is reclaimed at 20 s; K comes back with a reading of
-	 * 10.5 s and lands in a slot with no history (a stolen claim of a
-	 * never-used slot).  Without the group's floor it would start full at
-	 * 10.5 s, right after taking its burst at 10 s. */
-	sluice_keyed_t k;
-	make(&k, gcra_cfg(8, 1, SEC, 3, SLUICE_KEYED_REJECT));
-	cr_assert_eq(sluice__keyed_test_stall(&k, "zombie", 6, 0, 1), 0); /* BUSY, virgin */
-	cr_assert_eq(acq(&k, "K", 3, 10 * SEC, NULL), 1); /* TAT 13 s */
-	char name[16];
-	for (int i = 0; i < 6; i++) {
-		snprintf(name, sizeof(name), "o%d", i);
-		cr_assert_eq(acq(&k, name, 3, 19 * SEC, NULL), 1); /* TAT 22 s */
-	}
-	cr_assert_eq(acq(&k, "X", 1, 20 * SEC, NULL), 1, "reclaims K's slot");
-	cr_assert_eq(stats(&k).reclaims, 1);
-	struct timespec ts = { 0, (long)((SLUICE_KEYED_LEASE_MS + 3 * 17) * MS) };
-	nanosleep(&ts, NULL); /* the zombie claim becomes stealable */
-	uint64_t again = 0;
-	for (int i = 0; i < 3; i++)
-		again += acq(&k, "K", 1, 10 * SEC + SEC / 2, NULL) == 1;
-	cr_assert_eq(stats(&k).steals, 1, "K took the zombie's slot");
-	cr_assert_eq(again, 0, "K got %llu more at 10.5 s after 3 at 10 s (bound 3.5)",
-	             (unsigned long long)again);
-	sluice_keyed_free(&k);
+	/* The static library linked here is built from the same objects as
+	 * the shared one, without SLUICE_TESTING: had keyed.o defined the
+	 * hooks, these weak references would resolve to them. */
+	cr_assert(sluice__keyed_test_stall == NULL, "sluice__keyed_test_stall is compiled in");
+	cr_assert(&sluice__keyed_stall_hook == NULL, "the stall hook is compiled in");
 }
 
 /* ---- the abusive key under a random-key flood ------------------------------- */

@@ -46,8 +46,9 @@
 	X(EPOLICY, 30, "unknown full-table policy, or one this algorithm cannot use") \
 	X(ESIZE, 31, "memory region too small or not aligned to 64 bytes")      \
 	X(ECAPACITY, 32, "table capacity out of range")                         \
-	X(ETIME, 33, "time beyond the range the table stores (2^62 ns)")    \
-	X(EDUPLICATE, 34, "a composite lists the same limiter more than once")
+	X(ETIME, 33, "time beyond the range the table stores (2^62 ns)")        \
+	X(EDUPLICATE, 34, "a composite lists the same limiter more than once")   \
+	X(EBUSY, 35, "gave up after the retry bound: shared state kept changing; nothing was taken")
 
 enum sluice_error {
 #define SLUICE__ERR_ENUM(name, value, msg) SLUICE_##name = value,

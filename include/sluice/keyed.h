@@ -20,8 +20,8 @@
  * the same state words and applies the same arithmetic: the GCRA TAT word
  * (the parameters, T and tau, are validated and derived by sluice_gcra_init()
  * and sluice_leaky_init() themselves, and decisions are filled by gcra.h's
- * helper), the fixed window's epoch-tagged count word, the in-flight count
- * word, and the window ring's head and epoch-tagged bucket words (the ring
+ * helper), the fixed window's window-and-count word (here with the whole
+ * window number, not a tag), the in-flight count word, and the window ring's head and epoch-tagged bucket words (the ring
  * protocol of lib/window.c without its `cur` cache: each decision sums the
  * N - 1 closed buckets, which live in the key's own slot).  The guarantees
  * below are those modules' guarantees, per key.
@@ -30,7 +30,8 @@
  * while the key keeps its state (see EVICTION for what ends it):
  *   GCRA:     admissions at times in any [x, x + t] total at most b + t/T;
  *   LEAKY:    at most D + 1 + t/T;
- *   FIXED:    at most L in every aligned window [k*W, (k+1)*W);
+ *   FIXED:    at most L in every aligned window [k*W, (k+1)*W), for any
+ *             sequence of readings (the state names its window in full);
  *   WINDOW:   at most L in every run of N consecutive buckets of W/N;
  *   INFLIGHT: held (acquired minus released) never exceeds K, never below 0.
  * Each check-and-count is one CAS on the key's state word (WINDOW: on the
@@ -81,8 +82,12 @@
  *                        in which it is evicted e times its admissions can
  *                        exceed its bound by the sum of its losses (each at
  *                        most b, D + 1 or L).  The new key starts fresh as
- *                        well (at the group's floor).  Not for INFLIGHT (it
- *                        would forget held slots): -SLUICE_EPOLICY.
+ *                        well (at the group's floor), except WINDOW: there
+ *                        it inherits the evicted key's admissions still in
+ *                        range (at most its loss; fewer admissions, never
+ *                        more: nothing is ever zeroed, so no late write can
+ *                        give permits back).  Not for INFLIGHT (it would
+ *                        forget held slots): -SLUICE_EPOLICY.
  * What each policy guarantees to an abusive key A that keeps sending while an
  * attacker streams random keys:
  *   REJECT, ALLOW: A is never touched; its GUARANTEE holds exactly.
@@ -121,24 +126,66 @@
  * digests collide (2^-128 for a pair; the seed keeps it out of an attacker's
  * reach).  key_max must then be at least 16.
  *
- * SHARED MEMORY, CRASHES.  The table is position-independent (offsets, no
- * pointers) and its clock is not in it: each process attaches with its own
- * clock, and all must use one timeline (the CLOCK_MONOTONIC base of every
- * sluice clock, or one caller timeline for the _at variants).  A process
- * killed at any instruction leaves no slot that others must wait for: every
- * step of a claim is a CAS that leaves a state any other process can
- * complete (a claim whose key bytes are written is finished by whoever meets
- * it; a retired state is claimable at once) or take over (a claim whose
- * claimer stopped writing is stolen after SLUICE_KEYED_LEASE_MS of real
- * time, CLOCK_MONOTONIC_COARSE).  What a killed process loses: the permits
- * it admitted stay counted (they happened); INFLIGHT slots it held are never
- * released (as in sluice/inflight.h); a statistics increment may be missing.
+ * SHARED MEMORY, CRASHES, STOPS.  The table is position-independent
+ * (offsets, no pointers) and its clock is not in it: each process attaches
+ * with its own clock, and all must use one timeline (the CLOCK_MONOTONIC
+ * base of every sluice clock, or one caller timeline for the _at variants).
+ * A process killed at any instruction leaves no slot that others must wait
+ * for: every step of a claim is a CAS that leaves a state any other process
+ * can complete (a claim whose key bytes are written is finished by whoever
+ * meets it; a retired state is claimable at once) or take over (a claim
+ * whose claimer stopped writing is stolen after SLUICE_KEYED_LEASE_MS of
+ * real time, CLOCK_MONOTONIC_COARSE).  What a killed process loses: the
+ * permits it admitted stay counted (they happened); INFLIGHT slots it held
+ * are never released (as in sluice/inflight.h); a statistics increment may
+ * be missing.
+ * A process stopped (SIGSTOP, a debugger, a long preemption) at any
+ * instruction for any time and then resumed:
+ *   - in a decision: its CAS succeeds only on the exact state word it
+ *     checked.  GCRA, LEAKY, FIXED: that word names the whole state (FIXED:
+ *     the window number in full), so the admission is exact.  WINDOW: a
+ *     bucket word tags its epoch with 32 bits, so after 2^32 buckets the CAS
+ *     can meet a later bucket with the same word; the admission then re-reads
+ *     head and is refused (the permits stay counted in that bucket: fewer
+ *     admissions, never more).  INFLIGHT: an acquire is exact; a release
+ *     stopped between its load and its CAS while its slot changes owner
+ *     2^(62 - bit_width(K)) times (2^52 for K < 1024; 2^30 for K >= 2^31)
+ *     can give its n back to the slot's new owner.
+ *   - in a claim: the claim is stolen after the lease, and the claimer, once
+ *     resumed, writes a key word only after seeing its claim still in the
+ *     tag.  A claimer stopped exactly between that check and the word's CAS
+ *     while its slot is claimed 65,535 times or more, whose word then holds
+ *     exactly what it read (the same 6 key bytes under the same 16-bit
+ *     generation), replaces one key word of the key now in that slot: that
+ *     key becomes unreadable, is created again (as if evicted: a fresh
+ *     state), and its old slot is reclaimed or evicted like any other.
+ *     Its lease time is 14 bits of 2^24 ns: a claim stopped for a multiple
+ *     of 275 s looks fresh again for up to the lease, which only delays its
+ *     steal.  A claimer stopped between reading a retired state and the CAS
+ *     that initialises it, while that slot's later keys are evicted back to
+ *     exactly the same retired value (EVICT only: a reclaim always retires
+ *     a newer value), initialises the slot from its own older reading: the
+ *     key then in the slot starts fresh (as evicted keys do) at that older
+ *     time.
+ *   Nothing it does makes another call wait: no call of another process
+ *   ever waits for it.
+ * A process that writes the table's memory at will (a hostile or broken
+ * attacher) can make keys unreadable, reset or fill their states, and make
+ * calls refuse, fail with -SLUICE_EKEYFULL, or give up with -SLUICE_EBUSY;
+ * it cannot make a call of this process crash, read or write outside the
+ * table, divide by zero, shift out of range, or run for more than
+ * 4096 retries (every value read from a slot, a floor or the header is
+ * either validated or harmless at any value: tests/test_keyed_faults.c
+ * forges slots at random).  It can, of course, admit anything it likes in
+ * its own process.
  *
  * CLOCK JUMPS.  GCRA, LEAKY: the reading is used as it is (an older reading
  * finds less room, d->now_ns is the reading).  FIXED, WINDOW: a reading
  * before the key's newest window or bucket counts in it (d->now_ns is then
  * that window's or bucket's start).  INFLIGHT: time is only copied to
- * d->now_ns.  Readings must be below 2^62 ns (146 years of CLOCK_MONOTONIC):
+ * d->now_ns.  These hold for any sequence of readings, forward, back or
+ * jumping by any amount (FIXED stores the whole window number, WINDOW the
+ * whole head epoch).  Readings must be below 2^62 ns (146 years of CLOCK_MONOTONIC):
  * the state words spend their top bits on the slot protocol; a time at or
  * above it is -SLUICE_ETIME.
  *
@@ -150,20 +197,27 @@
  *     those new keys pass untracked.  Size the table and choose accordingly.
  *   - Lock-free, not wait-free: a decision retries while other decisions on
  *     the same key succeed, and a creation retries while slots of its group
- *     change under it.
- *   - ABA windows: the slot protocol tags claims with a 16-bit generation
- *     (a claimer stalled across 2^15 claims of its slot could write one
- *     stale key word, which only makes that slot's key unreadable: the key
- *     is created again), FIXED tags windows with 38 bits (a key idle for
- *     2^37 windows, 4,350 years of 1 s windows, is seen as current), the
- *     ring tags buckets with 32 bits (as sluice/window.h) and INFLIGHT tags
- *     states with a 30-bit generation.
+ *     change under it.  Every call counts its retries (failed CASes, lost
+ *     claims, owner changes met) and gives up after 4096 with -SLUICE_EBUSY,
+ *     having taken nothing: honest contention does not come near it (each
+ *     retry needs another call on the same words to succeed meanwhile); a
+ *     writer that never stops changing a word does.
+ *   - Generations and tags (see SHARED MEMORY, CRASHES, STOPS for what a
+ *     stopped process can do with each): claims carry a 16-bit generation,
+ *     compared only for equality; WINDOW buckets a 32-bit epoch tag, checked
+ *     against head after each admission; INFLIGHT states a generation of
+ *     62 - bit_width(K) bits.  FIXED has none: its state holds the window
+ *     number in full.
  *
  * LIMITS: capacity 8..2^32 slots, rounded up to a power of two
  * (-SLUICE_ECAPACITY); key_max 1..SLUICE_KEYED_KEY_MAX (-SLUICE_EKEYLEN);
- * GCRA, LEAKY: as gcra.h and leaky.h (-SLUICE_ERATE, -SLUICE_EBURST); FIXED: L in 1..2^24 - 1 (-SLUICE_ELIMIT), W >= 1 ns
- * and at least the resolution of the clock a process attaches with
- * (-SLUICE_ERESOLUTION at attach); WINDOW: L in 1..2^30 - 1, N in
+ * GCRA, LEAKY: as gcra.h and leaky.h (-SLUICE_ERATE, -SLUICE_EBURST);
+ * FIXED: L in 1..2^24 - 1 and W >= 2^bit_width(L) ns, i.e. L at most
+ * 2^floor(log2 W) - 1 (W = 1 ms allows L up to 2^19 - 1, W = 1 s up to
+ * 2^24 - 1) (-SLUICE_ELIMIT: the count takes bit_width(L) bits of the state,
+ * the window number the other 62 - bit_width(L), which must hold every
+ * window below 2^62 ns), W at least the resolution of the clock a process
+ * attaches with (-SLUICE_ERESOLUTION at attach); WINDOW: L in 1..2^30 - 1, N in
  * 1..SLUICE_KEYED_BUCKETS_MAX (16) (-SLUICE_EBUCKETS), W a multiple of N
  * (-SLUICE_EWINDOW), always EXACT; INFLIGHT: K in 1..2^32 - 1.  n in 1..(b, D + 1, L, K).
  *
@@ -180,7 +234,8 @@
  * COST: a decision on an existing key hashes the key (SipHash-1-3, about
  * 15 ns for 16 bytes), reads its slot's line (usually the first probed),
  * does one CAS on the state and one relaxed add on this CPU's statistics
- * line.  A new key scans its group and claims a slot with a few CASes.
+ * line (WINDOW: and one load of head after an admission's CAS).  A new
+ * key scans its group and claims a slot with a few CASes.
  */
 #ifndef SLUICE_KEYED_H
 #define SLUICE_KEYED_H
@@ -203,7 +258,7 @@
 #define SLUICE_KEYED_INFLIGHT_LIMIT_MAX 0xffffffffULL
 #define SLUICE_KEYED_TIME_MAX ((1ULL << 62) - 1) /* latest reading        */
 #define SLUICE_KEYED_LEASE_MS 100u    /* a stalled claim may be stolen after */
-#define SLUICE_KEYED_VERSION 1u
+#define SLUICE_KEYED_VERSION 2u
 
 typedef enum sluice_keyed_algo {
 	SLUICE_KEYED_GCRA = 0,
@@ -264,6 +319,7 @@ typedef struct sluice_keyed {
 	sluice_keyed_algo_t algo;
 	sluice_keyed_policy_t policy;
 	uint32_t buckets, bucket_mask, cell_mask;
+	uint32_t cbits;                     /* FIXED, INFLIGHT: count bits  */
 	uint64_t k0, k1, d0, d1, d2, d3;    /* hash and digest keys         */
 	uint64_t limit;                     /* b, D + 1, L or K: largest n  */
 	uint64_t interval, tau, recip, shift; /* GCRA, LEAKY                */
@@ -310,14 +366,25 @@ SLUICE_API int sluice_keyed_init(void *mem, size_t size, const sluice_keyed_conf
  * sluice_keyed_attach - make @k a handle on the table at @mem (@size bytes,
  * as mapped by this process), deciding with @clock (NULL: the cached clock).
  *
- * Checks everything it relies on before using it: alignment and size
- * (-SLUICE_ESIZE), the magic, the version, the header's size and a checksum
- * over the header, and that the layout recomputed from the stored
- * configuration matches the stored offsets and fits in @size
- * (-SLUICE_ELAYOUT).  Memory that is not a table gives an error, never a
- * crash (it reads only inside @size).  FIXED, WINDOW: -SLUICE_ERESOLUTION
- * when the clock is coarser than the window or bucket.  Any number of
- * handles, in any processes, may attach to one table.  No allocation.
+ * Trusts nothing in the header.  Checks alignment and size (-SLUICE_ESIZE);
+ * the magic, the version, the header's size and a checksum over the header
+ * (-SLUICE_ELAYOUT) - the checksum's key is fixed and public, so it only
+ * catches accidents (another version, a stray write), never a process that
+ * rewrites the header on purpose; then runs the stored configuration
+ * through the same validator as sluice_keyed_init() (the algorithm's own
+ * init and the keyed ranges: a configuration init refuses is refused with
+ * init's code, e.g. -SLUICE_EWINDOW for W = 0, -SLUICE_ELIMIT for a FIXED
+ * L of 2^26), recomputes every derived value (GCRA's T, tau, reciprocal and
+ * shift, the bucket width, the largest n, the digest keys) and the layout,
+ * and refuses (-SLUICE_ELAYOUT) a header whose stored values differ or whose
+ * layout does not fit in @size.  The handle keeps the recomputed values, so
+ * a later rewrite of the header changes nothing for it.  What attach cannot
+ * check: that the seed and the slots are the ones init wrote (see SHARED
+ * MEMORY for what forged slots can do).  Memory that is not a table gives an
+ * error, never a crash (it reads only inside @size).  FIXED, WINDOW:
+ * -SLUICE_ERESOLUTION when the clock is coarser than the window or bucket.
+ * Any number of handles, in any processes, may attach to one table.  No
+ * allocation.
  * Return: 0 or a negative code; on error @k is untouched.
  */
 SLUICE_API int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock,
@@ -354,7 +421,8 @@ SLUICE_API size_t sluice_keyed_handle_size(void);
  * -SLUICE_EKEYLEN (empty or too long), -SLUICE_ETIME (now >= 2^62),
  * -SLUICE_EKEYFULL (REJECT: no room for a new key; d says refused, with
  * retry_after_ns the time until a slot of its group becomes fresh-equivalent
- * when that is known, else 0).
+ * when that is known, else 0), -SLUICE_EBUSY (4096 retries without an
+ * answer, see WORST CASE: nothing taken; d says refused, retry_after_ns 0).
  */
 SLUICE_API int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen,
                                        uint64_t n, uint64_t now, sluice_decision_t *d);
@@ -372,7 +440,8 @@ static inline int sluice_keyed_acquire(sluice_keyed_t *k, const void *key, size_
  * release operation on the key's count (pairs with the next acquire).
  * Return: 0; -SLUICE_EINVAL (NULL, n = 0), -SLUICE_EKEYLEN, -SLUICE_ENOTSUP
  * (not an INFLIGHT table), -SLUICE_ERELEASE (the key holds fewer than @n, or
- * has no state: nothing changed).
+ * has no state: nothing changed), -SLUICE_EBUSY (4096 retries: nothing
+ * changed).
  */
 SLUICE_API int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen,
                                     uint64_t n);

@@ -1,0 +1,596 @@
+/*
+ * test_keyed_faults.c - keyed tables under the faults another thread or
+ * process can cause: a decision or a claim stopped at a given instruction
+ * (a stall point), a claim killed midway, a header or slots rewritten in
+ * shared memory, a writer that never stops changing a word.
+ *
+ * This file compiles lib/keyed.c itself with SLUICE_TESTING, which turns on
+ * the stall points (STALL() in keyed.c) and sluice__keyed_test_stall(); the
+ * library that other programs link has neither (test_keyed.c checks).  Its
+ * definitions take the place of the library's keyed.o (the static library's
+ * member is never pulled in: nothing is left undefined for it).  Every test
+ * is deterministic: a stall point runs the interfering operations itself,
+ * from the stalled call, and the clock is the caller's (_at).
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SLUICE_TESTING 1
+#include "../lib/keyed.c"
+
+#include "test_rng.h"
+
+#define MS 1000000ULL
+#define SEC 1000000000ULL
+
+TestSuite(keyed_faults, .timeout = 60);
+
+static sluice_clock_t mclock;
+
+static void make(sluice_keyed_t *k, sluice_keyed_config_t c)
+{
+	sluice_clock_manual_init(&mclock, 0);
+	int rc = sluice_keyed_new(k, &c, &mclock);
+	cr_assert_eq(rc, 0, "new: %s", sluice_err_name(rc));
+}
+
+static sluice_keyed_config_t gcra_cfg(uint64_t cap, uint64_t rate, uint64_t period, uint64_t burst,
+                                      sluice_keyed_policy_t pol)
+{
+	return (sluice_keyed_config_t){ .algo = SLUICE_KEYED_GCRA, .policy = pol, .capacity = cap,
+		                        .rate = rate, .period_ns = period, .burst = burst };
+}
+
+static int acq(sluice_keyed_t *k, const char *key, uint64_t n, uint64_t now, sluice_decision_t *d)
+{
+	return sluice_keyed_acquire_at(k, key, strlen(key), n, now, d);
+}
+
+static sluice_keyed_stats_t stats(sluice_keyed_t *k)
+{
+	sluice_keyed_stats_t s;
+	cr_assert_eq(sluice_keyed_stats(k, &s), 0);
+	return s;
+}
+
+/* The stall point's action: run once, at the first stall point of @point,
+ * with the word the stalled call is about to CAS. */
+static sluice_keyed_t tk;
+static int hook_point;
+static void (*hook_action)(_Atomic uint64_t *word);
+
+static void hook(int point, _Atomic uint64_t *word)
+{
+	if (point != hook_point || !hook_action)
+		return;
+	void (*act)(_Atomic uint64_t *) = hook_action;
+	hook_action = NULL; /* the action's own calls pass the point freely */
+	act(word);
+}
+
+static void arm(int point, void (*act)(_Atomic uint64_t *))
+{
+	hook_point = point;
+	hook_action = act;
+	sluice__keyed_stall_hook = hook;
+}
+
+/* ---- claims stopped midway (a killed process) ------------------------------- */
+
+Test(keyed_faults, stopped_claims_are_finished_by_the_same_key)
+{
+	for (int stop = 1; stop <= 3; stop++) {
+		sluice_keyed_t k;
+		make(&k, gcra_cfg(8, 1, SEC, 2, SLUICE_KEYED_REJECT));
+		cr_assert_eq(sluice__keyed_test_stall(&k, "victim", 6, 0, stop), 0);
+		cr_assert_eq(stats(&k).creations, 0);
+		/* the next creator of the same key finishes the claim */
+		cr_assert_eq(acq(&k, "victim", 2, 0, NULL), 1, "stop %d", stop);
+		cr_assert_eq(acq(&k, "victim", 1, 0, NULL), 0, "one state (stop %d)", stop);
+		sluice_keyed_stats_t s = stats(&k);
+		cr_assert_eq(s.creations, 1);
+		cr_assert_eq(s.steals, 0);
+		/* and the seven other slots are all usable */
+		char name[16];
+		for (int i = 0; i < 7; i++) {
+			snprintf(name, sizeof(name), "o%d", i);
+			cr_assert_eq(acq(&k, name, 1, 0, NULL), 1, "stop %d key %s", stop, name);
+		}
+		sluice_keyed_free(&k);
+	}
+}
+
+Test(keyed_faults, stopped_claims_are_stolen_after_the_lease)
+{
+	sluice_keyed_t k;
+	make(&k, gcra_cfg(8, 1, SEC, 2, SLUICE_KEYED_REJECT));
+	char name[16];
+	for (int i = 0; i < 8; i++) { /* every slot stopped at some step */
+		snprintf(name, sizeof(name), "dead%d", i);
+		cr_assert_eq(sluice__keyed_test_stall(&k, name, strlen(name), 0, 1 + i % 3), 0);
+	}
+	cr_assert_eq(acq(&k, "live", 1, 0, NULL), -SLUICE_EKEYFULL, "claims in progress");
+	struct timespec ts = { 0, (long)((SLUICE_KEYED_LEASE_MS + 3 * 17) * MS) };
+	nanosleep(&ts, NULL);
+	for (int i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "live%d", i);
+		cr_assert_eq(acq(&k, name, 1, 0, NULL), 1, "%s after the lease", name);
+	}
+	sluice_keyed_stats_t s = stats(&k);
+	cr_assert_eq(s.steals, 8);
+	cr_assert_eq(s.occupancy, 8);
+	/* a dead claimer's key comes back: no slot of its own is left */
+	cr_assert_eq(acq(&k, "dead0", 1, 0, NULL), -SLUICE_EKEYFULL);
+	sluice_keyed_free(&k);
+}
+
+Test(keyed_faults, a_retire_without_its_claim_is_claimable_at_once)
+{
+	sluice_keyed_t k;
+	make(&k, gcra_cfg(8, 1, SEC, 2, SLUICE_KEYED_EVICT));
+	char name[16];
+	for (int i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "k%d", i);
+		cr_assert_eq(acq(&k, name, 2, 0, NULL), 1);
+	}
+	/* a reclaimer stops after retiring a fresh state (stop 4): the tag
+	 * still names the old key, whose state is retired */
+	cr_assert_eq(sluice__keyed_test_stall(&k, "newcomer", 8, 3 * SEC, 4), 0);
+	cr_assert_eq(stats(&k).reclaims, 1);
+	/* the old key is not stuck on its retired slot: it is recreated
+	 * (in that slot or by reclaiming another) */
+	int found = -1;
+	for (int i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "k%d", i);
+		int rc = acq(&k, name, 2, 3 * SEC, NULL);
+		cr_assert_eq(rc, 1, "%s", name);
+	}
+	(void)found;
+	/* all keys are at their limit now: the newcomer evicts one */
+	cr_assert_eq(acq(&k, "newcomer", 1, 3 * SEC, NULL), 1);
+	cr_assert_eq(stats(&k).evictions, 1);
+	sluice_keyed_free(&k);
+}
+
+Test(keyed_faults, floor_protects_a_key_recreated_elsewhere_with_an_old_reading)
+{
+	/* K's slot is reclaimed at 20 s; K comes back with a reading of
+	 * 10.5 s and lands in a slot with no history (a stolen claim of a
+	 * never-used slot).  Without the group's floor it would start full at
+	 * 10.5 s, right after taking its burst at 10 s. */
+	sluice_keyed_t k;
+	make(&k, gcra_cfg(8, 1, SEC, 3, SLUICE_KEYED_REJECT));
+	cr_assert_eq(sluice__keyed_test_stall(&k, "zombie", 6, 0, 1), 0); /* BUSY, virgin */
+	cr_assert_eq(acq(&k, "K", 3, 10 * SEC, NULL), 1); /* TAT 13 s */
+	char name[16];
+	for (int i = 0; i < 6; i++) {
+		snprintf(name, sizeof(name), "o%d", i);
+		cr_assert_eq(acq(&k, name, 3, 19 * SEC, NULL), 1); /* TAT 22 s */
+	}
+	cr_assert_eq(acq(&k, "X", 1, 20 * SEC, NULL), 1, "reclaims K's slot");
+	cr_assert_eq(stats(&k).reclaims, 1);
+	struct timespec ts = { 0, (long)((SLUICE_KEYED_LEASE_MS + 3 * 17) * MS) };
+	nanosleep(&ts, NULL); /* the zombie claim becomes stealable */
+	uint64_t again = 0;
+	for (int i = 0; i < 3; i++)
+		again += acq(&k, "K", 1, 10 * SEC + SEC / 2, NULL) == 1;
+	cr_assert_eq(stats(&k).steals, 1, "K took the zombie's slot");
+	cr_assert_eq(again, 0, "K got %llu more at 10.5 s after 3 at 10 s (bound 3.5)",
+	             (unsigned long long)again);
+	sluice_keyed_free(&k);
+}
+
+/* ---- item 1: a decision stalled across 2^32 buckets (WINDOW) -------------- */
+
+static const uint64_t H = 1000; /* the stalled decision's epoch */
+
+static void window_wrap(_Atomic uint64_t *word)
+{
+	(void)word;
+	/* fill epoch H to L = 4, then open H + 2^32 (same bucket word, same
+	 * 32-bit tag) and bring its count back to what the stalled decision
+	 * read (1) */
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(acq(&tk, "x", 1, H, NULL), 1);
+	cr_assert_eq(acq(&tk, "x", 1, H, NULL), 0, "H is full");
+	/* H + 1 takes the bucket word over (H's is sealed), so that H + 2^32
+	 * finds it tagged otherwise and opens it afresh */
+	cr_assert_eq(acq(&tk, "x", 1, H + 1, NULL), 1);
+	cr_assert_eq(acq(&tk, "x", 1, H + (1ULL << 32), NULL), 1);
+}
+
+Test(keyed_faults, window_decision_stalled_across_2_32_buckets_is_refused)
+{
+	/* W = N = 1 bucket of 1 ns, L = 4: the stalled decision read H's
+	 * bucket with count 1; when it resumes, its CAS meets the same word
+	 * in H + 2^32.  It must not be admitted in H (which would then hold
+	 * L + 1). */
+	make(&tk, (sluice_keyed_config_t){ .algo = SLUICE_KEYED_WINDOW, .capacity = 8, .limit = 4,
+		                           .window_ns = 1, .buckets = 1 });
+	cr_assert_eq(acq(&tk, "x", 1, H, NULL), 1);
+	arm(STALL_DECIDE, window_wrap);
+	sluice_decision_t d;
+	int rc = acq(&tk, "x", 1, H, &d);
+	cr_assert_null(hook_action, "the stall point was reached");
+	cr_assert_eq(rc, 0, "admitted in epoch H, which already holds L = 4 (now_ns %llu)",
+	             (unsigned long long)d.now_ns);
+	cr_assert_eq(d.allowed, 0);
+	sluice__keyed_stall_hook = NULL;
+	/* the permit stays counted in H + 2^32 (fewer admissions, never more) */
+	cr_assert_eq(acq(&tk, "x", 2, H + (1ULL << 32), NULL), 1);
+	cr_assert_eq(acq(&tk, "x", 1, H + (1ULL << 32), NULL), 0, "1 + 1 + 2 = L");
+	sluice_keyed_free(&tk);
+}
+
+/* ---- item 1: a decision stalled across 2^38 windows (FIXED) --------------- */
+
+static const uint64_t FW = 16; /* W; L = 10 needs W >= 16 */
+
+static void fixed_wrap(_Atomic uint64_t *word)
+{
+	(void)word;
+	for (int i = 0; i < 9; i++)
+		cr_assert_eq(acq(&tk, "x", 1, H * FW, NULL), 1);
+	/* the window 2^38 windows later: the old 38-bit tag repeats */
+	cr_assert_eq(acq(&tk, "x", 1, (H + (1ULL << 38)) * FW, NULL), 1);
+}
+
+Test(keyed_faults, fixed_decision_stalled_across_2_38_windows_counts_in_the_newest)
+{
+	make(&tk, (sluice_keyed_config_t){ .algo = SLUICE_KEYED_FIXED, .capacity = 8, .limit = 10,
+		                           .window_ns = FW });
+	cr_assert_eq(acq(&tk, "x", 1, H * FW, NULL), 1);
+	arm(STALL_DECIDE, fixed_wrap);
+	sluice_decision_t d;
+	int rc = acq(&tk, "x", 1, H * FW, &d);
+	cr_assert_null(hook_action, "the stall point was reached");
+	sluice__keyed_stall_hook = NULL;
+	/* window H holds 10 (1 + 9): the resumed decision counts in the
+	 * key's newest window or is refused, never in H */
+	cr_assert(rc == 0 || d.now_ns / FW != H,
+	          "admitted in window H, which already holds L = 10");
+	if (rc == 1)
+		cr_assert_eq(d.now_ns / FW, H + (1ULL << 38));
+	sluice_keyed_free(&tk);
+}
+
+/* ---- item 5: a claim stopped across 2^15 claims of its slot --------------- */
+
+static uint64_t flood_no;
+
+static void flood(uint64_t n, uint64_t now)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		char name[24];
+		snprintf(name, sizeof(name), "f%llu", (unsigned long long)flood_no++);
+		int rc = acq(&tk, name, 1, now, NULL);
+		cr_assert(rc == 0 || rc == 1, "flood key %s: %s", name, sluice_err_name(rc));
+	}
+}
+
+static void claims_wrap(_Atomic uint64_t *word)
+{
+	/* the stalled claim's slot: the one holding @word */
+	uint64_t i = (uint64_t)((unsigned char *)word - tk.slots) / tk.slot_bytes;
+	_Atomic uint64_t *s = slot_at(&tk, i);
+	uint64_t g0 = GEN(atomic_load(&s[0]));
+	/* new keys claim the 8 slots until this one's generation is more than
+	 * 2^15 ahead (a stalled claimer would take its own gen for the newer
+	 * one, modulo 2^16) and it holds a published key */
+	for (;;) {
+		flood(64, SEC);
+		uint64_t t = atomic_load(&s[0]);
+		uint64_t ahead = (GEN(t) - g0) & 0xffffu;
+		if (ahead > 0x8000u + 64 && KIND(t) == K_LIVE)
+			break;
+		cr_assert_lt(ahead, 0xf000u, "overshot");
+	}
+}
+
+Test(keyed_faults, claim_stopped_across_2_15_claims_of_its_slot_never_hangs, .timeout = 30)
+{
+	/* issue 10 item 5: capacity 8, EVICT, a flood of new keys.  A claim
+	 * stops between its check and a key word's CAS while its slot is
+	 * claimed 2^15+ times; it resumes.  Before the fix it wrote its stale
+	 * word (its gen looked newer modulo 2^16) and every later claim of the
+	 * slot spun for ever (this test's timeout).  Now it writes nothing and
+	 * every call returns. */
+	make(&tk, gcra_cfg(8, 1, SEC, 1, SLUICE_KEYED_EVICT));
+	flood(8, SEC);
+	arm(STALL_WORD, claims_wrap);
+	int rc = acq(&tk, "stalled", 1, SEC, NULL);
+	cr_assert_null(hook_action, "the stall point was reached");
+	sluice__keyed_stall_hook = NULL;
+	cr_assert(rc == 0 || rc == 1, "%s", sluice_err_name(rc));
+	/* every slot is claimed many more times, each call returning */
+	flood(20000, SEC);
+	/* and every key published since is readable: 8 fresh keys, each one
+	 * found again by its second request */
+	for (int j = 0; j < 8; j++) {
+		char name[16];
+		snprintf(name, sizeof(name), "last%d", j);
+		cr_assert_eq(acq(&tk, name, 1, 5 * SEC, NULL), 1);
+	}
+	sluice_keyed_stats_t before = stats(&tk);
+	for (int j = 0; j < 8; j++) {
+		char name[16];
+		snprintf(name, sizeof(name), "last%d", j);
+		cr_assert_eq(acq(&tk, name, 1, 5 * SEC, NULL), 0, "%s: its state was found", name);
+	}
+	cr_assert_eq(stats(&tk).creations, before.creations, "no key created twice");
+	sluice_keyed_free(&tk);
+}
+
+/* ---- item 5: a writer that never stops changing a word -------------------- */
+
+static void keep_changing(_Atomic uint64_t *word)
+{
+	/* re-arm: this runs at every pass of the stall point, and changes the
+	 * word the call is about to CAS, so every CAS fails */
+	hook_action = keep_changing;
+	uint64_t v = atomic_load(word);
+	atomic_store(word, v ^ 1);
+}
+
+struct hostile_case {
+	sluice_keyed_config_t c;
+	int point;
+	char name[16];
+};
+
+Test(keyed_faults, a_writer_that_never_stops_gets_ebusy_not_a_spin, .timeout = 30)
+{
+	static const struct hostile_case cases[] = {
+		{ { .algo = SLUICE_KEYED_GCRA, .capacity = 8, .rate = 1, .period_ns = SEC, .burst = 5 },
+		  STALL_DECIDE, "gcra" },
+		{ { .algo = SLUICE_KEYED_FIXED, .capacity = 8, .limit = 5, .window_ns = SEC },
+		  STALL_DECIDE, "fixed" },
+		{ { .algo = SLUICE_KEYED_WINDOW, .capacity = 8, .limit = 5, .window_ns = SEC,
+		    .buckets = 4 },
+		  STALL_DECIDE, "window" },
+		{ { .algo = SLUICE_KEYED_INFLIGHT, .capacity = 8, .limit = 5 }, STALL_DECIDE,
+		  "inflight" },
+		{ { .algo = SLUICE_KEYED_GCRA, .capacity = 8, .rate = 1, .period_ns = SEC, .burst = 5 },
+		  STALL_WORD, "gcra-claim" },
+	};
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		make(&tk, cases[c].c);
+		if (cases[c].point == STALL_DECIDE)
+			cr_assert_eq(acq(&tk, "x", 1, SEC, NULL), 1, "%s", cases[c].name);
+		arm(cases[c].point, keep_changing);
+		sluice_decision_t d;
+		int rc = acq(&tk, "x", 1, SEC, &d);
+		sluice__keyed_stall_hook = NULL;
+		hook_action = NULL;
+		if (cases[c].point == STALL_DECIDE) {
+			cr_assert_eq(rc, -SLUICE_EBUSY, "%s: %s", cases[c].name, sluice_err_name(rc));
+			cr_assert_eq(d.allowed, 0);
+		} else {
+			/* a claim whose key word keeps changing is lost each
+			 * round; the call ends (EBUSY) or takes another slot */
+			cr_assert(rc == -SLUICE_EBUSY || rc == 1, "%s: %s", cases[c].name,
+			          sluice_err_name(rc));
+		}
+		if (cases[c].c.algo == SLUICE_KEYED_INFLIGHT) {
+			/* and a release under the same writer */
+			arm(STALL_DECIDE, keep_changing);
+			rc = sluice_keyed_release(&tk, "x", 1, 1);
+			sluice__keyed_stall_hook = NULL;
+			hook_action = NULL;
+			cr_assert(rc == -SLUICE_EBUSY || rc == -SLUICE_ERELEASE, "release: %s",
+			          sluice_err_name(rc));
+		}
+		sluice_keyed_free(&tk);
+	}
+}
+
+/* ---- forged slots ------------------------------------------------------------ */
+
+Test(keyed_faults, forged_slots_never_crash_or_hang, .timeout = 60)
+{
+	/* Every word of every slot (tags, states, key words, buckets) and the
+	 * floors rewritten at random (with bias towards the values the
+	 * protocol uses: our keys' ids and generations near each other), then
+	 * requests for the keys the forgeries imitate.  Every call must end
+	 * with a documented code; nothing may crash (the sanitizer builds run
+	 * this too). */
+	static const sluice_keyed_config_t cfgs[] = {
+		{ .algo = SLUICE_KEYED_GCRA, .policy = SLUICE_KEYED_EVICT, .capacity = 8, .rate = 10,
+		  .period_ns = SEC, .burst = 5 },
+		{ .algo = SLUICE_KEYED_FIXED, .policy = SLUICE_KEYED_EVICT, .capacity = 8,
+		  .limit = 5, .window_ns = SEC },
+		{ .algo = SLUICE_KEYED_WINDOW, .policy = SLUICE_KEYED_REJECT, .capacity = 8,
+		  .limit = 5, .window_ns = SEC, .buckets = 4 },
+		{ .algo = SLUICE_KEYED_INFLIGHT, .policy = SLUICE_KEYED_REJECT, .capacity = 8,
+		  .limit = 5 },
+		{ .algo = SLUICE_KEYED_LEAKY, .policy = SLUICE_KEYED_ALLOW, .capacity = 8, .rate = 10,
+		  .period_ns = SEC, .depth = 3 },
+	};
+	rng_state = 0xf0f9e;
+	for (size_t c = 0; c < sizeof(cfgs) / sizeof(cfgs[0]); c++) {
+		for (int round = 0; round < 300; round++) {
+			make(&tk, cfgs[c]);
+			char key[8];
+			snprintf(key, sizeof(key), "k%d", round % 5);
+			struct kid id;
+			cr_assert_eq(make_kid(&tk, key, strlen(key), &id), 0);
+			/* a real claim first, so the forgeries start from a slot
+			 * in use */
+			acq(&tk, key, 1, SEC, NULL);
+			uint32_t words = tk.slot_bytes / 8;
+			for (uint64_t i = 0; i < tk.capacity; i++) {
+				_Atomic uint64_t *s = slot_at(&tk, i);
+				for (uint32_t j = 0; j < words; j++) {
+					uint64_t r = rnd(), v = atomic_load(&s[j]);
+					switch (r % 8) {
+					case 0: v = rnd(); break;
+					case 1: v ^= 1ULL << (r >> 8) % 64; break;
+					case 2: /* our key's id, any kind and gen */
+						if (j == 0)
+							v = MK_TAG(r >> 8, r >> 16, id.id, r >> 40 & UNIT_MASK);
+						else if (j >= 2 && j < 2 + tk.key_words)
+							v = ((r >> 8 & 0xffffu) << 48) | id.pw[j - 2];
+						break;
+					case 3: v = (v & ~(0xffffULL << 48)) | ((r >> 8 & 0xffffu) << 48); break;
+					default: break;
+					}
+					atomic_store(&s[j], v);
+				}
+			}
+			if (rnd() % 4 == 0)
+				atomic_store(&tk.floors[0], rnd());
+			for (int q = 0; q < 20; q++) {
+				snprintf(key, sizeof(key), "k%d", (int)(rnd() % 7));
+				uint64_t now = rnd() % 4 == 0 ? rnd() % SLUICE_KEYED_TIME_MAX : SEC + q * MS;
+				sluice_decision_t d;
+				int rc = acq(&tk, key, 1 + rnd() % 2, now, &d);
+				cr_assert(rc == 0 || rc == 1 || rc == -SLUICE_EKEYFULL ||
+				          rc == -SLUICE_EBUSY,
+				          "cfg %zu round %d: %s", c, round, sluice_err_name(rc));
+				if (tk.algo == SLUICE_KEYED_INFLIGHT) {
+					rc = sluice_keyed_release(&tk, key, strlen(key), 1);
+					cr_assert(rc == 0 || rc == -SLUICE_ERELEASE ||
+					          rc == -SLUICE_EBUSY, "release: %s", sluice_err_name(rc));
+				}
+			}
+			sluice_keyed_free(&tk);
+		}
+	}
+}
+
+/* ---- item 6: attach checks every parameter as init does -------------------- */
+
+struct forge_case {
+	sluice_keyed_config_t c;
+	size_t field;  /* offsetof in the header */
+	uint64_t value;
+	int width;     /* 4 or 8 bytes */
+	int want;      /* the code attach must give */
+	char name[24];
+};
+
+#define HF(f) offsetof(struct sluice__keyed_hdr, f)
+#define GC { .algo = SLUICE_KEYED_GCRA, .capacity = 64, .rate = 10, .period_ns = SEC, .burst = 5 }
+#define FC { .algo = SLUICE_KEYED_FIXED, .capacity = 64, .limit = 10, .window_ns = SEC }
+#define WC { .algo = SLUICE_KEYED_WINDOW, .capacity = 64, .limit = 10, .window_ns = SEC, \
+	     .buckets = 4 }
+
+Test(keyed_faults, attach_refuses_a_rewritten_header_with_its_checksum_redone)
+{
+	/* The checksum's key is public: a process that rewrites a field can
+	 * compute it again (as done here), so attach must not rely on it. */
+	static const struct forge_case cases[] = {
+		{ FC, HF(window_ns), 0, 8, -SLUICE_EWINDOW, "fixed window 0" },
+		{ FC, HF(width_ns), 0, 8, -SLUICE_ELAYOUT, "fixed width 0" },
+		{ FC, HF(limit), 1ULL << 26, 8, -SLUICE_ELIMIT, "fixed limit 2^26" },
+		{ FC, HF(nmax), 1ULL << 26, 8, -SLUICE_ELAYOUT, "fixed nmax 2^26" },
+		{ FC, HF(limit), 0, 8, -SLUICE_ELIMIT, "fixed limit 0" },
+		{ GC, HF(shift), 64, 8, -SLUICE_ELAYOUT, "gcra shift 64" },
+		{ GC, HF(interval), 0, 8, -SLUICE_ELAYOUT, "gcra interval 0" },
+		{ GC, HF(tau), 0, 8, -SLUICE_ELAYOUT, "gcra tau 0" },
+		{ GC, HF(recip), 12345, 8, -SLUICE_ELAYOUT, "gcra recip" },
+		{ GC, HF(rate), 0, 8, -SLUICE_ERATE, "gcra rate 0" },
+		{ GC, HF(burst), 1000, 8, -SLUICE_ELAYOUT, "gcra burst (derived)" },
+		{ GC, HF(d0), 7, 8, -SLUICE_ELAYOUT, "digest key" },
+		{ GC, HF(algo), 9, 4, -SLUICE_EKIND, "algo" },
+		{ GC, HF(policy), 7, 4, -SLUICE_EPOLICY, "policy" },
+		{ GC, HF(key_max), 0, 4, -SLUICE_ELAYOUT, "key_max 0" },
+		{ WC, HF(buckets), 0, 4, -SLUICE_EBUCKETS, "window buckets 0" },
+		{ WC, HF(width_ns), 1, 8, -SLUICE_ELAYOUT, "window width" },
+		{ WC, HF(window_ns), 3, 8, -SLUICE_ELAYOUT, "window 3 ns (layout)" },
+		{ WC, HF(limit), 1ULL << 31, 8, -SLUICE_ELIMIT, "window limit 2^31" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const struct forge_case *f = &cases[i];
+		size_t size = sluice_keyed_size(&f->c);
+		unsigned char *mem = aligned_alloc(64, (size + 63) / 64 * 64);
+		cr_assert_not_null(mem);
+		cr_assert_eq(sluice_keyed_init(mem, size, &f->c), 0);
+		sluice_keyed_t a;
+		cr_assert_eq(sluice_keyed_attach(mem, size, &sluice_clock_monotonic, &a), 0);
+		struct sluice__keyed_hdr *h = (struct sluice__keyed_hdr *)mem;
+		if (f->width == 8)
+			memcpy(mem + f->field, &f->value, 8);
+		else {
+			uint32_t v = (uint32_t)f->value;
+			memcpy(mem + f->field, &v, 4);
+		}
+		h->check = header_check(h); /* forged with the public key */
+		int rc = sluice_keyed_attach(mem, size, &sluice_clock_monotonic, &a);
+		/* a layout the stored config no longer gives is ELAYOUT too:
+		 * either code says "not this table", never 0 */
+		cr_assert(rc == f->want || (rc != 0 && f->want == -SLUICE_ELAYOUT) ||
+		          rc == -SLUICE_ELAYOUT,
+		          "%s: attach gave %s, want %s", f->name, sluice_err_name(rc),
+		          sluice_err_name(f->want));
+		cr_assert_neq(rc, 0, "%s: a forged header was attached", f->name);
+		free(mem);
+	}
+}
+
+/* ---- the one residual stale write keyed.h documents ------------------------ */
+
+static char residual_last[32];
+static uint64_t residual_no;
+
+static int flood_one_prefixed(uint64_t now)
+{
+	/* every flood key starts with the same 6 bytes: key word 0 repeats */
+	snprintf(residual_last, sizeof(residual_last), "floodk%llu",
+	         (unsigned long long)residual_no++);
+	return acq(&tk, residual_last, 1, now, NULL);
+}
+
+static void residual_wrap(_Atomic uint64_t *word)
+{
+	/* the stalled claimer has read this word and seen its claim in the
+	 * tag; the slot is now claimed until, 65,535 claims later, a key with
+	 * the same first 6 bytes holds it under the same 16-bit generation:
+	 * the word is then exactly what the claimer read */
+	uint64_t i = (uint64_t)((unsigned char *)word - tk.slots) / tk.slot_bytes;
+	_Atomic uint64_t *s = slot_at(&tk, i);
+	uint64_t w = atomic_load(word);
+	for (;;) {
+		int rc = flood_one_prefixed(SEC);
+		cr_assert(rc == 0 || rc == 1, "%s", sluice_err_name(rc));
+		uint64_t t = atomic_load(&s[0]);
+		if (KIND(t) == K_LIVE && atomic_load(word) == w)
+			break;
+		cr_assert_lt(residual_no, 1u << 21, "never came back");
+	}
+}
+
+Test(keyed_faults, a_claim_stopped_across_65535_claims_can_only_make_one_key_unreadable,
+     .timeout = 60)
+{
+	/* keyed.h (SHARED MEMORY, CRASHES, STOPS): a claimer stopped between
+	 * its tag check and a key word's CAS, while its slot is claimed 65,535
+	 * times, whose word then holds exactly what it read, replaces that one
+	 * word of the key now in the slot.  That key is unreadable: it is
+	 * created again (a fresh state, as an eviction), and every call
+	 * returns. */
+	make(&tk, gcra_cfg(8, 1, SEC, 1, SLUICE_KEYED_EVICT));
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(flood_one_prefixed(SEC), 1);
+	arm(STALL_WORD, residual_wrap);
+	int rc = acq(&tk, "zzzzzz-stalled", 1, SEC, NULL);
+	cr_assert_null(hook_action, "the stall point was reached");
+	sluice__keyed_stall_hook = NULL;
+	cr_assert(rc == 0 || rc == 1, "%s", sluice_err_name(rc));
+	/* the key the slot held when the stale word landed */
+	char victim[32];
+	memcpy(victim, residual_last, sizeof(victim));
+	uint64_t before = stats(&tk).creations;
+	rc = acq(&tk, victim, 1, SEC, NULL);
+	cr_assert(rc == 0 || rc == 1, "%s", sluice_err_name(rc));
+	cr_assert_eq(stats(&tk).creations, before + 1, "%s was found (no stale write?)", victim);
+	/* and the table goes on: every slot claimed again, every call ends */
+	for (int i = 0; i < 2000; i++) {
+		rc = flood_one_prefixed(2 * SEC);
+		cr_assert(rc == 0 || rc == 1, "%s", sluice_err_name(rc));
+	}
+	sluice_keyed_free(&tk);
+}
