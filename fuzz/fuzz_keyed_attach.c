@@ -14,7 +14,8 @@
  *          parameters), then the rest of the input is a list of patches
  *          (offset, 1..16 bytes) written over it anywhere: header fields,
  *          slot tags, state words, key bytes, floors, statistics, which is
- *          what a buggy or hostile process sharing the mapping can do.
+ *          what a buggy or hostile process sharing the mapping can do
+ *          (half the offsets land in the 256-byte header: keyed.h MEMORY).
  *
  * Byte 0, bit 1 then FORGES the header's check the way any such process
  * can: the check is a SipHash under a key fixed in the library (a checksum
@@ -40,7 +41,7 @@
 #include "fuzz_keyed.h"
 #include "siphash_internal.h"
 
-#define HDR 256 /* the header's size in keyed.c (HDR_BYTES); only the check's search uses it */
+#define HDR 256 /* the header's size (keyed.h MEMORY): where the check is searched, and header patches */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -145,10 +146,10 @@ static void limits_hold(sluice_keyed_t *k, sluice_clock_t *clk)
 	const uint64_t now = 5000000000ULL;
 	sluice_clock_manual_set(clk, now);
 	sluice_decision_t d;
-	int rc = sluice_keyed_acquire_at(k, "fresh", 5, k->limit, now, &d);
+	int rc = sluice_keyed_acquire_at(k, "f", 1, k->limit, now, &d); /* key_max >= 1 */
 	FUZZ_CHECK(rc == 1, "algo %d: a fresh key refused n = %llu, the largest: %d", (int)k->algo,
 	           (unsigned long long)k->limit, rc);
-	rc = sluice_keyed_acquire_at(k, "fresh", 5, 1, now, &d);
+	rc = sluice_keyed_acquire_at(k, "f", 1, 1, now, &d);
 	FUZZ_CHECK(rc == 0, "algo %d: %llu taken at one instant, then 1 more: %d (remaining %llu)",
 	           (int)k->algo, (unsigned long long)k->limit, rc,
 	           (unsigned long long)d.remaining);
@@ -174,10 +175,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(fuzz_keyed_table(&in, &t) == 0, "the default configuration failed");
 		mem = t.mem;
 		len = t.size;
-		/* patches: offset (2 bytes, modulo the size), count, bytes */
+		/* patches: offset, count, bytes.  The offset's 2 bytes: below
+		 * 0x8000 a header byte (modulo its 256), else any byte of the
+		 * region (modulo its size), so half the patches hit the header */
 		header_only = 1;
 		while (in.n > 0) {
-			size_t off = (size_t)fuzz_bytes(&in, 2) % len;
+			size_t raw = (size_t)fuzz_bytes(&in, 2);
+			size_t off = raw < 0x8000 ? raw % HDR : (raw - 0x8000) % len;
 			size_t n = 1 + fuzz_u8(&in) % 16;
 			header_only &= off + n <= HDR;
 			for (size_t i = 0; i < n && off + i < len; i++)
