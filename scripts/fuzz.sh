@@ -37,6 +37,7 @@ for src in fuzz/fuzz_*.c; do
   mkdir -p "$scratch"
   echo "== fuzz_$t: ${secs} s"
   if ! "$dir/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=5 -print_final_stats=1 \
+    -error_exitcode=1 -timeout_exitcode=1 \
     -artifact_prefix="$dir/fuzz/fuzz_$t-" "$scratch" "fuzz/corpus/$t" 2>"$dir/fuzz/fuzz_$t.log"; then
     grep -E 'ERROR|SUMMARY|check failed|runtime error|Test unit written' "$dir/fuzz/fuzz_$t.log"
     echo "fuzz_$t FAILED (log: $dir/fuzz/fuzz_$t.log)"
