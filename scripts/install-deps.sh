@@ -9,6 +9,8 @@ packages=(
   libck-dev                  # Concurrency Kit: ck_spinlock baseline in bench/
   libcriterion-dev           # Criterion: unit tests
   gnuplot-nox                # the demo's and perf/'s plots (sluice-sim --plot)
+  clang libclang-rt-14-dev   # fuzz/: libFuzzer and clang's sanitizer runtimes
+                             # (the runtimes are only a Recommends of clang)
 )
 
 missing=()

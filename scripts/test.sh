@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build and run every test in three configurations: plain, AddressSanitizer +
-# UndefinedBehaviorSanitizer, ThreadSanitizer.  Warnings are errors.  The last
+# UndefinedBehaviorSanitizer, ThreadSanitizer; then the fuzz targets in a
+# fourth (clang, ASan + UBSan, libFuzzer).  Warnings are errors.  The last
 # line is "N passed, N failed", counted from meson's test logs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -52,6 +53,11 @@ PY
 run_config plain
 run_config asan -Db_sanitize=address,undefined -Db_lundef=false -Dc_args=-fno-sanitize-recover=all
 run_config tsan -Db_sanitize=thread -Db_lundef=false
+# The libFuzzer targets (fuzz/, clang only): each is a meson test of the
+# suite 'fuzz' that fuzzes for 5 s from the tree's corpus, every reproducer
+# in it included (fuzz/meson.build; scripts/fuzz.sh runs them longer).
+CC=clang run_config fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
+  -Dc_args=-fno-sanitize-recover=all -Dtests=false
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -58,10 +58,26 @@ expect 2 "needs a value" --limit
 printf '# t key permits\n0.1 alice\n0.2 bob 2\n\n0.3,alice,1\n' >"$dir/good.txt"
 expect 0 "trace $dir/good.txt: 3 requests, 2 keys" --trace "$dir/good.txt" --per-key
 printf '0.1 a\n\n0.2x a\n' >"$dir/bad.txt"
-expect 1 "$dir/bad.txt:3: bad time '0.2x'" --trace "$dir/bad.txt"
+expect 1 "$dir/bad.txt:3:1: bad time '0.2x'" --trace "$dir/bad.txt"
 printf '0.1 a 1 extra\n' >"$dir/bad2.txt"
-expect 1 "$dir/bad2.txt:1: too many fields" --trace "$dir/bad2.txt"
+expect 1 "$dir/bad2.txt:1:9: too many fields" --trace "$dir/bad2.txt"
 expect 1 "No such file" --trace "$dir/none.txt"
+
+# ---- near 2^64 (issue 10, item 10): no wrapped sums, no overflowed bins
+printf '0\n18446744073.7\n' >"$dir/far.txt"
+expect 0 "wrote $dir/far.csv" --trace "$dir/far.txt" --bin 1000000000s --csv "$dir/far.csv"
+[ "$(wc -l <"$dir/far.csv")" -eq 20 ] || fail "far.csv: want 19 bins of 10^18 ns and a header"
+for i in $(seq 20); do echo 1; done >"$dir/twenty.txt"
+expect 2 "--bin: leaky:mode=shaper needs 20000001 intervals of 50 ns (the run and the shaper's delay" \
+	--trace "$dir/twenty.txt" --bin 50ns --algo leaky:mode=shaper
+printf '18446744073.709551615\n' >"$dir/end.txt"
+offered=$("$SIM" --trace "$dir/end.txt" --algo fixed | awk '$1 == "fixed" { print $2 }')
+[ "$offered" = 1 ] || fail "a request at 2^64 - 1 ns: offered '$offered', want 1"
+printf '0\n18446744073.709551615\n' >"$dir/all.txt"
+expect 1 "$dir/all.txt:1 and line 2: the trace spans every ns from 0 to 2^64 - 1" \
+	--trace "$dir/all.txt"
+expect 2 "--duration: the run ends before the second burst" \
+	--profile boundary --edge 18446744073.709551615
 
 # ---- the same seed, the same run
 a=$("$SIM" --profile retry --jitter --seed 5 --duration 5s)

@@ -35,6 +35,7 @@ static sim_run_config_t base_config(sim_profile_t p, uint64_t rate_num, uint64_t
 		.backoff_ns = 100 * MS,
 		.bin_ns = 50 * MS,
 		.max_events = 10000000,
+		.max_bins = SIM_MAX_BINS,
 	};
 	return rc;
 }
@@ -523,26 +524,26 @@ struct bad_trace {
 ParameterizedTestParameters(sim, trace_errors_name_the_line)
 {
 	static struct bad_trace cases[] = {
-		{ "0.1\n0.2 a 0\n", "trace:2: bad permits '0'", "1..4294967295" },
-		{ "# c\n\n1.5ms\nabc\n", "trace:4: bad time 'abc'", "not a number" },
-		{ "1 a 2 3\n", "trace:1: too many fields", "TIME [KEY [PERMITS]]" },
-		{ "1\n2\n3,a,2,3\n", "trace:3: too many fields", "" },
-		{ "1\n-1\n", "trace:2: bad time '-1'", "negative" },
-		{ "1.0000000001\n", "trace:1: bad time", "9 decimals" },
-		{ "1\n1.5ns\n", "trace:2: bad time", "whole number of ns" },
-		{ "99999999999999999999\n", "trace:1: bad time", "too large" },
-		{ "1 a 4294967296\n", "trace:1: bad permits", "1..4294967295" },
-		{ "1 a x\n", "trace:1: bad permits 'x'", "" },
-		{ "1 a 2\n2 b -3\n", "trace:2: bad permits '-3'", "" },
-		{ "1 a\n,a\n", "trace:2: bad time ''", "empty" },
-		{ "1\n2 k 3\n4h5\n", "trace:3: bad time '4h5'", "unknown unit" },
+		{ "0.1\n0.2 a 0\n", "trace:2:7: bad permits '0'", "1..4294967295" },
+		{ "# c\n\n1.5ms\nabc\n", "trace:4:1: bad time 'abc'", "not a number" },
+		{ "1 a 2 3\n", "trace:1:7: too many fields", "TIME [KEY [PERMITS]]" },
+		{ "1\n2\n3,a,2,3\n", "trace:3:7: too many fields", "" },
+		{ "1\n-1\n", "trace:2:1: bad time '-1'", "negative" },
+		{ "1.0000000001\n", "trace:1:1: bad time", "9 decimals" },
+		{ "1\n1.5ns\n", "trace:2:1: bad time", "whole number of ns" },
+		{ "99999999999999999999\n", "trace:1:1: bad time", "too large" },
+		{ "1 a 4294967296\n", "trace:1:5: bad permits", "1..4294967295" },
+		{ "1 a x\n", "trace:1:5: bad permits 'x'", "" },
+		{ "1 a 2\n2 b -3\n", "trace:2:5: bad permits '-3'", "" },
+		{ "1 a\n,a\n", "trace:2:1: bad time ''", "empty" },
+		{ "1\n2 k 3\n4h5\n", "trace:3:1: bad time '4h5'", "unknown unit" },
 		{ "\n# only comments\n", "trace: no requests", "2 lines" },
 		{ "", "trace: no requests", "0 lines" },
 		{ "1 aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 		  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 		  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 		  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n",
-		  "trace:1: key longer than 255 bytes", "" },
+		  "trace:1:3: key longer than 255 bytes", "" },
 	};
 	return cr_make_param_array(struct bad_trace, cases, sizeof(cases) / sizeof(cases[0]));
 }
@@ -567,7 +568,177 @@ Test(sim, trace_nul_byte_is_an_error)
 	char err[256];
 	cr_assert_eq(sim_trace_read(f, "trace", &t, err, sizeof(err)), -1);
 	fclose(f);
-	cr_assert_str_eq(err, "trace:2: NUL byte in the line");
+	cr_assert_str_eq(err, "trace:2:2: NUL byte in the line");
+}
+
+Test(sim, trace_parse_buffer_is_the_file_parser)
+{
+	/* the buffer parser (what fuzz/fuzz_sim_trace.c drives) reads exactly
+	 * what the file parser reads: NULs are errors, the last line needs no
+	 * newline, and the columns point at the field */
+	static const char text[] = "2 bob 3\n1,alice\n\n3";
+	sim_trace_t t;
+	char err[256];
+	cr_assert_eq(sim_trace_parse(text, sizeof(text) - 1, "buf", &t, err, sizeof(err)), 0,
+	             "%s", err);
+	cr_assert_eq(t.n, 3);
+	cr_assert_eq(t.ev[0].t, SEC);
+	cr_assert_eq(t.ev[0].key, 2);
+	cr_assert_eq(t.ev[2].t, 3 * SEC);
+	cr_assert_eq(t.unsorted, 1);
+	sim_trace_free(&t);
+	static const char nul[] = "1\n2 a\0b\n";
+	cr_assert_eq(sim_trace_parse(nul, sizeof(nul) - 1, "buf", &t, err, sizeof(err)), -1);
+	cr_assert_str_eq(err, "buf:2:4: NUL byte in the line");
+	cr_assert_null(t.ev);
+	cr_assert_eq(sim_trace_parse("1\n  \t 5q k\n", 11, "buf", &t, err, sizeof(err)), -1);
+	cr_assert_eq(strncmp(err, "buf:2:5: bad time '5q'", 22), 0, "%s", err);
+	cr_assert_eq(sim_trace_parse("", 0, "buf", &t, err, sizeof(err)), -1);
+	cr_assert_str_eq(err, "buf: no requests (0 lines, all blank or comments)");
+}
+
+/* ---- near 2^64: no sum wraps, no bin count overflows (issue 10, item 10) --- */
+
+/* a trace as a run: start and duration from sim_trace_span */
+static void trace_config(const char *text, sim_trace_t *t, sim_run_config_t *rc)
+{
+	char err[256];
+	read_trace(text, t, err, sizeof(err), 0);
+	*rc = base_config(SIM_TRACE, 0, 1, 1);
+	rc->traffic.trace = t;
+	cr_assert_eq(sim_trace_span(t, "trace", &rc->traffic.start_ns, &rc->traffic.duration_ns,
+	                            err, sizeof(err)),
+	             0, "%s", err);
+}
+
+Test(sim, bin_count_does_not_wrap_near_2_64)
+{
+	/* 1e18-ns bins over a trace from 0 to 18446744073.7 s: the run spans
+	 * 18446744073700000001 ns, 19 bins; (duration + bin - 1) wrapped to 0
+	 * bins, and the request in bin 18 was written past the array */
+	sim_trace_t t;
+	sim_run_config_t rc;
+	trace_config("0\n18446744073.7\n", &t, &rc);
+	rc.bin_ns = 1000000000ULL * SEC;
+	cr_assert_eq(rc.traffic.duration_ns, 18446744073700000001ULL);
+	sim_result_t r;
+	run(&rc, "fixed", 100, SEC, &r);
+	cr_assert_eq(r.nbins, 19);
+	cr_assert_eq(r.offered, 2);
+	cr_assert_eq(r.bin_offered[0], 1);
+	cr_assert_eq(r.bin_offered[18], 1);
+	cr_assert_eq(r.bin_admitted[18], 1);
+	sim_result_free(&r);
+	sim_trace_free(&t);
+}
+
+Test(sim, shaper_slots_count_against_the_bin_cap)
+{
+	/* 20 requests at one instant to a shaper of 100/s: slots up to 190 ms
+	 * later, inside its delay of W = 1 s.  With 1-ms bins the run needs
+	 * ceil((1 ns + 1 s) / 1 ms) = 1001 bins: refused under a cap of 1000
+	 * before anything is allocated (the shaper's late slots used to grow
+	 * the bins past any cap: 2 GB for --bin 1ns), run under 1001 */
+	char text[256] = "";
+	for (int i = 0; i < 20; i++)
+		strcat(text, "1\n");
+	sim_trace_t t;
+	sim_run_config_t rc;
+	trace_config(text, &t, &rc);
+	rc.bin_ns = MS;
+	rc.max_bins = 1000;
+	sim_algo_t a;
+	char err[256];
+	cr_assert_eq(sim_algo_parse("leaky:mode=shaper", 100, SEC, &a, err, sizeof(err)), 0);
+	cr_assert_eq(sim_run_bins(&rc, &a), 1001);
+	sim_result_t r;
+	cr_assert_eq(sim_run(&rc, &a, &r, err, sizeof(err)), -1, "the cap holds");
+	cr_assert_not_null(strstr(err, "--bin: 1001 intervals of 1 ms (the run and the shaper's"),
+	                   "%s", err);
+	cr_assert_null(r.bin_offered);
+	rc.max_bins = 1001;
+	run(&rc, "leaky:mode=shaper", 100, SEC, &r);
+	cr_assert_eq(r.admitted, 20);
+	cr_assert_leq(r.nbins, 1001);
+	cr_assert_eq(r.bin_admitted[190], 1, "the last slot: 1 s + 190 ms");
+	sim_result_free(&r);
+	sim_trace_free(&t);
+}
+
+Test(sim, trace_at_2_64_minus_1_is_offered)
+{
+	/* a trace ending at 2^64 - 1 ns: its end, start + duration, is 2^64,
+	 * which wrapped to 0 and every request was "after the end": 0 offered */
+	sim_trace_t t;
+	sim_run_config_t rc;
+	trace_config("18446744073.709551614\n18446744073.709551615 k\n", &t, &rc);
+	cr_assert_eq(rc.traffic.start_ns, UINT64_MAX - 1);
+	cr_assert_eq(rc.traffic.duration_ns, 2);
+	sim_result_t r;
+	run(&rc, "fixed:limit=1", 1, SEC, &r);
+	cr_assert_eq(r.offered, 2);
+	cr_assert_eq(r.admitted, 1);
+	cr_assert_eq(r.bin_offered[0], 2);
+	sim_result_free(&r);
+	/* a retry that would come after 2^64 - 1 is cut, not saturated to
+	 * 2^64 - 1 where a real request is */
+	rc.retries = 2;
+	rc.backoff_ns = 1;
+	run(&rc, "fixed:limit=1", 1, SEC, &r);
+	cr_assert_eq(r.clients, 2);
+	cr_assert_eq(r.cut, 1);
+	cr_assert_eq(r.offered, 2, "the refused request at 2^64 - 1 has no later time");
+	sim_result_free(&r);
+	sim_trace_free(&t);
+}
+
+Test(sim, trace_of_2_64_ns_is_an_error)
+{
+	sim_trace_t t;
+	char err[256];
+	uint64_t start, duration;
+	read_trace("# both ends of time\n0 a\n\n18446744073.709551615 b\n", &t, err, sizeof(err), 0);
+	cr_assert_eq(sim_trace_span(&t, "trace", &start, &duration, err, sizeof(err)), -1);
+	cr_assert_str_eq(err, "trace:2 and line 4: the trace spans every ns from 0 to 2^64 - 1 "
+	                      "(2^64 ns), one more than a run can hold");
+	sim_trace_free(&t);
+}
+
+Test(sim, boundary_edge_near_2_64_does_not_wrap)
+{
+	/* the second burst, edge - gap/2 + gap, past 2^64 - 1: it wrapped to
+	 * 1 ms and passed the "run ends before the second burst" check */
+	sim_run_config_t rc = boundary(10, SEC, 0, UINT64_MAX);
+	rc.traffic.edge_ns = UINT64_MAX - 500 * SIM_US;
+	rc.bin_ns = 1ULL << 50;
+	sim_algo_t a;
+	char err[256];
+	sim_result_t r;
+	cr_assert_eq(sim_algo_parse("fixed", 10, SEC, &a, err, sizeof(err)), 0);
+	cr_assert_eq(sim_run(&rc, &a, &r, err, sizeof(err)), -1);
+	cr_assert_eq(strncmp(err, "--duration: the run ends before the second burst", 48), 0, "%s",
+	             err);
+	/* 1 ms earlier both bursts fit before 2^64 - 1 and are offered */
+	rc.traffic.edge_ns = UINT64_MAX - 1500 * SIM_US;
+	run(&rc, "fixed", 10, SEC, &r);
+	cr_assert_eq(r.offered, 20);
+	sim_result_free(&r);
+}
+
+Test(sim, onoff_phases_do_not_wrap)
+{
+	/* on 1 s at 200/s, then off for 18446744073 s: the next on phase
+	 * starts after 2^64 - 1, so the run is 200 requests; phase + on + off
+	 * wrapped to 0.29 s and the run started over */
+	sim_run_config_t rc = base_config(SIM_ONOFF, 200, SEC, UINT64_MAX);
+	rc.traffic.on_ns = SEC;
+	rc.traffic.off_ns = 18446744073ULL * SEC;
+	rc.bin_ns = 1ULL << 50;
+	rc.max_events = 1000;
+	sim_result_t r;
+	run(&rc, "fixed", 100, SEC, &r);
+	cr_assert_eq(r.offered, 200);
+	sim_result_free(&r);
 }
 
 /* ---- algo.c -------------------------------------------------------------- */

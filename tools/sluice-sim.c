@@ -79,7 +79,7 @@ static void usage(FILE *f)
 	"                       and a unit (ns, us, ms, s, min, h), bare: seconds\n"
 	"                       (1700000000.25 or 250ms).  KEY: any token, - for none.\n"
 	"                       PERMITS: 1.. (default 1).  # starts a comment.  A bad\n"
-	"                       line stops the run with FILE:LINE: and exit status 1.\n"
+	"                       line stops the run with FILE:LINE:COL: and exit 1.\n"
 	"                       Lines out of time order are sorted (and counted).\n"
 	"  --per-key            trace: one limiter per key (default: one for all)\n"
 	"  --max-events N       refuse runs of more requests (default 10000000)\n");
@@ -421,10 +421,6 @@ int main(int argc, char **argv)
 		tc->burst = o.burst ? need_count("--burst", o.burst) : o.limit;
 		tc->edge_ns = o.edge ? need_duration("--edge", o.edge) : o.window;
 		tc->gap_ns = o.gap ? need_duration("--gap", o.gap) : 2 * SIM_MS;
-		if (tc->gap_ns / 2 > tc->edge_ns)
-			die_usage("--gap: the first burst would come before time 0 (edge - gap/2)");
-		if (tc->edge_ns - tc->gap_ns / 2 + tc->gap_ns >= tc->duration_ns)
-			die_usage("--duration: the run ends before the second burst");
 	}
 	if (p == SIM_ONOFF) {
 		tc->on_ns = o.on ? need_positive_duration("--on", o.on) : o.window / 4;
@@ -432,6 +428,10 @@ int main(int argc, char **argv)
 		if (tc->on_ns == 0)
 			die_usage("--on: the window is too short for the default (W/4 = 0)");
 	}
+	/* the synthetic profile's own consistency (the boundary's bursts
+	 * inside the run, in 128 bits: an --edge near 2^64 must not wrap) */
+	if (p != SIM_TRACE && sim_traffic_check(tc, err, sizeof(err)) != 0)
+		die_usage("%s", err);
 	rc.retries = p == SIM_RETRY ? 4 : 0;
 	if (o.retries) {
 		uint64_t k = need_count("--retries", o.retries);
@@ -457,6 +457,7 @@ int main(int argc, char **argv)
 	/* the last check needs the trace's span: nothing may exit after the
 	 * load without freeing it */
 	sim_trace_t trace = { 0 };
+	char d0[32];
 	if (p == SIM_TRACE) {
 		if (sim_trace_load(o.trace, &trace, err, sizeof(err)) != 0) {
 			fprintf(stderr, "sluice-sim: %s\n", err);
@@ -466,12 +467,27 @@ int main(int argc, char **argv)
 			fprintf(stderr, "sluice-sim: %s: %zu lines went back in time; requests sorted by time\n",
 			        o.trace, trace.unsorted);
 		tc->trace = &trace;
-		tc->start_ns = trace.ev[0].t;
-		tc->duration_ns = trace.ev[trace.n - 1].t - trace.ev[0].t + 1;
+		if (sim_trace_span(&trace, o.trace, &tc->start_ns, &tc->duration_ns, err,
+		                   sizeof(err)) != 0) {
+			fprintf(stderr, "sluice-sim: %s\n", err);
+			sim_trace_free(&trace);
+			return EXIT_RUN;
+		}
 	}
-	if (tc->duration_ns / rc.bin_ns > 10000000) {
-		sim_trace_free(&trace);
-		die_usage("--bin: more than 10^7 intervals; use a wider --bin");
+	rc.max_bins = SIM_MAX_BINS;
+	for (size_t i = 0; i < o.nalgos; i++) {
+		/* the same bound sim_run applies, checked for every algorithm
+		 * before any runs: a usage error, not a run that fails halfway */
+		uint64_t nb = sim_run_bins(&rc, &algos[i]);
+		if (nb > rc.max_bins) {
+			sim_trace_free(&trace);
+			die_usage("--bin: %s needs %llu intervals of %s%s, more than 10^7; use a wider "
+			          "--bin",
+			          algos[i].label, (unsigned long long)nb,
+			          sim_format_duration(rc.bin_ns, d0, sizeof(d0)),
+			          sim_algo_late_ns(&algos[i]) ? " (the run and the shaper's delay after it)"
+			                                      : "");
+		}
 	}
 
 	/* the title line */

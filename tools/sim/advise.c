@@ -112,6 +112,7 @@ int sim_advise_measure(const sim_advice_t *a, uint64_t rho_num, uint64_t rho_den
 			     .permits = 1, .seed = seed },
 		.bin_ns = a->window_ns,
 		.max_events = 4000000,
+		.max_bins = SIM_MAX_BINS,
 	};
 	u128 num = (u128)rho_num * a->limit, den = (u128)rho_den * a->window_ns;
 	while (num > UINT64_MAX || den > UINT64_MAX) {

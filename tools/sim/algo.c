@@ -106,6 +106,11 @@ int sim_lim_new(const sim_algo_t *a, sluice_clock_t *clock, sim_lim_t *l)
 	return sluice_limiter_new(&c, &l->h);
 }
 
+uint64_t sim_algo_late_ns(const sim_algo_t *a)
+{
+	return a->shaper ? a->cfg.leaky.max_delay_ns : 0;
+}
+
 int sim_lim_take(sim_lim_t *l, uint64_t n, sluice_decision_t *d)
 {
 	if (l->shaper)

@@ -71,8 +71,10 @@ uint64_t sim_rng_below(sim_rng_t *r, uint64_t n)
 uint64_t sim_rng_exp_ns(sim_rng_t *r, double mean_ns)
 {
 	/* 1 - u is in (0, 1]: log never sees 0. */
-	double x = -mean_ns * log(1.0 - sim_rng_unit(r));
-	if (x >= 0x1.0p63)
-		return 1ULL << 63;
-	return (uint64_t)llround(x);
+	double x = round(-mean_ns * log(1.0 - sim_rng_unit(r)));
+	/* a gap of 2^64 ns or more ends every run: say so rather than cut
+	 * it to something a run near 2^64 could reach */
+	if (x >= 0x1.0p64)
+		return UINT64_MAX;
+	return (uint64_t)x;
 }

@@ -16,6 +16,15 @@
  * admission is recorded at its slot (now + retry_after_ns), when the
  * request actually proceeds.  The run ends at the end of the profile's
  * time span; retries that would come later are counted as cut.
+ *
+ * Times are full 64-bit ns and a trace may sit anywhere in them, up to
+ * 2^64 - 1: the run's end (start + duration) can be 2^64, so it is
+ * compared in 128 bits; a retry or a release that would come after 2^64 - 1
+ * is past the end of every run (cut, or never released), not saturated to
+ * 2^64 - 1, where it would act on a request that is really there.  The
+ * per-bin counts are bounded by max_bins before anything is allocated,
+ * counting the shaper's queue past the run's end (sim_run_bins), and every
+ * later growth is checked against the same bound.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -92,12 +101,26 @@ void sim_result_free(sim_result_t *r)
 	memset(r, 0, sizeof(*r));
 }
 
-/* make bin @i exist (a shaper's slots may lie past the run's end) */
-static int bins_reach(sim_result_t *r, size_t i)
+__extension__ typedef unsigned __int128 u128;
+
+uint64_t sim_run_bins(const sim_run_config_t *rc, const sim_algo_t *a)
+{
+	u128 span = (u128)rc->traffic.duration_ns + sim_algo_late_ns(a);
+	u128 n = (span + rc->bin_ns - 1) / rc->bin_ns; /* bin_ns >= 1: no wrap in 128 bits */
+	return n > UINT64_MAX ? UINT64_MAX : (uint64_t)n; /* a count compared with a cap */
+}
+
+/*
+ * make bin @i exist (a shaper's slots lie past the run's end): 0, 1 when
+ * that would pass @cap bins, -1 out of memory
+ */
+static int bins_reach(sim_result_t *r, uint64_t i, uint64_t cap)
 {
 	if (i < r->nbins)
 		return 0;
-	size_t n = i + 1;
+	if (i >= cap)
+		return 1;
+	size_t n = (size_t)i + 1;
 	uint64_t *o = realloc(r->bin_offered, n * sizeof(uint64_t));
 	if (!o)
 		return -1;
@@ -131,7 +154,25 @@ int sim_run(const sim_run_config_t *rc, const sim_algo_t *a, sim_result_t *r, ch
 {
 	const sim_traffic_config_t *tc = &rc->traffic;
 	memset(r, 0, sizeof(*r));
-	uint64_t end = tc->start_ns + tc->duration_ns;
+	char d1[32];
+	if (sim_traffic_check(tc, err, errlen) != 0)
+		return -1;
+	if (rc->bin_ns == 0) {
+		snprintf(err, errlen, "--bin: must be above 0");
+		return -1;
+	}
+	uint64_t nbins = sim_run_bins(rc, a);
+	if (nbins > rc->max_bins) {
+		snprintf(err, errlen,
+		         "--bin: %llu intervals of %s%s, more than %llu; use a wider --bin",
+		         (unsigned long long)nbins,
+		         sim_format_duration(rc->bin_ns, d1, sizeof(d1)),
+		         sim_algo_late_ns(a) ? " (the run and the shaper's delay after it)" : "",
+		         (unsigned long long)rc->max_bins);
+		return -1;
+	}
+	/* 2^64 when a trace ends at 2^64 - 1: 128 bits */
+	u128 end = (u128)tc->start_ns + tc->duration_ns;
 	size_t nlim = rc->per_key && tc->profile == SIM_TRACE ? tc->trace->nkeys : 1;
 	sim_lim_t *lims = calloc(nlim, sizeof(*lims));
 	struct heap heap = { 0 };
@@ -141,8 +182,9 @@ int sim_run(const sim_run_config_t *rc, const sim_algo_t *a, sim_result_t *r, ch
 	int ok = -1;
 	uint64_t seq = 0, events = 0;
 
-	size_t nbins = (size_t)((tc->duration_ns + rc->bin_ns - 1) / rc->bin_ns);
-	if (!lims || bins_reach(r, nbins ? nbins - 1 : 0) != 0)
+	/* the run's own bins now; the shaper's later ones as they fill */
+	uint64_t own = (uint64_t)(((u128)tc->duration_ns + rc->bin_ns - 1) / rc->bin_ns);
+	if (!lims || bins_reach(r, own ? own - 1 : 0, rc->max_bins) != 0)
 		goto nomem;
 
 	sluice_clock_manual_init(&clock, tc->start_ns);
@@ -164,7 +206,7 @@ int sim_run(const sim_run_config_t *rc, const sim_algo_t *a, sim_result_t *r, ch
 		} else {
 			break;
 		}
-		if (ev.t >= end) {
+		if ((u128)ev.t >= end) {
 			/* everything left is later still */
 			r->cut += ev.kind == EV_RETRY;
 			for (size_t i = 0; i < heap.n; i++)
@@ -207,6 +249,7 @@ int sim_run(const sim_run_config_t *rc, const sim_algo_t *a, sim_result_t *r, ch
 			r->clients++;
 		else
 			r->retried++;
+		/* ev.t in [start, end): inside the run's own bins */
 		size_t bin = (size_t)((ev.t - tc->start_ns) / rc->bin_ns);
 		r->bin_offered[bin] += ev.n;
 
@@ -214,17 +257,38 @@ int sim_run(const sim_run_config_t *rc, const sim_algo_t *a, sim_result_t *r, ch
 		int got = sim_lim_take(lim, ev.n, &d);
 		if (got == 1) {
 			uint64_t at = ev.t;
-			if (a->shaper)
-				at += d.retry_after_ns; /* proceeds at its slot */
+			if (a->shaper) {
+				/* proceeds at its slot, which must be a time */
+				if (d.retry_after_ns > UINT64_MAX - ev.t) {
+					snprintf(err, errlen,
+					         "the shaper's slot for the request at %llu ns lies "
+					         "past 2^64 - 1 ns",
+					         (unsigned long long)ev.t);
+					goto fail;
+				}
+				at += d.retry_after_ns;
+			}
 			r->admitted++;
-			size_t ab = (size_t)((at - tc->start_ns) / rc->bin_ns);
-			if (record(r, at, ev.n, k) != 0 || bins_reach(r, ab) != 0)
+			uint64_t ab = (at - tc->start_ns) / rc->bin_ns;
+			if (record(r, at, ev.n, k) != 0)
 				goto nomem;
+			int grown = bins_reach(r, ab, rc->max_bins);
+			if (grown < 0)
+				goto nomem;
+			if (grown > 0) {
+				snprintf(err, errlen,
+				         "--bin: the admission at %llu ns lands in interval %llu of "
+				         "%s, past %llu; use a wider --bin",
+				         (unsigned long long)at, (unsigned long long)ab,
+				         sim_format_duration(rc->bin_ns, d1, sizeof(d1)),
+				         (unsigned long long)rc->max_bins);
+				goto fail;
+			}
 			r->bin_admitted[ab] += ev.n;
-			if (a->hold_ns) {
-				uint64_t at_end = ev.t + a->hold_ns < ev.t ? UINT64_MAX
-				                                           : ev.t + a->hold_ns;
-				struct pending rel = { .t = at_end, .seq = seq++,
+			/* a hold that ends after 2^64 - 1 ends after every request:
+			 * the slot is never given back in this run */
+			if (a->hold_ns && a->hold_ns <= UINT64_MAX - ev.t) {
+				struct pending rel = { .t = ev.t + a->hold_ns, .seq = seq++,
 					               .n = ev.n, .key = ev.key,
 					               .kind = EV_RELEASE };
 				if (heap_push(&heap, rel) != 0)
@@ -250,11 +314,13 @@ int sim_run(const sim_run_config_t *rc, const sim_algo_t *a, sim_result_t *r, ch
 			if (rc->honor_retry_after && d.retry_after_ns != SLUICE_NEVER &&
 			    d.retry_after_ns > delay)
 				delay = d.retry_after_ns;
+			if (delay > UINT64_MAX - ev.t) {
+				r->cut++; /* after 2^64 - 1: after every run's end */
+				continue;
+			}
 			struct pending retry = { .t = ev.t + delay, .seq = seq++, .n = ev.n,
 				                 .key = ev.key, .attempt = ev.attempt + 1,
 				                 .kind = EV_RETRY };
-			if (retry.t < ev.t)
-				retry.t = UINT64_MAX; /* past the end of time: cut */
 			if (heap_push(&heap, retry) != 0)
 				goto nomem;
 		} else if (rc->retries > 0) {

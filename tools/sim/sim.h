@@ -49,7 +49,10 @@ uint64_t sim_rng_next(sim_rng_t *r);
 double sim_rng_unit(sim_rng_t *r);
 /* sim_rng_below - uniform in [0, n), n >= 1 (unbiased, Lemire). */
 uint64_t sim_rng_below(sim_rng_t *r, uint64_t n);
-/* sim_rng_exp_ns - exponential with mean @mean_ns, rounded to whole ns. */
+/*
+ * sim_rng_exp_ns - exponential with mean @mean_ns, rounded to whole ns;
+ * UINT64_MAX for any draw of 2^64 ns or more (later than every run's end).
+ */
 uint64_t sim_rng_exp_ns(sim_rng_t *r, double mean_ns);
 
 /* ---- parse.c ----------------------------------------------------------------
@@ -127,6 +130,13 @@ typedef struct sim_traffic {
 
 /* sim_traffic_start - begin generating the requests @c describes. */
 void sim_traffic_start(sim_traffic_t *g, const sim_traffic_config_t *c);
+/*
+ * sim_traffic_check - the configuration's own consistency, with 2^64 in
+ * mind: the boundary's bursts inside [0, start + duration) with no wrap,
+ * an on phase above 0, a rate above 0 where the profile needs one.
+ * Return: 0; -1 with the option to blame in @err.  sim_run calls it.
+ */
+int sim_traffic_check(const sim_traffic_config_t *c, char *err, size_t errlen);
 /* sim_traffic_next - the next request in time order: 1, or 0 when done. */
 int sim_traffic_next(sim_traffic_t *g, sim_event_t *ev);
 const char *sim_profile_name(sim_profile_t p);
@@ -152,13 +162,31 @@ typedef struct sim_trace {
 	uint32_t *table;  /* open addressing: key id + 1, 0 = empty             */
 	size_t tabsize;
 	size_t unsorted;  /* lines that came before an earlier time             */
+	size_t first_line, last_line; /* lines of the earliest and latest time  */
 } sim_trace_t;
 
 /*
  * sim_trace_read - parse @f (named @name in messages) into @t.
- * Return: 0; -1 with "NAME:LINE: reason" in @err (nothing is kept).
+ * Return: 0, with at least one request; -1 with "NAME:LINE:COL: reason"
+ * (or "NAME: no requests ...", "NAME:LINE: out of memory") in @err, and
+ * nothing kept (@t is zeroed).
  */
 int sim_trace_read(FILE *f, const char *name, sim_trace_t *t, char *err, size_t errlen);
+/*
+ * sim_trace_parse - the same parser on @len bytes at @buf (any bytes: NULs
+ * are an error, the last line needs no newline).  Same return and messages
+ * as sim_trace_read; this is what fuzz/fuzz_sim_trace.c drives.
+ */
+int sim_trace_parse(const char *buf, size_t len, const char *name, sim_trace_t *t, char *err,
+                    size_t errlen);
+/*
+ * sim_trace_span - the run's start (the earliest time) and duration (up to
+ * and including the latest time) for a parsed trace.
+ * Return: 0; -1 when the trace holds both 0 and 2^64 - 1 ns, whose 2^64 ns
+ * no duration can hold, with both lines named in @err.
+ */
+int sim_trace_span(const sim_trace_t *t, const char *name, uint64_t *start_ns,
+                   uint64_t *duration_ns, char *err, size_t errlen);
 /* sim_trace_load - open @path and sim_trace_read() it. */
 int sim_trace_load(const char *path, sim_trace_t *t, char *err, size_t errlen);
 void sim_trace_free(sim_trace_t *t);
@@ -180,6 +208,12 @@ typedef struct sim_algo {
 int sim_algo_parse(const char *spec, uint64_t limit, uint64_t window_ns, sim_algo_t *a,
                    char *err, size_t errlen);
 void sim_algo_help(FILE *f);
+/*
+ * sim_algo_late_ns - how long after its request an admission of @a can be
+ * recorded: the shaper's max_delay_ns (it proceeds at its slot, which the
+ * shaper keeps within that delay: leaky.h), else 0.
+ */
+uint64_t sim_algo_late_ns(const sim_algo_t *a);
 
 /* A limiter built from a sim_algo_t, reading @clock. */
 typedef struct sim_lim {
@@ -202,9 +236,13 @@ typedef struct sim_run_config {
 	int jitter;             /* ... times a uniform draw in (0, 1] ("full")   */
 	int honor_retry_after;  /* ... or retry_after_ns when that is longer      */
 	int per_key;            /* one limiter per key instead of one for all     */
-	uint64_t bin_ns;        /* width of the CSV's intervals                   */
+	uint64_t bin_ns;        /* width of the CSV's intervals, >= 1             */
 	uint64_t max_events;    /* refuse runs with more requests than this       */
+	uint64_t max_bins;      /* ... or needing more intervals (SIM_MAX_BINS)   */
 } sim_run_config_t;
+
+/* the tool's cap on a run's CSV intervals: 2 x 8 bytes each, per algorithm */
+#define SIM_MAX_BINS 10000000ULL
 
 typedef struct sim_result {
 	uint64_t offered, admitted, rejected; /* requests, retries included     */
@@ -227,6 +265,13 @@ typedef struct sim_result {
  */
 int sim_run(const sim_run_config_t *rc, const sim_algo_t *a, sim_result_t *r, char *err,
             size_t errlen);
+/*
+ * sim_run_bins - the intervals of bin_ns a run of @a needs: its duration
+ * plus sim_algo_late_ns(@a), rounded up, computed without wrapping
+ * (UINT64_MAX stands for "more than any cap").  sim_run refuses a run
+ * where this is above max_bins, before allocating anything.
+ */
+uint64_t sim_run_bins(const sim_run_config_t *rc, const sim_algo_t *a);
 void sim_result_free(sim_result_t *r);
 
 /* ---- stats.c ---------------------------------------------------------------- */

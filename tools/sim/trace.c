@@ -2,8 +2,8 @@
  * trace.c - trace files: one request per line, TIME [KEY [PERMITS]].
  *
  * DESIGN: strict.  A line is blank, a comment, or a request; anything else
- * stops the load with "FILE:LINE: what is wrong ('the field')" and the run
- * fails.  A skipped line would make the simulated traffic differ from the
+ * stops the load with "FILE:LINE:COL: what is wrong ('the field')" (COL: the
+ * field's first byte, counted from 1) and the run fails.  A skipped line would make the simulated traffic differ from the
  * trace without a word, and every number after it would be about traffic
  * nobody sent.  Fields are separated by runs of spaces or tabs; a line with
  * a comma is read as CSV instead (exact fields, so "1.5,,3" is time 1.5, no
@@ -11,7 +11,10 @@
  * open-addressing table, so the event loop indexes limiters by id.  Lines
  * may come out of time order (merged logs): the requests are sorted by
  * time with a stable merge sort (equal times keep file order) and the
- * number of lines that went back in time is reported.
+ * number of lines that went back in time is reported.  A file is read line
+ * by line (getline) and a memory buffer split at its newlines; both hand
+ * each line to one take_line(), so sim_trace_parse() (what the fuzz target
+ * fuzz/fuzz_sim_trace.c drives) is the parser the tool runs, not a copy.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -153,106 +156,198 @@ void sim_trace_free(sim_trace_t *t)
 	memset(t, 0, sizeof(*t));
 }
 
-int sim_trace_read(FILE *f, const char *name, sim_trace_t *t, char *err, size_t errlen)
+/* One parse in progress: what the messages name, and where it is. */
+struct reader {
+	sim_trace_t *t;
+	const char *name;
+	size_t lineno;
+	uint64_t oldest, newest; /* the earliest and the latest time so far */
+	char *err;
+	size_t errlen;
+};
+
+/* the 1-based column of @p in @line */
+static size_t col(const char *line, const char *p)
+{
+	return (size_t)(p - line) + 1;
+}
+
+/*
+ * Parse one line of @len bytes (its newline included, if any; line[len] is
+ * a NUL the caller put there) into r->t.  Return: 0; -1 with the message in
+ * r->err; -2 out of memory.
+ */
+static int take_line(struct reader *r, char *line, size_t len)
+{
+	sim_trace_t *t = r->t;
+	r->lineno++;
+	size_t nul = strlen(line);
+	if (nul != len) {
+		snprintf(r->err, r->errlen, "%s:%zu:%zu: NUL byte in the line", r->name, r->lineno,
+		         nul + 1);
+		return -1;
+	}
+	char *hash = strchr(line, '#');
+	if (hash)
+		*hash = '\0';
+	line[strcspn(line, "\r\n")] = '\0';
+	char *fld[4];
+	int nf = split(line, fld);
+	if (nf == 0 || (nf == 1 && fld[0][0] == '\0'))
+		return 0; /* blank or comment */
+	if (nf > 3) {
+		snprintf(r->err, r->errlen,
+		         "%s:%zu:%zu: too many fields (expected TIME [KEY [PERMITS]])", r->name,
+		         r->lineno, col(line, fld[3]));
+		return -1;
+	}
+	sim_event_t ev = { .n = 1, .key = 0 };
+	const char *why = sim_parse_duration(fld[0], &ev.t);
+	if (why) {
+		snprintf(r->err, r->errlen, "%s:%zu:%zu: bad time '%.40s': %s", r->name, r->lineno,
+		         col(line, fld[0]), fld[0], why);
+		return -1;
+	}
+	if (nf >= 2 && fld[1][0] != '\0') {
+		if (strlen(fld[1]) > SIM_KEY_MAX) {
+			snprintf(r->err, r->errlen, "%s:%zu:%zu: key longer than %d bytes", r->name,
+			         r->lineno, col(line, fld[1]), SIM_KEY_MAX);
+			return -1;
+		}
+		int64_t id = intern(t, fld[1]);
+		if (id < 0)
+			return -2;
+		ev.key = (uint32_t)id;
+	}
+	if (nf == 3 && fld[2][0] != '\0') {
+		uint64_t n;
+		why = sim_parse_count(fld[2], &n);
+		if (!why && (n == 0 || n > UINT32_MAX))
+			why = "must be 1..4294967295";
+		if (why) {
+			snprintf(r->err, r->errlen, "%s:%zu:%zu: bad permits '%.40s': %s", r->name,
+			         r->lineno, col(line, fld[2]), fld[2], why);
+			return -1;
+		}
+		ev.n = (uint32_t)n;
+	}
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 1024;
+		sim_event_t *e = realloc(t->ev, cap * sizeof(*e));
+		if (!e)
+			return -2;
+		t->ev = e;
+		t->cap = cap;
+	}
+	/* the lines of the earliest and the latest time, for sim_trace_span's
+	 * message (the sort below loses the order) */
+	if (t->n == 0 || ev.t < r->oldest) {
+		r->oldest = ev.t;
+		t->first_line = r->lineno;
+	}
+	if (t->n == 0 || ev.t >= r->newest) {
+		r->newest = ev.t;
+		t->last_line = r->lineno;
+	} else {
+		t->unsorted++;
+	}
+	t->ev[t->n++] = ev;
+	return 0;
+}
+
+static int reader_start(struct reader *r, const char *name, sim_trace_t *t, char *err,
+                        size_t errlen)
 {
 	memset(t, 0, sizeof(*t));
-	char *line = NULL;
-	size_t linecap = 0, lineno = 0;
-	ssize_t got;
-	uint64_t newest = 0;
+	*r = (struct reader){ .t = t, .name = name, .err = err, .errlen = errlen };
 	t->keycap = 16;
 	t->keys = malloc(t->keycap * sizeof(char *));
 	if (!t->keys || !(t->keys[0] = strdup("-")))
-		goto nomem;
+		return -2;
 	t->nkeys = 1;
-	while ((got = getline(&line, &linecap, f)) != -1) {
-		lineno++;
-		if (strlen(line) != (size_t)got) {
-			snprintf(err, errlen, "%s:%zu: NUL byte in the line", name, lineno);
-			goto fail;
-		}
-		char *hash = strchr(line, '#');
-		if (hash)
-			*hash = '\0';
-		line[strcspn(line, "\r\n")] = '\0';
-		char *fld[4];
-		int nf = split(line, fld);
-		if (nf == 0 || (nf == 1 && fld[0][0] == '\0'))
-			continue; /* blank or comment */
-		if (nf > 3) {
-			snprintf(err, errlen,
-			         "%s:%zu: too many fields (expected TIME [KEY [PERMITS]])", name,
-			         lineno);
-			goto fail;
-		}
-		sim_event_t ev = { .n = 1, .key = 0 };
-		const char *why = sim_parse_duration(fld[0], &ev.t);
-		if (why) {
-			snprintf(err, errlen, "%s:%zu: bad time '%.40s': %s", name, lineno, fld[0],
-			         why);
-			goto fail;
-		}
-		if (nf >= 2 && fld[1][0] != '\0') {
-			if (strlen(fld[1]) > SIM_KEY_MAX) {
-				snprintf(err, errlen, "%s:%zu: key longer than %d bytes", name, lineno,
-				         SIM_KEY_MAX);
-				goto fail;
-			}
-			int64_t id = intern(t, fld[1]);
-			if (id < 0)
-				goto nomem;
-			ev.key = (uint32_t)id;
-		}
-		if (nf == 3 && fld[2][0] != '\0') {
-			uint64_t n;
-			why = sim_parse_count(fld[2], &n);
-			if (!why && (n == 0 || n > UINT32_MAX))
-				why = "must be 1..4294967295";
-			if (why) {
-				snprintf(err, errlen, "%s:%zu: bad permits '%.40s': %s", name, lineno,
-				         fld[2], why);
-				goto fail;
-			}
-			ev.n = (uint32_t)n;
-		}
-		if (t->n == t->cap) {
-			size_t cap = t->cap ? t->cap * 2 : 1024;
-			sim_event_t *e = realloc(t->ev, cap * sizeof(*e));
-			if (!e)
-				goto nomem;
-			t->ev = e;
-			t->cap = cap;
-		}
-		if (ev.t < newest)
-			t->unsorted++;
-		else
-			newest = ev.t;
-		t->ev[t->n++] = ev;
-	}
-	if (ferror(f)) {
-		snprintf(err, errlen, "%s:%zu: read error: %s", name, lineno + 1, strerror(errno));
-		goto fail;
-	}
+	return 0;
+}
+
+/* After the last line: at least one request, sorted by time. */
+static int reader_finish(struct reader *r)
+{
+	sim_trace_t *t = r->t;
 	if (t->n == 0) {
-		snprintf(err, errlen, "%s: no requests (%zu lines, all blank or comments)", name,
-		         lineno);
-		goto fail;
+		snprintf(r->err, r->errlen, "%s: no requests (%zu lines, all blank or comments)",
+		         r->name, r->lineno);
+		return -1;
 	}
 	if (t->unsorted) {
 		sim_event_t *tmp = malloc(t->n * sizeof(*tmp));
 		if (!tmp)
-			goto nomem;
+			return -2;
 		sort_by_time(t->ev, tmp, t->n);
 		free(tmp);
 	}
-	free(line);
 	return 0;
-nomem:
-	snprintf(err, errlen, "%s:%zu: out of memory", name, lineno);
-fail:
+}
+
+/* -2 (out of memory) and -1 both fail the load and keep nothing */
+static int reader_end(struct reader *r, int rc)
+{
+	if (rc == -2)
+		snprintf(r->err, r->errlen, "%s:%zu: out of memory", r->name, r->lineno);
+	if (rc != 0) {
+		sim_trace_free(r->t);
+		return -1;
+	}
+	return 0;
+}
+
+int sim_trace_read(FILE *f, const char *name, sim_trace_t *t, char *err, size_t errlen)
+{
+	struct reader r;
+	char *line = NULL;
+	size_t linecap = 0;
+	ssize_t got;
+	int rc = reader_start(&r, name, t, err, errlen);
+	while (rc == 0 && (got = getline(&line, &linecap, f)) != -1)
+		rc = take_line(&r, line, (size_t)got);
+	if (rc == 0 && ferror(f)) {
+		snprintf(err, errlen, "%s:%zu: read error: %s", name, r.lineno + 1, strerror(errno));
+		rc = -1;
+	}
+	if (rc == 0)
+		rc = reader_finish(&r);
 	free(line);
-	sim_trace_free(t);
-	return -1;
+	return reader_end(&r, rc);
+}
+
+int sim_trace_parse(const char *buf, size_t len, const char *name, sim_trace_t *t, char *err,
+                    size_t errlen)
+{
+	struct reader r;
+	char *line = NULL;
+	size_t linecap = 0;
+	int rc = reader_start(&r, name, t, err, errlen);
+	/* each line, its newline included, copied out (take_line writes into
+	 * it) with a NUL after it, exactly as getline hands it over */
+	for (size_t at = 0; rc == 0 && at < len;) {
+		const char *nl = memchr(buf + at, '\n', len - at);
+		size_t n = nl ? (size_t)(nl - (buf + at)) + 1 : len - at;
+		if (n + 1 > linecap) {
+			char *l = realloc(line, n + 1);
+			if (!l) {
+				rc = -2;
+				break;
+			}
+			line = l;
+			linecap = n + 1;
+		}
+		memcpy(line, buf + at, n);
+		line[n] = '\0';
+		rc = take_line(&r, line, n);
+		at += n;
+	}
+	if (rc == 0)
+		rc = reader_finish(&r);
+	free(line);
+	return reader_end(&r, rc);
 }
 
 int sim_trace_load(const char *path, sim_trace_t *t, char *err, size_t errlen)
@@ -267,4 +362,22 @@ int sim_trace_load(const char *path, sim_trace_t *t, char *err, size_t errlen)
 	if (f != stdin)
 		fclose(f);
 	return rc;
+}
+
+int sim_trace_span(const sim_trace_t *t, const char *name, uint64_t *start_ns,
+                   uint64_t *duration_ns, char *err, size_t errlen)
+{
+	uint64_t first = t->ev[0].t, last = t->ev[t->n - 1].t;
+	/* [first, last] holds last - first + 1 ns: 2^64 when the trace has
+	 * both 0 and 2^64 - 1, one more than a duration can say */
+	if (last - first == UINT64_MAX) {
+		snprintf(err, errlen,
+		         "%s:%zu and line %zu: the trace spans every ns from 0 to 2^64 - 1 "
+		         "(2^64 ns), one more than a run can hold",
+		         name, t->first_line, t->last_line);
+		return -1;
+	}
+	*start_ns = first;
+	*duration_ns = last - first + 1;
+	return 0;
 }
