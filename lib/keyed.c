@@ -795,13 +795,6 @@ static inline uint64_t next_gen(uint64_t g)
 	return n ? n : 1;
 }
 
-/* 16-bit serial number order: is a newer than b? */
-static inline int gen_newer(uint64_t a, uint64_t b)
-{
-	uint16_t d = (uint16_t)(a - b);
-	return d != 0 && d < 0x8000u;
-}
-
 /* The tag still names the owner @tag named (REF may differ). */
 static inline int same_owner(_Atomic uint64_t *s, uint64_t tag)
 {
