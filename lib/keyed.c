@@ -335,6 +335,13 @@ static int validate(const sluice_keyed_config_t *c, struct params *p)
 		p->nmax = atomic_load_explicit(&gp->burst, memory_order_relaxed);
 		p->recip = atomic_load_explicit(&gp->recip, memory_order_relaxed);
 		p->shift = atomic_load_explicit(&gp->shift, memory_order_relaxed);
+		/* The TAT lives in the 62 bits of the state (readings below
+		 * 2^62 ns), and a decision at reading t writes up to t + tau:
+		 * a tau near gcra.h's span max (2^62 - 1) would leave no
+		 * reading that can pass.  Half the range keeps every reading
+		 * below 2^61 ns (73 years) usable. */
+		if (p->tau > SLUICE_KEYED_TAU_MAX)
+			return -SLUICE_EBURST;
 		p->rate = c->rate;
 		p->period_ns = c->period_ns;
 		p->burst = c->burst;

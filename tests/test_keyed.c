@@ -135,6 +135,12 @@ static const struct bad_cfg bad_cfgs[] = {
 	{ { .algo = SLUICE_KEYED_LEAKY, .capacity = 64, .rate = 1, .period_ns = SEC,
 	    .depth = 1ULL << 62 },
 	  -SLUICE_EBURST },
+	/* a bucket past SLUICE_KEYED_TAU_MAX leaves no reading that can pass
+	 * (the TAT lives below 2^62): T = 2^61 ns, b = 1; LEAKY D = 0 */
+	{ { .capacity = 64, .rate = 1, .period_ns = 1ULL << 61, .burst = 1 }, -SLUICE_EBURST },
+	{ { .algo = SLUICE_KEYED_LEAKY, .capacity = 64, .rate = 1, .period_ns = 1ULL << 61,
+	    .depth = 0 },
+	  -SLUICE_EBURST },
 	{ { .algo = SLUICE_KEYED_FIXED, .capacity = 64, .limit = 0, .window_ns = SEC },
 	  -SLUICE_ELIMIT },
 	{ { .algo = SLUICE_KEYED_FIXED, .capacity = 64, .limit = 1ULL << 24,

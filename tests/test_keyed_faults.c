@@ -19,6 +19,9 @@
 #include <time.h>
 
 #define SLUICE_TESTING 1
+/* keyed.c is compiled here as the library compiles it: SLUICE_BUILDING
+ * declares the library-private clock helpers it calls. */
+#define SLUICE_BUILDING 1
 #include "../lib/keyed.c"
 
 #include "test_rng.h"

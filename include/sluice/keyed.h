@@ -211,7 +211,10 @@
  *
  * LIMITS: capacity 8..2^32 slots, rounded up to a power of two
  * (-SLUICE_ECAPACITY); key_max 1..SLUICE_KEYED_KEY_MAX (-SLUICE_EKEYLEN);
- * GCRA, LEAKY: as gcra.h and leaky.h (-SLUICE_ERATE, -SLUICE_EBURST);
+ * GCRA, LEAKY: as gcra.h and leaky.h (-SLUICE_ERATE, -SLUICE_EBURST), and
+ * b * T (D + 1 intervals for LEAKY) at most SLUICE_KEYED_TAU_MAX, 2^61 - 1 ns
+ * (-SLUICE_EBURST: the TAT lives below 2^62 ns, so every reading below
+ * 2^61 ns can pass; a bucket near gcra.h's own 2^62 - 1 would leave none);
  * FIXED: L in 1..2^24 - 1 and W >= 2^bit_width(L) ns, i.e. L at most
  * 2^floor(log2 W) - 1 (W = 1 ms allows L up to 2^19 - 1, W = 1 s up to
  * 2^24 - 1) (-SLUICE_ELIMIT: the count takes bit_width(L) bits of the state,
@@ -256,6 +259,7 @@
 #define SLUICE_KEYED_CAPACITY_MAX (1ULL << 32)
 #define SLUICE_KEYED_FIXED_LIMIT_MAX ((1ULL << 24) - 1)
 #define SLUICE_KEYED_INFLIGHT_LIMIT_MAX 0xffffffffULL
+#define SLUICE_KEYED_TAU_MAX ((1ULL << 61) - 1) /* GCRA, LEAKY: b * T, ns */
 #define SLUICE_KEYED_TIME_MAX ((1ULL << 62) - 1) /* latest reading        */
 #define SLUICE_KEYED_LEASE_MS 100u    /* a stalled claim may be stolen after */
 #define SLUICE_KEYED_VERSION 2u
