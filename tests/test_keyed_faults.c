@@ -18,6 +18,9 @@
 #include <string.h>
 #include <time.h>
 
+/* keyed.c is compiled here as the library compiles it: SLUICE_BUILDING
+ * declares the library-private sluice__clock_require_step() it calls. */
+#define SLUICE_BUILDING 1
 #define SLUICE_TESTING 1
 #include "../lib/keyed.c"
 
