@@ -49,6 +49,8 @@
 
 #include "sluice/sluice.h"
 
+#include "stress_keyed_common.h"
+
 #define SEC 1000000000ULL
 #define MS 1000000ULL
 #define RATE 1000ULL
@@ -57,11 +59,6 @@
 #define HOT 16u
 #define REGIONS 16
 #define REC_CAP (1u << 18)
-
-struct record {
-	uint64_t t;
-	uint32_t key, n;
-};
 
 struct region {
 	_Atomic uint64_t beat;      /* CLOCK_MONOTONIC after the last call   */
@@ -93,14 +90,6 @@ static void sleep_ns(uint64_t ns)
 	struct timespec ts = { (time_t)(ns / SEC), (long)(ns % SEC) };
 	while (nanosleep(&ts, &ts) != 0)
 		;
-}
-
-static uint64_t xorshift(uint64_t *x)
-{
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
 }
 
 static sluice_keyed_config_t flood_config(void)
@@ -182,38 +171,6 @@ static void worker(unsigned char *fmem, size_t fsize, unsigned char *hmem, size_
 		atomic_fetch_add_explicit(&me->decisions, 1, memory_order_relaxed);
 	}
 	_exit(0);
-}
-
-static int cmp_record(const void *a, const void *b)
-{
-	const struct record *x = a, *y = b;
-	if (x->key != y->key)
-		return (x->key > y->key) - (x->key < y->key);
-	return (x->t > y->t) - (x->t < y->t);
-}
-
-/* Largest burst any hot key used: max over i <= j of the permits admitted
- * at t_i..t_j minus (t_j - t_i) / T, in ns of excess (as stress_keyed.c). */
-__extension__ typedef __int128 s128;
-static s128 worst_excess_ns(struct record *r, size_t n)
-{
-	qsort(r, n, sizeof(*r), cmp_record);
-	s128 worst = 0;
-	for (size_t lo = 0, hi; lo < n; lo = hi) {
-		for (hi = lo; hi < n && r[hi].key == r[lo].key; hi++)
-			;
-		s128 sum = 0, min_b = 0;
-		for (size_t k = lo; k < hi; k++) {
-			s128 b = sum * (s128)INTERVAL - (s128)r[k].t;
-			if (k == lo || b < min_b)
-				min_b = b;
-			sum += r[k].n;
-			s128 a = sum * (s128)INTERVAL - (s128)r[k].t;
-			if (a - min_b > worst)
-				worst = a - min_b;
-		}
-	}
-	return worst;
 }
 
 struct proc {
@@ -411,7 +368,7 @@ int main(int argc, char **argv)
 		memcpy(all + m, reg[i]->rec, n * sizeof(*all));
 		m += n;
 	}
-	s128 worst = worst_excess_ns(all, m);
+	s128 worst = worst_excess_ns(all, m, INTERVAL);
 	int bound_ok = worst <= (s128)BURST * (s128)INTERVAL;
 	int pass = ok && ended && bound_ok && stops > 0;
 	printf("stress algo=keyed-gcra mode=stop workers=%d stops=%d kills=%d decisions=%llu "
