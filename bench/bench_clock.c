@@ -40,6 +40,7 @@
 
 #include "sluice/clock.h"
 
+#include "../tests/test_mono.h"
 #include "bench_common.h"
 
 #define BATCH 1024
@@ -54,28 +55,6 @@ static volatile uint64_t sink; /* keeps every read alive */
 
 static sluice_clock_t manual_clock;
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t cpu_ns(clockid_t id)
-{
-	struct timespec ts;
-	clock_gettime(id, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_ns(uint64_t ns)
-{
-	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ULL),
-	                       .tv_nsec = (long)(ns % 1000000000ULL) };
-	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-		;
-}
-
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -88,12 +67,12 @@ static int cmp_u64(const void *a, const void *b)
  * Returns ns per read. */
 #define TIMED_READS(READ)                                                   \
 	do {                                                                \
-		uint64_t acc = 0, reads = 0, t0 = now_ns(), t;              \
+		uint64_t acc = 0, reads = 0, t0 = mono_ns(), t;              \
 		do {                                                        \
 			for (unsigned i = 0; i < BATCH; i++)                \
 				acc += (READ);                              \
 			reads += BATCH;                                     \
-			t = now_ns();                                       \
+			t = mono_ns();                                       \
 		} while (t - t0 < target_ns);                               \
 		sink += acc;                                                \
 		return (double)(t - t0) / (double)reads;                    \
@@ -159,11 +138,11 @@ static void measure_ticker(struct ticker_case *tc, uint64_t *lags)
 
 	/* CPU: the main thread sleeps, so the process's CPU time is the
 	 * ticker's; subtract the main thread's own (wake-up) time anyway. */
-	uint64_t p0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID), m0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
-	uint64_t w0 = now_ns();
+	uint64_t p0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID), m0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	uint64_t w0 = mono_ns();
 	sleep_ns(TICKER_SLEEP_NS);
-	uint64_t w1 = now_ns();
-	uint64_t p1 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID), m1 = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+	uint64_t w1 = mono_ns();
+	uint64_t p1 = clock_ns(CLOCK_PROCESS_CPUTIME_ID), m1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	double ticker_cpu = (double)(p1 - p0) - (double)(m1 - m0);
 	tc->cpu_pct = 100.0 * ticker_cpu / (double)(w1 - w0);
 
@@ -174,7 +153,7 @@ static void measure_ticker(struct ticker_case *tc, uint64_t *lags)
 	uint64_t seed = 0x9e3779b97f4a7c15ULL ^ tc->period_us;
 	unsigned n = 0, dropped = 0;
 	uint64_t changes = 0, prev = sluice_clock_cached_ns();
-	uint64_t t0 = now_ns(), t = t0;
+	uint64_t t0 = mono_ns(), t = t0;
 	while (t - t0 < LAG_SAMPLE_NS && n < LAG_SAMPLES_MAX) {
 		uint64_t before = sluice_clock_monotonic_ns();
 		uint64_t c = sluice_clock_cached_ns();
@@ -192,7 +171,7 @@ static void measure_ticker(struct ticker_case *tc, uint64_t *lags)
 		}
 		uint64_t until = m + xorshift64(&seed) % LAG_GAP_MAX_NS;
 		do
-			t = now_ns();
+			t = mono_ns();
 		while (t < until);
 	}
 	sluice_clock_cached_stop();

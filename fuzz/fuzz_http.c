@@ -27,57 +27,14 @@
 #include "fuzz_input.h"
 #include "sluice/http.h"
 
+#include "../tests/test_http_parse.h"
+
 #define FILL 0xa5
 #define NS 1000000000ULL
 
 static uint64_t ceil_s(uint64_t ns)
 {
 	return ns / NS + (ns % NS != 0);
-}
-
-/* 1*nDIGIT without leading zeros at *p; advances *p.  -1 when malformed. */
-static int digits(const char **p, unsigned max, uint64_t *v)
-{
-	const char *s = *p;
-	unsigned k = 0;
-	*v = 0;
-	while (s[k] >= '0' && s[k] <= '9') {
-		if (k == max)
-			return -1;
-		*v = *v * 10 + (uint64_t)(s[k] - '0');
-		k++;
-	}
-	if (k == 0 || (k > 1 && s[0] == '0'))
-		return -1;
-	*p = s + k;
-	return 0;
-}
-
-/* sf-string at *p, unescaped into @out (room for SLUICE_HTTP_NAME_MAX + 1). */
-static int sf_string(const char **p, char *out)
-{
-	const char *s = *p;
-	size_t n = 0;
-	if (*s++ != '"')
-		return -1;
-	for (;;) {
-		unsigned char c = (unsigned char)*s++;
-		if (c == '"')
-			break;
-		if (c == '\\') {
-			c = (unsigned char)*s++;
-			if (c != '"' && c != '\\')
-				return -1;
-		} else if (c < 0x20 || c > 0x7e) {
-			return -1; /* also the NUL: an unterminated string */
-		}
-		if (n == SLUICE_HTTP_NAME_MAX)
-			return -1;
-		out[n++] = (char)c;
-	}
-	out[n] = '\0';
-	*p = s;
-	return 0;
 }
 
 static void expect_prefix(const char **p, const char *lit, const char *what)
@@ -148,18 +105,18 @@ static void check_grammar(const struct call *c, const char *v)
 	char name[SLUICE_HTTP_NAME_MAX + 1];
 	uint64_t x;
 	if (c->f == F_RETRY) {
-		FUZZ_CHECK(digits(&p, 11, &x) == 0 && *p == '\0', "retry-after '%s'", v);
+		FUZZ_CHECK(http_parse_digits(&p, 11, &x) == 0 && *p == '\0', "retry-after '%s'", v);
 		FUZZ_CHECK(x == ceil_s(c->d->retry_after_ns), "retry-after '%s' for %llu ns", v,
 		           (unsigned long long)c->d->retry_after_ns);
 		return;
 	}
-	FUZZ_CHECK(sf_string(&p, name) == 0, "sf-string in '%s'", v);
+	FUZZ_CHECK(http_parse_sf_string(&p, name, sizeof(name)) == 0, "sf-string in '%s'", v);
 	FUZZ_CHECK(strcmp(name, c->name) == 0, "name '%s' came back as '%s'", c->name, name);
 	if (c->f == F_POLICY) {
 		expect_prefix(&p, ";q=", v);
-		FUZZ_CHECK(digits(&p, 15, &x) == 0 && x == c->quota, "q in '%s'", v);
+		FUZZ_CHECK(http_parse_digits(&p, 15, &x) == 0 && x == c->quota, "q in '%s'", v);
 		expect_prefix(&p, ";w=", v);
-		FUZZ_CHECK(digits(&p, 11, &x) == 0 && x == ceil_s(c->window_ns) && x >= 1,
+		FUZZ_CHECK(http_parse_digits(&p, 11, &x) == 0 && x == ceil_s(c->window_ns) && x >= 1,
 		           "w in '%s'", v);
 		FUZZ_CHECK(*p == '\0', "trailing '%s'", p);
 		return;
@@ -168,13 +125,13 @@ static void check_grammar(const struct call *c, const char *v)
 	                                                      : c->d->remaining;
 	uint64_t t = c->d->allowed ? c->d->reset_ns : c->d->retry_after_ns;
 	expect_prefix(&p, ";r=", v);
-	FUZZ_CHECK(digits(&p, 15, &x) == 0 && x == r, "r in '%s'", v);
+	FUZZ_CHECK(http_parse_digits(&p, 15, &x) == 0 && x == r, "r in '%s'", v);
 	if (t == SLUICE_NEVER) {
 		FUZZ_CHECK(*p == '\0', "t for SLUICE_NEVER in '%s'", v);
 		return;
 	}
 	expect_prefix(&p, ";t=", v);
-	FUZZ_CHECK(digits(&p, 11, &x) == 0 && x == ceil_s(t), "t in '%s'", v);
+	FUZZ_CHECK(http_parse_digits(&p, 11, &x) == 0 && x == ceil_s(t), "t in '%s'", v);
 	FUZZ_CHECK(*p == '\0', "trailing '%s'", p);
 }
 

@@ -33,137 +33,16 @@
 
 #include "sluice/clock.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1
-#endif
-#endif
-#ifndef UNDER_TSAN
-#define UNDER_TSAN 0
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
+#include "../tests/fork_loop.h"
 
-#define HANG_NS (5ULL * 1000000000ULL)
-#define ADVANCE_WAIT_NS (2ULL * 1000000000ULL)
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_ns(uint64_t ns)
-{
-	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ULL),
-		               .tv_nsec = (long)(ns % 1000000000ULL) };
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
-/* Child exit codes. */
-enum { C_OK, C_FROZEN, C_STALE, C_RUNNING, C_NOT_FALLBACK, C_START, C_START_DEAD, C_STOP };
-static const char *code_name[] = { "ok", "frozen", "stale", "running() says 1",
-	                           "not CLOCK_MONOTONIC", "start failed",
-	                           "start returned 0, nothing ticks", "stop did not stop" };
-
-static int word_advances(void)
-{
-	uint64_t w0 = atomic_load_explicit(&sluice__cached_now, memory_order_relaxed);
-	uint64_t start = mono_ns();
-	for (int i = 0; mono_ns() - start < ADVANCE_WAIT_NS; i++) {
-		uint64_t w = atomic_load_explicit(&sluice__cached_now, memory_order_relaxed);
-		if (w != 0 && w != w0)
-			return 1;
-		if (i >= 1000)
-			sleep_ns(10000);
-	}
-	return 0;
-}
-
+/* One child: the unit test's checks (fork_loop.h); one child in 4 (outside
+ * TSan) also starts a 1 us ticker of its own, sees it tick, and stops it. */
 static int child_main(unsigned i)
 {
-	uint64_t born = mono_ns();
-	uint64_t t0 = sluice_clock_now(&sluice_clock_cached), t = t0;
-	for (int k = 0; t == t0 && mono_ns() - born < ADVANCE_WAIT_NS; k++) {
-		if (k >= 1000)
-			sleep_ns(10000);
-		t = sluice_clock_now(&sluice_clock_cached);
-	}
-	if (t == t0)
-		return C_FROZEN;
-	if (sluice_clock_now(&sluice_clock_cached) < born)
-		return C_STALE;
-	if (sluice_clock_cached_running() != 0)
-		return C_RUNNING;
-	for (int k = 0; k < 100; k++) {
-		uint64_t before = mono_ns();
-		uint64_t c = sluice_clock_now(&sluice_clock_cached);
-		if (c < before || c > mono_ns())
-			return C_NOT_FALLBACK;
-	}
-	if (UNDER_TSAN || (i & 3) != 0)
-		return C_OK;
-	if (sluice_clock_cached_start(1000) != 0)
-		return C_START;
-	if (!word_advances())
-		return C_START_DEAD;
-	sluice_clock_cached_stop();
-	if (sluice_clock_cached_running() != 0 ||
-	    atomic_load_explicit(&sluice__cached_now, memory_order_relaxed) != 0)
-		return C_STOP;
-	return C_OK;
-}
-
-/* Exit code, 128 + signal, or -1 when hung (killed). */
-static int wait_child(pid_t pid)
-{
-	uint64_t start = mono_ns(), nap = 20000;
-	for (;;) {
-		int st;
-		pid_t r = waitpid(pid, &st, WNOHANG);
-		if (r == pid)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		if (r < 0 && errno != EINTR)
-			return -2;
-		if (mono_ns() - start > HANG_NS) {
-			kill(pid, SIGKILL);
-			while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-				;
-			return -1;
-		}
-		sleep_ns(nap);
-		if (nap < 1000000)
-			nap *= 2;
-	}
-}
-
-static _Atomic int churn_stop;
-static uint64_t churn_period;
-
-static void *churn_main(void *arg)
-{
-	(void)arg;
-	for (uint64_t round = 0; !atomic_load_explicit(&churn_stop, memory_order_relaxed); round++) {
-		sluice_clock_cached_start((round & 1) ? churn_period : 2 * churn_period);
-		if (!UNDER_ASAN && (round & 63) == 63) {
-			sluice_clock_cached_stop();
-			sluice_clock_cached_start(churn_period);
-		}
-		sleep_ns(20000);
-	}
-	return NULL;
+	int rc = child_reads();
+	if (rc != C_OK || UNDER_TSAN || (i & 3) != 0)
+		return rc;
+	return child_start_stop(1000, 1);
 }
 
 static int parse(const char *arg, const char *name, double *out)
@@ -226,7 +105,7 @@ int main(int argc, char **argv)
 		} else if (code != 0) {
 			failed++;
 			fprintf(stderr, "fork %u: child exit %d (%s)\n", i, code,
-			        code > 0 && code <= C_STOP ? code_name[code] : "?");
+			        child_fail_name(code));
 		}
 	}
 	uint64_t elapsed = mono_ns() - t0;

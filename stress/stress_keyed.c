@@ -44,6 +44,8 @@
 
 #include "sluice/sluice.h"
 
+#include "stress_keyed_common.h"
+
 #define SEC 1000000000ULL
 #define WARM 1000u
 
@@ -61,12 +63,6 @@
 static uint64_t RATE = 1000;
 #define INTERVAL (SEC / RATE)
 
-struct record {
-	uint64_t t;
-	uint32_t key; /* 0: hot/abuser; 1..WARM: warm keys */
-	uint32_t n;
-};
-
 static struct {
 	const char *mode, *clock, *policy;
 	int threads, workers, kills;
@@ -80,57 +76,10 @@ static const char *arg_value(const char *arg, const char *key)
 	return strncmp(arg, key, k) == 0 && arg[k] == '=' ? arg + k + 1 : NULL;
 }
 
-static uint64_t xorshift(uint64_t *x)
-{
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
-}
-
-static int cmp_record(const void *a, const void *b)
-{
-	const struct record *x = a, *y = b;
-	if (x->key != y->key)
-		return (x->key > y->key) - (x->key < y->key);
-	return (x->t > y->t) - (x->t < y->t);
-}
-
-/* Largest burst used by any key: max over i <= j of the permits admitted
- * at times t_i..t_j minus (t_j - t_i) / T, in real numbers.  The GCRA
- * guarantee (admitted <= b + t/T) is exactly worst <= b.  O(n) per key:
- * with S_k the permits of records 1..k, the excess over [t_i, t_j] in ns is
- * (S_j * T - t_j) - (S_{i-1} * T - t_i): a running minimum of the second
- * term.  Returns the excess in ns; sorts @r. */
-__extension__ typedef __int128 s128;
-static s128 worst_excess_ns(struct record *r, size_t n)
-{
-	qsort(r, n, sizeof(*r), cmp_record);
-	s128 worst = 0;
-	size_t lo = 0;
-	while (lo < n) {
-		size_t hi = lo;
-		while (hi < n && r[hi].key == r[lo].key)
-			hi++;
-		s128 sum = 0, min_b = 0;
-		for (size_t k = lo; k < hi; k++) {
-			s128 b = sum * (s128)INTERVAL - (s128)r[k].t; /* S_{k-1} T - t_k */
-			if (k == lo || b < min_b)
-				min_b = b;
-			sum += r[k].n;
-			s128 a = sum * (s128)INTERVAL - (s128)r[k].t; /* S_k T - t_k */
-			if (a - min_b > worst)
-				worst = a - min_b;
-		}
-		lo = hi;
-	}
-	return worst;
-}
-
 /* worst burst in permits (rounded down) and the verdict */
 static uint64_t worst_burst(struct record *r, size_t n, int *ok)
 {
-	s128 w = worst_excess_ns(r, n);
+	s128 w = worst_excess_ns(r, n, INTERVAL);
 	*ok = w <= (s128)BURST * (s128)INTERVAL;
 	return (uint64_t)(w / (s128)INTERVAL);
 }

@@ -49,6 +49,9 @@
 
 #include "sluice/sluice.h"
 
+#include "../tests/test_mono.h"
+#include "stress_keyed_common.h"
+
 #define SEC 1000000000ULL
 #define MS 1000000ULL
 #define RATE 1000ULL
@@ -57,11 +60,6 @@
 #define HOT 16u
 #define REGIONS 16
 #define REC_CAP (1u << 18)
-
-struct record {
-	uint64_t t;
-	uint32_t key, n;
-};
 
 struct region {
 	_Atomic uint64_t beat;      /* CLOCK_MONOTONIC after the last call   */
@@ -80,28 +78,6 @@ static struct {
 	double seconds;
 	uint64_t bound_ms, claims;
 } opt = { 3, 8.0, 3000, 48000 };
-
-static uint64_t mono(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * SEC + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_ns(uint64_t ns)
-{
-	struct timespec ts = { (time_t)(ns / SEC), (long)(ns % SEC) };
-	while (nanosleep(&ts, &ts) != 0)
-		;
-}
-
-static uint64_t xorshift(uint64_t *x)
-{
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
-}
 
 static sluice_keyed_config_t flood_config(void)
 {
@@ -143,7 +119,7 @@ static void worker(unsigned char *fmem, size_t fsize, unsigned char *hmem, size_
 		int rc;
 		uint32_t key = UINT32_MAX;
 		sluice_decision_t d;
-		uint64_t t0 = mono();
+		uint64_t t0 = mono_ns();
 		uint64_t s0 = atomic_load_explicit(&me->stopped, memory_order_relaxed);
 		if (r % 8 != 0) { /* a new key on the flood table: a claim */
 			len = (size_t)snprintf(name, sizeof(name), "flood-%d-%llu-%0200d", id,
@@ -174,7 +150,7 @@ static void worker(unsigned char *fmem, size_t fsize, unsigned char *hmem, size_
 			}
 		}
 		/* Relaxed: the parent only compares times. */
-		uint64_t t1 = mono();
+		uint64_t t1 = mono_ns();
 		atomic_store_explicit(&me->beat, t1, memory_order_relaxed);
 		if (atomic_load_explicit(&me->stopped, memory_order_relaxed) == s0 &&
 		    t1 - t0 > atomic_load_explicit(&me->longest, memory_order_relaxed))
@@ -182,38 +158,6 @@ static void worker(unsigned char *fmem, size_t fsize, unsigned char *hmem, size_
 		atomic_fetch_add_explicit(&me->decisions, 1, memory_order_relaxed);
 	}
 	_exit(0);
-}
-
-static int cmp_record(const void *a, const void *b)
-{
-	const struct record *x = a, *y = b;
-	if (x->key != y->key)
-		return (x->key > y->key) - (x->key < y->key);
-	return (x->t > y->t) - (x->t < y->t);
-}
-
-/* Largest burst any hot key used: max over i <= j of the permits admitted
- * at t_i..t_j minus (t_j - t_i) / T, in ns of excess (as stress_keyed.c). */
-__extension__ typedef __int128 s128;
-static s128 worst_excess_ns(struct record *r, size_t n)
-{
-	qsort(r, n, sizeof(*r), cmp_record);
-	s128 worst = 0;
-	for (size_t lo = 0, hi; lo < n; lo = hi) {
-		for (hi = lo; hi < n && r[hi].key == r[lo].key; hi++)
-			;
-		s128 sum = 0, min_b = 0;
-		for (size_t k = lo; k < hi; k++) {
-			s128 b = sum * (s128)INTERVAL - (s128)r[k].t;
-			if (k == lo || b < min_b)
-				min_b = b;
-			sum += r[k].n;
-			s128 a = sum * (s128)INTERVAL - (s128)r[k].t;
-			if (a - min_b > worst)
-				worst = a - min_b;
-		}
-	}
-	return worst;
 }
 
 struct proc {
@@ -233,7 +177,7 @@ static pid_t start_worker(int r)
 	if (p == 0)
 		worker(fmem, fsize, hmem, hsize, reg[r], r);
 	if (p > 0) {
-		atomic_store_explicit(&reg[r]->beat, mono(), memory_order_relaxed);
+		atomic_store_explicit(&reg[r]->beat, mono_ns(), memory_order_relaxed);
 		/* Release: pairs with the worker's acquire of go. */
 		atomic_store_explicit(&reg[r]->go, 1, memory_order_release);
 	}
@@ -245,9 +189,9 @@ static pid_t start_worker(int r)
  * of a worker stopped on purpose (not watched), or -1. */
 static int watch(struct proc *w, int nw, int stopped, uint64_t ns)
 {
-	uint64_t end = mono() + ns;
+	uint64_t end = mono_ns() + ns;
 	for (;;) {
-		uint64_t now = mono();
+		uint64_t now = mono_ns();
 		for (int i = 0; i < nw; i++) {
 			if (i == stopped || w[i].pid <= 0)
 				continue;
@@ -321,13 +265,13 @@ int main(int argc, char **argv)
 	int next_reg = 0;
 	for (int i = 0; i < opt.workers; i++) {
 		w[i].reg = reg[next_reg];
-		w[i].since = mono();
+		w[i].since = mono_ns();
 		if ((w[i].pid = start_worker(next_reg++)) < 0)
 			return 2;
 	}
 	int ok = watch(w, opt.workers, -1, 200 * MS), stops = 0, kills = 0;
-	uint64_t end = mono() + (uint64_t)(opt.seconds * 1e9);
-	for (int round = 0; ok && mono() < end; round++) {
+	uint64_t end = mono_ns() + (uint64_t)(opt.seconds * 1e9);
+	for (int round = 0; ok && mono_ns() < end; round++) {
 		int v = round % opt.workers;
 		if (round % 4 == 3 && next_reg < REGIONS) {
 			kill(w[v].pid, SIGKILL); /* wherever it is */
@@ -335,7 +279,7 @@ int main(int argc, char **argv)
 			waitpid(w[v].pid, &st, 0);
 			kills += WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
 			w[v].reg = reg[next_reg];
-			w[v].since = mono();
+			w[v].since = mono_ns();
 			if ((w[v].pid = start_worker(next_reg++)) < 0)
 				return 2;
 			ok = watch(w, opt.workers, -1, 100 * MS);
@@ -343,10 +287,10 @@ int main(int argc, char **argv)
 		}
 		/* the others' flood rate, measured now, sets the stop's length:
 		 * about opt.claims claims of each of the 8 flood slots */
-		uint64_t c0 = flood_calls(w, opt.workers, v), t0 = mono();
+		uint64_t c0 = flood_calls(w, opt.workers, v), t0 = mono_ns();
 		if (!(ok = watch(w, opt.workers, -1, 100 * MS)))
 			break;
-		uint64_t c1 = flood_calls(w, opt.workers, v), t1 = mono();
+		uint64_t c1 = flood_calls(w, opt.workers, v), t1 = mono_ns();
 		double rate = (double)(c1 - c0) * 1e9 / (double)(t1 - t0 + 1);
 		double secs = rate > 0 ? (double)opt.claims * 8.0 / rate : 1.0;
 		if (secs < 0.02)
@@ -357,7 +301,7 @@ int main(int argc, char **argv)
 		kill(w[v].pid, SIGSTOP);
 		stops++;
 		ok = watch(w, opt.workers, v, (uint64_t)(secs * 1e9));
-		w[v].since = mono();
+		w[v].since = mono_ns();
 		kill(w[v].pid, SIGCONT);
 		sleep_ns(MS); /* a call that spans the stop ends before the bump */
 		atomic_fetch_add_explicit(&w[v].reg->stopped, 1, memory_order_relaxed);
@@ -375,11 +319,11 @@ int main(int argc, char **argv)
 		atomic_store_explicit(&w[i].reg->stop, 1, memory_order_relaxed);
 		kill(w[i].pid, SIGCONT);
 	}
-	uint64_t deadline = mono() + opt.bound_ms * MS;
+	uint64_t deadline = mono_ns() + opt.bound_ms * MS;
 	for (int i = 0; i < opt.workers; i++) {
 		int st = 0;
 		pid_t p;
-		while ((p = waitpid(w[i].pid, &st, WNOHANG)) == 0 && mono() < deadline)
+		while ((p = waitpid(w[i].pid, &st, WNOHANG)) == 0 && mono_ns() < deadline)
 			sleep_ns(5 * MS);
 		if (p == 0) {
 			fprintf(stderr, "stress_keyed_stop: worker %d did not end\n", i);
@@ -411,7 +355,7 @@ int main(int argc, char **argv)
 		memcpy(all + m, reg[i]->rec, n * sizeof(*all));
 		m += n;
 	}
-	s128 worst = worst_excess_ns(all, m);
+	s128 worst = worst_excess_ns(all, m, INTERVAL);
 	int bound_ok = worst <= (s128)BURST * (s128)INTERVAL;
 	int pass = ok && ended && bound_ok && stops > 0;
 	printf("stress algo=keyed-gcra mode=stop workers=%d stops=%d kills=%d decisions=%llu "

@@ -40,6 +40,8 @@
 #include "sluice/warmup.h"
 #include "sluice/window.h"
 
+#include "test_mono.h"
+
 TestSuite(clock, .timeout = 60);
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -56,14 +58,6 @@ static uint64_t raw_res_ns(clockid_t id)
 	struct timespec ts;
 	cr_assert_eq(clock_getres(id, &ts), 0, "clock_getres(%d) failed", (int)id);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_ns(uint64_t ns)
-{
-	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ULL),
-		               .tv_nsec = (long)(ns % 1000000000ULL) };
-	while (nanosleep(&ts, &ts) != 0)
-		;
 }
 
 /* Threads in this process, from /proc/self/task. */

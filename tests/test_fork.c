@@ -49,175 +49,19 @@
 #include "sluice/error.h"
 #include "sluice/window.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1
-#endif
-#endif
-#ifndef UNDER_TSAN
-#define UNDER_TSAN 0
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
+#include "fork_loop.h"
 
 TestSuite(fork, .timeout = 120);
 
-#define HANG_NS (5ULL * 1000000000ULL) /* a child alive after 5 s is hung */
 #define LOOP_FORKS 10000
 #define LOOP_FORKS_SANITIZED 3000
 #define LOOP_MAX_BAD 3 /* stop the loop after this many bad children */
 
 /* ---- helpers (parent and child) --------------------------------------- */
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_ns(uint64_t ns)
-{
-	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ULL),
-		               .tv_nsec = (long)(ns % 1000000000ULL) };
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
 static void stop_ticker(void)
 {
 	sluice_clock_cached_stop();
-}
-
-/* Child exit codes: which check failed. */
-enum {
-	C_OK = 0,
-	C_FROZEN,       /* the cached reading did not advance within 2 s */
-	C_STALE,        /* a reading older than CLOCK_MONOTONIC at the child's start */
-	C_RUNNING,      /* running() said 1 with no ticker thread in the child */
-	C_NOT_FALLBACK, /* a stopped clock's read outside its CLOCK_MONOTONIC bracket */
-	C_START,        /* start() in the child failed */
-	C_START_DEAD,   /* start() returned 0 but no ticker publishes in the child */
-	C_NOT_RUNNING,  /* running() said 0 after a successful start() */
-	C_STOP,         /* after stop(): running() 1 or the cached word not 0 */
-	C_RECORD,       /* the parent's validated step was not inherited */
-	C_UNUSED,
-};
-
-static const char *child_fail_name(int code)
-{
-	static const char *names[] = {
-		"ok", "cached reading frozen", "reading older than the child's start",
-		"running() says 1 with no ticker", "stopped reads are not CLOCK_MONOTONIC",
-		"start() failed", "start() returned 0 but nothing ticks",
-		"running() says 0 after start()", "stop() did not stop",
-		"validated step not inherited", "?",
-	};
-	return code >= 0 && code < C_UNUSED ? names[code] : "?";
-}
-
-#define ADVANCE_WAIT_NS (2ULL * 1000000000ULL) /* "frozen": no change in 2 s */
-
-/* The cached word (not the fallback) changes within ADVANCE_WAIT_NS: spin
- * briefly, then sleep 10 us a step. */
-static int word_advances(void)
-{
-	uint64_t w0 = atomic_load_explicit(&sluice__cached_now, memory_order_relaxed);
-	uint64_t start = mono_ns();
-	for (int i = 0; mono_ns() - start < ADVANCE_WAIT_NS; i++) {
-		uint64_t w = atomic_load_explicit(&sluice__cached_now, memory_order_relaxed);
-		if (w != 0 && w != w0)
-			return 1;
-		if (i >= 1000)
-			sleep_ns(10000);
-	}
-	return 0;
-}
-
-/* The child's first checks, whatever the parent was doing: time moves and is
- * not older than the child itself; the clock says it is stopped and reads
- * exactly CLOCK_MONOTONIC. */
-static int child_reads(void)
-{
-	uint64_t born = mono_ns();
-	uint64_t t0 = sluice_clock_now(&sluice_clock_cached);
-	uint64_t t = t0;
-	for (int i = 0; t == t0 && mono_ns() - born < ADVANCE_WAIT_NS; i++) {
-		if (i >= 1000)
-			sleep_ns(10000);
-		t = sluice_clock_now(&sluice_clock_cached);
-	}
-	if (t == t0)
-		return C_FROZEN;
-	/* A reading taken after `born` must not be older than it: a frozen
-	 * or stale inherited word is (it was written before the fork). */
-	uint64_t late = sluice_clock_now(&sluice_clock_cached);
-	if (late < born)
-		return C_STALE;
-	if (sluice_clock_cached_running() != 0)
-		return C_RUNNING;
-	for (int i = 0; i < 100; i++) {
-		uint64_t before = mono_ns();
-		uint64_t c = sluice_clock_now(&sluice_clock_cached);
-		uint64_t after = mono_ns();
-		if (c < before || c > after)
-			return C_NOT_FALLBACK;
-	}
-	return C_OK;
-}
-
-/* start/stop in the child: a ticker of the child's own, then none. */
-static int child_start_stop(uint64_t period)
-{
-	for (int round = 0; round < 2; round++) {
-		int rc = sluice_clock_cached_start(period);
-		if (rc != 0)
-			return C_START;
-		if (sluice_clock_cached_running() != 1)
-			return C_NOT_RUNNING;
-		if (!word_advances())
-			return C_START_DEAD;
-		sluice_clock_cached_stop();
-		if (sluice_clock_cached_running() != 0 ||
-		    atomic_load_explicit(&sluice__cached_now, memory_order_relaxed) != 0)
-			return C_STOP;
-	}
-	return C_OK;
-}
-
-/* Wait for @pid at most HANG_NS.  Return its exit code, 128 + the signal
- * that killed it, or -1 when it hung (then it is killed and reaped). */
-static int wait_child(pid_t pid)
-{
-	uint64_t start = mono_ns();
-	uint64_t nap = 20000; /* 20 us, doubling to 1 ms */
-	for (;;) {
-		int st;
-		pid_t r = waitpid(pid, &st, WNOHANG);
-		if (r == pid)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		if (r < 0 && errno != EINTR)
-			return -2;
-		if (mono_ns() - start > HANG_NS) {
-			kill(pid, SIGKILL);
-			while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-				;
-			return -1;
-		}
-		sleep_ns(nap);
-		if (nap < 1000000)
-			nap *= 2;
-	}
 }
 
 typedef int (*child_fn)(void *arg);
@@ -271,7 +115,7 @@ static int child_start_stop_fn(void *arg)
 	int rc = child_reads();
 	if (rc != C_OK)
 		return rc;
-	return child_start_stop(*(const uint64_t *)arg);
+	return child_start_stop(*(const uint64_t *)arg, 2);
 }
 
 Test(fork, child_can_start_and_stop_its_own_ticker, .fini = stop_ticker)
@@ -357,37 +201,19 @@ Test(fork, child_inherits_the_validated_step, .fini = stop_ticker)
 /*
  * LOOP_FORKS forks while the ticker runs at the shortest period (it takes
  * its lock every microsecond, so forks land while it holds it) and a churn
- * thread re-periods it (start() holds both locks and signals the condition
+ * thread (churn_main, fork_loop.h) re-periods it between 1 and 2 us (start() holds both locks and signals the condition
  * variable) and, one round in 64 outside ASan, stops and restarts it (the
  * ticker's creation and join).  Each child checks child_reads(); outside TSan one
  * child in 4 also starts and stops a ticker of its own, which must neither
  * block on a lock inherited held nor join a thread that is not there.
  */
-static _Atomic int churn_stop;
-
-static void *churn_main(void *arg)
-{
-	(void)arg;
-	uint64_t round = 0;
-	while (!atomic_load_explicit(&churn_stop, memory_order_relaxed)) {
-		sluice_clock_cached_start((round & 1) ? 1000 : 2000);
-		if (!UNDER_ASAN && (round & 63) == 63) {
-			sluice_clock_cached_stop();
-			sluice_clock_cached_start(1000);
-		}
-		round++;
-		sleep_ns(20000);
-	}
-	return NULL;
-}
-
 static int loop_child_fn(void *arg)
 {
 	unsigned i = *(const unsigned *)arg;
 	int rc = child_reads();
 	if (rc != C_OK || UNDER_TSAN || (i & 3) != 0)
 		return rc;
-	return child_start_stop(1000);
+	return child_start_stop(1000, 2);
 }
 
 Test(fork, loop_of_forks_with_the_ticker_running, .fini = stop_ticker, .timeout = 300)
@@ -396,6 +222,7 @@ Test(fork, loop_of_forks_with_the_ticker_running, .fini = stop_ticker, .timeout 
 	cr_assert_eq(sluice_clock_cached_start(1000), 0, "start(1 us) failed");
 	pthread_t churn;
 	atomic_store(&churn_stop, 0);
+	churn_period = 1000;
 	cr_assert_eq(pthread_create(&churn, NULL, churn_main, NULL), 0, "pthread_create");
 
 	unsigned hung = 0, failed = 0, done = 0;

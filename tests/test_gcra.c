@@ -19,6 +19,7 @@
 #include "sluice/error.h"
 #include "sluice/gcra.h"
 
+#include "test_gcra_forge.h"
 #include "test_rng.h"
 
 #define US 1000ULL
@@ -812,17 +813,9 @@ Test(gcra, decisions_finish_a_half_done_reconfiguration)
 	make(&spec, 1, SEC, 4); /* the parameters the writer was installing */
 	cr_assert_eq(sluice_gcra_acquire_at(&g, 6, SEC, NULL), 1);
 	uint64_t e = atomic_load(&g.era);
-	struct sluice__gcra_params *next = &g.params[(e + 1) & 1];
 	struct sluice__gcra_params *src = &spec.params[atomic_load(&spec.era) & 1];
-	atomic_store(&next->interval, atomic_load(&src->interval));
-	atomic_store(&next->tau, atomic_load(&src->tau));
-	atomic_store(&next->burst, atomic_load(&src->burst));
-	atomic_store(&next->recip, atomic_load(&src->recip));
-	atomic_store(&next->shift, atomic_load(&src->shift));
-	atomic_store(&next->start, 12 * SEC); /* the converted TAT: 4 - 4 = 0 held... */
-	atomic_store(&next->era, e + 1);
-	atomic_store(&g.seal_era, e + 1); /* a seal names its full era beside it */
-	atomic_store(&g.tat, SLUICE__GCRA_SEAL_MIN + ((e + 1) & SLUICE__GCRA_SEAL_MASK));
+	/* start 12 s, the converted TAT: 4 - 4 = 0 held... */
+	gcra_forge_half_done(&g, src, 12 * SEC);
 
 	sluice_decision_t d;
 	cr_assert_eq(sluice_gcra_acquire_at(&g, 1, SEC, &d), 0, "decided on the new state");
@@ -838,17 +831,7 @@ Test(gcra, decisions_finish_a_half_done_reconfiguration)
 
 	/* remaining_at and reserve help too */
 	make(&g, 10, SEC, 10);
-	e = atomic_load(&g.era);
-	next = &g.params[(e + 1) & 1];
-	atomic_store(&next->interval, atomic_load(&src->interval));
-	atomic_store(&next->tau, atomic_load(&src->tau));
-	atomic_store(&next->burst, atomic_load(&src->burst));
-	atomic_store(&next->recip, atomic_load(&src->recip));
-	atomic_store(&next->shift, atomic_load(&src->shift));
-	atomic_store(&next->start, 1);
-	atomic_store(&next->era, e + 1);
-	atomic_store(&g.seal_era, e + 1); /* a seal names its full era beside it */
-	atomic_store(&g.tat, SLUICE__GCRA_SEAL_MIN + ((e + 1) & SLUICE__GCRA_SEAL_MASK));
+	gcra_forge_half_done(&g, src, 1);
 	cr_assert_eq(sluice_gcra_remaining_at(&g, 100 * SEC), 4);
 	cr_assert_eq(sluice_gcra_reserve_at(&g, 4, 100 * SEC, 0, &d), 1);
 	cr_assert_eq(d.limit, 4);
@@ -1045,18 +1028,9 @@ Test(gcra, a_stopped_writer_times_out_later_writers, .timeout = 30)
 	make(&g, 10, SEC, 10);
 	make(&spec, 1, SEC, 4);
 	uint64_t e = atomic_load(&g.era);
-	struct sluice__gcra_params *next = &g.params[(e + 1) & 1];
 	struct sluice__gcra_params *src = &spec.params[atomic_load(&spec.era) & 1];
 	atomic_store(&g.writer, 1); /* the stopped writer holds the flag */
-	atomic_store(&next->interval, atomic_load(&src->interval));
-	atomic_store(&next->tau, atomic_load(&src->tau));
-	atomic_store(&next->burst, atomic_load(&src->burst));
-	atomic_store(&next->recip, atomic_load(&src->recip));
-	atomic_store(&next->shift, atomic_load(&src->shift));
-	atomic_store(&next->start, 1);
-	atomic_store(&next->era, e + 1);
-	atomic_store(&g.seal_era, e + 1); /* a seal names its full era beside it */
-	atomic_store(&g.tat, SLUICE__GCRA_SEAL_MIN + ((e + 1) & SLUICE__GCRA_SEAL_MASK));
+	gcra_forge_half_done(&g, src, 1);
 
 	cr_assert_eq(sluice_gcra_acquire_at(&g, 4, SEC, NULL), 1, "a decision helps and decides");
 	cr_assert_eq(sluice_gcra_burst(&g), 4, "the stopped writer's change, finished");

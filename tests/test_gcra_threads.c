@@ -31,6 +31,7 @@
 
 #include "sluice/error.h"
 #include "sluice/gcra.h"
+#include "test_gcra_forge.h"
 #include "test_pace.h"
 
 #define T1 1000ULL  /* ns per permit */
@@ -145,12 +146,7 @@ static void *stall_main(void *arg)
 	while (atomic_load_explicit(&running, memory_order_relaxed)) {
 		uint64_t e = atomic_load(&g->era);
 		struct sluice__gcra_params *cur = &g->params[e & 1], *next = &g->params[(e + 1) & 1];
-		atomic_store(&next->era, 0);
-		atomic_store(&next->interval, atomic_load(&cur->interval));
-		atomic_store(&next->tau, atomic_load(&cur->tau));
-		atomic_store(&next->burst, atomic_load(&cur->burst));
-		atomic_store(&next->recip, atomic_load(&cur->recip));
-		atomic_store(&next->shift, atomic_load(&cur->shift));
+		gcra_forge_params(next, cur);
 		uint64_t seal = SLUICE__GCRA_SEAL_MIN + ((e + 1) & SLUICE__GCRA_SEAL_MASK), a0, a1;
 		/* the seal's full era, beside the TAT (helpers check it) */
 		atomic_store(&g->seal_era, e + 1);

@@ -16,6 +16,8 @@
 #include "sluice/http.h"
 #include "sluice/inflight.h"
 
+#include "test_http_parse.h"
+
 #define MS 1000000ULL
 #define SEC 1000000000ULL
 #define GUARD 0xa5
@@ -359,50 +361,14 @@ Test(http, null_buffer_and_decision)
 
 /* ---- round trip through a parser of the grammar in http.h -------------- */
 
-/* Parse an sf-string at *p into out (unescaped); advance *p.  0 or -1. */
-static int parse_sf_string(const char **p, char *out, size_t cap)
-{
-	const char *s = *p;
-	size_t k = 0;
-	if (*s++ != '"')
-		return -1;
-	for (;;) {
-		unsigned char c = (unsigned char)*s++;
-		if (c == '"')
-			break;
-		if (c == '\\') {
-			c = (unsigned char)*s++;
-			if (c != '"' && c != '\\')
-				return -1;
-		} else if (c < 0x20 || c > 0x7e) {
-			return -1;
-		}
-		if (k + 1 >= cap)
-			return -1;
-		out[k++] = (char)c;
-	}
-	out[k] = '\0';
-	*p = s;
-	return 0;
-}
-
 /* Parse ";<key>=<sf-integer>" at *p; 0 or -1. */
-static int parse_param(const char **p, char key, int max_digits, uint64_t *v)
+static int parse_param(const char **p, char key, unsigned max_digits, uint64_t *v)
 {
 	const char *s = *p;
 	if (s[0] != ';' || s[1] != key || s[2] != '=')
 		return -1;
 	s += 3;
-	int digits = 0;
-	*v = 0;
-	while (*s >= '0' && *s <= '9') {
-		if (digits == 1 && *v == 0)
-			return -1; /* leading zero */
-		*v = *v * 10 + (uint64_t)(*s++ - '0');
-		if (++digits > max_digits)
-			return -1;
-	}
-	if (digits == 0)
+	if (http_parse_digits(&s, max_digits, v) != 0)
 		return -1;
 	*p = s;
 	return 0;
@@ -432,7 +398,7 @@ Test(http, round_trip_random)
 		cr_assert_gt(rc, 0);
 		cr_assert_eq((size_t)rc, strlen(buf));
 		const char *p = buf;
-		cr_assert_eq(parse_sf_string(&p, back, sizeof(back)), 0, "%s", buf);
+		cr_assert_eq(http_parse_sf_string(&p, back, sizeof(back)), 0, "%s", buf);
 		cr_assert_str_eq(back, name);
 		cr_assert_eq(parse_param(&p, 'q', 15, &v), 0, "%s", buf);
 		cr_assert_eq(v, q);
@@ -445,7 +411,7 @@ Test(http, round_trip_random)
 		rc = sluice_http_ratelimit(buf, sizeof(buf), name, &d);
 		cr_assert_gt(rc, 0);
 		p = buf;
-		cr_assert_eq(parse_sf_string(&p, back, sizeof(back)), 0, "%s", buf);
+		cr_assert_eq(http_parse_sf_string(&p, back, sizeof(back)), 0, "%s", buf);
 		cr_assert_str_eq(back, name);
 		cr_assert_eq(parse_param(&p, 'r', 15, &v), 0, "%s", buf);
 		cr_assert_eq(v, d.remaining > SLUICE_HTTP_SF_INT_MAX ? SLUICE_HTTP_SF_INT_MAX

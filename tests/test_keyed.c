@@ -23,10 +23,8 @@
 
 #include "sluice/sluice.h"
 
+#include "test_keyed_common.h"
 #include "test_rng.h"
-
-#define MS 1000000ULL
-#define SEC 1000000000ULL
 
 /* private symbols of lib/ (static library) */
 uint64_t sluice__siphash(unsigned c, unsigned d, uint64_t k0, uint64_t k1, const void *data,
@@ -38,35 +36,6 @@ int sluice__keyed_test_stall(sluice_keyed_t *k, const void *key, size_t keylen, 
 extern void (*sluice__keyed_stall_hook)(int point, _Atomic uint64_t *word) __attribute__((weak));
 
 TestSuite(keyed, .timeout = 60);
-
-static sluice_clock_t mclock;
-
-
-static void make(sluice_keyed_t *k, sluice_keyed_config_t c)
-{
-	sluice_clock_manual_init(&mclock, 0);
-	int rc = sluice_keyed_new(k, &c, &mclock);
-	cr_assert_eq(rc, 0, "new: %s", sluice_err_name(rc));
-}
-
-static sluice_keyed_config_t gcra_cfg(uint64_t cap, uint64_t rate, uint64_t period, uint64_t burst,
-                                      sluice_keyed_policy_t pol)
-{
-	return (sluice_keyed_config_t){ .algo = SLUICE_KEYED_GCRA, .policy = pol, .capacity = cap,
-		                        .rate = rate, .period_ns = period, .burst = burst };
-}
-
-static int acq(sluice_keyed_t *k, const char *key, uint64_t n, uint64_t now, sluice_decision_t *d)
-{
-	return sluice_keyed_acquire_at(k, key, strlen(key), n, now, d);
-}
-
-static sluice_keyed_stats_t stats(sluice_keyed_t *k)
-{
-	sluice_keyed_stats_t s;
-	cr_assert_eq(sluice_keyed_stats(k, &s), 0);
-	return s;
-}
 
 /* ---- SipHash ------------------------------------------------------------ */
 

@@ -18,46 +18,19 @@
 #include <string.h>
 #include <time.h>
 
+/* keyed.c is compiled here as the library compiles it: SLUICE_BUILDING
+ * declares the library-private sluice__clock_require_step() it calls. */
+#define SLUICE_BUILDING 1
 #define SLUICE_TESTING 1
 /* keyed.c is compiled here as the library compiles it: SLUICE_BUILDING
  * declares the library-private clock helpers it calls. */
 #define SLUICE_BUILDING 1
 #include "../lib/keyed.c"
 
+#include "test_keyed_common.h"
 #include "test_rng.h"
 
-#define MS 1000000ULL
-#define SEC 1000000000ULL
-
 TestSuite(keyed_faults, .timeout = 60);
-
-static sluice_clock_t mclock;
-
-static void make(sluice_keyed_t *k, sluice_keyed_config_t c)
-{
-	sluice_clock_manual_init(&mclock, 0);
-	int rc = sluice_keyed_new(k, &c, &mclock);
-	cr_assert_eq(rc, 0, "new: %s", sluice_err_name(rc));
-}
-
-static sluice_keyed_config_t gcra_cfg(uint64_t cap, uint64_t rate, uint64_t period, uint64_t burst,
-                                      sluice_keyed_policy_t pol)
-{
-	return (sluice_keyed_config_t){ .algo = SLUICE_KEYED_GCRA, .policy = pol, .capacity = cap,
-		                        .rate = rate, .period_ns = period, .burst = burst };
-}
-
-static int acq(sluice_keyed_t *k, const char *key, uint64_t n, uint64_t now, sluice_decision_t *d)
-{
-	return sluice_keyed_acquire_at(k, key, strlen(key), n, now, d);
-}
-
-static sluice_keyed_stats_t stats(sluice_keyed_t *k)
-{
-	sluice_keyed_stats_t s;
-	cr_assert_eq(sluice_keyed_stats(k, &s), 0);
-	return s;
-}
 
 /* The stall point's action: run once, at the first stall point of @point,
  * with the word the stalled call is about to CAS. */

@@ -17,6 +17,7 @@
 
 #include "sluice/sluice.h"
 
+#include "test_gcra_forge.h"
 #include "test_stall.h"
 
 #define L 100
@@ -351,11 +352,8 @@ static void attack_gcra(void *arg)
 	uint64_t later = a->era + WRAP;
 	struct sluice__gcra_params *slot = &a->g->params[later & 1];
 	atomic_store(&slot->era, 0);
-	atomic_store(&slot->start, a->later_start);
-	atomic_store(&slot->era, later);
 	atomic_store(&a->g->era, later - 1);
-	atomic_store(&a->g->seal_era, later);
-	atomic_store(&a->g->tat, SLUICE__GCRA_SEAL_MIN + (later & SLUICE__GCRA_SEAL_MASK));
+	gcra_forge_seal(a->g, later, a->later_start);
 }
 
 Test(wrap, gcra_unseal_stalled_across_2_32_changes)
@@ -368,17 +366,7 @@ Test(wrap, gcra_unseal_stalled_across_2_32_changes)
 	cr_assert_eq(sluice_gcra_init(g, &cfg), 0);
 	/* a change to era e + 1, sealed, its writer stopped before the unseal */
 	uint64_t e = atomic_load(&g->era);
-	struct sluice__gcra_params *cur = &g->params[e & 1], *next = &g->params[(e + 1) & 1];
-	atomic_store(&next->era, 0);
-	atomic_store(&next->interval, atomic_load(&cur->interval));
-	atomic_store(&next->tau, atomic_load(&cur->tau));
-	atomic_store(&next->burst, atomic_load(&cur->burst));
-	atomic_store(&next->recip, atomic_load(&cur->recip));
-	atomic_store(&next->shift, atomic_load(&cur->shift));
-	atomic_store(&next->start, 1);
-	atomic_store(&next->era, e + 1);
-	atomic_store(&g->seal_era, e + 1);
-	atomic_store(&g->tat, SLUICE__GCRA_SEAL_MIN + ((e + 1) & SLUICE__GCRA_SEAL_MASK));
+	gcra_forge_half_done(g, &g->params[e & 1], 1);
 	struct gcra_attack a = { g, e + 1, 1000 * 10000000000ULL };
 	stall_arm(&g->tat, 16, attack_gcra, &a);
 	(void)sluice_gcra_acquire_at(g, 1, 0, NULL); /* helps, stalls at its unseal */

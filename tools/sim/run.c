@@ -137,14 +137,8 @@ static int bins_reach(sim_result_t *r, uint64_t i, uint64_t cap)
 
 static int record(sim_result_t *r, uint64_t t, uint32_t n, uint32_t key)
 {
-	if (r->nadm == r->admcap) {
-		size_t cap = r->admcap ? r->admcap * 2 : 4096;
-		sim_event_t *a = realloc(r->adm, cap * sizeof(*a));
-		if (!a)
-			return -1;
-		r->adm = a;
-		r->admcap = cap;
-	}
+	if (sim_events_reserve(&r->adm, &r->admcap, r->nadm, 4096) != 0)
+		return -1;
 	r->adm[r->nadm++] = (sim_event_t){ .t = t, .n = n, .key = key };
 	return 0;
 }

@@ -285,6 +285,12 @@ typedef struct sim_worst {
 /* sim_sort_events - sort by (key, t, n): the order sim_worst_in expects. */
 void sim_sort_events(sim_event_t *ev, size_t n);
 /*
+ * sim_events_reserve - room in *@ev (*@cap events, @n of them used) for one
+ * more: when full, doubles *@cap (to @first when 0) and reallocs *@ev.
+ * Return: 0, or -1 when out of memory (*@ev and *@cap unchanged).
+ */
+int sim_events_reserve(sim_event_t **ev, size_t *cap, size_t n, size_t first);
+/*
  * sim_worst_in - the most permits of @ev (sorted by sim_sort_events) whose
  * times fall in one half-open interval [s, s + len), over every s, per key.
  * Exact: the best interval can always start at an admission, so two

@@ -9,7 +9,8 @@
  * that only moves forward finds each window's first admission: O(n) after
  * the sort, and no interval is missed.  Admissions are weighted by their
  * permits, and grouped by key (the worst key wins) when the run kept one
- * limiter per key.
+ * limiter per key.  Also the growth of the event arrays (traces and
+ * admissions) that feed it.
  */
 #include <stdlib.h>
 
@@ -29,6 +30,19 @@ void sim_sort_events(sim_event_t *ev, size_t n)
 {
 	if (n > 1)
 		qsort(ev, n, sizeof(*ev), cmp_event);
+}
+
+int sim_events_reserve(sim_event_t **ev, size_t *cap, size_t n, size_t first)
+{
+	if (n < *cap)
+		return 0;
+	size_t c = *cap ? *cap * 2 : first;
+	sim_event_t *e = realloc(*ev, c * sizeof(*e));
+	if (!e)
+		return -1;
+	*ev = e;
+	*cap = c;
+	return 0;
 }
 
 sim_worst_t sim_worst_in(const sim_event_t *ev, size_t n, uint64_t len)

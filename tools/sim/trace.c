@@ -231,14 +231,8 @@ static int take_line(struct reader *r, char *line, size_t len)
 		}
 		ev.n = (uint32_t)n;
 	}
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 1024;
-		sim_event_t *e = realloc(t->ev, cap * sizeof(*e));
-		if (!e)
-			return -2;
-		t->ev = e;
-		t->cap = cap;
-	}
+	if (sim_events_reserve(&t->ev, &t->cap, t->n, 1024) != 0)
+		return -2;
 	/* the lines of the earliest and the latest time, for sim_trace_span's
 	 * message (the sort below loses the order) */
 	if (t->n == 0 || ev.t < r->oldest) {

@@ -1,0 +1,192 @@
+/*
+ * fork_loop.h - what tests/test_fork.c and stress/stress_fork.c share: the
+ * sanitizer flags their children adapt to, the child's clock checks and
+ * their exit codes, the bounded wait for a child, and the churn thread that
+ * re-periods (and restarts) the parent's ticker while it forks.
+ *
+ * Sanitizers (test_fork.c's comment has the evidence): under TSan a child
+ * must not create a thread, so no child starts a ticker; under ASan the
+ * churn thread never stops and restarts the ticker (GCC 12's libasan
+ * allocator is not fork-safe).
+ */
+#ifndef SLUICE_FORK_LOOP_H
+#define SLUICE_FORK_LOOP_H
+
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sluice/clock.h"
+
+#include "test_mono.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifndef UNDER_TSAN
+#define UNDER_TSAN 0
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+
+#define HANG_NS (5ULL * 1000000000ULL)         /* a child alive after 5 s is hung */
+#define ADVANCE_WAIT_NS (2ULL * 1000000000ULL) /* "frozen": no change in 2 s */
+
+/* Child exit codes: which check failed. */
+enum {
+	C_OK = 0,
+	C_FROZEN,       /* the cached reading did not advance within 2 s */
+	C_STALE,        /* a reading older than CLOCK_MONOTONIC at the child's start */
+	C_RUNNING,      /* running() said 1 with no ticker thread in the child */
+	C_NOT_FALLBACK, /* a stopped clock's read outside its CLOCK_MONOTONIC bracket */
+	C_START,        /* start() in the child failed */
+	C_START_DEAD,   /* start() returned 0 but no ticker publishes in the child */
+	C_NOT_RUNNING,  /* running() said 0 after a successful start() */
+	C_STOP,         /* after stop(): running() 1 or the cached word not 0 */
+	C_RECORD,       /* the parent's validated step was not inherited */
+	C_UNUSED,
+};
+
+static inline const char *child_fail_name(int code)
+{
+	static const char *names[] = {
+		"ok", "cached reading frozen", "reading older than the child's start",
+		"running() says 1 with no ticker", "stopped reads are not CLOCK_MONOTONIC",
+		"start() failed", "start() returned 0 but nothing ticks",
+		"running() says 0 after start()", "stop() did not stop",
+		"validated step not inherited", "?",
+	};
+	return code >= 0 && code < C_UNUSED ? names[code] : "?";
+}
+
+/* The cached word (not the fallback) changes within ADVANCE_WAIT_NS: spin
+ * briefly, then sleep 10 us a step. */
+static inline int word_advances(void)
+{
+	uint64_t w0 = atomic_load_explicit(&sluice__cached_now, memory_order_relaxed);
+	uint64_t start = mono_ns();
+	for (int i = 0; mono_ns() - start < ADVANCE_WAIT_NS; i++) {
+		uint64_t w = atomic_load_explicit(&sluice__cached_now, memory_order_relaxed);
+		if (w != 0 && w != w0)
+			return 1;
+		if (i >= 1000)
+			sleep_ns(10000);
+	}
+	return 0;
+}
+
+/* The child's first checks, whatever the parent was doing: time moves and is
+ * not older than the child itself; the clock says it is stopped and reads
+ * exactly CLOCK_MONOTONIC. */
+static inline int child_reads(void)
+{
+	uint64_t born = mono_ns();
+	uint64_t t0 = sluice_clock_now(&sluice_clock_cached);
+	uint64_t t = t0;
+	for (int i = 0; t == t0 && mono_ns() - born < ADVANCE_WAIT_NS; i++) {
+		if (i >= 1000)
+			sleep_ns(10000);
+		t = sluice_clock_now(&sluice_clock_cached);
+	}
+	if (t == t0)
+		return C_FROZEN;
+	/* A reading taken after `born` must not be older than it: a frozen
+	 * or stale inherited word is (it was written before the fork). */
+	uint64_t late = sluice_clock_now(&sluice_clock_cached);
+	if (late < born)
+		return C_STALE;
+	if (sluice_clock_cached_running() != 0)
+		return C_RUNNING;
+	for (int i = 0; i < 100; i++) {
+		uint64_t before = mono_ns();
+		uint64_t c = sluice_clock_now(&sluice_clock_cached);
+		uint64_t after = mono_ns();
+		if (c < before || c > after)
+			return C_NOT_FALLBACK;
+	}
+	return C_OK;
+}
+
+/* start/stop in the child, @rounds times: a ticker of the child's own, then
+ * none. */
+static inline int child_start_stop(uint64_t period, int rounds)
+{
+	for (int round = 0; round < rounds; round++) {
+		int rc = sluice_clock_cached_start(period);
+		if (rc != 0)
+			return C_START;
+		if (sluice_clock_cached_running() != 1)
+			return C_NOT_RUNNING;
+		if (!word_advances())
+			return C_START_DEAD;
+		sluice_clock_cached_stop();
+		if (sluice_clock_cached_running() != 0 ||
+		    atomic_load_explicit(&sluice__cached_now, memory_order_relaxed) != 0)
+			return C_STOP;
+	}
+	return C_OK;
+}
+
+/* Wait for @pid at most HANG_NS.  Return its exit code, 128 + the signal
+ * that killed it, -1 when it hung (then it is killed and reaped), or -2
+ * when waitpid fails. */
+static inline int wait_child(pid_t pid)
+{
+	uint64_t start = mono_ns();
+	uint64_t nap = 20000; /* 20 us, doubling to 1 ms */
+	for (;;) {
+		int st;
+		pid_t r = waitpid(pid, &st, WNOHANG);
+		if (r == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		if (r < 0 && errno != EINTR)
+			return -2;
+		if (mono_ns() - start > HANG_NS) {
+			kill(pid, SIGKILL);
+			while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+				;
+			return -1;
+		}
+		sleep_ns(nap);
+		if (nap < 1000000)
+			nap *= 2;
+	}
+}
+
+/* The churn thread: until churn_stop, re-period the ticker between
+ * churn_period and twice that (start() holds both locks and signals the
+ * condition variable) and, one round in 64 outside ASan, stop and restart
+ * it (the ticker's creation and join).  Set both before starting it. */
+static _Atomic int churn_stop;
+static uint64_t churn_period;
+
+static inline void *churn_main(void *arg)
+{
+	(void)arg;
+	for (uint64_t round = 0; !atomic_load_explicit(&churn_stop, memory_order_relaxed); round++) {
+		sluice_clock_cached_start((round & 1) ? churn_period : 2 * churn_period);
+		if (!UNDER_ASAN && (round & 63) == 63) {
+			sluice_clock_cached_stop();
+			sluice_clock_cached_start(churn_period);
+		}
+		sleep_ns(20000);
+	}
+	return NULL;
+}
+
+#endif /* SLUICE_FORK_LOOP_H */
