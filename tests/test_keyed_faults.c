@@ -22,9 +22,6 @@
  * declares the library-private sluice__clock_require_step() it calls. */
 #define SLUICE_BUILDING 1
 #define SLUICE_TESTING 1
-/* keyed.c is compiled here as the library compiles it: SLUICE_BUILDING
- * declares the library-private clock helpers it calls. */
-#define SLUICE_BUILDING 1
 #include "../lib/keyed.c"
 
 #include "test_keyed_common.h"
