@@ -396,8 +396,7 @@ static void worker_proc(void *mem, size_t tsize, struct region *me, int id)
 	if (sluice_keyed_attach(mem, tsize, &sluice_clock_monotonic, &k) != 0)
 		_exit(3);
 	uint64_t x = (uint64_t)(id + 1) * 0x9E3779B97F4A7C15ULL, cold = 0;
-	while (!atomic_load_explicit(&me->go, memory_order_acquire))
-		;
+	wait_for_go(&me->go);
 	while (!atomic_load_explicit(&me->stop, memory_order_relaxed)) {
 		uint64_t r = xorshift(&x);
 		char name[32];

@@ -6,9 +6,27 @@
 #ifndef SLUICE_STRESS_KEYED_COMMON_H
 #define SLUICE_STRESS_KEYED_COMMON_H
 
+#include <sched.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
+
+#include "../tests/test_mono.h"
+
+/* A forked worker waits for the parent's go, at most 30 s: a parent that
+ * died before giving it must not leave a worker spinning for ever.
+ * Acquire: pairs with the parent's release store of go. */
+static inline void wait_for_go(_Atomic int *go)
+{
+	uint64_t until = mono_ns() + 30000000000ULL;
+	while (!atomic_load_explicit(go, memory_order_acquire)) {
+		if (mono_ns() > until)
+			_exit(4);
+		sched_yield();
+	}
+}
 
 /* One admission: decision time, key index, permits.  16 bytes; workers of
  * stress_keyed_stop write these in a MAP_SHARED mapping. */

@@ -108,10 +108,7 @@ static void worker(unsigned char *fmem, size_t fsize, unsigned char *hmem, size_
 	    sluice_keyed_attach(hmem, hsize, &sluice_clock_monotonic, &h) != 0)
 		_exit(3);
 	uint64_t x = (uint64_t)(id + 1) * 0x9E3779B97F4A7C15ULL, n = 0;
-	/* Acquire: pairs with the parent's release of go (the mapping is
-	 * inherited anyway; this only orders the start). */
-	while (!atomic_load_explicit(&me->go, memory_order_acquire))
-		;
+	wait_for_go(&me->go);
 	while (!atomic_load_explicit(&me->stop, memory_order_relaxed)) {
 		uint64_t r = xorshift(&x);
 		char name[256];
