@@ -9,7 +9,9 @@
  * floor per group (8 B) | slots.  Everything is found by offsets stored in
  * the header, so any process can map it anywhere.  A slot is a run of 64-bit
  * words: [0] tag, [1] state (WINDOW: the ring's head), [2..2+kw) the key,
- * then (WINDOW) the bucket words.
+ * then (WINDOW) the bucket words.  INFLIGHT moves its state after the key,
+ * to the first even word (s[1] is unused), and keeps its owner counter in
+ * the word after it: one 16-byte-aligned pair (see "INFLIGHT owners").
  *
  * Tag: kind:2 | gen:16 | len:8 | fp:24 | low:14.
  *   OPEN  (0)  never used, or abandoned: anyone may claim it.
@@ -53,7 +55,8 @@
  *     decisions into those words counts for nobody (it was already checked
  *     against the old owner's state, and the old key's next state starts at
  *     the floor, after it);
- *   INFLIGHT: the next generation (62 - c bits, at least 30).
+ *   INFLIGHT: the next generation (62 - c bits, at least 30), and the
+ *     owner counter beside it + 1 (see "INFLIGHT owners").
  * After an eviction the new state starts fresh too (see successor(): a
  * stale decision of the evicted key can only charge the new key), except
  * that a WINDOW key keeps the evicted key's bucket words: its new head is
@@ -65,6 +68,25 @@
  * loads the tag again: the state then belonged to its key (an initialisation
  * is a release, so a state written by a later owner implies a changed tag).
  * Its CAS then succeeds only on that owner's state.
+ *
+ * INFLIGHT owners.  The generation in the state word is finite: a release
+ * stopped between its load and its CAS while the slot changed owner
+ * 2^(62 - c) times could find the same bits under another key and give its
+ * n to it (an acquire likewise take its n from it).  So each INFLIGHT slot
+ * pairs its state with a full 64-bit owner counter (never wraps: 2^64
+ * initialisations), written only by the CAS that initialises a state for a
+ * new owner: one sluice__pair_cas() of (state, owner) from (retired, o) to
+ * (successor, o + 1), expecting the owner the completer read before the
+ * state, so a completer stopped across any later initialisation fails too.
+ * An acquire and a release read the owner, then the state, then check the
+ * tag (the release also the key words), and CAS the pair expecting both:
+ * it succeeds only on the state of the owner it checked, after a stall of
+ * any length.  Unlike a window decision (window.h: a 64-bit CAS, then a
+ * 64-bit check of head after it, the permits staying counted in a reused
+ * word), an INFLIGHT count must not stay in another key's state, which no
+ * later release would ever free, so both writes pay the double-width CAS.
+ * Retiring stays a 64-bit CAS on the state alone: it expects the exact
+ * fresh value it checked and takes nothing from anyone.
  *
  * Claims (keyed_create()): a new key scans its group in its probe order and
  * takes, in this order of preference, an OPEN slot or a LIVE slot whose state
@@ -136,6 +158,7 @@
 #include "sluice/leaky.h"
 #include "sluice/stripe.h"
 #include "sluice/window.h"
+#include "pair_internal.h"
 #include "siphash_internal.h"
 
 #define MAGIC 0x3144455945484c53ULL /* "SLHEYED1" read as little-endian */
@@ -239,8 +262,16 @@ struct params {
 };
 struct layout {
 	uint64_t groups, slots_off, floors_off, cells_off, total;
-	uint32_t slot_bytes, key_words, bucket_words;
+	uint32_t slot_bytes, key_words, bucket_words, state_word;
 };
+
+/* INFLIGHT: the slot word of the state, the first even word after the key
+ * words, so that it and the owner counter after it are one 16-byte-aligned
+ * pair (slots are 64-byte aligned) for sluice__pair_cas (DESIGN). */
+static inline uint32_t inflight_state_word(uint32_t key_words)
+{
+	return 2 + key_words + (key_words & 1);
+}
 
 static uint64_t pow2_at_least(uint64_t v)
 {
@@ -267,8 +298,10 @@ static void compute_layout(const struct params *p, struct layout *l)
 	l->groups = p->capacity / G;
 	l->key_words = (p->key_max + 5) / 6;
 	l->bucket_words = p->algo == SLUICE_KEYED_WINDOW ? (uint32_t)pow2_at_least(p->buckets) : 0;
-	l->slot_bytes = (uint32_t)round_up(8ULL * (2 + l->key_words + l->bucket_words),
-	                                   SLUICE_CACHELINE);
+	l->state_word = p->algo == SLUICE_KEYED_INFLIGHT ? inflight_state_word(l->key_words) : 1;
+	uint64_t words = p->algo == SLUICE_KEYED_INFLIGHT ? l->state_word + 2ULL /* state, owner */
+	                                                  : 2ULL + l->key_words + l->bucket_words;
+	l->slot_bytes = (uint32_t)round_up(8 * words, SLUICE_CACHELINE);
 	l->cells_off = HDR_BYTES;
 	l->floors_off = l->cells_off + CELLS * sizeof(struct sluice__keyed_cell);
 	l->slots_off = round_up(l->floors_off + l->groups * 8, SLUICE_CACHELINE);
@@ -512,12 +545,13 @@ int sluice_keyed_init(void *mem, size_t size, const sluice_keyed_config_t *cfg)
 	h->check = header_check(h);
 
 	/* Slots: tag OPEN gen 0, state retired and virgin, key and bucket
-	 * words zero (gen 0: older than any claim; bucket epoch 0 own 0). */
+	 * words zero (gen 0: older than any claim; bucket epoch 0 own 0;
+	 * INFLIGHT: owner counter 0). */
 	unsigned char *slots = (unsigned char *)mem + l.slots_off;
 	memset(slots, 0, p.capacity * l.slot_bytes);
 	for (uint64_t i = 0; i < p.capacity; i++) {
 		_Atomic uint64_t *s = (_Atomic uint64_t *)(slots + i * l.slot_bytes);
-		atomic_store_explicit(&s[1], S_RET | S_VIRGIN, memory_order_relaxed);
+		atomic_store_explicit(&s[l.state_word], S_RET | S_VIRGIN, memory_order_relaxed);
 	}
 	/* Release: an attacher whose acquire load sees the magic sees the
 	 * whole formatted table. */
@@ -694,6 +728,13 @@ int sluice_keyed_stats(const sluice_keyed_t *k, sluice_keyed_stats_t *s)
 static inline _Atomic uint64_t *slot_at(const sluice_keyed_t *k, uint64_t i)
 {
 	return (_Atomic uint64_t *)(k->slots + i * k->slot_bytes);
+}
+
+/* The state word: s[1], except INFLIGHT's (paired with its owner counter,
+ * the word after it). */
+static inline _Atomic uint64_t *state_at(const sluice_keyed_t *k, _Atomic uint64_t *s)
+{
+	return k->algo == SLUICE_KEYED_INFLIGHT ? &s[inflight_state_word(k->key_words)] : &s[1];
 }
 
 static inline _Atomic uint64_t *key_word(_Atomic uint64_t *s, uint32_t j)
@@ -929,22 +970,29 @@ static int fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t t
 }
 
 static int inflight_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
-                           uint64_t n, uint64_t now, sluice_decision_t *d, unsigned *tries)
+                           const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
+                           unsigned *tries)
 {
-	_Atomic uint64_t *st = &s[1];
-	uint64_t a = atomic_load_explicit(st, memory_order_acquire); /* as gcra_decide */
+	_Atomic uint64_t *st = state_at(k, s);
 	for (;;) {
-		if (!same_owner(s, tag))
+		/* The owner counter, then the state (acquire on both: pair
+		 * with the initialising pair CAS and with releases), then the
+		 * tag and key words, as sluice_keyed_release() says why. */
+		uint64_t o = atomic_load_explicit(&st[1], memory_order_acquire);
+		uint64_t a = atomic_load_explicit(st, memory_order_acquire);
+		if (!same_owner(s, tag) || !words_match(k, s, GEN(tag), id))
 			return STALE;
 		if (a & S_RET)
 			return RETIRED;
 		uint64_t held = a & ((1ULL << k->cbits) - 1);
 		int ok = held <= k->limit && n <= k->limit - held; /* a forged count: refuse */
 		STALL(STALL_DECIDE, st);
-		/* Acquire on success: pairs with the release of
-		 * sluice_keyed_release(), as sluice_inflight_acquire(). */
-		if (ok && !atomic_compare_exchange_weak_explicit(st, &a, a + n, memory_order_acquire,
-		                                                 memory_order_acquire)) {
+		/* A pair CAS expecting the owner too: a count taken here is
+		 * owner o's, never a later owner's whose state repeats a's
+		 * bits (after 2^(62 - c) owners), however long this call
+		 * stalled; a full barrier, so it also acquires what the
+		 * releases it reads published (as sluice_inflight_acquire()). */
+		if (ok && !sluice__pair_cas(st, a, o, a + n, o)) {
 			if (++*tries > RETRY_MAX)
 				return BUSY;
 			continue;
@@ -1100,8 +1148,9 @@ static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag
 	}
 }
 
-static int decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, uint64_t n,
-                  uint64_t now, sluice_decision_t *d, unsigned *tries)
+static int decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
+                  const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
+                  unsigned *tries)
 {
 	switch (k->algo) {
 	case SLUICE_KEYED_FIXED:
@@ -1109,7 +1158,7 @@ static int decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, ui
 	case SLUICE_KEYED_WINDOW:
 		return win_decide(k, s, tag, n, now, d, tries);
 	case SLUICE_KEYED_INFLIGHT:
-		return inflight_decide(k, s, tag, n, now, d, tries);
+		return inflight_decide(k, s, tag, id, n, now, d, tries);
 	default:
 		return gcra_decide(k, s, tag, n, now, d, tries);
 	}
@@ -1320,7 +1369,8 @@ static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t 
 				if ((ty & ID_MASK) != id->id)
 					break;
 				if (KIND(ty) == K_LIVE) {
-					uint64_t sty = atomic_load_explicit(&sy[1], memory_order_acquire);
+					uint64_t sty = atomic_load_explicit(state_at(k, sy),
+					                                    memory_order_acquire);
 					if ((sty & S_RET) || !words_match(k, sy, GEN(ty), id))
 						break;
 					abandon(s, bt); /* a live copy wins */
@@ -1348,15 +1398,30 @@ static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t 
 			continue;
 		}
 		/* 3. initialise the state if it is still retired */
-		uint64_t st = atomic_load_explicit(&s[1], memory_order_acquire);
+		_Atomic uint64_t *sw = state_at(k, s);
+		/* INFLIGHT: the owner counter first (acquire: pairs with the
+		 * pair CAS that wrote it), then the state. */
+		uint64_t owner = k->algo == SLUICE_KEYED_INFLIGHT
+		                         ? atomic_load_explicit(&sw[1], memory_order_acquire)
+		                         : 0;
+		uint64_t st = atomic_load_explicit(sw, memory_order_acquire);
 		if (st & S_RET) {
 			uint64_t floor = atomic_load_explicit(&k->floors[id->group],
 			                                      memory_order_relaxed);
 			uint64_t init = successor(k, st, floor, now);
 			/* Release: a decision that acquires this value (or a
-			 * later one) sees the tag this claim changed. */
-			atomic_compare_exchange_strong_explicit(&s[1], &st, init, memory_order_release,
-			                                        memory_order_relaxed);
+			 * later one) sees the tag this claim changed.  INFLIGHT
+			 * starts a new owner: the state and owner + 1 in one
+			 * pair CAS (a full barrier), expecting the owner read
+			 * before the state, so it fails after any other
+			 * initialisation however long this completer stalled;
+			 * a release expecting an older owner then fails. */
+			if (k->algo == SLUICE_KEYED_INFLIGHT)
+				sluice__pair_cas(sw, st, owner, init, owner + 1);
+			else
+				atomic_compare_exchange_strong_explicit(sw, &st, init,
+				                                        memory_order_release,
+				                                        memory_order_relaxed);
 		}
 		if (test_stop == 3)
 			return -1;
@@ -1473,7 +1538,7 @@ static int64_t create(const sluice_keyed_t *k, const struct kid *id, uint64_t no
 				continue;
 			/* Acquire: a retired value comes with the floor raised
 			 * before it (DESIGN). */
-			uint64_t st = atomic_load_explicit(&s[1], memory_order_acquire);
+			uint64_t st = atomic_load_explicit(state_at(k, s), memory_order_acquire);
 			if (st & S_RET) {
 				if (open.i < 0) /* a half-done reclaim: claimable now */
 					open = (struct cand){ (int64_t)i, t, st };
@@ -1544,7 +1609,7 @@ static int64_t create(const sluice_keyed_t *k, const struct kid *id, uint64_t no
 			uint64_t st = c.st;
 			/* Release: publishes the floor to whoever acquires the
 			 * retired value. */
-			if (!atomic_compare_exchange_strong_explicit(&s[1], &st, S_RET | c.st,
+			if (!atomic_compare_exchange_strong_explicit(state_at(k, s), &st, S_RET | c.st,
 			                                             memory_order_release,
 			                                             memory_order_relaxed))
 				continue; /* the key was used meanwhile: look again */
@@ -1623,7 +1688,7 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
 				return rc;
 		}
 		_Atomic uint64_t *s = slot_at(k, (uint64_t)i);
-		int r = decide(k, s, tag, n, now, d, &tries);
+		int r = decide(k, s, tag, &id, n, now, d, &tries);
 		if (r == BUSY) {
 			busy_decision(k, d, now);
 			return -SLUICE_EBUSY;
@@ -1660,21 +1725,36 @@ int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen, uint
 		if (i < 0)
 			return -SLUICE_ERELEASE;
 		_Atomic uint64_t *s = slot_at(k, (uint64_t)i);
-		uint64_t a = atomic_load_explicit(&s[1], memory_order_acquire);
+		_Atomic uint64_t *st = state_at(k, s);
 		for (;; tries++) {
 			if (tries > RETRY_MAX)
 				return -SLUICE_EBUSY;
-			if (!same_owner(s, tag))
+			/* The owner counter, then the state, then the key: a
+			 * pair CAS expecting (a, o) below succeeds only while
+			 * the state is a and the owner still o (only an
+			 * initialisation writes o, always to o + 1, never
+			 * back), so a is owner o's state; and owner o is our
+			 * key: o was read after find_live() saw our key
+			 * published (so o is our key's owner or later), and a
+			 * later owner's initialisation (acquired by the loads
+			 * of o and a) comes after its claim and key words, so
+			 * the tag and key words read below would show another
+			 * key (the key words: the tag's 16-bit generation
+			 * alone could repeat).  Acquire on both: pair with
+			 * that initialisation's pair CAS (a full barrier) and
+			 * with the acquires' CASes on the state. */
+			uint64_t o = atomic_load_explicit(&st[1], memory_order_acquire);
+			uint64_t a = atomic_load_explicit(st, memory_order_acquire);
+			if (!same_owner(s, tag) || !words_match(k, s, GEN(tag), &id))
 				break; /* look it up again */
 			if ((a & S_RET) || (a & ((1ULL << k->cbits) - 1)) < n)
 				return -SLUICE_ERELEASE; /* nothing changed */
-			STALL(STALL_DECIDE, &s[1]);
-			/* Release on success: publishes this holder's writes to
-			 * the next acquirer (inflight.h); acquire on failure:
-			 * the reloaded value is checked against the tag. */
-			if (atomic_compare_exchange_weak_explicit(&s[1], &a, a - n,
-			                                          memory_order_acq_rel,
-			                                          memory_order_acquire))
+			STALL(STALL_DECIDE, st);
+			/* A full barrier: publishes this holder's writes to the
+			 * next acquirer (inflight.h; its CAS on the state word
+			 * reads this write).  Fails on any change of the state
+			 * or of its owner, however long this call stalled. */
+			if (sluice__pair_cas(st, a, o, a - n, o))
 				return 0;
 		}
 	}

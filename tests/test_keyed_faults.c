@@ -567,3 +567,117 @@ Test(keyed_faults, a_claim_stopped_across_65535_claims_can_only_make_one_key_unr
 	}
 	sluice_keyed_free(&tk);
 }
+
+/* ---- INFLIGHT: a release or an acquire stopped while its slot changes owner -- */
+
+/* The stalled call's state word as it read it, and what the interference
+ * does before forging that word back: re-own the slot for key "b" (the
+ * other 7 slots of the one group are held by keys that never release, so
+ * "b" reclaims the slot of "a" once "a" holds nothing) and take 2 for it. */
+static uint64_t stale_word;
+
+static void hold_seven(void)
+{
+	for (int i = 0; i < 7; i++) {
+		char name[8];
+		snprintf(name, sizeof(name), "h%d", i);
+		cr_assert_eq(acq(&tk, name, 1, SEC, NULL), 1, "%s", name);
+	}
+}
+
+static void reown_and_forge(_Atomic uint64_t *word, uint64_t release_a, uint64_t release_b)
+{
+	stale_word = atomic_load(word);
+	if (release_a)
+		cr_assert_eq(sluice_keyed_release(&tk, "a", 1, release_a), 0);
+	cr_assert_eq(acq(&tk, "b", 2, SEC, NULL), 1, "b reclaims the slot of a");
+	cr_assert_eq(stats(&tk).reclaims, 1);
+	if (release_b)
+		cr_assert_eq(sluice_keyed_release(&tk, "b", 1, release_b), 0);
+	/* 2^(62 - c) owner changes later the state word shows, bit for bit,
+	 * what the stalled call read (generation and count): forge that */
+	atomic_store(word, stale_word);
+}
+
+static void reown_release(_Atomic uint64_t *word)
+{
+	/* another process releases every permit of "a", the stalled one's
+	 * included (a caller that releases what it does not hold): only "a"
+	 * may suffer from that */
+	reown_and_forge(word, 2, 0);
+}
+
+static void reown_acquire(_Atomic uint64_t *word)
+{
+	/* "a" held nothing when it stalled, so the state it read repeats
+	 * only when b holds nothing too */
+	reown_and_forge(word, 0, 2);
+}
+
+Test(keyed_faults, inflight_release_stopped_across_owner_changes_gives_nothing_to_the_new_owner)
+{
+	/* keyed.h once said: a release stopped between its load and its CAS
+	 * while its slot changes owner 2^(62 - bit_width(K)) times can give its
+	 * n to the new owner.  Its CAS compared the state word alone; it now
+	 * compares the word and the slot's 64-bit owner counter, and fails. */
+	make(&tk, (sluice_keyed_config_t){ .algo = SLUICE_KEYED_INFLIGHT, .capacity = 8,
+	                                   .limit = 5 });
+	cr_assert_eq(acq(&tk, "a", 2, SEC, NULL), 1);
+	hold_seven();
+	arm(STALL_DECIDE, reown_release);
+	int rc = sluice_keyed_release(&tk, "a", 1, 1);
+	cr_assert_null(hook_action, "the stall point was reached");
+	sluice__keyed_stall_hook = NULL;
+	cr_assert_eq(rc, -SLUICE_ERELEASE, "the stale release gave its permit to b: %s",
+	             sluice_err_name(rc));
+	/* b holds 2 of 5: exactly 3 more */
+	sluice_decision_t d;
+	cr_assert_eq(acq(&tk, "b", 3, SEC, &d), 1);
+	cr_assert_eq(d.remaining, 0);
+	cr_assert_eq(acq(&tk, "b", 1, SEC, NULL), 0, "b over-admitted");
+	sluice_keyed_free(&tk);
+}
+
+Test(keyed_faults, inflight_acquire_stopped_across_owner_changes_takes_nothing_from_the_new_owner)
+{
+	/* The same stall in an acquire of "a": its CAS on the state word alone
+	 * admitted "a" against b's state (b charged, and a's holders counted
+	 * nowhere for "a", whose release then fails).  Now it fails, looks
+	 * "a" up again and creates it, in the one slot whose key holds
+	 * nothing: b's (a second reclaim). */
+	make(&tk, (sluice_keyed_config_t){ .algo = SLUICE_KEYED_INFLIGHT, .capacity = 8,
+	                                   .limit = 5 });
+	cr_assert_eq(acq(&tk, "a", 2, SEC, NULL), 1);
+	cr_assert_eq(sluice_keyed_release(&tk, "a", 1, 2), 0); /* a: fresh-equivalent */
+	hold_seven();
+	arm(STALL_DECIDE, reown_acquire);
+	int rc = acq(&tk, "a", 2, SEC, NULL);
+	cr_assert_null(hook_action, "the stall point was reached");
+	sluice__keyed_stall_hook = NULL;
+	cr_assert_eq(rc, 1, "%s", sluice_err_name(rc));
+	cr_assert_eq(stats(&tk).reclaims, 2, "a admitted against b's state");
+	cr_assert_eq(sluice_keyed_release(&tk, "a", 1, 2), 0, "a holds its 2 in its own state");
+	cr_assert_eq(sluice_keyed_release(&tk, "b", 1, 1), -SLUICE_ERELEASE, "b was charged");
+	sluice_keyed_free(&tk);
+}
+
+Test(keyed_faults, attach_refuses_a_version_2_table)
+{
+	/* Version 3 moved INFLIGHT's state word (version 2 kept it at s[1],
+	 * without an owner counter): a table a version-2 library wrote, with
+	 * its version and its own checksum, is refused. */
+	sluice_keyed_config_t c = { .algo = SLUICE_KEYED_INFLIGHT, .capacity = 8, .limit = 5 };
+	size_t size = sluice_keyed_size(&c);
+	void *mem = aligned_alloc(SLUICE_CACHELINE, size);
+	cr_assert_not_null(mem);
+	cr_assert_eq(sluice_keyed_init(mem, size, &c), 0);
+	sluice_keyed_t a;
+	cr_assert_eq(sluice_keyed_attach(mem, size, NULL, &a), 0);
+	struct sluice__keyed_hdr *h = mem;
+	h->version = 2;
+	const unsigned char *b = mem;
+	size_t to = offsetof(struct sluice__keyed_hdr, check);
+	h->check = sluice__siphash13(0x736c75696365ULL, 2, b + 8, to - 8);
+	cr_assert_eq(sluice_keyed_attach(mem, size, NULL, &a), -SLUICE_ELAYOUT);
+	free(mem);
+}

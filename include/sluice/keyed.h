@@ -35,7 +35,8 @@
  *   WINDOW:   at most L in every run of N consecutive buckets of W/N;
  *   INFLIGHT: held (acquired minus released) never exceeds K, never below 0.
  * Each check-and-count is one CAS on the key's state word (WINDOW: on the
- * current bucket's word), so the bound is exact under concurrency, across
+ * current bucket's word; INFLIGHT: on the state word and the slot's 64-bit
+ * owner counter together), so the bound is exact under concurrency, across
  * processes too.  A key's state is found by its bytes: two keys never share
  * a state (up to the 128-bit digest of a hashed long key, see KEYS), and one
  * key never has two live states (a creation race is resolved before either
@@ -147,10 +148,11 @@
  *     bucket word tags its epoch with 32 bits, so after 2^32 buckets the CAS
  *     can meet a later bucket with the same word; the admission then re-reads
  *     head and is refused (the permits stay counted in that bucket: fewer
- *     admissions, never more).  INFLIGHT: an acquire is exact; a release
- *     stopped between its load and its CAS while its slot changes owner
- *     2^(62 - bit_width(K)) times (2^52 for K < 1024; 2^30 for K >= 2^31)
- *     can give its n back to the slot's new owner.
+ *     admissions, never more).  INFLIGHT: an acquire and a release are
+ *     exact: their CAS compares the state word and the slot's 64-bit owner
+ *     counter (bumped by every new owner of the slot, never wrapping), so
+ *     it takes from or gives back to the key it checked, never to a later
+ *     owner of the slot, however long the stop.
  *   - in a claim: the claim is stolen after the lease, and the claimer, once
  *     resumed, writes a key word only after seeing its claim still in the
  *     tag.  A claimer stopped exactly between that check and the word's CAS
@@ -206,8 +208,9 @@
  *     stopped process can do with each): claims carry a 16-bit generation,
  *     compared only for equality; WINDOW buckets a 32-bit epoch tag, checked
  *     against head after each admission; INFLIGHT states a generation of
- *     62 - bit_width(K) bits.  FIXED has none: its state holds the window
- *     number in full.
+ *     62 - bit_width(K) bits, paired with a 64-bit owner counter that every
+ *     acquire and release compares.  FIXED has none: its state holds the
+ *     window number in full.
  *
  * LIMITS: capacity 8..2^32 slots, rounded up to a power of two
  * (-SLUICE_ECAPACITY); key_max 1..SLUICE_KEYED_KEY_MAX (-SLUICE_EKEYLEN);
@@ -228,9 +231,12 @@
  * (16 cells of 64 bytes, picked by CPU), 8 bytes per group of 8 slots (the
  * reclaim floor), and per slot: 16 bytes (the slot's tag and state word)
  * plus 8 bytes per 6 key bytes, rounded up to 64 bytes: with the default
- * 32-byte keys, 64 bytes for GCRA, LEAKY, FIXED and INFLIGHT; WINDOW adds
- * 8 bytes per bucket (N rounded up to a power of two): 128 bytes for N <= 8,
- * 192 for N <= 16.  A 100,000-key GCRA table (capacity 131,072) takes
+ * 32-byte keys, 64 bytes for GCRA, LEAKY and FIXED; INFLIGHT adds its owner
+ * counter and aligns its state and owner to 16 bytes (24 bytes, or 16 when
+ * the key words are even in number): 128 bytes with 32-byte keys, 64 with
+ * keys of up to 24 bytes; WINDOW adds 8 bytes per bucket (N rounded up to
+ * a power of two): 128 bytes for N <= 8, 192 for N <= 16.  A 100,000-key
+ * GCRA table (capacity 131,072) takes
  * 8.1 MiB.  No allocation after init, ever (sluice_keyed_new() allocates
  * the region once).
  *
@@ -262,7 +268,7 @@
 #define SLUICE_KEYED_TAU_MAX ((1ULL << 61) - 1) /* GCRA, LEAKY: b * T, ns */
 #define SLUICE_KEYED_TIME_MAX ((1ULL << 62) - 1) /* latest reading        */
 #define SLUICE_KEYED_LEASE_MS 100u    /* a stalled claim may be stolen after */
-#define SLUICE_KEYED_VERSION 2u
+#define SLUICE_KEYED_VERSION 3u /* 3: INFLIGHT slots pair state and owner */
 
 typedef enum sluice_keyed_algo {
 	SLUICE_KEYED_GCRA = 0,
@@ -417,8 +423,9 @@ SLUICE_API size_t sluice_keyed_handle_size(void);
  * Lock-free, no allocation, no system call (a new key may read
  * CLOCK_MONOTONIC_COARSE for its claim's lease).  Safe from any number of
  * threads and processes attached to the table.  Ordering: as the algorithm's
- * module (INFLIGHT: a successful acquire is an acquire operation that pairs
- * with the release of the slots it takes); a key's creation is published with
+ * module (INFLIGHT: a successful acquire is a full barrier, so it acquires
+ * what the releases of the slots it takes published); a key's creation is
+ * published with
  * a release that the lookups of other threads acquire.
  * Return: 1 admitted, 0 refused; -SLUICE_EINVAL (NULL, n = 0),
  * -SLUICE_ETOOBIG (n above the largest: never passes; retry SLUICE_NEVER),
@@ -441,7 +448,9 @@ static inline int sluice_keyed_acquire(sluice_keyed_t *k, const void *key, size_
 /*
  * sluice_keyed_release - INFLIGHT: give back @n slots the key took.
  * Never creates a key.  Lock-free, no allocation.  A successful release is a
- * release operation on the key's count (pairs with the next acquire).
+ * full barrier on the key's count (the next acquire that reads it acquires
+ * this holder's writes).  It gives @n back to the key's own state only, after
+ * a stop of any length (SHARED MEMORY, CRASHES, STOPS).
  * Return: 0; -SLUICE_EINVAL (NULL, n = 0), -SLUICE_EKEYLEN, -SLUICE_ENOTSUP
  * (not an INFLIGHT table), -SLUICE_ERELEASE (the key holds fewer than @n, or
  * has no state: nothing changed), -SLUICE_EBUSY (4096 retries: nothing
