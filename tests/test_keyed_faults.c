@@ -18,9 +18,8 @@
 #include <string.h>
 #include <time.h>
 
-/* keyed.c is compiled here as the library compiles it: SLUICE_BUILDING
- * declares the library-private sluice__clock_require_step() it calls. */
-#define SLUICE_BUILDING 1
+/* keyed.c is compiled here as the library compiles it: tests/meson.build
+ * passes the library's flags (SLUICE_BUILDING, -mcx16). */
 #define SLUICE_TESTING 1
 #include "../lib/keyed.c"
 

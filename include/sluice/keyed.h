@@ -152,7 +152,16 @@
  *     exact: their CAS compares the state word and the slot's 64-bit owner
  *     counter (bumped by every new owner of the slot, never wrapping), so
  *     it takes from or gives back to the key it checked, never to a later
- *     owner of the slot, however long the stop.
+ *     owner of the slot, however long the stop.  GCRA, LEAKY, FIXED,
+ *     WINDOW (not yet closed): these find their key's slot by its tag, whose
+ *     generation is 16 bits, and then CAS the state word alone.  A decision
+ *     stopped between finding the slot and its CAS while the slot is
+ *     claimed 2^16 times or more, and that then holds another key with the
+ *     same 32-bit key id at the same generation, decides against that other
+ *     key's state: one request of the stopped key is judged by (and charged
+ *     to) the other key's budget.  The same fix as INFLIGHT's (a 64-bit
+ *     owner counter paired with the state) closes it, at 64 more bytes per
+ *     slot for default-sized keys.
  *   - in a claim: the claim is stolen after the lease, and the claimer, once
  *     resumed, writes a key word only after seeing its claim still in the
  *     tag.  A claimer stopped exactly between that check and the word's CAS
