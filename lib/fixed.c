@@ -96,7 +96,7 @@ int sluice__fixed_acquire_slow(sluice_fixed_t *f, uint64_t n, uint64_t now, slui
 			                                             memory_order_acquire,
 			                                             memory_order_relaxed))
 				continue;
-			if (atomic_load_explicit(&f->head, memory_order_relaxed) - h >= (1ULL << 32)) {
+			if (!sluice__same_lap(atomic_load_explicit(&f->head, memory_order_relaxed), h)) {
 				if (d)
 					sluice__fixed_fill(f, d, 0, f->limit, h, now);
 				return 0; /* stalled across 2^32 windows: see fixed.h */

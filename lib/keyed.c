@@ -1134,7 +1134,7 @@ static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag
 				/* Acquire: pairs with head's release CAS. */
 				uint64_t after = atomic_load_explicit(&s[1], memory_order_acquire) &
 				                 S_VAL;
-				int ok = after - h < (1ULL << 32);
+				int ok = sluice__same_lap(after, h);
 				if (d)
 					fill_window(d, ok, k->limit, counted + n, start,
 					            k->window_ns, now, 0);

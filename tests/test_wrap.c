@@ -378,3 +378,47 @@ Test(wrap, gcra_unseal_stalled_across_2_32_changes)
 	cr_assert_eq(sluice_gcra_acquire_at(g, 1, 0, NULL), 0);
 	munmap(g, (size_t)sysconf(_SC_PAGESIZE));
 }
+
+/* ------------------------------------------------------------------ */
+/* Warm-up: the ticket lives in a 35-bit field beside a 2-bit tag, relative
+ * to an anchor: after the anchor moves on by R, the word comes back. */
+
+#define TW (1ULL << 40) /* on every grid warm-up can choose */
+
+struct warmup_attack {
+	sluice_warmup_t *w;
+	uint64_t r;        /* R: the span the ticket field covers */
+	uint64_t ticket;   /* the slot the attack's booking at TW got */
+};
+
+/* While the booking is stopped: book the next slot at TW, then jump R on
+ * (long cold by then: the anchor jumps exactly R) and book from cold the
+ * way the first booking did, so the word is back bit for bit. */
+static void attack_warmup(void *arg)
+{
+	struct warmup_attack *a = arg;
+	sluice_decision_t d;
+	cr_assert_eq(sluice_warmup_reserve_at(a->w, 1, TW, 100 * 1000000000ULL, &d), 1);
+	a->ticket = d.now_ns + d.retry_after_ns;
+	cr_assert_eq(sluice_warmup_reserve_at(a->w, 1, TW + a->r, 100 * 1000000000ULL, NULL), 1);
+}
+
+Test(wrap, warmup_booking_stalled_across_an_anchor_wrap)
+{
+	need_stall();
+	sluice_warmup_t *w = own_page(sizeof(*w));
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_warmup_config_t cfg = { .rate = 1, .period_ns = 1000000000ULL,
+		                       .warmup_ns = 10 * 1000000000ULL, .clock = &mclock };
+	cr_assert_eq(sluice_warmup_init(w, &cfg), 0);
+	struct warmup_attack a = { w, 1ULL << (35 + w->unit_shift), 0 };
+	cr_assert_eq(sluice_warmup_reserve_at(w, 1, TW, 100 * 1000000000ULL, NULL), 1);
+	stall_arm(&w->anchor, 16, attack_warmup, &a);
+	sluice_decision_t d;
+	int rc = sluice_warmup_reserve_at(w, 1, TW, 100 * 1000000000ULL, &d);
+	cr_assert(stall_fired(), "the booking never wrote the state");
+	/* A booking against the old anchor takes the slot the attack took. */
+	cr_assert(!(rc == 1 && d.now_ns + d.retry_after_ns == a.ticket),
+	          "booked slot %llu twice", (unsigned long long)a.ticket);
+	munmap(w, (size_t)sysconf(_SC_PAGESIZE));
+}

@@ -24,4 +24,15 @@
  * a line of their own so one core's writes do not evict another's reads. */
 #define SLUICE_CACHELINE 64
 
+/*
+ * private: after a CAS on a word tagged with the low 32 bits of epoch h,
+ * given a 64-bit head loaded after it: did the CAS hit epoch h's word?  A
+ * word of epoch h + k * 2^32 (k >= 1) exists only once head got there, so a
+ * head fewer than 2^32 epochs past h proves it (window.h, fixed.h).
+ */
+static inline int sluice__same_lap(uint64_t head_after, uint64_t h)
+{
+	return head_after - h < (1ULL << 32);
+}
+
 #endif /* SLUICE_COMMON_H */

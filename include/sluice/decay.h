@@ -77,12 +77,14 @@
  *   h = one step, steady traffic still gets (1 - 2^-1) / ln2 = 72% of the
  *   mean rate, and closer to all of it as h grows past the step); n in 1..L
  *   (-SLUICE_ETOOBIG above).  Readings in the last unit_ns before 2^64
- *   count as the last grid point.  ABA: a thread stalled inside one
- *   decision across an anchor move, after which the state word came back
- *   bit for bit (the same count, the same time modulo 2^29 unit_ns), would
- *   add its n against the old anchor: that admission's count may be read
- *   at a time up to 2^29 unit_ns off.  Such a write can never make a call
- *   spin: a state only it can leave is read toward fewer admissions.
+ *   count as the last grid point.  Stalls: a thread stalled inside one
+ *   decision for any time, while the anchor moves on and the state word
+ *   comes back bit for bit (the same count, the same time modulo 2^29
+ *   unit_ns), fails its write: every write from a snapshot is one
+ *   double-width CAS of (anchor, word), so it never counts, forgets or
+ *   gives back against the wrong anchor (tests/test_wrap.c stalls one).
+ *   Nothing a stalled writer leaves can make a call spin: such a state is
+ *   read toward fewer admissions.
  * MEMORY: one cache line of hot state (anchor and packed word) in a
  *   caller-allocated struct; nothing is allocated.
  */

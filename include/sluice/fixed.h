@@ -151,8 +151,8 @@ static inline int sluice_fixed_acquire_at(sluice_fixed_t *f, uint64_t n, uint64_
 		 * landed (under-admission, never over). */
 		if (atomic_compare_exchange_weak_explicit(&f->word, &w, w + n, memory_order_acquire,
 		                                          memory_order_relaxed)) {
-			if (SLUICE_UNLIKELY(atomic_load_explicit(&f->head, memory_order_relaxed) - h >=
-			                    (1ULL << 32))) {
+			if (SLUICE_UNLIKELY(!sluice__same_lap(
+				    atomic_load_explicit(&f->head, memory_order_relaxed), h))) {
 				if (d)
 					sluice__fixed_fill(f, d, 0, f->limit, h, now);
 				return 0;

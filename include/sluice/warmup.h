@@ -105,13 +105,14 @@
  *   max_delay_ns acts as horizon_ns.  Near the top of the 64-bit time base,
  *   readings in the last unit_ns before 2^64 count as the last grid point,
  *   and a request whose ticket would pass 2^64 is refused for ever
- *   (retry_after_ns = SLUICE_NEVER).  ABA: a thread stalled inside one
- *   decision across an anchor move, after which the state word came back
- *   bit for bit (the same ticket modulo 2^35 unit_ns, the same stored
- *   permits), would book against the old anchor; the effect is limited to
- *   that one booking's ticket (at most one extra request).  Such a write
- *   can never make a call spin: a state only it can leave is read toward
- *   fewer admissions (a later ticket, fully cold).
+ *   (retry_after_ns = SLUICE_NEVER).  Stalls: a thread stalled inside one
+ *   decision for any time, while the anchor moves on and the state word
+ *   comes back bit for bit (the same ticket modulo 2^35 unit_ns, the same
+ *   stored permits), fails its write: every write from a snapshot is one
+ *   double-width CAS of (anchor, word), as in decay (tests/test_wrap.c
+ *   stalls a warm-up booking the same way).  Nothing a stalled writer
+ *   leaves can make a call spin: such a state is read toward fewer
+ *   admissions (a later ticket, fully cold).
  *
  * MEMORY: one cache line of hot state (the anchor and the state word), in
  *   a caller-allocated struct; nothing is allocated.

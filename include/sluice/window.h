@@ -305,7 +305,7 @@ static inline void sluice__window_fill_leased(const sluice_window_t *w, sluice_d
  */
 static inline int sluice__window_cas_was_current(sluice_window_t *w, uint64_t h)
 {
-	return atomic_load_explicit(&w->head, memory_order_relaxed) - h < (1ULL << 32);
+	return sluice__same_lap(atomic_load_explicit(&w->head, memory_order_relaxed), h);
 }
 
 /* private: fill @d for a decision that stalled across 2^32 epochs (see
