@@ -265,10 +265,11 @@ struct layout {
 	uint32_t slot_bytes, key_words, bucket_words, state_word;
 };
 
-/* INFLIGHT: the slot word of the state, the first even word after the key
- * words, so that it and the owner counter after it are one 16-byte-aligned
- * pair (slots are 64-byte aligned) for sluice__pair_cas (DESIGN). */
-static inline uint32_t inflight_state_word(uint32_t key_words)
+/* The slot word of the state (every algorithm), the first even word after
+ * the key words, so that it and the owner counter after it are one
+ * 16-byte-aligned pair (slots are 64-byte aligned) for sluice__pair_cas
+ * (DESIGN, "Owners").  WINDOW's bucket words follow the pair. */
+static inline uint32_t pair_state_word(uint32_t key_words)
 {
 	return 2 + key_words + (key_words & 1);
 }
@@ -298,9 +299,8 @@ static void compute_layout(const struct params *p, struct layout *l)
 	l->groups = p->capacity / G;
 	l->key_words = (p->key_max + 5) / 6;
 	l->bucket_words = p->algo == SLUICE_KEYED_WINDOW ? (uint32_t)pow2_at_least(p->buckets) : 0;
-	l->state_word = p->algo == SLUICE_KEYED_INFLIGHT ? inflight_state_word(l->key_words) : 1;
-	uint64_t words = p->algo == SLUICE_KEYED_INFLIGHT ? l->state_word + 2ULL /* state, owner */
-	                                                  : 2ULL + l->key_words + l->bucket_words;
+	l->state_word = pair_state_word(l->key_words);
+	uint64_t words = l->state_word + 2ULL /* state, owner */ + l->bucket_words;
 	l->slot_bytes = (uint32_t)round_up(8 * words, SLUICE_CACHELINE);
 	l->cells_off = HDR_BYTES;
 	l->floors_off = l->cells_off + CELLS * sizeof(struct sluice__keyed_cell);
@@ -730,11 +730,11 @@ static inline _Atomic uint64_t *slot_at(const sluice_keyed_t *k, uint64_t i)
 	return (_Atomic uint64_t *)(k->slots + i * k->slot_bytes);
 }
 
-/* The state word: s[1], except INFLIGHT's (paired with its owner counter,
- * the word after it). */
+/* The state word (WINDOW: the ring's head), paired with its owner counter,
+ * the word after it. */
 static inline _Atomic uint64_t *state_at(const sluice_keyed_t *k, _Atomic uint64_t *s)
 {
-	return k->algo == SLUICE_KEYED_INFLIGHT ? &s[inflight_state_word(k->key_words)] : &s[1];
+	return &s[pair_state_word(k->key_words)];
 }
 
 static inline _Atomic uint64_t *key_word(_Atomic uint64_t *s, uint32_t j)
@@ -744,7 +744,7 @@ static inline _Atomic uint64_t *key_word(_Atomic uint64_t *s, uint32_t j)
 
 static inline _Atomic uint64_t *bucket(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t e)
 {
-	return &s[2 + k->key_words + (e & k->bucket_mask)];
+	return &s[pair_state_word(k->key_words) + 2 + (e & k->bucket_mask)];
 }
 
 /* Relaxed adds on this CPU's cell: statistics publish nothing. */
@@ -878,15 +878,19 @@ static void fill_window(sluice_decision_t *d, int allowed, uint64_t limit, uint6
 	d->now_ns = now;
 }
 
-static int gcra_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, uint64_t n,
-                       uint64_t now, sluice_decision_t *d, unsigned *tries)
+static int gcra_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
+                       const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
+                       unsigned *tries)
 {
-	_Atomic uint64_t *st = &s[1];
-	/* Acquire: pairs with the release CAS that initialised the state (and
-	 * the RMWs after it), so the tag check below sees a later owner. */
-	uint64_t a = atomic_load_explicit(st, memory_order_acquire);
+	_Atomic uint64_t *st = state_at(k, s);
 	for (;;) {
-		if (!same_owner(s, tag))
+		/* The owner counter, then the state, then the tag and key
+		 * words (as sluice_keyed_release() says why).  Acquire on
+		 * both: pair with the pair CAS that initialised the state
+		 * (and the RMWs after it), so the checks see a later owner. */
+		uint64_t o = atomic_load_explicit(&st[1], memory_order_acquire);
+		uint64_t a = atomic_load_explicit(st, memory_order_acquire);
+		if (!same_owner(s, tag) || !words_match(k, s, GEN(tag), id))
 			return STALE;
 		if (a & S_RET)
 			return RETIRED;
@@ -902,11 +906,13 @@ static int gcra_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t ta
 			return 0;
 		}
 		STALL(STALL_DECIDE, st);
-		/* An admission publishes nothing (as gcra.h); acquire for the
-		 * failure's reload, checked against the tag (C11 wants success
-		 * >= failure; a plain locked op on x86 either way). */
-		if (atomic_compare_exchange_weak_explicit(st, &a, base + need, memory_order_acquire,
-		                                          memory_order_acquire)) {
+		/* A pair CAS expecting the owner too: it succeeds only on
+		 * owner o's state, never on a later owner's state that repeats
+		 * a's bits (the same 32-bit id at the same generation, 2^16
+		 * claims later), however long this call stalled.  An admission
+		 * publishes nothing (as gcra.h); the full barrier is more than
+		 * the reload needs, which the loop does with acquire. */
+		if (sluice__pair_cas(st, a, o, base + need, o)) {
 			if (d)
 				sluice__gcra_fill(d, 1, k->limit, tau, k->recip, k->shift, now,
 				                  base + need, 0);
@@ -917,15 +923,19 @@ static int gcra_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t ta
 	}
 }
 
-static int fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, uint64_t n,
-                        uint64_t now, sluice_decision_t *d, unsigned *tries)
+static int fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
+                        const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
+                        unsigned *tries)
 {
-	_Atomic uint64_t *st = &s[1];
+	_Atomic uint64_t *st = state_at(k, s);
 	const uint64_t cmask = (1ULL << k->cbits) - 1;
 	uint64_t e = now / k->window_ns; /* < 2^(62 - cbits): fits the field */
-	uint64_t a = atomic_load_explicit(st, memory_order_acquire); /* as gcra_decide */
 	for (;;) {
-		if (!same_owner(s, tag))
+		/* The owner, then the state, then the tag and key (acquire:
+		 * as gcra_decide). */
+		uint64_t o = atomic_load_explicit(&st[1], memory_order_acquire);
+		uint64_t a = atomic_load_explicit(st, memory_order_acquire);
+		if (!same_owner(s, tag) || !words_match(k, s, GEN(tag), id))
 			return STALE;
 		if (a & S_RET)
 			return RETIRED;
@@ -954,11 +964,11 @@ static int fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t t
 		}
 		STALL(STALL_DECIDE, st);
 		/* The count word is self-contained (as fixed.h) and names its
-		 * window in full, so a CAS that succeeds after any stall
-		 * succeeded on exactly the window and count checked above.
-		 * Acquire only for the failure's reload, as in gcra_decide(). */
-		if (atomic_compare_exchange_weak_explicit(st, &a, next, memory_order_acquire,
-		                                          memory_order_acquire)) {
+		 * window in full, and the pair CAS expects owner o too (as
+		 * gcra_decide), so a CAS that succeeds after any stall
+		 * succeeded on exactly this key's window and count checked
+		 * above. */
+		if (sluice__pair_cas(st, a, o, next, o)) {
 			if (d)
 				fill_window(d, 1, k->limit, counted, sat_mul(used, k->window_ns),
 				            k->window_ns, now, 0);
@@ -1020,16 +1030,17 @@ static inline uint64_t closed_own(const sluice_keyed_t *k, _Atomic uint64_t *s, 
  * still h (lib/window.c open_slot). */
 static void win_open(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t h, uint64_t w)
 {
-	if (atomic_load_explicit(&s[1], memory_order_acquire) != h)
+	if (atomic_load_explicit(state_at(k, s), memory_order_acquire) != h)
 		return;
 	/* Release pairs with the acquire bucket loads in win_decide(). */
 	atomic_compare_exchange_strong_explicit(bucket(k, s, h), &w, SLUICE__LO32(h) << 32,
 	                                        memory_order_release, memory_order_relaxed);
 }
 
-/* Open and seal @h's bucket, then move head h -> @e (window.c advance). */
-static void win_advance(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t h, uint64_t e,
-                        unsigned *tries)
+/* Open and seal @h's bucket, then move head h -> @e (window.c advance)
+ * while the owner is still @o. */
+static void win_advance(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t h, uint64_t o,
+                        uint64_t e, unsigned *tries)
 {
 	_Atomic uint64_t *b = bucket(k, s, h);
 	uint64_t w = atomic_load_explicit(b, memory_order_acquire);
@@ -1051,29 +1062,35 @@ static void win_advance(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t h
 	}
 	if ((w >> 32) == SLUICE__LO32(h) && !(w & SLUICE__SLOT_SEALED))
 		return; /* not sealed: head must not move past it */
-	/* Release: a thread that loads head >= h + 1 (acquire) sees h's
-	 * bucket sealed and final.  Fails on a retired head (RETIRED bit). */
-	atomic_compare_exchange_strong_explicit(&s[1], &h, e, memory_order_release,
-	                                        memory_order_relaxed);
+	/* A pair CAS (a full barrier, so also the release by which a thread
+	 * that loads head >= h + 1 with acquire sees h's bucket sealed and
+	 * final).  Fails on a retired head (RETIRED bit), and on any later
+	 * owner's head, even one equal to h, however long this call stalled
+	 * (as gcra_decide). */
+	sluice__pair_cas(state_at(k, s), h, o, e, o);
 }
 
-static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, uint64_t n,
-                      uint64_t now, sluice_decision_t *d, unsigned *tries)
+static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
+                      const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
+                      unsigned *tries)
 {
+	_Atomic uint64_t *hw = state_at(k, s);
 	for (;; ++*tries) {
 		if (*tries > RETRY_MAX)
 			return BUSY;
-		/* Acquire: pairs with head's release CAS (advance) and the
-		 * initialising CAS: closed buckets are final. */
-		uint64_t h = atomic_load_explicit(&s[1], memory_order_acquire);
-		if (!same_owner(s, tag))
+		/* The owner, then head, then the tag and key (as
+		 * gcra_decide).  Acquire: pairs with head's pair CAS (advance)
+		 * and the initialising pair CAS: closed buckets are final. */
+		uint64_t o = atomic_load_explicit(&hw[1], memory_order_acquire);
+		uint64_t h = atomic_load_explicit(hw, memory_order_acquire);
+		if (!same_owner(s, tag) || !words_match(k, s, GEN(tag), id))
 			return STALE;
 		if (h & S_RET)
 			return RETIRED;
 		h &= S_VAL; /* a forged VIRGIN bit: ignored */
 		uint64_t e = now / k->width_ns;
 		if (e > h) {
-			win_advance(k, s, h, e, tries);
+			win_advance(k, s, h, o, e, tries);
 			continue;
 		}
 		_Atomic uint64_t *b = bucket(k, s, h);
@@ -1083,7 +1100,7 @@ static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag
 			continue;
 		}
 		if (w & SLUICE__SLOT_SEALED) {
-			win_advance(k, s, h, h + 1, tries); /* another reader saw a later time */
+			win_advance(k, s, h, o, h + 1, tries); /* another reader saw a later time */
 			continue;
 		}
 		uint64_t base = 0;
@@ -1124,17 +1141,29 @@ static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag
 			 * 2^32 (m >= 1) is followed by a head >= h + 2^32.
 			 * Otherwise the permits stay counted where the CAS put
 			 * them and the answer is a refusal: fewer admissions,
-			 * never more.  Acquire on success: the head load below
-			 * is ordered after the CAS, and sees at least the head
-			 * that the opener of this bucket read (the open is a
-			 * release, window.c).  Relaxed on failure: the word is
-			 * checked again. */
+			 * never more.  Likewise the owner, read after the CAS:
+			 * a later owner's bucket word (same epoch bits, same
+			 * count, after 2^16 claims by keys with our id) was
+			 * opened or written after that owner's initialising
+			 * pair CAS, which the opener's acquire of head read,
+			 * so a CAS that lands on it is followed by an owner
+			 * other than o; while the owner stays o the word is
+			 * this key's, checked against this key's base.  So an
+			 * admission stands only on this key's own state, and a
+			 * count that landed in another key's word only charges
+			 * that key.  Acquire on success: the loads below are
+			 * ordered after the CAS, and see at least the head and
+			 * owner that the opener of this bucket read (the open
+			 * is a release, window.c).  Relaxed on failure: the
+			 * word is checked again. */
 			if (atomic_compare_exchange_weak_explicit(b, &w, w + n, memory_order_acquire,
 			                                          memory_order_relaxed)) {
-				/* Acquire: pairs with head's release CAS. */
-				uint64_t after = atomic_load_explicit(&s[1], memory_order_acquire) &
+				/* Acquire: pair with head's and the owner's pair
+				 * CASes (initialisation, advance). */
+				uint64_t after_o = atomic_load_explicit(&hw[1], memory_order_acquire);
+				uint64_t after = atomic_load_explicit(hw, memory_order_acquire) &
 				                 S_VAL;
-				int ok = sluice__same_lap(after, h);
+				int ok = sluice__same_lap(after, h) && after_o == o;
 				if (d)
 					fill_window(d, ok, k->limit, counted + n, start,
 					            k->window_ns, now, 0);
@@ -1154,13 +1183,13 @@ static int decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
 {
 	switch (k->algo) {
 	case SLUICE_KEYED_FIXED:
-		return fixed_decide(k, s, tag, n, now, d, tries);
+		return fixed_decide(k, s, tag, id, n, now, d, tries);
 	case SLUICE_KEYED_WINDOW:
-		return win_decide(k, s, tag, n, now, d, tries);
+		return win_decide(k, s, tag, id, n, now, d, tries);
 	case SLUICE_KEYED_INFLIGHT:
 		return inflight_decide(k, s, tag, id, n, now, d, tries);
 	default:
-		return gcra_decide(k, s, tag, n, now, d, tries);
+		return gcra_decide(k, s, tag, id, n, now, d, tries);
 	}
 }
 
@@ -1399,29 +1428,24 @@ static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t 
 		}
 		/* 3. initialise the state if it is still retired */
 		_Atomic uint64_t *sw = state_at(k, s);
-		/* INFLIGHT: the owner counter first (acquire: pairs with the
-		 * pair CAS that wrote it), then the state. */
-		uint64_t owner = k->algo == SLUICE_KEYED_INFLIGHT
-		                         ? atomic_load_explicit(&sw[1], memory_order_acquire)
-		                         : 0;
+		/* The owner counter first (acquire: pairs with the pair CAS
+		 * that wrote it), then the state. */
+		uint64_t owner = atomic_load_explicit(&sw[1], memory_order_acquire);
 		uint64_t st = atomic_load_explicit(sw, memory_order_acquire);
 		if (st & S_RET) {
 			uint64_t floor = atomic_load_explicit(&k->floors[id->group],
 			                                      memory_order_relaxed);
 			uint64_t init = successor(k, st, floor, now);
-			/* Release: a decision that acquires this value (or a
-			 * later one) sees the tag this claim changed.  INFLIGHT
-			 * starts a new owner: the state and owner + 1 in one
-			 * pair CAS (a full barrier), expecting the owner read
-			 * before the state, so it fails after any other
-			 * initialisation however long this completer stalled;
-			 * a release expecting an older owner then fails. */
-			if (k->algo == SLUICE_KEYED_INFLIGHT)
-				sluice__pair_cas(sw, st, owner, init, owner + 1);
-			else
-				atomic_compare_exchange_strong_explicit(sw, &st, init,
-				                                        memory_order_release,
-				                                        memory_order_relaxed);
+			/* A new owner: the state and owner + 1 in one pair CAS
+			 * (a full barrier, so also the release by which a
+			 * decision that acquires this value, or a later one,
+			 * sees the tag this claim changed), expecting the owner
+			 * read before the state, so it fails after any other
+			 * initialisation however long this completer stalled,
+			 * even one whose retired value repeats st bit for bit
+			 * (an EVICT slot evicted back to it); a decision or a
+			 * release expecting an older owner then fails. */
+			sluice__pair_cas(sw, st, owner, init, owner + 1);
 		}
 		if (test_stop == 3)
 			return -1;

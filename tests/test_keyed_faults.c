@@ -680,3 +680,64 @@ Test(keyed_faults, attach_refuses_a_version_2_table)
 	cr_assert_eq(sluice_keyed_attach(mem, size, NULL, &a), -SLUICE_ELAYOUT);
 	free(mem);
 }
+
+/* ---- every algorithm: a decision stopped while its slot changes owner ------- */
+
+static void reown_gcra(_Atomic uint64_t *word)
+{
+	/* "a" is fresh-equivalent at SEC (its one admission at 0 has run
+	 * out), so "b" reclaims its slot; 2^16 claims later a key with the
+	 * same 32-bit id at the same generation could show the state word
+	 * the stalled decision read, bit for bit: forge that */
+	stale_word = atomic_load(word);
+	cr_assert_eq(acq(&tk, "b", 1, SEC, NULL), 1, "b reclaims the slot of a");
+	cr_assert_eq(stats(&tk).reclaims, 1);
+	atomic_store(word, stale_word);
+}
+
+Test(keyed_faults, gcra_decision_stopped_across_owner_changes_decides_nothing_against_the_new_owner)
+{
+	/* keyed.h once said: a GCRA, LEAKY, FIXED or WINDOW decision stopped
+	 * between finding its slot and its CAS while the slot is claimed 2^16+
+	 * times and then holds another key with the same 32-bit id at the same
+	 * generation decides against that other key's state.  Its CAS compared
+	 * the state word alone (so it admitted "a" into b's state, and "a",
+	 * created again later, got a fresh burst); it now compares the word
+	 * and the slot's 64-bit owner counter, fails, looks "a" up again and
+	 * creates it in the one slot whose key is fresh-equivalent: b's (its
+	 * state forged back to a's old one). */
+	make(&tk, gcra_cfg(8, 10, SEC, 1, SLUICE_KEYED_REJECT));
+	cr_assert_eq(acq(&tk, "a", 1, 0, NULL), 1);
+	hold_seven();
+	arm(STALL_DECIDE, reown_gcra);
+	int rc = acq(&tk, "a", 1, SEC, NULL);
+	cr_assert_null(hook_action, "the stall point was reached");
+	sluice__keyed_stall_hook = NULL;
+	cr_assert_eq(rc, 1, "%s", sluice_err_name(rc));
+	cr_assert_eq(stats(&tk).reclaims, 2, "a admitted against b's state");
+	/* a's one admission is in a's own state: burst 1, nothing more now */
+	cr_assert_eq(acq(&tk, "a", 1, SEC, NULL), 0, "a admitted twice at one instant");
+	sluice_keyed_free(&tk);
+}
+
+Test(keyed_faults, attach_refuses_a_version_3_table)
+{
+	/* Version 4 moved every algorithm's state word next to an owner
+	 * counter (version 3 kept it at s[1] for all but INFLIGHT): a table a
+	 * version-3 library wrote, with its version and its own checksum, is
+	 * refused. */
+	sluice_keyed_config_t c = gcra_cfg(8, 10, SEC, 5, SLUICE_KEYED_REJECT);
+	size_t size = sluice_keyed_size(&c);
+	void *mem = aligned_alloc(SLUICE_CACHELINE, size);
+	cr_assert_not_null(mem);
+	cr_assert_eq(sluice_keyed_init(mem, size, &c), 0);
+	sluice_keyed_t a;
+	cr_assert_eq(sluice_keyed_attach(mem, size, NULL, &a), 0);
+	struct sluice__keyed_hdr *h = mem;
+	h->version = 3;
+	const unsigned char *b = mem;
+	size_t to = offsetof(struct sluice__keyed_hdr, check);
+	h->check = sluice__siphash13(0x736c75696365ULL, 3, b + 8, to - 8);
+	cr_assert_eq(sluice_keyed_attach(mem, size, NULL, &a), -SLUICE_ELAYOUT);
+	free(mem);
+}

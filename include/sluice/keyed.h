@@ -277,7 +277,7 @@
 #define SLUICE_KEYED_TAU_MAX ((1ULL << 61) - 1) /* GCRA, LEAKY: b * T, ns */
 #define SLUICE_KEYED_TIME_MAX ((1ULL << 62) - 1) /* latest reading        */
 #define SLUICE_KEYED_LEASE_MS 100u    /* a stalled claim may be stolen after */
-#define SLUICE_KEYED_VERSION 3u /* 3: INFLIGHT slots pair state and owner */
+#define SLUICE_KEYED_VERSION 4u /* 4: every slot pairs state and owner */
 
 typedef enum sluice_keyed_algo {
 	SLUICE_KEYED_GCRA = 0,
