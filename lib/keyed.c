@@ -8,10 +8,9 @@
  * Memory: header (256 B) | 16 statistics cells (64 B each) | one reclaim
  * floor per group (8 B) | slots.  Everything is found by offsets stored in
  * the header, so any process can map it anywhere.  A slot is a run of 64-bit
- * words: [0] tag, [1] state (WINDOW: the ring's head), [2..2+kw) the key,
- * then (WINDOW) the bucket words.  INFLIGHT moves its state after the key,
- * to the first even word (s[1] is unused), and keeps its owner counter in
- * the word after it: one 16-byte-aligned pair (see "INFLIGHT owners").
+ * words: [0] tag, [1] unused, [2..2+kw) the key, then at the first even
+ * word the state (WINDOW: the ring's head) and the owner counter after it,
+ * one 16-byte-aligned pair (see "Owners"), then (WINDOW) the bucket words.
  *
  * Tag: kind:2 | gen:16 | len:8 | fp:24 | low:14.
  *   OPEN  (0)  never used, or abandoned: anyone may claim it.
@@ -55,8 +54,8 @@
  *     decisions into those words counts for nobody (it was already checked
  *     against the old owner's state, and the old key's next state starts at
  *     the floor, after it);
- *   INFLIGHT: the next generation (62 - c bits, at least 30), and the
- *     owner counter beside it + 1 (see "INFLIGHT owners").
+ *   INFLIGHT: the next generation (62 - c bits, at least 30);
+ * and for every algorithm the owner counter beside it + 1 (see "Owners").
  * After an eviction the new state starts fresh too (see successor(): a
  * stale decision of the evicted key can only charge the new key), except
  * that a WINDOW key keeps the evicted key's bucket words: its new head is
@@ -69,22 +68,35 @@
  * is a release, so a state written by a later owner implies a changed tag).
  * Its CAS then succeeds only on that owner's state.
  *
- * INFLIGHT owners.  The generation in the state word is finite: a release
+ * Owners.  The generation in the state word is finite: a release
  * stopped between its load and its CAS while the slot changed owner
  * 2^(62 - c) times could find the same bits under another key and give its
- * n to it (an acquire likewise take its n from it).  So each INFLIGHT slot
+ * n to it (an acquire likewise take its n from it).  The other algorithms
+ * had the same hole one level up: a decision checks its key by the tag,
+ * whose generation is 16 bits, so one stopped between that check and its
+ * CAS while the slot was claimed 2^16 times, and then held another key
+ * with the same 32-bit id at the same generation, whose state repeated the
+ * bits it read, decided against that key's state; and an EVICT completer
+ * stopped across evictions back to the same retired value initialised the
+ * slot from its old reading.  So every slot
  * pairs its state with a full 64-bit owner counter (never wraps: 2^64
  * initialisations), written only by the CAS that initialises a state for a
  * new owner: one sluice__pair_cas() of (state, owner) from (retired, o) to
  * (successor, o + 1), expecting the owner the completer read before the
  * state, so a completer stopped across any later initialisation fails too.
- * An acquire and a release read the owner, then the state, then check the
- * tag (the release also the key words), and CAS the pair expecting both:
- * it succeeds only on the state of the owner it checked, after a stall of
- * any length.  Unlike a window decision (window.h: a 64-bit CAS, then a
- * 64-bit check of head after it, the permits staying counted in a reused
- * word), an INFLIGHT count must not stay in another key's state, which no
- * later release would ever free, so both writes pay the double-width CAS.
+ * Every decision (GCRA, LEAKY, FIXED, INFLIGHT; WINDOW's head advance)
+ * and every release reads the owner, then the state, then checks the tag
+ * and the key words, and CASes the pair expecting both: it succeeds only
+ * on the state of the owner it checked, after a stall of any length.
+ * WINDOW's bucket words are outside the pair: their count CAS stays 64-bit
+ * and the admission stands only if head and the owner, read after it,
+ * show the same owner less than 2^32 buckets on (win_decide() says why that
+ * suffices); the permits of a refused one stay counted in a reused word, as
+ * window.h does.  An INFLIGHT count must not stay in another key's state,
+ * which no later release would ever free, so both its writes pay the
+ * double-width CAS.  Cost: the owner load, the key-word check and a
+ * CMPXCHG16B instead of a CMPXCHG per decision, and 16 bytes per slot
+ * (64 more for default-sized keys, which fill the first line).
  * Retiring stays a 64-bit CAS on the state alone: it expects the exact
  * fresh value it checked and takes nothing from anyone.
  *
@@ -1141,22 +1153,26 @@ static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag
 			 * 2^32 (m >= 1) is followed by a head >= h + 2^32.
 			 * Otherwise the permits stay counted where the CAS put
 			 * them and the answer is a refusal: fewer admissions,
-			 * never more.  Likewise the owner, read after the CAS:
-			 * a later owner's bucket word (same epoch bits, same
-			 * count, after 2^16 claims by keys with our id) was
-			 * opened or written after that owner's initialising
-			 * pair CAS, which the opener's acquire of head read,
-			 * so a CAS that lands on it is followed by an owner
-			 * other than o; while the owner stays o the word is
-			 * this key's, checked against this key's base.  So an
-			 * admission stands only on this key's own state, and a
-			 * count that landed in another key's word only charges
-			 * that key.  Acquire on success: the loads below are
-			 * ordered after the CAS, and see at least the head and
-			 * owner that the opener of this bucket read (the open
-			 * is a release, window.c).  Relaxed on failure: the
-			 * word is checked again. */
-			if (atomic_compare_exchange_weak_explicit(b, &w, w + n, memory_order_acquire,
+			 * never more.  Likewise the owner, read after the CAS
+			 * (the bucket words are not in the pair CAS): every
+			 * write of a later owner to this word (its open, seal
+			 * or count) comes after that owner's decision acquired
+			 * a head written by its initialising pair CAS (owner
+			 * o + 1 or more), and is a release (open, seal: release;
+			 * count: this acq_rel CAS), so a CAS here that reads
+			 * such a write, or a later one in the word's RMW chain,
+			 * synchronises with it, and the owner load after it
+			 * sees o + 1 or more: refused, the permits charging
+			 * only that later key.  A CAS that reads only writes
+			 * made for owner o lands on this key's own word,
+			 * checked against this key's base, whatever the stall.
+			 * Acq_rel on success: the acquire orders the loads
+			 * below after the CAS, the release is what a stale CAS
+			 * of an older owner synchronises with (the argument
+			 * above, one owner earlier; free on x86: a locked op
+			 * either way).  Relaxed on
+			 * failure: the word is checked again. */
+			if (atomic_compare_exchange_weak_explicit(b, &w, w + n, memory_order_acq_rel,
 			                                          memory_order_relaxed)) {
 				/* Acquire: pair with head's and the owner's pair
 				 * CASes (initialisation, advance). */

@@ -143,25 +143,21 @@
  * A process stopped (SIGSTOP, a debugger, a long preemption) at any
  * instruction for any time and then resumed:
  *   - in a decision: its CAS succeeds only on the exact state word it
- *     checked.  GCRA, LEAKY, FIXED: that word names the whole state (FIXED:
- *     the window number in full), so the admission is exact.  WINDOW: a
- *     bucket word tags its epoch with 32 bits, so after 2^32 buckets the CAS
- *     can meet a later bucket with the same word; the admission then re-reads
- *     head and is refused (the permits stay counted in that bucket: fewer
+ *     checked, of the exact owner it checked.  Every slot pairs its state
+ *     word with a 64-bit owner counter (bumped by every initialisation of
+ *     the slot for a new owner, never wrapping), and a decision reads the
+ *     owner, then the state, then checks the tag and the key bytes, and
+ *     CASes state and owner together (one double-width CAS): it never
+ *     judges by, charges, takes from or gives back to a later owner of
+ *     the slot, however long the stop.  GCRA, LEAKY, FIXED: the state word
+ *     names the whole state (FIXED: the window number in full), so the
+ *     admission is exact.  WINDOW: head moves by the same pair CAS; a
+ *     bucket word tags its epoch with 32 bits and is CASed alone, so after
+ *     2^32 buckets, or after the slot changed owner, the CAS can meet a
+ *     word that looks the same; the admission then re-reads head and the
+ *     owner and is refused (the permits stay counted in that bucket: fewer
  *     admissions, never more).  INFLIGHT: an acquire and a release are
- *     exact: their CAS compares the state word and the slot's 64-bit owner
- *     counter (bumped by every new owner of the slot, never wrapping), so
- *     it takes from or gives back to the key it checked, never to a later
- *     owner of the slot, however long the stop.  GCRA, LEAKY, FIXED,
- *     WINDOW (not yet closed): these find their key's slot by its tag, whose
- *     generation is 16 bits, and then CAS the state word alone.  A decision
- *     stopped between finding the slot and its CAS while the slot is
- *     claimed 2^16 times or more, and that then holds another key with the
- *     same 32-bit key id at the same generation, decides against that other
- *     key's state: one request of the stopped key is judged by (and charged
- *     to) the other key's budget.  The same fix as INFLIGHT's (a 64-bit
- *     owner counter paired with the state) closes it, at 64 more bytes per
- *     slot for default-sized keys.
+ *     exact in the same way.
  *   - in a claim: the claim is stolen after the lease, and the claimer, once
  *     resumed, writes a key word only after seeing its claim still in the
  *     tag.  A claimer stopped exactly between that check and the word's CAS
@@ -172,12 +168,11 @@
  *     state), and its old slot is reclaimed or evicted like any other.
  *     Its lease time is 14 bits of 2^24 ns: a claim stopped for a multiple
  *     of 275 s looks fresh again for up to the lease, which only delays its
- *     steal.  A claimer stopped between reading a retired state and the CAS
- *     that initialises it, while that slot's later keys are evicted back to
- *     exactly the same retired value (EVICT only: a reclaim always retires
- *     a newer value), initialises the slot from its own older reading: the
- *     key then in the slot starts fresh (as evicted keys do) at that older
- *     time.
+ *     steal.  A claimer stopped between reading a retired state and the
+ *     CAS that initialises it initialises nothing if any other
+ *     initialisation came in between (the CAS expects the owner counter it
+ *     read), even one after which the slot was evicted back to exactly the
+ *     same retired value.
  *   Nothing it does makes another call wait: no call of another process
  *   ever waits for it.
  * A process that writes the table's memory at will (a hostile or broken
@@ -216,10 +211,11 @@
  *   - Generations and tags (see SHARED MEMORY, CRASHES, STOPS for what a
  *     stopped process can do with each): claims carry a 16-bit generation,
  *     compared only for equality; WINDOW buckets a 32-bit epoch tag, checked
- *     against head after each admission; INFLIGHT states a generation of
- *     62 - bit_width(K) bits, paired with a 64-bit owner counter that every
- *     acquire and release compares.  FIXED has none: its state holds the
- *     window number in full.
+ *     against head and the owner after each admission; INFLIGHT states a
+ *     generation of 62 - bit_width(K) bits.  Every state word is paired
+ *     with a 64-bit owner counter that every initialisation, decision,
+ *     release and head advance compares.  FIXED's state holds the window
+ *     number in full.
  *
  * LIMITS: capacity 8..2^32 slots, rounded up to a power of two
  * (-SLUICE_ECAPACITY); key_max 1..SLUICE_KEYED_KEY_MAX (-SLUICE_EKEYLEN);
@@ -238,15 +234,14 @@
  *
  * MEMORY (sluice_keyed_size()): 256 bytes of header, 1 KiB of statistics
  * (16 cells of 64 bytes, picked by CPU), 8 bytes per group of 8 slots (the
- * reclaim floor), and per slot: 16 bytes (the slot's tag and state word)
- * plus 8 bytes per 6 key bytes, rounded up to 64 bytes: with the default
- * 32-byte keys, 64 bytes for GCRA, LEAKY and FIXED; INFLIGHT adds its owner
- * counter and aligns its state and owner to 16 bytes (24 bytes, or 16 when
- * the key words are even in number): 128 bytes with 32-byte keys, 64 with
- * keys of up to 24 bytes; WINDOW adds 8 bytes per bucket (N rounded up to
- * a power of two): 128 bytes for N <= 8, 192 for N <= 16.  A 100,000-key
- * GCRA table (capacity 131,072) takes
- * 8.1 MiB.  No allocation after init, ever (sluice_keyed_new() allocates
+ * reclaim floor), and per slot: 16 bytes (the tag and an unused word),
+ * 8 bytes per 6 key bytes, 8 more when the key words are odd in number (the
+ * state must be 16-byte aligned), 16 bytes of state and owner counter,
+ * and (WINDOW) 8 bytes per bucket (N rounded up to a power of two), rounded
+ * up to 64 bytes: with the default 32-byte keys, 128 bytes for GCRA,
+ * LEAKY, FIXED and INFLIGHT (64 with keys of up to 24 bytes), and for
+ * WINDOW 192 bytes for N <= 8, 256 for N <= 16.  A 100,000-key GCRA table
+ * (capacity 131,072) takes 16.1 MiB.  No allocation after init, ever (sluice_keyed_new() allocates
  * the region once).
  *
  * COST: a decision on an existing key hashes the key (SipHash-1-3, about
