@@ -575,13 +575,18 @@ Test(keyed_faults, a_claim_stopped_across_65535_claims_can_only_make_one_key_unr
  * "b" reclaims the slot of "a" once "a" holds nothing) and take 2 for it. */
 static uint64_t stale_word;
 
-static void hold_seven(void)
+static void hold_seven_at(uint64_t now)
 {
 	for (int i = 0; i < 7; i++) {
 		char name[8];
 		snprintf(name, sizeof(name), "h%d", i);
-		cr_assert_eq(acq(&tk, name, 1, SEC, NULL), 1, "%s", name);
+		cr_assert_eq(acq(&tk, name, 1, now, NULL), 1, "%s", name);
 	}
+}
+
+static void hold_seven(void)
+{
+	hold_seven_at(SEC);
 }
 
 static void reown_and_forge(_Atomic uint64_t *word, uint64_t release_a, uint64_t release_b)
@@ -683,6 +688,8 @@ Test(keyed_faults, attach_refuses_a_version_2_table)
 
 /* ---- every algorithm: a decision stopped while its slot changes owner ------- */
 
+static uint64_t reown_at = SEC; /* when "b" comes */
+
 static void reown_gcra(_Atomic uint64_t *word)
 {
 	/* "a" is fresh-equivalent at SEC (its one admission at 0 has run
@@ -690,7 +697,8 @@ static void reown_gcra(_Atomic uint64_t *word)
 	 * same 32-bit id at the same generation could show the state word
 	 * the stalled decision read, bit for bit: forge that */
 	stale_word = atomic_load(word);
-	cr_assert_eq(acq(&tk, "b", 1, SEC, NULL), 1, "b reclaims the slot of a");
+	int rc = acq(&tk, "b", 1, reown_at, NULL);
+	cr_assert_eq(rc, 1, "b reclaims the slot of a: %s", sluice_err_name(rc));
 	cr_assert_eq(stats(&tk).reclaims, 1);
 	atomic_store(word, stale_word);
 }
@@ -718,6 +726,52 @@ Test(keyed_faults, gcra_decision_stopped_across_owner_changes_decides_nothing_ag
 	/* a's one admission is in a's own state: burst 1, nothing more now */
 	cr_assert_eq(acq(&tk, "a", 1, SEC, NULL), 0, "a admitted twice at one instant");
 	sluice_keyed_free(&tk);
+}
+
+Test(keyed_faults, fixed_and_window_decisions_stopped_across_owner_changes_are_not_b_s)
+{
+	/* The same stall in FIXED (its state word) and WINDOW (the bucket
+	 * word of its CAS, whose epoch bits and count the new owner's bucket
+	 * repeats): "a" is fresh-equivalent at SEC (its admission at 0 is in
+	 * an older window, or out of the N buckets).  FIXED: the pair CAS
+	 * fails, "a" is looked up again and created in b's slot (a second
+	 * reclaim).  WINDOW: the bucket CAS lands in b's word (charging b) and
+	 * the owner read after it is b's: refused.  Before, both admitted "a"
+	 * against b's state. */
+	static const struct {
+		sluice_keyed_config_t c;
+		uint64_t later; /* when the holders and "b" come */
+		int rc;
+		uint64_t reclaims;
+		const char *name;
+	} cases[] = {
+		{ { .algo = SLUICE_KEYED_FIXED, .capacity = 8, .limit = 1, .window_ns = SEC }, SEC, 1,
+		  2, "fixed" },
+		/* a's stalled decision moved its head to bucket 2 (of width
+		 * SEC/2); at 2 SEC that is out of range, and b's bucket 4
+		 * uses the same word */
+		{ { .algo = SLUICE_KEYED_WINDOW, .capacity = 8, .limit = 1, .window_ns = SEC,
+		    .buckets = 2 },
+		  2 * SEC, 0, 1, "window" },
+	};
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		make(&tk, cases[c].c);
+		cr_assert_eq(acq(&tk, "a", 1, 0, NULL), 1, "%s", cases[c].name);
+		hold_seven_at(cases[c].later);
+		reown_at = cases[c].later;
+		arm(STALL_DECIDE, reown_gcra);
+		int rc = acq(&tk, "a", 1, SEC, NULL);
+		cr_assert_null(hook_action, "%s: the stall point was reached", cases[c].name);
+		sluice__keyed_stall_hook = NULL;
+		cr_assert_eq(rc, cases[c].rc, "%s: a admitted against b's state: %s", cases[c].name,
+		             sluice_err_name(rc));
+		cr_assert_eq(stats(&tk).reclaims, cases[c].reclaims, "%s", cases[c].name);
+		if (cases[c].rc == 1) /* a's one admission is in a's own state */
+			cr_assert_eq(acq(&tk, "a", 1, SEC, NULL), 0, "%s: a admitted twice",
+			             cases[c].name);
+		sluice_keyed_free(&tk);
+	}
+	reown_at = SEC;
 }
 
 Test(keyed_faults, attach_refuses_a_version_3_table)
