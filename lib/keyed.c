@@ -63,10 +63,11 @@
  * admitted in range.  Zeroing them (as this file once did) was a durable,
  * liberal write that a stalled claimer could apply, after 2^32 buckets, to
  * a bucket of the new key; nothing is ever subtracted from a bucket now.
- * A decision loads the tag, checks the key, loads the state (acquire) and
- * loads the tag again: the state then belonged to its key (an initialisation
- * is a release, so a state written by a later owner implies a changed tag).
- * Its CAS then succeeds only on that owner's state.
+ * A decision loads the tag, checks the key, loads the owner counter and the
+ * state (acquire) and checks the tag and the key words again: the state then
+ * belonged to its key (an initialisation is a full barrier, so a state
+ * written for a later owner implies a changed tag or key words).  Its pair
+ * CAS then succeeds only on that owner's state ("Owners").
  *
  * Owners.  The generation in the state word is finite: a release
  * stopped between its load and its CAS while the slot changed owner
