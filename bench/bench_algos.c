@@ -120,6 +120,7 @@ static int base_fixed_decide(struct base_fixed *b, uint64_t now, sluice_decision
 	d->remaining = b->limit - b->count;
 	d->reset_ns = b->start + b->window_ns - now;
 	d->retry_after_ns = ok ? 0 : d->reset_ns;
+	d->delay_ns = 0;
 	d->now_ns = now;
 	return ok;
 }
@@ -152,6 +153,7 @@ static int base_ring_decide(struct base_ring *b, uint64_t now, sluice_decision_t
 	d->remaining = b->limit - sum;
 	d->reset_ns = (e + 1) * b->width - now;
 	d->retry_after_ns = ok ? 0 : d->reset_ns;
+	d->delay_ns = 0;
 	d->now_ns = now;
 	return ok;
 }
@@ -170,6 +172,7 @@ static int base_gcra_decide(struct base_gcra *b, uint64_t now, sluice_decision_t
 	d->limit = b->tau / b->interval + 1;
 	d->remaining = ok ? (b->tau - (b->tat - now < b->tau ? b->tat - now : b->tau)) / b->interval : 0;
 	d->retry_after_ns = ok ? 0 : tat - now - b->tau;
+	d->delay_ns = 0;
 	d->reset_ns = b->tat > now ? b->tat - now : 0;
 	d->now_ns = now;
 	return ok;
@@ -197,6 +200,7 @@ static int base_log_decide(struct base_log *b, uint64_t now, sluice_decision_t *
 	d->limit = b->limit;
 	d->remaining = b->limit - b->count;
 	d->retry_after_ns = ok ? 0 : b->ts[b->head] + b->window_ns - now;
+	d->delay_ns = 0;
 	d->reset_ns = d->retry_after_ns;
 	d->now_ns = now;
 	return ok;
@@ -214,6 +218,7 @@ static int base_inflight_decide(struct base_inflight *b, uint64_t now, sluice_de
 	d->limit = b->limit;
 	d->remaining = b->limit - b->held;
 	d->retry_after_ns = 0;
+	d->delay_ns = 0;
 	d->reset_ns = 0;
 	d->now_ns = now;
 	return ok;
@@ -359,15 +364,15 @@ static void setup_inflight(const struct params *p)
 		die("inflight init", rc);
 	if (p->rate == 0) /* deny: every slot is held by somebody else */
 		if (sluice_inflight_acquire(&g.inflight, p->limit, NULL) != 1)
-			die("inflight fill", -SLUICE_EINVAL);
+			die("inflight fill", SLUICE_EINVAL);
 }
 
 static void setup_composite(const struct params *p)
 {
-	sluice_limiter_config_t ring = { .kind = SLUICE_KIND_WINDOW };
+	sluice_limiter_config_t ring = { .algo = SLUICE_ALGO_WINDOW };
 	ring.window = (sluice_window_config_t){ .limit = p->limit, .window_ns = p->window_ns,
 		                                .buckets = BUCKETS, .mode = SLUICE_EXACT };
-	sluice_limiter_config_t gcra = { .kind = SLUICE_KIND_GCRA };
+	sluice_limiter_config_t gcra = { .algo = SLUICE_ALGO_GCRA };
 	gcra.gcra = gcra_config(p);
 	int rc = sluice_limiter_new(&ring, &g.parts[0]);
 	if (!rc)
@@ -431,7 +436,7 @@ static void setup_b_log(const struct params *p)
 	g.b_log = (struct base_log){ .limit = p->limit, .window_ns = p->window_ns };
 	g.b_log.ts = malloc(sizeof(uint64_t) * p->limit);
 	if (!g.b_log.ts)
-		die("baseline log", -SLUICE_ENOMEM);
+		die("baseline log", SLUICE_ENOMEM);
 }
 static void teardown_b_log(void)
 {
@@ -718,7 +723,7 @@ static struct result run_case(const struct series *s, const struct params *p, in
 	for (int i = 0; i < threads; i++) {
 		workers[i].cpu = i % run.ncpu;
 		if (pthread_create(&workers[i].tid, NULL, worker_main, &workers[i]))
-			die("pthread_create", -SLUICE_ETHREAD);
+			die("pthread_create", SLUICE_ETHREAD);
 	}
 	pthread_barrier_wait(&run.start);
 	uint64_t t0 = mono_ns();
@@ -859,7 +864,7 @@ int main(int argc, char **argv)
 	uint64_t *dec = calloc((size_t)NSERIES, sizeof(uint64_t));
 	uint64_t *adm = calloc((size_t)NSERIES, sizeof(uint64_t));
 	if (!samples || !all || !dec || !adm)
-		die("calloc", -SLUICE_ENOMEM);
+		die("calloc", SLUICE_ENOMEM);
 
 	for (int ti = 0; ti < nthreads; ti++) {
 		for (int r = 0; r < NREGIMES; r++) {

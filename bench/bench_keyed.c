@@ -130,6 +130,7 @@ static int mutex_acquire(struct mutex_table *m, const unsigned char key[16], slu
 	d->limit = m->tau / m->T;
 	d->remaining = lag < m->tau ? (m->tau - lag) / m->T : 0;
 	d->retry_after_ns = ok ? 0 : base + m->T - now - m->tau;
+	d->delay_ns = 0;
 	d->reset_ns = lag;
 	d->now_ns = now;
 	return ok;
@@ -259,7 +260,7 @@ static double timed(enum impl impl, int regime, int threads, double seconds, dou
 	if (impl == MUTEX) {
 		mutex_init(&m, rg->keys, SEC / rg->rate, rg->burst);
 	} else {
-		sluice_keyed_config_t c = { .algo = SLUICE_KEYED_GCRA, .capacity = rg->capacity,
+		sluice_keyed_config_t c = { .algo = SLUICE_ALGO_GCRA, .capacity = rg->capacity,
 			                    .rate = rg->rate, .period_ns = SEC, .burst = rg->burst };
 		int rc = sluice_keyed_new(&k, &c,
 		                          impl == KEYED_CACHED ? &sluice_clock_cached

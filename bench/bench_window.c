@@ -95,6 +95,7 @@ static inline int locked_fixed_decide(uint64_t *window_start, uint64_t *count, u
 		d->remaining = limit - *count;
 		d->reset_ns = end - now;
 		d->retry_after_ns = ok ? 0 : end - now;
+		d->delay_ns = 0;
 		d->now_ns = now;
 	}
 	return ok;

@@ -10,7 +10,7 @@
 
 int main(void)
 {
-	sluice_keyed_config_t cfg = { .algo = SLUICE_KEYED_GCRA, .policy = SLUICE_KEYED_EVICT,
+	sluice_keyed_config_t cfg = { .algo = SLUICE_ALGO_GCRA, .policy = SLUICE_KEYED_EVICT,
 		                      .capacity = 100000, .rate = 10, .period_ns = 1000000000,
 		                      .burst = 20 };
 	sluice_keyed_t per_ip;

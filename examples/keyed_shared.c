@@ -13,9 +13,9 @@
 int main(void)
 {
 	/* 1 request per minute per user, bursts of 5 */
-	sluice_keyed_config_t cfg = { .algo = SLUICE_KEYED_GCRA, .capacity = 1024, .rate = 1,
+	sluice_keyed_config_t cfg = { .algo = SLUICE_ALGO_GCRA, .capacity = 1024, .rate = 1,
 		                      .period_ns = 60000000000, .burst = 5 };
-	size_t size = sluice_keyed_size(&cfg);
+	size_t size = sluice_keyed_region_bytes(&cfg);
 	void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (mem == MAP_FAILED || sluice_keyed_init(mem, size, &cfg) != 0)
 		return 1;

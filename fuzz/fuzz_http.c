@@ -85,16 +85,16 @@ static int expected_error(const struct call *c)
 	switch (c->f) {
 	case F_RETRY:
 		if (!c->d)
-			return -SLUICE_EINVAL;
-		return c->d->retry_after_ns == SLUICE_NEVER ? -SLUICE_ETOOBIG : 0;
+			return SLUICE_EINVAL;
+		return c->d->retry_after_ns == SLUICE_NEVER ? SLUICE_ETOOBIG : 0;
 	case F_POLICY:
 		if (!name_ok(c->name))
-			return -SLUICE_EINVAL;
+			return SLUICE_EINVAL;
 		if (c->quota > SLUICE_HTTP_SF_INT_MAX)
-			return -SLUICE_ELIMIT;
-		return c->window_ns == 0 ? -SLUICE_EWINDOW : 0;
+			return SLUICE_ELIMIT;
+		return c->window_ns == 0 ? SLUICE_EWINDOW : 0;
 	default:
-		return !c->d || !name_ok(c->name) ? -SLUICE_EINVAL : 0;
+		return !c->d || !name_ok(c->name) ? SLUICE_EINVAL : 0;
 	}
 }
 
@@ -168,7 +168,7 @@ static void check(const struct call *c, size_t len)
 		           "formatter %d, len %zu: '%.*s' differs from '%s'", c->f, len, rs, buf,
 		           big);
 	} else {
-		int want_s = rb >= 0 ? -SLUICE_HTTP_ETRUNC : rb;
+		int want_s = rb >= 0 ? SLUICE_HTTP_ETRUNC : rb;
 		FUZZ_CHECK(rs == want_s, "formatter %d, len %zu: %d, want %d", c->f, len, rs, want_s);
 		if (len >= 1) {
 			FUZZ_CHECK(buf[0] == '\0', "formatter %d, len %zu: failure without NUL", c->f,

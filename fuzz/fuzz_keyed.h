@@ -32,12 +32,12 @@ static inline void fuzz_keyed_defaults(sluice_keyed_config_t *c)
 	c->period_ns = 1000000000ULL;
 	c->burst = 5;
 	c->depth = 4;
-	c->limit = c->algo == SLUICE_KEYED_INFLIGHT ? 3 : 10;
+	c->limit = c->algo == SLUICE_ALGO_INFLIGHT ? 3 : 10;
 	c->window_ns = 1000000ULL;
 	c->buckets = 4;
 	c->flags = SLUICE_KEYED_SEEDED;
 	c->key_max = 0;
-	if (c->algo == SLUICE_KEYED_INFLIGHT)
+	if (c->algo == SLUICE_ALGO_INFLIGHT)
 		c->policy = SLUICE_KEYED_REJECT;
 }
 
@@ -58,7 +58,10 @@ static inline int fuzz_keyed_table(fuzz_in_t *in, fuzz_table_t *t)
 	memset(t, 0, sizeof(*t));
 	sluice_keyed_config_t *c = &t->cfg;
 	uint8_t a = fuzz_u8(in), b = fuzz_u8(in);
-	c->algo = (sluice_keyed_algo_t)(a % 5);
+	static const sluice_algo_t keyed_algos[5] = { SLUICE_ALGO_GCRA, SLUICE_ALGO_LEAKY,
+		                                      SLUICE_ALGO_FIXED, SLUICE_ALGO_WINDOW,
+		                                      SLUICE_ALGO_INFLIGHT };
+	c->algo = keyed_algos[a % 5];
 	c->policy = (sluice_keyed_policy_t)(a / 5 % 3);
 	c->capacity = 8ULL << (b % 3);
 	c->flags = SLUICE_KEYED_SEEDED | (b & 8 ? SLUICE_KEYED_HASH_LONG_KEYS : 0);
@@ -73,12 +76,12 @@ static inline int fuzz_keyed_table(fuzz_in_t *in, fuzz_table_t *t)
 	c->limit = a & 128 ? fuzz_hostile(in) : 1 + small % 16;
 	c->window_ns = a & 64 ? fuzz_hostile(in) : 1000ULL * (1 + small);
 	c->buckets = fuzz_u8(in) % 20;
-	size_t size = sluice_keyed_size(c);
+	size_t size = sluice_keyed_region_bytes(c);
 	t->fuzzed = 1;
 	if (size == 0) {
 		t->fuzzed = 0;
 		fuzz_keyed_defaults(c);
-		size = sluice_keyed_size(c);
+		size = sluice_keyed_region_bytes(c);
 		if (size == 0)
 			return -1;
 	}

@@ -98,7 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		        (unsigned long long)c->limit, (unsigned long long)c->window_ns, c->buckets,
 		        t.fuzzed ? "" : " (defaults)");
 	int counted = c->policy != SLUICE_KEYED_EVICT;
-	uint64_t width = c->algo == SLUICE_KEYED_WINDOW ? c->window_ns / c->buckets : c->window_ns;
+	uint64_t width = c->algo == SLUICE_ALGO_WINDOW ? c->window_ns / c->buckets : c->window_ns;
 	size_t nadm = 0;
 	uint64_t now = 0;
 	memset(held, 0, sizeof(held));
@@ -109,7 +109,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size_t keylen;
 		switch (kb / NKEYS % 8) {
 		case 0:
-			keylen = 0; /* -SLUICE_EKEYLEN */
+			keylen = 0; /* SLUICE_EKEYLEN */
 			break;
 		case 1:
 			keylen = sizeof(key); /* longer than any key_max: hashed or EKEYLEN */
@@ -158,13 +158,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				           (int)d.allowed);
 			if (rc != 1 || id >= NKEYS)
 				break; /* only admissions for a key we know */
-			if (c->algo == SLUICE_KEYED_INFLIGHT) {
+			if (c->algo == SLUICE_ALGO_INFLIGHT) {
 				/* REJECT only: every admission is held by the key */
 				held[id] += n;
 				FUZZ_CHECK(held[id] <= c->limit, "key %u holds %llu of %llu", id,
 				           (unsigned long long)held[id], (unsigned long long)c->limit);
 			} else if (dp && d.limit != 0 && counted &&
-			           (c->algo == SLUICE_KEYED_FIXED || c->algo == SLUICE_KEYED_WINDOW)) {
+			           (c->algo == SLUICE_ALGO_FIXED || c->algo == SLUICE_ALGO_WINDOW)) {
 				adms[nadm++] = (struct adm){ .key = id, .slot = d.now_ns / width,
 					                     .n = n };
 			}
@@ -176,7 +176,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				fprintf(stderr, "release key %u len %zu n %llu: %d (%s)\n", id, keylen,
 				        (unsigned long long)n, rc, rc < 0 ? sluice_err_name(rc) : "given back");
 			FUZZ_CHECK(fuzz_known_rc(rc) && rc != 1, "release returned %d", rc);
-			if (c->algo == SLUICE_KEYED_INFLIGHT && id < NKEYS && n >= 1) {
+			if (c->algo == SLUICE_ALGO_INFLIGHT && id < NKEYS && n >= 1) {
 				/* given back exactly when the key holds that many */
 				FUZZ_CHECK((rc == 0) == (n <= held[id]),
 				           "key %u holds %llu: release of %llu: %s", id,
@@ -196,9 +196,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		}
 	}
-	if (c->algo == SLUICE_KEYED_FIXED)
+	if (c->algo == SLUICE_ALGO_FIXED)
 		check_windows(c, nadm, 1);
-	else if (c->algo == SLUICE_KEYED_WINDOW)
+	else if (c->algo == SLUICE_ALGO_WINDOW)
 		check_windows(c, nadm, c->buckets);
 	fuzz_table_free(&t);
 	return 0;

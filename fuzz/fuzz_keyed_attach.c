@@ -62,10 +62,10 @@ static uint64_t check_of(const unsigned char *mem, size_t off)
 
 static void find_check(void)
 {
-	sluice_keyed_config_t c = { .algo = SLUICE_KEYED_GCRA };
+	sluice_keyed_config_t c = { .algo = SLUICE_ALGO_GCRA };
 	fuzz_keyed_defaults(&c);
 	c.capacity = 8;
-	size_t size = sluice_keyed_size(&c);
+	size_t size = sluice_keyed_region_bytes(&c);
 	unsigned char *mem = fuzz_region(size);
 	FUZZ_CHECK(sluice_keyed_init(mem, size, &c) == 0, "a default table");
 	check_at = -1;
@@ -105,7 +105,7 @@ static void decide(sluice_keyed_t *k, sluice_clock_t *clk)
 		int rc = i % 3 == 2 ? sluice_keyed_acquire(k, key, keylen, 1, &d)
 		                    : sluice_keyed_acquire_at(k, key, keylen, 1 + i % 2, now, &d);
 		FUZZ_CHECK(fuzz_known_rc(rc), "acquire on an accepted region: %d", rc);
-		if (k->algo == SLUICE_KEYED_INFLIGHT && i % 4 == 3) {
+		if (k->algo == SLUICE_ALGO_INFLIGHT && i % 4 == 3) {
 			rc = sluice_keyed_release(k, key, keylen, 1);
 			FUZZ_CHECK(fuzz_known_rc(rc) && rc != 1, "release: %d", rc);
 		}
@@ -115,14 +115,14 @@ static void decide(sluice_keyed_t *k, sluice_clock_t *clk)
 }
 
 /* the largest n keyed.h's LIMITS allow per algorithm */
-static uint64_t limit_max(sluice_keyed_algo_t a)
+static uint64_t limit_max(sluice_algo_t a)
 {
 	switch (a) {
-	case SLUICE_KEYED_FIXED:
+	case SLUICE_ALGO_FIXED:
 		return SLUICE_KEYED_FIXED_LIMIT_MAX;
-	case SLUICE_KEYED_WINDOW:
+	case SLUICE_ALGO_WINDOW:
 		return (1ULL << 30) - 1;
-	case SLUICE_KEYED_INFLIGHT:
+	case SLUICE_ALGO_INFLIGHT:
 		return SLUICE_KEYED_INFLIGHT_LIMIT_MAX;
 	default:
 		return UINT64_MAX; /* GCRA, LEAKY: b and D + 1 are bounded by the rate */

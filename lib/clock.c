@@ -140,7 +140,7 @@ static void after_fork_child(void)
 	 * a waiter; a signal or destroy could wait for it.  Make a new one in
 	 * place.  Cannot fail on Linux (it holds no resources); if it did,
 	 * handlers_ready goes false and the next start() makes it again, or
-	 * fails with -SLUICE_ETHREAD: nothing ever waits on a broken one. */
+	 * fails with SLUICE_ETHREAD: nothing ever waits on a broken one. */
 	if (handlers_ready && make_tick_cond() != 0)
 		handlers_ready = false;
 	pthread_mutex_unlock(&tick_lock);
@@ -251,13 +251,13 @@ int sluice_clock_cached_start(uint64_t period_ns)
 	if (period_ns == 0)
 		period_ns = SLUICE_CACHED_PERIOD_NS;
 	if (period_ns < SLUICE_CACHED_PERIOD_MIN_NS || period_ns > SLUICE_CACHED_PERIOD_MAX_NS)
-		return -SLUICE_EPERIOD;
+		return SLUICE_EPERIOD;
 
 	int rc = 0, cancel;
 	lock_control(&cancel);
 	if (period_ns > period_floor) {
 		/* A limiter was validated against a finer step (item 8). */
-		rc = -SLUICE_ERESOLUTION;
+		rc = SLUICE_ERESOLUTION;
 	} else if (atomic_load_explicit(&ticker_running, memory_order_relaxed)) {
 		pthread_mutex_lock(&tick_lock);
 		atomic_store_explicit(&ticker_period, period_ns, memory_order_relaxed);
@@ -267,7 +267,7 @@ int sluice_clock_cached_start(uint64_t period_ns)
 	} else if (ensure_handlers_locked() != 0) {
 		/* No fork handlers, no ticker: a fork would hand the child
 		 * this thread's locks and a ticker it does not have. */
-		rc = -SLUICE_ETHREAD;
+		rc = SLUICE_ETHREAD;
 	} else {
 		uint64_t old = atomic_load_explicit(&ticker_period, memory_order_relaxed);
 		atomic_store_explicit(&ticker_period, period_ns, memory_order_relaxed);
@@ -278,7 +278,7 @@ int sluice_clock_cached_start(uint64_t period_ns)
 		if (create_ticker_locked() != 0) {
 			atomic_store_explicit(&sluice__cached_now, 0, memory_order_relaxed);
 			atomic_store_explicit(&ticker_period, old, memory_order_relaxed);
-			rc = -SLUICE_ETHREAD;
+			rc = SLUICE_ETHREAD;
 		} else {
 			atomic_store_explicit(&ticker_running, 1, memory_order_relaxed);
 		}
@@ -317,16 +317,16 @@ int sluice__clock_require_step(const sluice_clock_t *c, uint64_t step_ns)
 {
 	if (c->kind != SLUICE_CLOCK_CACHED) {
 		if (c->kind > SLUICE_CLOCK_MANUAL)
-			return -SLUICE_ECLOCK;
+			return SLUICE_ECLOCK;
 		/* These clocks' steps are fixed: nothing can coarsen them. */
-		return step_ns < sluice_clock_resolution_ns(c) ? -SLUICE_ERESOLUTION : 0;
+		return step_ns < sluice_clock_resolution_ns(c) ? SLUICE_ERESOLUTION : 0;
 	}
 	int rc = 0, cancel;
 	lock_control(&cancel);
 	/* Under the lock start() holds: the period cannot change between this
 	 * check and the record. */
 	if (step_ns < atomic_load_explicit(&ticker_period, memory_order_relaxed))
-		rc = -SLUICE_ERESOLUTION;
+		rc = SLUICE_ERESOLUTION;
 	else if (step_ns < period_floor)
 		period_floor = step_ns;
 	unlock_control(cancel);

@@ -367,6 +367,7 @@ static void fill(const sluice_decay_t *x, sluice_decision_t *d, int allowed, uin
 	d->limit = x->limit;
 	d->remaining = cq >= lim ? 0 : (lim - cq) >> x->frac_bits;
 	d->retry_after_ns = retry;
+	d->delay_ns = 0;
 	d->reset_ns = forget_bound(x, cq);
 	d->now_ns = t;
 }
@@ -374,10 +375,10 @@ static void fill(const sluice_decay_t *x, sluice_decision_t *d, int allowed, uin
 int sluice_decay_acquire_at(sluice_decay_t *x, uint64_t n, uint64_t now, sluice_decision_t *d)
 {
 	if (!x || n == 0)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	if (n > x->limit) {
 		sluice__decision_never(d, x->limit, now);
-		return -SLUICE_ETOOBIG;
+		return SLUICE_ETOOBIG;
 	}
 	uint64_t nq = n << x->frac_bits, lim = x->limit << x->frac_bits;
 	uint64_t end = grid_down(x, UINT64_MAX);
@@ -426,22 +427,22 @@ double sluice_decay_count_at(sluice_decay_t *x, uint64_t now)
 	return (double)decay_up(x, s.cq, t - s.t) / (double)(1ULL << x->frac_bits);
 }
 
-int sluice_decay_refund_at(sluice_decay_t *x, uint64_t n, const sluice_decision_t *admitted)
+int sluice_decay_refund(sluice_decay_t *x, uint64_t n, const sluice_decision_t *admitted)
 {
 	if (!x || !admitted || n == 0 || n > x->limit || !admitted->allowed)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	uint64_t ta = admitted->now_ns;
 	for (;;) {
 		struct snap s;
 		if (!snapshot(x, &s))
 			continue;
 		if (ta > s.t)
-			return -SLUICE_ECANCEL; /* newer than any admission here */
+			return SLUICE_ECANCEL; /* newer than any admission here */
 		if (s.empty)
 			return 0; /* forgotten since: nothing left to give back */
 		uint64_t sub = decay_down(x, n << x->frac_bits, s.t - ta);
 		if (sub > s.cq)
-			return -SLUICE_ECANCEL;
+			return SLUICE_ECANCEL;
 		uint64_t w = (s.word & ~CQ_MASK) | (s.cq - sub);
 		/* Pair CAS: as for an admission (same anchor, same time). */
 		if (sluice__pair_cas(&x->anchor, s.anchor, s.word, s.anchor, w))
@@ -462,15 +463,15 @@ static unsigned bitlen(uint64_t v)
 int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
 {
 	if (!x || !cfg)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	const sluice_clock_t *clock = cfg->clock ? cfg->clock : &sluice_clock_cached;
 	if (clock->kind > SLUICE_CLOCK_MANUAL)
-		return -SLUICE_ECLOCK;
+		return SLUICE_ECLOCK;
 	if (cfg->limit < 1 || cfg->limit > SLUICE_DECAY_LIMIT_MAX)
-		return -SLUICE_ELIMIT;
+		return SLUICE_ELIMIT;
 	uint64_t h = cfg->half_life_ns;
 	if (h < SLUICE_DECAY_HALFLIFE_MIN_NS || h > SLUICE_DECAY_HALFLIFE_MAX_NS)
-		return -SLUICE_EHALFLIFE;
+		return SLUICE_EHALFLIFE;
 	/* Readings move in clock steps, and a count fades by 2^(-step/h)
 	 * between two of them: with h below the step nearly all of it is gone
 	 * before the next reading, so at most about L pass per step instead of
@@ -478,7 +479,7 @@ int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
 	 * against 693,147 L).
 	 * Refuse it, as the other limiters refuse a bucket below the step. */
 	if (sluice__clock_require_step(clock, h) != 0)
-		return -SLUICE_ERESOLUTION; /* and keeps the cached clock this fine */
+		return SLUICE_ERESOLUTION; /* and keeps the cached clock this fine */
 	uint64_t flush = FLUSH_HALF_LIVES * h;
 	/* The smallest grid whose quarter range holds a live count. */
 	uint32_t g = 0;

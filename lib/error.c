@@ -5,19 +5,13 @@
  */
 #include "sluice/error.h"
 
-/* |err| without overflow: -INT_MIN is not an int, and no code is that big. */
-static unsigned magnitude(int err)
-{
-	return err < 0 ? 0u - (unsigned)err : (unsigned)err;
-}
-
 const char *sluice_strerror(int err)
 {
-	switch (magnitude(err)) {
+	switch (err) {
 	case 0:
 		return "success";
 #define SLUICE__ERR_MSG(name, value, msg) \
-	case value:                       \
+	case -(value):                    \
 		return msg;
 		SLUICE_ERRORS(SLUICE__ERR_MSG)
 #undef SLUICE__ERR_MSG
@@ -27,11 +21,11 @@ const char *sluice_strerror(int err)
 
 const char *sluice_err_name(int err)
 {
-	switch (magnitude(err)) {
+	switch (err) {
 	case 0:
 		return "SLUICE_OK";
 #define SLUICE__ERR_NAME(name, value, msg) \
-	case value:                        \
+	case -(value):                     \
 		return "SLUICE_" #name;
 		SLUICE_ERRORS(SLUICE__ERR_NAME)
 #undef SLUICE__ERR_NAME

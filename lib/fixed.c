@@ -32,16 +32,16 @@ size_t sluice_fixed_size(void)
 int sluice_fixed_init(sluice_fixed_t *f, const sluice_fixed_config_t *cfg)
 {
 	if (!f || !cfg)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	const sluice_clock_t *clock = cfg->clock ? cfg->clock : &sluice_clock_cached;
 	if (clock->kind > SLUICE_CLOCK_MANUAL)
-		return -SLUICE_ECLOCK;
+		return SLUICE_ECLOCK;
 	if (cfg->limit < 1 || cfg->limit > SLUICE_FIXED_LIMIT_MAX)
-		return -SLUICE_ELIMIT;
+		return SLUICE_ELIMIT;
 	if (cfg->window_ns == 0)
-		return -SLUICE_EWINDOW;
+		return SLUICE_EWINDOW;
 	if (sluice__clock_require_step(clock, cfg->window_ns) != 0)
-		return -SLUICE_ERESOLUTION;
+		return SLUICE_ERESOLUTION;
 
 	f->limit = cfg->limit;
 	f->window_ns = cfg->window_ns;
@@ -120,20 +120,20 @@ int sluice__fixed_acquire_slow(sluice_fixed_t *f, uint64_t n, uint64_t now, slui
 int sluice__fixed_bad_n(const sluice_fixed_t *f, uint64_t n, uint64_t now, sluice_decision_t *d)
 {
 	if (n == 0)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	sluice__decision_never(d, f->limit, now);
-	return -SLUICE_ETOOBIG;
+	return SLUICE_ETOOBIG;
 }
 
-int sluice_fixed_refund_at(sluice_fixed_t *f, uint64_t n, const sluice_decision_t *admitted)
+int sluice_fixed_refund(sluice_fixed_t *f, uint64_t n, const sluice_decision_t *admitted)
 {
 	if (!f || !admitted || !admitted->allowed || n == 0)
-		return -SLUICE_EINVAL; /* nothing was taken by a refusal */
+		return SLUICE_EINVAL; /* nothing was taken by a refusal */
 	uint64_t e = admitted->now_ns / f->window_ns;
 	/* Acquire: as on the decision paths. */
 	uint64_t h = atomic_load_explicit(&f->head, memory_order_acquire);
 	if (e > h)
-		return -SLUICE_EINVAL; /* later than any window opened: not ours */
+		return SLUICE_EINVAL; /* later than any window opened: not ours */
 	if (e < h)
 		return 0; /* that window is over: its permits count no more */
 	for (;;) {
@@ -142,11 +142,11 @@ int sluice_fixed_refund_at(sluice_fixed_t *f, uint64_t n, const sluice_decision_
 		if (we > e)
 			return 0; /* a later window opened: e is over */
 		if (we < e)
-			return -SLUICE_EINVAL; /* e never opened: no admission in it */
+			return SLUICE_EINVAL; /* e never opened: no admission in it */
 		if ((w >> 32) != (e & 0xffffffffu))
 			continue; /* the word was older than the epoch read: again */
 		if ((w & 0xffffffffu) < n)
-			return -SLUICE_EINVAL; /* more than was ever taken */
+			return SLUICE_EINVAL; /* more than was ever taken */
 		/* Full barrier; fails only when the pair changed: look again. */
 		if (sluice__pair_cas(&f->word, w, e, w - n, e))
 			return 0;

@@ -94,12 +94,12 @@ void sluice_gcra_destroy(sluice_gcra_t *g)
 static int make_interval(uint64_t rate, uint64_t period, struct params *p)
 {
 	if (rate == 0 || period < rate)
-		return -SLUICE_ERATE; /* zero, or under 1 ns per permit */
+		return SLUICE_ERATE; /* zero, or under 1 ns per permit */
 	uint64_t T = period / rate + (period % rate != 0);
 	/* Rounding up adds T*rate - period ns per period: at most period/1000. */
 	sluice__u128 excess = (sluice__u128)T * rate - period;
 	if (excess * SLUICE_GCRA_ROUNDING > period)
-		return -SLUICE_ERATE;
+		return SLUICE_ERATE;
 	p->interval = T;
 	p->rate = rate;
 	p->period = period;
@@ -111,7 +111,7 @@ static int make_interval(uint64_t rate, uint64_t period, struct params *p)
 static int make_burst(uint64_t burst, struct params *p)
 {
 	if (burst == 0 || burst > SLUICE_GCRA_SPAN_MAX / p->interval)
-		return -SLUICE_EBURST;
+		return SLUICE_EBURST;
 	p->burst = burst;
 	p->tau = burst * p->interval;
 	return 0;
@@ -153,17 +153,17 @@ static void load_params(struct sluice__gcra_params *s, struct params *p)
 static int check_resolution(const sluice_clock_t *clock, const struct params *p, int booking)
 {
 	if (!booking && sluice__clock_require_step(clock, p->tau) != 0)
-		return -SLUICE_ERESOLUTION;
+		return SLUICE_ERESOLUTION;
 	return 0;
 }
 
 static int init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg, int booking)
 {
 	if (!g || !cfg)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	const sluice_clock_t *clock = cfg->clock ? cfg->clock : &sluice_clock_cached;
 	if (clock->kind > SLUICE_CLOCK_MANUAL)
-		return -SLUICE_ECLOCK;
+		return SLUICE_ECLOCK;
 	struct params p;
 	int rc = make_interval(cfg->rate, cfg->period_ns, &p);
 	if (rc == 0)
@@ -239,7 +239,7 @@ int sluice__gcra_take_slow(sluice_gcra_t *g, uint64_t n, uint64_t now, uint64_t 
                            sluice_decision_t *d)
 {
 	if (!g || n == 0)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	for (;;) {
 		uint64_t a = atomic_load_explicit(&g->tat, memory_order_acquire);
 		if (a > SLUICE_GCRA_TIME_MAX) {
@@ -253,7 +253,7 @@ int sluice__gcra_take_slow(sluice_gcra_t *g, uint64_t n, uint64_t now, uint64_t 
 			continue;
 		if (n > burst) {
 			sluice__decision_never(d, burst, now);
-			return -SLUICE_ETOOBIG;
+			return SLUICE_ETOOBIG;
 		}
 		int rc = sluice__gcra_try(g, n, now, max_delay, d);
 		if (rc != SLUICE__GCRA_SLOW)
@@ -275,14 +275,14 @@ static void raise_high(sluice_gcra_t *g, uint64_t v)
 int sluice_gcra_cancel(sluice_gcra_t *g, uint64_t n, const sluice_decision_t *booked)
 {
 	if (!g || !booked || n == 0 || !booked->allowed)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	if (booked->reset_ns > SLUICE_GCRA_TIME_MAX ||
 	    booked->now_ns > SLUICE_GCRA_TIME_MAX - booked->reset_ns)
-		return -SLUICE_EINVAL; /* no booking leaves such a TAT */
+		return SLUICE_EINVAL; /* no booking leaves such a TAT */
 	uint64_t left = booked->now_ns + booked->reset_ns; /* the TAT it left */
 	uint64_t a = atomic_load_explicit(&g->tat, memory_order_acquire);
 	if (a != left)
-		return -SLUICE_ECANCEL; /* booked after it (or reconfigured, or sealed) */
+		return SLUICE_ECANCEL; /* booked after it (or reconfigured, or sealed) */
 	/* The TAT is the one this booking left, so its era is in force and
 	 * its slot stable; a seal after this load makes the CAS below fail. */
 	/* Acquire: pairs with the era flip (sluice__gcra_try()'s note): an
@@ -295,8 +295,8 @@ int sluice_gcra_cancel(sluice_gcra_t *g, uint64_t n, const sluice_decision_t *bo
 		/* More than one booking can take, unless (T, b) were read
 		 * after a reconfiguration that has already moved the TAT. */
 		if (atomic_load_explicit(&g->tat, memory_order_relaxed) != left)
-			return -SLUICE_ECANCEL;
-		return -SLUICE_EINVAL;
+			return SLUICE_ECANCEL;
+		return SLUICE_EINVAL;
 	}
 	raise_high(g, left);
 	/* Strong: a spurious failure would turn an exact cancel into a kept
@@ -305,15 +305,15 @@ int sluice_gcra_cancel(sluice_gcra_t *g, uint64_t n, const sluice_decision_t *bo
 	if (atomic_compare_exchange_strong_explicit(&g->tat, &a, left - n * T, memory_order_release,
 	                                            memory_order_relaxed))
 		return 0;
-	return -SLUICE_ECANCEL;
+	return SLUICE_ECANCEL;
 }
 
-int sluice_gcra_refund_at(sluice_gcra_t *g, uint64_t n, const sluice_decision_t *admitted)
+int sluice_gcra_refund(sluice_gcra_t *g, uint64_t n, const sluice_decision_t *admitted)
 {
 	return sluice_gcra_cancel(g, n, admitted);
 }
 
-uint64_t sluice_gcra_remaining_at(sluice_gcra_t *g, uint64_t now)
+uint64_t sluice_gcra_available_at(sluice_gcra_t *g, uint64_t now)
 {
 	for (;;) {
 		uint64_t a = atomic_load_explicit(&g->tat, memory_order_acquire);
@@ -333,9 +333,9 @@ uint64_t sluice_gcra_remaining_at(sluice_gcra_t *g, uint64_t now)
 	}
 }
 
-uint64_t sluice_gcra_remaining(sluice_gcra_t *g)
+uint64_t sluice_gcra_available(sluice_gcra_t *g)
 {
-	return sluice_gcra_remaining_at(g, sluice_clock_now(g->clock));
+	return sluice_gcra_available_at(g, sluice_clock_now(g->clock));
 }
 
 /*
@@ -373,7 +373,7 @@ static int reconfigure(sluice_gcra_t *g, uint64_t rate, uint64_t period, uint64_
 		if (since == 0)
 			since = t;
 		else if (t - since >= WRITER_WAIT_NS)
-			return -SLUICE_ETIMEDOUT;
+			return SLUICE_ETIMEDOUT;
 		sched_yield();
 	}
 	uint64_t e = atomic_load_explicit(&g->era, memory_order_relaxed);
@@ -384,7 +384,7 @@ static int reconfigure(sluice_gcra_t *g, uint64_t rate, uint64_t period, uint64_
 	if (which == 0) { /* set_rate: keep b */
 		rc = make_interval(rate, period, &p);
 		if (rc == 0 && make_burst(o.burst, &p) != 0)
-			rc = -SLUICE_ERATE; /* this T makes the current b too long */
+			rc = SLUICE_ERATE; /* this T makes the current b too long */
 	} else { /* set_burst: keep the rate */
 		p = o;
 		rc = make_burst(burst, &p);
@@ -444,27 +444,27 @@ static int reconfigure(sluice_gcra_t *g, uint64_t rate, uint64_t period, uint64_
 int sluice_gcra_set_rate_at(sluice_gcra_t *g, uint64_t rate, uint64_t period_ns, uint64_t now)
 {
 	if (!g)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	return reconfigure(g, rate, period_ns, 0, 0, now);
 }
 
 int sluice_gcra_set_rate(sluice_gcra_t *g, uint64_t rate, uint64_t period_ns)
 {
 	if (!g)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	return reconfigure(g, rate, period_ns, 0, 0, sluice_clock_now(g->clock));
 }
 
 int sluice_gcra_set_burst_at(sluice_gcra_t *g, uint64_t burst, uint64_t now)
 {
 	if (!g)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	return reconfigure(g, 0, 0, burst, 1, now);
 }
 
 int sluice_gcra_set_burst(sluice_gcra_t *g, uint64_t burst)
 {
 	if (!g)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	return reconfigure(g, 0, 0, burst, 1, sluice_clock_now(g->clock));
 }

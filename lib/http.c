@@ -60,21 +60,21 @@ static void put_u64(struct out *o, uint64_t v)
 
 /*
  * Append @name as an sf-string: DQUOTE, the bytes with '"' and '\' escaped,
- * DQUOTE.  Return 0, or -SLUICE_EINVAL for a NULL, empty or too long name
+ * DQUOTE.  Return 0, or SLUICE_EINVAL for a NULL, empty or too long name
  * or a byte outside %x20-7E (checked before anything is appended, though
  * nothing leaves the local buffer on error anyway).
  */
 static int put_name(struct out *o, const char *name)
 {
 	if (!name)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	size_t k = strnlen(name, SLUICE_HTTP_NAME_MAX + 1);
 	if (k == 0 || k > SLUICE_HTTP_NAME_MAX)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	for (size_t i = 0; i < k; i++) {
 		unsigned char c = (unsigned char)name[i];
 		if (c < 0x20 || c > 0x7e)
-			return -SLUICE_EINVAL;
+			return SLUICE_EINVAL;
 	}
 	o->s[o->n++] = '"';
 	for (size_t i = 0; i < k; i++) {
@@ -94,7 +94,7 @@ static int put_name(struct out *o, const char *name)
 static int emit(char *buf, size_t len, const struct out *o, int rc)
 {
 	if (rc == 0 && o->n >= len)
-		rc = -SLUICE_HTTP_ETRUNC;
+		rc = SLUICE_HTTP_ETRUNC;
 	if (rc != 0) {
 		if (len > 0)
 			buf[0] = '\0';
@@ -109,11 +109,11 @@ int sluice_http_retry_after(char *buf, size_t len, const sluice_decision_t *d)
 {
 	struct out o = { .n = 0 };
 	if (!buf && len > 0)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	if (!d)
-		return emit(buf, len, &o, -SLUICE_EINVAL);
+		return emit(buf, len, &o, SLUICE_EINVAL);
 	if (d->retry_after_ns == SLUICE_NEVER)
-		return emit(buf, len, &o, -SLUICE_ETOOBIG);
+		return emit(buf, len, &o, SLUICE_ETOOBIG);
 	put_u64(&o, ceil_seconds(d->retry_after_ns));
 	return emit(buf, len, &o, 0);
 }
@@ -123,12 +123,12 @@ int sluice_http_ratelimit_policy(char *buf, size_t len, const char *name, uint64
 {
 	struct out o = { .n = 0 };
 	if (!buf && len > 0)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	int rc = put_name(&o, name);
 	if (rc == 0 && quota > SLUICE_HTTP_SF_INT_MAX)
-		rc = -SLUICE_ELIMIT; /* never clamp a configuration silently */
+		rc = SLUICE_ELIMIT; /* never clamp a configuration silently */
 	if (rc == 0 && window_ns == 0)
-		rc = -SLUICE_EWINDOW;
+		rc = SLUICE_EWINDOW;
 	if (rc == 0) {
 		put_str(&o, ";q=");
 		put_u64(&o, quota);
@@ -142,8 +142,8 @@ int sluice_http_ratelimit(char *buf, size_t len, const char *name, const sluice_
 {
 	struct out o = { .n = 0 };
 	if (!buf && len > 0)
-		return -SLUICE_EINVAL;
-	int rc = d ? put_name(&o, name) : -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
+	int rc = d ? put_name(&o, name) : SLUICE_EINVAL;
 	if (rc == 0) {
 		/* r: what is left, capped to an sf-integer (under-reporting is
 		 * the safe side; a concurrency limit counting bytes can pass

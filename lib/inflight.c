@@ -36,12 +36,12 @@ size_t sluice_inflight_size(void)
 int sluice_inflight_init(sluice_inflight_t *f, const sluice_inflight_config_t *cfg)
 {
 	if (!f || !cfg)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	const sluice_clock_t *clock = cfg->clock ? cfg->clock : &sluice_clock_cached;
 	if (clock->kind > SLUICE_CLOCK_MANUAL)
-		return -SLUICE_ECLOCK;
+		return SLUICE_ECLOCK;
 	if (cfg->limit < 1 || cfg->limit > SLUICE_INFLIGHT_LIMIT_MAX)
-		return -SLUICE_ELIMIT;
+		return SLUICE_ELIMIT;
 
 	/* Validated: only now touch *f (a failed init leaves it as it was). */
 	f->limit = cfg->limit;
@@ -63,9 +63,9 @@ int sluice__inflight_bad_n(const sluice_inflight_t *f, uint64_t n, uint64_t now,
                            sluice_decision_t *d)
 {
 	if (n == 0)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	sluice__decision_never(d, f->limit, now);
-	return -SLUICE_ETOOBIG;
+	return SLUICE_ETOOBIG;
 }
 
 /*
@@ -79,5 +79,5 @@ int sluice__inflight_bad_release(sluice_inflight_t *f, uint64_t n, uint64_t held
 	(void)held;
 	/* Relaxed: a statistic; it publishes no other data. */
 	atomic_fetch_add_explicit(&f->bad_releases, 1, memory_order_relaxed);
-	return -SLUICE_ERELEASE;
+	return SLUICE_ERELEASE;
 }

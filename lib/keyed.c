@@ -152,7 +152,7 @@
  * through every loop it runs (decisions, the ring's steps, claims, the
  * floor), so no value another process writes, and no stop of another
  * process, can make a call run longer than that: it ends with
- * -SLUICE_EBUSY, having taken nothing.  Values read from shared memory on a
+ * SLUICE_EBUSY, having taken nothing.  Values read from shared memory on a
  * decision path are used only through masks, saturating or unsigned
  * arithmetic and bounded loops; the parameters come from the handle, which
  * attach filled from its own validation, never from the header.
@@ -202,13 +202,13 @@
 /* decide() results besides 1 and 0 */
 #define STALE 2     /* the slot changed owner: look the key up again */
 #define RETIRED 3   /* the key's state is retired: create it again   */
-#define BUSY 4      /* the retry bound was reached: -SLUICE_EBUSY     */
+#define BUSY 4      /* the retry bound was reached: SLUICE_EBUSY     */
 
 /*
  * Retry bound of one call (acquire, release): every retry anywhere in the
  * call (a failed CAS on the state, a bucket or a tag, a lookup that found
  * the slot changed owner, a creation round that lost its slot) counts, and
- * past RETRY_MAX the call gives up with -SLUICE_EBUSY, having taken nothing.
+ * past RETRY_MAX the call gives up with SLUICE_EBUSY, having taken nothing.
  * A retry means another operation changed that word meanwhile; among honest
  * callers that is progress (lock-free), so the bound only ends a call whose
  * words another process rewrites without end (a hostile writer) or a
@@ -311,7 +311,7 @@ static void compute_layout(const struct params *p, struct layout *l)
 {
 	l->groups = p->capacity / G;
 	l->key_words = (p->key_max + 5) / 6;
-	l->bucket_words = p->algo == SLUICE_KEYED_WINDOW ? (uint32_t)pow2_at_least(p->buckets) : 0;
+	l->bucket_words = p->algo == SLUICE_ALGO_WINDOW ? (uint32_t)pow2_at_least(p->buckets) : 0;
 	l->state_word = pair_state_word(l->key_words);
 	uint64_t words = l->state_word + 2ULL /* state, owner */ + l->bucket_words;
 	l->slot_bytes = (uint32_t)round_up(8 * words, SLUICE_CACHELINE);
@@ -331,21 +331,29 @@ static int validate(const sluice_keyed_config_t *c, struct params *p)
 {
 	memset(p, 0, sizeof(*p));
 	if (!c)
-		return -SLUICE_EINVAL;
-	if ((unsigned)c->algo > SLUICE_KEYED_INFLIGHT)
-		return -SLUICE_EKIND;
+		return SLUICE_EINVAL;
+	switch (c->algo) {
+	case SLUICE_ALGO_GCRA:
+	case SLUICE_ALGO_LEAKY:
+	case SLUICE_ALGO_FIXED:
+	case SLUICE_ALGO_WINDOW:
+	case SLUICE_ALGO_INFLIGHT:
+		break;
+	default: /* the others have no per-key state word here */
+		return SLUICE_EALGO;
+	}
 	if ((unsigned)c->policy > SLUICE_KEYED_EVICT)
-		return -SLUICE_EPOLICY;
-	if (c->algo == SLUICE_KEYED_INFLIGHT && c->policy != SLUICE_KEYED_REJECT)
-		return -SLUICE_EPOLICY; /* ALLOW: nothing to release; EVICT: forgets held slots */
+		return SLUICE_EPOLICY;
+	if (c->algo == SLUICE_ALGO_INFLIGHT && c->policy != SLUICE_KEYED_REJECT)
+		return SLUICE_EPOLICY; /* ALLOW: nothing to release; EVICT: forgets held slots */
 	if (c->flags & ~(SLUICE_KEYED_HASH_LONG_KEYS | SLUICE_KEYED_SEEDED))
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	p->key_max = c->key_max ? c->key_max : SLUICE_KEYED_KEY_DEFAULT;
 	if (p->key_max > SLUICE_KEYED_KEY_MAX ||
 	    ((c->flags & SLUICE_KEYED_HASH_LONG_KEYS) && p->key_max < 16))
-		return -SLUICE_EKEYLEN;
+		return SLUICE_EKEYLEN;
 	if (c->capacity < SLUICE_KEYED_CAPACITY_MIN || c->capacity > SLUICE_KEYED_CAPACITY_MAX)
-		return -SLUICE_ECAPACITY;
+		return SLUICE_ECAPACITY;
 	p->capacity = pow2_at_least(c->capacity);
 	p->algo = c->algo;
 	p->policy = c->policy;
@@ -355,12 +363,12 @@ static int validate(const sluice_keyed_config_t *c, struct params *p)
 	sluice_clock_manual_init(&manual, 0);
 	int rc = 0;
 	switch (c->algo) {
-	case SLUICE_KEYED_GCRA:
-	case SLUICE_KEYED_LEAKY: {
+	case SLUICE_ALGO_GCRA:
+	case SLUICE_ALGO_LEAKY: {
 		sluice_gcra_t g;
 		sluice_leaky_t l;
 		sluice_gcra_t *src;
-		if (c->algo == SLUICE_KEYED_GCRA) {
+		if (c->algo == SLUICE_ALGO_GCRA) {
 			sluice_gcra_config_t gc = { .rate = c->rate, .period_ns = c->period_ns,
 				                    .burst = c->burst, .clock = &manual };
 			rc = sluice_gcra_init(&g, &gc);
@@ -387,14 +395,14 @@ static int validate(const sluice_keyed_config_t *c, struct params *p)
 		 * reading that can pass.  Half the range keeps every reading
 		 * below 2^61 ns (73 years) usable. */
 		if (p->tau > SLUICE_KEYED_TAU_MAX)
-			return -SLUICE_EBURST;
+			return SLUICE_EBURST;
 		p->rate = c->rate;
 		p->period_ns = c->period_ns;
 		p->burst = c->burst;
 		p->depth = c->depth;
 		break;
 	}
-	case SLUICE_KEYED_FIXED: {
+	case SLUICE_ALGO_FIXED: {
 		sluice_fixed_t f;
 		sluice_fixed_config_t fc = { .limit = c->limit, .window_ns = c->window_ns,
 			                     .clock = &manual };
@@ -402,19 +410,19 @@ static int validate(const sluice_keyed_config_t *c, struct params *p)
 		if (rc != 0)
 			return rc;
 		if (c->limit > SLUICE_KEYED_FIXED_LIMIT_MAX)
-			return -SLUICE_ELIMIT; /* the count is at most 24 bits of the state */
+			return SLUICE_ELIMIT; /* the count is at most 24 bits of the state */
 		/* The count takes cbits = bit_width(L) bits, the window number
 		 * the other 62 - cbits, which must hold every window number
 		 * below 2^62 ns: W >= 2^cbits.  So the state names its window
 		 * in full, never modulo anything (DESIGN, "FIXED"). */
 		p->cbits = fixed_cbits(c->limit);
 		if ((c->window_ns >> p->cbits) == 0)
-			return -SLUICE_ELIMIT; /* L above 2^floor(log2 W) - 1 */
+			return SLUICE_ELIMIT; /* L above 2^floor(log2 W) - 1 */
 		p->limit = p->nmax = c->limit;
 		p->window_ns = p->width_ns = c->window_ns;
 		break;
 	}
-	case SLUICE_KEYED_WINDOW: {
+	case SLUICE_ALGO_WINDOW: {
 		sluice_window_t w;
 		sluice_window_config_t wc = { .limit = c->limit, .window_ns = c->window_ns,
 			                      .buckets = c->buckets, .mode = SLUICE_EXACT,
@@ -424,32 +432,34 @@ static int validate(const sluice_keyed_config_t *c, struct params *p)
 			return rc;
 		sluice_window_destroy(&w);
 		if (c->buckets > SLUICE_KEYED_BUCKETS_MAX)
-			return -SLUICE_EBUCKETS; /* the ring lives in the slot */
+			return SLUICE_EBUCKETS; /* the ring lives in the slot */
 		p->limit = p->nmax = c->limit;
 		p->window_ns = c->window_ns;
 		p->buckets = c->buckets;
 		p->width_ns = c->window_ns / c->buckets;
 		break;
 	}
-	case SLUICE_KEYED_INFLIGHT: {
+	case SLUICE_ALGO_INFLIGHT: {
 		sluice_inflight_t f;
 		sluice_inflight_config_t ic = { .limit = c->limit, .clock = &manual };
 		rc = sluice_inflight_init(&f, &ic);
 		if (rc != 0)
 			return rc;
 		if (c->limit > SLUICE_KEYED_INFLIGHT_LIMIT_MAX)
-			return -SLUICE_ELIMIT; /* the count is at most 32 bits of the state */
+			return SLUICE_ELIMIT; /* the count is at most 32 bits of the state */
 		/* the count takes bit_width(K) bits, the owner generation the
 		 * rest (62 - bit_width(K) >= 30): as wide as K allows */
 		p->cbits = fixed_cbits(c->limit);
 		p->limit = p->nmax = c->limit;
 		break;
 	}
+	default:
+		break; /* refused above */
 	}
 	return 0;
 }
 
-size_t sluice_keyed_size(const sluice_keyed_config_t *cfg)
+size_t sluice_keyed_region_bytes(const sluice_keyed_config_t *cfg)
 {
 	struct params p;
 	struct layout l;
@@ -459,7 +469,7 @@ size_t sluice_keyed_size(const sluice_keyed_config_t *cfg)
 	return l.total > SIZE_MAX ? 0 : (size_t)l.total;
 }
 
-size_t sluice_keyed_handle_size(void)
+size_t sluice_keyed_size(void)
 {
 	return sizeof(sluice_keyed_t);
 }
@@ -490,7 +500,7 @@ static int get_seed(uint64_t seed[2])
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
-			return -SLUICE_ENOTSUP; /* no kernel randomness: refuse, never a weak seed */
+			return SLUICE_ENOTSUP; /* no kernel randomness: refuse, never a weak seed */
 		}
 		got += (size_t)r;
 	}
@@ -502,13 +512,13 @@ int sluice_keyed_init(void *mem, size_t size, const sluice_keyed_config_t *cfg)
 	struct params p;
 	struct layout l;
 	if (!mem || !cfg)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	int rc = validate(cfg, &p);
 	if (rc != 0)
 		return rc;
 	compute_layout(&p, &l);
 	if ((uintptr_t)mem % SLUICE_CACHELINE != 0 || size < l.total)
-		return -SLUICE_ESIZE;
+		return SLUICE_ESIZE;
 	uint64_t seed[2] = { cfg->seed[0], cfg->seed[1] };
 	if (!(cfg->flags & SLUICE_KEYED_SEEDED) && (rc = get_seed(seed)) != 0)
 		return rc;
@@ -579,7 +589,7 @@ int sluice_keyed_init(void *mem, size_t size, const sluice_keyed_config_t *cfg)
  */
 static sluice_keyed_config_t header_config(const struct sluice__keyed_hdr *h)
 {
-	return (sluice_keyed_config_t){ .algo = (sluice_keyed_algo_t)h->algo,
+	return (sluice_keyed_config_t){ .algo = (sluice_algo_t)h->algo,
 		                        .policy = (sluice_keyed_policy_t)h->policy,
 		                        .flags = h->flags, .key_max = h->key_max,
 		                        .capacity = h->capacity, .rate = h->rate,
@@ -591,20 +601,20 @@ static sluice_keyed_config_t header_config(const struct sluice__keyed_hdr *h)
 int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock, sluice_keyed_t *k)
 {
 	if (!mem || !k)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	if ((uintptr_t)mem % SLUICE_CACHELINE != 0 || size < HDR_BYTES)
-		return -SLUICE_ESIZE;
+		return SLUICE_ESIZE;
 	struct sluice__keyed_hdr *h = mem;
 	/* Acquire: pairs with the release store of the magic in init. */
 	if (atomic_load_explicit(&h->magic, memory_order_acquire) != MAGIC)
-		return -SLUICE_ELAYOUT;
+		return SLUICE_ELAYOUT;
 	/* The checksum catches accidents (another table version, a stray
 	 * write); its key is public, so it is no defence against a process
 	 * that rewrites the header on purpose: everything below is checked
 	 * as if the header were hostile. */
 	if (h->version != SLUICE_KEYED_VERSION || h->hdr_bytes != HDR_BYTES ||
 	    h->check != header_check(h))
-		return -SLUICE_ELAYOUT;
+		return SLUICE_ELAYOUT;
 	/* The stored configuration goes through init's own validator (the
 	 * algorithm modules' inits and the keyed ranges): a header init
 	 * would have refused is refused with the same code. */
@@ -626,21 +636,21 @@ int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock, slu
 	    p.width_ns != h->width_ns || p.nmax != h->nmax || p.limit != h->limit ||
 	    p.window_ns != h->window_ns || dk[0] != h->d0 || dk[1] != h->d1 ||
 	    dk[2] != h->d2 || dk[3] != h->d3)
-		return -SLUICE_ELAYOUT;
+		return SLUICE_ELAYOUT;
 	if (l.groups != h->groups || l.slots_off != h->slots_off ||
 	    l.floors_off != h->floors_off || l.cells_off != h->cells_off ||
 	    l.total != h->total_bytes || l.slot_bytes != h->slot_bytes ||
 	    l.key_words != h->key_words || l.bucket_words != h->bucket_words ||
 	    h->group_slots != G || h->cells != CELLS)
-		return -SLUICE_ELAYOUT;
+		return SLUICE_ELAYOUT;
 	if (size < l.total)
-		return -SLUICE_ESIZE;
+		return SLUICE_ESIZE;
 	const sluice_clock_t *c = clock ? clock : &sluice_clock_cached;
 	if (c->kind > SLUICE_CLOCK_MANUAL)
-		return -SLUICE_ECLOCK;
-	if ((p.algo == SLUICE_KEYED_FIXED || p.algo == SLUICE_KEYED_WINDOW) &&
+		return SLUICE_ECLOCK;
+	if ((p.algo == SLUICE_ALGO_FIXED || p.algo == SLUICE_ALGO_WINDOW) &&
 	    sluice__clock_require_step(c, p.width_ns) != 0)
-		return -SLUICE_ERESOLUTION;
+		return SLUICE_ERESOLUTION;
 
 	/* From here only the validated copy (p, l, dk) is used: a later
 	 * rewrite of the header changes nothing in this handle. */
@@ -655,7 +665,7 @@ int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock, slu
 	k->key_words = l.key_words;
 	k->key_max = p.key_max;
 	k->flags = p.flags;
-	k->algo = (sluice_keyed_algo_t)p.algo;
+	k->algo = (sluice_algo_t)p.algo;
 	k->policy = (sluice_keyed_policy_t)p.policy;
 	k->buckets = p.buckets;
 	k->bucket_mask = l.bucket_words ? l.bucket_words - 1 : 0;
@@ -681,15 +691,15 @@ int sluice_keyed_new(sluice_keyed_t *k, const sluice_keyed_config_t *cfg,
                      const sluice_clock_t *clock)
 {
 	if (!k || !cfg)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	struct params p;
 	int rc = validate(cfg, &p);
 	if (rc != 0)
 		return rc;
-	size_t size = sluice_keyed_size(cfg);
+	size_t size = sluice_keyed_region_bytes(cfg);
 	void *mem = aligned_alloc(SLUICE_CACHELINE, round_up(size, SLUICE_CACHELINE));
 	if (!mem)
-		return -SLUICE_ENOMEM;
+		return SLUICE_ENOMEM;
 	rc = sluice_keyed_init(mem, size, cfg);
 	if (rc == 0)
 		rc = sluice_keyed_attach(mem, size, clock, k);
@@ -713,7 +723,7 @@ void sluice_keyed_free(sluice_keyed_t *k)
 int sluice_keyed_stats(const sluice_keyed_t *k, sluice_keyed_stats_t *s)
 {
 	if (!k || !s)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	memset(s, 0, sizeof(*s));
 	uint64_t live = 0;
 	for (uint32_t i = 0; i <= k->cell_mask; i++) {
@@ -779,13 +789,13 @@ static inline uint64_t load_le64(const unsigned char *p)
 static int make_kid(const sluice_keyed_t *k, const void *key, size_t len, struct kid *id)
 {
 	if (len == 0)
-		return -SLUICE_EKEYLEN;
+		return SLUICE_EKEYLEN;
 	const unsigned char *p = key;
 	unsigned char digest[16];
 	unsigned lencode = (unsigned)len;
 	if (len > k->key_max) {
 		if (!(k->flags & SLUICE_KEYED_HASH_LONG_KEYS))
-			return -SLUICE_EKEYLEN;
+			return SLUICE_EKEYLEN;
 		uint64_t a = htole64(sluice__siphash13(k->d0, k->d1, key, len));
 		uint64_t b = htole64(sluice__siphash13(k->d2, k->d3, key, len));
 		memcpy(digest, &a, 8);
@@ -888,6 +898,7 @@ static void fill_window(sluice_decision_t *d, int allowed, uint64_t limit, uint6
 	d->remaining = counted >= limit ? 0 : limit - counted;
 	d->reset_ns = in < length ? length - in : 0;
 	d->retry_after_ns = allowed ? 0 : retry;
+	d->delay_ns = 0;
 	d->now_ns = now;
 }
 
@@ -969,6 +980,7 @@ static int fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t t
 					fill_window(d, 0, k->limit, count, start, k->window_ns, now,
 					            0);
 					d->retry_after_ns = d->reset_ns;
+					d->delay_ns = 0;
 				}
 				return 0;
 			}
@@ -1025,6 +1037,7 @@ static int inflight_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_
 			d->limit = k->limit;
 			d->remaining = ok ? k->limit - held - n : held < k->limit ? k->limit - held : 0;
 			d->retry_after_ns = 0;
+			d->delay_ns = 0;
 			d->reset_ns = SLUICE_NEVER;
 			d->now_ns = now;
 		}
@@ -1199,11 +1212,11 @@ static int decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
                   unsigned *tries)
 {
 	switch (k->algo) {
-	case SLUICE_KEYED_FIXED:
+	case SLUICE_ALGO_FIXED:
 		return fixed_decide(k, s, tag, id, n, now, d, tries);
-	case SLUICE_KEYED_WINDOW:
+	case SLUICE_ALGO_WINDOW:
 		return win_decide(k, s, tag, id, n, now, d, tries);
-	case SLUICE_KEYED_INFLIGHT:
+	case SLUICE_ALGO_INFLIGHT:
 		return inflight_decide(k, s, tag, id, n, now, d, tries);
 	default:
 		return gcra_decide(k, s, tag, id, n, now, d, tries);
@@ -1221,7 +1234,7 @@ static int state_fresh(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t st
 {
 	*wait = SLUICE_NEVER;
 	switch (k->algo) {
-	case SLUICE_KEYED_FIXED: {
+	case SLUICE_ALGO_FIXED: {
 		uint64_t e = now / k->window_ns, we = (st & S_VAL) >> k->cbits;
 		if (e > we)
 			return 1; /* its window is over */
@@ -1230,7 +1243,7 @@ static int state_fresh(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t st
 			*wait = (e + 1) * k->window_ns - now;
 		return 0;
 	}
-	case SLUICE_KEYED_WINDOW: {
+	case SLUICE_ALGO_WINDOW: {
 		uint64_t h = st, e = now / k->width_ns;
 		if (h + k->buckets <= e)
 			return 1; /* every bucket out of range */
@@ -1242,7 +1255,7 @@ static int state_fresh(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t st
 		*wait = (h + k->buckets) * k->width_ns - now;
 		return 0;
 	}
-	case SLUICE_KEYED_INFLIGHT:
+	case SLUICE_ALGO_INFLIGHT:
 		*loss = st & ((1ULL << k->cbits) - 1);
 		return *loss == 0;
 	default:
@@ -1271,17 +1284,17 @@ static uint64_t successor(const sluice_keyed_t *k, uint64_t st, uint64_t floor, 
 	if (t > TMAX)
 		t = TMAX; /* a forged floor: every field below stays in range */
 	switch (k->algo) {
-	case SLUICE_KEYED_FIXED: {
+	case SLUICE_ALGO_FIXED: {
 		uint64_t ef = t / k->window_ns, re = r >> k->cbits;
 		if (!virgin && ef <= re)
 			ef = re; /* evicted in its window: that window, count 0 */
 		return ef << k->cbits;
 	}
-	case SLUICE_KEYED_WINDOW: {
+	case SLUICE_ALGO_WINDOW: {
 		uint64_t e0 = t / k->width_ns;
 		return !virgin && e0 < r ? r : e0; /* never before the old head */
 	}
-	case SLUICE_KEYED_INFLIGHT: {
+	case SLUICE_ALGO_INFLIGHT: {
 		/* the generation takes the 62 - cbits bits above the count */
 		uint64_t gen = virgin ? 0 : (r >> k->cbits);
 		return ((gen + 1) & (S_VAL >> k->cbits)) << k->cbits;
@@ -1507,7 +1520,7 @@ struct cand {
 	uint64_t t, st;
 };
 
-/* Fill @d as a refusal that took nothing (-SLUICE_EBUSY). */
+/* Fill @d as a refusal that took nothing (SLUICE_EBUSY). */
 static void busy_decision(const sluice_keyed_t *k, sluice_decision_t *d, uint64_t now)
 {
 	if (d) {
@@ -1515,6 +1528,7 @@ static void busy_decision(const sluice_keyed_t *k, sluice_decision_t *d, uint64_
 		d->limit = k->limit;
 		d->remaining = 0;
 		d->retry_after_ns = 0;
+		d->delay_ns = 0;
 		d->reset_ns = 0;
 		d->now_ns = now;
 	}
@@ -1524,7 +1538,7 @@ static void busy_decision(const sluice_keyed_t *k, sluice_decision_t *d, uint64_
  * create - give @id's key a slot (or find that it got one meanwhile).
  * Each round scans the group and tries one slot; a round that loses its
  * slot (the slot changed under it) counts as a retry in *@tries, so a
- * creation ends after at most RETRY_MAX rounds (-SLUICE_EBUSY).
+ * creation ends after at most RETRY_MAX rounds (SLUICE_EBUSY).
  * Return: the slot (*tag set), or -1 with *rc the policy's answer.
  */
 static int64_t create(const sluice_keyed_t *k, const struct kid *id, uint64_t now,
@@ -1533,7 +1547,7 @@ static int64_t create(const sluice_keyed_t *k, const struct kid *id, uint64_t no
 	for (;; ++*tries) {
 		if (*tries > RETRY_MAX) {
 			busy_decision(k, d, now);
-			*rc = -SLUICE_EBUSY;
+			*rc = SLUICE_EBUSY;
 			return -1;
 		}
 		struct cand open = { -1, 0, 0 }, steal = { -1, 0, 0 }, fresh = { -1, 0, 0 };
@@ -1623,6 +1637,7 @@ static int64_t create(const sluice_keyed_t *k, const struct kid *id, uint64_t no
 					d->limit = 0; /* untracked: no limit applied */
 					d->remaining = 0;
 					d->retry_after_ns = 0;
+					d->delay_ns = 0;
 					d->reset_ns = 0;
 					d->now_ns = now;
 				}
@@ -1635,10 +1650,11 @@ static int64_t create(const sluice_keyed_t *k, const struct kid *id, uint64_t no
 					d->limit = k->limit;
 					d->remaining = 0;
 					d->retry_after_ns = min_wait == SLUICE_NEVER ? 0 : min_wait;
+					d->delay_ns = 0;
 					d->reset_ns = 0;
 					d->now_ns = now;
 				}
-				*rc = -SLUICE_EKEYFULL;
+				*rc = SLUICE_EKEYFULL;
 				return -1;
 			}
 		}
@@ -1701,13 +1717,13 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
                             uint64_t now, sluice_decision_t *d)
 {
 	if (!k || !key || n == 0)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	if (n > k->limit) {
 		sluice__decision_never(d, k->limit, now);
-		return -SLUICE_ETOOBIG;
+		return SLUICE_ETOOBIG;
 	}
 	if (now > TMAX)
-		return -SLUICE_ETIME;
+		return SLUICE_ETIME;
 	struct kid id;
 	int rc = make_kid(k, key, keylen, &id);
 	if (rc != 0)
@@ -1718,7 +1734,7 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
 	for (;; tries++) {
 		if (tries > RETRY_MAX) {
 			busy_decision(k, d, now);
-			return -SLUICE_EBUSY;
+			return SLUICE_EBUSY;
 		}
 		uint64_t tag = 0;
 		int64_t i = recreate ? -1 : find_live(k, &id, &tag);
@@ -1732,7 +1748,7 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
 		int r = decide(k, s, tag, &id, n, now, d, &tries);
 		if (r == BUSY) {
 			busy_decision(k, d, now);
-			return -SLUICE_EBUSY;
+			return SLUICE_EBUSY;
 		}
 		if (r == 0 || r == 1) {
 			/* CLOCK reference bit, on lookups that found the key;
@@ -1750,9 +1766,9 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
 int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t n)
 {
 	if (!k || !key || n == 0)
-		return -SLUICE_EINVAL;
-	if (k->algo != SLUICE_KEYED_INFLIGHT)
-		return -SLUICE_ENOTSUP;
+		return SLUICE_EINVAL;
+	if (k->algo != SLUICE_ALGO_INFLIGHT)
+		return SLUICE_ENOTSUP;
 	struct kid id;
 	int rc = make_kid(k, key, keylen, &id);
 	if (rc != 0)
@@ -1760,16 +1776,16 @@ int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen, uint
 	STAT(k, lookups, 1);
 	for (unsigned tries = 0;; tries++) {
 		if (tries > RETRY_MAX)
-			return -SLUICE_EBUSY;
+			return SLUICE_EBUSY;
 		uint64_t tag;
 		int64_t i = find_live(k, &id, &tag);
 		if (i < 0)
-			return -SLUICE_ERELEASE;
+			return SLUICE_ERELEASE;
 		_Atomic uint64_t *s = slot_at(k, (uint64_t)i);
 		_Atomic uint64_t *st = state_at(k, s);
 		for (;; tries++) {
 			if (tries > RETRY_MAX)
-				return -SLUICE_EBUSY;
+				return SLUICE_EBUSY;
 			/* The owner counter, then the state, then the key: a
 			 * pair CAS expecting (a, o) below succeeds only while
 			 * the state is a and the owner still o (only an
@@ -1789,7 +1805,7 @@ int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen, uint
 			if (!same_owner(s, tag) || !words_match(k, s, GEN(tag), &id))
 				break; /* look it up again */
 			if ((a & S_RET) || (a & ((1ULL << k->cbits) - 1)) < n)
-				return -SLUICE_ERELEASE; /* nothing changed */
+				return SLUICE_ERELEASE; /* nothing changed */
 			STALL(STALL_DECIDE, st);
 			/* A full barrier: publishes this holder's writes to the
 			 * next acquirer (inflight.h; its CAS on the state word

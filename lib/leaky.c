@@ -27,26 +27,26 @@ void sluice_leaky_destroy(sluice_leaky_t *l)
 int sluice_leaky_init(sluice_leaky_t *l, const sluice_leaky_config_t *cfg)
 {
 	if (!l || !cfg)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	sluice_gcra_config_t g = { .rate = cfg->rate, .period_ns = cfg->period_ns,
 		                   .clock = cfg->clock };
 	switch (cfg->mode) {
 	case SLUICE_LEAKY_METER:
 		if (cfg->max_delay_ns != 0)
-			return -SLUICE_EDELAY; /* a meter never queues */
-		/* depth = UINT64_MAX wraps to 0: GCRA says -SLUICE_EBURST, as
+			return SLUICE_EDELAY; /* a meter never queues */
+		/* depth = UINT64_MAX wraps to 0: GCRA says SLUICE_EBURST, as
 		 * it does for any (depth + 1) * T above its span */
 		g.burst = cfg->depth + 1;
 		break;
 	case SLUICE_LEAKY_SHAPER:
 		if (cfg->depth != 0)
-			return -SLUICE_EBURST; /* the queue is given as a time */
+			return SLUICE_EBURST; /* the queue is given as a time */
 		if (cfg->max_delay_ns > SLUICE_GCRA_SPAN_MAX)
-			return -SLUICE_EDELAY;
+			return SLUICE_EDELAY;
 		g.burst = 1; /* strict pacing: one request per T */
 		break;
 	default:
-		return -SLUICE_EMODE;
+		return SLUICE_EMODE;
 	}
 	/* Validate into a scratch GCRA so a failure leaves *l untouched.
 	 * Both modes are validated as GCRA validates an admitting bucket:
@@ -72,9 +72,9 @@ int sluice_leaky_init(sluice_leaky_t *l, const sluice_leaky_config_t *cfg)
 	return 0;
 }
 
-int sluice_leaky_refund_at(sluice_leaky_t *l, uint64_t n, const sluice_decision_t *admitted)
+int sluice_leaky_refund(sluice_leaky_t *l, uint64_t n, const sluice_decision_t *admitted)
 {
 	if (!l)
-		return -SLUICE_EINVAL;
-	return sluice_gcra_refund_at(&l->gcra, n, admitted);
+		return SLUICE_EINVAL;
+	return sluice_gcra_refund(&l->gcra, n, admitted);
 }

@@ -66,7 +66,7 @@
  * slots to every decision's acquire of tail.  `last` itself is relaxed: it
  * is only read after one of those acquires.  No fences: ThreadSanitizer
  * sees every synchronisation.  Refunds re-date permits to an earlier time,
- * the one write that lowers a slot; refund_at() says why that stays
+ * the one write that lowers a slot; refund() says why that stays
  * ABA-free and exact.
  */
 #include <stdlib.h>
@@ -85,25 +85,25 @@ size_t sluice_log_size(void)
 int sluice_log_init(sluice_log_t *lg, const sluice_log_config_t *cfg)
 {
 	if (!lg || !cfg)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	const sluice_clock_t *clock = cfg->clock ? cfg->clock : &sluice_clock_cached;
 	if (clock->kind > SLUICE_CLOCK_MANUAL)
-		return -SLUICE_ECLOCK;
+		return SLUICE_ECLOCK;
 	if (cfg->limit == 0)
-		return -SLUICE_ELIMIT;
+		return SLUICE_ELIMIT;
 	if (cfg->limit > SLUICE_LOG_LIMIT_MAX)
-		return -SLUICE_EMEMORY;
+		return SLUICE_EMEMORY;
 	if (cfg->window_ns == 0)
-		return -SLUICE_EWINDOW;
+		return SLUICE_EWINDOW;
 	if (sluice__clock_require_step(clock, cfg->window_ns) != 0)
-		return -SLUICE_ERESOLUTION;
+		return SLUICE_ERESOLUTION;
 
 	uint64_t nslots = cfg->limit + 1;
 	size_t bytes = (size_t)((nslots * sizeof(uint64_t) + SLUICE_CACHELINE - 1) /
 	                        SLUICE_CACHELINE * SLUICE_CACHELINE);
 	_Atomic uint64_t *times = aligned_alloc(SLUICE_CACHELINE, bytes);
 	if (!times)
-		return -SLUICE_ENOMEM;
+		return SLUICE_ENOMEM;
 	for (uint64_t i = 0; i < nslots; i++)
 		atomic_init(&times[i], 0);
 
@@ -271,12 +271,12 @@ static inline uint64_t leaves_in(const sluice_log_t *lg, uint64_t r, uint64_t T)
 int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_decision_t *d)
 {
 	if (n == 0)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	const uint64_t L = lg->limit, W = lg->window_ns;
 	if (n > L) {
 		uint64_t last = atomic_load_explicit(&lg->last, memory_order_relaxed);
 		sluice__decision_never(d, L, now > last ? now : last);
-		return -SLUICE_ETOOBIG;
+		return SLUICE_ETOOBIG;
 	}
 	for (;;) {
 		uint64_t h;
@@ -306,6 +306,7 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 				d->limit = L;
 				d->remaining = left < n ? left : n - 1;
 				d->retry_after_ns = W - (T - rp); /* exact: p leaves */
+				d->delay_ns = 0;
 				d->reset_ns = leaves_in(lg, newest, T);
 				d->now_ns = T;
 			}
@@ -329,7 +330,7 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 			 * head > h + n + L.  If it was, a later batch decided
 			 * that all our permits had left the window (its
 			 * deciding entry is newer than them): report T <= X;
-			 * the guarantee holds on either, and refund_at() sees
+			 * the guarantee holds on either, and refund() sees
 			 * them as gone (case (a)). */
 			uint64_t v = load_slot(lg, h + n - 1);
 			/* Acquire, as for every validation: had v been written
@@ -344,6 +345,7 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 			d->limit = L;
 			d->remaining = left >= n ? left - n : 0;
 			d->retry_after_ns = 0;
+			d->delay_ns = 0;
 			if (known) {
 				d->reset_ns = W; /* our permits are the newest */
 			} else {
@@ -412,17 +414,17 @@ uint64_t sluice_log_count_at(sluice_log_t *lg, uint64_t now)
  *     will;
  *   - the run is exactly the caller's n permits, and any other refund
  *     finds R(s'-1) = V (not below now_ns - W) or a run of another length
- *     and gets -SLUICE_ECANCEL: only one refund re-dates a run, so nobody
+ *     and gets SLUICE_ECANCEL: only one refund re-dates a run, so nobody
  *     else lowers a slot we still expect at now_ns.
  * A batch claimed while we re-date may use a re-dated slot as its deciding
  * entry (sep): helpers that read sep = V read it after the claimant did
  * (acquire chain), and ascending order means every older entry they read
  * is re-dated too; X >= V + W > V, so the gap in finish() still holds.
  */
-int sluice_log_refund_at(sluice_log_t *lg, uint64_t n, const sluice_decision_t *admitted)
+int sluice_log_refund(sluice_log_t *lg, uint64_t n, const sluice_decision_t *admitted)
 {
 	if (!lg || !admitted || !admitted->allowed || n == 0 || n > lg->limit)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	const uint64_t L = lg->limit, W = lg->window_ns, ta = admitted->now_ns;
 	for (;;) {
 		uint64_t h;
@@ -453,7 +455,7 @@ int sluice_log_refund_at(sluice_log_t *lg, uint64_t n, const sluice_decision_t *
 		if (atomic_load_explicit(&lg->head, memory_order_acquire) != h)
 			continue; /* a claim moved the ring: look again */
 		if (!exact)
-			return -SLUICE_ECANCEL;
+			return SLUICE_ECANCEL;
 		uint64_t v = ta - W;
 		for (uint64_t q = s; q < s + n; q++) {
 			uint64_t cur = ta;
@@ -464,7 +466,7 @@ int sluice_log_refund_at(sluice_log_t *lg, uint64_t n, const sluice_decision_t *
 			                                             memory_order_release,
 			                                             memory_order_relaxed) &&
 			    cur < ta)
-				return -SLUICE_ECANCEL; /* another refund won the run */
+				return SLUICE_ECANCEL; /* another refund won the run */
 		}
 		return 0;
 	}

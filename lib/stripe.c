@@ -25,9 +25,9 @@ static uint32_t round_up_pow2(uint32_t v)
 int sluice_stripe_init(sluice_stripe_t *s, uint32_t ncells, sluice_stripe_mode_t mode)
 {
 	if (!s)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	if (mode != SLUICE_STRIPE_BY_CPU && mode != SLUICE_STRIPE_BY_PROBE)
-		return -SLUICE_EMODE;
+		return SLUICE_EMODE;
 	if (ncells == 0) {
 		int n = get_nprocs_conf();
 		ncells = n > 0 ? (uint32_t)n : 1;
@@ -35,13 +35,13 @@ int sluice_stripe_init(sluice_stripe_t *s, uint32_t ncells, sluice_stripe_mode_t
 			ncells = SLUICE_STRIPE_CELLS_MAX; /* CPUs beyond share cells */
 	}
 	if (ncells > SLUICE_STRIPE_CELLS_MAX)
-		return -SLUICE_ECELLS;
+		return SLUICE_ECELLS;
 	ncells = round_up_pow2(ncells);
 
 	struct sluice_stripe_cell *cells =
 		aligned_alloc(SLUICE_CACHELINE, sizeof(*cells) * ncells);
 	if (!cells)
-		return -SLUICE_ENOMEM;
+		return SLUICE_ENOMEM;
 	for (uint32_t i = 0; i < ncells; i++)
 		atomic_init(&cells[i].value, 0);
 	s->cells = cells;

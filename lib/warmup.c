@@ -276,7 +276,9 @@ static void fill(const sluice_warmup_t *w, sluice_decision_t *d, int allowed, ui
 	d->allowed = allowed;
 	d->limit = w->limit;
 	d->remaining = 0; /* one request at a time: the ticket is now ahead */
-	d->retry_after_ns = retry;
+	/* @retry: a booking's delay when allowed, the wait when refused */
+	d->retry_after_ns = allowed ? 0 : retry;
+	d->delay_ns = allowed ? retry : 0;
 	d->reset_ns = reset;
 	d->now_ns = t;
 }
@@ -305,10 +307,10 @@ int sluice_warmup_reserve_at(sluice_warmup_t *w, uint64_t n, uint64_t now, uint6
                              sluice_decision_t *d)
 {
 	if (!w || n == 0)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	if (n > w->limit) {
 		sluice__decision_never(d, w->limit, now);
-		return -SLUICE_ETOOBIG;
+		return SLUICE_ETOOBIG;
 	}
 	uint64_t maxd = max_delay_ns < w->horizon_ns ? max_delay_ns : w->horizon_ns;
 	uint64_t end = grid_down(w, UINT64_MAX); /* the last representable ticket */
@@ -356,14 +358,14 @@ int sluice_warmup_acquire_at(sluice_warmup_t *w, uint64_t n, uint64_t now, sluic
 	return sluice_warmup_reserve_at(w, n, now, 0, d);
 }
 
-int sluice_warmup_refund_at(sluice_warmup_t *w, uint64_t n, const sluice_decision_t *admitted)
+int sluice_warmup_refund(sluice_warmup_t *w, uint64_t n, const sluice_decision_t *admitted)
 {
 	if (!w || !admitted || n == 0 || n > w->limit || !admitted->allowed)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	uint64_t t = admitted->now_ns;
-	if (admitted->retry_after_ns > admitted->reset_ns || admitted->reset_ns > UINT64_MAX - t)
-		return -SLUICE_EINVAL; /* not a booking this limiter made */
-	uint64_t start = t + admitted->retry_after_ns; /* its start */
+	if (admitted->delay_ns > admitted->reset_ns || admitted->reset_ns > UINT64_MAX - t)
+		return SLUICE_EINVAL; /* not a booking this limiter made */
+	uint64_t start = t + admitted->delay_ns; /* its start */
 	uint64_t booked = t + admitted->reset_ns;      /* the ticket it booked */
 	for (;;) {
 		struct snap s;
@@ -372,7 +374,7 @@ int sluice_warmup_refund_at(sluice_warmup_t *w, uint64_t n, const sluice_decisio
 		/* Only the latest booking can be taken back exactly; an older
 		 * one has later bookings chained on its ticket. */
 		if (s.cold || s.next != booked || start < s.anchor)
-			return -SLUICE_ECANCEL;
+			return SLUICE_ECANCEL;
 		/*
 		 * Back to the start, rounded DOWN to the grid: the previous
 		 * ticket is on the grid and at or before the start, so this is
@@ -395,24 +397,24 @@ int sluice_warmup_refund_at(sluice_warmup_t *w, uint64_t n, const sluice_decisio
 int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg)
 {
 	if (!w || !cfg)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	const sluice_clock_t *clock = cfg->clock ? cfg->clock : &sluice_clock_cached;
 	if (clock->kind > SLUICE_CLOCK_MANUAL)
-		return -SLUICE_ECLOCK;
+		return SLUICE_ECLOCK;
 	uint64_t rate = cfg->rate, period = cfg->period_ns, p = cfg->warmup_ns;
 	/* I = period / rate must be at least 1 ns. */
 	if (rate == 0 || period == 0 || period > SLUICE_WARMUP_PERIOD_MAX_NS || period < rate)
-		return -SLUICE_ERATE;
+		return SLUICE_ERATE;
 	if (p < SLUICE_WARMUP_MIN_NS || p > SLUICE_WARMUP_MAX_NS)
-		return -SLUICE_EWARMUP;
+		return SLUICE_EWARMUP;
 	/* An acquire passes only when the next free ticket is <= now, so at
 	 * most one request passes per clock reading: an interval below the
 	 * clock's step would cap the rate silently (warmup.h, LIMITS). */
 	if (sluice__clock_require_step(clock, period / rate) != 0)
-		return -SLUICE_ERESOLUTION;
+		return SLUICE_ERESOLUTION;
 	u128 pr = (u128)p * rate; /* M = pr / period */
 	if (pr > (u128)SLUICE_WARMUP_STORED_MAX * period)
-		return -SLUICE_EWARMUP;
+		return SLUICE_EWARMUP;
 	uint64_t m_floor = (uint64_t)(pr / period);
 	uint64_t m_ceil = (uint64_t)((pr + period - 1) / period); /* 1 .. 2^20 */
 	uint64_t limit = m_floor ? m_floor : 1;

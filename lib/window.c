@@ -101,30 +101,30 @@ static uint32_t round_up_pow2(uint32_t v)
 int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
 {
 	if (!w || !cfg)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	const sluice_clock_t *clock = cfg->clock ? cfg->clock : &sluice_clock_cached;
 	if (clock->kind > SLUICE_CLOCK_MANUAL)
-		return -SLUICE_ECLOCK;
+		return SLUICE_ECLOCK;
 	if (cfg->mode != SLUICE_EXACT && cfg->mode != SLUICE_STRIPED)
-		return -SLUICE_EMODE;
+		return SLUICE_EMODE;
 	if (cfg->lease > SLUICE_WINDOW_LEASE_MAX || (cfg->lease && cfg->mode != SLUICE_EXACT))
-		return -SLUICE_ELEASE;
+		return SLUICE_ELEASE;
 	if (cfg->limit < 1 || cfg->limit > SLUICE_WINDOW_LIMIT_MAX)
-		return -SLUICE_ELIMIT;
+		return SLUICE_ELIMIT;
 	if (cfg->buckets < 1 || cfg->buckets > SLUICE_WINDOW_BUCKETS_MAX)
-		return -SLUICE_EBUCKETS;
+		return SLUICE_EBUCKETS;
 	if (cfg->window_ns == 0 || cfg->window_ns % cfg->buckets != 0)
-		return -SLUICE_EWINDOW;
+		return SLUICE_EWINDOW;
 	uint64_t width = cfg->window_ns / cfg->buckets;
 	if (sluice__clock_require_step(clock, width) != 0)
-		return -SLUICE_ERESOLUTION;
+		return SLUICE_ERESOLUTION;
 
 	uint32_t nslots = round_up_pow2(cfg->buckets);
 	size_t bytes = (sizeof(struct sluice__window_slot) * nslots + SLUICE_CACHELINE - 1) /
 	               SLUICE_CACHELINE * SLUICE_CACHELINE;
 	struct sluice__window_slot *slots = aligned_alloc(SLUICE_CACHELINE, bytes);
 	if (!slots)
-		return -SLUICE_ENOMEM;
+		return SLUICE_ENOMEM;
 	struct sluice_window_cell *cells = NULL;
 	uint32_t ncells = 1;
 	if (cfg->mode == SLUICE_STRIPED || cfg->lease) {
@@ -133,7 +133,7 @@ int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
 		cells = aligned_alloc(SLUICE_CACHELINE, sizeof(*cells) * ncells);
 		if (!cells) {
 			free(slots);
-			return -SLUICE_ENOMEM;
+			return SLUICE_ENOMEM;
 		}
 		for (uint32_t i = 0; i < ncells; i++) {
 			atomic_init(&cells[i].word, 0); /* epoch 0, count 0 */
@@ -409,10 +409,10 @@ int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
                                 sluice_decision_t *d)
 {
 	if (n == 0)
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	if (n > w->limit) {
 		sluice__decision_never(d, w->limit, now);
-		return -SLUICE_ETOOBIG;
+		return SLUICE_ETOOBIG;
 	}
 	if (w->mode == SLUICE_STRIPED)
 		return striped_acquire(w, n, now, d);
@@ -606,6 +606,7 @@ void sluice__window_fill_refused(sluice_window_t *w, sluice_decision_t *d, uint6
 	d->limit = w->limit;
 	d->remaining = counted >= w->limit ? 0 : w->limit - counted;
 	d->retry_after_ns = retry;
+	d->delay_ns = 0;
 	d->reset_ns = w->window_ns - (now - start);
 	d->now_ns = now;
 }
@@ -629,23 +630,23 @@ uint64_t sluice_window_count_at(sluice_window_t *w, uint64_t now)
  * decision of any age is judged by its full epoch, not by a wrapped tag.
  * EXACT: the open bucket's own count drops by n.  STRIPED: the count is
  * spread over cells tagged with 32 bits, which a stalled refund could not
- * tell from reused ones; it gives nothing back (-SLUICE_ECANCEL: the
+ * tell from reused ones; it gives nothing back (SLUICE_ECANCEL: the
  * permits stay counted until the bucket leaves the window).
  */
-int sluice_window_refund_at(sluice_window_t *w, uint64_t n, const sluice_decision_t *admitted)
+int sluice_window_refund(sluice_window_t *w, uint64_t n, const sluice_decision_t *admitted)
 {
 	if (!w || !admitted || !admitted->allowed || n == 0)
-		return -SLUICE_EINVAL; /* nothing was taken by a refusal */
+		return SLUICE_EINVAL; /* nothing was taken by a refusal */
 	uint64_t e = admitted->now_ns / w->width_ns;
 	/* Acquire: pairs with the release CAS that moved head, so the slot
 	 * loads below are at least as new as that head's bucket. */
 	uint64_t h = atomic_load_explicit(&w->head, memory_order_acquire);
 	if (e > h)
-		return -SLUICE_EINVAL; /* newer than any epoch opened: not ours */
+		return SLUICE_EINVAL; /* newer than any epoch opened: not ours */
 	if (h - e >= w->buckets)
 		return 0; /* e has left the window: its permits count no more */
 	if (w->mode == SLUICE_STRIPED)
-		return -SLUICE_ECANCEL;
+		return SLUICE_ECANCEL;
 	struct sluice__window_slot *slot = &w->slots[e & w->mask];
 	for (;;) {
 		uint64_t s = atomic_load_explicit(&slot->word, memory_order_acquire);
@@ -654,15 +655,15 @@ int sluice_window_refund_at(sluice_window_t *w, uint64_t n, const sluice_decisio
 		if (se > e)
 			return 0; /* reused: e left the window */
 		if (se < e)
-			return -SLUICE_EINVAL; /* e never opened: no admission in it */
+			return SLUICE_EINVAL; /* e never opened: no admission in it */
 		if (TAG_OF(s) != SLUICE__LO32(e))
 			continue; /* the word was older than the epoch read: again */
 		if (s & SLUICE__SLOT_SEALED) {
 			h = atomic_load_explicit(&w->head, memory_order_acquire);
-			return h - e >= w->buckets ? 0 : -SLUICE_ECANCEL;
+			return h - e >= w->buckets ? 0 : SLUICE_ECANCEL;
 		}
 		if ((s & SLUICE__SLOT_OWN) < n)
-			return -SLUICE_EINVAL; /* more than the bucket counts */
+			return SLUICE_EINVAL; /* more than the bucket counts */
 		/* Full barrier; fails only when the pair changed (an admission,
 		 * the seal, a reuse): look again. */
 		if (sluice__pair_cas(&slot->word, s, e, s - n, e))

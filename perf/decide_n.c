@@ -90,6 +90,7 @@ static int mutex_fixed_decide(struct mutex_fixed *o, sluice_decision_t *d)
 	d->limit = UINT32_MAX;
 	d->remaining = UINT32_MAX - o->used;
 	d->retry_after_ns = 0;
+	d->delay_ns = 0;
 	d->reset_ns = o->start + SEC - t;
 	d->now_ns = t;
 	pthread_mutex_unlock(&o->m);
@@ -182,11 +183,11 @@ int main(int argc, char **argv)
 		admitted = run_inflight(&f, count);
 	} else if (strcmp(algo, "composite") == 0) {
 		sluice_limiter_t *parts[2];
-		sluice_limiter_config_t ring = { .kind = SLUICE_KIND_WINDOW };
+		sluice_limiter_config_t ring = { .algo = SLUICE_ALGO_WINDOW };
 		ring.window = (sluice_window_config_t){ .limit = SLUICE_WINDOW_LIMIT_MAX,
 			                                .window_ns = SEC, .buckets = 10,
 			                                .clock = &clk };
-		sluice_limiter_config_t gcra = { .kind = SLUICE_KIND_GCRA };
+		sluice_limiter_config_t gcra = { .algo = SLUICE_ALGO_GCRA };
 		gcra.gcra = (sluice_gcra_config_t){ .rate = 1, .period_ns = 1, .burst = 1000000,
 			                            .clock = &clk };
 		check(sluice_limiter_new(&ring, &parts[0]), "ring");

@@ -133,11 +133,11 @@ int main(int argc, char **argv)
 	uint64_t window_ns = window_ms * 1000000ULL;
 	stress_clock_start(&o);
 
-	sluice_limiter_config_t rc_cfg = { .kind = SLUICE_KIND_WINDOW };
+	sluice_limiter_config_t rc_cfg = { .algo = SLUICE_ALGO_WINDOW };
 	rc_cfg.window = (sluice_window_config_t){ .limit = limit, .window_ns = window_ns,
 		                                  .buckets = (uint32_t)buckets,
 		                                  .mode = SLUICE_EXACT, .clock = o.clock };
-	sluice_limiter_config_t gc_cfg = { .kind = SLUICE_KIND_GCRA };
+	sluice_limiter_config_t gc_cfg = { .algo = SLUICE_ALGO_GCRA };
 	gc_cfg.gcra = (sluice_gcra_config_t){ .rate = rate, .period_ns = 1000000000ULL,
 		                              .burst = burst, .clock = o.clock };
 	sluice_limiter_t *ring, *gcra;

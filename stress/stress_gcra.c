@@ -9,12 +9,12 @@
  * limiter's timeline, the permits admitted at a time inside it total at most
  * b + t / T, T = sluice_gcra_interval_ns() (the rate's interval rounded up
  * to whole ns).  An admission's time is its now_ns; a reservation's is
- * now_ns + retry_after_ns, when its slot comes (the header states the bound
+ * now_ns + delay_ns, when its slot comes (the header states the bound
  * for those times too).  Workers acquire n = 1..3 and, one decision in four,
  * reserve a slot at most 2 T away.  One admission in K (default 8; 0: none)
  * is given back at once with sluice_gcra_cancel(): a booking cancelled
  * exactly "counts as never made" and is not recorded; one that could not be
- * (-SLUICE_ECANCEL: something was booked after it) counts and is recorded.
+ * (SLUICE_ECANCEL: something was booked after it) counts and is recorded.
  * The verifier (stress_worst_conform) checks every interval, not
  * only those starting at a refill: worst = max (permits - floor(t / T)),
  * bound = b.
@@ -61,7 +61,7 @@ static int step(struct stress_worker *w)
 	uint64_t t;
 	if ((x >> 20) % 4 == 0) {
 		rc = sluice_gcra_reserve(&gcra, n, 2 * interval, &d);
-		t = d.now_ns + d.retry_after_ns; /* the slot */
+		t = d.now_ns + d.delay_ns; /* the slot */
 	} else {
 		rc = sluice_gcra_acquire(&gcra, n, &d);
 		t = d.now_ns;
@@ -76,7 +76,7 @@ static int step(struct stress_worker *w)
 			w->stat[0]++; /* never made: not recorded */
 			return 0;
 		}
-		if (c != -SLUICE_ECANCEL)
+		if (c != SLUICE_ECANCEL)
 			return stress_fail(w, c);
 		w->stat[1]++; /* kept: it counts */
 	}

@@ -93,14 +93,14 @@ static sluice_keyed_policy_t parse_policy(void)
 
 static sluice_keyed_config_t table_config(uint64_t capacity, sluice_keyed_policy_t policy)
 {
-	return (sluice_keyed_config_t){ .algo = SLUICE_KEYED_GCRA, .policy = policy,
+	return (sluice_keyed_config_t){ .algo = SLUICE_ALGO_GCRA, .policy = policy,
 		                        .capacity = capacity, .rate = RATE, .period_ns = SEC,
 		                        .burst = BURST };
 }
 
 static int acceptable(int rc)
 {
-	return rc == 0 || rc == 1 || rc == -SLUICE_EKEYFULL;
+	return rc == 0 || rc == 1 || rc == SLUICE_EKEYFULL;
 }
 
 /* ---- threads ------------------------------------------------------------------ */
@@ -433,7 +433,7 @@ static int run_procs(void)
 	/* a small table (512 slots) under a stream of cold keys: most
 	 * decisions of the cold half claim or reclaim a slot */
 	sluice_keyed_config_t c = table_config(512, SLUICE_KEYED_REJECT);
-	size_t tsize = (sluice_keyed_size(&c) + 4095) / 4096 * 4096;
+	size_t tsize = (sluice_keyed_region_bytes(&c) + 4095) / 4096 * 4096;
 	size_t rsize = (sizeof(struct region) + 4095) / 4096 * 4096;
 	int nreg = opt.workers + opt.kills;
 	size_t total = tsize + rsize * (size_t)nreg;

@@ -65,7 +65,7 @@ struct region {
 	_Atomic uint64_t beat;      /* CLOCK_MONOTONIC after the last call   */
 	_Atomic uint64_t decisions; /* calls finished                        */
 	_Atomic uint64_t flood;     /* of which on the flood table           */
-	_Atomic uint64_t ebusy;     /* calls that gave up (-SLUICE_EBUSY)    */
+	_Atomic uint64_t ebusy;     /* calls that gave up (SLUICE_EBUSY)    */
 	_Atomic uint64_t longest;   /* the longest call not stopped, ns      */
 	_Atomic uint64_t stopped;   /* bumped by the parent around a stop    */
 	_Atomic uint64_t nrec;      /* records published (release)           */
@@ -83,21 +83,21 @@ static sluice_keyed_config_t flood_config(void)
 {
 	/* long keys: most of a claim is writing its key words, where a
 	 * claimer stopped across 2^15 claims used to do its damage */
-	return (sluice_keyed_config_t){ .algo = SLUICE_KEYED_GCRA, .policy = SLUICE_KEYED_EVICT,
+	return (sluice_keyed_config_t){ .algo = SLUICE_ALGO_GCRA, .policy = SLUICE_KEYED_EVICT,
 		                        .capacity = 8, .key_max = 240, .rate = RATE,
 		                        .period_ns = SEC, .burst = BURST };
 }
 
 static sluice_keyed_config_t hot_config(void)
 {
-	return (sluice_keyed_config_t){ .algo = SLUICE_KEYED_GCRA, .policy = SLUICE_KEYED_REJECT,
+	return (sluice_keyed_config_t){ .algo = SLUICE_ALGO_GCRA, .policy = SLUICE_KEYED_REJECT,
 		                        .capacity = 512, .rate = RATE, .period_ns = SEC,
 		                        .burst = BURST };
 }
 
 static int acceptable(int rc)
 {
-	return rc == 0 || rc == 1 || rc == -SLUICE_EKEYFULL || rc == -SLUICE_EBUSY;
+	return rc == 0 || rc == 1 || rc == SLUICE_EKEYFULL || rc == SLUICE_EBUSY;
 }
 
 static void worker(unsigned char *fmem, size_t fsize, unsigned char *hmem, size_t hsize,
@@ -134,7 +134,7 @@ static void worker(unsigned char *fmem, size_t fsize, unsigned char *hmem, size_
 		}
 		if (!acceptable(rc))
 			_exit(4);
-		if (rc == -SLUICE_EBUSY)
+		if (rc == SLUICE_EBUSY)
 			atomic_fetch_add_explicit(&me->ebusy, 1, memory_order_relaxed);
 		if (rc == 1 && key != UINT32_MAX) {
 			uint64_t i = atomic_load_explicit(&me->nrec, memory_order_relaxed);
@@ -238,8 +238,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	sluice_keyed_config_t fc = flood_config(), hc = hot_config();
-	fsize = (sluice_keyed_size(&fc) + 4095) / 4096 * 4096;
-	hsize = (sluice_keyed_size(&hc) + 4095) / 4096 * 4096;
+	fsize = (sluice_keyed_region_bytes(&fc) + 4095) / 4096 * 4096;
+	hsize = (sluice_keyed_region_bytes(&hc) + 4095) / 4096 * 4096;
 	size_t rsize = (sizeof(struct region) + 4095) / 4096 * 4096;
 	size_t total = fsize + hsize + rsize * REGIONS;
 	unsigned char *mem = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,

@@ -11,7 +11,7 @@
  *           (now_ns) inside it number at most D + 1 + t / T.  Workers
  *           acquire n = 1..min(3, D + 1).  worst = max (requests -
  *           floor(t / T)), bound = D + 1.
- *   shaper: every request's slot (now_ns + retry_after_ns) counts; in any
+ *   shaper: every request's slot (now_ns + delay_ns) counts; in any
  *           interval at most 1 + t / T slots, i.e. the slots sorted by time
  *           are at least T apart (worst = max (slots - floor(t / T)),
  *           bound = 1).  Also checked, as the header states them: no
@@ -75,13 +75,13 @@ static int step_shaper(struct stress_worker *w)
 {
 	sluice_decision_t d;
 	int rc = stress_rand(w) % 8 == 0 ? sluice_leaky_acquire(&leaky, 1, &d)
-	                                 : sluice_leaky_pace(&leaky, 1, &d);
+	                                 : sluice_leaky_reserve(&leaky, 1, UINT64_MAX, &d);
 	if (rc < 0)
 		return stress_fail(w, rc);
 	/* aux: the delay, saturated (max_delay < 2^32 - 1, so a saturated
 	 * delay still shows as too long) */
-	uint32_t delay = d.retry_after_ns > UINT32_MAX ? UINT32_MAX : (uint32_t)d.retry_after_ns;
-	return rc == 1 && !stress_record(w, 0, d.now_ns + d.retry_after_ns, 1, delay);
+	uint32_t delay = d.delay_ns > UINT32_MAX ? UINT32_MAX : (uint32_t)d.delay_ns;
+	return rc == 1 && !stress_record(w, 0, d.now_ns + d.delay_ns, 1, delay);
 }
 
 /* Shaper checks beyond the rate bound: delays and per-thread FIFO. */

@@ -7,7 +7,7 @@
  *                 [--rate=R] [--warmup-us=P] [--active-ms=A] [--idle-ms=Z]
  *                 [--self-test]
  *
- * An admission's START is now_ns + retry_after_ns; its TICKET (the next free
+ * An admission's START is now_ns + delay_ns; its TICKET (the next free
  * ticket it booked) is now_ns + reset_ns.  Checked, as warmup.h states them
  * (I = 1 s / R, M = P / I, L = sluice_warmup_t.limit):
  *   chain  admissions in start order each start at or after the ticket the
@@ -98,8 +98,8 @@ static int step(struct stress_worker *w)
 		return 0;
 	/* cost = ticket - start <= n I + P/2 + rounding < 2^32 for P <= 1 s;
 	 * saturating could only make the chain check weaker, never fail it */
-	uint64_t cost = d.reset_ns - d.retry_after_ns;
-	return !stress_record(w, 0, d.now_ns + d.retry_after_ns, n,
+	uint64_t cost = d.reset_ns - d.delay_ns;
+	return !stress_record(w, 0, d.now_ns + d.delay_ns, n,
 	                      cost > UINT32_MAX ? UINT32_MAX : (uint32_t)cost);
 }
 

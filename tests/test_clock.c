@@ -453,7 +453,7 @@ ParameterizedTest(uint64_t *period, clock, cached_bad_period_is_refused, .fini =
 	/* Stopped: refused, still stopped, period untouched. */
 	uint64_t res0 = sluice_clock_resolution_ns(&sluice_clock_cached);
 	int rc = sluice_clock_cached_start(*period);
-	cr_assert_eq(rc, -SLUICE_EPERIOD, "stopped: start(%llu) = %d (%s), expected -SLUICE_EPERIOD",
+	cr_assert_eq(rc, SLUICE_EPERIOD, "stopped: start(%llu) = %d (%s), expected SLUICE_EPERIOD",
 	             (unsigned long long)*period, rc, sluice_err_name(rc));
 	cr_assert_eq(sluice_clock_cached_running(), 0, "stopped: start(%llu) started the ticker",
 	             (unsigned long long)*period);
@@ -466,7 +466,7 @@ ParameterizedTest(uint64_t *period, clock, cached_bad_period_is_refused, .fini =
 	/* Running: refused, still running, period untouched. */
 	cr_assert_eq(sluice_clock_cached_start(2000000), 0, "start(2 ms) failed");
 	rc = sluice_clock_cached_start(*period);
-	cr_assert_eq(rc, -SLUICE_EPERIOD, "running: start(%llu) = %d (%s), expected -SLUICE_EPERIOD",
+	cr_assert_eq(rc, SLUICE_EPERIOD, "running: start(%llu) = %d (%s), expected SLUICE_EPERIOD",
 	             (unsigned long long)*period, rc, sluice_err_name(rc));
 	cr_assert_eq(sluice_clock_cached_running(), 1, "running: refused start(%llu) stopped it",
 	             (unsigned long long)*period);
@@ -696,10 +696,10 @@ static int make_with_step(enum floor_module m, uint64_t step)
 	case FM_KEYED_FIXED:
 	case FM_KEYED_WINDOW: {
 		sluice_keyed_t k;
-		sluice_keyed_config_t cfg = { .algo = SLUICE_KEYED_FIXED, .capacity = 8,
+		sluice_keyed_config_t cfg = { .algo = SLUICE_ALGO_FIXED, .capacity = 8,
 			                      .limit = 1, .window_ns = step };
 		if (m == FM_KEYED_WINDOW) {
-			cfg.algo = SLUICE_KEYED_WINDOW;
+			cfg.algo = SLUICE_ALGO_WINDOW;
 			cfg.window_ns = 4 * step;
 			cfg.buckets = 4;
 		}
@@ -737,7 +737,7 @@ ParameterizedTest(struct floor_case *fc, clock, floor_every_limiter_records_its_
 
 	/* A step below the period: refused, and nothing recorded. */
 	int rc = make_with_step(fc->module, ms - 1);
-	cr_assert_eq(rc, -SLUICE_ERESOLUTION, "%s: step 1 ms - 1 ns on a 1 ms clock: %d (%s)",
+	cr_assert_eq(rc, SLUICE_ERESOLUTION, "%s: step 1 ms - 1 ns on a 1 ms clock: %d (%s)",
 	             fc->name, rc, sluice_err_name(rc));
 
 	/* A step of 2 ms: accepted and recorded, though the limiter is gone. */
@@ -745,7 +745,7 @@ ParameterizedTest(struct floor_case *fc, clock, floor_every_limiter_records_its_
 	cr_assert_eq(rc, 0, "%s: step 2 ms on a 1 ms clock: %d (%s)", fc->name, rc,
 	             sluice_err_name(rc));
 	rc = sluice_clock_cached_start(2 * ms + 1);
-	cr_assert_eq(rc, -SLUICE_ERESOLUTION,
+	cr_assert_eq(rc, SLUICE_ERESOLUTION,
 	             "%s: start(2 ms + 1 ns) above the recorded 2 ms step: %d (%s)", fc->name,
 	             rc, sluice_err_name(rc));
 	cr_assert_eq(sluice_clock_cached_running(), 0, "%s: a refused start started it",
@@ -762,7 +762,7 @@ Test(clock, floor_a_refused_step_records_nothing, .fini = stop_ticker)
 {
 	/* Only steps that passed are recorded: a failed check must not pin
 	 * the clock (here: below the 1 ms default, then start(1 s) is fine). */
-	cr_assert_eq(sluice__clock_require_step(&sluice_clock_cached, 999999), -SLUICE_ERESOLUTION,
+	cr_assert_eq(sluice__clock_require_step(&sluice_clock_cached, 999999), SLUICE_ERESOLUTION,
 	             "999999 ns on a 1 ms clock accepted");
 	cr_assert_eq(sluice_clock_cached_start(SLUICE_CACHED_PERIOD_MAX_NS), 0,
 	             "start(1 s) refused after a refused step");
@@ -774,13 +774,13 @@ Test(clock, floor_keeps_the_finest_step_and_never_loosens, .fini = stop_ticker)
 	const uint64_t ms = 1000000;
 	sluice_clock_t *ck = &sluice_clock_cached;
 	cr_assert_eq(sluice_clock_cached_start(2 * ms), 0, "start(2 ms)");
-	cr_assert_eq(sluice__clock_require_step(ck, 2 * ms - 1), -SLUICE_ERESOLUTION,
+	cr_assert_eq(sluice__clock_require_step(ck, 2 * ms - 1), SLUICE_ERESOLUTION,
 	             "a step below the running period accepted");
 	cr_assert_eq(sluice__clock_require_step(ck, 5 * ms), 0, "5 ms on a 2 ms clock");
 	cr_assert_eq(sluice__clock_require_step(ck, 3 * ms), 0, "3 ms on a 2 ms clock");
 	cr_assert_eq(sluice__clock_require_step(ck, 10 * ms), 0, "10 ms on a 2 ms clock");
 	/* The floor is 3 ms: the finest of 5, 3 and 10. */
-	cr_assert_eq(sluice_clock_cached_start(3 * ms + 1), -SLUICE_ERESOLUTION,
+	cr_assert_eq(sluice_clock_cached_start(3 * ms + 1), SLUICE_ERESOLUTION,
 	             "start above the finest recorded step (3 ms) accepted");
 	cr_assert_eq(sluice_clock_cached_running(), 1, "a refused start stopped the ticker");
 	cr_assert_eq(sluice_clock_resolution_ns(ck), 2 * ms, "a refused start changed the period");
@@ -789,13 +789,13 @@ Test(clock, floor_keeps_the_finest_step_and_never_loosens, .fini = stop_ticker)
 	cr_assert_eq(sluice_clock_cached_start(0), 0, "start(0): the 1 ms default is finer");
 	/* Stopped, a first start is held to the floor as well. */
 	sluice_clock_cached_stop();
-	cr_assert_eq(sluice_clock_cached_start(4 * ms), -SLUICE_ERESOLUTION,
+	cr_assert_eq(sluice_clock_cached_start(4 * ms), SLUICE_ERESOLUTION,
 	             "stopped: start(4 ms) above the 3 ms floor accepted");
 	cr_assert_eq(sluice_clock_cached_running(), 0, "a refused first start started it");
 	cr_assert_eq(sluice_clock_resolution_ns(ck), ms, "a refused first start changed the period");
 	/* A coarser step later does not loosen the floor. */
 	cr_assert_eq(sluice__clock_require_step(ck, SLUICE_CACHED_PERIOD_MAX_NS), 0, "1 s step");
-	cr_assert_eq(sluice_clock_cached_start(4 * ms), -SLUICE_ERESOLUTION,
+	cr_assert_eq(sluice_clock_cached_start(4 * ms), SLUICE_ERESOLUTION,
 	             "the floor loosened after a coarser step");
 }
 
@@ -804,14 +804,14 @@ Test(clock, floor_other_clocks_check_and_record_nothing, .fini = stop_ticker)
 	sluice_clock_t manual;
 	sluice_clock_manual_init(&manual, 0);
 	uint64_t tick = sluice_clock_resolution_ns(&sluice_clock_coarse);
-	cr_assert_eq(sluice__clock_require_step(&manual, 0), -SLUICE_ERESOLUTION, "manual: 0 ns");
+	cr_assert_eq(sluice__clock_require_step(&manual, 0), SLUICE_ERESOLUTION, "manual: 0 ns");
 	cr_assert_eq(sluice__clock_require_step(&manual, 1), 0, "manual: 1 ns");
 	cr_assert_eq(sluice__clock_require_step(&sluice_clock_monotonic, 1), 0, "monotonic: 1 ns");
 	cr_assert_eq(sluice__clock_require_step(&sluice_clock_coarse, tick - 1),
-	             -SLUICE_ERESOLUTION, "coarse: a tick - 1 ns accepted");
+	             SLUICE_ERESOLUTION, "coarse: a tick - 1 ns accepted");
 	cr_assert_eq(sluice__clock_require_step(&sluice_clock_coarse, tick), 0, "coarse: a tick");
 	sluice_clock_t bad = { .kind = (sluice_clock_kind_t)7 };
-	cr_assert_eq(sluice__clock_require_step(&bad, 1000), -SLUICE_ECLOCK, "unknown kind");
+	cr_assert_eq(sluice__clock_require_step(&bad, 1000), SLUICE_ECLOCK, "unknown kind");
 	/* None of them is the cached clock: its period may still go to 1 s. */
 	cr_assert_eq(sluice_clock_cached_start(SLUICE_CACHED_PERIOD_MAX_NS), 0,
 	             "a step on another clock pinned the cached clock");
@@ -835,7 +835,7 @@ Test(clock, floor_refused_start_leaves_the_ring_at_its_rate, .fini = stop_ticker
 		                       .mode = SLUICE_EXACT, .clock = &sluice_clock_cached };
 	cr_assert_eq(sluice_window_init(&w, &cfg), 0, "ring with 1 ms buckets refused");
 	int rc = sluice_clock_cached_start(SLUICE_CACHED_PERIOD_MAX_NS);
-	cr_assert_eq(rc, -SLUICE_ERESOLUTION, "start(1 s) under a 1 ms ring: %d (%s)", rc,
+	cr_assert_eq(rc, SLUICE_ERESOLUTION, "start(1 s) under a 1 ms ring: %d (%s)", rc,
 	             sluice_err_name(rc));
 	cr_assert_eq(sluice_clock_cached_running(), 1, "the refused start stopped the ticker");
 	cr_assert_eq(sluice_clock_resolution_ns(&sluice_clock_cached), ms,

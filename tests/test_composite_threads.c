@@ -41,7 +41,7 @@ static void *worker_main(void *arg)
 	for (int i = 0; i < OPS; i++) {
 		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
 		uint64_t n = 1 + x % 3;
-		int rc = sluice_acquire(me->target, n, NULL);
+		int rc = sluice_limiter_acquire(me->target, n, NULL);
 		cr_assert_geq(rc, 0, "acquire: %s", sluice_strerror(rc));
 		if (rc == 1)
 			me->admitted_permits += n;
@@ -49,9 +49,9 @@ static void *worker_main(void *arg)
 			me->refused++;
 		/* and sometimes give a whole admission back, as a caller
 		 * whose request failed downstream would */
-		if (rc == 1 && x % 7 == 0 && sluice_limiter_kind(me->target) != SLUICE_KIND_COMPOSITE) {
+		if (rc == 1 && x % 7 == 0 && sluice_limiter_algo(me->target) != SLUICE_ALGO_COMPOSITE) {
 			sluice_decision_t d = { .allowed = 1, .now_ns = sluice_clock_now(&mclock) };
-			cr_assert_eq(sluice_refund_at(me->target, n, &d), 0);
+			cr_assert_eq(sluice_limiter_refund(me->target, n, &d), 0);
 			me->admitted_permits -= n;
 		}
 	}
@@ -72,15 +72,15 @@ ParameterizedTest(struct params *p, composite_threads, exact_ledger)
 {
 	sluice_clock_manual_init(&mclock, 5 * HOUR);
 	const uint64_t LA = 40000, LB = 25000;
-	sluice_limiter_config_t ca = { .kind = SLUICE_KIND_WINDOW,
+	sluice_limiter_config_t ca = { .algo = SLUICE_ALGO_WINDOW,
 		                       .window = { .limit = LA, .window_ns = 10 * HOUR, .buckets = 10,
 		                                   .mode = SLUICE_EXACT, .clock = &mclock } };
-	sluice_limiter_config_t cb = { .kind = SLUICE_KIND_FIXED,
+	sluice_limiter_config_t cb = { .algo = SLUICE_ALGO_FIXED,
 		                       .fixed = { .limit = LB, .window_ns = 10 * HOUR, .clock = &mclock } };
 	sluice_limiter_t *a, *b, *c;
 	cr_assert_eq(sluice_limiter_new(&ca, &a), 0);
 	cr_assert_eq(sluice_limiter_new(&cb, &b), 0);
-	sluice_limiter_config_t cc = { .kind = SLUICE_KIND_COMPOSITE };
+	sluice_limiter_config_t cc = { .algo = SLUICE_ALGO_COMPOSITE };
 	cc.composite.count = 2;
 	cc.composite.parts[0] = a;
 	cc.composite.parts[1] = b;
@@ -107,8 +107,8 @@ ParameterizedTest(struct params *p, composite_threads, exact_ledger)
 	sluice_decision_t da, db;
 	/* probe each part's count: ask for its whole limit, which is refused
 	 * (taking nothing) unless the count is 0 */
-	uint64_t count_a = sluice_acquire_at(a, LA, now, &da) == 1 ? 0 : LA - da.remaining;
-	uint64_t count_b = sluice_acquire_at(b, LB, now, &db) == 1 ? 0 : LB - db.remaining;
+	uint64_t count_a = sluice_limiter_acquire_at(a, LA, now, &da) == 1 ? 0 : LA - da.remaining;
+	uint64_t count_b = sluice_limiter_acquire_at(b, LB, now, &db) == 1 ? 0 : LB - db.remaining;
 	cr_log_info("composite=%d direct=%d: via composite %llu, direct %llu; part a %llu, part b %llu",
 	            p->composite_threads, p->direct_threads, (unsigned long long)via_composite,
 	            (unsigned long long)direct, (unsigned long long)count_a,
@@ -231,10 +231,10 @@ ParameterizedTestParameters(composite_threads, moving_clock_each_part_bound)
 ParameterizedTest(int *threads, composite_threads, moving_clock_each_part_bound)
 {
 	sluice_clock_manual_init(&mclock, 1000 * W1);
-	sluice_limiter_config_t ca = { .kind = SLUICE_KIND_WINDOW,
+	sluice_limiter_config_t ca = { .algo = SLUICE_ALGO_WINDOW,
 		                       .window = { .limit = 24, .window_ns = 8 * W1, .buckets = 8,
 		                                   .mode = SLUICE_EXACT, .clock = &mclock } };
-	sluice_limiter_config_t cb = { .kind = SLUICE_KIND_WINDOW,
+	sluice_limiter_config_t cb = { .algo = SLUICE_ALGO_WINDOW,
 		                       .window = { .limit = 7, .window_ns = 2 * W1, .buckets = 2,
 		                                   .mode = SLUICE_EXACT, .clock = &mclock } };
 	sluice_limiter_t *a, *b;

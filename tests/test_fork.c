@@ -177,7 +177,7 @@ static int child_record_fn(void *arg)
 	int rc = child_reads();
 	if (rc != C_OK)
 		return rc;
-	if (sluice_clock_cached_start(SLUICE_CACHED_PERIOD_MAX_NS) != -SLUICE_ERESOLUTION)
+	if (sluice_clock_cached_start(SLUICE_CACHED_PERIOD_MAX_NS) != SLUICE_ERESOLUTION)
 		return C_RECORD;
 	if (sluice_clock_resolution_ns(&sluice_clock_cached) != 1000000)
 		return C_RECORD;

@@ -6,7 +6,7 @@
  * Each decider acquires (and now and then reserves a slot, and cancels a
  * booking it just made) and records (time, n) of every admission in its own
  * buffer: the time is the decision's now_ns (a reservation's: now_ns +
- * retry_after_ns, when its slot comes); a booking cancelled exactly is
+ * delay_ns, when its slot comes); a booking cancelled exactly is
  * removed from the record, one that could not be cancelled stays.  The
  * clock thread steps the manual clock forward, now and then jumps it ahead
  * (a full bucket: the race for the last permits) or back by up to two
@@ -79,7 +79,7 @@ static void *decider_main(void *arg)
 		if ((x >> 20) % 4 == 0) {
 			/* reserve a slot at most 2 permits away */
 			rc = sluice_gcra_reserve(me->g, n, 2 * T1, &d);
-			slot = d.now_ns + d.retry_after_ns;
+			slot = d.now_ns + d.delay_ns;
 		} else {
 			rc = sluice_gcra_acquire(me->g, n, &d);
 			slot = d.now_ns;
@@ -94,7 +94,7 @@ static void *decider_main(void *arg)
 				if (c == 0) {
 					me->rec[me->nrec - 1].n = 0;
 					me->cancelled++;
-				} else if (c == -SLUICE_ECANCEL) {
+				} else if (c == SLUICE_ECANCEL) {
 					me->kept++;
 				} else {
 					me->failed = c;

@@ -70,7 +70,7 @@ Test(http, retry_after_never_is_no_field)
 	memset(buf, GUARD, sizeof(buf));
 	sluice_decision_t d;
 	sluice__decision_never(&d, 10, 0);
-	cr_assert_eq(sluice_http_retry_after(buf, sizeof(buf), &d), -SLUICE_ETOOBIG);
+	cr_assert_eq(sluice_http_retry_after(buf, sizeof(buf), &d), SLUICE_ETOOBIG);
 	cr_assert_eq(buf[0], '\0', "an empty value, never a made-up delay");
 	for (size_t i = 1; i < sizeof(buf); i++)
 		cr_assert_eq((unsigned char)buf[i], GUARD);
@@ -106,9 +106,9 @@ ParameterizedTestParameters(http, ratelimit_policy)
 		{ "zero", 0, SEC, 0, "\"zero\";q=0;w=1" },      /* the draft allows q=0 */
 		{ "max", SLUICE_HTTP_SF_INT_MAX, UINT64_MAX, 0,
 		  "\"max\";q=999999999999999;w=18446744074" },
-		{ "over", SLUICE_HTTP_SF_INT_MAX + 1, SEC, -SLUICE_ELIMIT, "" },
-		{ "huge", UINT64_MAX, SEC, -SLUICE_ELIMIT, "" },
-		{ "nowin", 10, 0, -SLUICE_EWINDOW, "" },
+		{ "over", SLUICE_HTTP_SF_INT_MAX + 1, SEC, SLUICE_ELIMIT, "" },
+		{ "huge", UINT64_MAX, SEC, SLUICE_ELIMIT, "" },
+		{ "nowin", 10, 0, SLUICE_EWINDOW, "" },
 	};
 	return cr_make_param_array(struct pol, p, sizeof(p) / sizeof(p[0]));
 }
@@ -137,22 +137,22 @@ ParameterizedTestParameters(http, ratelimit)
 {
 	static struct rl p[] = {
 		/* admitted: r = remaining, t = the reset bound */
-		{ { true, 100, 50, 0, 30 * SEC, 0 }, "\"default\";r=50;t=30" },
-		{ { true, 100, 99, 0, 50 * SEC - 1, 0 }, "\"default\";r=99;t=50" },
-		{ { true, 100, 99, 0, 1, 0 }, "\"default\";r=99;t=1" },
-		{ { true, 100, 0, 0, 0, 0 }, "\"default\";r=0;t=0" },
-		{ { true, 100, 7, 0, SEC + 1, 0 }, "\"default\";r=7;t=2" },
+		{ { true, 100, 50, 0, 30 * SEC, 0, 0 }, "\"default\";r=50;t=30" },
+		{ { true, 100, 99, 0, 50 * SEC - 1, 0, 0 }, "\"default\";r=99;t=50" },
+		{ { true, 100, 99, 0, 1, 0, 0 }, "\"default\";r=99;t=1" },
+		{ { true, 100, 0, 0, 0, 0, 0 }, "\"default\";r=0;t=0" },
+		{ { true, 100, 7, 0, SEC + 1, 0, 0 }, "\"default\";r=7;t=2" },
 		/* refused: t = the Retry-After instant, not the (later) reset */
-		{ { false, 100, 0, 4 * SEC + 200 * MS, 10 * SEC, 0 }, "\"default\";r=0;t=5" },
-		{ { false, 100, 2, SEC, 60 * SEC, 0 }, "\"default\";r=2;t=1" },
+		{ { false, 100, 0, 4 * SEC + 200 * MS, 10 * SEC, 0, 0 }, "\"default\";r=0;t=5" },
+		{ { false, 100, 2, SEC, 60 * SEC, 0, 0 }, "\"default\";r=2;t=1" },
 		/* no time known: t omitted */
-		{ { true, 8, 3, 0, SLUICE_NEVER, 0 }, "\"default\";r=3" },
-		{ { false, 10, 0, SLUICE_NEVER, 0, 0 }, "\"default\";r=0" },
+		{ { true, 8, 3, 0, SLUICE_NEVER, 0, 0 }, "\"default\";r=3" },
+		{ { false, 10, 0, SLUICE_NEVER, 0, 0, 0 }, "\"default\";r=0" },
 		/* huge: r capped to an sf-integer, t up to 11 digits */
-		{ { true, UINT64_MAX, UINT64_MAX, 0, SLUICE_NEVER - 1, 0 },
+		{ { true, UINT64_MAX, UINT64_MAX, 0, SLUICE_NEVER - 1, 0, 0 },
 		  "\"default\";r=999999999999999;t=18446744074" },
-		{ { true, 0, SLUICE_HTTP_SF_INT_MAX, 0, 0, 0 }, "\"default\";r=999999999999999;t=0" },
-		{ { true, 0, SLUICE_HTTP_SF_INT_MAX + 1, 0, 0, 0 }, "\"default\";r=999999999999999;t=0" },
+		{ { true, 0, SLUICE_HTTP_SF_INT_MAX, 0, 0, 0, 0 }, "\"default\";r=999999999999999;t=0" },
+		{ { true, 0, SLUICE_HTTP_SF_INT_MAX + 1, 0, 0, 0, 0 }, "\"default\";r=999999999999999;t=0" },
 	};
 	return cr_make_param_array(struct rl, p, sizeof(p) / sizeof(p[0]));
 }
@@ -206,17 +206,17 @@ Test(http, other_bytes_rejected)
 		char name[4] = { 'a', (char)c, 'b', 0 }; /* the bad byte mid-name */
 		memset(buf, GUARD, sizeof(buf));
 		cr_assert_eq(sluice_http_ratelimit_policy(buf, sizeof(buf), name, 1, SEC),
-		             -SLUICE_EINVAL, "byte 0x%02x", c);
+		             SLUICE_EINVAL, "byte 0x%02x", c);
 		cr_assert_eq(buf[0], '\0');
 		cr_assert_eq((unsigned char)buf[1], GUARD, "nothing but the NUL written");
-		cr_assert_eq(sluice_http_ratelimit(buf, sizeof(buf), name, &d), -SLUICE_EINVAL);
+		cr_assert_eq(sluice_http_ratelimit(buf, sizeof(buf), name, &d), SLUICE_EINVAL);
 		cr_assert_eq(buf[0], '\0');
 	}
 	/* UTF-8 is not an sf-string: rejected, not mangled */
-	cr_assert_eq(sluice_http_ratelimit(buf, sizeof(buf), "caf\xc3\xa9", &d), -SLUICE_EINVAL);
-	cr_assert_eq(sluice_http_ratelimit(buf, sizeof(buf), "", &d), -SLUICE_EINVAL, "empty");
-	cr_assert_eq(sluice_http_ratelimit(buf, sizeof(buf), NULL, &d), -SLUICE_EINVAL);
-	cr_assert_eq(sluice_http_ratelimit_policy(buf, sizeof(buf), NULL, 1, SEC), -SLUICE_EINVAL);
+	cr_assert_eq(sluice_http_ratelimit(buf, sizeof(buf), "caf\xc3\xa9", &d), SLUICE_EINVAL);
+	cr_assert_eq(sluice_http_ratelimit(buf, sizeof(buf), "", &d), SLUICE_EINVAL, "empty");
+	cr_assert_eq(sluice_http_ratelimit(buf, sizeof(buf), NULL, &d), SLUICE_EINVAL);
+	cr_assert_eq(sluice_http_ratelimit_policy(buf, sizeof(buf), NULL, 1, SEC), SLUICE_EINVAL);
 }
 
 Test(http, name_length_limit)
@@ -229,7 +229,7 @@ Test(http, name_length_limit)
 	cr_assert_eq(rc, SLUICE_HTTP_NAME_MAX + 2 + 8, "NAME_MAX bytes pass");
 	name[SLUICE_HTTP_NAME_MAX] = 'n';
 	name[SLUICE_HTTP_NAME_MAX + 1] = '\0';
-	cr_assert_eq(sluice_http_ratelimit_policy(buf, sizeof(buf), name, 1, SEC), -SLUICE_EINVAL,
+	cr_assert_eq(sluice_http_ratelimit_policy(buf, sizeof(buf), name, 1, SEC), SLUICE_EINVAL,
 	             "one more is refused");
 }
 
@@ -298,7 +298,7 @@ static void every_length(const struct call *c, const char *want)
 		for (size_t i = len; i < sizeof(big); i++)
 			cr_assert_eq((unsigned char)big[i], GUARD, "len %zu: byte %zu written", len, i);
 		if (len <= full) {
-			cr_assert_eq(rc, -SLUICE_HTTP_ETRUNC, "len %zu of %zu: rc %d", len, full + 1, rc);
+			cr_assert_eq(rc, SLUICE_HTTP_ETRUNC, "len %zu of %zu: rc %d", len, full + 1, rc);
 			if (len > 0)
 				cr_assert_eq(big[0], '\0', "len %zu: NUL-terminated", len);
 			for (size_t i = 1; i < len; i++)
@@ -345,17 +345,17 @@ Test(http, truncation_every_length_ratelimit)
 Test(http, null_buffer_and_decision)
 {
 	sluice_decision_t d = dec(true, 1, 0, SEC);
-	cr_assert_eq(sluice_http_retry_after(NULL, 0, &d), -SLUICE_HTTP_ETRUNC,
+	cr_assert_eq(sluice_http_retry_after(NULL, 0, &d), SLUICE_HTTP_ETRUNC,
 	             "len 0: nothing written, too small");
-	cr_assert_eq(sluice_http_retry_after(NULL, 8, &d), -SLUICE_EINVAL);
-	cr_assert_eq(sluice_http_ratelimit(NULL, 8, "a", &d), -SLUICE_EINVAL);
-	cr_assert_eq(sluice_http_ratelimit_policy(NULL, 8, "a", 1, SEC), -SLUICE_EINVAL);
+	cr_assert_eq(sluice_http_retry_after(NULL, 8, &d), SLUICE_EINVAL);
+	cr_assert_eq(sluice_http_ratelimit(NULL, 8, "a", &d), SLUICE_EINVAL);
+	cr_assert_eq(sluice_http_ratelimit_policy(NULL, 8, "a", 1, SEC), SLUICE_EINVAL);
 	char buf[8];
 	memset(buf, GUARD, sizeof(buf));
-	cr_assert_eq(sluice_http_retry_after(buf, sizeof(buf), NULL), -SLUICE_EINVAL);
+	cr_assert_eq(sluice_http_retry_after(buf, sizeof(buf), NULL), SLUICE_EINVAL);
 	cr_assert_eq(buf[0], '\0');
 	cr_assert_eq((unsigned char)buf[1], GUARD);
-	cr_assert_eq(sluice_http_ratelimit(buf, sizeof(buf), "a", NULL), -SLUICE_EINVAL);
+	cr_assert_eq(sluice_http_ratelimit(buf, sizeof(buf), "a", NULL), SLUICE_EINVAL);
 	cr_assert_eq(buf[0], '\0');
 }
 
@@ -450,8 +450,8 @@ Test(http, fixed_window_end_to_end)
 	cr_assert_str_eq(ra, "5", "4.2 s to the window end, rounded up");
 	cr_assert_str_eq(rl, "\"default\";r=0;t=5", "t is the Retry-After instant");
 
-	cr_assert_eq(sluice_fixed_acquire_at(&f, 101, 56 * SEC, &d), -SLUICE_ETOOBIG);
-	cr_assert_eq(sluice_http_retry_after(ra, sizeof(ra), &d), -SLUICE_ETOOBIG);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 101, 56 * SEC, &d), SLUICE_ETOOBIG);
+	cr_assert_eq(sluice_http_retry_after(ra, sizeof(ra), &d), SLUICE_ETOOBIG);
 	cr_assert_gt(sluice_http_ratelimit(rl, sizeof(rl), "default", &d), 0);
 	cr_assert_str_eq(rl, "\"default\";r=0", "can never pass: no t");
 }

@@ -90,7 +90,7 @@ static void *worker_main(void *arg)
 		if (me->bad_every && i % me->bad_every == 0) {
 			/* K + 1 is more than can ever be held: always refused,
 			 * whatever the others do, and it must change nothing. */
-			if (sluice_inflight_release(me->f, K + 1) != -SLUICE_ERELEASE)
+			if (sluice_inflight_release(me->f, K + 1) != SLUICE_ERELEASE)
 				me->errors++;
 			me->bad_tried++;
 		}

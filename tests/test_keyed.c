@@ -78,66 +78,70 @@ struct bad_cfg {
  * each parameter in its own process, which costs more than the checks
  * themselves under ThreadSanitizer. */
 static const struct bad_cfg bad_cfgs[] = {
-	{ { .algo = 9, .capacity = 64, .rate = 1, .period_ns = SEC, .burst = 1 },
-	  -SLUICE_EKIND },
-	{ { .policy = 5, .capacity = 64, .rate = 1, .period_ns = SEC, .burst = 1 },
-	  -SLUICE_EPOLICY },
-	{ { .algo = SLUICE_KEYED_INFLIGHT, .policy = SLUICE_KEYED_ALLOW, .capacity = 64,
+	{ { .algo = SLUICE_ALGO_NONE, .capacity = 64, .rate = 1, .period_ns = SEC, .burst = 1 },
+	  SLUICE_EALGO }, /* zeroed: no algorithm */
+	{ { .algo = SLUICE_ALGO_LOG, .capacity = 64, .limit = 1, .window_ns = SEC },
+	  SLUICE_EALGO }, /* no per-key state word for the log */
+	{ { .algo = 99, .capacity = 64, .rate = 1, .period_ns = SEC, .burst = 1 },
+	  SLUICE_EALGO },
+	{ { .algo = SLUICE_ALGO_GCRA, .policy = 5, .capacity = 64, .rate = 1, .period_ns = SEC, .burst = 1 },
+	  SLUICE_EPOLICY },
+	{ { .algo = SLUICE_ALGO_INFLIGHT, .policy = SLUICE_KEYED_ALLOW, .capacity = 64,
 	    .limit = 4 },
-	  -SLUICE_EPOLICY },
-	{ { .algo = SLUICE_KEYED_INFLIGHT, .policy = SLUICE_KEYED_EVICT, .capacity = 64,
+	  SLUICE_EPOLICY },
+	{ { .algo = SLUICE_ALGO_INFLIGHT, .policy = SLUICE_KEYED_EVICT, .capacity = 64,
 	    .limit = 4 },
-	  -SLUICE_EPOLICY },
-	{ { .capacity = 7, .rate = 1, .period_ns = SEC, .burst = 1 }, -SLUICE_ECAPACITY },
-	{ { .capacity = (1ULL << 32) + 1, .rate = 1, .period_ns = SEC, .burst = 1 },
-	  -SLUICE_ECAPACITY },
-	{ { .capacity = 64, .key_max = 241, .rate = 1, .period_ns = SEC, .burst = 1 },
-	  -SLUICE_EKEYLEN },
-	{ { .capacity = 64, .key_max = 15, .flags = SLUICE_KEYED_HASH_LONG_KEYS, .rate = 1,
+	  SLUICE_EPOLICY },
+	{ { .algo = SLUICE_ALGO_GCRA, .capacity = 7, .rate = 1, .period_ns = SEC, .burst = 1 }, SLUICE_ECAPACITY },
+	{ { .algo = SLUICE_ALGO_GCRA, .capacity = (1ULL << 32) + 1, .rate = 1, .period_ns = SEC, .burst = 1 },
+	  SLUICE_ECAPACITY },
+	{ { .algo = SLUICE_ALGO_GCRA, .capacity = 64, .key_max = 241, .rate = 1, .period_ns = SEC, .burst = 1 },
+	  SLUICE_EKEYLEN },
+	{ { .algo = SLUICE_ALGO_GCRA, .capacity = 64, .key_max = 15, .flags = SLUICE_KEYED_HASH_LONG_KEYS, .rate = 1,
 	    .period_ns = SEC, .burst = 1 },
-	  -SLUICE_EKEYLEN },
-	{ { .capacity = 64, .flags = 4, .rate = 1, .period_ns = SEC, .burst = 1 },
-	  -SLUICE_EINVAL },
-	{ { .capacity = 64, .rate = 0, .period_ns = SEC, .burst = 1 }, -SLUICE_ERATE },
-	{ { .capacity = 64, .rate = 3000000, .period_ns = SEC, .burst = 1 }, -SLUICE_ERATE },
-	{ { .capacity = 64, .rate = 1, .period_ns = SEC, .burst = 0 }, -SLUICE_EBURST },
-	{ { .algo = SLUICE_KEYED_LEAKY, .capacity = 64, .rate = 1, .period_ns = SEC,
+	  SLUICE_EKEYLEN },
+	{ { .algo = SLUICE_ALGO_GCRA, .capacity = 64, .flags = 4, .rate = 1, .period_ns = SEC, .burst = 1 },
+	  SLUICE_EINVAL },
+	{ { .algo = SLUICE_ALGO_GCRA, .capacity = 64, .rate = 0, .period_ns = SEC, .burst = 1 }, SLUICE_ERATE },
+	{ { .algo = SLUICE_ALGO_GCRA, .capacity = 64, .rate = 3000000, .period_ns = SEC, .burst = 1 }, SLUICE_ERATE },
+	{ { .algo = SLUICE_ALGO_GCRA, .capacity = 64, .rate = 1, .period_ns = SEC, .burst = 0 }, SLUICE_EBURST },
+	{ { .algo = SLUICE_ALGO_LEAKY, .capacity = 64, .rate = 1, .period_ns = SEC,
 	    .depth = 1ULL << 62 },
-	  -SLUICE_EBURST },
+	  SLUICE_EBURST },
 	/* a bucket past SLUICE_KEYED_TAU_MAX leaves no reading that can pass
 	 * (the TAT lives below 2^62): T = 2^61 ns, b = 1; LEAKY D = 0 */
-	{ { .capacity = 64, .rate = 1, .period_ns = 1ULL << 61, .burst = 1 }, -SLUICE_EBURST },
-	{ { .algo = SLUICE_KEYED_LEAKY, .capacity = 64, .rate = 1, .period_ns = 1ULL << 61,
+	{ { .algo = SLUICE_ALGO_GCRA, .capacity = 64, .rate = 1, .period_ns = 1ULL << 61, .burst = 1 }, SLUICE_EBURST },
+	{ { .algo = SLUICE_ALGO_LEAKY, .capacity = 64, .rate = 1, .period_ns = 1ULL << 61,
 	    .depth = 0 },
-	  -SLUICE_EBURST },
-	{ { .algo = SLUICE_KEYED_FIXED, .capacity = 64, .limit = 0, .window_ns = SEC },
-	  -SLUICE_ELIMIT },
-	{ { .algo = SLUICE_KEYED_FIXED, .capacity = 64, .limit = 1ULL << 24,
+	  SLUICE_EBURST },
+	{ { .algo = SLUICE_ALGO_FIXED, .capacity = 64, .limit = 0, .window_ns = SEC },
+	  SLUICE_ELIMIT },
+	{ { .algo = SLUICE_ALGO_FIXED, .capacity = 64, .limit = 1ULL << 24,
 	    .window_ns = SEC },
-	  -SLUICE_ELIMIT },
-	{ { .algo = SLUICE_KEYED_FIXED, .capacity = 64, .limit = 1, .window_ns = 0 },
-	  -SLUICE_EWINDOW },
-	{ { .algo = SLUICE_KEYED_WINDOW, .capacity = 64, .limit = 1, .window_ns = 17 * SEC,
+	  SLUICE_ELIMIT },
+	{ { .algo = SLUICE_ALGO_FIXED, .capacity = 64, .limit = 1, .window_ns = 0 },
+	  SLUICE_EWINDOW },
+	{ { .algo = SLUICE_ALGO_WINDOW, .capacity = 64, .limit = 1, .window_ns = 17 * SEC,
 	    .buckets = 17 },
-	  -SLUICE_EBUCKETS },
-	{ { .algo = SLUICE_KEYED_WINDOW, .capacity = 64, .limit = 1, .window_ns = SEC,
+	  SLUICE_EBUCKETS },
+	{ { .algo = SLUICE_ALGO_WINDOW, .capacity = 64, .limit = 1, .window_ns = SEC,
 	    .buckets = 0 },
-	  -SLUICE_EBUCKETS },
-	{ { .algo = SLUICE_KEYED_WINDOW, .capacity = 64, .limit = 1, .window_ns = 1000,
+	  SLUICE_EBUCKETS },
+	{ { .algo = SLUICE_ALGO_WINDOW, .capacity = 64, .limit = 1, .window_ns = 1000,
 	    .buckets = 3 },
-	  -SLUICE_EWINDOW },
-	{ { .algo = SLUICE_KEYED_WINDOW, .capacity = 64, .limit = 1ULL << 30,
+	  SLUICE_EWINDOW },
+	{ { .algo = SLUICE_ALGO_WINDOW, .capacity = 64, .limit = 1ULL << 30,
 	    .window_ns = SEC, .buckets = 4 },
-	  -SLUICE_ELIMIT },
-	{ { .algo = SLUICE_KEYED_INFLIGHT, .capacity = 64, .limit = 1ULL << 32 },
-	  -SLUICE_ELIMIT },
+	  SLUICE_ELIMIT },
+	{ { .algo = SLUICE_ALGO_INFLIGHT, .capacity = 64, .limit = 1ULL << 32 },
+	  SLUICE_ELIMIT },
 };
 
 Test(keyed, invalid_config)
 {
 	for (size_t i = 0; i < sizeof(bad_cfgs) / sizeof(bad_cfgs[0]); i++) {
 		const struct bad_cfg *p = &bad_cfgs[i];
-		cr_assert_eq(sluice_keyed_size(&p->c), 0, "entry %zu: size of an invalid config", i);
+		cr_assert_eq(sluice_keyed_region_bytes(&p->c), 0, "entry %zu: size of an invalid config", i);
 		static _Alignas(64) unsigned char mem[1 << 16];
 		memset(mem, 0xa5, 256);
 		int rc = sluice_keyed_init(mem, sizeof(mem), &p->c);
@@ -155,31 +159,31 @@ Test(keyed, size_and_memory_per_slot)
 	/* 128 bytes per slot for GCRA with the default 32-byte keys (tag,
 	 * unused word, 6 key words, state and owner: 80 bytes) */
 	sluice_keyed_config_t c = gcra_cfg(100000, 10, SEC, 10, SLUICE_KEYED_REJECT);
-	size_t s = sluice_keyed_size(&c);
+	size_t s = sluice_keyed_region_bytes(&c);
 	cr_assert_eq(s, 256 + 1024 + 131072 / 8 * 8 + 131072 * 128ULL, "size %zu", s);
 	c.capacity = 131073;
-	cr_assert_eq(sluice_keyed_size(&c), 256 + 1024 + 262144 / 8 * 8 + 262144 * 128ULL);
-	sluice_keyed_config_t w = { .algo = SLUICE_KEYED_WINDOW, .capacity = 8, .limit = 5,
+	cr_assert_eq(sluice_keyed_region_bytes(&c), 256 + 1024 + 262144 / 8 * 8 + 262144 * 128ULL);
+	sluice_keyed_config_t w = { .algo = SLUICE_ALGO_WINDOW, .capacity = 8, .limit = 5,
 		                    .window_ns = SEC, .buckets = 10 };
-	cr_assert_eq(sluice_keyed_size(&w), 256 + 1024 + 64 + 8 * 256ULL); /* 10 + 16 words */
+	cr_assert_eq(sluice_keyed_region_bytes(&w), 256 + 1024 + 64 + 8 * 256ULL); /* 10 + 16 words */
 	w.buckets = 8;
-	cr_assert_eq(sluice_keyed_size(&w), 256 + 1024 + 64 + 8 * 192ULL); /* 10 + 8 words */
+	cr_assert_eq(sluice_keyed_region_bytes(&w), 256 + 1024 + 64 + 8 * 192ULL); /* 10 + 8 words */
 	c.capacity = 8;
 	c.key_max = 60; /* 10 key words: 112 -> 128 bytes */
-	cr_assert_eq(sluice_keyed_size(&c), 256 + 1024 + 64 + 8 * 128ULL);
-	cr_assert_eq(sluice_keyed_handle_size(), sizeof(sluice_keyed_t));
+	cr_assert_eq(sluice_keyed_region_bytes(&c), 256 + 1024 + 64 + 8 * 128ULL);
+	cr_assert_eq(sluice_keyed_size(), sizeof(sluice_keyed_t));
 }
 
 Test(keyed, init_refuses_small_or_misaligned_memory)
 {
 	sluice_keyed_config_t c = gcra_cfg(8, 1, SEC, 1, SLUICE_KEYED_REJECT);
-	size_t need = sluice_keyed_size(&c);
+	size_t need = sluice_keyed_region_bytes(&c);
 	unsigned char *mem = aligned_alloc(64, need + 64);
 	cr_assert_not_null(mem);
-	cr_assert_eq(sluice_keyed_init(mem, need - 1, &c), -SLUICE_ESIZE);
-	cr_assert_eq(sluice_keyed_init(mem + 8, need, &c), -SLUICE_ESIZE);
-	cr_assert_eq(sluice_keyed_init(NULL, need, &c), -SLUICE_EINVAL);
-	cr_assert_eq(sluice_keyed_init(mem, need, NULL), -SLUICE_EINVAL);
+	cr_assert_eq(sluice_keyed_init(mem, need - 1, &c), SLUICE_ESIZE);
+	cr_assert_eq(sluice_keyed_init(mem + 8, need, &c), SLUICE_ESIZE);
+	cr_assert_eq(sluice_keyed_init(NULL, need, &c), SLUICE_EINVAL);
+	cr_assert_eq(sluice_keyed_init(mem, need, NULL), SLUICE_EINVAL);
 	cr_assert_eq(sluice_keyed_init(mem, need, &c), 0);
 	free(mem);
 }
@@ -194,54 +198,56 @@ union module {
 	sluice_inflight_t i;
 };
 
-static void module_init(union module *m, sluice_keyed_algo_t a, const sluice_keyed_config_t *c)
+static void module_init(union module *m, sluice_algo_t a, const sluice_keyed_config_t *c)
 {
 	int rc = -1;
 	switch (a) {
-	case SLUICE_KEYED_GCRA: {
+	case SLUICE_ALGO_GCRA: {
 		sluice_gcra_config_t g = { c->rate, c->period_ns, c->burst, &mclock };
 		rc = sluice_gcra_init(&m->g, &g);
 		break;
 	}
-	case SLUICE_KEYED_LEAKY: {
+	case SLUICE_ALGO_LEAKY: {
 		sluice_leaky_config_t l = { .rate = c->rate, .period_ns = c->period_ns,
 			                    .mode = SLUICE_LEAKY_METER, .depth = c->depth,
 			                    .clock = &mclock };
 		rc = sluice_leaky_init(&m->l, &l);
 		break;
 	}
-	case SLUICE_KEYED_FIXED: {
+	case SLUICE_ALGO_FIXED: {
 		sluice_fixed_config_t f = { c->limit, c->window_ns, &mclock };
 		rc = sluice_fixed_init(&m->f, &f);
 		break;
 	}
-	case SLUICE_KEYED_WINDOW: {
+	case SLUICE_ALGO_WINDOW: {
 		sluice_window_config_t w = { .limit = c->limit, .window_ns = c->window_ns,
 			                     .buckets = c->buckets, .mode = SLUICE_EXACT,
 			                     .clock = &mclock };
 		rc = sluice_window_init(&m->w, &w);
 		break;
 	}
-	case SLUICE_KEYED_INFLIGHT: {
+	case SLUICE_ALGO_INFLIGHT: {
 		sluice_inflight_config_t i = { c->limit, &mclock };
 		rc = sluice_inflight_init(&m->i, &i);
 		break;
 	}
+	default:
+		break; /* not a keyed algorithm: rc stays -1 */
 	}
 	cr_assert_eq(rc, 0);
 }
 
-static int module_acquire(union module *m, sluice_keyed_algo_t a, uint64_t n, uint64_t now,
+static int module_acquire(union module *m, sluice_algo_t a, uint64_t n, uint64_t now,
                           sluice_decision_t *d)
 {
 	switch (a) {
-	case SLUICE_KEYED_GCRA:
+	case SLUICE_ALGO_GCRA:
 		return sluice_gcra_acquire_at(&m->g, n, now, d);
-	case SLUICE_KEYED_LEAKY:
+	case SLUICE_ALGO_LEAKY:
 		return sluice_leaky_acquire_at(&m->l, n, now, d);
-	case SLUICE_KEYED_FIXED:
+	case SLUICE_ALGO_FIXED:
 		return sluice_fixed_acquire_at(&m->f, n, now, d);
-	case SLUICE_KEYED_WINDOW:
+	case SLUICE_ALGO_WINDOW:
 		return sluice_window_acquire_at(&m->w, n, now, d);
 	default:
 		return sluice_inflight_acquire_at(&m->i, n, now, d);
@@ -257,27 +263,27 @@ struct same_case {
 ParameterizedTestParameters(keyed, decisions_equal_the_modules)
 {
 	static struct same_case p[] = {
-		{ { .algo = SLUICE_KEYED_GCRA, .capacity = 256, .rate = 3, .period_ns = SEC,
+		{ { .algo = SLUICE_ALGO_GCRA, .capacity = 256, .rate = 3, .period_ns = SEC,
 		    .burst = 5 },
 		  "gcra", 60 * MS },
-		{ { .algo = SLUICE_KEYED_GCRA, .capacity = 256, .rate = 1000, .period_ns = 7 * SEC,
+		{ { .algo = SLUICE_ALGO_GCRA, .capacity = 256, .rate = 1000, .period_ns = 7 * SEC,
 		    .burst = 1 },
 		  "gcra-b1", 5 * MS },
-		{ { .algo = SLUICE_KEYED_LEAKY, .capacity = 256, .rate = 10, .period_ns = SEC,
+		{ { .algo = SLUICE_ALGO_LEAKY, .capacity = 256, .rate = 10, .period_ns = SEC,
 		    .depth = 4 },
 		  "leaky", 30 * MS },
-		{ { .algo = SLUICE_KEYED_FIXED, .capacity = 256, .limit = 7, .window_ns = SEC },
+		{ { .algo = SLUICE_ALGO_FIXED, .capacity = 256, .limit = 7, .window_ns = SEC },
 		  "fixed", 90 * MS },
-		{ { .algo = SLUICE_KEYED_WINDOW, .capacity = 256, .limit = 9, .window_ns = SEC,
+		{ { .algo = SLUICE_ALGO_WINDOW, .capacity = 256, .limit = 9, .window_ns = SEC,
 		    .buckets = 10 },
 		  "window", 40 * MS },
-		{ { .algo = SLUICE_KEYED_WINDOW, .capacity = 256, .limit = 3, .window_ns = 3000,
+		{ { .algo = SLUICE_ALGO_WINDOW, .capacity = 256, .limit = 3, .window_ns = 3000,
 		    .buckets = 1 },
 		  "window-n1", 500 },
-		{ { .algo = SLUICE_KEYED_WINDOW, .capacity = 256, .limit = 20, .window_ns = 1600,
+		{ { .algo = SLUICE_ALGO_WINDOW, .capacity = 256, .limit = 20, .window_ns = 1600,
 		    .buckets = 16 },
 		  "window-n16", 50 },
-		{ { .algo = SLUICE_KEYED_INFLIGHT, .capacity = 256, .limit = 6 }, "inflight", 1 },
+		{ { .algo = SLUICE_ALGO_INFLIGHT, .capacity = 256, .limit = 6 }, "inflight", 1 },
 	};
 	return cr_make_param_array(struct same_case, p, sizeof(p) / sizeof(p[0]));
 }
@@ -293,8 +299,8 @@ ParameterizedTest(struct same_case *p, keyed, decisions_equal_the_modules)
 	for (int i = 0; i < NKEYS; i++)
 		module_init(&m[i], p->c.algo, &p->c);
 	uint64_t held[NKEYS] = { 0 };
-	uint64_t limit = p->c.algo == SLUICE_KEYED_GCRA    ? p->c.burst
-	                 : p->c.algo == SLUICE_KEYED_LEAKY ? p->c.depth + 1
+	uint64_t limit = p->c.algo == SLUICE_ALGO_GCRA    ? p->c.burst
+	                 : p->c.algo == SLUICE_ALGO_LEAKY ? p->c.depth + 1
 	                                                   : p->c.limit;
 	rng_state = 0x9E3779B97F4A7C15ULL;
 	uint64_t now = 1000 * SEC, admitted = 0, refused = 0;
@@ -309,7 +315,7 @@ ParameterizedTest(struct same_case *p, keyed, decisions_equal_the_modules)
 		int key = (int)((r >> 20) % NKEYS);
 		char name[24];
 		snprintf(name, sizeof(name), "%s-%d", p->name, key);
-		if (p->c.algo == SLUICE_KEYED_INFLIGHT && held[key] && (r >> 40) % 3 == 0) {
+		if (p->c.algo == SLUICE_ALGO_INFLIGHT && held[key] && (r >> 40) % 3 == 0) {
 			uint64_t n = 1 + (r >> 44) % held[key];
 			cr_assert_eq(sluice_keyed_release(&k, name, strlen(name), n), 0);
 			cr_assert_eq(sluice_inflight_release(&m[key].i, n), 0);
@@ -349,7 +355,7 @@ ParameterizedTest(struct same_case *p, keyed, decisions_equal_the_modules)
 	cr_assert_eq(s.occupancy, NKEYS);
 	cr_assert_eq(s.reclaims + s.evictions + s.rejections + s.untracked, 0);
 	for (int i = 0; i < NKEYS; i++)
-		if (p->c.algo == SLUICE_KEYED_WINDOW)
+		if (p->c.algo == SLUICE_ALGO_WINDOW)
 			sluice_window_destroy(&m[i].w);
 	free(m);
 	sluice_keyed_free(&k);
@@ -362,17 +368,17 @@ Test(keyed, bad_arguments_get_their_codes)
 	sluice_keyed_t k;
 	make(&k, gcra_cfg(64, 10, SEC, 4, SLUICE_KEYED_REJECT));
 	sluice_decision_t d;
-	cr_assert_eq(sluice_keyed_acquire_at(&k, "a", 1, 0, 0, &d), -SLUICE_EINVAL);
-	cr_assert_eq(sluice_keyed_acquire_at(&k, NULL, 1, 1, 0, &d), -SLUICE_EINVAL);
-	cr_assert_eq(sluice_keyed_acquire_at(NULL, "a", 1, 1, 0, &d), -SLUICE_EINVAL);
-	cr_assert_eq(sluice_keyed_acquire_at(&k, "a", 0, 1, 0, &d), -SLUICE_EKEYLEN);
-	cr_assert_eq(sluice_keyed_acquire_at(&k, "a", 1, 5, 0, &d), -SLUICE_ETOOBIG);
+	cr_assert_eq(sluice_keyed_acquire_at(&k, "a", 1, 0, 0, &d), SLUICE_EINVAL);
+	cr_assert_eq(sluice_keyed_acquire_at(&k, NULL, 1, 1, 0, &d), SLUICE_EINVAL);
+	cr_assert_eq(sluice_keyed_acquire_at(NULL, "a", 1, 1, 0, &d), SLUICE_EINVAL);
+	cr_assert_eq(sluice_keyed_acquire_at(&k, "a", 0, 1, 0, &d), SLUICE_EKEYLEN);
+	cr_assert_eq(sluice_keyed_acquire_at(&k, "a", 1, 5, 0, &d), SLUICE_ETOOBIG);
 	cr_assert_eq(d.retry_after_ns, SLUICE_NEVER);
 	cr_assert_eq(sluice_keyed_acquire_at(&k, "a", 1, 1, SLUICE_KEYED_TIME_MAX + 1, &d),
-	             -SLUICE_ETIME);
-	cr_assert_eq(sluice_keyed_acquire_at(&k, "a", 1, 1, UINT64_MAX, &d), -SLUICE_ETIME);
-	cr_assert_eq(sluice_keyed_release(&k, "a", 1, 1), -SLUICE_ENOTSUP);
-	cr_assert_eq(sluice_keyed_stats(&k, NULL), -SLUICE_EINVAL);
+	             SLUICE_ETIME);
+	cr_assert_eq(sluice_keyed_acquire_at(&k, "a", 1, 1, UINT64_MAX, &d), SLUICE_ETIME);
+	cr_assert_eq(sluice_keyed_release(&k, "a", 1, 1), SLUICE_ENOTSUP);
+	cr_assert_eq(sluice_keyed_stats(&k, NULL), SLUICE_EINVAL);
 	cr_assert_eq(stats(&k).creations, 0, "bad input creates nothing");
 	sluice_keyed_free(&k);
 }
@@ -391,7 +397,7 @@ Test(keyed, times_at_the_top_of_the_range)
 	cr_assert_eq(acq(&k, "b", 1, top, &d), 0);
 	sluice_keyed_free(&k);
 
-	sluice_keyed_config_t f = { .algo = SLUICE_KEYED_FIXED, .capacity = 64, .limit = 2,
+	sluice_keyed_config_t f = { .algo = SLUICE_ALGO_FIXED, .capacity = 64, .limit = 2,
 		                    .window_ns = 4 }; /* L = 2 needs W >= 4 (LIMITS) */
 	make(&k, f);
 	cr_assert_eq(acq(&k, "a", 2, top, &d), 1);
@@ -400,7 +406,7 @@ Test(keyed, times_at_the_top_of_the_range)
 	cr_assert_eq(acq(&k, "a", 1, top, &d), 0);
 	sluice_keyed_free(&k);
 
-	sluice_keyed_config_t w = { .algo = SLUICE_KEYED_WINDOW, .capacity = 64, .limit = 2,
+	sluice_keyed_config_t w = { .algo = SLUICE_ALGO_WINDOW, .capacity = 64, .limit = 2,
 		                    .window_ns = 4, .buckets = 4 };
 	make(&k, w);
 	cr_assert_eq(acq(&k, "a", 2, top - 1, &d), 1);
@@ -422,8 +428,8 @@ Test(keyed, key_lengths)
 	cr_assert_eq(sluice_keyed_acquire_at(&k, key, 20, 1, 0, NULL), 1);
 	cr_assert_eq(sluice_keyed_acquire_at(&k, key, 20, 1, 0, NULL), 0, "same key");
 	cr_assert_eq(sluice_keyed_acquire_at(&k, key, 19, 1, 0, NULL), 1, "a prefix is another key");
-	cr_assert_eq(sluice_keyed_acquire_at(&k, key, 21, 1, 0, NULL), -SLUICE_EKEYLEN);
-	cr_assert_eq(sluice_keyed_acquire_at(&k, key, 64, 1, 0, NULL), -SLUICE_EKEYLEN);
+	cr_assert_eq(sluice_keyed_acquire_at(&k, key, 21, 1, 0, NULL), SLUICE_EKEYLEN);
+	cr_assert_eq(sluice_keyed_acquire_at(&k, key, 64, 1, 0, NULL), SLUICE_EKEYLEN);
 	/* trailing zero bytes are part of the key: "ab" and "ab\0" differ */
 	cr_assert_eq(sluice_keyed_acquire_at(&k, "ab\0", 2, 1, 0, NULL), 1);
 	cr_assert_eq(sluice_keyed_acquire_at(&k, "ab\0", 3, 1, 0, NULL), 1);
@@ -485,7 +491,7 @@ Test(keyed, probe_bound_is_the_group)
 	for (int i = 0; i < 8; i++)
 		cr_assert_eq(acq(&k, keys[i], 1, 0, NULL), 1);
 	sluice_decision_t d;
-	cr_assert_eq(acq(&k, keys[8], 1, 0, &d), -SLUICE_EKEYFULL);
+	cr_assert_eq(acq(&k, keys[8], 1, 0, &d), SLUICE_EKEYFULL);
 	cr_assert_eq(d.allowed, 0);
 	cr_assert_eq(d.retry_after_ns, SEC + 1, "a slot is fresh one T later (TAT < now)");
 	cr_assert_eq(acq(&k, "elsewhere", 1, 0, NULL), 1);
@@ -513,9 +519,9 @@ Test(keyed, full_group_reject)
 		cr_assert_eq(acq(&k, name, 1, 0, NULL), 1);
 	}
 	sluice_decision_t d;
-	cr_assert_eq(acq(&k, "new", 1, 10, &d), -SLUICE_EKEYFULL);
+	cr_assert_eq(acq(&k, "new", 1, 10, &d), SLUICE_EKEYFULL);
 	cr_assert_eq(d.allowed, 0);
-	cr_assert_eq(acq(&k, "new", 1, 10, &d), -SLUICE_EKEYFULL);
+	cr_assert_eq(acq(&k, "new", 1, 10, &d), SLUICE_EKEYFULL);
 	/* existing keys are untouched: each still has exactly one permit */
 	for (int i = 0; i < 8; i++) {
 		snprintf(name, sizeof(name), "k%d", i);
@@ -628,15 +634,15 @@ struct reclaim_case {
 ParameterizedTestParameters(keyed, lossless_reclaim)
 {
 	static struct reclaim_case p[] = {
-		{ { .algo = SLUICE_KEYED_GCRA, .capacity = 8, .rate = 1, .period_ns = SEC,
+		{ { .algo = SLUICE_ALGO_GCRA, .capacity = 8, .rate = 1, .period_ns = SEC,
 		    .burst = 3 },
 		  3, 3 * SEC + 1, 3 * SEC },
-		{ { .algo = SLUICE_KEYED_LEAKY, .capacity = 8, .rate = 1, .period_ns = SEC,
+		{ { .algo = SLUICE_ALGO_LEAKY, .capacity = 8, .rate = 1, .period_ns = SEC,
 		    .depth = 1 },
 		  2, 2 * SEC + 1, 2 * SEC },
-		{ { .algo = SLUICE_KEYED_FIXED, .capacity = 8, .limit = 3, .window_ns = SEC },
+		{ { .algo = SLUICE_ALGO_FIXED, .capacity = 8, .limit = 3, .window_ns = SEC },
 		  3, SEC, SEC - 1 },
-		{ { .algo = SLUICE_KEYED_WINDOW, .capacity = 8, .limit = 3, .window_ns = SEC,
+		{ { .algo = SLUICE_ALGO_WINDOW, .capacity = 8, .limit = 3, .window_ns = SEC,
 		    .buckets = 4 },
 		  3, SEC, SEC - 1 },
 	};
@@ -652,7 +658,7 @@ ParameterizedTest(struct reclaim_case *p, keyed, lossless_reclaim)
 		snprintf(name, sizeof(name), "old%d", i);
 		cr_assert_eq(acq(&k, name, p->n, 0, NULL), 1);
 	}
-	cr_assert_eq(acq(&k, "new0", 1, p->not_yet, NULL), -SLUICE_EKEYFULL, "none fresh yet");
+	cr_assert_eq(acq(&k, "new0", 1, p->not_yet, NULL), SLUICE_EKEYFULL, "none fresh yet");
 	for (int i = 0; i < 8; i++) {
 		snprintf(name, sizeof(name), "new%d", i);
 		cr_assert_eq(acq(&k, name, 1, p->fresh_at, NULL), 1, "%s", name);
@@ -669,7 +675,7 @@ ParameterizedTest(struct reclaim_case *p, keyed, lossless_reclaim)
 	}
 	sluice_decision_t d;
 	int rc = acq(&k, "old3", 1, 0, &d);
-	cr_assert_eq(rc, -SLUICE_EKEYFULL, "no fresh slot for old3 at reading 0: %d", rc);
+	cr_assert_eq(rc, SLUICE_EKEYFULL, "no fresh slot for old3 at reading 0: %d", rc);
 	sluice_keyed_free(&k);
 
 	/* With room: old keys whose slots were reclaimed are recreated while
@@ -711,17 +717,17 @@ ParameterizedTest(struct reclaim_case *p, keyed, lossless_reclaim)
 Test(keyed, inflight_per_key)
 {
 	sluice_keyed_t k;
-	sluice_keyed_config_t c = { .algo = SLUICE_KEYED_INFLIGHT, .capacity = 8, .limit = 2 };
+	sluice_keyed_config_t c = { .algo = SLUICE_ALGO_INFLIGHT, .capacity = 8, .limit = 2 };
 	make(&k, c);
 	cr_assert_eq(acq(&k, "a", 2, 0, NULL), 1);
 	cr_assert_eq(acq(&k, "a", 1, 0, NULL), 0);
 	cr_assert_eq(acq(&k, "b", 1, 0, NULL), 1, "keys are independent");
-	cr_assert_eq(sluice_keyed_release(&k, "a", 1, 3), -SLUICE_ERELEASE);
-	cr_assert_eq(sluice_keyed_release(&k, "zz", 2, 1), -SLUICE_ERELEASE, "no such key");
+	cr_assert_eq(sluice_keyed_release(&k, "a", 1, 3), SLUICE_ERELEASE);
+	cr_assert_eq(sluice_keyed_release(&k, "zz", 2, 1), SLUICE_ERELEASE, "no such key");
 	cr_assert_eq(sluice_keyed_release(&k, "a", 1, 1), 0);
 	cr_assert_eq(acq(&k, "a", 1, 0, NULL), 1);
 	cr_assert_eq(sluice_keyed_release(&k, "a", 1, 2), 0);
-	cr_assert_eq(sluice_keyed_release(&k, "a", 1, 1), -SLUICE_ERELEASE);
+	cr_assert_eq(sluice_keyed_release(&k, "a", 1, 1), SLUICE_ERELEASE);
 	/* count 0 is fresh: fill the group, then "a" (0 held) is reclaimed */
 	char name[16];
 	for (int i = 0; i < 6; i++) {
@@ -729,7 +735,7 @@ Test(keyed, inflight_per_key)
 		cr_assert_eq(acq(&k, name, 1, 0, NULL), 1);
 	}
 	cr_assert_eq(acq(&k, "c", 1, 0, NULL), 1, "reclaims a");
-	cr_assert_eq(acq(&k, "d", 1, 0, NULL), -SLUICE_EKEYFULL, "b and h* hold slots");
+	cr_assert_eq(acq(&k, "d", 1, 0, NULL), SLUICE_EKEYFULL, "b and h* hold slots");
 	cr_assert_eq(stats(&k).reclaims, 1);
 	sluice_keyed_free(&k);
 }
@@ -739,19 +745,19 @@ Test(keyed, inflight_per_key)
 Test(keyed, attach_checks_layout_version_size)
 {
 	sluice_keyed_config_t c = gcra_cfg(64, 1, SEC, 2, SLUICE_KEYED_REJECT);
-	size_t size = sluice_keyed_size(&c);
+	size_t size = sluice_keyed_region_bytes(&c);
 	unsigned char *mem = aligned_alloc(64, size + 64);
 	cr_assert_not_null(mem);
 	memset(mem, 0, size + 64);
 	sluice_keyed_t a, b;
-	cr_assert_eq(sluice_keyed_attach(mem, size, NULL, &a), -SLUICE_ELAYOUT, "not a table");
+	cr_assert_eq(sluice_keyed_attach(mem, size, NULL, &a), SLUICE_ELAYOUT, "not a table");
 	cr_assert_eq(sluice_keyed_init(mem, size, &c), 0);
-	cr_assert_eq(sluice_keyed_attach(mem, size - 1, NULL, &a), -SLUICE_ESIZE);
-	cr_assert_eq(sluice_keyed_attach(mem, 100, NULL, &a), -SLUICE_ESIZE);
-	cr_assert_eq(sluice_keyed_attach(mem + 8, size, NULL, &a), -SLUICE_ESIZE);
-	cr_assert_eq(sluice_keyed_attach(NULL, size, NULL, &a), -SLUICE_EINVAL);
+	cr_assert_eq(sluice_keyed_attach(mem, size - 1, NULL, &a), SLUICE_ESIZE);
+	cr_assert_eq(sluice_keyed_attach(mem, 100, NULL, &a), SLUICE_ESIZE);
+	cr_assert_eq(sluice_keyed_attach(mem + 8, size, NULL, &a), SLUICE_ESIZE);
+	cr_assert_eq(sluice_keyed_attach(NULL, size, NULL, &a), SLUICE_EINVAL);
 	sluice_clock_t bad = { .kind = 77 };
-	cr_assert_eq(sluice_keyed_attach(mem, size, &bad, &a), -SLUICE_ECLOCK);
+	cr_assert_eq(sluice_keyed_attach(mem, size, &bad, &a), SLUICE_ECLOCK);
 	/* two handles on one table share every key */
 	sluice_clock_manual_init(&mclock, 0);
 	cr_assert_eq(sluice_keyed_attach(mem, size, &mclock, &a), 0);
@@ -765,7 +771,7 @@ Test(keyed, attach_checks_layout_version_size)
 	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
 		mem[offs[i]] ^= 0x10;
 		int rc = sluice_keyed_attach(mem, size, NULL, &a);
-		cr_assert(rc == -SLUICE_ELAYOUT, "header byte %zu changed: %s", offs[i],
+		cr_assert(rc == SLUICE_ELAYOUT, "header byte %zu changed: %s", offs[i],
 		          sluice_err_name(rc));
 		mem[offs[i]] ^= 0x10;
 	}
@@ -775,10 +781,10 @@ Test(keyed, attach_checks_layout_version_size)
 
 Test(keyed, attach_checks_the_clock_resolution)
 {
-	sluice_keyed_config_t c = { .algo = SLUICE_KEYED_FIXED, .capacity = 8, .limit = 1,
+	sluice_keyed_config_t c = { .algo = SLUICE_ALGO_FIXED, .capacity = 8, .limit = 1,
 		                    .window_ns = 1000 };
 	sluice_keyed_t k;
-	cr_assert_eq(sluice_keyed_new(&k, &c, &sluice_clock_coarse), -SLUICE_ERESOLUTION);
+	cr_assert_eq(sluice_keyed_new(&k, &c, &sluice_clock_coarse), SLUICE_ERESOLUTION);
 	cr_assert_eq(sluice_keyed_new(&k, &c, &sluice_clock_monotonic), 0);
 	sluice_keyed_free(&k);
 }
@@ -819,8 +825,8 @@ Test(keyed, fixed_readings_cycling_three_windows_stay_in_one)
 	 * all of them count in it: 10 in all. */
 	sluice_keyed_t k;
 	const uint64_t W = 16, third = (1ULL << 38) / 3;
-	make(&k, (sluice_keyed_config_t){ .algo = SLUICE_KEYED_FIXED, .capacity = 8, .limit = 10,
-		                          .window_ns = W });
+	make(&k, (sluice_keyed_config_t){ .algo = SLUICE_ALGO_FIXED, .capacity = 8, .limit = 10,
+	     .window_ns = W });
 	uint64_t at[200];
 	size_t na = 0;
 	uint64_t t0 = 30 * third * W;
@@ -843,8 +849,8 @@ Test(keyed, fixed_readings_cycling_three_windows_stay_in_one)
 	 * step back from C to A (2^39/3 windows) looked ahead modulo 2^38 and
 	 * reopened A: 10 more in A each cycle.  Now A, B and C each get 10
 	 * once, and every later visit counts in C. */
-	make(&k, (sluice_keyed_config_t){ .algo = SLUICE_KEYED_FIXED, .capacity = 8, .limit = 10,
-		                          .window_ns = W });
+	make(&k, (sluice_keyed_config_t){ .algo = SLUICE_ALGO_FIXED, .capacity = 8, .limit = 10,
+	     .window_ns = W });
 	na = 0;
 	for (uint64_t i = 0; i < 30; i++) {
 		uint64_t now = (t0 / W + (i % 3) * third) * W;
@@ -867,8 +873,8 @@ Test(keyed, fixed_any_sequence_of_readings_keeps_every_window_at_l)
 	 * (by the time each admission was counted at) ever holds more than L */
 	sluice_keyed_t k;
 	const uint64_t W = 64, L = 5;
-	make(&k, (sluice_keyed_config_t){ .algo = SLUICE_KEYED_FIXED, .capacity = 8, .limit = L,
-		                          .window_ns = W });
+	make(&k, (sluice_keyed_config_t){ .algo = SLUICE_ALGO_FIXED, .capacity = 8, .limit = L,
+	     .window_ns = W });
 	enum { STEPS = 3000 };
 	uint64_t *at = malloc(sizeof(uint64_t) * STEPS * 2);
 	cr_assert_not_null(at);
@@ -932,19 +938,19 @@ struct flood_case {
 ParameterizedTestParameters(keyed, abusive_key_keeps_its_bound_under_a_flood)
 {
 	static struct flood_case p[] = {
-		{ { .algo = SLUICE_KEYED_GCRA, .policy = SLUICE_KEYED_EVICT, .capacity = 64,
+		{ { .algo = SLUICE_ALGO_GCRA, .policy = SLUICE_KEYED_EVICT, .capacity = 64,
 		    .rate = 10, .period_ns = SEC, .burst = 10 },
 		  "gcra-evict" },
-		{ { .algo = SLUICE_KEYED_GCRA, .policy = SLUICE_KEYED_REJECT, .capacity = 64,
+		{ { .algo = SLUICE_ALGO_GCRA, .policy = SLUICE_KEYED_REJECT, .capacity = 64,
 		    .rate = 10, .period_ns = SEC, .burst = 10 },
 		  "gcra-reject" },
-		{ { .algo = SLUICE_KEYED_GCRA, .policy = SLUICE_KEYED_ALLOW, .capacity = 64,
+		{ { .algo = SLUICE_ALGO_GCRA, .policy = SLUICE_KEYED_ALLOW, .capacity = 64,
 		    .rate = 10, .period_ns = SEC, .burst = 10 },
 		  "gcra-allow" },
-		{ { .algo = SLUICE_KEYED_FIXED, .policy = SLUICE_KEYED_EVICT, .capacity = 64,
+		{ { .algo = SLUICE_ALGO_FIXED, .policy = SLUICE_KEYED_EVICT, .capacity = 64,
 		    .limit = 10, .window_ns = SEC },
 		  "fixed-evict" },
-		{ { .algo = SLUICE_KEYED_WINDOW, .policy = SLUICE_KEYED_EVICT, .capacity = 64,
+		{ { .algo = SLUICE_ALGO_WINDOW, .policy = SLUICE_KEYED_EVICT, .capacity = 64,
 		    .limit = 10, .window_ns = SEC, .buckets = 10 },
 		  "window-evict" },
 	};
@@ -981,7 +987,7 @@ ParameterizedTest(struct flood_case *p, keyed, abusive_key_keeps_its_bound_under
 			snprintf(name, sizeof(name), "r%016llx", (unsigned long long)rnd());
 			int r = acq(&k, name, 1, now, NULL);
 			/* EVICT: a new key may inherit a debt and be refused */
-			cr_assert(r == 1 || r == 0 || r == -SLUICE_EKEYFULL, "flood: %s",
+			cr_assert(r == 1 || r == 0 || r == SLUICE_EKEYFULL, "flood: %s",
 			          sluice_err_name(r));
 		}
 	}
@@ -991,9 +997,9 @@ ParameterizedTest(struct flood_case *p, keyed, abusive_key_keeps_its_bound_under
 	for (size_t i = 0; i < na; i++) {
 		for (size_t j = i; j < na; j++) {
 			uint64_t count = j - i + 1, bound;
-			if (p->c.algo == SLUICE_KEYED_GCRA)
+			if (p->c.algo == SLUICE_ALGO_GCRA)
 				bound = 10 + (at[j] - at[i]) / (SEC / 10);
-			else if (p->c.algo == SLUICE_KEYED_FIXED)
+			else if (p->c.algo == SLUICE_ALGO_FIXED)
 				bound = at[i] / SEC == at[j] / SEC ? 10 : UINT64_MAX;
 			else
 				bound = at[j] / (SEC / 10) - at[i] / (SEC / 10) < 10 ? 10 : UINT64_MAX;
@@ -1014,7 +1020,7 @@ ParameterizedTest(struct flood_case *p, keyed, abusive_key_keeps_its_bound_under
 	 * policy takes its slot, so it is created once.  (FIXED: A is fresh
 	 * at each window's start until its first request there, and may be
 	 * reclaimed then, losslessly.) */
-	if (p->c.algo != SLUICE_KEYED_FIXED)
+	if (p->c.algo != SLUICE_ALGO_FIXED)
 		cr_assert_eq(a_created, 1, "%s: the abuser was created %llu times", p->name,
 		             (unsigned long long)a_created);
 	/* it got its rate, not less: 10/s for 8 s plus the burst */

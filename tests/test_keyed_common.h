@@ -29,7 +29,7 @@ static inline void make(sluice_keyed_t *k, sluice_keyed_config_t c)
 static inline sluice_keyed_config_t gcra_cfg(uint64_t cap, uint64_t rate, uint64_t period,
                                              uint64_t burst, sluice_keyed_policy_t pol)
 {
-	return (sluice_keyed_config_t){ .algo = SLUICE_KEYED_GCRA, .policy = pol, .capacity = cap,
+	return (sluice_keyed_config_t){ .algo = SLUICE_ALGO_GCRA, .policy = pol, .capacity = cap,
 		                        .rate = rate, .period_ns = period, .burst = burst };
 }
 

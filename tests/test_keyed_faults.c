@@ -84,7 +84,7 @@ Test(keyed_faults, stopped_claims_are_stolen_after_the_lease)
 		snprintf(name, sizeof(name), "dead%d", i);
 		cr_assert_eq(sluice__keyed_test_stall(&k, name, strlen(name), 0, 1 + i % 3), 0);
 	}
-	cr_assert_eq(acq(&k, "live", 1, 0, NULL), -SLUICE_EKEYFULL, "claims in progress");
+	cr_assert_eq(acq(&k, "live", 1, 0, NULL), SLUICE_EKEYFULL, "claims in progress");
 	struct timespec ts = { 0, (long)((SLUICE_KEYED_LEASE_MS + 3 * 17) * MS) };
 	nanosleep(&ts, NULL);
 	for (int i = 0; i < 8; i++) {
@@ -95,7 +95,7 @@ Test(keyed_faults, stopped_claims_are_stolen_after_the_lease)
 	cr_assert_eq(s.steals, 8);
 	cr_assert_eq(s.occupancy, 8);
 	/* a dead claimer's key comes back: no slot of its own is left */
-	cr_assert_eq(acq(&k, "dead0", 1, 0, NULL), -SLUICE_EKEYFULL);
+	cr_assert_eq(acq(&k, "dead0", 1, 0, NULL), SLUICE_EKEYFULL);
 	sluice_keyed_free(&k);
 }
 
@@ -180,8 +180,8 @@ Test(keyed_faults, window_decision_stalled_across_2_32_buckets_is_refused)
 	 * bucket with count 1; when it resumes, its CAS meets the same word
 	 * in H + 2^32.  It must not be admitted in H (which would then hold
 	 * L + 1). */
-	make(&tk, (sluice_keyed_config_t){ .algo = SLUICE_KEYED_WINDOW, .capacity = 8, .limit = 4,
-		                           .window_ns = 1, .buckets = 1 });
+	make(&tk, (sluice_keyed_config_t){ .algo = SLUICE_ALGO_WINDOW, .capacity = 8, .limit = 4,
+	     .window_ns = 1, .buckets = 1 });
 	cr_assert_eq(acq(&tk, "x", 1, H, NULL), 1);
 	arm(STALL_DECIDE, window_wrap);
 	sluice_decision_t d;
@@ -212,8 +212,8 @@ static void fixed_wrap(_Atomic uint64_t *word)
 
 Test(keyed_faults, fixed_decision_stalled_across_2_38_windows_counts_in_the_newest)
 {
-	make(&tk, (sluice_keyed_config_t){ .algo = SLUICE_KEYED_FIXED, .capacity = 8, .limit = 10,
-		                           .window_ns = FW });
+	make(&tk, (sluice_keyed_config_t){ .algo = SLUICE_ALGO_FIXED, .capacity = 8, .limit = 10,
+	     .window_ns = FW });
 	cr_assert_eq(acq(&tk, "x", 1, H * FW, NULL), 1);
 	arm(STALL_DECIDE, fixed_wrap);
 	sluice_decision_t d;
@@ -316,16 +316,16 @@ struct hostile_case {
 Test(keyed_faults, a_writer_that_never_stops_gets_ebusy_not_a_spin, .timeout = 30)
 {
 	static const struct hostile_case cases[] = {
-		{ { .algo = SLUICE_KEYED_GCRA, .capacity = 8, .rate = 1, .period_ns = SEC, .burst = 5 },
+		{ { .algo = SLUICE_ALGO_GCRA, .capacity = 8, .rate = 1, .period_ns = SEC, .burst = 5 },
 		  STALL_DECIDE, "gcra" },
-		{ { .algo = SLUICE_KEYED_FIXED, .capacity = 8, .limit = 5, .window_ns = SEC },
+		{ { .algo = SLUICE_ALGO_FIXED, .capacity = 8, .limit = 5, .window_ns = SEC },
 		  STALL_DECIDE, "fixed" },
-		{ { .algo = SLUICE_KEYED_WINDOW, .capacity = 8, .limit = 5, .window_ns = SEC,
+		{ { .algo = SLUICE_ALGO_WINDOW, .capacity = 8, .limit = 5, .window_ns = SEC,
 		    .buckets = 4 },
 		  STALL_DECIDE, "window" },
-		{ { .algo = SLUICE_KEYED_INFLIGHT, .capacity = 8, .limit = 5 }, STALL_DECIDE,
+		{ { .algo = SLUICE_ALGO_INFLIGHT, .capacity = 8, .limit = 5 }, STALL_DECIDE,
 		  "inflight" },
-		{ { .algo = SLUICE_KEYED_GCRA, .capacity = 8, .rate = 1, .period_ns = SEC, .burst = 5 },
+		{ { .algo = SLUICE_ALGO_GCRA, .capacity = 8, .rate = 1, .period_ns = SEC, .burst = 5 },
 		  STALL_WORD, "gcra-claim" },
 	};
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
@@ -338,21 +338,21 @@ Test(keyed_faults, a_writer_that_never_stops_gets_ebusy_not_a_spin, .timeout = 3
 		sluice__keyed_stall_hook = NULL;
 		hook_action = NULL;
 		if (cases[c].point == STALL_DECIDE) {
-			cr_assert_eq(rc, -SLUICE_EBUSY, "%s: %s", cases[c].name, sluice_err_name(rc));
+			cr_assert_eq(rc, SLUICE_EBUSY, "%s: %s", cases[c].name, sluice_err_name(rc));
 			cr_assert_eq(d.allowed, 0);
 		} else {
 			/* a claim whose key word keeps changing is lost each
 			 * round; the call ends (EBUSY) or takes another slot */
-			cr_assert(rc == -SLUICE_EBUSY || rc == 1, "%s: %s", cases[c].name,
+			cr_assert(rc == SLUICE_EBUSY || rc == 1, "%s: %s", cases[c].name,
 			          sluice_err_name(rc));
 		}
-		if (cases[c].c.algo == SLUICE_KEYED_INFLIGHT) {
+		if (cases[c].c.algo == SLUICE_ALGO_INFLIGHT) {
 			/* and a release under the same writer */
 			arm(STALL_DECIDE, keep_changing);
 			rc = sluice_keyed_release(&tk, "x", 1, 1);
 			sluice__keyed_stall_hook = NULL;
 			hook_action = NULL;
-			cr_assert(rc == -SLUICE_EBUSY || rc == -SLUICE_ERELEASE, "release: %s",
+			cr_assert(rc == SLUICE_EBUSY || rc == SLUICE_ERELEASE, "release: %s",
 			          sluice_err_name(rc));
 		}
 		sluice_keyed_free(&tk);
@@ -370,15 +370,15 @@ Test(keyed_faults, forged_slots_never_crash_or_hang, .timeout = 60)
 	 * with a documented code; nothing may crash (the sanitizer builds run
 	 * this too). */
 	static const sluice_keyed_config_t cfgs[] = {
-		{ .algo = SLUICE_KEYED_GCRA, .policy = SLUICE_KEYED_EVICT, .capacity = 8, .rate = 10,
+		{ .algo = SLUICE_ALGO_GCRA, .policy = SLUICE_KEYED_EVICT, .capacity = 8, .rate = 10,
 		  .period_ns = SEC, .burst = 5 },
-		{ .algo = SLUICE_KEYED_FIXED, .policy = SLUICE_KEYED_EVICT, .capacity = 8,
+		{ .algo = SLUICE_ALGO_FIXED, .policy = SLUICE_KEYED_EVICT, .capacity = 8,
 		  .limit = 5, .window_ns = SEC },
-		{ .algo = SLUICE_KEYED_WINDOW, .policy = SLUICE_KEYED_REJECT, .capacity = 8,
+		{ .algo = SLUICE_ALGO_WINDOW, .policy = SLUICE_KEYED_REJECT, .capacity = 8,
 		  .limit = 5, .window_ns = SEC, .buckets = 4 },
-		{ .algo = SLUICE_KEYED_INFLIGHT, .policy = SLUICE_KEYED_REJECT, .capacity = 8,
+		{ .algo = SLUICE_ALGO_INFLIGHT, .policy = SLUICE_KEYED_REJECT, .capacity = 8,
 		  .limit = 5 },
-		{ .algo = SLUICE_KEYED_LEAKY, .policy = SLUICE_KEYED_ALLOW, .capacity = 8, .rate = 10,
+		{ .algo = SLUICE_ALGO_LEAKY, .policy = SLUICE_KEYED_ALLOW, .capacity = 8, .rate = 10,
 		  .period_ns = SEC, .depth = 3 },
 	};
 	rng_state = 0xf0f9e;
@@ -419,13 +419,13 @@ Test(keyed_faults, forged_slots_never_crash_or_hang, .timeout = 60)
 				uint64_t now = rnd() % 4 == 0 ? rnd() % SLUICE_KEYED_TIME_MAX : SEC + q * MS;
 				sluice_decision_t d;
 				int rc = acq(&tk, key, 1 + rnd() % 2, now, &d);
-				cr_assert(rc == 0 || rc == 1 || rc == -SLUICE_EKEYFULL ||
-				          rc == -SLUICE_EBUSY,
+				cr_assert(rc == 0 || rc == 1 || rc == SLUICE_EKEYFULL ||
+				          rc == SLUICE_EBUSY,
 				          "cfg %zu round %d: %s", c, round, sluice_err_name(rc));
-				if (tk.algo == SLUICE_KEYED_INFLIGHT) {
+				if (tk.algo == SLUICE_ALGO_INFLIGHT) {
 					rc = sluice_keyed_release(&tk, key, strlen(key), 1);
-					cr_assert(rc == 0 || rc == -SLUICE_ERELEASE ||
-					          rc == -SLUICE_EBUSY, "release: %s", sluice_err_name(rc));
+					cr_assert(rc == 0 || rc == SLUICE_ERELEASE ||
+					          rc == SLUICE_EBUSY, "release: %s", sluice_err_name(rc));
 				}
 			}
 			sluice_keyed_free(&tk);
@@ -445,9 +445,9 @@ struct forge_case {
 };
 
 #define HF(f) offsetof(struct sluice__keyed_hdr, f)
-#define GC { .algo = SLUICE_KEYED_GCRA, .capacity = 64, .rate = 10, .period_ns = SEC, .burst = 5 }
-#define FC { .algo = SLUICE_KEYED_FIXED, .capacity = 64, .limit = 10, .window_ns = SEC }
-#define WC { .algo = SLUICE_KEYED_WINDOW, .capacity = 64, .limit = 10, .window_ns = SEC, \
+#define GC { .algo = SLUICE_ALGO_GCRA, .capacity = 64, .rate = 10, .period_ns = SEC, .burst = 5 }
+#define FC { .algo = SLUICE_ALGO_FIXED, .capacity = 64, .limit = 10, .window_ns = SEC }
+#define WC { .algo = SLUICE_ALGO_WINDOW, .capacity = 64, .limit = 10, .window_ns = SEC, \
 	     .buckets = 4 }
 
 Test(keyed_faults, attach_refuses_a_rewritten_header_with_its_checksum_redone)
@@ -455,29 +455,29 @@ Test(keyed_faults, attach_refuses_a_rewritten_header_with_its_checksum_redone)
 	/* The checksum's key is public: a process that rewrites a field can
 	 * compute it again (as done here), so attach must not rely on it. */
 	static const struct forge_case cases[] = {
-		{ FC, HF(window_ns), 0, 8, -SLUICE_EWINDOW, "fixed window 0" },
-		{ FC, HF(width_ns), 0, 8, -SLUICE_ELAYOUT, "fixed width 0" },
-		{ FC, HF(limit), 1ULL << 26, 8, -SLUICE_ELIMIT, "fixed limit 2^26" },
-		{ FC, HF(nmax), 1ULL << 26, 8, -SLUICE_ELAYOUT, "fixed nmax 2^26" },
-		{ FC, HF(limit), 0, 8, -SLUICE_ELIMIT, "fixed limit 0" },
-		{ GC, HF(shift), 64, 8, -SLUICE_ELAYOUT, "gcra shift 64" },
-		{ GC, HF(interval), 0, 8, -SLUICE_ELAYOUT, "gcra interval 0" },
-		{ GC, HF(tau), 0, 8, -SLUICE_ELAYOUT, "gcra tau 0" },
-		{ GC, HF(recip), 12345, 8, -SLUICE_ELAYOUT, "gcra recip" },
-		{ GC, HF(rate), 0, 8, -SLUICE_ERATE, "gcra rate 0" },
-		{ GC, HF(burst), 1000, 8, -SLUICE_ELAYOUT, "gcra burst (derived)" },
-		{ GC, HF(d0), 7, 8, -SLUICE_ELAYOUT, "digest key" },
-		{ GC, HF(algo), 9, 4, -SLUICE_EKIND, "algo" },
-		{ GC, HF(policy), 7, 4, -SLUICE_EPOLICY, "policy" },
-		{ GC, HF(key_max), 0, 4, -SLUICE_ELAYOUT, "key_max 0" },
-		{ WC, HF(buckets), 0, 4, -SLUICE_EBUCKETS, "window buckets 0" },
-		{ WC, HF(width_ns), 1, 8, -SLUICE_ELAYOUT, "window width" },
-		{ WC, HF(window_ns), 3, 8, -SLUICE_ELAYOUT, "window 3 ns (layout)" },
-		{ WC, HF(limit), 1ULL << 31, 8, -SLUICE_ELIMIT, "window limit 2^31" },
+		{ FC, HF(window_ns), 0, 8, SLUICE_EWINDOW, "fixed window 0" },
+		{ FC, HF(width_ns), 0, 8, SLUICE_ELAYOUT, "fixed width 0" },
+		{ FC, HF(limit), 1ULL << 26, 8, SLUICE_ELIMIT, "fixed limit 2^26" },
+		{ FC, HF(nmax), 1ULL << 26, 8, SLUICE_ELAYOUT, "fixed nmax 2^26" },
+		{ FC, HF(limit), 0, 8, SLUICE_ELIMIT, "fixed limit 0" },
+		{ GC, HF(shift), 64, 8, SLUICE_ELAYOUT, "gcra shift 64" },
+		{ GC, HF(interval), 0, 8, SLUICE_ELAYOUT, "gcra interval 0" },
+		{ GC, HF(tau), 0, 8, SLUICE_ELAYOUT, "gcra tau 0" },
+		{ GC, HF(recip), 12345, 8, SLUICE_ELAYOUT, "gcra recip" },
+		{ GC, HF(rate), 0, 8, SLUICE_ERATE, "gcra rate 0" },
+		{ GC, HF(burst), 1000, 8, SLUICE_ELAYOUT, "gcra burst (derived)" },
+		{ GC, HF(d0), 7, 8, SLUICE_ELAYOUT, "digest key" },
+		{ GC, HF(algo), 9, 4, SLUICE_EALGO, "algo" },
+		{ GC, HF(policy), 7, 4, SLUICE_EPOLICY, "policy" },
+		{ GC, HF(key_max), 0, 4, SLUICE_ELAYOUT, "key_max 0" },
+		{ WC, HF(buckets), 0, 4, SLUICE_EBUCKETS, "window buckets 0" },
+		{ WC, HF(width_ns), 1, 8, SLUICE_ELAYOUT, "window width" },
+		{ WC, HF(window_ns), 3, 8, SLUICE_ELAYOUT, "window 3 ns (layout)" },
+		{ WC, HF(limit), 1ULL << 31, 8, SLUICE_ELIMIT, "window limit 2^31" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const struct forge_case *f = &cases[i];
-		size_t size = sluice_keyed_size(&f->c);
+		size_t size = sluice_keyed_region_bytes(&f->c);
 		unsigned char *mem = aligned_alloc(64, (size + 63) / 64 * 64);
 		cr_assert_not_null(mem);
 		cr_assert_eq(sluice_keyed_init(mem, size, &f->c), 0);
@@ -494,8 +494,8 @@ Test(keyed_faults, attach_refuses_a_rewritten_header_with_its_checksum_redone)
 		int rc = sluice_keyed_attach(mem, size, &sluice_clock_monotonic, &a);
 		/* a layout the stored config no longer gives is ELAYOUT too:
 		 * either code says "not this table", never 0 */
-		cr_assert(rc == f->want || (rc != 0 && f->want == -SLUICE_ELAYOUT) ||
-		          rc == -SLUICE_ELAYOUT,
+		cr_assert(rc == f->want || (rc != 0 && f->want == SLUICE_ELAYOUT) ||
+		          rc == SLUICE_ELAYOUT,
 		          "%s: attach gave %s, want %s", f->name, sluice_err_name(rc),
 		          sluice_err_name(f->want));
 		cr_assert_neq(rc, 0, "%s: a forged header was attached", f->name);
@@ -624,15 +624,15 @@ Test(keyed_faults, inflight_release_stopped_across_owner_changes_gives_nothing_t
 	 * while its slot changes owner 2^(62 - bit_width(K)) times can give its
 	 * n to the new owner.  Its CAS compared the state word alone; it now
 	 * compares the word and the slot's 64-bit owner counter, and fails. */
-	make(&tk, (sluice_keyed_config_t){ .algo = SLUICE_KEYED_INFLIGHT, .capacity = 8,
-	                                   .limit = 5 });
+	make(&tk, (sluice_keyed_config_t){ .algo = SLUICE_ALGO_INFLIGHT, .capacity = 8,
+	     .limit = 5 });
 	cr_assert_eq(acq(&tk, "a", 2, SEC, NULL), 1);
 	hold_seven();
 	arm(STALL_DECIDE, reown_release);
 	int rc = sluice_keyed_release(&tk, "a", 1, 1);
 	cr_assert_null(hook_action, "the stall point was reached");
 	sluice__keyed_stall_hook = NULL;
-	cr_assert_eq(rc, -SLUICE_ERELEASE, "the stale release gave its permit to b: %s",
+	cr_assert_eq(rc, SLUICE_ERELEASE, "the stale release gave its permit to b: %s",
 	             sluice_err_name(rc));
 	/* b holds 2 of 5: exactly 3 more */
 	sluice_decision_t d;
@@ -649,8 +649,8 @@ Test(keyed_faults, inflight_acquire_stopped_across_owner_changes_takes_nothing_f
 	 * nowhere for "a", whose release then fails).  Now it fails, looks
 	 * "a" up again and creates it, in the one slot whose key holds
 	 * nothing: b's (a second reclaim). */
-	make(&tk, (sluice_keyed_config_t){ .algo = SLUICE_KEYED_INFLIGHT, .capacity = 8,
-	                                   .limit = 5 });
+	make(&tk, (sluice_keyed_config_t){ .algo = SLUICE_ALGO_INFLIGHT, .capacity = 8,
+	     .limit = 5 });
 	cr_assert_eq(acq(&tk, "a", 2, SEC, NULL), 1);
 	cr_assert_eq(sluice_keyed_release(&tk, "a", 1, 2), 0); /* a: fresh-equivalent */
 	hold_seven();
@@ -661,7 +661,7 @@ Test(keyed_faults, inflight_acquire_stopped_across_owner_changes_takes_nothing_f
 	cr_assert_eq(rc, 1, "%s", sluice_err_name(rc));
 	cr_assert_eq(stats(&tk).reclaims, 2, "a admitted against b's state");
 	cr_assert_eq(sluice_keyed_release(&tk, "a", 1, 2), 0, "a holds its 2 in its own state");
-	cr_assert_eq(sluice_keyed_release(&tk, "b", 1, 1), -SLUICE_ERELEASE, "b was charged");
+	cr_assert_eq(sluice_keyed_release(&tk, "b", 1, 1), SLUICE_ERELEASE, "b was charged");
 	sluice_keyed_free(&tk);
 }
 
@@ -670,8 +670,8 @@ Test(keyed_faults, attach_refuses_a_version_2_table)
 	/* Version 3 moved INFLIGHT's state word (version 2 kept it at s[1],
 	 * without an owner counter): a table a version-2 library wrote, with
 	 * its version and its own checksum, is refused. */
-	sluice_keyed_config_t c = { .algo = SLUICE_KEYED_INFLIGHT, .capacity = 8, .limit = 5 };
-	size_t size = sluice_keyed_size(&c);
+	sluice_keyed_config_t c = { .algo = SLUICE_ALGO_INFLIGHT, .capacity = 8, .limit = 5 };
+	size_t size = sluice_keyed_region_bytes(&c);
 	void *mem = aligned_alloc(SLUICE_CACHELINE, size);
 	cr_assert_not_null(mem);
 	cr_assert_eq(sluice_keyed_init(mem, size, &c), 0);
@@ -682,7 +682,7 @@ Test(keyed_faults, attach_refuses_a_version_2_table)
 	const unsigned char *b = mem;
 	size_t to = offsetof(struct sluice__keyed_hdr, check);
 	h->check = sluice__siphash13(0x736c75696365ULL, 2, b + 8, to - 8);
-	cr_assert_eq(sluice_keyed_attach(mem, size, NULL, &a), -SLUICE_ELAYOUT);
+	cr_assert_eq(sluice_keyed_attach(mem, size, NULL, &a), SLUICE_ELAYOUT);
 	free(mem);
 }
 
@@ -745,12 +745,12 @@ Test(keyed_faults, fixed_and_window_decisions_stopped_across_owner_changes_are_n
 		uint64_t reclaims;
 		const char *name;
 	} cases[] = {
-		{ { .algo = SLUICE_KEYED_FIXED, .capacity = 8, .limit = 1, .window_ns = SEC }, SEC, 1,
+		{ { .algo = SLUICE_ALGO_FIXED, .capacity = 8, .limit = 1, .window_ns = SEC }, SEC, 1,
 		  2, "fixed" },
 		/* a's stalled decision moved its head to bucket 2 (of width
 		 * SEC/2); at 2 SEC that is out of range, and b's bucket 4
 		 * uses the same word */
-		{ { .algo = SLUICE_KEYED_WINDOW, .capacity = 8, .limit = 1, .window_ns = SEC,
+		{ { .algo = SLUICE_ALGO_WINDOW, .capacity = 8, .limit = 1, .window_ns = SEC,
 		    .buckets = 2 },
 		  2 * SEC, 0, 1, "window" },
 	};
@@ -781,7 +781,7 @@ Test(keyed_faults, attach_refuses_a_version_3_table)
 	 * version-3 library wrote, with its version and its own checksum, is
 	 * refused. */
 	sluice_keyed_config_t c = gcra_cfg(8, 10, SEC, 5, SLUICE_KEYED_REJECT);
-	size_t size = sluice_keyed_size(&c);
+	size_t size = sluice_keyed_region_bytes(&c);
 	void *mem = aligned_alloc(SLUICE_CACHELINE, size);
 	cr_assert_not_null(mem);
 	cr_assert_eq(sluice_keyed_init(mem, size, &c), 0);
@@ -792,6 +792,6 @@ Test(keyed_faults, attach_refuses_a_version_3_table)
 	const unsigned char *b = mem;
 	size_t to = offsetof(struct sluice__keyed_hdr, check);
 	h->check = sluice__siphash13(0x736c75696365ULL, 3, b + 8, to - 8);
-	cr_assert_eq(sluice_keyed_attach(mem, size, NULL, &a), -SLUICE_ELAYOUT);
+	cr_assert_eq(sluice_keyed_attach(mem, size, NULL, &a), SLUICE_ELAYOUT);
 	free(mem);
 }

@@ -64,7 +64,7 @@ static void *race_main(void *arg)
 				snprintf(name, sizeof(name), "round%d-key%d", round, key);
 				int rc = sluice_keyed_acquire_at(&race_table, name, strlen(name), 1, now,
 				                                 NULL);
-				cr_assert(rc == 0 || rc == 1 || rc == -SLUICE_EKEYFULL, "%s",
+				cr_assert(rc == 0 || rc == 1 || rc == SLUICE_EKEYFULL, "%s",
 				          sluice_err_name(rc));
 				if (rc == 1)
 					atomic_fetch_add(&race_admitted[key], 1);
@@ -101,7 +101,7 @@ ParameterizedTestParameters(keyed_threads, creation_race)
 
 ParameterizedTest(struct race_case *p, keyed_threads, creation_race)
 {
-	sluice_keyed_config_t c = { .algo = SLUICE_KEYED_GCRA, .capacity = (uint64_t)p->capacity,
+	sluice_keyed_config_t c = { .algo = SLUICE_ALGO_GCRA, .capacity = (uint64_t)p->capacity,
 		                    .rate = 1, .period_ns = SEC, .burst = BURST };
 	sluice_clock_manual_init(&mclock, 0);
 	cr_assert_eq(sluice_keyed_new(&race_table, &c, &mclock), 0);
@@ -164,7 +164,7 @@ static void *decider_main(void *arg)
 		uint64_t n = 1 + (r >> 40) % led_nmax;
 		sluice_decision_t d;
 		int rc = sluice_keyed_acquire(&led_table, name, strlen(name), n, &d);
-		cr_assert(rc == 0 || rc == 1 || rc == -SLUICE_EKEYFULL, "%s", sluice_err_name(rc));
+		cr_assert(rc == 0 || rc == 1 || rc == SLUICE_EKEYFULL, "%s", sluice_err_name(rc));
 		if (rc == 1 && me->nrec < RECORD_CAP)
 			me->rec[me->nrec++] = (struct record){ d.now_ns, key, (uint32_t)n };
 		uint64_t k = atomic_load_explicit(&me->decisions, memory_order_relaxed) + 1;
@@ -208,18 +208,18 @@ struct led_case {
 ParameterizedTestParameters(keyed_threads, ledger_respects_bound)
 {
 	static struct led_case p[] = {
-		{ { .algo = SLUICE_KEYED_GCRA, .capacity = 64, .rate = 1, .period_ns = 1000000,
+		{ { .algo = SLUICE_ALGO_GCRA, .capacity = 64, .rate = 1, .period_ns = 1000000,
 		    .burst = 8 },
 		  "gcra", 200000, 4 },
-		{ { .algo = SLUICE_KEYED_LEAKY, .capacity = 64, .rate = 1, .period_ns = 1000000,
+		{ { .algo = SLUICE_ALGO_LEAKY, .capacity = 64, .rate = 1, .period_ns = 1000000,
 		    .depth = 3 },
 		  "leaky", 200000, 2 },
-		{ { .algo = SLUICE_KEYED_FIXED, .capacity = 64, .limit = 10, .window_ns = 1000000 },
+		{ { .algo = SLUICE_ALGO_FIXED, .capacity = 64, .limit = 10, .window_ns = 1000000 },
 		  "fixed", 100000, 4 },
-		{ { .algo = SLUICE_KEYED_WINDOW, .capacity = 64, .limit = 12, .window_ns = 800000,
+		{ { .algo = SLUICE_ALGO_WINDOW, .capacity = 64, .limit = 12, .window_ns = 800000,
 		    .buckets = 8 },
 		  "window", 60000, 4 },
-		{ { .algo = SLUICE_KEYED_WINDOW, .capacity = 64, .limit = 12, .window_ns = 800000,
+		{ { .algo = SLUICE_ALGO_WINDOW, .capacity = 64, .limit = 12, .window_ns = 800000,
 		    .buckets = 8 },
 		  "window-8t", 60000, 8 },
 	};
@@ -230,7 +230,7 @@ ParameterizedTest(struct led_case *p, keyed_threads, ledger_respects_bound)
 {
 	sluice_clock_manual_init(&mclock, 1000 * SEC);
 	cr_assert_eq(sluice_keyed_new(&led_table, &p->c, &mclock), 0);
-	led_nmax = p->c.algo == SLUICE_KEYED_GCRA ? 3 : 2;
+	led_nmax = p->c.algo == SLUICE_ALGO_GCRA ? 3 : 2;
 	deciders = calloc((size_t)p->threads, sizeof(*deciders));
 	cr_assert_not_null(deciders);
 	ndeciders = p->threads;
@@ -278,11 +278,11 @@ ParameterizedTest(struct led_case *p, keyed_threads, ledger_respects_bound)
 				sum += all[j].n;
 				uint64_t bound;
 				uint64_t dt = all[j].t - all[i].t;
-				if (p->c.algo == SLUICE_KEYED_GCRA)
+				if (p->c.algo == SLUICE_ALGO_GCRA)
 					bound = p->c.burst + dt / (p->c.period_ns / p->c.rate);
-				else if (p->c.algo == SLUICE_KEYED_LEAKY)
+				else if (p->c.algo == SLUICE_ALGO_LEAKY)
 					bound = p->c.depth + 1 + dt / (p->c.period_ns / p->c.rate);
-				else if (p->c.algo == SLUICE_KEYED_FIXED)
+				else if (p->c.algo == SLUICE_ALGO_FIXED)
 					bound = all[i].t / p->c.window_ns == all[j].t / p->c.window_ns
 						        ? p->c.limit
 						        : UINT64_MAX;
@@ -348,7 +348,7 @@ static void *inflight_main(void *arg)
 
 Test(keyed_threads, inflight_never_exceeds)
 {
-	sluice_keyed_config_t c = { .algo = SLUICE_KEYED_INFLIGHT, .capacity = 64,
+	sluice_keyed_config_t c = { .algo = SLUICE_ALGO_INFLIGHT, .capacity = 64,
 		                    .limit = IF_LIMIT };
 	cr_assert_eq(sluice_keyed_new(&if_table, &c, &sluice_clock_monotonic), 0);
 	pthread_t t[6];
@@ -361,7 +361,7 @@ Test(keyed_threads, inflight_never_exceeds)
 	for (int i = 0; i < IF_KEYS; i++) {
 		char name[16];
 		snprintf(name, sizeof(name), "if%d", i);
-		cr_assert_eq(sluice_keyed_release(&if_table, name, strlen(name), 1), -SLUICE_ERELEASE,
+		cr_assert_eq(sluice_keyed_release(&if_table, name, strlen(name), 1), SLUICE_ERELEASE,
 		             "every acquire was released");
 	}
 	sluice_keyed_free(&if_table);

@@ -215,18 +215,18 @@ Test(leaky, meter_burst_then_drain)
 	cr_assert_eq(sluice_leaky_acquire_at(&l, 3, SEC, NULL), 1);
 	cr_assert_eq(sluice_leaky_acquire_at(&l, 3, SEC, &d), 0);
 	cr_assert_eq(d.retry_after_ns, MS);
-	cr_assert_eq(sluice_leaky_acquire_at(&l, 6, SEC, &d), -SLUICE_ETOOBIG);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 6, SEC, &d), SLUICE_ETOOBIG);
 	cr_assert_eq(d.retry_after_ns, SLUICE_NEVER);
-	cr_assert_eq(sluice_leaky_acquire_at(&l, 0, SEC, &d), -SLUICE_EINVAL);
-	/* a meter's pace is acquire: delay 0 or refused */
-	cr_assert_eq(sluice_leaky_pace_at(&l, 2, SEC, &d), 1);
-	cr_assert_eq(d.retry_after_ns, 0);
-	cr_assert_eq(sluice_leaky_pace_at(&l, 1, SEC, &d), 0);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 0, SEC, &d), SLUICE_EINVAL);
+	/* a meter's reserve is acquire: delay 0 or refused */
+	cr_assert_eq(sluice_leaky_reserve_at(&l, 2, SEC, UINT64_MAX, &d), 1);
+	cr_assert_eq(d.delay_ns, 0);
+	cr_assert_eq(sluice_leaky_reserve_at(&l, 1, SEC, UINT64_MAX, &d), 0);
 	/* the plain variants read the clock */
 	sluice_clock_manual_set(&mclock, 2 * SEC);
 	cr_assert_eq(sluice_leaky_acquire(&l, 5, &d), 1);
 	cr_assert_eq(d.now_ns, 2 * SEC);
-	cr_assert_eq(sluice_leaky_pace(&l, 1, &d), 0);
+	cr_assert_eq(sluice_leaky_reserve(&l, 1, UINT64_MAX, &d), 0);
 }
 
 /* ---- shaper --------------------------------------------------------------- */
@@ -270,13 +270,13 @@ ParameterizedTest(struct shaper_case *p, leaky, shaper_delays_match_model)
 		uint64_t slot = next > t ? next : t;
 		int want = slot - t <= p->max_delay;
 		sluice_decision_t d;
-		int got = sluice_leaky_pace_at(&l, 1, t, &d);
+		int got = sluice_leaky_reserve_at(&l, 1, t, UINT64_MAX, &d);
 		cr_assert_eq(got, want, "step %d t=%llu: shaper %d, model %d", i,
 		             (unsigned long long)t, got, want);
 		cr_assert_eq(d.limit, 1);
 		if (got) {
-			cr_assert_eq(d.retry_after_ns, slot - t, "step %d: delay %llu, model %llu", i,
-			             (unsigned long long)d.retry_after_ns,
+			cr_assert_eq(d.delay_ns, slot - t, "step %d: delay %llu, model %llu", i,
+			             (unsigned long long)d.delay_ns,
 			             (unsigned long long)(slot - t));
 			cr_assert(d.allowed);
 			next = slot + T;
@@ -310,58 +310,58 @@ Test(leaky, shaper_fifo_and_max_queue)
 	make(&l, 1000000, SLUICE_LEAKY_SHAPER, 0, 5 * US); /* 1 us apart, 5 us queue */
 	sluice_decision_t d;
 	for (uint64_t k = 0; k <= 5; k++) {
-		cr_assert_eq(sluice_leaky_pace_at(&l, 1, SEC, &d), 1, "request %llu",
+		cr_assert_eq(sluice_leaky_reserve_at(&l, 1, SEC, UINT64_MAX, &d), 1, "request %llu",
 		             (unsigned long long)k);
-		cr_assert_eq(d.retry_after_ns, k * US, "FIFO, 1 us apart");
+		cr_assert_eq(d.delay_ns, k * US, "FIFO, 1 us apart");
 		cr_assert_eq(d.remaining, 0, "nothing more goes at once");
 	}
 	/* the 7th would wait 6 us: refused, nothing booked */
-	cr_assert_eq(sluice_leaky_pace_at(&l, 1, SEC, &d), 0);
+	cr_assert_eq(sluice_leaky_reserve_at(&l, 1, SEC, UINT64_MAX, &d), 0);
 	cr_assert_not(d.allowed);
 	cr_assert_eq(d.retry_after_ns, US, "fits the queue 1 us later");
 	cr_assert_eq(d.reset_ns, 6 * US);
-	cr_assert_eq(sluice_leaky_pace_at(&l, 1, SEC + US, &d), 1);
-	cr_assert_eq(d.retry_after_ns, 5 * US);
+	cr_assert_eq(sluice_leaky_reserve_at(&l, 1, SEC + US, UINT64_MAX, &d), 1);
+	cr_assert_eq(d.delay_ns, 5 * US);
 	/* acquire on a shaper: only when nothing is queued (never jumps it) */
 	cr_assert_eq(sluice_leaky_acquire_at(&l, 1, SEC + 6 * US, &d), 0);
 	cr_assert_eq(d.retry_after_ns, US);
 	cr_assert_eq(sluice_leaky_acquire_at(&l, 1, SEC + 7 * US, &d), 1);
 	cr_assert_eq(d.retry_after_ns, 0);
 	/* an idle shaper lets one go at once, and holds 1 */
-	cr_assert_eq(sluice_leaky_pace_at(&l, 1, 2 * SEC, &d), 1);
-	cr_assert_eq(d.retry_after_ns, 0);
-	cr_assert_eq(sluice_leaky_pace_at(&l, 2, 2 * SEC, &d), -SLUICE_ETOOBIG, "one per slot");
+	cr_assert_eq(sluice_leaky_reserve_at(&l, 1, 2 * SEC, UINT64_MAX, &d), 1);
+	cr_assert_eq(d.delay_ns, 0);
+	cr_assert_eq(sluice_leaky_reserve_at(&l, 2, 2 * SEC, UINT64_MAX, &d), SLUICE_ETOOBIG, "one per slot");
 	/* a queued request that will not go is given back while last */
 	sluice_decision_t a, b;
-	cr_assert_eq(sluice_leaky_pace_at(&l, 1, 3 * SEC, &a), 1);
-	cr_assert_eq(sluice_leaky_pace_at(&l, 1, 3 * SEC, &a), 1);
-	cr_assert_eq(sluice_leaky_pace_at(&l, 1, 3 * SEC, &b), 1);
-	cr_assert_eq(b.retry_after_ns, 2 * US);
-	cr_assert_eq(sluice_leaky_refund_at(&l, 1, &a), -SLUICE_ECANCEL, "b queued after it");
-	cr_assert_eq(sluice_leaky_refund_at(&l, 1, &b), 0);
-	cr_assert_eq(sluice_leaky_refund_at(&l, 1, &a), 0, "now it is the last");
-	cr_assert_eq(sluice_leaky_pace_at(&l, 1, 3 * SEC, &d), 1);
-	cr_assert_eq(d.retry_after_ns, US, "its slot is free again");
+	cr_assert_eq(sluice_leaky_reserve_at(&l, 1, 3 * SEC, UINT64_MAX, &a), 1);
+	cr_assert_eq(sluice_leaky_reserve_at(&l, 1, 3 * SEC, UINT64_MAX, &a), 1);
+	cr_assert_eq(sluice_leaky_reserve_at(&l, 1, 3 * SEC, UINT64_MAX, &b), 1);
+	cr_assert_eq(b.delay_ns, 2 * US);
+	cr_assert_eq(sluice_leaky_refund(&l, 1, &a), SLUICE_ECANCEL, "b queued after it");
+	cr_assert_eq(sluice_leaky_refund(&l, 1, &b), 0);
+	cr_assert_eq(sluice_leaky_refund(&l, 1, &a), 0, "now it is the last");
+	cr_assert_eq(sluice_leaky_reserve_at(&l, 1, 3 * SEC, UINT64_MAX, &d), 1);
+	cr_assert_eq(d.delay_ns, US, "its slot is free again");
 	/* a caller that waits at most 1.5 us: the 3rd slot (2 us) is refused
 	 * and not booked; no caller queues past the configured 5 us */
 	make(&l, 1000000, SLUICE_LEAKY_SHAPER, 0, 5 * US);
-	cr_assert_eq(sluice_leaky_pace_within_at(&l, 1, SEC, 1500, &d), 1);
-	cr_assert_eq(sluice_leaky_pace_within_at(&l, 1, SEC, 1500, &d), 1);
-	cr_assert_eq(d.retry_after_ns, US);
-	cr_assert_eq(sluice_leaky_pace_within_at(&l, 1, SEC, 1500, &d), 0);
+	cr_assert_eq(sluice_leaky_reserve_at(&l, 1, SEC, 1500, &d), 1);
+	cr_assert_eq(sluice_leaky_reserve_at(&l, 1, SEC, 1500, &d), 1);
+	cr_assert_eq(d.delay_ns, US);
+	cr_assert_eq(sluice_leaky_reserve_at(&l, 1, SEC, 1500, &d), 0);
 	cr_assert_eq(d.retry_after_ns, 500, "2 us - 1.5 us");
 	for (int k = 0; k < 4; k++)
-		cr_assert_eq(sluice_leaky_pace_within_at(&l, 1, SEC, UINT64_MAX, &d), 1);
-	cr_assert_eq(d.retry_after_ns, 5 * US);
-	cr_assert_eq(sluice_leaky_pace_within_at(&l, 1, SEC, UINT64_MAX, &d), 0, "queue is 5 us");
+		cr_assert_eq(sluice_leaky_reserve_at(&l, 1, SEC, UINT64_MAX, &d), 1);
+	cr_assert_eq(d.delay_ns, 5 * US);
+	cr_assert_eq(sluice_leaky_reserve_at(&l, 1, SEC, UINT64_MAX, &d), 0, "queue is 5 us");
 	cr_assert_eq(d.retry_after_ns, US);
 	/* on a meter it is acquire */
 	make(&l, 1000000, SLUICE_LEAKY_METER, 1, 0);
-	cr_assert_eq(sluice_leaky_pace_within_at(&l, 2, SEC, SEC, &d), 1);
-	cr_assert_eq(sluice_leaky_pace_within_at(&l, 1, SEC, SEC, &d), 0);
+	cr_assert_eq(sluice_leaky_reserve_at(&l, 2, SEC, SEC, &d), 1);
+	cr_assert_eq(sluice_leaky_reserve_at(&l, 1, SEC, SEC, &d), 0);
 	cr_assert_eq(d.retry_after_ns, US);
-	cr_assert_eq(sluice_leaky_refund_at(NULL, 1, &d), -SLUICE_EINVAL);
-	cr_assert_eq(sluice_leaky_refund_at(&l, 0, &d), -SLUICE_EINVAL);
+	cr_assert_eq(sluice_leaky_refund(NULL, 1, &d), SLUICE_EINVAL);
+	cr_assert_eq(sluice_leaky_refund(&l, 0, &d), SLUICE_EINVAL);
 }
 
 struct bad_cfg {
@@ -375,17 +375,17 @@ struct bad_cfg {
 ParameterizedTestParameters(leaky, invalid_config)
 {
 	static struct bad_cfg params[] = {
-		{ 0, SEC, SLUICE_LEAKY_METER, 0, 0, 0, -SLUICE_ERATE },
-		{ 10, 9, SLUICE_LEAKY_METER, 0, 0, 0, -SLUICE_ERATE },
-		{ 3000000, SEC, SLUICE_LEAKY_SHAPER, 0, MS, 0, -SLUICE_ERATE }, /* rounding 0.2% */
-		{ 10, SEC, 7, 0, 0, 0, -SLUICE_EMODE },
-		{ 10, SEC, SLUICE_LEAKY_METER, 0, MS, 0, -SLUICE_EDELAY },    /* a meter never queues */
-		{ 10, SEC, SLUICE_LEAKY_SHAPER, 3, MS, 0, -SLUICE_EBURST },   /* queue is a time */
-		{ 10, SEC, SLUICE_LEAKY_SHAPER, 0, SLUICE_GCRA_SPAN_MAX + 1, 0, -SLUICE_EDELAY },
-		{ 10, SEC, SLUICE_LEAKY_METER, UINT64_MAX, 0, 0, -SLUICE_EBURST }, /* D + 1 wraps */
-		{ 1, SEC, SLUICE_LEAKY_METER, SLUICE_GCRA_SPAN_MAX / SEC, 0, 0, -SLUICE_EBURST },
-		{ 10, SEC, SLUICE_LEAKY_METER, 0, 0, 1, -SLUICE_ECLOCK },
-		{ 10, SEC, SLUICE_LEAKY_SHAPER, 0, 0, 1, -SLUICE_ECLOCK },
+		{ 0, SEC, SLUICE_LEAKY_METER, 0, 0, 0, SLUICE_ERATE },
+		{ 10, 9, SLUICE_LEAKY_METER, 0, 0, 0, SLUICE_ERATE },
+		{ 3000000, SEC, SLUICE_LEAKY_SHAPER, 0, MS, 0, SLUICE_ERATE }, /* rounding 0.2% */
+		{ 10, SEC, 7, 0, 0, 0, SLUICE_EMODE },
+		{ 10, SEC, SLUICE_LEAKY_METER, 0, MS, 0, SLUICE_EDELAY },    /* a meter never queues */
+		{ 10, SEC, SLUICE_LEAKY_SHAPER, 3, MS, 0, SLUICE_EBURST },   /* queue is a time */
+		{ 10, SEC, SLUICE_LEAKY_SHAPER, 0, SLUICE_GCRA_SPAN_MAX + 1, 0, SLUICE_EDELAY },
+		{ 10, SEC, SLUICE_LEAKY_METER, UINT64_MAX, 0, 0, SLUICE_EBURST }, /* D + 1 wraps */
+		{ 1, SEC, SLUICE_LEAKY_METER, SLUICE_GCRA_SPAN_MAX / SEC, 0, 0, SLUICE_EBURST },
+		{ 10, SEC, SLUICE_LEAKY_METER, 0, 0, 1, SLUICE_ECLOCK },
+		{ 10, SEC, SLUICE_LEAKY_SHAPER, 0, 0, 1, SLUICE_ECLOCK },
 		{ 1, 1, SLUICE_LEAKY_METER, 0, 0, 0, 0 },                     /* smallest */
 		{ 1, SEC, SLUICE_LEAKY_METER, SLUICE_GCRA_SPAN_MAX / SEC - 1, 0, 0, 0 },
 		{ 1, 1, SLUICE_LEAKY_SHAPER, 0, SLUICE_GCRA_SPAN_MAX, 0, 0 }, /* longest queue */
@@ -423,8 +423,8 @@ Test(leaky, null_arguments_and_size)
 {
 	sluice_leaky_t l;
 	sluice_leaky_config_t cfg = { .rate = 1, .period_ns = SEC };
-	cr_assert_eq(sluice_leaky_init(NULL, &cfg), -SLUICE_EINVAL);
-	cr_assert_eq(sluice_leaky_init(&l, NULL), -SLUICE_EINVAL);
+	cr_assert_eq(sluice_leaky_init(NULL, &cfg), SLUICE_EINVAL);
+	cr_assert_eq(sluice_leaky_init(&l, NULL), SLUICE_EINVAL);
 	cr_assert_eq(sluice_leaky_init(&l, &cfg), 0);
 	cr_assert_eq(l.gcra.clock, &sluice_clock_cached);
 	sluice_leaky_destroy(NULL);
@@ -452,7 +452,7 @@ Test(leaky, meter_and_shaper_below_clock_resolution)
 		sluice_leaky_config_t m = { .rate = 1, .period_ns = r / 4,
 			                    .mode = SLUICE_LEAKY_METER, .depth = 2,
 			                    .clock = clocks[i] };
-		cr_assert_eq(sluice_leaky_init(&l, &m), -SLUICE_ERESOLUTION);
+		cr_assert_eq(sluice_leaky_init(&l, &m), SLUICE_ERESOLUTION);
 		cr_assert_eq(memcmp(&l, &before, sizeof(l)), 0, "a failed init touched it");
 		m.depth = 3;
 		cr_assert_eq(sluice_leaky_init(&l, &m), 0);
@@ -460,11 +460,11 @@ Test(leaky, meter_and_shaper_below_clock_resolution)
 			                    .mode = SLUICE_LEAKY_SHAPER, .max_delay_ns = r,
 			                    .clock = clocks[i] };
 		memcpy(&l, &before, sizeof(l));
-		cr_assert_eq(sluice_leaky_init(&l, &s), -SLUICE_ERESOLUTION, "clock %zu", i);
+		cr_assert_eq(sluice_leaky_init(&l, &s), SLUICE_ERESOLUTION, "clock %zu", i);
 		cr_assert_eq(memcmp(&l, &before, sizeof(l)), 0, "a failed init touched it");
 		s.rate = 1000;
 		s.period_ns = 1000 * r / 4; /* T = a quarter step */
-		cr_assert_eq(sluice_leaky_init(&l, &s), -SLUICE_ERESOLUTION, "clock %zu", i);
+		cr_assert_eq(sluice_leaky_init(&l, &s), SLUICE_ERESOLUTION, "clock %zu", i);
 		s.rate = 1;
 		s.period_ns = r; /* T = one step */
 		cr_assert_eq(sluice_leaky_init(&l, &s), 0, "clock %zu", i);

@@ -748,7 +748,7 @@ Test(sim, algorithm_specs)
 	sim_algo_t a;
 	char err[256];
 	cr_assert_eq(sim_algo_parse("ring:buckets=50,mode=striped", 100, SEC, &a, err, sizeof(err)), 0);
-	cr_assert_eq(a.cfg.kind, SLUICE_KIND_WINDOW);
+	cr_assert_eq(a.cfg.algo, SLUICE_ALGO_WINDOW);
 	cr_assert_eq(a.cfg.window.buckets, 50);
 	cr_assert_eq(a.cfg.window.mode, SLUICE_STRIPED);
 	cr_assert_eq(a.cfg.window.limit, 100, "defaults from the policy");

@@ -87,9 +87,9 @@ static uint64_t acquire_guava(sluice_warmup_t *w, struct events *e, uint64_t n)
 	cr_assert_eq(rc, 1, "reserve at %llu: %d", (unsigned long long)e->now, rc);
 	cr_assert(d.allowed);
 	cr_assert_eq(d.now_ns, e->now);
-	e->now += d.retry_after_ns;
-	ev_add(e, 'R', d.retry_after_ns);
-	return d.retry_after_ns;
+	e->now += d.delay_ns;
+	ev_add(e, 'R', d.delay_ns);
+	return d.delay_ns;
 }
 
 ParameterizedTestParameters(warmup, guava_test_warm_up)
@@ -178,9 +178,9 @@ Test(warmup, n_above_one_pays_the_integral)
 	uint64_t t = 0;
 	for (int i = 0; i < 3; i++) {
 		cr_assert_eq(sluice_warmup_reserve_at(&b, 1, t, UINT64_MAX, &d), 1);
-		t += d.retry_after_ns;
+		t += d.delay_ns;
 		if (i == 2)
-			t += d.reset_ns - d.retry_after_ns; /* the third one's ticket */
+			t += d.reset_ns - d.delay_ns; /* the third one's ticket */
 	}
 	/* 1.375 + 1.125 + 0.875 = 3.375 s either way (rounding: < 1 us) */
 	cr_assert_geq(ticket3, 3375 * MS);
@@ -204,13 +204,13 @@ Test(warmup, n_above_limit_and_zero)
 	sluice_warmup_t w;
 	make(&w, 2, SEC, 4 * SEC, 0);
 	sluice_decision_t d;
-	cr_assert_eq(sluice_warmup_acquire_at(&w, 9, 0, &d), -SLUICE_ETOOBIG);
+	cr_assert_eq(sluice_warmup_acquire_at(&w, 9, 0, &d), SLUICE_ETOOBIG);
 	cr_assert_eq(d.retry_after_ns, SLUICE_NEVER);
 	cr_assert_not(d.allowed);
 	cr_assert_eq(d.limit, 8);
-	cr_assert_eq(sluice_warmup_reserve_at(&w, UINT64_MAX, 0, UINT64_MAX, &d), -SLUICE_ETOOBIG);
-	cr_assert_eq(sluice_warmup_acquire_at(&w, 0, 0, &d), -SLUICE_EINVAL);
-	cr_assert_eq(sluice_warmup_acquire_at(NULL, 1, 0, &d), -SLUICE_EINVAL);
+	cr_assert_eq(sluice_warmup_reserve_at(&w, UINT64_MAX, 0, UINT64_MAX, &d), SLUICE_ETOOBIG);
+	cr_assert_eq(sluice_warmup_acquire_at(&w, 0, 0, &d), SLUICE_EINVAL);
+	cr_assert_eq(sluice_warmup_acquire_at(NULL, 1, 0, &d), SLUICE_EINVAL);
 	/* nothing was taken: the first request still finds it cold */
 	cr_assert_eq(sluice_warmup_acquire_at(&w, 1, 0, &d), 1);
 	cr_assert_geq(d.reset_ns, 1375 * MS);
@@ -219,7 +219,7 @@ Test(warmup, n_above_limit_and_zero)
 	sluice_warmup_t s;
 	make(&s, 1, SEC, 100 * MS, 0);
 	cr_assert_eq(s.limit, 1);
-	cr_assert_eq(sluice_warmup_acquire_at(&s, 2, 0, &d), -SLUICE_ETOOBIG);
+	cr_assert_eq(sluice_warmup_acquire_at(&s, 2, 0, &d), SLUICE_ETOOBIG);
 	cr_assert_eq(sluice_warmup_acquire_at(&s, 1, 0, &d), 1);
 }
 
@@ -241,7 +241,7 @@ Test(warmup, cools_down_at_one_permit_per_interval)
 	sluice_clock_manual_set(&mclock, e.now + 40 * SEC); /* cold again */
 	sluice_decision_t d;
 	cr_assert_eq(sluice_warmup_reserve(&w, 1, UINT64_MAX, &d), 1);
-	cr_assert_eq(d.retry_after_ns, 0);
+	cr_assert_eq(d.delay_ns, 0);
 	cr_assert_eq(sluice_warmup_acquire(&w, 1, &d), 0);
 	cr_assert_geq(d.retry_after_ns, 1375 * MS);
 	cr_assert_lt(d.retry_after_ns, 1375 * MS + US);
@@ -342,7 +342,7 @@ Test(warmup, clock_backwards_by_seconds_mints_nothing)
 	uint64_t t = 30 * SEC;
 	for (int i = 0; i < 8; i++) {
 		cr_assert_eq(sluice_warmup_reserve_at(&w, 1, t, UINT64_MAX, &d), 1);
-		t += d.retry_after_ns;
+		t += d.delay_ns;
 	}
 	uint64_t ticket = d.now_ns + d.reset_ns;
 	memcpy(&twin, &w, sizeof(w));
@@ -431,7 +431,7 @@ Test(warmup, reserve_books_only_within_max_delay)
 	cr_assert_eq(d.reset_ns, ticket);
 	cr_assert_eq(sluice_warmup_reserve_at(&w, 1, ticket - SEC - 1, SEC, &d), 0);
 	cr_assert_eq(sluice_warmup_reserve_at(&w, 1, ticket - SEC, SEC, &d), 1);
-	cr_assert_eq(d.retry_after_ns, SEC, "sleep until the old ticket");
+	cr_assert_eq(d.delay_ns, SEC, "sleep until the old ticket");
 	/* nothing was booked by the refusals: the second booking starts at
 	 * the first ticket and costs 1.125 s */
 	cr_assert_geq(d.now_ns + d.reset_ns, ticket + 1125 * MS);
@@ -454,32 +454,32 @@ Test(warmup, refund_latest_booking_exactly)
 	cr_assert_eq(sluice_warmup_acquire_at(&w, 1, 0, &d), 1);
 	memcpy(&before, &w, sizeof(w));
 	cr_assert_eq(sluice_warmup_acquire_at(&w, 2, d.reset_ns + 7, &d2), 1);
-	cr_assert_eq(sluice_warmup_refund_at(&w, 2, &d2), 0);
+	cr_assert_eq(sluice_warmup_refund(&w, 2, &d2), 0);
 	/* the limiter decides as if d2 never happened */
 	cr_assert_eq(sluice_warmup_acquire_at(&w, 2, d.reset_ns + 7, &d3), 1);
 	cr_assert_geq(d3.reset_ns, d2.reset_ns, "never warmer than before");
 	cr_assert_lt(d3.reset_ns, d2.reset_ns + US);
-	cr_assert_eq(sluice_warmup_refund_at(&w, 2, &d3), 0);
+	cr_assert_eq(sluice_warmup_refund(&w, 2, &d3), 0);
 	/* twice is not exact any more: the ticket moved back already */
-	cr_assert_eq(sluice_warmup_refund_at(&w, 2, &d3), -SLUICE_ECANCEL);
+	cr_assert_eq(sluice_warmup_refund(&w, 2, &d3), SLUICE_ECANCEL);
 	/* a booking with later bookings chained on it is kept */
 	cr_assert_eq(sluice_warmup_acquire_at(&w, 1, d.reset_ns + 7, &d2), 1);
 	cr_assert_eq(sluice_warmup_reserve_at(&w, 1, d.reset_ns + 8, UINT64_MAX, &d3), 1);
 	uint64_t word = atomic_load(&w.word);
-	cr_assert_eq(sluice_warmup_refund_at(&w, 1, &d2), -SLUICE_ECANCEL);
+	cr_assert_eq(sluice_warmup_refund(&w, 1, &d2), SLUICE_ECANCEL);
 	cr_assert_eq(atomic_load(&w.word), word, "ECANCEL changes nothing");
 	/* the latest one is a reservation with a delay: back to its start */
-	cr_assert_eq(sluice_warmup_refund_at(&w, 1, &d3), 0);
-	cr_assert_eq(sluice_warmup_acquire_at(&w, 1, d3.now_ns + d3.retry_after_ns - 1, &d), 0);
+	cr_assert_eq(sluice_warmup_refund(&w, 1, &d3), 0);
+	cr_assert_eq(sluice_warmup_acquire_at(&w, 1, d3.now_ns + d3.delay_ns - 1, &d), 0);
 	cr_assert_eq(d.retry_after_ns, 1);
 	/* bad arguments */
 	sluice_decision_t no = d2;
 	no.allowed = 0;
-	cr_assert_eq(sluice_warmup_refund_at(&w, 1, &no), -SLUICE_EINVAL);
-	cr_assert_eq(sluice_warmup_refund_at(&w, 0, &d2), -SLUICE_EINVAL);
-	cr_assert_eq(sluice_warmup_refund_at(&w, 9, &d2), -SLUICE_EINVAL);
-	cr_assert_eq(sluice_warmup_refund_at(NULL, 1, &d2), -SLUICE_EINVAL);
-	cr_assert_eq(sluice_warmup_refund_at(&w, 1, NULL), -SLUICE_EINVAL);
+	cr_assert_eq(sluice_warmup_refund(&w, 1, &no), SLUICE_EINVAL);
+	cr_assert_eq(sluice_warmup_refund(&w, 0, &d2), SLUICE_EINVAL);
+	cr_assert_eq(sluice_warmup_refund(&w, 9, &d2), SLUICE_EINVAL);
+	cr_assert_eq(sluice_warmup_refund(NULL, 1, &d2), SLUICE_EINVAL);
+	cr_assert_eq(sluice_warmup_refund(&w, 1, NULL), SLUICE_EINVAL);
 	(void)before;
 }
 
@@ -496,19 +496,19 @@ Test(warmup, second_refund_is_refused_unless_a_later_booking_ends_there)
 	uint64_t t = 0;
 	for (int i = 0; i < 20; i++) { /* saturated: warm */
 		cr_assert_eq(sluice_warmup_reserve_at(&w, 1, t, UINT64_MAX, &d), 1);
-		t += d.retry_after_ns;
+		t += d.delay_ns;
 	}
 	t = d.now_ns + d.reset_ns; /* the next free ticket */
 	cr_assert_eq(sluice_warmup_acquire_at(&w, 2, t, &d3), 1);
 	cr_assert_eq(d3.reset_ns, SEC, "warm: 2 I exactly");
-	cr_assert_eq(sluice_warmup_refund_at(&w, 2, &d3), 0);
+	cr_assert_eq(sluice_warmup_refund(&w, 2, &d3), 0);
 	uint64_t word = atomic_load(&w.word);
-	cr_assert_eq(sluice_warmup_refund_at(&w, 2, &d3), -SLUICE_ECANCEL, "twice: refused");
+	cr_assert_eq(sluice_warmup_refund(&w, 2, &d3), SLUICE_ECANCEL, "twice: refused");
 	cr_assert_eq(atomic_load(&w.word), word, "and nothing changed");
 	cr_assert_eq(sluice_warmup_acquire_at(&w, 2, t, &d4), 1);
 	cr_assert_eq(d4.now_ns + d4.reset_ns, d3.now_ns + d3.reset_ns, "the same ticket");
-	cr_assert_eq(sluice_warmup_refund_at(&w, 2, &d3), 0, "the hole: d4 given back");
-	cr_assert_eq(sluice_warmup_refund_at(&w, 2, &d4), -SLUICE_ECANCEL, "d4 is gone already");
+	cr_assert_eq(sluice_warmup_refund(&w, 2, &d3), 0, "the hole: d4 given back");
+	cr_assert_eq(sluice_warmup_refund(&w, 2, &d4), SLUICE_ECANCEL, "d4 is gone already");
 }
 
 /* A refund never leaves the limiter warmer than before the booking. */
@@ -521,12 +521,12 @@ Test(warmup, refund_errs_colder)
 	uint64_t t = 0;
 	for (int i = 0; i < 9; i++) {
 		cr_assert_eq(sluice_warmup_reserve_at(&w, 1, t, UINT64_MAX, &d), 1);
-		t += d.retry_after_ns;
+		t += d.delay_ns;
 	}
 	t = d.now_ns + d.reset_ns;
 	/* n = 3 with 0 stored: all fresh; refund adds 3 stored permits */
 	cr_assert_eq(sluice_warmup_acquire_at(&w, 3, t, &d2), 1);
-	cr_assert_eq(sluice_warmup_refund_at(&w, 3, &d2), 0);
+	cr_assert_eq(sluice_warmup_refund(&w, 3, &d2), 0);
 	cr_assert_eq(sluice_warmup_acquire_at(&w, 1, t, &d), 1);
 	cr_assert_geq(d.reset_ns, 500 * MS, "never cheaper than a warm permit");
 }
@@ -542,15 +542,15 @@ struct bad_cfg {
 ParameterizedTestParameters(warmup, invalid_config)
 {
 	static struct bad_cfg params[] = {
-		{ 0, SEC, SEC, -1, -SLUICE_ERATE },                       /* rate 0 */
-		{ 2, 0, SEC, -1, -SLUICE_ERATE },                         /* period 0 */
-		{ 1001, 1000, SEC, -1, -SLUICE_ERATE },                   /* I < 1 ns */
-		{ 1, (1ULL << 46) + 1, SEC, -1, -SLUICE_ERATE },          /* period too long */
-		{ 2, SEC, 0, -1, -SLUICE_EWARMUP },                       /* no warm-up */
-		{ 2, SEC, 999, -1, -SLUICE_EWARMUP },                     /* sub-microsecond */
-		{ 2, SEC, SLUICE_WARMUP_MAX_NS + 1, -1, -SLUICE_EWARMUP },
-		{ 1000, SEC, 1049 * SEC, -1, -SLUICE_EWARMUP },           /* M > 2^20 */
-		{ 2, SEC, SEC, 9, -SLUICE_ECLOCK },                       /* unknown clock */
+		{ 0, SEC, SEC, -1, SLUICE_ERATE },                       /* rate 0 */
+		{ 2, 0, SEC, -1, SLUICE_ERATE },                         /* period 0 */
+		{ 1001, 1000, SEC, -1, SLUICE_ERATE },                   /* I < 1 ns */
+		{ 1, (1ULL << 46) + 1, SEC, -1, SLUICE_ERATE },          /* period too long */
+		{ 2, SEC, 0, -1, SLUICE_EWARMUP },                       /* no warm-up */
+		{ 2, SEC, 999, -1, SLUICE_EWARMUP },                     /* sub-microsecond */
+		{ 2, SEC, SLUICE_WARMUP_MAX_NS + 1, -1, SLUICE_EWARMUP },
+		{ 1000, SEC, 1049 * SEC, -1, SLUICE_EWARMUP },           /* M > 2^20 */
+		{ 2, SEC, SEC, 9, SLUICE_ECLOCK },                       /* unknown clock */
 		{ 1000, 1000, 1000, -1, 0 },                              /* smallest: I = 1 ns, 1 us */
 		{ 1, 1ULL << 46, SLUICE_WARMUP_MAX_NS, -1, 0 },           /* longest */
 		{ 1000, SEC, 1048 * SEC, -1, 0 },                         /* M just under 2^20 */
@@ -592,8 +592,8 @@ Test(warmup, null_arguments_and_size)
 {
 	sluice_warmup_t w;
 	sluice_warmup_config_t cfg = { .rate = 1, .period_ns = SEC, .warmup_ns = SEC };
-	cr_assert_eq(sluice_warmup_init(NULL, &cfg), -SLUICE_EINVAL);
-	cr_assert_eq(sluice_warmup_init(&w, NULL), -SLUICE_EINVAL);
+	cr_assert_eq(sluice_warmup_init(NULL, &cfg), SLUICE_EINVAL);
+	cr_assert_eq(sluice_warmup_init(&w, NULL), SLUICE_EINVAL);
 	cr_assert_eq(sluice_warmup_init(&w, &cfg), 0, "NULL clock: the cached clock");
 	cr_assert_eq(w.clock, &sluice_clock_cached);
 	sluice_warmup_destroy(NULL);
@@ -697,11 +697,11 @@ ParameterizedTest(struct schedule *p, warmup, matches_exact_model)
 		long double early = gapped ? 3 * carried + 2 * m.I * excess * unit_q + 1000 : 1;
 		if (rc == 1) {
 			booked++;
-			cr_assert_geq((long double)d.retry_after_ns + early, mwait,
+			cr_assert_geq((long double)d.delay_ns + early, mwait,
 			              "step %d: sluice early", i);
-			cr_assert_leq((long double)d.retry_after_ns, mwait + tol,
+			cr_assert_leq((long double)d.delay_ns, mwait + tol,
 			              "step %d: %llu vs %.0Lf (+%.0Lf)",
-			              i, (unsigned long long)d.retry_after_ns, mwait, tol);
+			              i, (unsigned long long)d.delay_ns, mwait, tol);
 			/* the model books the same request at the same time */
 			if (tt > m.next) {
 				m.s += (tt - m.next) / m.I;
@@ -788,7 +788,7 @@ static void *tdecider_main(void *arg)
 		                            : sluice_warmup_acquire(me->w, n, &d);
 		if (rc == 1) {
 			if (me->nrec < T_RECORDS)
-				me->rec[me->nrec++] = (struct trec){ d.now_ns + d.retry_after_ns,
+				me->rec[me->nrec++] = (struct trec){ d.now_ns + d.delay_ns,
 					                             d.now_ns + d.reset_ns, n };
 		} else {
 			me->refused++;
@@ -974,7 +974,7 @@ Test(warmup, interval_below_clock_resolution)
 	sluice_warmup_t w;
 	sluice_warmup_config_t c = { .rate = 2, .period_ns = r, .warmup_ns = 100 * r,
 		                     .clock = &sluice_clock_cached };
-	cr_assert_eq(sluice_warmup_init(&w, &c), -SLUICE_ERESOLUTION);
+	cr_assert_eq(sluice_warmup_init(&w, &c), SLUICE_ERESOLUTION);
 	c.rate = 1;
 	cr_assert_eq(sluice_warmup_init(&w, &c), 0);
 }

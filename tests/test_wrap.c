@@ -182,7 +182,7 @@ Test(wrap, ring_refund_2_32_buckets_old)
 	cr_assert_eq(sluice_window_acquire_at(&w, 1, H, &a), 1);
 	ring_go_round(&w, 1);
 	cr_assert_eq(sluice_window_acquire_at(&w, L, H + WRAP, NULL), 1);
-	cr_assert_eq(sluice_window_refund_at(&w, 1, &a), 0, "nothing to give back");
+	cr_assert_eq(sluice_window_refund(&w, 1, &a), 0, "nothing to give back");
 	cr_assert_eq(sluice_window_acquire_at(&w, 1, H + WRAP, NULL), 0,
 	             "a refund from 2^32 buckets ago freed a permit now");
 	sluice_window_destroy(&w);
@@ -194,7 +194,7 @@ Test(wrap, fixed_refund_2_32_windows_old)
 	sluice_decision_t a;
 	cr_assert_eq(sluice_fixed_acquire_at(f, 1, H, &a), 1);
 	cr_assert_eq(sluice_fixed_acquire_at(f, L, H + WRAP, NULL), 1);
-	cr_assert_eq(sluice_fixed_refund_at(f, 1, &a), 0, "nothing to give back");
+	cr_assert_eq(sluice_fixed_refund(f, 1, &a), 0, "nothing to give back");
 	cr_assert_eq(sluice_fixed_acquire_at(f, 1, H + WRAP, NULL), 0,
 	             "a refund from 2^32 windows ago freed a permit now");
 	munmap(f, (size_t)sysconf(_SC_PAGESIZE));
@@ -212,8 +212,8 @@ Test(wrap, refund_of_a_future_decision)
 	cr_assert_eq(sluice_window_acquire_at(&w, L, H, NULL), 1);
 	cr_assert_eq(sluice_fixed_acquire_at(f, 1, H + WRAP, &a), 1); /* then time goes back */
 	a.now_ns = H + 2 * WRAP;
-	cr_assert_eq(sluice_fixed_refund_at(f, 1, &a), -SLUICE_EINVAL);
-	cr_assert_eq(sluice_window_refund_at(&w, 1, &a), -SLUICE_EINVAL);
+	cr_assert_eq(sluice_fixed_refund(f, 1, &a), SLUICE_EINVAL);
+	cr_assert_eq(sluice_window_refund(&w, 1, &a), SLUICE_EINVAL);
 	cr_assert_eq(sluice_window_acquire_at(&w, 1, H, NULL), 0);
 	sluice_window_destroy(&w);
 	munmap(f, (size_t)sysconf(_SC_PAGESIZE));
@@ -236,7 +236,7 @@ Test(wrap, ring_refund_stalled_across_2_32_buckets)
 	sluice_decision_t a;
 	cr_assert_eq(sluice_window_acquire_at(&w, 1, H, &a), 1);
 	stall_arm(&w.slots[H & w.mask].word, 8, attack_ring_reopen, &w);
-	int rc = sluice_window_refund_at(&w, 1, &a);
+	int rc = sluice_window_refund(&w, 1, &a);
 	cr_assert(stall_fired(), "the refund never wrote the bucket word");
 	cr_assert_eq(rc, 0);
 	uint64_t admitted = 1; /* the attack's */
@@ -262,7 +262,7 @@ Test(wrap, fixed_refund_stalled_across_2_32_windows)
 	sluice_decision_t a;
 	cr_assert_eq(sluice_fixed_acquire_at(f, 1, H, &a), 1);
 	stall_arm(&f->word, 8, attack_fixed_reopen, f);
-	int rc = sluice_fixed_refund_at(f, 1, &a);
+	int rc = sluice_fixed_refund(f, 1, &a);
 	cr_assert(stall_fired(), "the refund never wrote the count word");
 	cr_assert_eq(rc, 0);
 	uint64_t admitted = 1;
@@ -399,7 +399,7 @@ static void attack_warmup(void *arg)
 	struct warmup_attack *a = arg;
 	sluice_decision_t d;
 	cr_assert_eq(sluice_warmup_reserve_at(a->w, 1, TW, 100 * 1000000000ULL, &d), 1);
-	a->ticket = d.now_ns + d.retry_after_ns;
+	a->ticket = d.now_ns + d.delay_ns;
 	cr_assert_eq(sluice_warmup_reserve_at(a->w, 1, TW + a->r, 100 * 1000000000ULL, NULL), 1);
 }
 

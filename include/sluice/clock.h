@@ -123,7 +123,7 @@
  * PERIOD FLOOR: every limiter that validates a time step against the cached
  *   clock (fixed, window and keyed widths, GCRA's tau, the log's window,
  *   warm-up's interval; see each header's LIMITS) records it, and
- *   sluice_clock_cached_start() refuses (-SLUICE_ERESOLUTION, ticker
+ *   sluice_clock_cached_start() refuses (SLUICE_ERESOLUTION, ticker
  *   unchanged) a period above the finest step recorded: raising the period
  *   under a limiter would cap its rate silently (a ring of L = 10 per
  *   100 ms in 1 ms buckets, validated on the 1 ms ticker, admitted 20 in
@@ -257,7 +257,7 @@ static inline uint64_t sluice_clock_now(const sluice_clock_t *c)
  * cached: the ticker's configured period, also while it is stopped and in
  * the child of a fork (limiters validate against the clock they will have
  * once a ticker runs); manual: 1 ns.
- * Limiters refuse buckets narrower than this (-SLUICE_ERESOLUTION).
+ * Limiters refuse buckets narrower than this (SLUICE_ERESOLUTION).
  * Lock-free (one relaxed load, or clock_getres); callable from any thread.
  */
 SLUICE_API uint64_t sluice_clock_resolution_ns(const sluice_clock_t *c);
@@ -271,7 +271,7 @@ SLUICE_API uint64_t sluice_clock_resolution_ns(const sluice_clock_t *c);
  * @step_ns: the narrowest step the limiter's exactness depends on (a bucket
  *           or window width, GCRA's tau, warm-up's interval).
  *
- * -SLUICE_ERESOLUTION, recording nothing, when @step_ns is below
+ * SLUICE_ERESOLUTION, recording nothing, when @step_ns is below
  * sluice_clock_resolution_ns(@c).  Otherwise, on the cached clock, lowers
  * the period floor to @step_ns if that is finer; on the other clocks (whose
  * steps nothing can change) it is the resolution check alone, lock-free.
@@ -281,7 +281,7 @@ SLUICE_API uint64_t sluice_clock_resolution_ns(const sluice_clock_t *c);
  * call has still recorded its step, which can only refuse a coarser ticker.
  * Declared here rather than in a lib/ header so that each limiter's check
  * stays the one line it was (every lib/ file already includes this header).
- * Return: 0, -SLUICE_ERESOLUTION, -SLUICE_ECLOCK (unknown kind).
+ * Return: 0, SLUICE_ERESOLUTION, SLUICE_ECLOCK (unknown kind).
  */
 int sluice__clock_require_step(const sluice_clock_t *c, uint64_t step_ns);
 #endif
@@ -299,8 +299,8 @@ int sluice__clock_require_step(const sluice_clock_t *c, uint64_t step_ns);
  * returns 0 the cached word holds a live reading.  The ticker thread runs
  * with every signal blocked.  Not for a decision path (it takes a mutex and
  * may create a thread); cancellation-safe; not async-signal-safe.
- * Return: 0; -SLUICE_EPERIOD (outside 1 us .. 1 s); -SLUICE_ERESOLUTION
- * (above the period floor); -SLUICE_ETHREAD (the thread, or the fork
+ * Return: 0; SLUICE_EPERIOD (outside 1 us .. 1 s); SLUICE_ERESOLUTION
+ * (above the period floor); SLUICE_ETHREAD (the thread, or the fork
  * handlers it needs, could not be created).  Nothing changes on error: a
  * running ticker keeps its period.
  */

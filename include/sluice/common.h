@@ -25,6 +25,33 @@
 #define SLUICE_CACHELINE 64
 
 /*
+ * Every algorithm, as X(ALGO, name): its config is `sluice_<name>_config_t`,
+ * its functions `sluice_<name>_init`, ... (docs/conventions.md).  One table,
+ * so adding an algorithm is one line.  sluice_algo_t is the one algorithm
+ * enum: the generic handle's (sluice/limiter.h, which adds the composite)
+ * and a keyed table's (sluice/keyed.h, which holds GCRA, LEAKY, FIXED,
+ * WINDOW and INFLIGHT).  0 is no algorithm, so a zeroed config is refused
+ * (SLUICE_EALGO).
+ */
+#define SLUICE_ALGOS(X)         \
+	X(FIXED, fixed)         \
+	X(WINDOW, window)       \
+	X(GCRA, gcra)           \
+	X(LEAKY, leaky)         \
+	X(LOG, log)             \
+	X(WARMUP, warmup)       \
+	X(DECAY, decay)         \
+	X(INFLIGHT, inflight)
+
+typedef enum sluice_algo {
+	SLUICE_ALGO_NONE = 0,
+#define SLUICE__ALGO_ENUM(ALGO, name) SLUICE_ALGO_##ALGO,
+	SLUICE_ALGOS(SLUICE__ALGO_ENUM)
+#undef SLUICE__ALGO_ENUM
+	SLUICE_ALGO_COMPOSITE,
+} sluice_algo_t;
+
+/*
  * private: after a CAS on a word tagged with the low 32 bits of epoch h,
  * given a 64-bit head loaded after it: did the CAS hit epoch h's word?  A
  * word of epoch h + k * 2^32 (k >= 1) exists only once head got there, so a

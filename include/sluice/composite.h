@@ -3,13 +3,13 @@
  *
  * "1000 per second, and also at most 200 in any 100 ms": a composite asks
  * each of its limiters in order; if one refuses, the permits already taken
- * from the ones before it are given back (each limiter's refund_at), and
+ * from the ones before it are given back (each limiter's refund), and
  * nothing is taken from the ones after it.
  *
  * GUARANTEE: an admission by the composite is an admission by every part,
  * so each part's own guarantee holds for the composite's traffic, whatever
  * else shares the parts.  A refusal takes nothing, except where a part
- * cannot give permits back exactly (its refund_at says -SLUICE_ECANCEL, e.g.
+ * cannot give permits back exactly (its refund says SLUICE_ECANCEL, e.g.
  * a ring bucket sealed in between): then those permits stay counted in that
  * part, which can only refuse more later, never admit more; the composite
  * counts such events (sluice_composite_unreturned()).
@@ -28,7 +28,7 @@
  *
  * Parts are generic handles (sluice/limiter.h), borrowed: the composite
  * never frees them, and they must outlive it.  A part may not itself be a
- * composite (-SLUICE_EKIND), nor be listed twice (-SLUICE_EDUPLICATE).
+ * composite (SLUICE_EALGO), nor be listed twice (SLUICE_EDUPLICATE).
  * Memory: 80 bytes; no allocation per decision.
  */
 #ifndef SLUICE_COMPOSITE_H
@@ -59,8 +59,8 @@ typedef struct sluice_composite {
 
 /*
  * sluice_composite_init - check @cfg and set up @c.
- * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_ECOUNT (count not 2..8, or a NULL
- * part), -SLUICE_EKIND (a part is a composite), -SLUICE_EDUPLICATE (the
+ * Return: 0; SLUICE_EINVAL (NULL), SLUICE_ECOUNT (count not 2..8, or a NULL
+ * part), SLUICE_EALGO (a part is a composite), SLUICE_EDUPLICATE (the
  * same limiter listed twice: it would be charged n per listing).  @c is
  * untouched on error.
  */
@@ -70,17 +70,17 @@ SLUICE_API int sluice_composite_init(sluice_composite_t *c, const sluice_composi
  * sluice_composite_acquire_at - take @n from every part at @now, or nothing.
  * Lock-free if every part is; no allocation.  Thread-safe.
  * Return: 1 admitted, 0 refused (the first refusal stops),
- * -SLUICE_EINVAL (n = 0: no part is asked and @d is left as it was, as
+ * SLUICE_EINVAL (n = 0: no part is asked and @d is left as it was, as
  * every limiter leaves it for n = 0), or the first part's negative error
  * (permits taken before it are given back; @d is that part's decision,
- * e.g. retry_after_ns = SLUICE_NEVER for -SLUICE_ETOOBIG).
+ * e.g. retry_after_ns = SLUICE_NEVER for SLUICE_ETOOBIG).
  */
 SLUICE_API int sluice_composite_acquire_at(sluice_composite_t *c, uint64_t n, uint64_t now,
                                            sluice_decision_t *d);
 
 /*
  * sluice_composite_release - end @n in-flight requests in every part that
- * counts work in progress (sluice_release on each; a no-op on the others).
+ * counts work in progress (sluice_limiter_release on each; a no-op on the others).
  * Return: 0, or the first part's error (the others are still released).
  */
 SLUICE_API int sluice_composite_release(sluice_composite_t *c, uint64_t n);

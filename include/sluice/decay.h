@@ -68,15 +68,15 @@
  *   the grid) on the time until the count is forgotten (reaches 0).
  *   remaining: floor(L - c), c the kept count after the decision.
  *
- * LIMITS: L in 1..SLUICE_DECAY_LIMIT_MAX (2^24 - 1) (-SLUICE_ELIMIT); h in
+ * LIMITS: L in 1..SLUICE_DECAY_LIMIT_MAX (2^24 - 1) (SLUICE_ELIMIT); h in
  *   SLUICE_DECAY_HALFLIFE_MIN_NS (1 us) .. SLUICE_DECAY_HALFLIFE_MAX_NS
- *   (2^50 ns, 13 days) (-SLUICE_EHALFLIFE); h at least the clock's
- *   resolution (-SLUICE_ERESOLUTION: readings come in clock steps, and a
+ *   (2^50 ns, 13 days) (SLUICE_EHALFLIFE); h at least the clock's
+ *   resolution (SLUICE_ERESOLUTION: readings come in clock steps, and a
  *   count fades by 2^(-step/h) between two of them, so a shorter half-life
  *   would pass about L per step, far below the mean rate L ln2 / h; at
  *   h = one step, steady traffic still gets (1 - 2^-1) / ln2 = 72% of the
  *   mean rate, and closer to all of it as h grows past the step); n in 1..L
- *   (-SLUICE_ETOOBIG above).  Readings in the last unit_ns before 2^64
+ *   (SLUICE_ETOOBIG above).  Readings in the last unit_ns before 2^64
  *   count as the last grid point.  Stalls: a thread stalled inside one
  *   decision for any time, while the anchor moves on and the state word
  *   comes back bit for bit (the same count, the same time modulo 2^29
@@ -130,8 +130,8 @@ typedef struct sluice_decay {
  * zero count.  The clock is not read: the limiter's time comes from the
  * readings its decisions are given (CLOCK JUMPS).
  * No allocation.  Not thread-safe for the same @x.
- * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_ECLOCK, -SLUICE_ELIMIT,
- * -SLUICE_EHALFLIFE, -SLUICE_ERESOLUTION (h below the clock's resolution).
+ * Return: 0; SLUICE_EINVAL (NULL), SLUICE_ECLOCK, SLUICE_ELIMIT,
+ * SLUICE_EHALFLIFE, SLUICE_ERESOLUTION (h below the clock's resolution).
  * On error @x is untouched.
  */
 SLUICE_API int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg);
@@ -152,8 +152,8 @@ SLUICE_API size_t sluice_decay_size(void);
  * progress), no allocation, safe from any number of threads.  The admission
  * is a release CAS on the state word; it publishes no other data, so a
  * success implies no ordering for the caller's own memory.
- * Return: 1 admitted, 0 refused, -SLUICE_EINVAL (@x NULL or n = 0),
- * -SLUICE_ETOOBIG (n > limit; @d says retry_after_ns = SLUICE_NEVER).
+ * Return: 1 admitted, 0 refused, SLUICE_EINVAL (@x NULL or n = 0),
+ * SLUICE_ETOOBIG (n > limit; @d says retry_after_ns = SLUICE_NEVER).
  */
 SLUICE_API int sluice_decay_acquire_at(sluice_decay_t *x, uint64_t n, uint64_t now,
                                        sluice_decision_t *d);
@@ -171,7 +171,7 @@ static inline int sluice_decay_acquire(sluice_decay_t *x, uint64_t n, sluice_dec
 SLUICE_API double sluice_decay_count_at(sluice_decay_t *x, uint64_t now);
 
 /*
- * sluice_decay_refund_at - give back @n permits admitted by @admitted (a
+ * sluice_decay_refund - give back @n permits admitted by @admitted (a
  * decision this limiter returned 1 for).
  *
  * The caller's contract: refund each admission at most once, with at most
@@ -185,13 +185,13 @@ SLUICE_API double sluice_decay_count_at(sluice_decay_t *x, uint64_t now);
  * subtracts n decayed from admitted->now_ns to the count's time, rounded
  * down (so the count never drops below what the other admissions left), or
  * nothing when the count has been forgotten since.  Lock-free.
- * Return: 0 given back; -SLUICE_ECANCEL when the count is smaller than what
+ * Return: 0 given back; SLUICE_ECANCEL when the count is smaller than what
  * would be subtracted, or @admitted is newer than every admission here
  * (not this limiter's decision, or a refund already took it back down to
  * nothing): nothing changes, which errs toward fewer admissions;
- * -SLUICE_EINVAL (NULL, n = 0 or above limit, @admitted not an admission).
+ * SLUICE_EINVAL (NULL, n = 0 or above limit, @admitted not an admission).
  */
-SLUICE_API int sluice_decay_refund_at(sluice_decay_t *x, uint64_t n,
-                                      const sluice_decision_t *admitted);
+SLUICE_API int sluice_decay_refund(sluice_decay_t *x, uint64_t n,
+                                   const sluice_decision_t *admitted);
 
 #endif /* SLUICE_DECAY_H */

@@ -22,9 +22,7 @@ typedef struct sluice_decision {
 	uint64_t remaining;      /* permits left after this decision          */
 	uint64_t retry_after_ns; /* refused: ns from now until the same request
 	                          * could first pass, or SLUICE_NEVER.
-	                          * Admitted: 0, except for a booking
-	                          * (reserve/pace), where it is the delay
-	                          * before the booked slot may be used.     */
+	                          * Admitted: always 0.                     */
 	uint64_t reset_ns;       /* ns from now until every permit counted now
 	                          * has left the window (an upper bound)      */
 	uint64_t now_ns;         /* the limiter time the decision was taken at.
@@ -37,6 +35,9 @@ typedef struct sluice_decision {
 	                          * less room).  Guarantees are stated on this
 	                          * timeline; the relative fields above are
 	                          * measured from it.                         */
+	uint64_t delay_ns;       /* admitted by a booking (reserve): ns from
+	                          * now until the booked slot may be used
+	                          * (0: at once).  Otherwise always 0.      */
 } sluice_decision_t;
 
 /* private: fill @d for a request that can never pass (n > limit). */
@@ -48,6 +49,7 @@ static inline void sluice__decision_never(sluice_decision_t *d, uint64_t limit, 
 	d->limit = limit;
 	d->remaining = 0;
 	d->retry_after_ns = SLUICE_NEVER;
+	d->delay_ns = 0;
 	d->reset_ns = 0;
 	d->now_ns = now;
 }

@@ -2,7 +2,9 @@
  * sluice/error.h - error codes.
  *
  * Every sluice function that can fail returns an int: 0 (or a positive
- * decision) on success, a negative SLUICE_E* code on failure.  Invalid
+ * decision) on success, a SLUICE_E* code on failure.  The codes are
+ * negative enum values (as libuv's), so a caller compares directly:
+ * rc == SLUICE_ETOOBIG.  Invalid
  * configuration is rejected at init with the code that names what is wrong;
  * nothing is clamped silently.  The enum, sluice_strerror() and
  * sluice_err_name() are generated from one table so they cannot drift.
@@ -12,7 +14,7 @@
 
 #include "common.h"
 
-/* X(name, value, message) */
+/* X(name, value, message); the enum value is -value */
 #define SLUICE_ERRORS(X)                                                        \
 	X(EINVAL, 1, "invalid argument (NULL pointer or zero permits)")        \
 	X(ELIMIT, 2, "limit out of range (0, or above the algorithm's maximum)") \
@@ -32,7 +34,7 @@
 	X(EWARMUP, 16, "warm-up period out of range")                           \
 	X(EHALFLIFE, 17, "half-life out of range")                              \
 	X(ECOUNT, 18, "composite needs 2..8 limiters")                          \
-	X(EKIND, 19, "unknown limiter kind")                                    \
+	X(EALGO, 19, "unknown algorithm, or one this call cannot use")                                    \
 	X(ERELEASE, 20, "release without a matching acquire")                   \
 	X(ETIMEDOUT, 21, "the wait would exceed the timeout; nothing was taken") \
 	X(EDELAY, 22, "maximum queueing delay out of range")                    \
@@ -51,16 +53,16 @@
 	X(EBUSY, 35, "gave up after the retry bound: shared state kept changing; nothing was taken")
 
 enum sluice_error {
-#define SLUICE__ERR_ENUM(name, value, msg) SLUICE_##name = value,
+#define SLUICE__ERR_ENUM(name, value, msg) SLUICE_##name = -(value),
 	SLUICE_ERRORS(SLUICE__ERR_ENUM)
 #undef SLUICE__ERR_ENUM
 };
 
 /*
  * sluice_strerror - human-readable message for an error code.
- * @err: a negative code returned by sluice (the positive value is accepted too).
- * Return: a static string; "unknown error" for codes sluice does not define,
- * "success" for 0.  Thread-safe.
+ * @err: a code returned by sluice (a SLUICE_E* value, negative).
+ * Return: a static string; "unknown error" for values sluice does not define
+ * (positive ones included), "success" for 0.  Thread-safe.
  */
 SLUICE_API const char *sluice_strerror(int err);
 

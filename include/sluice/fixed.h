@@ -69,8 +69,8 @@ typedef struct sluice_fixed {
 
 /*
  * sluice_fixed_init - validate @cfg and set up @f (caller-allocated).
- * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_ELIMIT, -SLUICE_EWINDOW (W = 0),
- * -SLUICE_ERESOLUTION (W below the clock's resolution), -SLUICE_ECLOCK.
+ * Return: 0; SLUICE_EINVAL (NULL), SLUICE_ELIMIT, SLUICE_EWINDOW (W = 0),
+ * SLUICE_ERESOLUTION (W below the clock's resolution), SLUICE_ECLOCK.
  * On error @f is untouched.  No allocation; not thread-safe for the same @f.
  */
 SLUICE_API int sluice_fixed_init(sluice_fixed_t *f, const sluice_fixed_config_t *cfg);
@@ -101,6 +101,7 @@ static inline void sluice__fixed_fill(const sluice_fixed_t *f, sluice_decision_t
 	d->remaining = count >= f->limit ? 0 : f->limit - count;
 	d->reset_ns = left;
 	d->retry_after_ns = allowed ? 0 : left;
+	d->delay_ns = 0;
 	d->now_ns = now;
 }
 
@@ -115,7 +116,7 @@ static inline void sluice__fixed_fill(const sluice_fixed_t *f, sluice_decision_t
  * (see the code); an admission publishes no other data.  A decision that
  * stalls for 2^32 windows or more between its reads and its CAS returns 0
  * (refused) with its n left counted: never an extra admission.
- * Return: 1 admitted, 0 refused, -SLUICE_EINVAL (n = 0), -SLUICE_ETOOBIG
+ * Return: 1 admitted, 0 refused, SLUICE_EINVAL (n = 0), SLUICE_ETOOBIG
  * (n > limit: can never pass; @d says retry_after_ns = SLUICE_NEVER).
  */
 static inline int sluice_fixed_acquire_at(sluice_fixed_t *f, uint64_t n, uint64_t now,
@@ -165,7 +166,7 @@ static inline int sluice_fixed_acquire_at(sluice_fixed_t *f, uint64_t n, uint64_
 }
 
 /*
- * sluice_fixed_refund_at - give back @n permits of the admission @admitted
+ * sluice_fixed_refund - give back @n permits of the admission @admitted
  * describes (its decision, as filled by acquire).
  *
  * While that window is current, the count drops by n at once (one
@@ -177,12 +178,12 @@ static inline int sluice_fixed_acquire_at(sluice_fixed_t *f, uint64_t n, uint64_
  * a second refund of one decision from a first refund of another; the
  * count never goes below zero, but a repeated refund frees permits that
  * other admissions took.  Lock-free, no allocation.
- * Return: 0; -SLUICE_EINVAL (NULL, a refused decision, n = 0, more than
+ * Return: 0; SLUICE_EINVAL (NULL, a refused decision, n = 0, more than
  * the window counts, or a decision from a window this limiter never
  * opened, e.g. later than its newest).
  */
-SLUICE_API int sluice_fixed_refund_at(sluice_fixed_t *f, uint64_t n,
-                                      const sluice_decision_t *admitted);
+SLUICE_API int sluice_fixed_refund(sluice_fixed_t *f, uint64_t n,
+                                   const sluice_decision_t *admitted);
 
 /* sluice_fixed_acquire - as _at, reading the limiter's clock. */
 static inline int sluice_fixed_acquire(sluice_fixed_t *f, uint64_t n, sluice_decision_t *d)

@@ -27,13 +27,13 @@
  * Check-and-book is one CAS on the TAT, so the admissions are linearizable
  * and two threads can never both take the last permit: the bound is exact
  * under concurrency, not approximate.  Bookings made with reserve count at
- * the time their delay ends (now_ns + retry_after_ns); the bound holds for
+ * the time their delay ends (now_ns + delay_ns); the bound holds for
  * those times too.
  *
  * NON-WHOLE INTERVALS.  T is period_ns / rate rounded UP to whole ns, e.g.
  * 3 per second runs with T = 333,333,334 ns.  Rounding up can only lower
  * the rate (the bound above then holds with the exact period/rate too), by
- * less than 1 ns per permit; init rejects (-SLUICE_ERATE) a configuration
+ * less than 1 ns per permit; init rejects (SLUICE_ERATE) a configuration
  * whose rounding would lower the rate by more than 1/SLUICE_GCRA_ROUNDING
  * (0.1%), so the configured rate is never silently changed by more than
  * that (3 per second: by 2e-9; 1,500,000 per second: T = 667, 0.05%;
@@ -57,8 +57,8 @@
  * bucket less refilled (or empty): it can be refused more, never admitted
  * more; no permit can be minted by a clock set back.  Unlike the windowed
  * limiters, the reading is therefore used as it is and d->now_ns is the
- * reading: retry_after_ns and a reservation's delay are measured from the
- * caller's own reading, so a caller that sleeps retry_after_ns from its own
+ * reading: retry_after_ns and a reservation's delay_ns are measured from the
+ * caller's own reading, so a caller that sleeps delay_ns from its own
  * clock lands exactly on the slot.  (Raising an old reading to a newer time
  * would make such a caller proceed early.)  A clock that jumps forward
  * finds the bucket full (at most b), as the time says.
@@ -90,19 +90,19 @@
  * among themselves by a flag (a preempted one delays only the next one;
  * decisions never touch the flag); a call that waited
  * SLUICE_GCRA_WRITER_WAIT_NS (1 s) for it, because the holder was stopped
- * mid-change, returns -SLUICE_ETIMEDOUT and changes nothing.
+ * mid-change, returns SLUICE_ETIMEDOUT and changes nothing.
  *
  * CANCEL / REFUND.  A booking (reserve, or an admission) is given back
  * exactly while nothing was booked after it: the CAS finds the TAT it left
- * and moves it back by n*T.  Otherwise -SLUICE_ECANCEL and nothing is given
+ * and moves it back by n*T.  Otherwise SLUICE_ECANCEL and nothing is given
  * back: later bookings were decided (and may have been promised slots)
  * against the permits it took, so they stay taken; the bucket refills at
  * its rate as usual: fewer future admissions, never more.  A booking made
- * before a set_rate/set_burst can no longer be given back (-SLUICE_ECANCEL).
+ * before a set_rate/set_burst can no longer be given back (SLUICE_ECANCEL).
  * The caller's contract: give back each admission (or booking) at most
  * once, with at most the n it took.  The limiter detects what it can: a
  * second cancel of one booking finds the TAT moved back by the first and
- * returns -SLUICE_ECANCEL, changing nothing.  It cannot tell it from a
+ * returns SLUICE_ECANCEL, changing nothing.  It cannot tell it from a
  * first cancel when a booking made since the first one ended at exactly the
  * same ns (the same n, decided before the bucket refilled past that point):
  * the second cancel then gives back that booking's permits, and up to n
@@ -110,8 +110,8 @@
  * of more than that (up to b) moves the TAT back by the larger n*T.
  *
  * LIMITS: rate >= 1 and period_ns >= rate (T >= 1 ns) and rounding at most
- * 0.1% (-SLUICE_ERATE); b >= 1 and b * T <= SLUICE_GCRA_SPAN_MAX (2^62 - 1
- * ns, 146 years) (-SLUICE_EBURST; set_rate says -SLUICE_ERATE when the new T
+ * 0.1% (SLUICE_ERATE); b >= 1 and b * T <= SLUICE_GCRA_SPAN_MAX (2^62 - 1
+ * ns, 146 years) (SLUICE_EBURST; set_rate says SLUICE_ERATE when the new T
  * makes the current b too long).  n in 1..b.  Times: any 64-bit reading; the
  * TAT lives below SLUICE_GCRA_TIME_MAX (2^64 - 2^32 - 1: the top 2^32 values
  * mark a reconfiguration in progress), so in the last tau before that time
@@ -126,7 +126,7 @@
  * never more than the bound.  So the bucket must hold at least one clock
  * step: b * T >= the clock's resolution, or at most b would pass per step
  * and the configured rate could never be reached (a silent cap): init,
- * set_rate and set_burst say -SLUICE_ERESOLUTION instead (raise b, or use a
+ * set_rate and set_burst say SLUICE_ERESOLUTION instead (raise b, or use a
  * finer clock).  reserve books slots T apart whatever the clock, but it
  * measures each delay from the caller's reading, which a coarse clock makes
  * up to one step old, so a caller that sleeps out one delay before booking
@@ -158,7 +158,7 @@
 
 /* Longest tolerance b * T, ns. */
 #define SLUICE_GCRA_SPAN_MAX ((1ULL << 62) - 1)
-/* set_rate/set_burst give up (-SLUICE_ETIMEDOUT) after waiting this long
+/* set_rate/set_burst give up (SLUICE_ETIMEDOUT) after waiting this long
  * for a concurrent one: 1 s. */
 #define SLUICE_GCRA_WRITER_WAIT_NS 1000000000ULL
 /* Rounding T up may lower the rate by at most 1/SLUICE_GCRA_ROUNDING. */
@@ -212,10 +212,10 @@ typedef struct sluice_gcra {
 
 /*
  * sluice_gcra_init - validate @cfg and set up @g (caller-allocated), full.
- * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_ECLOCK, -SLUICE_ERATE (rate 0,
+ * Return: 0; SLUICE_EINVAL (NULL), SLUICE_ECLOCK, SLUICE_ERATE (rate 0,
  * T under 1 ns, or rounding T to whole ns would lower the rate by more than
- * 0.1%), -SLUICE_EBURST (b = 0, or b * T above SLUICE_GCRA_SPAN_MAX),
- * -SLUICE_ERESOLUTION (b * T below the clock's resolution, see LIMITS).
+ * 0.1%), SLUICE_EBURST (b = 0, or b * T above SLUICE_GCRA_SPAN_MAX),
+ * SLUICE_ERESOLUTION (b * T below the clock's resolution, see LIMITS).
  * On error @g is untouched.  No allocation; not thread-safe for the same @g.
  */
 SLUICE_API int sluice_gcra_init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg);
@@ -260,14 +260,16 @@ static inline void sluice__gcra_fill(sluice_decision_t *d, int allowed, uint64_t
 	d->allowed = allowed;
 	d->limit = burst;
 	d->remaining = sluice__gcra_div(credit, recip, shift);
-	d->retry_after_ns = retry;
+	/* @retry: a booking's delay when allowed, the wait when refused */
+	d->retry_after_ns = allowed ? 0 : retry;
+	d->delay_ns = allowed ? retry : 0;
 	d->reset_ns = lag; /* until the bucket is full: TAT = now_ns + reset_ns */
 	d->now_ns = now;
 }
 
 /*
  * private: one attempt at booking @n at @now with a delay of at most
- * @max_delay (0: acquire).  Returns 1 booked (d->retry_after_ns = the delay),
+ * @max_delay (0: acquire).  Returns 1 booked (d->delay_ns = the delay),
  * 0 refused, or SLUICE__GCRA_SLOW when the slow path must decide (a seal,
  * n = 0, n > b).
  *
@@ -359,8 +361,8 @@ static inline int sluice__gcra_try(sluice_gcra_t *g, uint64_t n, uint64_t now,
  * succeeded.  No allocation.  Safe from any number of threads and with a
  * concurrent set_rate/set_burst (the decision uses one parameter set).
  * remaining and retry_after_ns come from the same TAT the CAS checked.
- * Return: 1 admitted, 0 refused (nothing taken), -SLUICE_EINVAL (n = 0),
- * -SLUICE_ETOOBIG (n > b: can never pass; retry_after_ns = SLUICE_NEVER).
+ * Return: 1 admitted, 0 refused (nothing taken), SLUICE_EINVAL (n = 0),
+ * SLUICE_ETOOBIG (n > b: can never pass; retry_after_ns = SLUICE_NEVER).
  */
 static inline int sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t now,
                                          sluice_decision_t *d)
@@ -394,6 +396,7 @@ static inline int sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t 
 			d->limit = burst;
 			d->remaining = sluice__gcra_div(credit < top ? credit : top, recip, shift);
 			d->retry_after_ns = 0;
+			d->delay_ns = 0;
 			d->reset_ns = lag;
 			d->now_ns = now;
 		}
@@ -417,15 +420,15 @@ static inline int sluice_gcra_acquire(sluice_gcra_t *g, uint64_t n, sluice_decis
  * UINT64_MAX: any delay).
  *
  * Books the slot (moves the TAT by n*T, FIFO in CAS order) when the wait
- * until it is at most @max_delay_ns; then d->retry_after_ns is that wait:
- * proceed at d->now_ns + d->retry_after_ns (0: now).  allowed is set: the
+ * until it is at most @max_delay_ns; then d->delay_ns is that wait:
+ * proceed at d->now_ns + d->delay_ns (0: now).  allowed is set: the
  * permits are taken, for that time.  A booking that is not used can be given
  * back with sluice_gcra_cancel().  When the wait would be longer nothing is
  * booked and d->retry_after_ns is how much later the same call would
  * succeed (the wait minus @max_delay_ns; SLUICE_NEVER past the end of time).
  * Lock-free, no allocation, thread-safe; one CAS.
- * Return: 1 booked, 0 not booked, -SLUICE_EINVAL (n = 0),
- * -SLUICE_ETOOBIG (n > b: can never be booked; retry_after_ns = SLUICE_NEVER).
+ * Return: 1 booked, 0 not booked, SLUICE_EINVAL (n = 0),
+ * SLUICE_ETOOBIG (n > b: can never be booked; retry_after_ns = SLUICE_NEVER).
  */
 static inline int sluice_gcra_reserve_at(sluice_gcra_t *g, uint64_t n, uint64_t now,
                                          uint64_t max_delay_ns, sluice_decision_t *d)
@@ -450,7 +453,7 @@ static inline int sluice_gcra_reserve(sluice_gcra_t *g, uint64_t n, uint64_t max
  *
  * Exact when nothing was booked after it (and no set_rate/set_burst ran
  * since): one CAS moves the TAT back by n*T, as if it had never been made.
- * Otherwise returns -SLUICE_ECANCEL and gives nothing back: the bookings
+ * Otherwise returns SLUICE_ECANCEL and gives nothing back: the bookings
  * after it were decided against these permits, so they stay taken and come
  * back only as the bucket refills (fewer future admissions, never more).
  * @n may be less than was booked (a partial give-back).  The caller's
@@ -458,26 +461,26 @@ static inline int sluice_gcra_reserve(sluice_gcra_t *g, uint64_t n, uint64_t max
  * CANCEL above for what is detected).  Lock-free, no allocation, safe from
  * any thread.  Success has release order (pairs with the acquire load of
  * the TAT by a reconfiguration, which must see the cancel's bookkeeping).
- * Return: 0, -SLUICE_ECANCEL, -SLUICE_EINVAL (NULL, n = 0, @booked not
+ * Return: 0, SLUICE_ECANCEL, SLUICE_EINVAL (NULL, n = 0, @booked not
  * allowed, or n more than the booking can have taken).
  */
 SLUICE_API int sluice_gcra_cancel(sluice_gcra_t *g, uint64_t n, const sluice_decision_t *booked);
 
 /*
- * sluice_gcra_refund_at - the conventions' name for cancel: give back @n
+ * sluice_gcra_refund - the conventions' name for cancel: give back @n
  * permits of the admission @admitted describes (the composite uses it).
  * Same semantics and return values as sluice_gcra_cancel().
  */
-SLUICE_API int sluice_gcra_refund_at(sluice_gcra_t *g, uint64_t n,
-                                     const sluice_decision_t *admitted);
+SLUICE_API int sluice_gcra_refund(sluice_gcra_t *g, uint64_t n,
+                                  const sluice_decision_t *admitted);
 
 /*
- * sluice_gcra_remaining_at - how many permits (n = 1 each) would pass right
+ * sluice_gcra_available_at - how many permits (n = 1 each) would pass right
  * now, at @now, without taking any.  Lock-free, read-only (may help finish
  * a reconfiguration).  A snapshot: concurrent decisions may change it.
  */
-SLUICE_API uint64_t sluice_gcra_remaining_at(sluice_gcra_t *g, uint64_t now);
-SLUICE_API uint64_t sluice_gcra_remaining(sluice_gcra_t *g);
+SLUICE_API uint64_t sluice_gcra_available_at(sluice_gcra_t *g, uint64_t now);
+SLUICE_API uint64_t sluice_gcra_available(sluice_gcra_t *g);
 
 /*
  * sluice_gcra_set_rate_at - change the rate to @rate per @period_ns, live.
@@ -491,10 +494,10 @@ SLUICE_API uint64_t sluice_gcra_remaining(sluice_gcra_t *g);
  * Calls serialise among themselves on a flag (waiting with sched_yield, at
  * most SLUICE_GCRA_WRITER_WAIT_NS): a control-path operation, not for
  * decision paths.  No allocation.
- * Return: 0; -SLUICE_EINVAL (NULL); set_rate: -SLUICE_ERATE as init, and
+ * Return: 0; SLUICE_EINVAL (NULL); set_rate: SLUICE_ERATE as init, and
  * when the new T makes b * T exceed SLUICE_GCRA_SPAN_MAX; set_burst:
- * -SLUICE_EBURST as init; both: -SLUICE_ERESOLUTION when the new b * T is
- * below the clock's resolution (LIMITS), -SLUICE_ETIMEDOUT when another
+ * SLUICE_EBURST as init; both: SLUICE_ERESOLUTION when the new b * T is
+ * below the clock's resolution (LIMITS), SLUICE_ETIMEDOUT when another
  * set_rate/set_burst held the flag for SLUICE_GCRA_WRITER_WAIT_NS (stopped
  * mid-change; its change completes when it resumes).  Nothing changes on
  * error.

@@ -42,7 +42,7 @@
  * WHICH DECISION FIELD:
  *   Retry-After  = ceil(d->retry_after_ns).  SLUICE_NEVER (a request that
  *                  can never pass: n above the limit) has no honest delay:
- *                  the call fails with -SLUICE_ETOOBIG and the caller sends
+ *                  the call fails with SLUICE_ETOOBIG and the caller sends
  *                  no Retry-After (answer 413, or 429 without it).
  *   r            = d->remaining, capped at SLUICE_HTTP_SF_INT_MAX (an
  *                  sf-integer has at most 15 digits; under-reporting what
@@ -63,16 +63,16 @@
  *   typical request duration) in that case.
  *
  * POLICY: q = quota, 0..SLUICE_HTTP_SF_INT_MAX (the draft allows 0; a larger
- * quota is rejected, -SLUICE_ELIMIT, rather than clamped).  w =
+ * quota is rejected, SLUICE_ELIMIT, rather than clamped).  w =
  * ceil(window_ns) in seconds, >= 1: the draft has no sub-second windows, and
  * rounding up advertises the same quota over a longer time, which is a rate
  * no higher than the real one (q per 100 ms advertised as q per 1 s).
- * window_ns = 0 is -SLUICE_EWINDOW.
+ * window_ns = 0 is SLUICE_EWINDOW.
  *
  * NAMES must be 1..SLUICE_HTTP_NAME_MAX bytes of printable ASCII
  * (%x20-7E).  '"' and '\' are escaped as \" and \\ ; any other byte
  * (control characters, DEL, non-ASCII/UTF-8) is rejected with
- * -SLUICE_EINVAL, never dropped or replaced: a policy name that the client
+ * SLUICE_EINVAL, never dropped or replaced: a policy name that the client
  * sees must be the one the server meant.  An empty name is rejected too
  * (the item must identify the policy).
  *
@@ -119,9 +119,9 @@
  * @buf, @len: the output buffer and its size.  @d: a decision.
  *
  * Writes ceil(d->retry_after_ns / 1 s) in decimal.  Thread-safe, reentrant.
- * Return: the length written (excluding the NUL); -SLUICE_EINVAL (@d NULL,
- * or @buf NULL with @len > 0); -SLUICE_ETOOBIG (retry_after_ns is
- * SLUICE_NEVER: send no Retry-After); -SLUICE_HTTP_ETRUNC (@len too small;
+ * Return: the length written (excluding the NUL); SLUICE_EINVAL (@d NULL,
+ * or @buf NULL with @len > 0); SLUICE_ETOOBIG (retry_after_ns is
+ * SLUICE_NEVER: send no Retry-After); SLUICE_HTTP_ETRUNC (@len too small;
  * buf[0] = '\0' when len >= 1).
  */
 SLUICE_API int sluice_http_retry_after(char *buf, size_t len, const sluice_decision_t *d);
@@ -133,10 +133,10 @@ SLUICE_API int sluice_http_retry_after(char *buf, size_t len, const sluice_decis
  * ceil(window_ns / 1 s).
  *
  * Thread-safe, reentrant.
- * Return: the length written (excluding the NUL); -SLUICE_EINVAL (NULL
- * @name, bad name, or @buf NULL with @len > 0); -SLUICE_ELIMIT (quota above
- * SLUICE_HTTP_SF_INT_MAX); -SLUICE_EWINDOW (window_ns = 0);
- * -SLUICE_HTTP_ETRUNC (@len too small).  On any error buf[0] = '\0' when
+ * Return: the length written (excluding the NUL); SLUICE_EINVAL (NULL
+ * @name, bad name, or @buf NULL with @len > 0); SLUICE_ELIMIT (quota above
+ * SLUICE_HTTP_SF_INT_MAX); SLUICE_EWINDOW (window_ns = 0);
+ * SLUICE_HTTP_ETRUNC (@len too small).  On any error buf[0] = '\0' when
  * len >= 1, and nothing else is written.
  */
 SLUICE_API int sluice_http_ratelimit_policy(char *buf, size_t len, const char *name,
@@ -147,8 +147,8 @@ SLUICE_API int sluice_http_ratelimit_policy(char *buf, size_t len, const char *n
  * @name: the policy name, as in RateLimit-Policy.  @d: the decision.
  *
  * r and t as described under WHICH DECISION FIELD.  Thread-safe, reentrant.
- * Return: the length written (excluding the NUL); -SLUICE_EINVAL (NULL @d
- * or @name, bad name, or @buf NULL with @len > 0); -SLUICE_HTTP_ETRUNC
+ * Return: the length written (excluding the NUL); SLUICE_EINVAL (NULL @d
+ * or @name, bad name, or @buf NULL with @len > 0); SLUICE_HTTP_ETRUNC
  * (@len too small).  On any error buf[0] = '\0' when len >= 1, and nothing
  * else is written.
  */

@@ -34,7 +34,7 @@
  *     of a contended atomic, not of a per-CPU counter.  Lock-free, not
  *     wait-free: a thread's CAS can fail as long as others keep succeeding.
  *
- * BAD RELEASES: a release of more than is held returns -SLUICE_ERELEASE,
+ * BAD RELEASES: a release of more than is held returns SLUICE_ERELEASE,
  * changes nothing and increments the limiter's counter
  * (sluice_inflight_bad_releases()), in every build.  The library prints
  * nothing and never aborts: the return code and the counter are the only
@@ -105,8 +105,8 @@ typedef struct sluice_inflight {
  *
  * No allocation.  Not thread-safe for the same @f (no other call on @f may
  * run during init).
- * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_ELIMIT (K = 0 or above
- * SLUICE_INFLIGHT_LIMIT_MAX), -SLUICE_ECLOCK (unknown clock kind).
+ * Return: 0; SLUICE_EINVAL (NULL), SLUICE_ELIMIT (K = 0 or above
+ * SLUICE_INFLIGHT_LIMIT_MAX), SLUICE_ECLOCK (unknown clock kind).
  * On error @f is untouched.
  */
 SLUICE_API int sluice_inflight_init(sluice_inflight_t *f, const sluice_inflight_config_t *cfg);
@@ -156,6 +156,7 @@ static inline void sluice__inflight_fill(const sluice_inflight_t *f, sluice_deci
 	d->limit = f->limit;
 	d->remaining = f->limit - held; /* held <= limit: the CAS checked it */
 	d->retry_after_ns = 0;          /* see DECISION above               */
+	d->delay_ns = 0;
 	d->reset_ns = SLUICE_NEVER;
 	d->now_ns = now;
 }
@@ -171,8 +172,8 @@ static inline void sluice__inflight_fill(const sluice_inflight_t *f, sluice_deci
  * thread wrote before releasing slots is visible to a thread that takes slots
  * after it, as with sem_post()/sem_wait().  A refusal takes nothing and
  * implies no ordering.
- * Return: 1 admitted, 0 refused (fewer than @n free now), -SLUICE_EINVAL
- * (n = 0), -SLUICE_ETOOBIG (n > K: can never pass; retry_after_ns is
+ * Return: 1 admitted, 0 refused (fewer than @n free now), SLUICE_EINVAL
+ * (n = 0), SLUICE_ETOOBIG (n > K: can never pass; retry_after_ns is
  * SLUICE_NEVER).
  */
 static inline int sluice_inflight_acquire_at(sluice_inflight_t *f, uint64_t n, uint64_t now,
@@ -226,13 +227,13 @@ static inline int sluice_inflight_acquire(sluice_inflight_t *f, uint64_t n, slui
  * A release of more than is held changes nothing and is counted in
  * sluice_inflight_bad_releases() (see BAD RELEASES above).  Only the total is
  * checked: see WORST CASE for the mismatches that cannot be detected.
- * Return: 0 given back; -SLUICE_EINVAL (n = 0); -SLUICE_ERELEASE (n > held:
+ * Return: 0 given back; SLUICE_EINVAL (n = 0); SLUICE_ERELEASE (n > held:
  * nothing changed).
  */
 static inline int sluice_inflight_release(sluice_inflight_t *f, uint64_t n)
 {
 	if (SLUICE_UNLIKELY(n == 0))
-		return -SLUICE_EINVAL;
+		return SLUICE_EINVAL;
 	uint64_t h = atomic_load_explicit(&f->held, memory_order_relaxed);
 	do {
 		if (SLUICE_UNLIKELY(n > h))
@@ -245,19 +246,19 @@ static inline int sluice_inflight_release(sluice_inflight_t *f, uint64_t n)
 }
 
 /*
- * sluice_inflight_refund_at - give back @n slots of the admission @admitted
+ * sluice_inflight_refund - give back @n slots of the admission @admitted
  * describes (the composite's undo).  Exactly sluice_inflight_release(): the
  * admission's time plays no part, so @admitted may be NULL.  A refund is
  * always exact when it matches an admission.  The caller's contract: each
  * admission at most once (refund or release, not both), with at most the n
  * it took.  A second one is refused only when it asks for more than is
  * held; otherwise it frees slots that other holders took (WORST CASE).
- * Return: as sluice_inflight_release(): 0, -SLUICE_EINVAL, or
- * -SLUICE_ERELEASE when @n is more than is held (nothing changed, so the
+ * Return: as sluice_inflight_release(): 0, SLUICE_EINVAL, or
+ * SLUICE_ERELEASE when @n is more than is held (nothing changed, so the
  * error errs toward fewer future admissions, never more).
  */
-static inline int sluice_inflight_refund_at(sluice_inflight_t *f, uint64_t n,
-                                            const sluice_decision_t *admitted)
+static inline int sluice_inflight_refund(sluice_inflight_t *f, uint64_t n,
+                                         const sluice_decision_t *admitted)
 {
 	(void)admitted;
 	return sluice_inflight_release(f, n);

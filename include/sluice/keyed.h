@@ -5,13 +5,13 @@
  *
  * One algorithm and one parameter set per table:
  *
- *   SLUICE_KEYED_GCRA      GCRA token bucket, rate + burst (sluice/gcra.h)
- *   SLUICE_KEYED_LEAKY     leaky bucket meter, rate + depth D (sluice/leaky.h:
+ *   SLUICE_ALGO_GCRA      GCRA token bucket, rate + burst (sluice/gcra.h)
+ *   SLUICE_ALGO_LEAKY     leaky bucket meter, rate + depth D (sluice/leaky.h:
  *                          GCRA with burst D + 1, nginx limit_req nodelay)
- *   SLUICE_KEYED_FIXED     fixed window, L per aligned window W (sluice/fixed.h)
- *   SLUICE_KEYED_WINDOW    sliding window ring, EXACT mode, L per W in N
+ *   SLUICE_ALGO_FIXED     fixed window, L per aligned window W (sluice/fixed.h)
+ *   SLUICE_ALGO_WINDOW    sliding window ring, EXACT mode, L per W in N
  *                          buckets (sluice/window.h)
- *   SLUICE_KEYED_INFLIGHT  concurrency limit K per key (sluice/inflight.h),
+ *   SLUICE_ALGO_INFLIGHT  concurrency limit K per key (sluice/inflight.h),
  *                          with sluice_keyed_release()
  *
  * The per-key state is the state of those modules, laid out inside the
@@ -62,13 +62,13 @@
  * probe at most those 8 slots (8 cache lines for 64-byte slots), never more.
  * A new key takes a never-used or abandoned slot of its group, else a
  * fresh-equivalent one (lossless), else the table's policy decides:
- *   SLUICE_KEYED_REJECT  the request fails with -SLUICE_EKEYFULL (counted in
+ *   SLUICE_KEYED_REJECT  the request fails with SLUICE_EKEYFULL (counted in
  *                        rejections); the decision says refused.  Existing
  *                        keys are never touched.
  *   SLUICE_KEYED_ALLOW   the request passes untracked: return 1, counted in
  *                        untracked, and d->limit = 0 marks it (no limit was
  *                        applied).  Existing keys are never touched.  Not for
- *                        INFLIGHT (nothing could be released): -SLUICE_EPOLICY.
+ *                        INFLIGHT (nothing could be released): SLUICE_EPOLICY.
  *   SLUICE_KEYED_EVICT   the live key whose state holds the least (its loss)
  *                        gives up its slot (counted in evictions): GCRA,
  *                        LEAKY: the smallest debt TAT - now; FIXED: the
@@ -88,7 +88,7 @@
  *                        range (at most its loss; fewer admissions, never
  *                        more: nothing is ever zeroed, so no late write can
  *                        give permits back).  Not for INFLIGHT (it would
- *                        forget held slots): -SLUICE_EPOLICY.
+ *                        forget held slots): SLUICE_EPOLICY.
  * What each policy guarantees to an abusive key A that keeps sending while an
  * attacker streams random keys:
  *   REJECT, ALLOW: A is never touched; its GUARANTEE holds exactly.
@@ -120,7 +120,7 @@
  *
  * KEYS.  Byte strings of 1..key_max bytes (default 32: an IPv6 address and a
  * route id; at most SLUICE_KEYED_KEY_MAX).  A longer key fails with
- * -SLUICE_EKEYLEN, unless the table was created with
+ * SLUICE_EKEYLEN, unless the table was created with
  * SLUICE_KEYED_HASH_LONG_KEYS: then it is replaced by a 128-bit SipHash
  * digest under two further seeds, stored with its own length code so it
  * never equals a short key; two long keys share a state only if their
@@ -177,7 +177,7 @@
  *   ever waits for it.
  * A process that writes the table's memory at will (a hostile or broken
  * attacher) can make keys unreadable, reset or fill their states, and make
- * calls refuse, fail with -SLUICE_EKEYFULL, or give up with -SLUICE_EBUSY;
+ * calls refuse, fail with SLUICE_EKEYFULL, or give up with SLUICE_EBUSY;
  * it cannot make a call of this process crash, read or write outside the
  * table, divide by zero, shift out of range, or run for more than
  * 4096 retries (every value read from a slot, a floor or the header is
@@ -193,7 +193,7 @@
  * jumping by any amount (FIXED stores the whole window number, WINDOW the
  * whole head epoch).  Readings must be below 2^62 ns (146 years of CLOCK_MONOTONIC):
  * the state words spend their top bits on the slot protocol; a time at or
- * above it is -SLUICE_ETIME.
+ * above it is SLUICE_ETIME.
  *
  * WORST CASE (what it does not prevent):
  *   - Under EVICT, an attacker who keeps every key of a group at its limit
@@ -204,7 +204,7 @@
  *   - Lock-free, not wait-free: a decision retries while other decisions on
  *     the same key succeed, and a creation retries while slots of its group
  *     change under it.  Every call counts its retries (failed CASes, lost
- *     claims, owner changes met) and gives up after 4096 with -SLUICE_EBUSY,
+ *     claims, owner changes met) and gives up after 4096 with SLUICE_EBUSY,
  *     having taken nothing: honest contention does not come near it (each
  *     retry needs another call on the same words to succeed meanwhile); a
  *     writer that never stops changing a word does.
@@ -218,21 +218,21 @@
  *     number in full.
  *
  * LIMITS: capacity 8..2^32 slots, rounded up to a power of two
- * (-SLUICE_ECAPACITY); key_max 1..SLUICE_KEYED_KEY_MAX (-SLUICE_EKEYLEN);
- * GCRA, LEAKY: as gcra.h and leaky.h (-SLUICE_ERATE, -SLUICE_EBURST), and
+ * (SLUICE_ECAPACITY); key_max 1..SLUICE_KEYED_KEY_MAX (SLUICE_EKEYLEN);
+ * GCRA, LEAKY: as gcra.h and leaky.h (SLUICE_ERATE, SLUICE_EBURST), and
  * b * T (D + 1 intervals for LEAKY) at most SLUICE_KEYED_TAU_MAX, 2^61 - 1 ns
- * (-SLUICE_EBURST: the TAT lives below 2^62 ns, so every reading below
+ * (SLUICE_EBURST: the TAT lives below 2^62 ns, so every reading below
  * 2^61 ns can pass; a bucket near gcra.h's own 2^62 - 1 would leave none);
  * FIXED: L in 1..2^24 - 1 and W >= 2^bit_width(L) ns, i.e. L at most
  * 2^floor(log2 W) - 1 (W = 1 ms allows L up to 2^19 - 1, W = 1 s up to
- * 2^24 - 1) (-SLUICE_ELIMIT: the count takes bit_width(L) bits of the state,
+ * 2^24 - 1) (SLUICE_ELIMIT: the count takes bit_width(L) bits of the state,
  * the window number the other 62 - bit_width(L), which must hold every
  * window below 2^62 ns), W at least the resolution of the clock a process
- * attaches with (-SLUICE_ERESOLUTION at attach); WINDOW: L in 1..2^30 - 1, N in
- * 1..SLUICE_KEYED_BUCKETS_MAX (16) (-SLUICE_EBUCKETS), W a multiple of N
- * (-SLUICE_EWINDOW), always EXACT; INFLIGHT: K in 1..2^32 - 1.  n in 1..(b, D + 1, L, K).
+ * attaches with (SLUICE_ERESOLUTION at attach); WINDOW: L in 1..2^30 - 1, N in
+ * 1..SLUICE_KEYED_BUCKETS_MAX (16) (SLUICE_EBUCKETS), W a multiple of N
+ * (SLUICE_EWINDOW), always EXACT; INFLIGHT: K in 1..2^32 - 1.  n in 1..(b, D + 1, L, K).
  *
- * MEMORY (sluice_keyed_size()): 256 bytes of header, 1 KiB of statistics
+ * MEMORY (sluice_keyed_region_bytes()): 256 bytes of header, 1 KiB of statistics
  * (16 cells of 64 bytes, picked by CPU), 8 bytes per group of 8 slots (the
  * reclaim floor), and per slot: 16 bytes (the tag and an unused word),
  * 8 bytes per 6 key bytes, 8 more when the key words are odd in number (the
@@ -276,15 +276,7 @@
 #define SLUICE_KEYED_TAU_MAX ((1ULL << 61) - 1) /* GCRA, LEAKY: b * T, ns */
 #define SLUICE_KEYED_TIME_MAX ((1ULL << 62) - 1) /* latest reading        */
 #define SLUICE_KEYED_LEASE_MS 100u    /* a stalled claim may be stolen after */
-#define SLUICE_KEYED_VERSION 4u /* 4: every slot pairs state and owner */
-
-typedef enum sluice_keyed_algo {
-	SLUICE_KEYED_GCRA = 0,
-	SLUICE_KEYED_LEAKY = 1,
-	SLUICE_KEYED_FIXED = 2,
-	SLUICE_KEYED_WINDOW = 3,
-	SLUICE_KEYED_INFLIGHT = 4,
-} sluice_keyed_algo_t;
+#define SLUICE_KEYED_VERSION 5u /* 5: algo is a sluice_algo_t (common.h) */
 
 typedef enum sluice_keyed_policy {
 	SLUICE_KEYED_REJECT = 0,
@@ -297,7 +289,7 @@ typedef enum sluice_keyed_policy {
 #define SLUICE_KEYED_SEEDED 2u         /* use config.seed, not getrandom()  */
 
 typedef struct sluice_keyed_config {
-	sluice_keyed_algo_t algo;
+	sluice_algo_t algo;  /* SLUICE_ALGO_GCRA, _LEAKY, _FIXED, _WINDOW, _INFLIGHT */
 	sluice_keyed_policy_t policy;
 	uint32_t flags;      /* SLUICE_KEYED_HASH_LONG_KEYS | SLUICE_KEYED_SEEDED */
 	uint32_t key_max;    /* longest key in bytes; 0: 32                     */
@@ -334,7 +326,7 @@ typedef struct sluice_keyed {
 	uint64_t group_mask;                /* groups - 1                   */
 	uint64_t capacity;
 	uint32_t slot_bytes, key_words, key_max, flags;
-	sluice_keyed_algo_t algo;
+	sluice_algo_t algo;  /* SLUICE_ALGO_GCRA, _LEAKY, _FIXED, _WINDOW, _INFLIGHT */
 	sluice_keyed_policy_t policy;
 	uint32_t buckets, bucket_mask, cell_mask;
 	uint32_t cbits;                     /* FIXED, INFLIGHT: count bits  */
@@ -359,23 +351,23 @@ typedef struct sluice_keyed_stats {
 } sluice_keyed_stats_t;
 
 /*
- * sluice_keyed_size - bytes of memory a table with @cfg needs.
+ * sluice_keyed_region_bytes - bytes of memory a table with @cfg needs.
  * Thread-safe, no allocation.
  * Return: the size, or 0 when @cfg is invalid (sluice_keyed_init() says why).
  */
-SLUICE_API size_t sluice_keyed_size(const sluice_keyed_config_t *cfg);
+SLUICE_API size_t sluice_keyed_region_bytes(const sluice_keyed_config_t *cfg);
 
 /*
  * sluice_keyed_init - validate @cfg and format @size bytes at @mem (64-byte
- * aligned, at least sluice_keyed_size(cfg)) as an empty table.
+ * aligned, at least sluice_keyed_region_bytes(cfg)) as an empty table.
  *
  * Reads getrandom() for the seed unless cfg->flags has SLUICE_KEYED_SEEDED.
  * No other process may use @mem during init; the header's magic is written
  * last with a release store, so a process that attaches afterwards (and sees
  * it) sees the whole table.  No allocation.
- * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_ESIZE (too small, misaligned),
- * -SLUICE_EKIND (algo), -SLUICE_EPOLICY, -SLUICE_ECAPACITY, -SLUICE_EKEYLEN
- * (key_max), the algorithm's parameter codes (see LIMITS), -SLUICE_ECLOCK
+ * Return: 0; SLUICE_EINVAL (NULL), SLUICE_ESIZE (too small, misaligned),
+ * SLUICE_EALGO (algo), SLUICE_EPOLICY, SLUICE_ECAPACITY, SLUICE_EKEYLEN
+ * (key_max), the algorithm's parameter codes (see LIMITS), SLUICE_ECLOCK
  * (getrandom failed).  On error @mem is untouched.
  */
 SLUICE_API int sluice_keyed_init(void *mem, size_t size, const sluice_keyed_config_t *cfg);
@@ -384,23 +376,23 @@ SLUICE_API int sluice_keyed_init(void *mem, size_t size, const sluice_keyed_conf
  * sluice_keyed_attach - make @k a handle on the table at @mem (@size bytes,
  * as mapped by this process), deciding with @clock (NULL: the cached clock).
  *
- * Trusts nothing in the header.  Checks alignment and size (-SLUICE_ESIZE);
+ * Trusts nothing in the header.  Checks alignment and size (SLUICE_ESIZE);
  * the magic, the version, the header's size and a checksum over the header
- * (-SLUICE_ELAYOUT) - the checksum's key is fixed and public, so it only
+ * (SLUICE_ELAYOUT) - the checksum's key is fixed and public, so it only
  * catches accidents (another version, a stray write), never a process that
  * rewrites the header on purpose; then runs the stored configuration
  * through the same validator as sluice_keyed_init() (the algorithm's own
  * init and the keyed ranges: a configuration init refuses is refused with
- * init's code, e.g. -SLUICE_EWINDOW for W = 0, -SLUICE_ELIMIT for a FIXED
+ * init's code, e.g. SLUICE_EWINDOW for W = 0, SLUICE_ELIMIT for a FIXED
  * L of 2^26), recomputes every derived value (GCRA's T, tau, reciprocal and
  * shift, the bucket width, the largest n, the digest keys) and the layout,
- * and refuses (-SLUICE_ELAYOUT) a header whose stored values differ or whose
+ * and refuses (SLUICE_ELAYOUT) a header whose stored values differ or whose
  * layout does not fit in @size.  The handle keeps the recomputed values, so
  * a later rewrite of the header changes nothing for it.  What attach cannot
  * check: that the seed and the slots are the ones init wrote (see SHARED
  * MEMORY for what forged slots can do).  Memory that is not a table gives an
  * error, never a crash (it reads only inside @size).  FIXED, WINDOW:
- * -SLUICE_ERESOLUTION when the clock is coarser than the window or bucket.
+ * SLUICE_ERESOLUTION when the clock is coarser than the window or bucket.
  * Any number of handles, in any processes, may attach to one table.  No
  * allocation.
  * Return: 0 or a negative code; on error @k is untouched.
@@ -412,15 +404,15 @@ SLUICE_API int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t 
  * sluice_keyed_new - allocate a table for @cfg in this process, init it and
  * attach @k to it with @clock.  For a table used by one process; for
  * sharing, init and attach memory you mapped.  Allocates once.
- * Return: as sluice_keyed_init() and attach, or -SLUICE_ENOMEM.
+ * Return: as sluice_keyed_init() and attach, or SLUICE_ENOMEM.
  */
 SLUICE_API int sluice_keyed_new(sluice_keyed_t *k, const sluice_keyed_config_t *cfg,
                                 const sluice_clock_t *clock);
 /* sluice_keyed_free - free what sluice_keyed_new() allocated (nothing for an
  * attached handle).  NULL is fine.  No call on @k may be running. */
 SLUICE_API void sluice_keyed_free(sluice_keyed_t *k);
-/* sluice_keyed_handle_size - sizeof(sluice_keyed_t), for FFI callers. */
-SLUICE_API size_t sluice_keyed_handle_size(void);
+/* sluice_keyed_size - sizeof(sluice_keyed_t), for FFI callers. */
+SLUICE_API size_t sluice_keyed_size(void);
 
 /*
  * sluice_keyed_acquire_at - take @n permits for the key @key (@keylen
@@ -435,12 +427,12 @@ SLUICE_API size_t sluice_keyed_handle_size(void);
  * what the releases of the slots it takes published); a key's creation is
  * published with
  * a release that the lookups of other threads acquire.
- * Return: 1 admitted, 0 refused; -SLUICE_EINVAL (NULL, n = 0),
- * -SLUICE_ETOOBIG (n above the largest: never passes; retry SLUICE_NEVER),
- * -SLUICE_EKEYLEN (empty or too long), -SLUICE_ETIME (now >= 2^62),
- * -SLUICE_EKEYFULL (REJECT: no room for a new key; d says refused, with
+ * Return: 1 admitted, 0 refused; SLUICE_EINVAL (NULL, n = 0),
+ * SLUICE_ETOOBIG (n above the largest: never passes; retry SLUICE_NEVER),
+ * SLUICE_EKEYLEN (empty or too long), SLUICE_ETIME (now >= 2^62),
+ * SLUICE_EKEYFULL (REJECT: no room for a new key; d says refused, with
  * retry_after_ns the time until a slot of its group becomes fresh-equivalent
- * when that is known, else 0), -SLUICE_EBUSY (4096 retries without an
+ * when that is known, else 0), SLUICE_EBUSY (4096 retries without an
  * answer, see WORST CASE: nothing taken; d says refused, retry_after_ns 0).
  */
 SLUICE_API int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen,
@@ -459,9 +451,9 @@ static inline int sluice_keyed_acquire(sluice_keyed_t *k, const void *key, size_
  * full barrier on the key's count (the next acquire that reads it acquires
  * this holder's writes).  It gives @n back to the key's own state only, after
  * a stop of any length (SHARED MEMORY, CRASHES, STOPS).
- * Return: 0; -SLUICE_EINVAL (NULL, n = 0), -SLUICE_EKEYLEN, -SLUICE_ENOTSUP
- * (not an INFLIGHT table), -SLUICE_ERELEASE (the key holds fewer than @n, or
- * has no state: nothing changed), -SLUICE_EBUSY (4096 retries: nothing
+ * Return: 0; SLUICE_EINVAL (NULL, n = 0), SLUICE_EKEYLEN, SLUICE_ENOTSUP
+ * (not an INFLIGHT table), SLUICE_ERELEASE (the key holds fewer than @n, or
+ * has no state: nothing changed), SLUICE_EBUSY (4096 retries: nothing
  * changed).
  */
 SLUICE_API int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen,
@@ -471,7 +463,7 @@ SLUICE_API int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t k
  * sluice_keyed_stats - the table's counters, summed over the statistics
  * cells (relaxed loads: each counter is exact once the callers have
  * stopped, otherwise off by the operations that ran during the call).
- * Thread-safe, any process.  Return: 0, -SLUICE_EINVAL.
+ * Thread-safe, any process.  Return: 0, SLUICE_EINVAL.
  */
 SLUICE_API int sluice_keyed_stats(const sluice_keyed_t *k, sluice_keyed_stats_t *s);
 

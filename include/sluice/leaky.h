@@ -27,7 +27,7 @@
  * GUARANTEE (any number of threads, any timing), from GCRA's: for every
  * interval [x, x + t] of the limiter's timeline,
  *   meter:  requests admitted at a time inside it  <= D + 1 + t / T;
- *   shaper: requests whose slot (now_ns + retry_after_ns) is inside it
+ *   shaper: requests whose slot (now_ns + delay_ns) is inside it
  *           <= 1 + t / T, so released traffic never exceeds the rate.
  * One CAS per decision: exact under concurrency.  Arithmetic is in ns, so
  * it stays exact above 1,000 requests per second, where implementations
@@ -39,7 +39,7 @@
  * WORST CASE: the meter lets D + 1 through at one instant by design; the
  * shaper never does (its bursts are queued, each released T after the
  * previous).  A shaper's caller must actually wait: a caller that ignores
- * retry_after_ns proceeds early, and the limiter cannot know.  No priority:
+ * delay_ns proceeds early, and the limiter cannot know.  No priority:
  * the queue is FIFO by booking.
  *
  * CLOCK JUMPS: as GCRA: the bucket's level is stored as an absolute time,
@@ -50,22 +50,23 @@
  * DECISION: allowed; limit = D + 1 (meter) or 1 (shaper); remaining = how
  * many more single requests would pass at once right now (meter: room left
  * in the bucket; shaper: 1 when the queue is empty, else 0); retry_after_ns:
- * meter: 0 when admitted, else exact wait; shaper pace: the delay when
- * admitted, else how much later the same request would fit the queue;
+ * 0 when admitted, else the exact wait (meter) or how much later the same
+ * request would fit the queue (shaper); delay_ns: a shaper's booking, the
+ * delay before it may proceed, else 0;
  * reset_ns = ns until the bucket is empty (the shaper's queue drained).
  *
- * LIMITS: rate >= 1, period_ns >= rate (T >= 1 ns) (-SLUICE_ERATE); meter:
- * (D + 1) * T <= SLUICE_GCRA_SPAN_MAX (-SLUICE_EBURST), (D + 1) * T >= the
- * clock's resolution (-SLUICE_ERESOLUTION: a smaller bucket would pass at
+ * LIMITS: rate >= 1, period_ns >= rate (T >= 1 ns) (SLUICE_ERATE); meter:
+ * (D + 1) * T <= SLUICE_GCRA_SPAN_MAX (SLUICE_EBURST), (D + 1) * T >= the
+ * clock's resolution (SLUICE_ERESOLUTION: a smaller bucket would pass at
  * most D + 1 per clock step, below the rate; gcra.h) and max_delay_ns = 0
- * (-SLUICE_EDELAY: a meter does not queue); shaper: T >= the clock's
- * resolution (-SLUICE_ERESOLUTION: its acquire passes only with the queue
+ * (SLUICE_EDELAY: a meter does not queue); shaper: T >= the clock's
+ * resolution (SLUICE_ERESOLUTION: its acquire passes only with the queue
  * empty, so at most one request per clock reading, and its delays are
  * measured from a reading up to one step old, so a caller that sleeps out
  * each delay before booking the next slot lands up to a step late every
  * time; with T below the step both fall short of the rate, silently),
- * max_delay_ns <= SLUICE_GCRA_SPAN_MAX (-SLUICE_EDELAY) and depth = 0
- * (-SLUICE_EBURST: the queue is given as a time).  n in 1..D+1 (meter),
+ * max_delay_ns <= SLUICE_GCRA_SPAN_MAX (SLUICE_EDELAY) and depth = 0
+ * (SLUICE_EBURST: the queue is given as a time).  n in 1..D+1 (meter),
  * n = 1 (shaper: a request of n would be n slots; pace n requests one by
  * one).
  * MEMORY: 384 bytes (a GCRA and the mode), caller-allocated, no allocation.
@@ -106,8 +107,8 @@ typedef struct sluice_leaky {
 
 /*
  * sluice_leaky_init - validate @cfg and set up @l (caller-allocated), empty.
- * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_EMODE, -SLUICE_ECLOCK,
- * -SLUICE_ERATE, -SLUICE_EBURST, -SLUICE_EDELAY, -SLUICE_ERESOLUTION (meter:
+ * Return: 0; SLUICE_EINVAL (NULL), SLUICE_EMODE, SLUICE_ECLOCK,
+ * SLUICE_ERATE, SLUICE_EBURST, SLUICE_EDELAY, SLUICE_ERESOLUTION (meter:
  * (D + 1) * T below the clock's resolution; shaper: T below it) (see
  * LIMITS).
  * On error @l is untouched.  No allocation; not thread-safe for the same @l.
@@ -122,10 +123,10 @@ SLUICE_API size_t sluice_leaky_size(void);
  * sluice_leaky_acquire_at - admit @n requests at @now now, or refuse.
  * Meter: the police decision.  Shaper: admits only when the request could
  * go at once (its queue is empty), so it never jumps the queue; use
- * sluice_leaky_pace_at() to queue.  Lock-free (one CAS), no allocation,
+ * sluice_leaky_reserve_at() to queue.  Lock-free (one CAS), no allocation,
  * thread-safe.
- * Return: 1 admitted, 0 refused (nothing taken), -SLUICE_EINVAL (n = 0),
- * -SLUICE_ETOOBIG (n above limit; retry_after_ns = SLUICE_NEVER).
+ * Return: 1 admitted, 0 refused (nothing taken), SLUICE_EINVAL (n = 0),
+ * SLUICE_ETOOBIG (n above limit; retry_after_ns = SLUICE_NEVER).
  */
 static inline int sluice_leaky_acquire_at(sluice_leaky_t *l, uint64_t n, uint64_t now,
                                           sluice_decision_t *d)
@@ -140,59 +141,49 @@ static inline int sluice_leaky_acquire(sluice_leaky_t *l, uint64_t n, sluice_dec
 }
 
 /*
- * sluice_leaky_pace_at - queue @n requests at @now (shaper).
- * Admitted: d->retry_after_ns is the delay after which the request may
- * proceed (0: now), slots FIFO in booking order, T apart.  Refused when the
- * delay would exceed max_delay_ns: nothing is booked, and retry_after_ns
- * says how much later the request would fit.  A meter answers as acquire
- * (delay always 0).  An admitted request that will not proceed can be given
- * back with sluice_leaky_refund_at() (exact while nothing queued after it).
- * Lock-free (one CAS), no allocation, thread-safe.
- * Return: 1 admitted (with its delay), 0 refused, -SLUICE_EINVAL,
- * -SLUICE_ETOOBIG.
+ * sluice_leaky_reserve_at - queue @n requests at @now (shaper), for a caller
+ * who will wait at most @max_delay_ns (UINT64_MAX: as long as configured).
+ * Admitted: d->delay_ns is the delay after which the request may proceed
+ * (0: now), slots FIFO in booking order, T apart.  Refused when the delay
+ * would exceed the smaller of @max_delay_ns and the configured
+ * max_delay_ns, so a tighter caller never books a slot it will not use,
+ * and no caller queues longer than configured: nothing is booked, and
+ * d->retry_after_ns says how much later the request would fit.  A meter
+ * answers as acquire (delay always 0).  An admitted request that will not
+ * proceed can be given back with sluice_leaky_cancel() (exact while
+ * nothing queued after it).  Lock-free (one CAS), no allocation,
+ * thread-safe.
+ * Return: 1 admitted (with its delay), 0 refused, SLUICE_EINVAL,
+ * SLUICE_ETOOBIG.
  */
-static inline int sluice_leaky_pace_at(sluice_leaky_t *l, uint64_t n, uint64_t now,
-                                       sluice_decision_t *d)
+static inline int sluice_leaky_reserve_at(sluice_leaky_t *l, uint64_t n, uint64_t now,
+                                          uint64_t max_delay_ns, sluice_decision_t *d)
 {
-	return sluice_gcra_reserve_at(&l->gcra, n, now, l->max_delay_ns, d);
-}
-
-/* sluice_leaky_pace - as _at, reading the limiter's clock. */
-static inline int sluice_leaky_pace(sluice_leaky_t *l, uint64_t n, sluice_decision_t *d)
-{
-	return sluice_gcra_reserve(&l->gcra, n, l->max_delay_ns, d);
-}
-
-/*
- * sluice_leaky_pace_within_at - pace_at for a caller who will wait at most
- * @max_wait_ns: refused (nothing booked) when the delay would exceed the
- * smaller of @max_wait_ns and the configured max_delay_ns, so a tighter
- * caller never books a slot it will not use, and no caller queues longer
- * than configured (e.g. a blocking wait with a timeout).  Same contract
- * and return values as pace_at; retry_after_ns of a refusal is measured
- * against that smaller limit.
- */
-static inline int sluice_leaky_pace_within_at(sluice_leaky_t *l, uint64_t n, uint64_t now,
-                                              uint64_t max_wait_ns, sluice_decision_t *d)
-{
-	uint64_t limit = max_wait_ns < l->max_delay_ns ? max_wait_ns : l->max_delay_ns;
+	uint64_t limit = max_delay_ns < l->max_delay_ns ? max_delay_ns : l->max_delay_ns;
 	return sluice_gcra_reserve_at(&l->gcra, n, now, limit, d);
 }
 
+/* sluice_leaky_reserve - as _at, reading the limiter's clock. */
+static inline int sluice_leaky_reserve(sluice_leaky_t *l, uint64_t n, uint64_t max_delay_ns,
+                                       sluice_decision_t *d)
+{
+	return sluice_leaky_reserve_at(l, n, sluice_clock_now(l->gcra.clock), max_delay_ns, d);
+}
+
 /*
- * sluice_leaky_refund_at - give back @n requests of the admission (or
+ * sluice_leaky_refund - give back @n requests of the admission (or
  * queued slot) @admitted describes: exact while nothing was admitted or
- * queued after it, else -SLUICE_ECANCEL and they stay counted (they drain
+ * queued after it, else SLUICE_ECANCEL and they stay counted (they drain
  * at the rate: fewer future admissions, never more).  See
  * sluice_gcra_cancel().  The caller's contract: each admission at most
  * once, with at most the n it took; a second refund is refused
- * (-SLUICE_ECANCEL) unless a request admitted since ended at exactly the
+ * (SLUICE_ECANCEL) unless a request admitted since ended at exactly the
  * same ns, whose slot it then gives back (gcra.h, CANCEL / REFUND).
  * Lock-free, no allocation.
- * Return: 0, -SLUICE_ECANCEL, -SLUICE_EINVAL.
+ * Return: 0, SLUICE_ECANCEL, SLUICE_EINVAL.
  */
-SLUICE_API int sluice_leaky_refund_at(sluice_leaky_t *l, uint64_t n,
-                                      const sluice_decision_t *admitted);
+SLUICE_API int sluice_leaky_refund(sluice_leaky_t *l, uint64_t n,
+                                   const sluice_decision_t *admitted);
 
 /* sluice_leaky_interval_ns - T, ns between two drained requests. */
 static inline uint64_t sluice_leaky_interval_ns(const sluice_leaky_t *l)

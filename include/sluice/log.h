@@ -52,10 +52,10 @@
  *   `last` can also carry the reading of a thread whose admission CAS then
  *   failed; time still never runs backwards.
  *
- * LIMITS: L in 1..SLUICE_LOG_LIMIT_MAX (2^24); L = 0 is -SLUICE_ELIMIT and
- *   an L whose ring would exceed the memory cap is -SLUICE_EMEMORY.
- *   W >= 1 ns (-SLUICE_EWINDOW) and W >= the clock's resolution
- *   (-SLUICE_ERESOLUTION: a window narrower than one clock step would let
+ * LIMITS: L in 1..SLUICE_LOG_LIMIT_MAX (2^24); L = 0 is SLUICE_ELIMIT and
+ *   an L whose ring would exceed the memory cap is SLUICE_EMEMORY.
+ *   W >= 1 ns (SLUICE_EWINDOW) and W >= the clock's resolution
+ *   (SLUICE_ERESOLUTION: a window narrower than one clock step would let
  *   L through at every step).  Any 64-bit time; no arithmetic overflows near
  *   2^64.  head counts permits in 64 bits: at 10^9 permits/s it would wrap
  *   after 584 years.
@@ -107,9 +107,9 @@ typedef struct sluice_log {
  *
  * Not thread-safe for the same @lg; allocates.  On success every slot is
  * empty and the log's time is 1 ns.
- * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_ECLOCK, -SLUICE_ELIMIT (L = 0),
- * -SLUICE_EMEMORY (L above SLUICE_LOG_LIMIT_MAX), -SLUICE_EWINDOW (W = 0),
- * -SLUICE_ERESOLUTION (W below the clock's resolution), -SLUICE_ENOMEM.
+ * Return: 0; SLUICE_EINVAL (NULL), SLUICE_ECLOCK, SLUICE_ELIMIT (L = 0),
+ * SLUICE_EMEMORY (L above SLUICE_LOG_LIMIT_MAX), SLUICE_EWINDOW (W = 0),
+ * SLUICE_ERESOLUTION (W below the clock's resolution), SLUICE_ENOMEM.
  * On error @lg is left untouched and nothing is allocated.
  */
 SLUICE_API int sluice_log_init(sluice_log_t *lg, const sluice_log_config_t *cfg);
@@ -143,7 +143,7 @@ SLUICE_API size_t sluice_log_size(void);
  * nothing of its own and publishes nothing.  remaining is exact when no other thread
  * decides at the same moment; otherwise it is a snapshot that may be stale.
  * Calling context: any thread; never blocks.
- * Return: 1 admitted, 0 refused, -SLUICE_EINVAL (n = 0), -SLUICE_ETOOBIG
+ * Return: 1 admitted, 0 refused, SLUICE_EINVAL (n = 0), SLUICE_ETOOBIG
  * (n > L: can never pass; @d says retry_after_ns = SLUICE_NEVER).
  */
 SLUICE_API int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now,
@@ -156,7 +156,7 @@ static inline int sluice_log_acquire(sluice_log_t *lg, uint64_t n, sluice_decisi
 }
 
 /*
- * sluice_log_refund_at - give back @n permits of the admission @admitted
+ * sluice_log_refund - give back @n permits of the admission @admitted
  * describes (its decision as filled by acquire; admitted->now_ns is the time
  * its permits were recorded at).
  *
@@ -171,16 +171,16 @@ static inline int sluice_log_acquire(sluice_log_t *lg, uint64_t n, sluice_decisi
  * Otherwise (including a refund of part of an admission, or of one made at
  * the same instant as another's) the permits stay counted until they leave
  * the window on their own (fewer future admissions, never more) and
- * -SLUICE_ECANCEL says so.  @admitted must be this log's own decision, given
+ * SLUICE_ECANCEL says so.  @admitted must be this log's own decision, given
  * back at most once.
  * Lock-free; safe from any number of threads; no allocation.  Decisions
  * running at the same time may still count the permits (never fewer than
  * after the refund).  The re-dating CASes are releases.
- * Return: 0, -SLUICE_ECANCEL, -SLUICE_EINVAL (NULL, n = 0, n > L, or
+ * Return: 0, SLUICE_ECANCEL, SLUICE_EINVAL (NULL, n = 0, n > L, or
  * @admitted is not an admission).
  */
-SLUICE_API int sluice_log_refund_at(sluice_log_t *lg, uint64_t n,
-                                    const sluice_decision_t *admitted);
+SLUICE_API int sluice_log_refund(sluice_log_t *lg, uint64_t n,
+                                 const sluice_decision_t *admitted);
 
 /*
  * sluice_log_count_at - permits counted in (T - W, T], T = max(@now, the

@@ -99,7 +99,7 @@ SLUICE_API void sluice__stripe_probe_move(uint32_t *probe);
  * sluice_stripe_init - allocate and zero the cells.
  * @ncells: 0 for the number of possible CPUs, else 1..4096; rounded up to a
  * power of two so a cell index is a mask, not a division.
- * Return: 0, -SLUICE_EINVAL, -SLUICE_ECELLS, -SLUICE_ENOMEM.  Not thread-safe
+ * Return: 0, SLUICE_EINVAL, SLUICE_ECELLS, SLUICE_ENOMEM.  Not thread-safe
  * with respect to the same stripe; allocates.
  */
 SLUICE_API int sluice_stripe_init(sluice_stripe_t *s, uint32_t ncells,

@@ -22,7 +22,7 @@
  * Two ways to ask, mapping Guava's two calls onto sluice's shape:
  *   sluice_warmup_acquire_at(n) = tryAcquire(n, 0): admitted when next <= now.
  *   sluice_warmup_reserve_at(n, max_delay) = acquire(n): books the request
- *     and returns in d->retry_after_ns how long to sleep before using it
+ *     and returns in d->delay_ns how long to sleep before using it
  *     (next - now, or 0), unless that exceeds max_delay_ns: then it books
  *     nothing and refuses.
  *
@@ -39,7 +39,7 @@
  *         (an idle limiter), the starts within D <= P of the first one total
  *         at most X(D) + L permits, X(D) = M * (3 - sqrt(9 - 8 D / P)) / 4:
  *         X(P) = M / 2, half what the stable rate passes in P.
- *   Refunded admissions (sluice_warmup_refund_at() returned 0) do not count.
+ *   Refunded admissions (sluice_warmup_refund() returned 0) do not count.
  *
  * WORST CASE.  Warm-up is a ramp, not a burst allowance: the limiter never
  *   passes more than one request at an instant and never faster than the
@@ -61,7 +61,8 @@
  *   Any sequence of readings works without wrapping: forward, back, jumps
  *   of any size, up to 2^64 - 1 (see LIMITS for the top).  A reading
  *   between the anchor and the next free ticket is simply early: refused (or
- *   booked with a longer delay), with retry_after_ns measured from it.  The
+ *   booked with a longer delay), with retry_after_ns and delay_ns measured
+ *   from it.  The
  *   next free ticket is never earlier than any admission's start, and
  *   stored permits accrue only over time past that ticket, so a clock set
  *   back, or readings out of order, can neither mint stored permits nor cool
@@ -91,15 +92,15 @@
  *   microsecond (and only late).
  *
  * LIMITS: rate >= 1, period_ns in 1..2^46 with I = period_ns / rate >= 1 ns
- *   (-SLUICE_ERATE); warmup_ns in SLUICE_WARMUP_MIN_NS (1 us) ..
+ *   (SLUICE_ERATE); warmup_ns in SLUICE_WARMUP_MIN_NS (1 us) ..
  *   SLUICE_WARMUP_MAX_NS (2^46 ns, 19.5 h), and M = P / I <= 2^20
- *   (-SLUICE_EWARMUP: a zero or sub-microsecond warm-up is rejected, never
- *   "no limiting").  I >= the clock's resolution (-SLUICE_ERESOLUTION: an
+ *   (SLUICE_EWARMUP: a zero or sub-microsecond warm-up is rejected, never
+ *   "no limiting").  I >= the clock's resolution (SLUICE_ERESOLUTION: an
  *   acquire passes only when the next free ticket is <= now, so at most
  *   one request passes per clock reading; a finer rate on a coarser clock
  *   would be capped silently at one per step).  The cold factor is fixed at 3.  A request takes n in
  *   1..L, L = max(1, floor(M)), the permits one warm-up period produces at
- *   the stable rate (-SLUICE_ETOOBIG above: Guava accepts any n; sluice
+ *   the stable rate (SLUICE_ETOOBIG above: Guava accepts any n; sluice
  *   bounds it so a booking fits its time field).  A reservation never waits
  *   longer than horizon_ns (>= P + L * I, chosen at init); a larger
  *   max_delay_ns acts as horizon_ns.  Near the top of the 64-bit time base,
@@ -171,8 +172,8 @@ typedef struct sluice_warmup {
  *
  * No allocation.  Not thread-safe for the same @w; publish @w to other
  * threads afterwards (e.g. by pthread_create or a release store).
- * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_ECLOCK, -SLUICE_ERATE,
- * -SLUICE_EWARMUP, -SLUICE_ERESOLUTION (I below the clock's resolution).
+ * Return: 0; SLUICE_EINVAL (NULL), SLUICE_ECLOCK, SLUICE_ERATE,
+ * SLUICE_EWARMUP, SLUICE_ERESOLUTION (I below the clock's resolution).
  * On error @w is untouched.
  */
 SLUICE_API int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg);
@@ -190,7 +191,7 @@ SLUICE_API size_t sluice_warmup_size(void);
  * horizon_ns).  @d: NULL, or filled with the decision.
  *
  * Books the request when the next free ticket is at most @max_delay_ns
- * ahead; the caller must then sleep d->retry_after_ns (0 if the ticket has
+ * ahead; the caller must then sleep d->delay_ns (0 if the ticket has
  * passed) before using the permits, and the ticket moves on by their cost.
  * Otherwise books nothing and refuses; d->retry_after_ns is then the time
  * from d->now_ns until the same reservation would be booked.
@@ -202,8 +203,8 @@ SLUICE_API size_t sluice_warmup_size(void);
  * no allocation, safe from any number of threads and from signal handlers
  * (no locks).  A booking is a release CAS on the state word; the decision
  * depends on nothing else, so it implies no ordering for other data.
- * Return: 1 booked, 0 refused, -SLUICE_EINVAL (@w NULL or n = 0),
- * -SLUICE_ETOOBIG (n > limit; @d says retry_after_ns = SLUICE_NEVER).
+ * Return: 1 booked, 0 refused, SLUICE_EINVAL (@w NULL or n = 0),
+ * SLUICE_ETOOBIG (n > limit; @d says retry_after_ns = SLUICE_NEVER).
  */
 SLUICE_API int sluice_warmup_reserve_at(sluice_warmup_t *w, uint64_t n, uint64_t now,
                                         uint64_t max_delay_ns, sluice_decision_t *d);
@@ -215,7 +216,7 @@ SLUICE_API int sluice_warmup_reserve_at(sluice_warmup_t *w, uint64_t n, uint64_t
  * now + cost).  Same contract as sluice_warmup_reserve_at() with
  * max_delay_ns = 0; on success retry_after_ns is 0.
  * Return: 1 admitted, 0 refused (retry_after_ns: exact time until the next
- * free ticket), -SLUICE_EINVAL, -SLUICE_ETOOBIG.
+ * free ticket), SLUICE_EINVAL, SLUICE_ETOOBIG.
  */
 SLUICE_API int sluice_warmup_acquire_at(sluice_warmup_t *w, uint64_t n, uint64_t now,
                                         sluice_decision_t *d);
@@ -234,14 +235,14 @@ static inline int sluice_warmup_reserve(sluice_warmup_t *w, uint64_t n, uint64_t
 }
 
 /*
- * sluice_warmup_refund_at - give back @n permits booked by @admitted (a
+ * sluice_warmup_refund - give back @n permits booked by @admitted (a
  * decision this limiter returned 1 for).
  *
  * The caller's contract: each admission at most once, with exactly the n it
  * took (this limiter gives back a whole booking: the ticket returns to its
  * start whatever @n is, so a smaller @n leaves the limiter warmer than
  * before the booking).  What is detected: a second refund finds the ticket
- * moved back by the first and returns -SLUICE_ECANCEL, changing nothing,
+ * moved back by the first and returns SLUICE_ECANCEL, changing nothing,
  * unless a booking made since ended at exactly the same ticket: then it
  * takes that booking back, and one more request (of up to L permits) than
  * the bounds allow can start.
@@ -254,10 +255,10 @@ static inline int sluice_warmup_reserve(sluice_warmup_t *w, uint64_t n, uint64_t
  * booking exists, the limiter went cold since, or the anchor moved past the
  * start) nothing changes: the permits stay spent, which errs toward fewer
  * admissions.  Lock-free; safe from any number of threads.
- * Return: 0 given back, -SLUICE_ECANCEL kept, -SLUICE_EINVAL (NULL, n = 0 or
+ * Return: 0 given back, SLUICE_ECANCEL kept, SLUICE_EINVAL (NULL, n = 0 or
  * above limit, or @admitted not an admission).
  */
-SLUICE_API int sluice_warmup_refund_at(sluice_warmup_t *w, uint64_t n,
-                                       const sluice_decision_t *admitted);
+SLUICE_API int sluice_warmup_refund(sluice_warmup_t *w, uint64_t n,
+                                    const sluice_decision_t *admitted);
 
 #endif /* SLUICE_WARMUP_H */

@@ -184,10 +184,10 @@ typedef struct sluice_window {
 
 /*
  * sluice_window_init - validate @cfg and allocate the ring.
- * Return: 0; -SLUICE_EINVAL (NULL), -SLUICE_ELIMIT, -SLUICE_EBUCKETS,
- * -SLUICE_EWINDOW (W = 0 or W % N != 0), -SLUICE_ERESOLUTION (W/N below the
- * clock's resolution), -SLUICE_EMODE, -SLUICE_ELEASE (lease above
- * SLUICE_WINDOW_LEASE_MAX, or with STRIPED), -SLUICE_ECLOCK, -SLUICE_ENOMEM.
+ * Return: 0; SLUICE_EINVAL (NULL), SLUICE_ELIMIT, SLUICE_EBUCKETS,
+ * SLUICE_EWINDOW (W = 0 or W % N != 0), SLUICE_ERESOLUTION (W/N below the
+ * clock's resolution), SLUICE_EMODE, SLUICE_ELEASE (lease above
+ * SLUICE_WINDOW_LEASE_MAX, or with STRIPED), SLUICE_ECLOCK, SLUICE_ENOMEM.
  * On error @w is left untouched and nothing is allocated.  Allocates the
  * ring (the only allocation a window ever makes); not thread-safe for the
  * same @w, and no decision may run on @w before it returns.
@@ -205,7 +205,7 @@ SLUICE_API size_t sluice_window_size(void);
 SLUICE_API uint64_t sluice_window_count_at(sluice_window_t *w, uint64_t now);
 
 /*
- * sluice_window_refund_at - give back @n permits of the admission @admitted
+ * sluice_window_refund - give back @n permits of the admission @admitted
  * describes (its decision, as filled by acquire).
  *
  * EXACT: while the admission's bucket is still open, its count drops by n
@@ -213,9 +213,9 @@ SLUICE_API uint64_t sluice_window_count_at(sluice_window_t *w, uint64_t now);
  * it fails on a reused bucket, however long this call stalled).  Once the
  * bucket is sealed its count is final: the permits stay counted until the
  * bucket leaves the window (fewer future admissions, never more) and
- * -SLUICE_ECANCEL says so.  Once the bucket has left the window there is
+ * SLUICE_ECANCEL says so.  Once the bucket has left the window there is
  * nothing left to give back.  The admission's epoch is compared in full,
- * so a decision of any age is judged right.  STRIPED: -SLUICE_ECANCEL
+ * so a decision of any age is judged right.  STRIPED: SLUICE_ECANCEL
  * always (its counts live in cells a stalled refund could not tell from
  * reused ones; the permits stay counted until the bucket leaves).
  * Caller's contract: refund each admission at most once, and at most the
@@ -223,12 +223,12 @@ SLUICE_API uint64_t sluice_window_count_at(sluice_window_t *w, uint64_t now);
  * a repeated refund from another admission's (the count never goes below
  * zero, but a repeated refund frees permits others took).
  * Lock-free, no allocation.
- * Return: 0, -SLUICE_ECANCEL, -SLUICE_EINVAL (NULL, a refused decision,
+ * Return: 0, SLUICE_ECANCEL, SLUICE_EINVAL (NULL, a refused decision,
  * n = 0, more than the bucket counts, or a decision from an epoch this
  * window never opened, e.g. later than its newest).
  */
-SLUICE_API int sluice_window_refund_at(sluice_window_t *w, uint64_t n,
-                                       const sluice_decision_t *admitted);
+SLUICE_API int sluice_window_refund(sluice_window_t *w, uint64_t n,
+                                    const sluice_decision_t *admitted);
 
 /* private slow paths */
 SLUICE_API int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
@@ -249,6 +249,7 @@ static inline void sluice__window_fill_allowed(const sluice_window_t *w, sluice_
 	d->limit = w->limit;
 	d->remaining = counted >= w->limit ? 0 : w->limit - counted;
 	d->retry_after_ns = 0;
+	d->delay_ns = 0;
 	d->reset_ns = w->window_ns - (now - start); /* no overflow near 2^64 */
 	d->now_ns = now;
 }
@@ -262,6 +263,7 @@ static inline void sluice__window_fill_admitted(const sluice_window_t *w, sluice
 	d->limit = w->limit;
 	d->remaining = w->limit - counted;
 	d->retry_after_ns = 0;
+	d->delay_ns = 0;
 	d->reset_ns = w->window_ns - (now - start);
 	d->now_ns = now;
 }
@@ -320,6 +322,7 @@ static inline void sluice__window_fill_stale(const sluice_window_t *w, sluice_de
 	d->limit = w->limit;
 	d->remaining = 0;
 	d->retry_after_ns = 0;
+	d->delay_ns = 0;
 	d->reset_ns = w->window_ns;
 	d->now_ns = now;
 }
@@ -412,7 +415,7 @@ static inline int sluice__window_acquire_leased(sluice_window_t *w, uint64_t n, 
  * Leases: relaxed CAS on this CPU's cell; every permit in a cell tagged
  * with epoch h was first counted in h's bucket by the CAS that leased it.
  * With leases, d->remaining counts leased, unspent permits as taken.
- * Return: 1 admitted, 0 refused, -SLUICE_EINVAL (n = 0), -SLUICE_ETOOBIG
+ * Return: 1 admitted, 0 refused, SLUICE_EINVAL (n = 0), SLUICE_ETOOBIG
  * (n > limit; retry_after_ns = SLUICE_NEVER).
  */
 static inline int sluice_window_acquire_at(sluice_window_t *w, uint64_t n, uint64_t now,

@@ -9,7 +9,7 @@
  * sluice_strerror), never a second opinion kept here that could drift from
  * it.  Limiters are built through the generic handle (sluice/limiter.h);
  * only the leaky bucket's shaper mode is built directly, because pacing
- * (sluice_leaky_pace) books a later slot and the handle has no call for it.
+ * (sluice_leaky_reserve) books a later slot and the handle has no call for it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -27,35 +27,35 @@ struct param {
 struct algo_def {
 	const char *name;
 	const char *alias;
-	sluice_kind_t kind;
+	sluice_algo_t kind;
 	const char *what;
 	struct param p[6];
 };
 
 static const struct algo_def defs[] = {
-	{ "fixed", NULL, SLUICE_KIND_FIXED, "fixed window, L per aligned W",
+	{ "fixed", NULL, SLUICE_ALGO_FIXED, "fixed window, L per aligned W",
 	  { { "limit", COUNT, "L" }, { "window", DURATION, "W" } } },
-	{ "ring", "window", SLUICE_KIND_WINDOW, "sliding ring of N buckets",
+	{ "ring", "window", SLUICE_ALGO_WINDOW, "sliding ring of N buckets",
 	  { { "buckets", COUNT, "10" },
 	    { "limit", COUNT, "L" },
 	    { "window", DURATION, "W" },
 	    { "mode", WORD, "exact (or striped)" },
 	    { "lease", COUNT, "0 (exact: per-CPU lease cap B)" } } },
-	{ "gcra", NULL, SLUICE_KIND_GCRA, "token bucket (GCRA), rate per period, burst b",
+	{ "gcra", NULL, SLUICE_ALGO_GCRA, "token bucket (GCRA), rate per period, burst b",
 	  { { "rate", COUNT, "L" }, { "period", DURATION, "W" }, { "burst", COUNT, "L" } } },
-	{ "leaky", NULL, SLUICE_KIND_LEAKY, "leaky bucket: meter (burst D+1) or shaper (paced)",
+	{ "leaky", NULL, SLUICE_ALGO_LEAKY, "leaky bucket: meter (burst D+1) or shaper (paced)",
 	  { { "rate", COUNT, "L" },
 	    { "period", DURATION, "W" },
 	    { "mode", WORD, "meter (or shaper)" },
 	    { "depth", COUNT, "L-1 (meter)" },
 	    { "delay", DURATION, "W (shaper: longest queueing delay)" } } },
-	{ "log", NULL, SLUICE_KIND_LOG, "exact sliding log, L in any W",
+	{ "log", NULL, SLUICE_ALGO_LOG, "exact sliding log, L in any W",
 	  { { "limit", COUNT, "L" }, { "window", DURATION, "W" } } },
-	{ "warmup", NULL, SLUICE_KIND_WARMUP, "Guava SmoothWarmingUp, stable rate per period",
+	{ "warmup", NULL, SLUICE_ALGO_WARMUP, "Guava SmoothWarmingUp, stable rate per period",
 	  { { "rate", COUNT, "L" }, { "period", DURATION, "W" }, { "warmup", DURATION, "W" } } },
-	{ "decay", NULL, SLUICE_KIND_DECAY, "exponentially decayed count <= L",
+	{ "decay", NULL, SLUICE_ALGO_DECAY, "exponentially decayed count <= L",
 	  { { "limit", COUNT, "L" }, { "half_life", DURATION, "W ln 2 (long-run rate L/W)" } } },
-	{ "inflight", NULL, SLUICE_KIND_INFLIGHT, "at most K in flight, each held for `hold`",
+	{ "inflight", NULL, SLUICE_ALGO_INFLIGHT, "at most K in flight, each held for `hold`",
 	  { { "limit", COUNT, "L" }, { "hold", DURATION, "W" } } },
 };
 
@@ -73,12 +73,12 @@ void sim_algo_help(FILE *f)
 
 static void set_clock(sluice_limiter_config_t *c, const sluice_clock_t *clock)
 {
-	switch (c->kind) {
+	switch (c->algo) {
 #define SET(K, name)                  \
-	case SLUICE_KIND_##K:         \
+	case SLUICE_ALGO_##K:         \
 		c->name.clock = clock; \
 		break;
-		SLUICE_LIMITER_KINDS(SET)
+		SLUICE_ALGOS(SET)
 #undef SET
 	default:
 		break;
@@ -94,7 +94,7 @@ int sim_lim_new(const sim_algo_t *a, sluice_clock_t *clock, sim_lim_t *l)
 	if (a->shaper) {
 		sluice_leaky_t *s = aligned_alloc(SLUICE_CACHELINE, sizeof(*s));
 		if (!s)
-			return -SLUICE_ENOMEM;
+			return SLUICE_ENOMEM;
 		int rc = sluice_leaky_init(s, &c.leaky);
 		if (rc < 0) {
 			free(s);
@@ -114,13 +114,13 @@ uint64_t sim_algo_late_ns(const sim_algo_t *a)
 int sim_lim_take(sim_lim_t *l, uint64_t n, sluice_decision_t *d)
 {
 	if (l->shaper)
-		return sluice_leaky_pace(l->shaper, n, d);
-	return sluice_acquire(l->h, n, d);
+		return sluice_leaky_reserve(l->shaper, n, UINT64_MAX, d);
+	return sluice_limiter_acquire(l->h, n, d);
 }
 
 int sim_lim_release(sim_lim_t *l, uint64_t n)
 {
-	return l->h ? sluice_release(l->h, n) : 0;
+	return l->h ? sluice_limiter_release(l->h, n) : 0;
 }
 
 void sim_lim_free(sim_lim_t *l)
@@ -164,7 +164,7 @@ static const char *apply(const struct algo_def *def, sim_algo_t *a, const char *
 	}
 	sluice_limiter_config_t *c = &a->cfg;
 	if (strcmp(key, "mode") == 0) {
-		int ring = def->kind == SLUICE_KIND_WINDOW;
+		int ring = def->kind == SLUICE_ALGO_WINDOW;
 		const char *m0 = ring ? "exact" : "meter", *m1 = ring ? "striped" : "shaper";
 		int m = strcmp(val, m0) == 0 ? 0 : strcmp(val, m1) == 0 ? 1 : -1;
 		if (m < 0) {
@@ -197,33 +197,33 @@ static const char *apply(const struct algo_def *def, sim_algo_t *a, const char *
 	}
 	/* the rest map onto one field of the kind's config */
 	switch (def->kind) {
-	case SLUICE_KIND_FIXED:
+	case SLUICE_ALGO_FIXED:
 		*(key[0] == 'l' ? &c->fixed.limit : &c->fixed.window_ns) = v;
 		break;
-	case SLUICE_KIND_WINDOW:
+	case SLUICE_ALGO_WINDOW:
 		*(key[0] == 'l' ? &c->window.limit : &c->window.window_ns) = v;
 		break;
-	case SLUICE_KIND_LOG:
+	case SLUICE_ALGO_LOG:
 		*(key[0] == 'l' ? &c->log.limit : &c->log.window_ns) = v;
 		break;
-	case SLUICE_KIND_GCRA:
+	case SLUICE_ALGO_GCRA:
 		*(key[0] == 'r' ? &c->gcra.rate : key[0] == 'p' ? &c->gcra.period_ns
 		                                                : &c->gcra.burst) = v;
 		break;
-	case SLUICE_KIND_LEAKY:
+	case SLUICE_ALGO_LEAKY:
 		*(key[0] == 'r'   ? &c->leaky.rate
 		  : key[0] == 'p' ? &c->leaky.period_ns
 		  : key[1] == 'e' && key[2] == 'p' ? &c->leaky.depth
 		                                   : &c->leaky.max_delay_ns) = v;
 		break;
-	case SLUICE_KIND_WARMUP:
+	case SLUICE_ALGO_WARMUP:
 		*(key[0] == 'r' ? &c->warmup.rate : key[0] == 'p' ? &c->warmup.period_ns
 		                                                  : &c->warmup.warmup_ns) = v;
 		break;
-	case SLUICE_KIND_DECAY:
+	case SLUICE_ALGO_DECAY:
 		*(key[0] == 'l' ? &c->decay.limit : &c->decay.half_life_ns) = v;
 		break;
-	case SLUICE_KIND_INFLIGHT:
+	case SLUICE_ALGO_INFLIGHT:
 		if (key[0] == 'l')
 			c->inflight.limit = v;
 		else
@@ -263,39 +263,39 @@ int sim_algo_parse(const char *spec, uint64_t limit, uint64_t window_ns, sim_alg
 		return -1;
 	}
 	sluice_limiter_config_t *c = &a->cfg;
-	c->kind = def->kind;
+	c->algo = def->kind;
 	switch (def->kind) {
-	case SLUICE_KIND_FIXED:
+	case SLUICE_ALGO_FIXED:
 		c->fixed = (sluice_fixed_config_t){ .limit = limit, .window_ns = window_ns };
 		break;
-	case SLUICE_KIND_WINDOW:
+	case SLUICE_ALGO_WINDOW:
 		c->window = (sluice_window_config_t){ .limit = limit, .window_ns = window_ns,
 			                              .buckets = 10, .mode = SLUICE_EXACT };
 		break;
-	case SLUICE_KIND_GCRA:
+	case SLUICE_ALGO_GCRA:
 		c->gcra = (sluice_gcra_config_t){ .rate = limit, .period_ns = window_ns,
 			                          .burst = limit };
 		break;
-	case SLUICE_KIND_LEAKY:
+	case SLUICE_ALGO_LEAKY:
 		c->leaky = (sluice_leaky_config_t){ .rate = limit, .period_ns = window_ns,
 			                            .mode = SLUICE_LEAKY_METER,
 			                            .depth = limit ? limit - 1 : 0 };
 		break;
-	case SLUICE_KIND_LOG:
+	case SLUICE_ALGO_LOG:
 		c->log = (sluice_log_config_t){ .limit = limit, .window_ns = window_ns };
 		break;
-	case SLUICE_KIND_WARMUP:
+	case SLUICE_ALGO_WARMUP:
 		c->warmup = (sluice_warmup_config_t){ .rate = limit, .period_ns = window_ns,
 			                              .warmup_ns = window_ns };
 		break;
-	case SLUICE_KIND_DECAY:
+	case SLUICE_ALGO_DECAY:
 		/* h = W ln 2: the long-run rate L ln2 / h is L per W */
 		c->decay = (sluice_decay_config_t){
 			.limit = limit,
 			.half_life_ns = (uint64_t)((double)window_ns * 0.6931471805599453 + 0.5)
 		};
 		break;
-	case SLUICE_KIND_INFLIGHT:
+	case SLUICE_ALGO_INFLIGHT:
 		c->inflight = (sluice_inflight_config_t){ .limit = limit };
 		a->hold_ns = window_ns;
 		break;
@@ -321,8 +321,8 @@ int sim_algo_parse(const char *spec, uint64_t limit, uint64_t window_ns, sim_alg
 			snprintf(err, errlen, "algo '%s': %s", spec, e);
 			return -1;
 		}
-		leaky_delay_set |= def->kind == SLUICE_KIND_LEAKY && strcmp(p, "delay") == 0;
-		leaky_depth_set |= def->kind == SLUICE_KIND_LEAKY && strcmp(p, "depth") == 0;
+		leaky_delay_set |= def->kind == SLUICE_ALGO_LEAKY && strcmp(p, "delay") == 0;
+		leaky_depth_set |= def->kind == SLUICE_ALGO_LEAKY && strcmp(p, "depth") == 0;
 		p = comma ? comma + 1 : NULL;
 	}
 	if (a->shaper) {
@@ -339,7 +339,7 @@ int sim_algo_parse(const char *spec, uint64_t limit, uint64_t window_ns, sim_alg
 		if (!leaky_delay_set)
 			c->leaky.max_delay_ns = window_ns;
 	}
-	if (def->kind == SLUICE_KIND_INFLIGHT && a->hold_ns == 0) {
+	if (def->kind == SLUICE_ALGO_INFLIGHT && a->hold_ns == 0) {
 		snprintf(err, errlen, "algo '%s': hold must be above 0", spec);
 		return -1;
 	}

@@ -13,7 +13,7 @@
  * calls the real limiter, which reads that clock: the simulator never
  * decides anything itself.  Every admission is recorded (time, permits,
  * key) for stats.c; per-bin permit counts go to the CSV.  A leaky shaper's
- * admission is recorded at its slot (now + retry_after_ns), when the
+ * admission is recorded at its slot (now + delay_ns), when the
  * request actually proceeds.  The run ends at the end of the profile's
  * time span; retries that would come later are counted as cut.
  *
@@ -253,14 +253,14 @@ int sim_run(const sim_run_config_t *rc, const sim_algo_t *a, sim_result_t *r, ch
 			uint64_t at = ev.t;
 			if (a->shaper) {
 				/* proceeds at its slot, which must be a time */
-				if (d.retry_after_ns > UINT64_MAX - ev.t) {
+				if (d.delay_ns > UINT64_MAX - ev.t) {
 					snprintf(err, errlen,
 					         "the shaper's slot for the request at %llu ns lies "
 					         "past 2^64 - 1 ns",
 					         (unsigned long long)ev.t);
 					goto fail;
 				}
-				at += d.retry_after_ns;
+				at += d.delay_ns;
 			}
 			r->admitted++;
 			uint64_t ab = (at - tc->start_ns) / rc->bin_ns;
@@ -291,7 +291,7 @@ int sim_run(const sim_run_config_t *rc, const sim_algo_t *a, sim_result_t *r, ch
 			continue;
 		}
 		r->rejected++;
-		if (got == -SLUICE_ETOOBIG) {
+		if (got == SLUICE_ETOOBIG) {
 			r->never++; /* can never pass: no client retries that */
 			continue;
 		}
