@@ -73,6 +73,7 @@
 #include "sluice/decay.h"
 #include "sluice/error.h"
 #include "pair_internal.h"
+#include "util_internal.h"
 
 #define EMPTY_BIT (1ULL << 63)
 #define TAG_SHIFT 61
@@ -152,13 +153,6 @@ static double log2_ge1(double v)
 	return (double)e + 2.0 * s / LN2; /* ln m = 2 atanh z */
 }
 
-/* ceil() for 0 <= v < 2^63 without libm. */
-static inline uint64_t ceil_u64(double v)
-{
-	uint64_t i = (uint64_t)v;
-	return (double)i < v ? i + 1 : i;
-}
-
 /* The count @cq decayed over @dt, rounded up (an upper bound of the exact
  * value); 0 once below one unit.  Never above @cq. */
 static uint64_t decay_up(const sluice_decay_t *x, uint64_t cq, uint64_t dt)
@@ -173,7 +167,7 @@ static uint64_t decay_up(const sluice_decay_t *x, uint64_t cq, uint64_t dt)
 		v += v * 0x1p-43;
 	if (v < 1.0)
 		return 0;
-	uint64_t c = ceil_u64(v);
+	uint64_t c = sluice__ceil_u64(v);
 	return c < cq ? c : cq;
 }
 
@@ -199,7 +193,7 @@ static uint64_t forget_bound(const sluice_decay_t *x, uint64_t cq)
 		return 0;
 	double b = (double)x->half_life_ns * (log2_ge1((double)cq) + 0x1p-30);
 	b += b * 0x1p-30;
-	uint64_t r = ceil_u64(b) + 2;
+	uint64_t r = sluice__ceil_u64(b) + 2;
 	if (r > x->flush_ns)
 		r = x->flush_ns;
 	return (r + x->unit_ns - 1) & ~(x->unit_ns - 1);
@@ -450,15 +444,6 @@ int sluice_decay_refund(sluice_decay_t *x, uint64_t n, const sluice_decision_t *
 	}
 }
 
-static unsigned bitlen(uint64_t v)
-{
-	unsigned b = 0;
-	while (v) {
-		b++;
-		v >>= 1;
-	}
-	return b;
-}
 
 int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
 {
@@ -491,7 +476,7 @@ int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
 	x->unit_ns = 1ULL << g;
 	x->clock = clock;
 	x->unit_shift = g;
-	x->frac_bits = CQ_BITS - bitlen(cfg->limit); /* L << F < 2^32 */
+	x->frac_bits = CQ_BITS - sluice__bit_width(cfg->limit); /* L << F < 2^32 */
 	x->flush_ns = flush;
 	/* Empty as of time 0, the start of every time base: an empty count
 	 * stays empty, so this is the state at every reading, and the first

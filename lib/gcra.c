@@ -70,6 +70,7 @@
 #include "sluice/error.h"
 #include "sluice/gcra.h"
 #include "pair_internal.h"
+#include "util_internal.h"
 
 #define SEAL(e) (SLUICE__GCRA_SEAL_MIN + ((e) & SLUICE__GCRA_SEAL_MASK))
 /* How long set_rate/set_burst wait for another one to finish. */
@@ -103,7 +104,7 @@ static int make_interval(uint64_t rate, uint64_t period, struct params *p)
 	p->interval = T;
 	p->rate = rate;
 	p->period = period;
-	p->shift = T > 1 ? (uint64_t)(64 - __builtin_clzll(T - 1)) : 0;
+	p->shift = sluice__bit_width(T - 1); /* T >= 1 */
 	p->recip = (uint64_t)((((sluice__u128)1 << (62 + p->shift)) + T - 1) / T);
 	return 0;
 }

@@ -173,6 +173,7 @@
 #include "sluice/window.h"
 #include "pair_internal.h"
 #include "siphash_internal.h"
+#include "util_internal.h"
 
 #define MAGIC 0x3144455945484c53ULL /* "SLHEYED1" read as little-endian */
 #define HDR_BYTES 256u
@@ -287,37 +288,25 @@ static inline uint32_t pair_state_word(uint32_t key_words)
 	return 2 + key_words + (key_words & 1);
 }
 
-static uint64_t pow2_at_least(uint64_t v)
-{
-	uint64_t p = 1;
-	while (p < v)
-		p <<= 1;
-	return p;
-}
-
 /* FIXED, INFLIGHT: bits of the count in the state word, the bit width of
  * @limit (the largest count). */
 static uint32_t fixed_cbits(uint64_t limit)
 {
-	return limit ? 64u - (uint32_t)__builtin_clzll(limit) : 0;
+	return sluice__bit_width(limit);
 }
 
-static uint64_t round_up(uint64_t v, uint64_t m)
-{
-	return (v + m - 1) / m * m;
-}
 
 static void compute_layout(const struct params *p, struct layout *l)
 {
 	l->groups = p->capacity / G;
 	l->key_words = (p->key_max + 5) / 6;
-	l->bucket_words = p->algo == SLUICE_ALGO_WINDOW ? (uint32_t)pow2_at_least(p->buckets) : 0;
+	l->bucket_words = p->algo == SLUICE_ALGO_WINDOW ? (uint32_t)sluice__pow2_at_least(p->buckets) : 0;
 	l->state_word = pair_state_word(l->key_words);
 	uint64_t words = l->state_word + 2ULL /* state, owner */ + l->bucket_words;
-	l->slot_bytes = (uint32_t)round_up(8 * words, SLUICE_CACHELINE);
+	l->slot_bytes = (uint32_t)sluice__round_up(8 * words, SLUICE_CACHELINE);
 	l->cells_off = HDR_BYTES;
 	l->floors_off = l->cells_off + CELLS * sizeof(struct sluice__keyed_cell);
-	l->slots_off = round_up(l->floors_off + l->groups * 8, SLUICE_CACHELINE);
+	l->slots_off = sluice__round_up(l->floors_off + l->groups * 8, SLUICE_CACHELINE);
 	l->total = l->slots_off + p->capacity * l->slot_bytes;
 }
 
@@ -354,7 +343,7 @@ static int validate(const sluice_keyed_config_t *c, struct params *p)
 		return SLUICE_EKEYLEN;
 	if (c->capacity < SLUICE_KEYED_CAPACITY_MIN || c->capacity > SLUICE_KEYED_CAPACITY_MAX)
 		return SLUICE_ECAPACITY;
-	p->capacity = pow2_at_least(c->capacity);
+	p->capacity = sluice__pow2_at_least(c->capacity);
 	p->algo = c->algo;
 	p->policy = c->policy;
 	p->flags = c->flags;
@@ -697,7 +686,7 @@ int sluice_keyed_new(sluice_keyed_t *k, const sluice_keyed_config_t *cfg,
 	if (rc != 0)
 		return rc;
 	size_t size = sluice_keyed_region_bytes(cfg);
-	void *mem = aligned_alloc(SLUICE_CACHELINE, round_up(size, SLUICE_CACHELINE));
+	void *mem = aligned_alloc(SLUICE_CACHELINE, sluice__round_up(size, SLUICE_CACHELINE));
 	if (!mem)
 		return SLUICE_ENOMEM;
 	rc = sluice_keyed_init(mem, size, cfg);
@@ -877,11 +866,6 @@ static uint64_t lease_now(void)
 	return (sluice_clock_coarse_ns() >> UNIT_SHIFT) & UNIT_MASK;
 }
 
-static inline uint64_t sat_mul(uint64_t a, uint64_t b)
-{
-	sluice__u128 p = (sluice__u128)a * b;
-	return p > UINT64_MAX ? UINT64_MAX : (uint64_t)p;
-}
 
 /* ---------------------------------------------------------------- */
 /* Decisions on one key's state                                       */
@@ -976,7 +960,7 @@ static int fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t t
 			used = we; /* this window, or a reading before it */
 			if (count + n > k->limit) {
 				if (d) {
-					uint64_t start = sat_mul(used, k->window_ns);
+					uint64_t start = sluice__sat_mul(used, k->window_ns);
 					fill_window(d, 0, k->limit, count, start, k->window_ns, now,
 					            0);
 					d->retry_after_ns = d->reset_ns;
@@ -995,7 +979,7 @@ static int fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t t
 		 * above. */
 		if (sluice__pair_cas(st, a, o, next, o)) {
 			if (d)
-				fill_window(d, 1, k->limit, counted, sat_mul(used, k->window_ns),
+				fill_window(d, 1, k->limit, counted, sluice__sat_mul(used, k->window_ns),
 				            k->window_ns, now, 0);
 			return 1;
 		}

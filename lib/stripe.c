@@ -13,14 +13,8 @@
 
 #include "sluice/error.h"
 #include "sluice/stripe.h"
+#include "util_internal.h"
 
-static uint32_t round_up_pow2(uint32_t v)
-{
-	uint32_t p = 1;
-	while (p < v)
-		p <<= 1;
-	return p;
-}
 
 int sluice_stripe_init(sluice_stripe_t *s, uint32_t ncells, sluice_stripe_mode_t mode)
 {
@@ -36,7 +30,7 @@ int sluice_stripe_init(sluice_stripe_t *s, uint32_t ncells, sluice_stripe_mode_t
 	}
 	if (ncells > SLUICE_STRIPE_CELLS_MAX)
 		return SLUICE_ECELLS;
-	ncells = round_up_pow2(ncells);
+	ncells = (uint32_t)sluice__pow2_at_least(ncells);
 
 	struct sluice_stripe_cell *cells =
 		aligned_alloc(SLUICE_CACHELINE, sizeof(*cells) * ncells);

@@ -74,6 +74,7 @@
  */
 #include "sluice/error.h"
 #include "pair_internal.h"
+#include "util_internal.h"
 #include "sluice/warmup.h"
 
 __extension__ typedef unsigned __int128 u128;
@@ -146,22 +147,6 @@ static inline uint64_t decode_next(const sluice_warmup_t *w, uint64_t word, uint
 	return anchor + (((field - base) & FIELD_MASK) << w->unit_shift);
 }
 
-/* ceil() for 0 <= x < 2^63 without libm. */
-static inline uint64_t ceil_u64(double x)
-{
-	uint64_t i = (uint64_t)x;
-	return (double)i < x ? i + 1 : i;
-}
-
-static unsigned bitlen(uint64_t v)
-{
-	unsigned b = 0;
-	while (v) {
-		b++;
-		v >>= 1;
-	}
-	return b;
-}
 
 /* Finish an announced anchor move from @from to @to (no-op if done). */
 static void help_anchor(sluice_warmup_t *w, uint64_t from, uint64_t to)
@@ -263,7 +248,7 @@ static uint64_t cost_of(const sluice_warmup_t *w, uint64_t sq, uint64_t n, uint6
 			a = b;
 		double x = w->curve_k * (b - a) * (a + b - 2.0 * w->thresh);
 		if (x > 0)
-			cost += ceil_u64(x + x * 0x1p-40) + 1;
+			cost += sluice__ceil_u64(x + x * 0x1p-40) + 1;
 	}
 	return cost;
 }
@@ -419,7 +404,7 @@ int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg)
 	uint64_t m_ceil = (uint64_t)((pr + period - 1) / period); /* 1 .. 2^20 */
 	uint64_t limit = m_floor ? m_floor : 1;
 	/* F: M in units of 2^-F below 2^26, so sq fits its field. */
-	uint32_t frac = SQ_BITS - bitlen(m_ceil);
+	uint32_t frac = SQ_BITS - sluice__bit_width(m_ceil);
 	uint64_t max_q = (uint64_t)(((pr << frac) + period - 1) / period);
 	/* Any one cost: n I <= L I, plus at most the area above I, P/2 (the
 	 * curve is capped at M), plus its rounding margin. */

@@ -81,6 +81,7 @@
 #include "sluice/stripe.h"
 #include "sluice/window.h"
 #include "pair_internal.h"
+#include "util_internal.h"
 
 #define TAG_OF(word) ((word) >> 32)
 #define BASE_MAX 0xffffffffULL
@@ -90,13 +91,6 @@ size_t sluice_window_size(void)
 	return sizeof(sluice_window_t);
 }
 
-static uint32_t round_up_pow2(uint32_t v)
-{
-	uint32_t p = 1;
-	while (p < v)
-		p <<= 1;
-	return p;
-}
 
 int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
 {
@@ -119,7 +113,7 @@ int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
 	if (sluice__clock_require_step(clock, width) != 0)
 		return SLUICE_ERESOLUTION;
 
-	uint32_t nslots = round_up_pow2(cfg->buckets);
+	uint32_t nslots = (uint32_t)sluice__pow2_at_least(cfg->buckets);
 	size_t bytes = (sizeof(struct sluice__window_slot) * nslots + SLUICE_CACHELINE - 1) /
 	               SLUICE_CACHELINE * SLUICE_CACHELINE;
 	struct sluice__window_slot *slots = aligned_alloc(SLUICE_CACHELINE, bytes);
@@ -129,7 +123,7 @@ int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
 	uint32_t ncells = 1;
 	if (cfg->mode == SLUICE_STRIPED || cfg->lease) {
 		int cpus = get_nprocs_conf();
-		ncells = round_up_pow2(cpus > 0 ? (uint32_t)(cpus < 4096 ? cpus : 4096) : 1);
+		ncells = (uint32_t)sluice__pow2_at_least(cpus > 0 ? (uint32_t)(cpus < 4096 ? cpus : 4096) : 1);
 		cells = aligned_alloc(SLUICE_CACHELINE, sizeof(*cells) * ncells);
 		if (!cells) {
 			free(slots);

@@ -24,6 +24,9 @@
  * a line of their own so one core's writes do not evict another's reads. */
 #define SLUICE_CACHELINE 64
 
+/* private: 128-bit products (GCC and clang on 64-bit targets) */
+__extension__ typedef unsigned __int128 sluice__u128;
+
 /*
  * Every algorithm, as X(ALGO, name): its config is `sluice_<name>_config_t`,
  * its functions `sluice_<name>_init`, ... (docs/conventions.md).  One table,

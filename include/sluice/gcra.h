@@ -235,8 +235,6 @@ SLUICE_API int sluice__gcra_init_booking(sluice_gcra_t *g, const sluice_gcra_con
 SLUICE_API int sluice__gcra_take_slow(sluice_gcra_t *g, uint64_t n, uint64_t now,
                                       uint64_t max_delay, sluice_decision_t *d);
 
-__extension__ typedef unsigned __int128 sluice__u128;
-
 /* private: floor(x / T) for x < 2^62, with the precomputed reciprocal
  * (Granlund-Montgomery: the error x*e/2^(62+shift) < 1/T, see gcra.c). */
 static inline uint64_t sluice__gcra_div(uint64_t x, uint64_t recip, uint64_t shift)
