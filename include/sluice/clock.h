@@ -6,14 +6,14 @@
  * reach a limiter:
  *
  *   SLUICE_CLOCK_MONOTONIC  clock_gettime(CLOCK_MONOTONIC): 1 ns resolution,
- *                           28 ns a read here (vDSO, kvm-clock).
+ *                           a vDSO call.
  *   SLUICE_CLOCK_COARSE     clock_gettime(CLOCK_MONOTONIC_COARSE): the
  *                           kernel's last tick (4 ms on a HZ=250 kernel),
- *                           about 6 ns a read.
+ *                           a cheaper vDSO call.
  *   SLUICE_CLOCK_CACHED     one relaxed load of a word that a background
  *                           ticker thread refreshes from CLOCK_MONOTONIC
  *                           every period (default SLUICE_CACHED_PERIOD_NS).
- *                           About 0.5 ns a read.  While no ticker runs in
+ *                           One load a read.  While no ticker runs in
  *                           this process (never started, stopped, or this
  *                           is the child of a fork) a read is one
  *                           CLOCK_MONOTONIC read instead, so a forgotten
@@ -94,8 +94,8 @@
  * FORK: handled by pthread_atfork handlers registered when the library is
  *   loaded.  In the child of a fork():
  *   - no ticker runs: sluice_clock_cached_running() is 0 and every cached
- *     read is a CLOCK_MONOTONIC read (1 ns steps, about 28 ns a read instead
- *     of 0.5 ns), in every child, whatever the parent's ticker was doing at
+ *     read is a CLOCK_MONOTONIC read (1 ns steps, a vDSO call instead of a
+ *     load), in every child, whatever the parent's ticker was doing at
  *     the instant of the fork (started, stopping, changing period);
  *   - the ticker's locks and state are reset: start() and stop() in the
  *     child work as in a process that never started the ticker, and never
@@ -146,14 +146,13 @@
 #include "common.h"
 
 /*
- * Default ticker period: 1 ms.  Measured on a 2-core KVM guest (EPYC) with
- * bench/bench_clock (`meson test -C build --benchmark clock`): the ticker
- * thread costs about 1.3% of one core at 1 ms, 3% at 500 us, 11% at 200 us
- * and 16% at 100 us (each wake-up costs 10-20 us of CPU in a VM), while at
- * 1 ms the reading lags CLOCK_MONOTONIC by 0.48 ms in the median and about
- * 1.2 ms at worst on a quiet machine.  That is 100x finer than the 100 ms
- * buckets we expect (windows of 1 s and up in 10-100 buckets) and 4x finer
- * than the coarse clock.  On a loaded machine the worst lag can reach tens
+ * Default ticker period: 1 ms.  Why (the measurements are in
+ * docs/performance.md, "Clocks", with the command): each wake-up costs
+ * CPU, so the ticker's share of a core grows steeply below 1 ms, while at
+ * 1 ms the reading lags CLOCK_MONOTONIC by about half a period in the
+ * median on a quiet machine.  That is 100x finer than the 100 ms buckets
+ * we expect (windows of 1 s and up in 10-100 buckets) and 4x finer than the
+ * coarse clock.  On a loaded machine the worst lag can reach tens
  * of ms whatever the period (the ticker is not scheduled): WORST CASE says
  * what a lag does to a limiter.  Callers with narrower buckets start the
  * ticker with a shorter period, before creating those limiters.
