@@ -197,3 +197,159 @@ Test(fixed, refund_gives_back_while_the_window_lasts)
 	cr_assert_eq(sluice_fixed_refund(&f, 6, &a), 0);
 	cr_assert_eq(sluice_fixed_acquire_at(&f, 1, 6 * SEC + 1, &d), 0, "the new window is untouched");
 }
+
+/* ---- available and set_limit ---------------------------------------- */
+
+/* The reference model: the newest window opened, its count, the limit. */
+struct model {
+	uint64_t head, count, limit, window_ns;
+};
+
+static uint64_t model_epoch(const struct model *m, uint64_t t)
+{
+	uint64_t e = t / m->window_ns;
+	return e > m->head ? e : m->head; /* time never runs back */
+}
+
+static int model_acquire(struct model *m, uint64_t n, uint64_t t)
+{
+	if (n > m->limit)
+		return SLUICE_ETOOBIG;
+	uint64_t e = model_epoch(m, t);
+	if (e > m->head) {
+		m->head = e;
+		m->count = 0;
+	}
+	if (m->count + n > m->limit)
+		return 0;
+	m->count += n;
+	return 1;
+}
+
+static uint64_t model_available(const struct model *m, uint64_t t)
+{
+	if (model_epoch(m, t) > m->head)
+		return m->limit;
+	return m->count >= m->limit ? 0 : m->limit - m->count;
+}
+
+/* Random acquires, readings that jump back and forward, and limit changes,
+ * from a base near 0 and from one near 2^64: available_at equals the model
+ * at the next time, the time now and an older one, and is the largest n
+ * that then passes. */
+struct avail_case {
+	uint64_t base;
+};
+
+ParameterizedTestParameters(fixed, available_matches_model)
+{
+	static struct avail_case c[] = { { 0 }, { UINT64_MAX - 4000 * 100 * MS } };
+	return cr_make_param_array(struct avail_case, c, sizeof(c) / sizeof(c[0]));
+}
+
+ParameterizedTest(struct avail_case *p, fixed, available_matches_model)
+{
+	const uint64_t W = 100 * MS;
+	sluice_fixed_t f = make(20, W, p->base);
+	/* a fresh limiter's head is window 0: the model starts there too */
+	struct model m = { 0, 0, 20, W };
+	uint64_t t = p->base, x = 0x2545F4914F6CDD1DULL;
+	for (int i = 0; i < 20000; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		if (x % 97 == 0) {
+			uint64_t L = 1 + (x >> 8) % 40;
+			cr_assert_eq(sluice_fixed_set_limit(&f, L), 0);
+			m.limit = L;
+		} else if (x % 13 == 0 && t - p->base > 3 * W) {
+			t -= (x >> 12) % (3 * W); /* back, by up to 3 windows */
+		} else if (x % 11 == 0) {
+			t += (x >> 12) % (5 * W); /* forward, by up to 5 windows */
+		} else {
+			t += (x >> 12) % (W / 10);
+		}
+		if (t > UINT64_MAX - 5 * W)
+			t -= 3 * W; /* stay near the end of the timeline, never wrap */
+		uint64_t older = t - (t - p->base) / 2;
+		cr_assert_eq(sluice_fixed_available_at(&f, t), model_available(&m, t), "step %d", i);
+		cr_assert_eq(sluice_fixed_available_at(&f, older), model_available(&m, older),
+		             "step %d: an older reading", i);
+		if (x % 5 == 0) {
+			/* the largest n passes, one more would not */
+			uint64_t a = model_available(&m, t);
+			if (a && a < m.limit) {
+				sluice_fixed_t copy = f; /* no decision running */
+				cr_assert_eq(sluice_fixed_acquire_at(&copy, a + 1, t, NULL), 0);
+			}
+		}
+		uint64_t n = 1 + (x >> 20) % 6;
+		sluice_decision_t d;
+		int rc = sluice_fixed_acquire_at(&f, n, t, &d);
+		cr_assert_eq(rc, model_acquire(&m, n, t), "step %d: n=%llu", i, (unsigned long long)n);
+		if (rc >= 0)
+			cr_assert_eq(d.limit, m.limit, "the decision names the limit it used");
+	}
+}
+
+Test(fixed, available_after_clock_jumps)
+{
+	sluice_fixed_t f = make(10, SEC, 0);
+	cr_assert_eq(sluice_fixed_available_at(&f, 0), 10);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 7, 50 * SEC + 1, NULL), 1);
+	cr_assert_eq(sluice_fixed_available_at(&f, 50 * SEC + 2), 3);
+	cr_assert_eq(sluice_fixed_available_at(&f, 3 * SEC), 3, "a step back reads the newest window");
+	cr_assert_eq(sluice_fixed_available_at(&f, 51 * SEC), 10, "the next window is empty");
+	cr_assert_eq(sluice_fixed_available_at(&f, 50 * SEC + 3), 3, "reading took nothing, moved nothing");
+	sluice_clock_manual_set(&mclock, 9000 * SEC);
+	cr_assert_eq(sluice_fixed_available(&f), 10, "a jump forward: a new window");
+	/* at the very end of the timeline */
+	const uint64_t W = SEC;
+	uint64_t last = UINT64_MAX / W * W; /* start of the last window */
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 4, UINT64_MAX, NULL), 1);
+	cr_assert_eq(sluice_fixed_available_at(&f, UINT64_MAX), 6);
+	cr_assert_eq(sluice_fixed_available_at(&f, last), 6);
+	cr_assert_eq(sluice_fixed_available_at(&f, 0), 6);
+}
+
+Test(fixed, set_limit_keeps_the_count)
+{
+	sluice_fixed_t f = make(10, SEC, 0);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 8, 5 * SEC, NULL), 1);
+	/* lower below what is counted: nothing forgotten, refusals until the
+	 * window ends */
+	cr_assert_eq(sluice_fixed_set_limit(&f, 5), 0);
+	cr_assert_eq(sluice_fixed_available_at(&f, 5 * SEC + 1), 0);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 1, 5 * SEC + 1, &d), 0);
+	cr_assert_eq(d.limit, 5);
+	cr_assert_eq(d.remaining, 0);
+	cr_assert_eq(d.retry_after_ns, SEC - 1);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 6, 5 * SEC + 1, &d), SLUICE_ETOOBIG,
+	             "above the new limit: can never pass");
+	/* raise: exactly the difference gets in, nothing minted */
+	cr_assert_eq(sluice_fixed_set_limit(&f, 12), 0);
+	cr_assert_eq(sluice_fixed_available_at(&f, 5 * SEC + 2), 4);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 4, 5 * SEC + 2, &d), 1);
+	cr_assert_eq(d.remaining, 0);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 1, 5 * SEC + 3, NULL), 0);
+	/* the next window counts against the new limit from zero */
+	cr_assert_eq(sluice_fixed_available_at(&f, 6 * SEC), 12);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 12, 6 * SEC, NULL), 1);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 1, 6 * SEC, NULL), 0);
+	/* a refund after a change gives back what was taken, no more */
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 3, 7 * SEC, &d), 1);
+	cr_assert_eq(sluice_fixed_set_limit(&f, 3), 0);
+	cr_assert_eq(sluice_fixed_refund(&f, 3, &d), 0);
+	cr_assert_eq(sluice_fixed_available_at(&f, 7 * SEC), 3);
+}
+
+Test(fixed, set_limit_rejects_what_init_rejects)
+{
+	sluice_fixed_t f = make(10, SEC, 0);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 4, 1, NULL), 1);
+	cr_assert_eq(sluice_fixed_set_limit(&f, 0), SLUICE_ELIMIT);
+	cr_assert_eq(sluice_fixed_set_limit(&f, SLUICE_FIXED_LIMIT_MAX + 1), SLUICE_ELIMIT);
+	cr_assert_eq(sluice_fixed_set_limit(NULL, 5), SLUICE_EINVAL);
+	cr_assert_eq(sluice_fixed_available_at(&f, 2), 6, "nothing changed");
+	cr_assert_eq(sluice_fixed_set_limit(&f, SLUICE_FIXED_LIMIT_MAX), 0, "the largest init takes");
+	cr_assert_eq(sluice_fixed_available_at(&f, 2), SLUICE_FIXED_LIMIT_MAX - 4);
+}
