@@ -175,7 +175,7 @@ ParameterizedTest(struct params *p, window_threads, ledger_respects_bound)
 	/* quiescent: the ring's count equals the ledger of its last N epochs
 	 * (STRIPED may over-count an add it took back: never under-count) */
 	uint64_t now = sluice_clock_now(&mclock);
-	uint64_t counted = sluice_window_count_at(&w, now);
+	uint64_t counted = LIMIT - sluice_window_available_at(&w, now); /* <= LIMIT */
 	uint64_t head = now / WIDTH > hi ? now / WIDTH : hi;
 	uint64_t ledger = 0;
 	for (uint64_t k = 0; k < BUCKETS && k <= head - lo; k++)
