@@ -655,3 +655,67 @@ Test(log, null_arguments)
 	cr_assert_eq(sluice_log_acquire(&lg, 1, NULL), 1);
 	sluice_log_destroy(&lg);
 }
+
+/* ---- set_limit -------------------------------------------------------- */
+
+Test(log, set_limit_keeps_every_time)
+{
+	sluice_log_t lg;
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_log_config_t cfg = { .limit = 10, .window_ns = 1000, .clock = &mclock,
+		                    .capacity = 20 };
+	cr_assert_eq(sluice_log_init(&lg, &cfg), 0);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_log_acquire_at(&lg, 4, 100, NULL), 1);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 6, 500, NULL), 1);
+	/* lower below what the window counts: refusals until enough leaves */
+	cr_assert_eq(sluice_log_set_limit(&lg, 5), 0);
+	cr_assert_eq(sluice_log_available_at(&lg, 600), 0);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 600, &d), 0);
+	cr_assert_eq(d.limit, 5);
+	cr_assert_eq(d.retry_after_ns, 900, "the 5th newest (t = 500) leaves at 1500");
+	cr_assert_eq(sluice_log_acquire_at(&lg, 6, 600, NULL), SLUICE_ETOOBIG);
+	cr_assert_eq(sluice_log_available_at(&lg, 1100), 0, "the 4 at 100 left: 6 > 5 remain");
+	cr_assert_eq(sluice_log_available_at(&lg, 1500), 5);
+	/* raise above the init limit, up to the capacity: the difference */
+	cr_assert_eq(sluice_log_acquire_at(&lg, 5, 1500, NULL), 1);
+	cr_assert_eq(sluice_log_set_limit(&lg, 20), 0);
+	cr_assert_eq(sluice_log_available_at(&lg, 1600), 15);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 16, 1600, NULL), 0);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 15, 1600, &d), 1);
+	cr_assert_eq(d.limit, 20);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 1700, NULL), 0, "nothing minted");
+	cr_assert_eq(sluice_log_available_at(&lg, 2500), 5, "the 5 at 1500 left");
+	cr_assert_eq(sluice_log_available_at(&lg, 2600), 20);
+	/* invalid: the init's code, nothing changes */
+	cr_assert_eq(sluice_log_set_limit(&lg, 0), SLUICE_ELIMIT);
+	cr_assert_eq(sluice_log_set_limit(&lg, 21), SLUICE_ELIMIT, "above the capacity");
+	cr_assert_eq(sluice_log_set_limit(NULL, 3), SLUICE_EINVAL);
+	cr_assert_eq(sluice_log_available_at(&lg, 2600), 20);
+	sluice_log_destroy(&lg);
+	/* capacity at init */
+	sluice_log_config_t bad = { .limit = 10, .window_ns = 1000, .clock = &mclock,
+		                    .capacity = 9 };
+	cr_assert_eq(sluice_log_init(&lg, &bad), SLUICE_ELIMIT, "capacity below the limit");
+	bad.capacity = SLUICE_LOG_LIMIT_MAX + 1;
+	cr_assert_eq(sluice_log_init(&lg, &bad), SLUICE_EMEMORY);
+	bad.capacity = 0; /* default: the limit */
+	cr_assert_eq(sluice_log_init(&lg, &bad), 0);
+	cr_assert_eq(sluice_log_set_limit(&lg, 11), SLUICE_ELIMIT);
+	cr_assert_eq(sluice_log_set_limit(&lg, 3), 0);
+	sluice_log_destroy(&lg);
+}
+
+Test(log, available_near_2_64_and_after_jumps)
+{
+	sluice_log_t lg;
+	make(&lg, 5, 1000);
+	uint64_t t = UINT64_MAX - 1500;
+	cr_assert_eq(sluice_log_acquire_at(&lg, 3, t, NULL), 1);
+	cr_assert_eq(sluice_log_available_at(&lg, t + 10), 2);
+	cr_assert_eq(sluice_log_available_at(&lg, 7), 2, "a step back reads the newest time");
+	cr_assert_eq(sluice_log_available_at(&lg, t + 1000), 5);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 5, UINT64_MAX, NULL), 1);
+	cr_assert_eq(sluice_log_available_at(&lg, UINT64_MAX), 0);
+	sluice_log_destroy(&lg);
+}
