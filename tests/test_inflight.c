@@ -293,3 +293,62 @@ Test(inflight, null_arguments_and_size)
 	cr_assert_eq(offsetof(sluice_inflight_t, held) % SLUICE_CACHELINE, 0,
 	             "the hot count is alone on its line");
 }
+
+/* ---- available and set_limit ---------------------------------------- */
+
+Test(inflight, available_is_the_largest_n_that_passes)
+{
+	sluice_inflight_t f = make(7);
+	cr_assert_eq(sluice_inflight_available(&f), 7);
+	cr_assert_eq(sluice_inflight_acquire(&f, 3, NULL), 1);
+	cr_assert_eq(sluice_inflight_available(&f), 4);
+	cr_assert_eq(sluice_inflight_acquire(&f, 5, NULL), 0, "one more than available");
+	cr_assert_eq(sluice_inflight_available(&f), 4, "a refusal took nothing");
+	cr_assert_eq(sluice_inflight_acquire(&f, 4, NULL), 1, "exactly available");
+	cr_assert_eq(sluice_inflight_available(&f), 0);
+	/* time plays no part: clock jumps change nothing */
+	sluice_clock_manual_set(&mclock, UINT64_MAX);
+	cr_assert_eq(sluice_inflight_available(&f), 0);
+	cr_assert_eq(sluice_inflight_release(&f, 7), 0);
+	sluice_clock_manual_set(&mclock, 1);
+	cr_assert_eq(sluice_inflight_available(&f), 7);
+	/* near the top of the range */
+	sluice_inflight_t g = make(SLUICE_INFLIGHT_LIMIT_MAX);
+	cr_assert_eq(sluice_inflight_acquire(&g, SLUICE_INFLIGHT_LIMIT_MAX - 1, NULL), 1);
+	cr_assert_eq(sluice_inflight_available(&g), 1);
+}
+
+Test(inflight, set_limit_keeps_what_is_held)
+{
+	sluice_inflight_t f = make(10);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_inflight_acquire(&f, 8, NULL), 1);
+	/* lower below held: nothing forgotten, refusals until releases */
+	cr_assert_eq(sluice_inflight_set_limit(&f, 5), 0);
+	cr_assert_eq(sluice_inflight_available(&f), 0);
+	cr_assert_eq(sluice_inflight_acquire(&f, 1, &d), 0);
+	cr_assert_eq(d.limit, 5);
+	cr_assert_eq(d.remaining, 0, "held above K: nothing remains, no wrap");
+	cr_assert_eq(sluice_inflight_acquire(&f, 6, &d), SLUICE_ETOOBIG);
+	cr_assert_eq(sluice_inflight_release(&f, 3), 0); /* held 5 = K */
+	cr_assert_eq(sluice_inflight_acquire(&f, 1, NULL), 0);
+	cr_assert_eq(sluice_inflight_release(&f, 1), 0); /* held 4 */
+	cr_assert_eq(sluice_inflight_available(&f), 1);
+	cr_assert_eq(sluice_inflight_acquire(&f, 1, &d), 1);
+	cr_assert_eq(d.remaining, 0);
+	/* raise: exactly the difference */
+	cr_assert_eq(sluice_inflight_set_limit(&f, 9), 0);
+	cr_assert_eq(sluice_inflight_available(&f), 4);
+	cr_assert_eq(sluice_inflight_acquire(&f, 5, NULL), 0);
+	cr_assert_eq(sluice_inflight_acquire(&f, 4, NULL), 1);
+	cr_assert_eq(sluice_inflight_release(&f, 9), 0, "every slot held comes back");
+	cr_assert_eq(sluice_inflight_release(&f, 1), SLUICE_ERELEASE, "and no more");
+	cr_assert_eq(sluice_inflight_available(&f), 9);
+	/* invalid: the init's code, nothing changes */
+	cr_assert_eq(sluice_inflight_set_limit(&f, 0), SLUICE_ELIMIT);
+	cr_assert_eq(sluice_inflight_set_limit(&f, SLUICE_INFLIGHT_LIMIT_MAX + 1), SLUICE_ELIMIT);
+	cr_assert_eq(sluice_inflight_set_limit(NULL, 3), SLUICE_EINVAL);
+	cr_assert_eq(sluice_inflight_available(&f), 9);
+	cr_assert_eq(sluice_inflight_set_limit(&f, SLUICE_INFLIGHT_LIMIT_MAX), 0);
+	cr_assert_eq(sluice_inflight_available(&f), SLUICE_INFLIGHT_LIMIT_MAX);
+}
