@@ -57,6 +57,7 @@ struct model {
 	uint64_t base_epoch; /* counts[i] is epoch base_epoch + i */
 	uint32_t *counts;    /* what the bucket counts (with leases: taken) */
 	uint32_t *admitted;  /* what was admitted (differs with leases) */
+	uint64_t *lims;      /* the largest limit an admission there was judged against */
 	size_t ncounts;
 	/* leases, one CPU: B, log2(cells), and the one cell in use */
 	uint64_t lease, cells_log2, cell_epoch, cell_count;
@@ -73,7 +74,8 @@ static void model_init(struct model *m, uint64_t limit, uint64_t window_ns, uint
 	m->ncounts = span;
 	m->counts = calloc(span, sizeof(uint32_t));
 	m->admitted = calloc(span, sizeof(uint32_t));
-	cr_assert(m->counts && m->admitted);
+	m->lims = calloc(span, sizeof(uint64_t));
+	cr_assert(m->counts && m->admitted && m->lims);
 	m->lease = 0;
 	m->cell_epoch = UINT64_MAX;
 	m->cell_count = 0;
@@ -116,6 +118,10 @@ static uint64_t counted_at(sluice_window_t *w, uint64_t t)
 /* Returns 1/0 like the ring and the retry_after it should report. */
 static int model_acquire(struct model *m, uint64_t n, uint64_t now, uint64_t *retry)
 {
+	if (n > m->limit) {
+		*retry = SLUICE_NEVER; /* above the (possibly lowered) limit */
+		return SLUICE_ETOOBIG;
+	}
 	uint64_t e = now / m->width;
 	if (e < m->head) {
 		e = m->head;
@@ -127,6 +133,7 @@ static int model_acquire(struct model *m, uint64_t n, uint64_t now, uint64_t *re
 		/* spent from this CPU's lease */
 		m->cell_count -= n;
 		m->admitted[e - m->base_epoch] += (uint32_t)n;
+		/* a spend checks no limit: its taker's counted (same epoch) */
 		*retry = 0;
 		return 1;
 	}
@@ -142,6 +149,8 @@ static int model_acquire(struct model *m, uint64_t n, uint64_t now, uint64_t *re
 		}
 		m->counts[e - m->base_epoch] += (uint32_t)(n + extra);
 		m->admitted[e - m->base_epoch] += (uint32_t)n;
+		if (m->limit > m->lims[e - m->base_epoch])
+			m->lims[e - m->base_epoch] = m->limit;
 		*retry = 0;
 		return 1;
 	}
@@ -232,10 +241,19 @@ ParameterizedTest(struct schedule *p, window, matches_reference_model)
 	m.lease = p->lease;
 	m.cells_log2 = (uint64_t)__builtin_ctz(w.cell_mask + 1);
 
+	/* set_limit keeping state, every 1500 steps: lower (so some n no
+	 * longer fit at all and what is counted exceeds the limit), raise */
+	const uint64_t hi = 2 * p->limit < SLUICE_WINDOW_LIMIT_MAX ? 2 * p->limit
+	                                                           : SLUICE_WINDOW_LIMIT_MAX;
+	const uint64_t lims[] = { p->limit, p->limit / 4 + 1, hi, p->limit / 2 + 1 };
 	uint64_t admitted = 0, refused = 0;
 	for (int i = 0; i < steps; i++) {
 		uint64_t want_retry, n = ns[i];
 		t = times[i];
+		if (i % 1500 == 1499) {
+			m.limit = lims[(uint64_t)i / 1500 % 4];
+			cr_assert_eq(sluice_window_set_limit(&w, m.limit), 0);
+		}
 		int want = model_acquire(&m, n, t, &want_retry);
 		sluice_decision_t d;
 		int got = sluice_window_acquire_at(&w, n, t, &d);
@@ -243,13 +261,16 @@ ParameterizedTest(struct schedule *p, window, matches_reference_model)
 		             (unsigned long long)t, (unsigned long long)n, got, want);
 		cr_assert_eq(d.retry_after_ns, want_retry, "step %d: retry_after %llu, model %llu", i,
 		             (unsigned long long)d.retry_after_ns, (unsigned long long)want_retry);
+		cr_assert_eq(d.limit, m.limit, "step %d: the decision names the limit it used", i);
+		if (got < 0)
+			continue; /* n above a lowered limit: nothing else to check */
 		cr_assert_eq(d.now_ns / width, m.head, "step %d: decision epoch", i);
 		/* remaining: what the window has not counted (leases count as
 		 * taken; one CPU's lease snapshot is the count after its take) */
-		cr_assert_eq(d.remaining, p->limit - model_window(&m, m.head),
-		             "step %d: remaining %llu, model %llu", i,
-		             (unsigned long long)d.remaining,
-		             (unsigned long long)(p->limit - model_window(&m, m.head)));
+		uint64_t counted = model_window(&m, m.head);
+		uint64_t room = counted >= m.limit ? 0 : m.limit - counted;
+		cr_assert_eq(d.remaining, room, "step %d: remaining %llu, model %llu", i,
+		             (unsigned long long)d.remaining, (unsigned long long)room);
 		cr_assert_eq(sluice_window_available_at(&w, t), model_available(&m),
 		             "step %d: available %llu, model %llu", i,
 		             (unsigned long long)sluice_window_available_at(&w, t),
@@ -263,14 +284,18 @@ ParameterizedTest(struct schedule *p, window, matches_reference_model)
 	             (unsigned long long)p->limit, p->buckets, (unsigned long long)admitted);
 	cr_assert_gt(refused, 1000, "L=%llu N=%u: and refuse plenty (%llu), or it tests nothing",
 	             (unsigned long long)p->limit, p->buckets, (unsigned long long)refused);
-	/* the guarantee, directly: every run of N epochs admits <= L; and
-	 * leases waste at most B + n_max - 1 per epoch with one CPU */
+	/* the guarantee, directly: every run of N epochs admits <= L, L the
+	 * largest limit an admission among them was judged against
+	 * (SET_LIMIT); and leases waste at most B + n_max - 1 per epoch with
+	 * one CPU */
 	uint64_t wasted = 0;
 	for (size_t i = 0; i < m.ncounts; i++) {
-		uint64_t e = m.base_epoch + i, sum = 0;
-		for (uint64_t k = 0; k < m.buckets && k <= i; k++)
+		uint64_t e = m.base_epoch + i, sum = 0, bound = 0;
+		for (uint64_t k = 0; k < m.buckets && k <= i; k++) {
 			sum += m.admitted[i - k];
-		cr_assert_leq(sum, p->limit, "epochs ending at %llu", (unsigned long long)e);
+			bound = m.lims[i - k] > bound ? m.lims[i - k] : bound;
+		}
+		cr_assert_leq(sum, bound, "epochs ending at %llu", (unsigned long long)e);
 		cr_assert_leq(m.counts[i] - m.admitted[i], p->lease ? p->lease + p->limit / 3 - 1 : 0);
 		wasted += m.counts[i] - m.admitted[i];
 	}
@@ -278,6 +303,7 @@ ParameterizedTest(struct schedule *p, window, matches_reference_model)
 		cr_assert_gt(wasted, 0, "the schedule must end epochs with leases unspent");
 	free(m.counts);
 	free(m.admitted);
+	free(m.lims);
 	sluice_window_destroy(&w);
 }
 
