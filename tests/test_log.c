@@ -151,17 +151,20 @@ static void assert_same(int step, int got, int want, const sluice_decision_t *g,
 }
 
 struct admission {
-	uint64_t t, n;
+	uint64_t t, n, lim; /* lim: d.limit, the limit it was judged against */
 };
 
-/* Every interval [a.t, a.t + W) of the recorded admissions holds <= L.
- * Intervals that start elsewhere hold no more than one that starts at the
- * first admission inside them, so these are all the intervals there are. */
-static uint64_t check_every_interval(const struct admission *a, size_t na, uint64_t L,
-                                     uint64_t W)
+/* Every interval [a.t, a.t + W) of the recorded admissions holds at most
+ * the largest d.limit among its admissions (L when no set_limit ran: the
+ * GUARANTEE; SET_LIMIT otherwise).  Intervals that start elsewhere hold no
+ * more than one that starts at the first admission inside them, so these
+ * are all the intervals there are.  *@tight counts those at their bound. */
+static uint64_t check_every_interval(const struct admission *a, size_t na, uint64_t W,
+                                     uint64_t *tight)
 {
 	uint64_t worst = 0, sum = 0;
 	size_t j = 0;
+	*tight = 0;
 	for (size_t i = 0; i < na; i++) {
 		if (i > 0)
 			cr_assert_geq(a[i].t, a[i - 1].t, "now_ns went backwards at %zu", i);
@@ -169,9 +172,14 @@ static uint64_t check_every_interval(const struct admission *a, size_t na, uint6
 			j = i, sum = 0;
 		while (j < na && a[j].t - a[i].t < W)
 			sum += a[j++].n;
+		uint64_t bound = 0;
+		for (size_t k = i; k < j; k++)
+			bound = a[k].n && a[k].lim > bound ? a[k].lim : bound;
 		worst = sum > worst ? sum : worst;
-		cr_assert_leq(sum, L, "%llu admitted in [%llu, +W)", (unsigned long long)sum,
-		              (unsigned long long)a[i].t);
+		*tight += sum == bound && sum;
+		cr_assert_leq(sum, bound, "%llu admitted in [%llu, +W), largest d.limit %llu",
+		              (unsigned long long)sum, (unsigned long long)a[i].t,
+		              (unsigned long long)bound);
 		sum -= a[i].n;
 	}
 	return worst;
@@ -193,6 +201,11 @@ ParameterizedTestParameters(log, matches_reference_model)
 		/* near the top of the 64-bit time base: no wrap anywhere */
 		{ 7, 3 * SEC, UINT64_MAX - 4000 * SEC, 3, 7 },
 		{ 16, SEC, UINT64_MAX - 9000 * SEC, 16, 8 },
+		/* seed >= 100: set_limit every 1000 steps, capacity 2L */
+		{ 10, SEC, 0, 4, 101 },
+		{ 100, 700 * MS, 123, 40, 104 },
+		{ 1, 10 * MS, 5 * SEC, 1, 102 },
+		{ 16, SEC, UINT64_MAX - 9000 * SEC, 16, 108 },
 	};
 	return cr_make_param_array(struct schedule, params, sizeof(params) / sizeof(params[0]));
 }
@@ -201,11 +214,17 @@ ParameterizedTest(struct schedule *p, log, matches_reference_model)
 {
 	const int steps = 30000;
 	const uint64_t L = p->limit, W = p->window_ns;
+	const int changing = p->seed >= 100;
 	sluice_log_t lg;
-	make(&lg, L, W);
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_log_config_t cfg = { .limit = L, .window_ns = W, .clock = &mclock,
+		                    .capacity = changing ? 2 * L : 0 };
+	cr_assert_eq(sluice_log_init(&lg, &cfg), 0);
+	/* lower (below what is counted, and below some n), raise to 2L */
+	const uint64_t lims[] = { L, L / 4 + 1, 2 * L, L / 2 + 1 };
 	rng_state = p->seed * 0x9E3779B97F4A7C15ULL + 1;
 	struct model m;
-	model_init(&m, L, W, (size_t)steps * (L + 4));
+	model_init(&m, L, W, (size_t)steps * (2 * L + 4));
 	struct admission *adm = malloc(sizeof(*adm) * (size_t)steps);
 	cr_assert_not_null(adm);
 	size_t nadm = 0;
@@ -234,7 +253,11 @@ ParameterizedTest(struct schedule *p, log, matches_reference_model)
 			t = top - (r >> 8) % W; /* stay clear of the edge, but near it */
 		uint64_t n = 1 + (r >> 40) % p->n_max;
 		if ((r >> 20) % 97 == 0)
-			n = L + 1 + (r >> 30) % 3; /* can never pass */
+			n = (changing ? 2 * L : L) + 1 + (r >> 30) % 3; /* can never pass */
+		if (changing && i % 1000 == 999) {
+			m.L = lims[(uint64_t)i / 1000 % 4];
+			cr_assert_eq(sluice_log_set_limit(&lg, m.L), 0);
+		}
 
 		sluice_decision_t got, want;
 		memset(&got, 0x5a, sizeof(got));
@@ -243,7 +266,7 @@ ParameterizedTest(struct schedule *p, log, matches_reference_model)
 		assert_same(i, g, w, &got, &want);
 		if (g == 1) {
 			admitted += n;
-			adm[nadm++] = (struct admission){ got.now_ns, n };
+			adm[nadm++] = (struct admission){ got.now_ns, n, got.limit };
 		} else if (g == 0) {
 			refused++;
 		} else {
@@ -282,8 +305,11 @@ ParameterizedTest(struct schedule *p, log, matches_reference_model)
 	cr_assert_gt(refunds_kept, L > 1 ? 10 : 0, "and refused ones (%llu)",
 	             (unsigned long long)refunds_kept);
 
-	uint64_t worst = check_every_interval(adm, nadm, L, W);
-	cr_assert_eq(worst, L, "the schedule should fill some window exactly");
+	uint64_t tight;
+	uint64_t worst = check_every_interval(adm, nadm, W, &tight);
+	if (!changing)
+		cr_assert_eq(worst, L, "the schedule should fill some window exactly");
+	cr_assert_gt(tight, 0, "some window must be filled to its bound");
 	cr_log_info("L=%llu W=%llu admitted=%llu refused=%llu refunds exact=%llu kept=%llu",
 	            (unsigned long long)L, (unsigned long long)W, (unsigned long long)admitted,
 	            (unsigned long long)refused, (unsigned long long)refunds_exact,
