@@ -3,7 +3,7 @@
  *
  * GUARANTEE (any number of threads, any timing): for every aligned window
  * [k*W, (k+1)*W) of the limiter's timeline, the permits admitted at a time
- * inside it total at most L.  A decision's time is its reading, or the start
+ * inside it total at most L (while set_limit changes L: SET_LIMIT below).  A decision's time is its reading, or the start
  * of the newest window when the reading is older (decision.now_ns).  Check-and-count is one CAS on one 64-bit word
  * that packs the window's epoch tag (low 32 bits of k) with its count, so two
  * racing threads can never both take the last permit.
@@ -138,7 +138,8 @@ static inline void sluice__fixed_fill(const sluice_fixed_t *f, sluice_decision_t
  * stalls for 2^32 windows or more between its reads and its CAS returns 0
  * (refused) with its n left counted: never an extra admission.
  * Return: 1 admitted, 0 refused, SLUICE_EINVAL (n = 0), SLUICE_ETOOBIG
- * (n > limit: can never pass; @d says retry_after_ns = SLUICE_NEVER).
+ * (n above the limit this decision read: cannot pass unless set_limit
+ * raises it; @d says retry_after_ns = SLUICE_NEVER).
  */
 static inline int sluice_fixed_acquire_at(sluice_fixed_t *f, uint64_t n, uint64_t now,
                                           sluice_decision_t *d)

@@ -180,8 +180,8 @@ static inline void sluice__inflight_fill(sluice_decision_t *d, int allowed, uint
  * after it, as with sem_post()/sem_wait().  A refusal takes nothing and
  * implies no ordering.
  * Return: 1 admitted, 0 refused (fewer than @n free now), SLUICE_EINVAL
- * (n = 0), SLUICE_ETOOBIG (n > K: can never pass; retry_after_ns is
- * SLUICE_NEVER).
+ * (n = 0), SLUICE_ETOOBIG (n above the K this acquire read: cannot pass
+ * unless set_limit raises it; retry_after_ns is SLUICE_NEVER).
  */
 static inline int sluice_inflight_acquire_at(sluice_inflight_t *f, uint64_t n, uint64_t now,
                                              sluice_decision_t *d)

@@ -11,7 +11,8 @@
  *
  * GUARANTEE (any number of threads, any timing, any alignment):
  *   for every interval [s, s + W) of the log's timeline, the permits of the
- *   admissions whose decision.now_ns lies inside it total at most L.
+ *   admissions whose decision.now_ns lies inside it total at most L (while
+ *   set_limit changes L: SET_LIMIT below).
  *   Admission is one CAS on a 64-bit count of permits (`head`), so two
  *   threads can never both take the last place; the times an admission
  *   writes are never older than its now_ns, and are written in admission
@@ -170,7 +171,8 @@ SLUICE_API size_t sluice_log_size(void);
  * decides at the same moment; otherwise it is a snapshot that may be stale.
  * Calling context: any thread; never blocks.
  * Return: 1 admitted, 0 refused, SLUICE_EINVAL (n = 0), SLUICE_ETOOBIG
- * (n > L: can never pass; @d says retry_after_ns = SLUICE_NEVER).
+ * (n above the L this decision read: cannot pass unless set_limit raises
+ * it; @d says retry_after_ns = SLUICE_NEVER).
  */
 SLUICE_API int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now,
                                      sluice_decision_t *d);

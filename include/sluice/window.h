@@ -5,7 +5,7 @@
  * the permits admitted with a clock reading in [k*W/N, (k+1)*W/N): k is the
  * bucket's epoch.  A decision in epoch h counts the buckets h-N+1 .. h.
  *
- * GUARANTEES
+ * GUARANTEES (L the limit; while set_limit changes it, read SET_LIMIT below)
  *
  *   SLUICE_EXACT (any number of threads, any timing):
  *     for every run of N consecutive epochs, the permits admitted total at
@@ -439,7 +439,8 @@ static inline int sluice__window_acquire_leased(sluice_window_t *w, uint64_t n, 
  * with epoch h was first counted in h's bucket by the CAS that leased it.
  * With leases, d->remaining counts leased, unspent permits as taken.
  * Return: 1 admitted, 0 refused, SLUICE_EINVAL (n = 0), SLUICE_ETOOBIG
- * (n > limit; retry_after_ns = SLUICE_NEVER).
+ * (n above the limit this decision read: cannot pass unless set_limit
+ * raises it; retry_after_ns = SLUICE_NEVER).
  */
 static inline int sluice_window_acquire_at(sluice_window_t *w, uint64_t n, uint64_t now,
                                            sluice_decision_t *d)
