@@ -20,7 +20,8 @@
  *   places back.  tests/test_log_threads.c checks exactly this sentence.
  *
  * WORST CASE (what it costs, what a stalled or slow thread can do):
- *   - Memory 8 * (L + 1) bytes: one time per permit of the window plus one
+ *   - Memory 8 * (C + 1) bytes (C = config.capacity, default L): one time
+ *     per permit the window may hold at the largest limit, plus one
  *     spare slot (it keeps the deciding entry readable while an admission is
  *     half-written; lib/log.c says why).  L = 2^24 costs 128 MiB.
  *   - A refusal writes nothing of its own (it may finish another thread's
