@@ -78,10 +78,11 @@
  *
  * LIMITS: K in 1..SLUICE_INFLIGHT_LIMIT_MAX (2^62); n in 1..K.  K may count
  * bytes (a budget of request bodies in flight), not only requests, hence the
- * wide range.  The acquire never forms held + n before checking
- * n <= K - held, so no value of K could make it wrap; the cap leaves
- * callers room to add counts and limits (K + n, sums over several limiters)
- * without wrapping either.
+ * wide range.  The acquire checks held + n <= K: held is at most the
+ * largest K ever set and n at most K, so the sum is at most 2^63 and never
+ * wraps, even when set_limit lowered K below held; the cap also leaves
+ * callers room to add counts and limits (K + n, sums over several
+ * limiters) without wrapping.
  *
  * MEMORY: 128 bytes, caller-allocated (two cache lines: read-only and
  * rarely written fields, then the hot count alone).  No allocation, ever.
@@ -157,11 +158,11 @@ SLUICE_API int sluice__inflight_bad_n(const sluice_inflight_t *f, uint64_t n, ui
 SLUICE_API int sluice__inflight_bad_release(sluice_inflight_t *f, uint64_t n, uint64_t held);
 
 static inline void sluice__inflight_fill(sluice_decision_t *d, int allowed, uint64_t limit,
-                                         uint64_t held, uint64_t now)
+                                         uint64_t remaining, uint64_t now)
 {
 	d->allowed = allowed;
 	d->limit = limit;
-	d->remaining = held >= limit ? 0 : limit - held; /* above: a lowered K */
+	d->remaining = remaining;
 	d->retry_after_ns = 0;          /* see DECISION above               */
 	d->delay_ns = 0;
 	d->reset_ns = SLUICE_NEVER;
@@ -194,12 +195,12 @@ static inline int sluice_inflight_acquire_at(sluice_inflight_t *f, uint64_t n, u
 	/* Relaxed: only a guess for the CAS, which re-checks the real value. */
 	uint64_t h = atomic_load_explicit(&f->held, memory_order_relaxed);
 	for (;;) {
-		/* h > K only after K was lowered below what is held; otherwise
-		 * K - h cannot wrap, and n <= K - h means h + n <= K without
-		 * computing a sum that could overflow. */
-		if (h >= K || n > K - h) {
+		/* h may exceed K after K was lowered below what is held, so
+		 * K - h could wrap; h + n cannot: h is at most the largest K
+		 * ever set and n at most K, both <= 2^62 (LIMITS). */
+		if (h + n > K) {
 			if (d)
-				sluice__inflight_fill(d, 0, K, h, now);
+				sluice__inflight_fill(d, 0, K, h >= K ? 0 : K - h, now);
 			return 0;
 		}
 		/* Acquire on success: pairs with the release CAS in
@@ -209,7 +210,7 @@ static inline int sluice_inflight_acquire_at(sluice_inflight_t *f, uint64_t n, u
 		if (atomic_compare_exchange_weak_explicit(&f->held, &h, h + n, memory_order_acquire,
 		                                          memory_order_relaxed)) {
 			if (d)
-				sluice__inflight_fill(d, 1, K, h + n, now);
+				sluice__inflight_fill(d, 1, K, K - h - n, now);
 			return 1;
 		}
 	}

@@ -394,9 +394,9 @@ static inline int sluice__window_lease_spend(sluice_window_t *w, struct sluice_w
 static inline int sluice__window_acquire_leased(sluice_window_t *w, uint64_t n, uint64_t now,
                                                 sluice_decision_t *d)
 {
-	/* Relaxed: the limit publishes nothing (SET_LIMIT). */
-	uint64_t L = atomic_load_explicit(&w->limit, memory_order_relaxed);
-	if (SLUICE_UNLIKELY(n - 1 >= L))
+	/* Relaxed, as every load of the limit: it publishes nothing.  A
+	 * spend checks no limit (SET_LIMIT), only n against it here. */
+	if (SLUICE_UNLIKELY(n - 1 >= atomic_load_explicit(&w->limit, memory_order_relaxed)))
 		return sluice__window_acquire_slow(w, n, now, d);
 	/* Acquire: pairs with the release CAS that moved head (window.c). */
 	uint64_t h = atomic_load_explicit(&w->head, memory_order_acquire);
@@ -408,12 +408,16 @@ static inline int sluice__window_acquire_leased(sluice_window_t *w, uint64_t n, 
 	                                       now, d);
 	if (spent) {
 		if (SLUICE_UNLIKELY(spent < 0)) {
-			sluice__window_fill_stale(w, d, L, now);
+			sluice__window_fill_stale(
+				w, d, atomic_load_explicit(&w->limit, memory_order_relaxed), now);
 			return 0;
 		}
 		return 1;
 	}
-	/* Short: refuse from reads alone, or take a new lease. */
+	/* Short: refuse from reads alone against the limit read now (the
+	 * one this refusal reports), or take a new lease (which reads it
+	 * once more for its own check: sluice__window_lease_take). */
+	uint64_t L = atomic_load_explicit(&w->limit, memory_order_relaxed);
 	uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
 	uint64_t s = atomic_load_explicit(&w->slots[h & w->mask].word, memory_order_relaxed);
 	uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
