@@ -43,7 +43,7 @@ int sluice_fixed_init(sluice_fixed_t *f, const sluice_fixed_config_t *cfg)
 	if (sluice__clock_require_step(clock, cfg->window_ns) != 0)
 		return SLUICE_ERESOLUTION;
 
-	f->limit = cfg->limit;
+	atomic_init(&f->limit, cfg->limit);
 	f->window_ns = cfg->window_ns;
 	f->clock = clock;
 	atomic_init(&f->head, 0);
@@ -78,6 +78,15 @@ uint64_t sluice__fixed_advance(sluice_fixed_t *f, uint64_t now)
  */
 int sluice__fixed_acquire_slow(sluice_fixed_t *f, uint64_t n, uint64_t now, sluice_decision_t *d)
 {
+	/* The limit this decision is judged against, read once (relaxed: it
+	 * publishes nothing).  It may be lower than the one the fast path
+	 * checked n against, if set_limit ran in between: check n again,
+	 * since opening a window below counts n unchecked. */
+	uint64_t L = atomic_load_explicit(&f->limit, memory_order_relaxed);
+	if (n > L) {
+		sluice__decision_never(d, L, now);
+		return SLUICE_ETOOBIG;
+	}
 	for (;;) {
 		uint64_t h = atomic_load_explicit(&f->head, memory_order_acquire);
 		if (now - h * f->window_ns >= f->window_ns && now / f->window_ns > h)
@@ -86,9 +95,9 @@ int sluice__fixed_acquire_slow(sluice_fixed_t *f, uint64_t n, uint64_t now, slui
 		uint64_t e = atomic_load_explicit(&f->epoch, memory_order_acquire);
 		if (e == h && (w >> 32) == (h & 0xffffffffu)) {
 			uint64_t count = w & 0xffffffffu;
-			if (count + n > f->limit) {
+			if (count + n > L) {
 				if (d)
-					sluice__fixed_fill(f, d, 0, count, h, now);
+					sluice__fixed_fill(f, d, 0, L, count, h, now);
 				return 0;
 			}
 			/* Acquire on success: as on the fast path. */
@@ -98,11 +107,11 @@ int sluice__fixed_acquire_slow(sluice_fixed_t *f, uint64_t n, uint64_t now, slui
 				continue;
 			if (!sluice__same_lap(atomic_load_explicit(&f->head, memory_order_relaxed), h)) {
 				if (d)
-					sluice__fixed_fill(f, d, 0, f->limit, h, now);
+					sluice__fixed_fill(f, d, 0, L, L, h, now);
 				return 0; /* stalled across 2^32 windows: see fixed.h */
 			}
 			if (d)
-				sluice__fixed_fill(f, d, 1, count + n, h, now);
+				sluice__fixed_fill(f, d, 1, L, count + n, h, now);
 			return 1;
 		}
 		if (e >= h)
@@ -111,7 +120,7 @@ int sluice__fixed_acquire_slow(sluice_fixed_t *f, uint64_t n, uint64_t now, slui
 		 * n <= L <= 2^32 - 1, so n fits the count. */
 		if (sluice__pair_cas(&f->word, w, e, ((h & 0xffffffffu) << 32) | n, h)) {
 			if (d)
-				sluice__fixed_fill(f, d, 1, n, h, now);
+				sluice__fixed_fill(f, d, 1, L, n, h, now);
 			return 1;
 		}
 	}
@@ -121,7 +130,8 @@ int sluice__fixed_bad_n(const sluice_fixed_t *f, uint64_t n, uint64_t now, sluic
 {
 	if (n == 0)
 		return SLUICE_EINVAL;
-	sluice__decision_never(d, f->limit, now);
+	sluice__decision_never(d, atomic_load_explicit(&((sluice_fixed_t *)f)->limit,
+	                                               memory_order_relaxed), now);
 	return SLUICE_ETOOBIG;
 }
 
@@ -151,4 +161,53 @@ int sluice_fixed_refund(sluice_fixed_t *f, uint64_t n, const sluice_decision_t *
 		if (sluice__pair_cas(&f->word, w, e, w - n, e))
 			return 0;
 	}
+}
+
+/*
+ * The largest n an acquire at @now would admit, read as the slow path
+ * reads: head, then the word and its full epoch.  Only reads: a later
+ * window than head's is empty whether or not anyone opened it, and a
+ * word still of an older epoch means head's window is not opened yet,
+ * so it counts nothing either.  A retry follows a head that moved or a
+ * window opened between the two loads (another thread's progress).
+ */
+uint64_t sluice_fixed_available_at(sluice_fixed_t *f, uint64_t now)
+{
+	for (;;) {
+		/* Relaxed: the limit publishes nothing. */
+		uint64_t L = atomic_load_explicit(&f->limit, memory_order_relaxed);
+		/* Acquires: as in the slow path. */
+		uint64_t h = atomic_load_explicit(&f->head, memory_order_acquire);
+		if (now - h * f->window_ns >= f->window_ns && now / f->window_ns > h)
+			return L; /* a window later than any opened: empty */
+		uint64_t w = atomic_load_explicit(&f->word, memory_order_acquire);
+		uint64_t e = atomic_load_explicit(&f->epoch, memory_order_acquire);
+		if (e == h && (w >> 32) == (h & 0xffffffffu)) {
+			uint64_t count = w & 0xffffffffu;
+			return count >= L ? 0 : L - count;
+		}
+		if (e < h)
+			return L; /* head's window not opened yet: empty */
+	}
+}
+
+uint64_t sluice_fixed_available(sluice_fixed_t *f)
+{
+	return sluice_fixed_available_at(f, sluice_clock_now(f->clock));
+}
+
+/*
+ * set_limit is one store: the count stays where it is (nothing forgotten,
+ * nothing minted) and every decision compares it with the one limit it
+ * read.  Relaxed: the limit orders no other data; coherence alone means a
+ * decision that happens after this store reads this value or a later one.
+ */
+int sluice_fixed_set_limit(sluice_fixed_t *f, uint64_t limit)
+{
+	if (!f)
+		return SLUICE_EINVAL;
+	if (limit < 1 || limit > SLUICE_FIXED_LIMIT_MAX)
+		return SLUICE_ELIMIT;
+	atomic_store_explicit(&f->limit, limit, memory_order_relaxed);
+	return 0;
 }

@@ -10,7 +10,9 @@
  * (no thread can make another spin: a stopped thread holds no CAS open, so
  * every failed CAS is someone else's completed operation).
  * Hence 0 <= held <= K at every point of held's modification order, which is
- * the header's GUARANTEE.  The check is never a separate load followed by a
+ * the header's GUARANTEE.  K itself is a second word, written only by set_limit;
+ * an acquire reads it once, so the bound it keeps is its own K (held may
+ * stay above a lowered K until releases bring it down: SET_LIMIT).  The check is never a separate load followed by a
  * store: that would let two threads both see the last free slot.
  *
  * Who writes what: acquire and release write held (acquire and release
@@ -44,7 +46,7 @@ int sluice_inflight_init(sluice_inflight_t *f, const sluice_inflight_config_t *c
 		return SLUICE_ELIMIT;
 
 	/* Validated: only now touch *f (a failed init leaves it as it was). */
-	f->limit = cfg->limit;
+	atomic_init(&f->limit, cfg->limit);
 	f->clock = clock;
 	atomic_init(&f->bad_releases, 0);
 	atomic_init(&f->held, 0);
@@ -64,7 +66,8 @@ int sluice__inflight_bad_n(const sluice_inflight_t *f, uint64_t n, uint64_t now,
 {
 	if (n == 0)
 		return SLUICE_EINVAL;
-	sluice__decision_never(d, f->limit, now);
+	sluice__decision_never(d, atomic_load_explicit(&((sluice_inflight_t *)f)->limit,
+	                                               memory_order_relaxed), now);
 	return SLUICE_ETOOBIG;
 }
 
@@ -80,4 +83,21 @@ int sluice__inflight_bad_release(sluice_inflight_t *f, uint64_t n, uint64_t held
 	/* Relaxed: a statistic; it publishes no other data. */
 	atomic_fetch_add_explicit(&f->bad_releases, 1, memory_order_relaxed);
 	return SLUICE_ERELEASE;
+}
+
+/*
+ * set_limit is one store: held stays as it is (nothing forgotten, nothing
+ * minted) and every acquire compares held + n with the one K it read, so
+ * no acquire ever takes held above its own K.  Relaxed: K orders no other
+ * data; by coherence an acquire that happens after this store reads this
+ * value or a later one.
+ */
+int sluice_inflight_set_limit(sluice_inflight_t *f, uint64_t limit)
+{
+	if (!f)
+		return SLUICE_EINVAL;
+	if (limit < 1 || limit > SLUICE_INFLIGHT_LIMIT_MAX)
+		return SLUICE_ELIMIT;
+	atomic_store_explicit(&f->limit, limit, memory_order_relaxed);
+	return 0;
 }

@@ -7,7 +7,10 @@
  * State.  Permits are numbered 0, 1, 2, ... in admission order; R(q) is the
  * time permit q was recorded at.  `head` (64 bits) counts the permits
  * claimed, `tail` (64 bits) the permits whose times are written; both only
- * grow, and tail <= head <= tail + L.  `last` is the newest time any
+ * grow, and tail <= head <= tail + L.  (L is the limit; with set_limit,
+ * read the ring's size as M = C + 1 for the capacity C >= every limit,
+ * and L as the limit the decision at hand read: each step below uses only
+ * L <= C, so every proof holds per decision.)  `last` is the newest time any
  * admission used; it only grows and starts at 1.  The ring has M = L + 1
  * slots: permit q's time lives in slot q % M, and a slot no permit has used
  * yet holds 0.  Invariants:
@@ -93,12 +96,18 @@ int sluice_log_init(sluice_log_t *lg, const sluice_log_config_t *cfg)
 		return SLUICE_ELIMIT;
 	if (cfg->limit > SLUICE_LOG_LIMIT_MAX)
 		return SLUICE_EMEMORY;
+	/* the ring holds the largest limit set_limit may set */
+	uint64_t cap = cfg->capacity ? cfg->capacity : cfg->limit;
+	if (cap < cfg->limit)
+		return SLUICE_ELIMIT;
+	if (cap > SLUICE_LOG_LIMIT_MAX)
+		return SLUICE_EMEMORY;
 	if (cfg->window_ns == 0)
 		return SLUICE_EWINDOW;
 	if (sluice__clock_require_step(clock, cfg->window_ns) != 0)
 		return SLUICE_ERESOLUTION;
 
-	uint64_t nslots = cfg->limit + 1;
+	uint64_t nslots = cap + 1;
 	size_t bytes = (size_t)((nslots * sizeof(uint64_t) + SLUICE_CACHELINE - 1) /
 	                        SLUICE_CACHELINE * SLUICE_CACHELINE);
 	_Atomic uint64_t *times = aligned_alloc(SLUICE_CACHELINE, bytes);
@@ -107,7 +116,8 @@ int sluice_log_init(sluice_log_t *lg, const sluice_log_config_t *cfg)
 	for (uint64_t i = 0; i < nslots; i++)
 		atomic_init(&times[i], 0);
 
-	lg->limit = cfg->limit;
+	atomic_init(&lg->limit, cfg->limit);
+	lg->capacity = cap;
 	lg->window_ns = cfg->window_ns;
 	lg->slots = nslots;
 	lg->clock = clock;
@@ -233,9 +243,8 @@ static int quiescent(sluice_log_t *lg, uint64_t *h_out)
  * would pass at T iff k <= this count.  Reads may be overwritten while we
  * search; callers validate against head as for any read.
  */
-static uint64_t left_count(const sluice_log_t *lg, uint64_t h, uint64_t T)
+static uint64_t left_count(const sluice_log_t *lg, uint64_t h, uint64_t T, uint64_t L)
 {
-	uint64_t L = lg->limit;
 	uint64_t lo = h > L ? h - L : 0;
 	uint64_t a = lo, b = h;
 	while (a < b) {
@@ -272,7 +281,11 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 {
 	if (n == 0)
 		return SLUICE_EINVAL;
-	const uint64_t L = lg->limit, W = lg->window_ns;
+	/* The limit this decision is judged against, read once (relaxed: it
+	 * publishes nothing; SET_LIMIT in log.h).  L <= capacity, so the
+	 * deciding entry h + n - 1 - L is one the ring still holds. */
+	const uint64_t L = atomic_load_explicit(&lg->limit, memory_order_relaxed);
+	const uint64_t W = lg->window_ns;
 	if (n > L) {
 		uint64_t last = atomic_load_explicit(&lg->last, memory_order_relaxed);
 		sluice__decision_never(d, L, now > last ? now : last);
@@ -294,7 +307,7 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 			rp = load_slot(lg, h + n - 1 - L);
 			fits = rp <= T && T - rp >= W;
 		}
-		uint64_t left = d ? left_count(lg, h, T) : 0;
+		uint64_t left = d ? left_count(lg, h, T, L) : 0;
 		if (!fits) {
 			uint64_t newest = load_slot(lg, h - 1); /* h >= 1: p >= 0 */
 			/* Validate: no claim since h was read, so rp and newest
@@ -327,7 +340,7 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 			/* Others finished our batch before we looked (tail has
 			 * passed h + n).  Our last slot still holds X unless
 			 * permit h + n - 1 + M was claimed since, i.e. unless
-			 * head > h + n + L.  If it was, a later batch decided
+			 * head > h + n + C.  If it was, a later batch decided
 			 * that all our permits had left the window (its
 			 * deciding entry is newer than them): report T <= X;
 			 * the guarantee holds on either, and refund() sees
@@ -335,7 +348,8 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 			uint64_t v = load_slot(lg, h + n - 1);
 			/* Acquire, as for every validation: had v been written
 			 * for permit h + n - 1 + M, we would see its claim. */
-			if (atomic_load_explicit(&lg->head, memory_order_acquire) <= h + n + L) {
+			if (atomic_load_explicit(&lg->head, memory_order_acquire) <=
+			    h + n + lg->capacity) { /* h + n - 1 + M, M = capacity + 1 */
 				x = v;
 				known = 1;
 			}
@@ -359,20 +373,6 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 	}
 }
 
-uint64_t sluice_log_count_at(sluice_log_t *lg, uint64_t now)
-{
-	for (;;) {
-		uint64_t h;
-		if (!quiescent(lg, &h))
-			continue;
-		uint64_t last = atomic_load_explicit(&lg->last, memory_order_relaxed);
-		uint64_t T = now > last ? now : last;
-		uint64_t left = left_count(lg, h, T);
-		/* validate as a refusal does: no claim moved the ring */
-		if (atomic_load_explicit(&lg->head, memory_order_acquire) == h)
-			return lg->limit - left;
-	}
-}
 
 /*
  * Refund.  The permits cannot simply be removed: head cannot go back (a
@@ -423,9 +423,10 @@ uint64_t sluice_log_count_at(sluice_log_t *lg, uint64_t now)
  */
 int sluice_log_refund(sluice_log_t *lg, uint64_t n, const sluice_decision_t *admitted)
 {
-	if (!lg || !admitted || !admitted->allowed || n == 0 || n > lg->limit)
+	if (!lg || !admitted || !admitted->allowed || n == 0 || n > lg->capacity)
 		return SLUICE_EINVAL;
-	const uint64_t L = lg->limit, W = lg->window_ns, ta = admitted->now_ns;
+	/* C: the ring's capacity (M = C + 1 slots); no admission took more */
+	const uint64_t L = lg->capacity, W = lg->window_ns, ta = admitted->now_ns;
 	for (;;) {
 		uint64_t h;
 		if (!quiescent(lg, &h))
@@ -470,4 +471,50 @@ int sluice_log_refund(sluice_log_t *lg, uint64_t n, const sluice_decision_t *adm
 		}
 		return 0;
 	}
+}
+
+/*
+ * What a decision at @now would see: left_count() is exactly the largest
+ * request that passes at T (a request of k passes iff k <= it), read from
+ * a quiescent ring and validated as a refusal is (no claim moved it).
+ */
+uint64_t sluice_log_available_at(sluice_log_t *lg, uint64_t now)
+{
+	for (;;) {
+		uint64_t h;
+		if (!quiescent(lg, &h))
+			continue;
+		/* Relaxed: the limit publishes nothing. */
+		uint64_t L = atomic_load_explicit(&lg->limit, memory_order_relaxed);
+		uint64_t last = atomic_load_explicit(&lg->last, memory_order_relaxed);
+		uint64_t T = now > last ? now : last;
+		uint64_t left = left_count(lg, h, T, L);
+		/* Acquire, as every validation: see "Memory orders". */
+		if (atomic_load_explicit(&lg->head, memory_order_acquire) == h)
+			return left;
+	}
+}
+
+uint64_t sluice_log_available(sluice_log_t *lg)
+{
+	return sluice_log_available_at(lg, sluice_clock_now(lg->clock));
+}
+
+/*
+ * set_limit is one store.  The ring, head, tail and every recorded time
+ * stay as they are (nothing forgotten, nothing minted): a decision with
+ * limit L looks at the L-th newest entry, which the ring holds for any
+ * L <= capacity (it keeps capacity + 1 times), so the DESIGN's proofs hold
+ * for each decision with the L it read.  Relaxed: the limit orders no
+ * other data; a decision that happens after this store reads it or a
+ * later value.
+ */
+int sluice_log_set_limit(sluice_log_t *lg, uint64_t limit)
+{
+	if (!lg)
+		return SLUICE_EINVAL;
+	if (limit < 1 || limit > lg->capacity)
+		return SLUICE_ELIMIT;
+	atomic_store_explicit(&lg->limit, limit, memory_order_relaxed);
+	return 0;
 }

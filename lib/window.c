@@ -145,14 +145,14 @@ int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
 		atomic_init(&slots[i].epoch, 0); /* below every epoch it will hold */
 	}
 
-	w->limit = cfg->limit;
+	atomic_init(&w->limit, cfg->limit);
 	w->window_ns = cfg->window_ns;
 	w->width_ns = width;
 	w->buckets = cfg->buckets;
 	w->mask = nslots - 1;
 	w->cell_mask = ncells - 1;
 	w->lease = cfg->lease;
-	w->fast_limit = cfg->mode == SLUICE_EXACT && !cfg->lease ? cfg->limit : 0;
+	atomic_init(&w->fast_limit, cfg->mode == SLUICE_EXACT && !cfg->lease ? cfg->limit : 0);
 	w->mode = cfg->mode;
 	w->clock = clock;
 	w->slots = slots;
@@ -354,15 +354,16 @@ static uint64_t cells_count(const sluice_window_t *w, uint64_t h)
  * unrestarted (a conservative miscount).  Every admission we report is
  * folded.
  */
-static int striped_acquire(sluice_window_t *w, uint64_t n, uint64_t now, sluice_decision_t *d)
+static int striped_acquire(sluice_window_t *w, uint64_t n, uint64_t now, sluice_decision_t *d,
+                           uint64_t L)
 {
 	for (;;) {
 		uint64_t c, s;
 		uint64_t h = ready_head(w, now, &c, &s);
 		uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN) + cells_count(w, h);
-		if (counted + n > w->limit) {
+		if (counted + n > L) {
 			if (d)
-				sluice__window_fill_refused(w, d, counted, c & 0xffffffffu, n, h, now);
+				sluice__window_fill_refused(w, d, L, counted, c & 0xffffffffu, n, h, now);
 			return 0;
 		}
 		_Atomic uint64_t *cell = &w->cells[sluice_cpu() & w->cell_mask].word;
@@ -385,11 +386,11 @@ static int striped_acquire(sluice_window_t *w, uint64_t n, uint64_t now, sluice_
 			/* The seq_cst CAS and load order like acquires: the
 			 * check sees any head a reused cell implies. */
 			if (SLUICE_UNLIKELY(!sluice__window_cas_was_current(w, h))) {
-				sluice__window_fill_stale(w, d, now);
+				sluice__window_fill_stale(w, d, L, now);
 				return 0;
 			}
 			if (d)
-				sluice__window_fill_allowed(w, d, counted + n, h * w->width_ns, now);
+				sluice__window_fill_allowed(w, d, L, counted + n, h * w->width_ns, now);
 			return 1;
 		}
 	}
@@ -397,25 +398,28 @@ static int striped_acquire(sluice_window_t *w, uint64_t n, uint64_t now, sluice_
 
 static int bucket_take(sluice_window_t *w, uint64_t n, uint64_t now, sluice_decision_t *d,
                        uint64_t h, uint64_t c, uint64_t s, struct sluice_window_cell *cell,
-                       uint64_t v, uint64_t ev);
+                       uint64_t v, uint64_t ev, uint64_t L);
 
 int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
                                 sluice_decision_t *d)
 {
 	if (n == 0)
 		return SLUICE_EINVAL;
-	if (n > w->limit) {
-		sluice__decision_never(d, w->limit, now);
+	/* The limit this decision is judged against, read once (relaxed: it
+	 * publishes nothing; SET_LIMIT in window.h). */
+	uint64_t L = atomic_load_explicit(&w->limit, memory_order_relaxed);
+	if (n > L) {
+		sluice__decision_never(d, L, now);
 		return SLUICE_ETOOBIG;
 	}
 	if (w->mode == SLUICE_STRIPED)
-		return striped_acquire(w, n, now, d);
+		return striped_acquire(w, n, now, d, L);
 	if (w->lease)
 		return sluice__window_lease_take(w, n, now, d);
 	for (;;) {
 		uint64_t c, s;
 		uint64_t h = ready_head(w, now, &c, &s);
-		int rc = bucket_take(w, n, now, d, h, c, s, NULL, 0, 0);
+		int rc = bucket_take(w, n, now, d, h, c, s, NULL, 0, 0, L);
 		if (rc >= 0)
 			return rc; /* else the epoch moved on: start over */
 	}
@@ -490,21 +494,21 @@ static void lease_deposit(sluice_window_t *w, struct sluice_window_cell *cell, u
  */
 static int bucket_take(sluice_window_t *w, uint64_t n, uint64_t now, sluice_decision_t *d,
                        uint64_t h, uint64_t c, uint64_t s, struct sluice_window_cell *cell,
-                       uint64_t v, uint64_t ev)
+                       uint64_t v, uint64_t ev, uint64_t L)
 {
 	_Atomic uint64_t *slot = &w->slots[h & w->mask].word;
 	for (;;) {
 		uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
-		if (counted + n > w->limit) {
+		if (counted + n > L) {
 			/* Refused from reads: no shared line written. */
 			if (d)
-				sluice__window_fill_refused(w, d, counted, c & 0xffffffffu, n, h, now);
+				sluice__window_fill_refused(w, d, L, counted, c & 0xffffffffu, n, h, now);
 			return 0;
 		}
 		uint64_t extra = 0;
 		if (cell) {
 			/* room / (2 * cells), cells a power of two; at most B */
-			extra = (w->limit - counted - n) >> (__builtin_ctz(w->cell_mask + 1) + 1);
+			extra = (L - counted - n) >> (__builtin_ctz(w->cell_mask + 1) + 1);
 			if (extra > w->lease)
 				extra = w->lease;
 		}
@@ -513,7 +517,7 @@ static int bucket_take(sluice_window_t *w, uint64_t n, uint64_t now, sluice_deci
 		                                          memory_order_relaxed)) {
 			if (SLUICE_UNLIKELY(!sluice__window_cas_was_current(w, h))) {
 				/* n + extra stay counted where the CAS landed */
-				sluice__window_fill_stale(w, d, now);
+				sluice__window_fill_stale(w, d, L, now);
 				return 0;
 			}
 			if (cell) {
@@ -526,7 +530,8 @@ static int bucket_take(sluice_window_t *w, uint64_t n, uint64_t now, sluice_deci
 					lease_deposit(w, cell, v, ev, h, extra);
 			}
 			if (d)
-				sluice__window_fill_allowed(w, d, counted + n + extra, h * w->width_ns, now);
+				sluice__window_fill_allowed(w, d, L, counted + n + extra, h * w->width_ns,
+				                            now);
 			return 1;
 		}
 		if (TAG_OF(s) != SLUICE__LO32(h) || (s & SLUICE__SLOT_SEALED))
@@ -541,6 +546,12 @@ static int bucket_take(sluice_window_t *w, uint64_t n, uint64_t now, sluice_deci
 int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
                               sluice_decision_t *d)
 {
+	/* As in the slow path: one limit per decision, n checked against it. */
+	uint64_t L = atomic_load_explicit(&w->limit, memory_order_relaxed);
+	if (n > L) {
+		sluice__decision_never(d, L, now);
+		return SLUICE_ETOOBIG;
+	}
 	for (;;) {
 		uint64_t c, s;
 		uint64_t h = ready_head(w, now, &c, &s);
@@ -550,7 +561,7 @@ int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
 		if (spent > 0)
 			return 1;
 		if (spent < 0) {
-			sluice__window_fill_stale(w, d, now);
+			sluice__window_fill_stale(w, d, L, now);
 			return 0;
 		}
 		/* Acquire: pairs with the deposit's CAS, as in the spend. */
@@ -560,7 +571,7 @@ int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
 			continue; /* refilled since: spend it */
 		if (ev > h)
 			continue; /* a newer epoch's lease: head has moved, look again */
-		int rc = bucket_take(w, n, now, d, h, c, s, cell, v, ev);
+		int rc = bucket_take(w, n, now, d, h, c, s, cell, v, ev, L);
 		if (rc >= 0)
 			return rc;
 	}
@@ -572,13 +583,14 @@ int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
  * the excess; bucket y leaves at (y + N) * width.  The walk reads closed
  * buckets, which are frozen, and the current one as the caller saw it.
  */
-void sluice__window_fill_refused(sluice_window_t *w, sluice_decision_t *d, uint64_t counted,
-                                 uint64_t base, uint64_t n, uint64_t h, uint64_t now)
+void sluice__window_fill_refused(sluice_window_t *w, sluice_decision_t *d, uint64_t limit,
+                                 uint64_t counted, uint64_t base, uint64_t n, uint64_t h,
+                                 uint64_t now)
 {
 	uint64_t start = h * w->width_ns;
 	if (now < start)
 		now = start;
-	uint64_t excess = counted + n - w->limit; /* > 0 on a refusal */
+	uint64_t excess = counted + n - limit; /* > 0 on a refusal */
 	uint64_t retry = w->window_ns - (now - start); /* the current bucket leaves */
 	uint64_t freed = 0;
 	/* base is what all the closed buckets hold: when even all of them
@@ -597,23 +609,14 @@ void sluice__window_fill_refused(sluice_window_t *w, sluice_decision_t *d, uint6
 		}
 	}
 	d->allowed = 0;
-	d->limit = w->limit;
-	d->remaining = counted >= w->limit ? 0 : w->limit - counted;
+	d->limit = limit;
+	d->remaining = counted >= limit ? 0 : limit - counted;
 	d->retry_after_ns = retry;
 	d->delay_ns = 0;
 	d->reset_ns = w->window_ns - (now - start);
 	d->now_ns = now;
 }
 
-uint64_t sluice_window_count_at(sluice_window_t *w, uint64_t now)
-{
-	uint64_t c, s;
-	uint64_t h = ready_head(w, now, &c, &s);
-	uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
-	if (w->mode == SLUICE_STRIPED)
-		counted += cells_count(w, h);
-	return counted;
-}
 
 /*
  * Refund.  Only the bucket of the admission may be given back to, and a
@@ -663,4 +666,67 @@ int sluice_window_refund(sluice_window_t *w, uint64_t n, const sluice_decision_t
 		if (sluice__pair_cas(&slot->word, s, e, s - n, e))
 			return 0;
 	}
+}
+
+/*
+ * What a decision at @now would see, read as the decision paths read it:
+ * ready_head() opens now's epoch (the step a decision there would take
+ * first, and nothing else: it never counts a permit), then the limit
+ * minus base + own (+ the STRIPED cells).  With leases, a decision on a
+ * CPU whose lease holds more than that spends it without touching the
+ * bucket: the calling CPU's lease of epoch h counts too.
+ */
+uint64_t sluice_window_available_at(sluice_window_t *w, uint64_t now)
+{
+	uint64_t c, s;
+	uint64_t h = ready_head(w, now, &c, &s);
+	/* Relaxed: the limit publishes nothing. */
+	uint64_t L = atomic_load_explicit(&w->limit, memory_order_relaxed);
+	uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
+	if (w->mode == SLUICE_STRIPED)
+		counted += cells_count(w, h);
+	uint64_t room = counted >= L ? 0 : L - counted;
+	if (w->lease) {
+		struct sluice_window_cell *cell = &w->cells[sluice_cpu() & w->cell_mask];
+		/* Acquire: as in the spend (sluice__window_lease_spend). */
+		if (atomic_load_explicit(&cell->epoch, memory_order_acquire) == h) {
+			uint64_t v = atomic_load_explicit(&cell->word, memory_order_relaxed);
+			if (TAG_OF(v) == SLUICE__LO32(h) && (v & 0xffffffffu) > room)
+				room = v & 0xffffffffu;
+		}
+	}
+	return room;
+}
+
+uint64_t sluice_window_available(sluice_window_t *w)
+{
+	return sluice_window_available_at(w, sluice_clock_now(w->clock));
+}
+
+/*
+ * set_limit stores the limit and, for EXACT without leases, the inline
+ * path's copy.  Buckets, cur and leases are not touched: what is counted
+ * stays counted (nothing forgotten, nothing minted), and each decision
+ * compares it with the one limit it read.  Two concurrent calls could
+ * leave the two words with different values; the loop makes the last
+ * store to fast_limit one whose writer then saw limit equal to it.
+ * seq_cst, so the four accesses of all writers are in one order: a store
+ * to limit after a writer's check is followed by that writer's own store
+ * to fast_limit.  Decisions read one of the words, relaxed.
+ */
+int sluice_window_set_limit(sluice_window_t *w, uint64_t limit)
+{
+	if (!w)
+		return SLUICE_EINVAL;
+	if (limit < 1 || limit > SLUICE_WINDOW_LIMIT_MAX)
+		return SLUICE_ELIMIT;
+	atomic_store_explicit(&w->limit, limit, memory_order_seq_cst);
+	if (w->mode != SLUICE_EXACT || w->lease)
+		return 0; /* fast_limit stays 0: every decision takes the slow path */
+	uint64_t L;
+	do {
+		L = atomic_load_explicit(&w->limit, memory_order_seq_cst);
+		atomic_store_explicit(&w->fast_limit, L, memory_order_seq_cst);
+	} while (atomic_load_explicit(&w->limit, memory_order_seq_cst) != L);
+	return 0;
 }

@@ -19,7 +19,8 @@
  * so in the observer's modification order every subtraction precedes the
  * additions it made room for (this also checks the limiter's acquire and
  * release orders).  worst = the highest level seen, bound = K.  After the
- * run the observer, sluice_inflight_count() and bad releases must be 0.
+ * run the observer, slots held (K - sluice_inflight_available()) and bad
+ * releases must be 0.
  * --clock plays no part in a decision (inflight.h, CLOCK JUMPS); it is
  * accepted for a uniform command line.
  *
@@ -158,7 +159,7 @@ int main(int argc, char **argv)
 		admitted += w[i].stat[1];
 	}
 	uint64_t left = atomic_load_explicit(&observed, memory_order_relaxed);
-	uint64_t held = sluice_inflight_count(&inflight);
+	uint64_t held = limit - sluice_inflight_available(&inflight); /* held <= K here */
 	uint64_t bad = sluice_inflight_bad_releases(&inflight);
 	char extra[96], ws[32], bs[32];
 	snprintf(extra, sizeof(extra), " held_after=%llu observed_after=%llu bad_releases=%llu",

@@ -5,9 +5,14 @@
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sluice/sluice.h"
+#include "test_pace.h"
 
 #define MS 1000000ULL
 #define SEC 1000000000ULL
@@ -196,4 +201,312 @@ Test(fixed, refund_gives_back_while_the_window_lasts)
 	cr_assert_eq(sluice_fixed_acquire_at(&f, 10, 6 * SEC, &d), 1);
 	cr_assert_eq(sluice_fixed_refund(&f, 6, &a), 0);
 	cr_assert_eq(sluice_fixed_acquire_at(&f, 1, 6 * SEC + 1, &d), 0, "the new window is untouched");
+}
+
+/* ---- available and set_limit ---------------------------------------- */
+
+/* The reference model: the newest window opened, its count, the limit. */
+struct model {
+	uint64_t head, count, limit, window_ns;
+};
+
+static uint64_t model_epoch(const struct model *m, uint64_t t)
+{
+	uint64_t e = t / m->window_ns;
+	return e > m->head ? e : m->head; /* time never runs back */
+}
+
+static int model_acquire(struct model *m, uint64_t n, uint64_t t)
+{
+	if (n > m->limit)
+		return SLUICE_ETOOBIG;
+	uint64_t e = model_epoch(m, t);
+	if (e > m->head) {
+		m->head = e;
+		m->count = 0;
+	}
+	if (m->count + n > m->limit)
+		return 0;
+	m->count += n;
+	return 1;
+}
+
+static uint64_t model_available(const struct model *m, uint64_t t)
+{
+	if (model_epoch(m, t) > m->head)
+		return m->limit;
+	return m->count >= m->limit ? 0 : m->limit - m->count;
+}
+
+/* Random acquires, readings that jump back and forward, and limit changes,
+ * from a base near 0 and from one near 2^64: available_at equals the model
+ * at the next time, the time now and an older one, and is the largest n
+ * that then passes. */
+struct avail_case {
+	uint64_t base;
+};
+
+ParameterizedTestParameters(fixed, available_matches_model)
+{
+	static struct avail_case c[] = { { 0 }, { UINT64_MAX - 4000 * 100 * MS } };
+	return cr_make_param_array(struct avail_case, c, sizeof(c) / sizeof(c[0]));
+}
+
+ParameterizedTest(struct avail_case *p, fixed, available_matches_model)
+{
+	const uint64_t W = 100 * MS;
+	sluice_fixed_t f = make(20, W, p->base);
+	/* a fresh limiter's head is window 0: the model starts there too */
+	struct model m = { 0, 0, 20, W };
+	uint64_t t = p->base, x = 0x2545F4914F6CDD1DULL;
+	for (int i = 0; i < 20000; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		if (x % 97 == 0) {
+			uint64_t L = 1 + (x >> 8) % 40;
+			cr_assert_eq(sluice_fixed_set_limit(&f, L), 0);
+			m.limit = L;
+		} else if (x % 13 == 0 && t - p->base > 3 * W) {
+			t -= (x >> 12) % (3 * W); /* back, by up to 3 windows */
+		} else if (x % 11 == 0) {
+			t += (x >> 12) % (5 * W); /* forward, by up to 5 windows */
+		} else {
+			t += (x >> 12) % (W / 10);
+		}
+		if (t > UINT64_MAX - 5 * W)
+			t -= 3 * W; /* stay near the end of the timeline, never wrap */
+		uint64_t older = t - (t - p->base) / 2;
+		cr_assert_eq(sluice_fixed_available_at(&f, t), model_available(&m, t), "step %d", i);
+		cr_assert_eq(sluice_fixed_available_at(&f, older), model_available(&m, older),
+		             "step %d: an older reading", i);
+		if (x % 5 == 0) {
+			/* the largest n passes, one more would not */
+			uint64_t a = model_available(&m, t);
+			if (a && a < m.limit) {
+				sluice_fixed_t copy = f; /* no decision running */
+				cr_assert_eq(sluice_fixed_acquire_at(&copy, a + 1, t, NULL), 0);
+			}
+		}
+		uint64_t n = 1 + (x >> 20) % 6;
+		sluice_decision_t d;
+		int rc = sluice_fixed_acquire_at(&f, n, t, &d);
+		cr_assert_eq(rc, model_acquire(&m, n, t), "step %d: n=%llu", i, (unsigned long long)n);
+		if (rc >= 0)
+			cr_assert_eq(d.limit, m.limit, "the decision names the limit it used");
+	}
+}
+
+Test(fixed, available_after_clock_jumps)
+{
+	sluice_fixed_t f = make(10, SEC, 0);
+	cr_assert_eq(sluice_fixed_available_at(&f, 0), 10);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 7, 50 * SEC + 1, NULL), 1);
+	cr_assert_eq(sluice_fixed_available_at(&f, 50 * SEC + 2), 3);
+	cr_assert_eq(sluice_fixed_available_at(&f, 3 * SEC), 3, "a step back reads the newest window");
+	cr_assert_eq(sluice_fixed_available_at(&f, 51 * SEC), 10, "the next window is empty");
+	cr_assert_eq(sluice_fixed_available_at(&f, 50 * SEC + 3), 3, "reading took nothing, moved nothing");
+	sluice_clock_manual_set(&mclock, 9000 * SEC);
+	cr_assert_eq(sluice_fixed_available(&f), 10, "a jump forward: a new window");
+	/* at the very end of the timeline */
+	const uint64_t W = SEC;
+	uint64_t last = UINT64_MAX / W * W; /* start of the last window */
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 4, UINT64_MAX, NULL), 1);
+	cr_assert_eq(sluice_fixed_available_at(&f, UINT64_MAX), 6);
+	cr_assert_eq(sluice_fixed_available_at(&f, last), 6);
+	cr_assert_eq(sluice_fixed_available_at(&f, 0), 6);
+}
+
+Test(fixed, set_limit_keeps_the_count)
+{
+	sluice_fixed_t f = make(10, SEC, 0);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 8, 5 * SEC, NULL), 1);
+	/* lower below what is counted: nothing forgotten, refusals until the
+	 * window ends */
+	cr_assert_eq(sluice_fixed_set_limit(&f, 5), 0);
+	cr_assert_eq(sluice_fixed_available_at(&f, 5 * SEC + 1), 0);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 1, 5 * SEC + 1, &d), 0);
+	cr_assert_eq(d.limit, 5);
+	cr_assert_eq(d.remaining, 0);
+	cr_assert_eq(d.retry_after_ns, SEC - 1);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 6, 5 * SEC + 1, &d), SLUICE_ETOOBIG,
+	             "above the new limit: can never pass");
+	/* raise: exactly the difference gets in, nothing minted */
+	cr_assert_eq(sluice_fixed_set_limit(&f, 12), 0);
+	cr_assert_eq(sluice_fixed_available_at(&f, 5 * SEC + 2), 4);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 4, 5 * SEC + 2, &d), 1);
+	cr_assert_eq(d.remaining, 0);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 1, 5 * SEC + 3, NULL), 0);
+	/* the next window counts against the new limit from zero */
+	cr_assert_eq(sluice_fixed_available_at(&f, 6 * SEC), 12);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 12, 6 * SEC, NULL), 1);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 1, 6 * SEC, NULL), 0);
+	/* a refund after a change gives back what was taken, no more */
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 3, 7 * SEC, &d), 1);
+	cr_assert_eq(sluice_fixed_set_limit(&f, 3), 0);
+	cr_assert_eq(sluice_fixed_refund(&f, 3, &d), 0);
+	cr_assert_eq(sluice_fixed_available_at(&f, 7 * SEC), 3);
+}
+
+Test(fixed, set_limit_rejects_what_init_rejects)
+{
+	sluice_fixed_t f = make(10, SEC, 0);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 4, 1, NULL), 1);
+	cr_assert_eq(sluice_fixed_set_limit(&f, 0), SLUICE_ELIMIT);
+	cr_assert_eq(sluice_fixed_set_limit(&f, SLUICE_FIXED_LIMIT_MAX + 1), SLUICE_ELIMIT);
+	cr_assert_eq(sluice_fixed_set_limit(NULL, 5), SLUICE_EINVAL);
+	cr_assert_eq(sluice_fixed_available_at(&f, 2), 6, "nothing changed");
+	cr_assert_eq(sluice_fixed_set_limit(&f, SLUICE_FIXED_LIMIT_MAX), 0, "the largest init takes");
+	cr_assert_eq(sluice_fixed_available_at(&f, 2), SLUICE_FIXED_LIMIT_MAX - 4);
+}
+
+/*
+ * set_limit under load (the model is tests/test_window_threads.c): threads
+ * decide on one fixed window while another thread moves a manual clock
+ * (paced on the deciders' progress) and changes the limit every few
+ * steps, through FLIMITS.  Every admission records its window and the
+ * limit it was judged against (d.limit).  The header's SET_LIMIT bound,
+ * checked exactly: every window admits at most the largest d.limit among
+ * its admissions.  Every d.limit must be one that was set, several must
+ * be seen, and some windows must reach their bound.
+ */
+#define FW 1000ULL /* ns per window */
+#define FREC_CAP (1u << 18)
+#define FSTEPS 3000
+static const uint64_t FLIMITS[] = { 12, 3, 20, 6, 1, 15 };
+#define NFLIMITS (sizeof(FLIMITS) / sizeof(FLIMITS[0]))
+
+struct frec {
+	uint64_t epoch;
+	uint32_t n, limit;
+};
+
+struct fdecider {
+	pthread_t tid;
+	sluice_fixed_t *f;
+	struct frec *rec;
+	size_t nrec;
+	uint64_t refused, seed;
+	int err;
+	_Atomic uint64_t decisions;
+};
+
+static struct fdecider *fdeciders;
+static int nfdeciders;
+static _Atomic int frunning;
+
+static void *fdecider_main(void *arg)
+{
+	struct fdecider *me = arg;
+	uint64_t x = me->seed;
+	while (atomic_load_explicit(&frunning, memory_order_relaxed)) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		uint64_t n = 1 + x % 3;
+		sluice_decision_t d;
+		int rc = sluice_fixed_acquire(me->f, n, &d);
+		if (rc == 1 && me->nrec < FREC_CAP)
+			me->rec[me->nrec++] = (struct frec){ d.now_ns / FW, (uint32_t)n, (uint32_t)d.limit };
+		else if (rc == 0)
+			me->refused++;
+		else if (rc != SLUICE_ETOOBIG && !me->err)
+			me->err = rc; /* ETOOBIG: n above a lowered limit */
+		uint64_t k = atomic_load_explicit(&me->decisions, memory_order_relaxed) + 1;
+		atomic_store_explicit(&me->decisions, k, memory_order_relaxed);
+		if (k % 8 == 0)
+			sched_yield();
+	}
+	return NULL;
+}
+
+static void *fclock_main(void *arg)
+{
+	sluice_fixed_t *f = arg;
+	uint64_t x = 0x2545F4914F6CDD1DULL;
+	for (int i = 0; i < FSTEPS; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		if (i % 5 == 2)
+			cr_assert_eq(sluice_fixed_set_limit(f, FLIMITS[(x >> 9) % NFLIMITS]), 0);
+		uint64_t now = sluice_clock_now(&mclock);
+		if (x % 40 == 0 && now > 3 * FW)
+			sluice_clock_manual_set(&mclock, now - x % (2 * FW)); /* a step back */
+		else
+			sluice_clock_manual_advance(&mclock, x % (FW / 3));
+		PACE_WAIT(fdeciders, nfdeciders);
+	}
+	atomic_store_explicit(&frunning, 0, memory_order_relaxed);
+	return NULL;
+}
+
+ParameterizedTestParameters(fixed, set_limit_under_load)
+{
+	static int threads[] = { 2, 4 };
+	return cr_make_param_array(int, threads, sizeof(threads) / sizeof(threads[0]));
+}
+
+ParameterizedTest(int *threads, fixed, set_limit_under_load)
+{
+	sluice_clock_manual_init(&mclock, 1000 * FW);
+	sluice_fixed_t f;
+	sluice_fixed_config_t cfg = { .limit = FLIMITS[0], .window_ns = FW, .clock = &mclock };
+	cr_assert_eq(sluice_fixed_init(&f, &cfg), 0);
+	struct fdecider *d = calloc((size_t)*threads, sizeof(*d));
+	cr_assert_not_null(d);
+	fdeciders = d;
+	nfdeciders = *threads;
+	atomic_store(&frunning, 1);
+	for (int i = 0; i < *threads; i++) {
+		d[i].f = &f;
+		d[i].seed = 0x9E3779B97F4A7C15ULL * (uint64_t)(i + 7);
+		d[i].rec = malloc(sizeof(struct frec) * FREC_CAP);
+		cr_assert_not_null(d[i].rec);
+		cr_assert_eq(pthread_create(&d[i].tid, NULL, fdecider_main, &d[i]), 0);
+	}
+	pthread_t clock_tid;
+	cr_assert_eq(pthread_create(&clock_tid, NULL, fclock_main, &f), 0);
+	pthread_join(clock_tid, NULL);
+	for (int i = 0; i < *threads; i++)
+		pthread_join(d[i].tid, NULL);
+
+	uint64_t lo = UINT64_MAX, hi = 0, refused = 0, seen = 0;
+	for (int i = 0; i < *threads; i++) {
+		cr_assert_eq(d[i].err, 0, "acquire failed: %s", sluice_strerror(d[i].err));
+		cr_assert_lt(d[i].nrec, FREC_CAP, "record buffer overflowed");
+		refused += d[i].refused;
+		for (size_t k = 0; k < d[i].nrec; k++) {
+			struct frec r = d[i].rec[k];
+			lo = r.epoch < lo ? r.epoch : lo;
+			hi = r.epoch > hi ? r.epoch : hi;
+			int known = 0;
+			for (size_t j = 0; j < NFLIMITS; j++)
+				if (r.limit == FLIMITS[j]) {
+					known = 1;
+					seen |= 1u << j;
+				}
+			cr_assert(known, "d.limit %u was never set", r.limit);
+		}
+	}
+	cr_assert_gt(hi - lo, 200, "the run must cross many windows");
+	cr_assert_geq(__builtin_popcountll(seen), 4, "admissions judged against several limits");
+	uint64_t span = hi - lo + 1;
+	uint64_t *per = calloc(span, sizeof(uint64_t)), *lim = calloc(span, sizeof(uint64_t));
+	cr_assert(per && lim);
+	for (int i = 0; i < *threads; i++)
+		for (size_t k = 0; k < d[i].nrec; k++) {
+			struct frec r = d[i].rec[k];
+			per[r.epoch - lo] += r.n;
+			lim[r.epoch - lo] = r.limit > lim[r.epoch - lo] ? r.limit : lim[r.epoch - lo];
+		}
+	uint64_t tight = 0;
+	for (uint64_t e = 0; e < span; e++) {
+		tight += per[e] && per[e] == lim[e];
+		cr_assert_leq(per[e], lim[e], "%d threads: %llu admitted in window %llu, largest d.limit %llu",
+		              *threads, (unsigned long long)per[e], (unsigned long long)(e + lo),
+		              (unsigned long long)lim[e]);
+	}
+	cr_assert_gt(refused, 0, "the limit must bite");
+	cr_assert_gt(tight, 0, "some windows must reach their bound, or it tests nothing");
+	for (int i = 0; i < *threads; i++)
+		free(d[i].rec);
+	free(d);
+	free(per);
+	free(lim);
 }

@@ -19,6 +19,14 @@ TestSuite(inflight, .timeout = 30);
 
 static sluice_clock_t mclock;
 
+/* Slots held, read through the one public query: K - available, exact
+ * while held <= K and no other thread runs. */
+static uint64_t held_of(const sluice_inflight_t *f)
+{
+	uint64_t K = atomic_load_explicit(&((sluice_inflight_t *)f)->limit, memory_order_relaxed);
+	return K - sluice_inflight_available(f);
+}
+
 static sluice_inflight_t make(uint64_t limit)
 {
 	sluice_inflight_t f;
@@ -41,7 +49,7 @@ Test(inflight, acquire_release_sequence)
 		cr_assert_eq(d.remaining, 5 - i);
 		cr_assert_eq(d.retry_after_ns, 0);
 		cr_assert_eq(d.reset_ns, SLUICE_NEVER, "no time bounds a hold");
-		cr_assert_eq(sluice_inflight_count(&f), i);
+		cr_assert_eq(held_of(&f), i);
 	}
 	/* full: refused, and a refusal takes nothing */
 	cr_assert_eq(sluice_inflight_acquire(&f, 1, &d), 0);
@@ -49,15 +57,15 @@ Test(inflight, acquire_release_sequence)
 	cr_assert_eq(d.remaining, 0);
 	cr_assert_eq(d.retry_after_ns, 0, "a slot may free at any instant: 0 is the lower bound");
 	cr_assert_eq(d.reset_ns, SLUICE_NEVER);
-	cr_assert_eq(sluice_inflight_count(&f), 5);
+	cr_assert_eq(held_of(&f), 5);
 	/* one back, one in */
 	cr_assert_eq(sluice_inflight_release(&f, 1), 0);
-	cr_assert_eq(sluice_inflight_count(&f), 4);
+	cr_assert_eq(held_of(&f), 4);
 	cr_assert_eq(sluice_inflight_acquire(&f, 1, NULL), 1);
 	cr_assert_eq(sluice_inflight_acquire(&f, 1, NULL), 0);
 	for (int i = 0; i < 5; i++)
 		cr_assert_eq(sluice_inflight_release(&f, 1), 0);
-	cr_assert_eq(sluice_inflight_count(&f), 0);
+	cr_assert_eq(held_of(&f), 0);
 	cr_assert_eq(sluice_inflight_bad_releases(&f), 0);
 	/* the same limiter serves again after emptying */
 	cr_assert_eq(sluice_inflight_acquire(&f, 5, &d), 1);
@@ -72,11 +80,11 @@ Test(inflight, n_all_or_nothing)
 	cr_assert_eq(d.remaining, 3);
 	cr_assert_eq(sluice_inflight_acquire_at(&f, 4, 2, &d), 0, "4 > 3 free: nothing taken");
 	cr_assert_eq(d.remaining, 3);
-	cr_assert_eq(sluice_inflight_count(&f), 7);
+	cr_assert_eq(held_of(&f), 7);
 	cr_assert_eq(sluice_inflight_acquire_at(&f, 3, 3, &d), 1, "the 3 free are still there");
 	cr_assert_eq(d.remaining, 0);
 	cr_assert_eq(sluice_inflight_release(&f, 7), 0, "n > 1 comes back at once");
-	cr_assert_eq(sluice_inflight_count(&f), 3);
+	cr_assert_eq(held_of(&f), 3);
 	cr_assert_eq(sluice_inflight_acquire_at(&f, 8, 4, &d), 0);
 	cr_assert_eq(sluice_inflight_acquire_at(&f, 7, 5, &d), 1);
 	cr_assert_eq(sluice_inflight_release(&f, 3), 0);
@@ -96,7 +104,7 @@ Test(inflight, n_zero_and_above_limit)
 	cr_assert_eq(d.retry_after_ns, SLUICE_NEVER);
 	cr_assert_eq(d.now_ns, 7);
 	cr_assert_eq(sluice_inflight_acquire_at(&f, UINT64_MAX, 1, NULL), SLUICE_ETOOBIG);
-	cr_assert_eq(sluice_inflight_count(&f), 0, "an impossible request takes nothing");
+	cr_assert_eq(held_of(&f), 0, "an impossible request takes nothing");
 	cr_assert_eq(sluice_inflight_release(&f, 0), SLUICE_EINVAL);
 	cr_assert_eq(sluice_inflight_bad_releases(&f), 0, "n = 0 is invalid, not a bad release");
 	cr_assert_eq(sluice_inflight_acquire_at(&f, 10, 2, &d), 1);
@@ -107,23 +115,23 @@ Test(inflight, bad_release_counted_never_negative)
 {
 	sluice_inflight_t f = make(5);
 	cr_assert_eq(sluice_inflight_release(&f, 1), SLUICE_ERELEASE, "release without acquire");
-	cr_assert_eq(sluice_inflight_count(&f), 0, "never below 0");
+	cr_assert_eq(held_of(&f), 0, "never below 0");
 	cr_assert_eq(sluice_inflight_bad_releases(&f), 1);
 
 	cr_assert_eq(sluice_inflight_acquire(&f, 2, NULL), 1);
 	cr_assert_eq(sluice_inflight_release(&f, 3), SLUICE_ERELEASE, "3 > 2 held");
-	cr_assert_eq(sluice_inflight_count(&f), 2, "a bad release changes nothing");
+	cr_assert_eq(held_of(&f), 2, "a bad release changes nothing");
 	cr_assert_eq(sluice_inflight_bad_releases(&f), 2);
 	cr_assert_eq(sluice_inflight_release(&f, UINT64_MAX), SLUICE_ERELEASE);
 	cr_assert_eq(sluice_inflight_release(&f, 6), SLUICE_ERELEASE, "above K");
-	cr_assert_eq(sluice_inflight_count(&f), 2);
+	cr_assert_eq(held_of(&f), 2);
 	cr_assert_eq(sluice_inflight_bad_releases(&f), 4);
 
 	/* the legitimate holder still gets its slots back, exactly */
 	cr_assert_eq(sluice_inflight_release(&f, 2), 0);
-	cr_assert_eq(sluice_inflight_count(&f), 0);
+	cr_assert_eq(held_of(&f), 0);
 	cr_assert_eq(sluice_inflight_release(&f, 1), SLUICE_ERELEASE, "double release");
-	cr_assert_eq(sluice_inflight_count(&f), 0);
+	cr_assert_eq(held_of(&f), 0);
 	cr_assert_eq(sluice_inflight_bad_releases(&f), 5);
 	/* and the limit is intact: exactly K pass */
 	cr_assert_eq(sluice_inflight_acquire(&f, 5, NULL), 1);
@@ -153,13 +161,13 @@ Test(inflight, refund_is_release)
 	sluice_decision_t d;
 	cr_assert_eq(sluice_inflight_acquire(&f, 3, &d), 1);
 	cr_assert_eq(sluice_inflight_refund(&f, 3, &d), 0, "exact refund");
-	cr_assert_eq(sluice_inflight_count(&f), 0);
+	cr_assert_eq(held_of(&f), 0);
 	cr_assert_eq(sluice_inflight_acquire(&f, 2, &d), 1);
 	cr_assert_eq(sluice_inflight_refund(&f, 2, NULL), 0, "the admission's time is unused");
 	cr_assert_eq(sluice_inflight_refund(&f, 0, &d), SLUICE_EINVAL);
 	cr_assert_eq(sluice_inflight_refund(&f, 1, &d), SLUICE_ERELEASE,
 	             "refund of more than held: nothing changes");
-	cr_assert_eq(sluice_inflight_count(&f), 0);
+	cr_assert_eq(held_of(&f), 0);
 	cr_assert_eq(sluice_inflight_bad_releases(&f), 1);
 }
 
@@ -210,10 +218,10 @@ Test(inflight, limit_max_no_overflow)
 	cr_assert_eq(sluice_inflight_acquire_at(&f, 2, 1, &d), 0);
 	cr_assert_eq(sluice_inflight_acquire_at(&f, 1, 1, &d), 1);
 	cr_assert_eq(d.remaining, 0);
-	cr_assert_eq(sluice_inflight_count(&f), K);
+	cr_assert_eq(held_of(&f), K);
 	cr_assert_eq(sluice_inflight_acquire_at(&f, K + 1, 1, &d), SLUICE_ETOOBIG);
 	cr_assert_eq(sluice_inflight_release(&f, K), 0);
-	cr_assert_eq(sluice_inflight_count(&f), 0);
+	cr_assert_eq(held_of(&f), 0);
 	cr_assert_eq(sluice_inflight_acquire_at(&f, K, 1, &d), 1);
 }
 
@@ -268,7 +276,7 @@ ParameterizedTest(struct bad_cfg *p, inflight, invalid_config)
 	if (rc != 0) {
 		cr_assert_eq(memcmp(&f, &before, sizeof(f)), 0, "a failed init must not touch the limiter");
 	} else {
-		cr_assert_eq(sluice_inflight_count(&f), 0);
+		cr_assert_eq(held_of(&f), 0);
 		cr_assert_eq(sluice_inflight_bad_releases(&f), 0);
 		cr_assert_eq(sluice_inflight_acquire_at(&f, p->limit, 0, NULL), 1);
 	}
@@ -284,4 +292,63 @@ Test(inflight, null_arguments_and_size)
 	cr_assert_eq(sizeof(sluice_inflight_t), 2 * SLUICE_CACHELINE, "as MEMORY says");
 	cr_assert_eq(offsetof(sluice_inflight_t, held) % SLUICE_CACHELINE, 0,
 	             "the hot count is alone on its line");
+}
+
+/* ---- available and set_limit ---------------------------------------- */
+
+Test(inflight, available_is_the_largest_n_that_passes)
+{
+	sluice_inflight_t f = make(7);
+	cr_assert_eq(sluice_inflight_available(&f), 7);
+	cr_assert_eq(sluice_inflight_acquire(&f, 3, NULL), 1);
+	cr_assert_eq(sluice_inflight_available(&f), 4);
+	cr_assert_eq(sluice_inflight_acquire(&f, 5, NULL), 0, "one more than available");
+	cr_assert_eq(sluice_inflight_available(&f), 4, "a refusal took nothing");
+	cr_assert_eq(sluice_inflight_acquire(&f, 4, NULL), 1, "exactly available");
+	cr_assert_eq(sluice_inflight_available(&f), 0);
+	/* time plays no part: clock jumps change nothing */
+	sluice_clock_manual_set(&mclock, UINT64_MAX);
+	cr_assert_eq(sluice_inflight_available(&f), 0);
+	cr_assert_eq(sluice_inflight_release(&f, 7), 0);
+	sluice_clock_manual_set(&mclock, 1);
+	cr_assert_eq(sluice_inflight_available(&f), 7);
+	/* near the top of the range */
+	sluice_inflight_t g = make(SLUICE_INFLIGHT_LIMIT_MAX);
+	cr_assert_eq(sluice_inflight_acquire(&g, SLUICE_INFLIGHT_LIMIT_MAX - 1, NULL), 1);
+	cr_assert_eq(sluice_inflight_available(&g), 1);
+}
+
+Test(inflight, set_limit_keeps_what_is_held)
+{
+	sluice_inflight_t f = make(10);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_inflight_acquire(&f, 8, NULL), 1);
+	/* lower below held: nothing forgotten, refusals until releases */
+	cr_assert_eq(sluice_inflight_set_limit(&f, 5), 0);
+	cr_assert_eq(sluice_inflight_available(&f), 0);
+	cr_assert_eq(sluice_inflight_acquire(&f, 1, &d), 0);
+	cr_assert_eq(d.limit, 5);
+	cr_assert_eq(d.remaining, 0, "held above K: nothing remains, no wrap");
+	cr_assert_eq(sluice_inflight_acquire(&f, 6, &d), SLUICE_ETOOBIG);
+	cr_assert_eq(sluice_inflight_release(&f, 3), 0); /* held 5 = K */
+	cr_assert_eq(sluice_inflight_acquire(&f, 1, NULL), 0);
+	cr_assert_eq(sluice_inflight_release(&f, 1), 0); /* held 4 */
+	cr_assert_eq(sluice_inflight_available(&f), 1);
+	cr_assert_eq(sluice_inflight_acquire(&f, 1, &d), 1);
+	cr_assert_eq(d.remaining, 0);
+	/* raise: exactly the difference */
+	cr_assert_eq(sluice_inflight_set_limit(&f, 9), 0);
+	cr_assert_eq(sluice_inflight_available(&f), 4);
+	cr_assert_eq(sluice_inflight_acquire(&f, 5, NULL), 0);
+	cr_assert_eq(sluice_inflight_acquire(&f, 4, NULL), 1);
+	cr_assert_eq(sluice_inflight_release(&f, 9), 0, "every slot held comes back");
+	cr_assert_eq(sluice_inflight_release(&f, 1), SLUICE_ERELEASE, "and no more");
+	cr_assert_eq(sluice_inflight_available(&f), 9);
+	/* invalid: the init's code, nothing changes */
+	cr_assert_eq(sluice_inflight_set_limit(&f, 0), SLUICE_ELIMIT);
+	cr_assert_eq(sluice_inflight_set_limit(&f, SLUICE_INFLIGHT_LIMIT_MAX + 1), SLUICE_ELIMIT);
+	cr_assert_eq(sluice_inflight_set_limit(NULL, 3), SLUICE_EINVAL);
+	cr_assert_eq(sluice_inflight_available(&f), 9);
+	cr_assert_eq(sluice_inflight_set_limit(&f, SLUICE_INFLIGHT_LIMIT_MAX), 0);
+	cr_assert_eq(sluice_inflight_available(&f), SLUICE_INFLIGHT_LIMIT_MAX);
 }

@@ -31,6 +31,7 @@
 
 #include "sluice/sluice.h"
 #include "sluice/inflight.h"
+#include "test_pace.h"
 
 #define K 8u
 #define N_MAX 3u
@@ -146,8 +147,8 @@ static void run(int threads, int bad_every)
 	cr_assert_eq(errors, 0, "%llu acquire/release calls failed", (unsigned long long)errors);
 	cr_assert_eq(acquired, released);
 	cr_assert_eq(atomic_load(&shadow), 0);
-	cr_assert_eq(sluice_inflight_count(&f), 0, "every slot came back: %llu still held",
-	             (unsigned long long)sluice_inflight_count(&f));
+	cr_assert_eq(sluice_inflight_available(&f), K, "every slot came back: %llu available",
+	             (unsigned long long)sluice_inflight_available(&f));
 	cr_assert_eq(sluice_inflight_bad_releases(&f), bad_tried, "every bad release counted");
 	cr_assert_gt(refused, 0, "the limit must bite, or this tests nothing");
 	cr_assert_gt(admitted, (uint64_t)threads * OPS / 8);
@@ -238,6 +239,131 @@ ParameterizedTest(int *threads, inflight_threads, k1_is_a_mutex)
 	cr_assert_eq(plain, (uint64_t)*threads * MUTEX_ROUNDS, "lost updates: %llu",
 	             (unsigned long long)((uint64_t)*threads * MUTEX_ROUNDS - plain));
 	cr_assert_eq(errors, 0, "%llu releases failed", (unsigned long long)errors);
-	cr_assert_eq(sluice_inflight_count(&f), 0);
+	cr_assert_eq(sluice_inflight_available(&f), 1, "the slot came back");
 	cr_assert_eq(sluice_inflight_bad_releases(&f), 0);
+}
+
+/*
+ * set_limit under load.  A control thread changes K through KS while
+ * deciders acquire and release; after each change it publishes the phase
+ * (release) and waits for the deciders to make progress.  Every decision
+ * that began after a change and saw no other change before it returned
+ * must have been judged against that change's K (d.limit: SET_LIMIT, "the
+ * change applies to every decision that happens after it"); slots really
+ * held (a shadow count) never exceed the largest K set; every slot comes
+ * back, and afterwards exactly the final K is available.
+ */
+static const uint64_t KS[] = { 8, 2, 6, 1, 5 };
+#define NKS (sizeof(KS) / sizeof(KS[0]))
+#define CHANGES 400
+
+struct kdecider {
+	pthread_t tid;
+	sluice_inflight_t *f;
+	_Atomic uint64_t *shadow;
+	uint64_t seed, admitted, refused, wrong, max_level, errors;
+	_Atomic uint64_t decisions;
+};
+
+static _Atomic uint64_t kphase;
+static _Atomic int krunning;
+
+static void *kdecider_main(void *arg)
+{
+	struct kdecider *me = arg;
+	uint64_t x = me->seed;
+	while (atomic_load_explicit(&krunning, memory_order_relaxed)) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		uint64_t n = 1 + x % 3;
+		/* Acquire: pairs with the control thread's release of the
+		 * phase, which follows its set_limit. */
+		uint64_t before = atomic_load_explicit(&kphase, memory_order_acquire);
+		sluice_decision_t d;
+		int rc = sluice_inflight_acquire_at(me->f, n, 0, &d);
+		/* Acquire fence: pairs with the control thread's release fence
+		 * before set_limit, so a decision that read a K stored after
+		 * an odd phase also sees that phase here. */
+		atomic_thread_fence(memory_order_acquire);
+		uint64_t after = atomic_load_explicit(&kphase, memory_order_relaxed);
+		if (rc == 1 || rc == 0) {
+			/* even and unchanged: no set_limit ran during it */
+			if (before % 2 == 0 && before == after && d.limit != KS[before / 2 % NKS])
+				me->wrong++;
+		} else if (rc != SLUICE_ETOOBIG) {
+			me->errors++;
+		}
+		if (rc == 1) {
+			me->admitted++;
+			/* seq_cst, as the shadow count above: a test-only
+			 * observer, ordered against nothing in the limiter */
+			uint64_t level = atomic_fetch_add(me->shadow, n) + n;
+			me->max_level = level > me->max_level ? level : me->max_level;
+			for (volatile int s = 0; s < 32; s++)
+				;
+			atomic_fetch_sub(me->shadow, n);
+			if (sluice_inflight_release(me->f, n) != 0)
+				me->errors++;
+		} else {
+			me->refused++;
+		}
+		uint64_t k = atomic_load_explicit(&me->decisions, memory_order_relaxed) + 1;
+		atomic_store_explicit(&me->decisions, k, memory_order_relaxed);
+		if (k % 8 == 0)
+			sched_yield();
+	}
+	return NULL;
+}
+
+ParameterizedTestParameters(inflight_threads, set_limit_under_load)
+{
+	static int threads[] = { 2, 4 };
+	return cr_make_param_array(int, threads, sizeof(threads) / sizeof(threads[0]));
+}
+
+ParameterizedTest(int *threads, inflight_threads, set_limit_under_load)
+{
+	sluice_inflight_t f;
+	sluice_inflight_config_t cfg = { .limit = KS[0], .clock = &sluice_clock_monotonic };
+	cr_assert_eq(sluice_inflight_init(&f, &cfg), 0);
+	_Atomic uint64_t kshadow = 0;
+	struct kdecider *a = calloc((size_t)*threads, sizeof(*a));
+	cr_assert_not_null(a);
+	atomic_store(&kphase, 0);
+	atomic_store(&krunning, 1);
+	for (int i = 0; i < *threads; i++) {
+		a[i].f = &f;
+		a[i].shadow = &kshadow;
+		a[i].seed = 0x9E3779B97F4A7C15ULL * (uint64_t)(i + 5);
+		cr_assert_eq(pthread_create(&a[i].tid, NULL, kdecider_main, &a[i]), 0);
+	}
+	for (uint64_t c = 1; c <= CHANGES; c++) {
+		/* odd: a change is under way (release fence: see the decider) */
+		atomic_store_explicit(&kphase, 2 * c - 1, memory_order_relaxed);
+		atomic_thread_fence(memory_order_release);
+		cr_assert_eq(sluice_inflight_set_limit(&f, KS[c % NKS]), 0);
+		/* Release: a decider that reads this phase sees the change. */
+		atomic_store_explicit(&kphase, 2 * c, memory_order_release);
+		PACE_WAIT(a, *threads);
+	}
+	atomic_store(&krunning, 0);
+	uint64_t admitted = 0, refused = 0, wrong = 0, worst = 0, errors = 0;
+	for (int i = 0; i < *threads; i++) {
+		pthread_join(a[i].tid, NULL);
+		admitted += a[i].admitted;
+		refused += a[i].refused;
+		wrong += a[i].wrong;
+		errors += a[i].errors;
+		worst = a[i].max_level > worst ? a[i].max_level : worst;
+	}
+	cr_log_info("set_limit threads=%d admitted=%llu refused=%llu worst=%llu", *threads,
+	            (unsigned long long)admitted, (unsigned long long)refused,
+	            (unsigned long long)worst);
+	cr_assert_eq(errors, 0);
+	cr_assert_eq(wrong, 0, "%llu decisions after a change were judged against another K",
+	             (unsigned long long)wrong);
+	cr_assert_leq(worst, KS[0], "%llu slots held at once, largest K %llu",
+	              (unsigned long long)worst, (unsigned long long)KS[0]);
+	cr_assert_gt(refused, 0, "the limit must bite");
+	cr_assert_eq(sluice_inflight_available(&f), KS[CHANGES % NKS], "every slot came back");
+	free(a);
 }

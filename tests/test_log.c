@@ -31,6 +31,14 @@ TestSuite(log, .timeout = 120);
 
 static sluice_clock_t mclock;
 
+/* Permits the log counts in the window of @t, read through the one public
+ * query (exact while they are at most the limit and no thread runs). */
+static uint64_t counted_at(sluice_log_t *lg, uint64_t t)
+{
+	return atomic_load_explicit(&lg->limit, memory_order_relaxed) -
+	       sluice_log_available_at(lg, t);
+}
+
 static void make(sluice_log_t *lg, uint64_t limit, uint64_t window_ns)
 {
 	sluice_clock_manual_init(&mclock, 0);
@@ -143,17 +151,20 @@ static void assert_same(int step, int got, int want, const sluice_decision_t *g,
 }
 
 struct admission {
-	uint64_t t, n;
+	uint64_t t, n, lim; /* lim: d.limit, the limit it was judged against */
 };
 
-/* Every interval [a.t, a.t + W) of the recorded admissions holds <= L.
- * Intervals that start elsewhere hold no more than one that starts at the
- * first admission inside them, so these are all the intervals there are. */
-static uint64_t check_every_interval(const struct admission *a, size_t na, uint64_t L,
-                                     uint64_t W)
+/* Every interval [a.t, a.t + W) of the recorded admissions holds at most
+ * the largest d.limit among its admissions (L when no set_limit ran: the
+ * GUARANTEE; SET_LIMIT otherwise).  Intervals that start elsewhere hold no
+ * more than one that starts at the first admission inside them, so these
+ * are all the intervals there are.  *@tight counts those at their bound. */
+static uint64_t check_every_interval(const struct admission *a, size_t na, uint64_t W,
+                                     uint64_t *tight)
 {
 	uint64_t worst = 0, sum = 0;
 	size_t j = 0;
+	*tight = 0;
 	for (size_t i = 0; i < na; i++) {
 		if (i > 0)
 			cr_assert_geq(a[i].t, a[i - 1].t, "now_ns went backwards at %zu", i);
@@ -161,9 +172,14 @@ static uint64_t check_every_interval(const struct admission *a, size_t na, uint6
 			j = i, sum = 0;
 		while (j < na && a[j].t - a[i].t < W)
 			sum += a[j++].n;
+		uint64_t bound = 0;
+		for (size_t k = i; k < j; k++)
+			bound = a[k].n && a[k].lim > bound ? a[k].lim : bound;
 		worst = sum > worst ? sum : worst;
-		cr_assert_leq(sum, L, "%llu admitted in [%llu, +W)", (unsigned long long)sum,
-		              (unsigned long long)a[i].t);
+		*tight += sum == bound && sum;
+		cr_assert_leq(sum, bound, "%llu admitted in [%llu, +W), largest d.limit %llu",
+		              (unsigned long long)sum, (unsigned long long)a[i].t,
+		              (unsigned long long)bound);
 		sum -= a[i].n;
 	}
 	return worst;
@@ -185,6 +201,11 @@ ParameterizedTestParameters(log, matches_reference_model)
 		/* near the top of the 64-bit time base: no wrap anywhere */
 		{ 7, 3 * SEC, UINT64_MAX - 4000 * SEC, 3, 7 },
 		{ 16, SEC, UINT64_MAX - 9000 * SEC, 16, 8 },
+		/* seed >= 100: set_limit every 1000 steps, capacity 2L */
+		{ 10, SEC, 0, 4, 101 },
+		{ 100, 700 * MS, 123, 40, 104 },
+		{ 1, 10 * MS, 5 * SEC, 1, 102 },
+		{ 16, SEC, UINT64_MAX - 9000 * SEC, 16, 108 },
 	};
 	return cr_make_param_array(struct schedule, params, sizeof(params) / sizeof(params[0]));
 }
@@ -193,11 +214,17 @@ ParameterizedTest(struct schedule *p, log, matches_reference_model)
 {
 	const int steps = 30000;
 	const uint64_t L = p->limit, W = p->window_ns;
+	const int changing = p->seed >= 100;
 	sluice_log_t lg;
-	make(&lg, L, W);
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_log_config_t cfg = { .limit = L, .window_ns = W, .clock = &mclock,
+		                    .capacity = changing ? 2 * L : 0 };
+	cr_assert_eq(sluice_log_init(&lg, &cfg), 0);
+	/* lower (below what is counted, and below some n), raise to 2L */
+	const uint64_t lims[] = { L, L / 4 + 1, 2 * L, L / 2 + 1 };
 	rng_state = p->seed * 0x9E3779B97F4A7C15ULL + 1;
 	struct model m;
-	model_init(&m, L, W, (size_t)steps * (L + 4));
+	model_init(&m, L, W, (size_t)steps * (2 * L + 4));
 	struct admission *adm = malloc(sizeof(*adm) * (size_t)steps);
 	cr_assert_not_null(adm);
 	size_t nadm = 0;
@@ -226,7 +253,11 @@ ParameterizedTest(struct schedule *p, log, matches_reference_model)
 			t = top - (r >> 8) % W; /* stay clear of the edge, but near it */
 		uint64_t n = 1 + (r >> 40) % p->n_max;
 		if ((r >> 20) % 97 == 0)
-			n = L + 1 + (r >> 30) % 3; /* can never pass */
+			n = (changing ? 2 * L : L) + 1 + (r >> 30) % 3; /* can never pass */
+		if (changing && i % 1000 == 999) {
+			m.L = lims[(uint64_t)i / 1000 % 4];
+			cr_assert_eq(sluice_log_set_limit(&lg, m.L), 0);
+		}
 
 		sluice_decision_t got, want;
 		memset(&got, 0x5a, sizeof(got));
@@ -235,15 +266,15 @@ ParameterizedTest(struct schedule *p, log, matches_reference_model)
 		assert_same(i, g, w, &got, &want);
 		if (g == 1) {
 			admitted += n;
-			adm[nadm++] = (struct admission){ got.now_ns, n };
+			adm[nadm++] = (struct admission){ got.now_ns, n, got.limit };
 		} else if (g == 0) {
 			refused++;
 		} else {
 			toobig++;
 		}
 		if (i % 16 == 0)
-			cr_assert_eq(sluice_log_count_at(&lg, t), L - model_left(&m, m.last > t ? m.last : t),
-			             "step %d: count", i);
+			cr_assert_eq(sluice_log_available_at(&lg, t), model_left(&m, m.last > t ? m.last : t),
+			             "step %d: available", i);
 
 		/* Now and then give the admission back, as a composite would. */
 		if (g == 1 && (r >> 50) % 6 == 0) {
@@ -274,8 +305,11 @@ ParameterizedTest(struct schedule *p, log, matches_reference_model)
 	cr_assert_gt(refunds_kept, L > 1 ? 10 : 0, "and refused ones (%llu)",
 	             (unsigned long long)refunds_kept);
 
-	uint64_t worst = check_every_interval(adm, nadm, L, W);
-	cr_assert_eq(worst, L, "the schedule should fill some window exactly");
+	uint64_t tight;
+	uint64_t worst = check_every_interval(adm, nadm, W, &tight);
+	if (!changing)
+		cr_assert_eq(worst, L, "the schedule should fill some window exactly");
+	cr_assert_gt(tight, 0, "some window must be filled to its bound");
 	cr_log_info("L=%llu W=%llu admitted=%llu refused=%llu refunds exact=%llu kept=%llu",
 	            (unsigned long long)L, (unsigned long long)W, (unsigned long long)admitted,
 	            (unsigned long long)refused, (unsigned long long)refunds_exact,
@@ -325,7 +359,7 @@ Test(log, nth_oldest_decides_all_or_nothing)
 	cr_assert_eq(d.retry_after_ns, 300, "the 4th oldest (at 400) leaves at 1400");
 	cr_assert_eq(d.reset_ns, 600, "the newest (at 700) leaves at 1700");
 	cr_assert_eq(d.now_ns, 1100);
-	cr_assert_eq(sluice_log_count_at(&lg, 1100), 7, "a refusal takes nothing");
+	cr_assert_eq(counted_at(&lg, 1100), 7, "a refusal takes nothing");
 	cr_assert_eq(sluice_log_acquire_at(&lg, 3, 1100, &d), 1);
 	cr_assert_eq(d.remaining, 0);
 	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 1399, NULL), 0);
@@ -362,7 +396,7 @@ Test(log, clock_backwards_by_seconds)
 		cr_assert_eq(d.now_ns, 30 * SEC + 50 * MS, "held at the newest admission's time");
 		cr_assert_eq(d.retry_after_ns, SEC);
 	}
-	cr_assert_eq(sluice_log_count_at(&lg, 5 * SEC), 20, "nothing was forgotten");
+	cr_assert_eq(counted_at(&lg, 5 * SEC), 20, "nothing was forgotten");
 	/* the plain variant reads the manual clock the same way */
 	sluice_clock_manual_set(&mclock, 2 * SEC);
 	cr_assert_eq(sluice_log_acquire(&lg, 1, &d), 0);
@@ -407,7 +441,7 @@ Test(log, times_at_the_top_of_the_time_base)
 	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 5, &d), 0);
 	cr_assert_eq(d.now_ns, UINT64_MAX);
 	cr_assert_eq(d.retry_after_ns, W);
-	cr_assert_eq(sluice_log_count_at(&lg, 0), 3);
+	cr_assert_eq(counted_at(&lg, 0), 3);
 	sluice_log_destroy(&lg);
 }
 
@@ -440,7 +474,7 @@ Test(log, refund_after_idle_is_exact)
 	cr_assert_eq(sluice_log_acquire_at(&lg, 4, 1200, &b), 1);
 	cr_assert_eq(sluice_log_refund(&lg, 4, &b), 0, "everything before them had left");
 	/* as if never admitted: 4 pass at once, at the same time */
-	cr_assert_eq(sluice_log_count_at(&lg, 1200), 0);
+	cr_assert_eq(counted_at(&lg, 1200), 0);
 	cr_assert_eq(sluice_log_acquire_at(&lg, 4, 1200, &c), 1);
 	cr_assert_eq(c.remaining, 0);
 	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 2199, &d), 0);
@@ -448,7 +482,7 @@ Test(log, refund_after_idle_is_exact)
 	/* a second refund of the same run cannot be exact (the re-dated
 	 * entries are now just W old): the permits stay counted */
 	cr_assert_eq(sluice_log_refund(&lg, 2, &c), SLUICE_ECANCEL);
-	cr_assert_eq(sluice_log_count_at(&lg, 1200), 4);
+	cr_assert_eq(counted_at(&lg, 1200), 4);
 	sluice_log_destroy(&lg);
 }
 
@@ -462,7 +496,7 @@ Test(log, refund_under_load_keeps_the_permits)
 	/* the permits at 100 are still in the window at 600: removing the
 	 * two from 600 would change what later decisions look at */
 	cr_assert_eq(sluice_log_refund(&lg, 2, &b), SLUICE_ECANCEL);
-	cr_assert_eq(sluice_log_count_at(&lg, 600), 4, "kept: fewer admissions, never more");
+	cr_assert_eq(counted_at(&lg, 600), 4, "kept: fewer admissions, never more");
 	cr_assert_eq(sluice_log_refund(&lg, 1, &a), SLUICE_ECANCEL,
 	             "first permits, but the log's time (100) is within W of 0");
 	/* once they left the window there is nothing left to give back */
@@ -489,9 +523,9 @@ Test(log, refund_first_admission_and_bad_arguments)
 	cr_assert_eq(sluice_log_refund(&lg, 3, &a), SLUICE_ECANCEL, "only 2 were taken at 5000");
 	cr_assert_eq(sluice_log_refund(&lg, 1, &a), SLUICE_ECANCEL,
 	             "part of the permits at 5000: the log cannot tell whose they are");
-	cr_assert_eq(sluice_log_count_at(&lg, 5000), 2);
+	cr_assert_eq(counted_at(&lg, 5000), 2);
 	cr_assert_eq(sluice_log_refund(&lg, 2, &a), 0, "all of them");
-	cr_assert_eq(sluice_log_count_at(&lg, 5000), 0);
+	cr_assert_eq(counted_at(&lg, 5000), 0);
 	cr_assert_eq(sluice_log_acquire_at(&lg, 4, 5000, NULL), 1);
 	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 5000, NULL), 0);
 	sluice_log_destroy(&lg);
@@ -518,7 +552,7 @@ Test(log, refund_never_re_dates_another_admission)
 	cr_assert_eq(sluice_log_refund(&lg, 1, &b), SLUICE_ECANCEL,
 	             "two admissions at 5000: B's cannot be told from A's");
 	cr_assert_eq(atomic_load(&lg.times[4 % lg.slots]), 5000, "A's permit untouched");
-	cr_assert_eq(sluice_log_count_at(&lg, 5000), 2);
+	cr_assert_eq(counted_at(&lg, 5000), 2);
 	sluice_log_destroy(&lg);
 }
 
@@ -645,5 +679,69 @@ Test(log, null_arguments)
 	cr_assert_eq(sluice_log_init(&lg, &cfg), 0);
 	cr_assert_eq(lg.clock, &sluice_clock_cached);
 	cr_assert_eq(sluice_log_acquire(&lg, 1, NULL), 1);
+	sluice_log_destroy(&lg);
+}
+
+/* ---- set_limit -------------------------------------------------------- */
+
+Test(log, set_limit_keeps_every_time)
+{
+	sluice_log_t lg;
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_log_config_t cfg = { .limit = 10, .window_ns = 1000, .clock = &mclock,
+		                    .capacity = 20 };
+	cr_assert_eq(sluice_log_init(&lg, &cfg), 0);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_log_acquire_at(&lg, 4, 100, NULL), 1);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 6, 500, NULL), 1);
+	/* lower below what the window counts: refusals until enough leaves */
+	cr_assert_eq(sluice_log_set_limit(&lg, 5), 0);
+	cr_assert_eq(sluice_log_available_at(&lg, 600), 0);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 600, &d), 0);
+	cr_assert_eq(d.limit, 5);
+	cr_assert_eq(d.retry_after_ns, 900, "the 5th newest (t = 500) leaves at 1500");
+	cr_assert_eq(sluice_log_acquire_at(&lg, 6, 600, NULL), SLUICE_ETOOBIG);
+	cr_assert_eq(sluice_log_available_at(&lg, 1100), 0, "the 4 at 100 left: 6 > 5 remain");
+	cr_assert_eq(sluice_log_available_at(&lg, 1500), 5);
+	/* raise above the init limit, up to the capacity: the difference */
+	cr_assert_eq(sluice_log_acquire_at(&lg, 5, 1500, NULL), 1);
+	cr_assert_eq(sluice_log_set_limit(&lg, 20), 0);
+	cr_assert_eq(sluice_log_available_at(&lg, 1600), 15);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 16, 1600, NULL), 0);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 15, 1600, &d), 1);
+	cr_assert_eq(d.limit, 20);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 1700, NULL), 0, "nothing minted");
+	cr_assert_eq(sluice_log_available_at(&lg, 2500), 5, "the 5 at 1500 left");
+	cr_assert_eq(sluice_log_available_at(&lg, 2600), 20);
+	/* invalid: the init's code, nothing changes */
+	cr_assert_eq(sluice_log_set_limit(&lg, 0), SLUICE_ELIMIT);
+	cr_assert_eq(sluice_log_set_limit(&lg, 21), SLUICE_ELIMIT, "above the capacity");
+	cr_assert_eq(sluice_log_set_limit(NULL, 3), SLUICE_EINVAL);
+	cr_assert_eq(sluice_log_available_at(&lg, 2600), 20);
+	sluice_log_destroy(&lg);
+	/* capacity at init */
+	sluice_log_config_t bad = { .limit = 10, .window_ns = 1000, .clock = &mclock,
+		                    .capacity = 9 };
+	cr_assert_eq(sluice_log_init(&lg, &bad), SLUICE_ELIMIT, "capacity below the limit");
+	bad.capacity = SLUICE_LOG_LIMIT_MAX + 1;
+	cr_assert_eq(sluice_log_init(&lg, &bad), SLUICE_EMEMORY);
+	bad.capacity = 0; /* default: the limit */
+	cr_assert_eq(sluice_log_init(&lg, &bad), 0);
+	cr_assert_eq(sluice_log_set_limit(&lg, 11), SLUICE_ELIMIT);
+	cr_assert_eq(sluice_log_set_limit(&lg, 3), 0);
+	sluice_log_destroy(&lg);
+}
+
+Test(log, available_near_2_64_and_after_jumps)
+{
+	sluice_log_t lg;
+	make(&lg, 5, 1000);
+	uint64_t t = UINT64_MAX - 1500;
+	cr_assert_eq(sluice_log_acquire_at(&lg, 3, t, NULL), 1);
+	cr_assert_eq(sluice_log_available_at(&lg, t + 10), 2);
+	cr_assert_eq(sluice_log_available_at(&lg, 7), 2, "a step back reads the newest time");
+	cr_assert_eq(sluice_log_available_at(&lg, t + 1000), 5);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 5, UINT64_MAX, NULL), 1);
+	cr_assert_eq(sluice_log_available_at(&lg, UINT64_MAX), 0);
 	sluice_log_destroy(&lg);
 }

@@ -37,7 +37,15 @@ TestSuite(log_threads, .timeout = 240);
 struct record {
 	uint64_t t;
 	uint64_t n;
+	uint64_t limit; /* d.limit: the limit the decision was judged against */
 };
+
+/* set_limit under load: when set, the clock thread changes the limit of
+ * this log every few steps, through LIMITS (capacity CAPACITY). */
+static sluice_log_t *change_lg;
+static const uint64_t LIMITS[] = { 16, 4, 28, 9, 2, 22 };
+#define NLIMITS (sizeof(LIMITS) / sizeof(LIMITS[0]))
+#define CAPACITY 28u
 
 struct decider {
 	pthread_t tid;
@@ -67,7 +75,7 @@ static void *decider_main(void *arg)
 		if (rc == 1) {
 			cr_assert(d.allowed);
 			if (me->nrec < RECORD_CAP)
-				me->rec[me->nrec++] = (struct record){ d.now_ns, n };
+				me->rec[me->nrec++] = (struct record){ d.now_ns, n, d.limit };
 			if ((x >> 32) % 4 == 0) {
 				int r = sluice_log_refund(me->lg, n, &d);
 				if (r == 0) {
@@ -78,6 +86,8 @@ static void *decider_main(void *arg)
 					me->refunds_kept++;
 				}
 			}
+		} else if (rc == SLUICE_ETOOBIG && change_lg) {
+			me->refused++; /* n above a lowered limit */
 		} else {
 			cr_assert_eq(rc, 0, "acquire failed: %s", sluice_strerror(rc));
 			me->refused++;
@@ -95,6 +105,8 @@ static void *clock_main(void *arg)
 	uint64_t x = (uint64_t)(uintptr_t)arg | 1;
 	for (int i = 0; i < CLOCK_STEPS; i++) {
 		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		if (change_lg && i % 7 == 3)
+			cr_assert_eq(sluice_log_set_limit(change_lg, LIMITS[(x >> 9) % NLIMITS]), 0);
 		uint64_t now = sluice_clock_now(&mclock);
 		if (x % 50 == 0)
 			sluice_clock_manual_set(&mclock, now - x % (2 * WINDOW));
@@ -118,17 +130,20 @@ static int by_time(const void *a, const void *b)
 
 ParameterizedTestParameters(log_threads, every_interval_holds_at_most_L)
 {
-	static int threads[] = { 2, 4, 8 };
+	/* threads; 100 + threads: with set_limit under load (SET_LIMIT) */
+	static int threads[] = { 2, 4, 8, 102, 104 };
 	return cr_make_param_array(int, threads, sizeof(threads) / sizeof(threads[0]));
 }
 
 ParameterizedTest(int *threads, log_threads, every_interval_holds_at_most_L)
 {
-	const int nt = *threads;
+	const int nt = *threads % 100, changing = *threads > 100;
 	sluice_clock_manual_init(&mclock, 1000 * WINDOW);
 	sluice_log_t lg;
-	sluice_log_config_t cfg = { .limit = LIMIT, .window_ns = WINDOW, .clock = &mclock };
+	sluice_log_config_t cfg = { .limit = LIMIT, .window_ns = WINDOW, .clock = &mclock,
+		                    .capacity = changing ? CAPACITY : 0 };
 	cr_assert_eq(sluice_log_init(&lg, &cfg), 0);
+	change_lg = changing ? &lg : NULL;
 
 	struct decider *d = calloc((size_t)nt, sizeof(*d));
 	cr_assert_not_null(d);
@@ -174,18 +189,34 @@ ParameterizedTest(int *threads, log_threads, every_interval_holds_at_most_L)
 	cr_assert_gt(span / WINDOW, 200, "the run must cross many windows (%llu)",
 	             (unsigned long long)(span / WINDOW));
 
-	/* the guarantee: [all[i].t, all[i].t + W) holds <= L, for every i */
-	uint64_t worst = 0, sum = 0;
+	/* the guarantee: [all[i].t, all[i].t + W) holds <= L, for every i;
+	 * with set_limit, L = the largest d.limit among the admissions in
+	 * it (SET_LIMIT), and the run must have seen several limits */
+	uint64_t worst = 0, sum = 0, tight = 0, seen = 0;
 	size_t j = 0;
 	for (size_t i = 0; i < na; i++) {
 		if (j < i)
 			j = i, sum = 0;
 		while (j < na && all[j].t - all[i].t < WINDOW)
 			sum += all[j++].n;
+		uint64_t bound = LIMIT;
+		if (changing) {
+			bound = 0;
+			for (size_t k = i; k < j; k++)
+				bound = all[k].limit > bound ? all[k].limit : bound;
+			for (size_t k = 0; k < NLIMITS; k++)
+				seen |= (uint64_t)(all[i].limit == LIMITS[k]) << k;
+		}
 		worst = sum > worst ? sum : worst;
-		cr_assert_leq(sum, LIMIT, "%d threads: %llu admitted in [%llu, +W)", nt,
-		              (unsigned long long)sum, (unsigned long long)all[i].t);
+		tight += sum == bound;
+		cr_assert_leq(sum, bound, "%d threads: %llu admitted in [%llu, +W), largest d.limit %llu",
+		              nt, (unsigned long long)sum, (unsigned long long)all[i].t,
+		              (unsigned long long)bound);
 		sum -= all[i].n;
+	}
+	if (changing) {
+		cr_assert_geq(__builtin_popcountll(seen), 4, "admissions judged against several limits");
+		cr_assert_gt(tight, 0, "some intervals must reach their bound");
 	}
 	cr_assert_gt(refused, 0, "the limit must bite, or this tests nothing");
 	cr_assert_gt(admitted, 50 * LIMIT);
@@ -199,7 +230,9 @@ ParameterizedTest(int *threads, log_threads, every_interval_holds_at_most_L)
 	for (size_t i = 0; i < na; i++)
 		if (all[i].t <= T && T - all[i].t < WINDOW)
 			ledger += all[i].n;
-	cr_assert_eq(sluice_log_count_at(&lg, now), ledger, "log count vs ledger");
+	uint64_t Lf = atomic_load_explicit(&lg.limit, memory_order_relaxed);
+	cr_assert_eq(sluice_log_available_at(&lg, now), ledger >= Lf ? 0 : Lf - ledger,
+	             "log available vs ledger");
 	cr_assert_eq(atomic_load(&lg.tail), atomic_load(&lg.head), "nothing half-written");
 
 	cr_log_info("threads=%d decisions=%llu admitted=%llu refused=%llu refunds exact=%llu "

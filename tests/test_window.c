@@ -57,6 +57,7 @@ struct model {
 	uint64_t base_epoch; /* counts[i] is epoch base_epoch + i */
 	uint32_t *counts;    /* what the bucket counts (with leases: taken) */
 	uint32_t *admitted;  /* what was admitted (differs with leases) */
+	uint64_t *lims;      /* the largest limit an admission there was judged against */
 	size_t ncounts;
 	/* leases, one CPU: B, log2(cells), and the one cell in use */
 	uint64_t lease, cells_log2, cell_epoch, cell_count;
@@ -73,7 +74,8 @@ static void model_init(struct model *m, uint64_t limit, uint64_t window_ns, uint
 	m->ncounts = span;
 	m->counts = calloc(span, sizeof(uint32_t));
 	m->admitted = calloc(span, sizeof(uint32_t));
-	cr_assert(m->counts && m->admitted);
+	m->lims = calloc(span, sizeof(uint64_t));
+	cr_assert(m->counts && m->admitted && m->lims);
 	m->lease = 0;
 	m->cell_epoch = UINT64_MAX;
 	m->cell_count = 0;
@@ -94,9 +96,32 @@ static uint64_t model_window(const struct model *m, uint64_t e)
 	return sum;
 }
 
+/* What sluice_window_available_at should say at the model's head: the
+ * room under the limit, or this CPU's lease of the head epoch if more. */
+static uint64_t model_available(const struct model *m)
+{
+	uint64_t counted = model_window(m, m->head);
+	uint64_t room = counted >= m->limit ? 0 : m->limit - counted;
+	if (m->lease && m->cell_epoch == m->head && m->cell_count > room)
+		room = m->cell_count;
+	return room;
+}
+
+/* Permits the ring counts in the window of @t, read through the one public
+ * query (exact where no lease holds more than the room: the tests below). */
+static uint64_t counted_at(sluice_window_t *w, uint64_t t)
+{
+	return atomic_load_explicit(&w->limit, memory_order_relaxed) -
+	       sluice_window_available_at(w, t);
+}
+
 /* Returns 1/0 like the ring and the retry_after it should report. */
 static int model_acquire(struct model *m, uint64_t n, uint64_t now, uint64_t *retry)
 {
+	if (n > m->limit) {
+		*retry = SLUICE_NEVER; /* above the (possibly lowered) limit */
+		return SLUICE_ETOOBIG;
+	}
 	uint64_t e = now / m->width;
 	if (e < m->head) {
 		e = m->head;
@@ -108,6 +133,7 @@ static int model_acquire(struct model *m, uint64_t n, uint64_t now, uint64_t *re
 		/* spent from this CPU's lease */
 		m->cell_count -= n;
 		m->admitted[e - m->base_epoch] += (uint32_t)n;
+		/* a spend checks no limit: its taker's counted (same epoch) */
 		*retry = 0;
 		return 1;
 	}
@@ -123,6 +149,8 @@ static int model_acquire(struct model *m, uint64_t n, uint64_t now, uint64_t *re
 		}
 		m->counts[e - m->base_epoch] += (uint32_t)(n + extra);
 		m->admitted[e - m->base_epoch] += (uint32_t)n;
+		if (m->limit > m->lims[e - m->base_epoch])
+			m->lims[e - m->base_epoch] = m->limit;
 		*retry = 0;
 		return 1;
 	}
@@ -213,10 +241,19 @@ ParameterizedTest(struct schedule *p, window, matches_reference_model)
 	m.lease = p->lease;
 	m.cells_log2 = (uint64_t)__builtin_ctz(w.cell_mask + 1);
 
+	/* set_limit keeping state, every 1500 steps: lower (so some n no
+	 * longer fit at all and what is counted exceeds the limit), raise */
+	const uint64_t hi = 2 * p->limit < SLUICE_WINDOW_LIMIT_MAX ? 2 * p->limit
+	                                                           : SLUICE_WINDOW_LIMIT_MAX;
+	const uint64_t lims[] = { p->limit, p->limit / 4 + 1, hi, p->limit / 2 + 1 };
 	uint64_t admitted = 0, refused = 0;
 	for (int i = 0; i < steps; i++) {
 		uint64_t want_retry, n = ns[i];
 		t = times[i];
+		if (i % 1500 == 1499) {
+			m.limit = lims[(uint64_t)i / 1500 % 4];
+			cr_assert_eq(sluice_window_set_limit(&w, m.limit), 0);
+		}
 		int want = model_acquire(&m, n, t, &want_retry);
 		sluice_decision_t d;
 		int got = sluice_window_acquire_at(&w, n, t, &d);
@@ -224,14 +261,20 @@ ParameterizedTest(struct schedule *p, window, matches_reference_model)
 		             (unsigned long long)t, (unsigned long long)n, got, want);
 		cr_assert_eq(d.retry_after_ns, want_retry, "step %d: retry_after %llu, model %llu", i,
 		             (unsigned long long)d.retry_after_ns, (unsigned long long)want_retry);
+		cr_assert_eq(d.limit, m.limit, "step %d: the decision names the limit it used", i);
+		if (got < 0)
+			continue; /* n above a lowered limit: nothing else to check */
 		cr_assert_eq(d.now_ns / width, m.head, "step %d: decision epoch", i);
 		/* remaining: what the window has not counted (leases count as
 		 * taken; one CPU's lease snapshot is the count after its take) */
-		cr_assert_eq(d.remaining, p->limit - model_window(&m, m.head),
-		             "step %d: remaining %llu, model %llu", i,
-		             (unsigned long long)d.remaining,
-		             (unsigned long long)(p->limit - model_window(&m, m.head)));
-		cr_assert_eq(sluice_window_count_at(&w, t), model_window(&m, m.head), "step %d: count", i);
+		uint64_t counted = model_window(&m, m.head);
+		uint64_t room = counted >= m.limit ? 0 : m.limit - counted;
+		cr_assert_eq(d.remaining, room, "step %d: remaining %llu, model %llu", i,
+		             (unsigned long long)d.remaining, (unsigned long long)room);
+		cr_assert_eq(sluice_window_available_at(&w, t), model_available(&m),
+		             "step %d: available %llu, model %llu", i,
+		             (unsigned long long)sluice_window_available_at(&w, t),
+		             (unsigned long long)model_available(&m));
 		admitted += (uint64_t)got;
 		refused += (uint64_t)!got;
 	}
@@ -241,14 +284,18 @@ ParameterizedTest(struct schedule *p, window, matches_reference_model)
 	             (unsigned long long)p->limit, p->buckets, (unsigned long long)admitted);
 	cr_assert_gt(refused, 1000, "L=%llu N=%u: and refuse plenty (%llu), or it tests nothing",
 	             (unsigned long long)p->limit, p->buckets, (unsigned long long)refused);
-	/* the guarantee, directly: every run of N epochs admits <= L; and
-	 * leases waste at most B + n_max - 1 per epoch with one CPU */
+	/* the guarantee, directly: every run of N epochs admits <= L, L the
+	 * largest limit an admission among them was judged against
+	 * (SET_LIMIT); and leases waste at most B + n_max - 1 per epoch with
+	 * one CPU */
 	uint64_t wasted = 0;
 	for (size_t i = 0; i < m.ncounts; i++) {
-		uint64_t e = m.base_epoch + i, sum = 0;
-		for (uint64_t k = 0; k < m.buckets && k <= i; k++)
+		uint64_t e = m.base_epoch + i, sum = 0, bound = 0;
+		for (uint64_t k = 0; k < m.buckets && k <= i; k++) {
 			sum += m.admitted[i - k];
-		cr_assert_leq(sum, p->limit, "epochs ending at %llu", (unsigned long long)e);
+			bound = m.lims[i - k] > bound ? m.lims[i - k] : bound;
+		}
+		cr_assert_leq(sum, bound, "epochs ending at %llu", (unsigned long long)e);
 		cr_assert_leq(m.counts[i] - m.admitted[i], p->lease ? p->lease + p->limit / 3 - 1 : 0);
 		wasted += m.counts[i] - m.admitted[i];
 	}
@@ -256,6 +303,7 @@ ParameterizedTest(struct schedule *p, window, matches_reference_model)
 		cr_assert_gt(wasted, 0, "the schedule must end epochs with leases unspent");
 	free(m.counts);
 	free(m.admitted);
+	free(m.lims);
 	sluice_window_destroy(&w);
 }
 
@@ -301,7 +349,7 @@ Test(window, rollover_through_every_slot)
 		for (int i = 0; i < 10; i++)
 			cr_assert_eq(sluice_window_acquire_at(&w, 1, e * width + (uint64_t)i, NULL), 1,
 			             "epoch %llu request %d", (unsigned long long)e, i);
-		cr_assert_eq(sluice_window_count_at(&w, e * width + 50), 10 * (e < N ? e + 1 : N));
+		cr_assert_eq(counted_at(&w, e * width + 50), 10 * (e < N ? e + 1 : N));
 		if (e >= N - 1)
 			cr_assert_eq(sluice_window_acquire_at(&w, 1, e * width + 100, NULL), 0,
 			             "epoch %llu: the 11th must wait", (unsigned long long)e);
@@ -316,7 +364,7 @@ Test(window, long_idle_then_burst)
 	cr_assert_eq(sluice_window_acquire_at(&w, 50, 1, NULL), 1);
 	cr_assert_eq(sluice_window_acquire_at(&w, 1, 2, NULL), 0);
 	uint64_t later = 24 * 3600 * SEC + 3; /* a day idle: every slot stale */
-	cr_assert_eq(sluice_window_count_at(&w, later), 0);
+	cr_assert_eq(counted_at(&w, later), 0);
 	uint64_t admitted = 0;
 	for (int i = 0; i < 80; i++)
 		admitted += (uint64_t)sluice_window_acquire_at(&w, 1, later, NULL);
@@ -337,7 +385,7 @@ Test(window, clock_backwards_by_seconds)
 		cr_assert_eq(d.now_ns, 30 * SEC, "held at the newest bucket's start");
 		cr_assert_eq(d.retry_after_ns, SEC, "bucket 300 leaves at 31 s");
 	}
-	cr_assert_eq(sluice_window_count_at(&w, 5 * SEC), 20, "nothing was forgotten");
+	cr_assert_eq(counted_at(&w, 5 * SEC), 20, "nothing was forgotten");
 	/* the plain variant reads the manual clock the same way */
 	sluice_clock_manual_set(&mclock, 2 * SEC);
 	cr_assert_eq(sluice_window_acquire(&w, 1, NULL), 0);
@@ -474,17 +522,17 @@ ParameterizedTest(struct refund_mode *p, window, refund)
 	cr_assert_eq(sluice_window_acquire_at(&w, 4, 160 * MS, &b), 1);
 	cr_assert_eq(sluice_window_acquire_at(&w, 1, 170 * MS, &d), 0);
 	cr_assert_eq(sluice_window_refund(&w, 4, &b), 0, "open bucket: given back");
-	cr_assert_eq(sluice_window_count_at(&w, 180 * MS), 6);
+	cr_assert_eq(counted_at(&w, 180 * MS), 6);
 	cr_assert_eq(sluice_window_refund(&w, 0, &b), SLUICE_EINVAL);
 	cr_assert_eq(sluice_window_refund(&w, 7, &a), SLUICE_EINVAL, "more than counted");
 	/* bucket 1 sealed when bucket 2 opens: its count is final */
 	cr_assert_eq(sluice_window_acquire_at(&w, 1, 250 * MS, &d), 1);
 	cr_assert_eq(sluice_window_refund(&w, 6, &a), SLUICE_ECANCEL);
-	cr_assert_eq(sluice_window_count_at(&w, 260 * MS), 7, "kept: fewer admissions, not more");
+	cr_assert_eq(counted_at(&w, 260 * MS), 7, "kept: fewer admissions, not more");
 	/* once bucket 1 has left the window there is nothing to give back */
-	cr_assert_eq(sluice_window_count_at(&w, 1150 * MS), 1);
+	cr_assert_eq(counted_at(&w, 1150 * MS), 1);
 	cr_assert_eq(sluice_window_refund(&w, 6, &a), 0);
-	cr_assert_eq(sluice_window_count_at(&w, 1160 * MS), 1);
+	cr_assert_eq(counted_at(&w, 1160 * MS), 1);
 	sluice_window_destroy(&w);
 }
 
@@ -500,7 +548,7 @@ Test(window, lease_shrinks_to_exact_near_limit)
 		admitted += (uint64_t)sluice_window_acquire_at(&w, 1, 50 * MS, NULL);
 	cr_assert_eq(admitted, 1000, "one CPU, n = 1: exactly L (got %llu)",
 	             (unsigned long long)admitted);
-	cr_assert_eq(sluice_window_count_at(&w, 50 * MS), 1000, "no lease left over");
+	cr_assert_eq(counted_at(&w, 50 * MS), 1000, "no lease left over");
 	/* A new epoch: the old lease (none left) cannot be spent there, and the
 	 * window is still full until bucket 0 leaves. */
 	cr_assert_eq(sluice_window_acquire_at(&w, 1, 150 * MS, NULL), 0);
@@ -516,13 +564,13 @@ Test(window, lease_dies_with_its_epoch)
 	make_leased(&w, 1000, SEC, 10, SLUICE_EXACT, 64);
 	pin_to_this_cpu();
 	cr_assert_eq(sluice_window_acquire_at(&w, 1, 10 * MS, NULL), 1);
-	uint64_t taken = sluice_window_count_at(&w, 10 * MS);
+	uint64_t taken = counted_at(&w, 10 * MS);
 	cr_assert_gt(taken, 1, "the first take must lease some extra (%llu)",
 	             (unsigned long long)taken);
 	cr_assert_leq(taken, 1 + 64);
 	/* next bucket: the cell's lease is tagged with epoch 0 */
 	cr_assert_eq(sluice_window_acquire_at(&w, 1, 110 * MS, NULL), 1);
-	cr_assert_gt(sluice_window_count_at(&w, 110 * MS), taken, "epoch 1 took from its own bucket");
+	cr_assert_gt(counted_at(&w, 110 * MS), taken, "epoch 1 took from its own bucket");
 	sluice_window_destroy(&w);
 }
 
@@ -576,7 +624,7 @@ Test(window, idle_lease_cannot_pass_for_a_wrapped_epoch)
 	pin_to_this_cpu();
 	cr_assert_eq(sluice_window_acquire_at(&w, 1, 1000, NULL), 1); /* epoch 1 */
 	uint64_t wrapped = (1ULL << 32) + 1;                          /* same tag */
-	(void)sluice_window_count_at(&w, (1ULL << 32) * 1000);        /* head moves */
+	(void)sluice_window_available_at(&w, (1ULL << 32) * 1000);        /* head moves */
 	uint64_t admitted = 0;
 	for (int i = 0; i < 1000; i++)
 		admitted += (uint64_t)sluice_window_acquire_at(&w, 1, wrapped * 1000, NULL);
@@ -584,5 +632,65 @@ Test(window, idle_lease_cannot_pass_for_a_wrapped_epoch)
 	              (unsigned long long)admitted);
 	cr_assert_eq(admitted, 100, "and every permit of it (got %llu)",
 	             (unsigned long long)admitted);
+	sluice_window_destroy(&w);
+}
+
+/* ---- set_limit -------------------------------------------------------- */
+
+ParameterizedTestParameters(window, set_limit_keeps_every_bucket)
+{
+	static struct refund_mode p[] = { { SLUICE_EXACT }, { SLUICE_STRIPED } };
+	return cr_make_param_array(struct refund_mode, p, sizeof(p) / sizeof(p[0]));
+}
+
+ParameterizedTest(struct refund_mode *p, window, set_limit_keeps_every_bucket)
+{
+	sluice_window_t w;
+	make(&w, 10, SEC, 10, p->mode);
+	sluice_decision_t d;
+	/* 4 in bucket 1, 6 in bucket 5 */
+	cr_assert_eq(sluice_window_acquire_at(&w, 4, 100 * MS, NULL), 1);
+	cr_assert_eq(sluice_window_acquire_at(&w, 6, 500 * MS, NULL), 1);
+	cr_assert_eq(sluice_window_available_at(&w, 500 * MS), 0);
+	/* lower below what the window counts: refusals until enough leaves */
+	cr_assert_eq(sluice_window_set_limit(&w, 5), 0);
+	cr_assert_eq(sluice_window_available_at(&w, 600 * MS), 0);
+	cr_assert_eq(sluice_window_acquire_at(&w, 1, 600 * MS, &d), 0);
+	cr_assert_eq(d.limit, 5);
+	cr_assert_eq(d.remaining, 0);
+	cr_assert_eq(d.retry_after_ns, 900 * MS, "bucket 5 (6 permits) must leave, at 1.5 s");
+	cr_assert_eq(sluice_window_acquire_at(&w, 6, 600 * MS, &d), SLUICE_ETOOBIG);
+	cr_assert_eq(sluice_window_available_at(&w, 1100 * MS), 0, "bucket 1 left: 6 still > 5");
+	cr_assert_eq(sluice_window_available_at(&w, 1500 * MS), 5, "both left: the new limit");
+	cr_assert_eq(sluice_window_acquire_at(&w, 5, 1500 * MS, NULL), 1);
+	cr_assert_eq(sluice_window_acquire_at(&w, 1, 1500 * MS, NULL), 0);
+	/* raise: exactly the difference */
+	cr_assert_eq(sluice_window_set_limit(&w, 8), 0);
+	cr_assert_eq(sluice_window_available_at(&w, 1600 * MS), 3);
+	cr_assert_eq(sluice_window_acquire_at(&w, 4, 1600 * MS, NULL), 0);
+	cr_assert_eq(sluice_window_acquire_at(&w, 3, 1600 * MS, &d), 1);
+	cr_assert_eq(d.limit, 8);
+	cr_assert_eq(sluice_window_acquire_at(&w, 1, 1600 * MS, NULL), 0, "nothing minted");
+	/* invalid: the init's code, nothing changes */
+	cr_assert_eq(sluice_window_set_limit(&w, 0), SLUICE_ELIMIT);
+	cr_assert_eq(sluice_window_set_limit(&w, SLUICE_WINDOW_LIMIT_MAX + 1), SLUICE_ELIMIT);
+	cr_assert_eq(sluice_window_set_limit(NULL, 3), SLUICE_EINVAL);
+	cr_assert_eq(sluice_window_available_at(&w, 2500 * MS), 8 - 3, "bucket 15 left, 16 stays");
+	sluice_window_destroy(&w);
+}
+
+Test(window, available_near_2_64_and_after_jumps)
+{
+	sluice_window_t w;
+	const uint64_t W = SEC;
+	make(&w, 10, W, 10, SLUICE_EXACT);
+	uint64_t t = (UINT64_MAX / (W / 10) - 1) * (W / 10); /* the last bucket but one */
+	cr_assert_eq(sluice_window_available_at(&w, t), 10);
+	cr_assert_eq(sluice_window_acquire_at(&w, 7, t, NULL), 1);
+	cr_assert_eq(sluice_window_available_at(&w, t + 1), 3);
+	cr_assert_eq(sluice_window_available_at(&w, 5 * SEC), 3, "a step back reads the newest bucket");
+	cr_assert_eq(sluice_window_acquire_at(&w, 2, UINT64_MAX, NULL), 1);
+	cr_assert_eq(sluice_window_available_at(&w, UINT64_MAX), 1);
+	cr_assert_eq(sluice_window_available_at(&w, 0), 1);
 	sluice_window_destroy(&w);
 }

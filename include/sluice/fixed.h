@@ -3,7 +3,7 @@
  *
  * GUARANTEE (any number of threads, any timing): for every aligned window
  * [k*W, (k+1)*W) of the limiter's timeline, the permits admitted at a time
- * inside it total at most L.  A decision's time is its reading, or the start
+ * inside it total at most L (while set_limit changes L: SET_LIMIT below).  A decision's time is its reading, or the start
  * of the newest window when the reading is older (decision.now_ns).  Check-and-count is one CAS on one 64-bit word
  * that packs the window's epoch tag (low 32 bits of k) with its count, so two
  * racing threads can never both take the last permit.
@@ -31,6 +31,25 @@
  * of any age, or one stalled for any time, gives back only to the window
  * it was taken from, and only while that window is current.
  *
+ * SET_LIMIT (sluice_fixed_set_limit(), safe while decisions run): a
+ * change keeps the count.  Nothing counted is forgotten and nothing is
+ * minted: permits already admitted in the current window stay counted
+ * against the new limit, so lowering L below the count refuses every
+ * request until the window ends, and raising it admits just the
+ * difference in that window.  The change applies to every decision
+ * that reads the limit after it (any decision that happens after the
+ * call returns).  A decision reads the limit once, checks count + n
+ * against that value in its CAS, and reports it in decision.limit; so
+ * with changes under way the GUARANTEE becomes: the permits admitted in
+ * a window total at most the largest decision.limit among its
+ * admissions, i.e. at most max(old, new) across one change (a decision
+ * that read the old limit just before the change may still admit
+ * against it).  A decision that stalled between reading the limit and
+ * its CAS across several changes is judged against the limit it read.
+ * A request above the limit it reads is SLUICE_ETOOBIG.  The limit is
+ * the only setter: a fixed window has no rate or burst (the generic
+ * handle answers SLUICE_ENOTSUP for those).
+ *
  * LIMITS: L in 1..SLUICE_FIXED_LIMIT_MAX; W >= the clock's resolution.
  * Memory: 64 bytes (one cache line) of hot state.
  */
@@ -54,8 +73,10 @@ typedef struct sluice_fixed_config {
 } sluice_fixed_config_t;
 
 typedef struct sluice_fixed {
+	/* written only by sluice_fixed_set_limit() (relaxed); a decision
+	 * reads it once and is judged against that value (SET_LIMIT) */
+	_Atomic uint64_t limit;
 	/* read-only after init */
-	uint64_t limit;
 	uint64_t window_ns;
 	const sluice_clock_t *clock;
 	/* private: written on decision paths, on a line of their own */
@@ -90,15 +111,15 @@ SLUICE_API int sluice__fixed_bad_n(const sluice_fixed_t *f, uint64_t n, uint64_t
                                    sluice_decision_t *d);
 
 static inline void sluice__fixed_fill(const sluice_fixed_t *f, sluice_decision_t *d, int allowed,
-                                      uint64_t count, uint64_t h, uint64_t now)
+                                      uint64_t limit, uint64_t count, uint64_t h, uint64_t now)
 {
 	uint64_t start = h * f->window_ns;
 	if (now < start)
 		now = start; /* a reading from before the newest window */
 	uint64_t left = f->window_ns - (now - start); /* no overflow near 2^64 */
 	d->allowed = allowed;
-	d->limit = f->limit;
-	d->remaining = count >= f->limit ? 0 : f->limit - count;
+	d->limit = limit;
+	d->remaining = count >= limit ? 0 : limit - count;
 	d->reset_ns = left;
 	d->retry_after_ns = allowed ? 0 : left;
 	d->delay_ns = 0;
@@ -117,12 +138,16 @@ static inline void sluice__fixed_fill(const sluice_fixed_t *f, sluice_decision_t
  * stalls for 2^32 windows or more between its reads and its CAS returns 0
  * (refused) with its n left counted: never an extra admission.
  * Return: 1 admitted, 0 refused, SLUICE_EINVAL (n = 0), SLUICE_ETOOBIG
- * (n > limit: can never pass; @d says retry_after_ns = SLUICE_NEVER).
+ * (n above the limit this decision read: cannot pass unless set_limit
+ * raises it; @d says retry_after_ns = SLUICE_NEVER).
  */
 static inline int sluice_fixed_acquire_at(sluice_fixed_t *f, uint64_t n, uint64_t now,
                                           sluice_decision_t *d)
 {
-	if (SLUICE_UNLIKELY(n - 1 >= f->limit))
+	/* Relaxed: the limit publishes nothing; the one value read here is
+	 * what this decision is judged against (SET_LIMIT). */
+	uint64_t L = atomic_load_explicit(&f->limit, memory_order_relaxed);
+	if (SLUICE_UNLIKELY(n - 1 >= L))
 		return sluice__fixed_bad_n(f, n, now, d);
 	/* Acquire (free on x86): a word of a later epoch that this decision
 	 * goes on to CAS was opened after head reached it, so the check after
@@ -138,9 +163,9 @@ static inline int sluice_fixed_acquire_at(sluice_fixed_t *f, uint64_t n, uint64_
 		if (SLUICE_UNLIKELY((w >> 32) != (h & 0xffffffffu)))
 			return sluice__fixed_acquire_slow(f, n, now, d);
 		uint64_t count = w & 0xffffffffu;
-		if (count + n > f->limit) {
+		if (count + n > L) {
 			if (d)
-				sluice__fixed_fill(f, d, 0, count, h, now);
+				sluice__fixed_fill(f, d, 0, L, count, h, now);
 			return 0;
 		}
 		/* Acquire on success, then head again: a word tagged like h
@@ -155,11 +180,11 @@ static inline int sluice_fixed_acquire_at(sluice_fixed_t *f, uint64_t n, uint64_
 			if (SLUICE_UNLIKELY(!sluice__same_lap(
 				    atomic_load_explicit(&f->head, memory_order_relaxed), h))) {
 				if (d)
-					sluice__fixed_fill(f, d, 0, f->limit, h, now);
+					sluice__fixed_fill(f, d, 0, L, L, h, now);
 				return 0;
 			}
 			if (d)
-				sluice__fixed_fill(f, d, 1, count + n, h, now);
+				sluice__fixed_fill(f, d, 1, L, count + n, h, now);
 			return 1;
 		}
 	}
@@ -190,5 +215,35 @@ static inline int sluice_fixed_acquire(sluice_fixed_t *f, uint64_t n, sluice_dec
 {
 	return sluice_fixed_acquire_at(f, n, sluice_clock_now(f->clock), d);
 }
+
+/*
+ * sluice_fixed_available_at - the largest n an acquire at @now would admit
+ * right now (0 when none), taking nothing.
+ * @f: the limiter.  @now: ns on the limiter's clock base; a reading older
+ * than the newest window is read as that window (CLOCK JUMPS).
+ *
+ * The current limit minus what the window of @now counts (0 when the count
+ * is at or above a lowered limit); a window later than any opened counts
+ * nothing.  Lock-free, writes nothing, no allocation, any thread.  A
+ * snapshot: concurrent decisions and set_limit may change it at once.
+ * Return: 0..limit.
+ */
+SLUICE_API uint64_t sluice_fixed_available_at(sluice_fixed_t *f, uint64_t now);
+
+/* sluice_fixed_available - as _at, reading the limiter's clock. */
+SLUICE_API uint64_t sluice_fixed_available(sluice_fixed_t *f);
+
+/*
+ * sluice_fixed_set_limit - change L to @limit, keeping the count (see
+ * SET_LIMIT above for what it means for permits already counted and for
+ * decisions running meanwhile).
+ * Safe while decisions run on any thread: one relaxed store, which the
+ * deciders read without a lock; concurrent calls leave one of their
+ * values.  No allocation.  Takes effect at once, in the current window:
+ * there is no time to anchor it to, so there is no _at variant.
+ * Return: 0; SLUICE_EINVAL (NULL), SLUICE_ELIMIT (outside
+ * 1..SLUICE_FIXED_LIMIT_MAX, as init): then nothing changes.
+ */
+SLUICE_API int sluice_fixed_set_limit(sluice_fixed_t *f, uint64_t limit);
 
 #endif /* SLUICE_FIXED_H */

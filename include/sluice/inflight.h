@@ -8,7 +8,9 @@
  *
  * GUARANTEE (any number of threads, any timing): let held be the sum of n
  * over successful acquires minus the sum of n over successful releases.
- * held never exceeds K and never goes below 0 (it never wraps).  Every
+ * held never exceeds K and never goes below 0 (it never wraps); while
+ * set_limit changes K, no acquire takes held above the K it read
+ * (SET_LIMIT).  Every
  * successful acquire and release is one CAS on one 64-bit word that checks
  * the bound against the value it replaces, so the operations are
  * linearizable: two threads can never both take the last slot.  When every release matches an earlier
@@ -34,6 +36,20 @@
  *     of a contended atomic, not of a per-CPU counter.  Lock-free, not
  *     wait-free: a thread's CAS can fail as long as others keep succeeding.
  *
+ * SET_LIMIT (sluice_inflight_set_limit(), safe while acquires and releases
+ * run): a change keeps held.  Nothing held is forgotten and nothing is
+ * minted: lowering K below held refuses every acquire until releases bring
+ * held to K - n or less; raising it lets exactly the difference in.  An
+ * acquire reads K once, its CAS checks held + n against that value, and
+ * it reports it in decision.limit; so with changes under way the
+ * GUARANTEE above reads: every successful acquire leaves held at most the
+ * K it read (its decision.limit), hence held never exceeds the largest
+ * limit any acquire read: max(old, new) across one change (an acquire
+ * that read the old K just before the change may still admit against
+ * it).  held may stay above a lowered K, never because of an acquire
+ * that read it.  The limit is the only setter (no rate, no burst: the
+ * generic handle answers SLUICE_ENOTSUP for those).
+ *
  * BAD RELEASES: a release of more than is held returns SLUICE_ERELEASE,
  * changes nothing and increments the limiter's counter
  * (sluice_inflight_bad_releases()), in every build.  The library prints
@@ -50,8 +66,9 @@
  * per decision for a value no decision reads): d->now_ns is the reading as
  * given, and may run backwards when the caller's clock does.
  *
- * DECISION: allowed; limit = K; remaining = K - held after the decision
- * (refused: K - held as seen when refusing); retry_after_ns = 0 in both
+ * DECISION: allowed; limit = the K the acquire read; remaining = K - held
+ * after the decision (refused: K - held as seen when refusing, 0 when held
+ * is at or above a lowered K); retry_after_ns = 0 in both
  * cases: a slot frees only when some holder releases, which may happen the
  * next instant, so 0 is the exact earliest time the request could pass (a
  * lower bound, not a promise; a refusal with allowed = false and
@@ -61,10 +78,11 @@
  *
  * LIMITS: K in 1..SLUICE_INFLIGHT_LIMIT_MAX (2^62); n in 1..K.  K may count
  * bytes (a budget of request bodies in flight), not only requests, hence the
- * wide range.  The acquire never forms held + n before checking
- * n <= K - held, so no value of K could make it wrap; the cap leaves
- * callers room to add counts and limits (K + n, sums over several limiters)
- * without wrapping either.
+ * wide range.  The acquire checks held + n <= K: held is at most the
+ * largest K ever set and n at most K, so the sum is at most 2^63 and never
+ * wraps, even when set_limit lowered K below held; the cap also leaves
+ * callers room to add counts and limits (K + n, sums over several
+ * limiters) without wrapping.
  *
  * MEMORY: 128 bytes, caller-allocated (two cache lines: read-only and
  * rarely written fields, then the hot count alone).  No allocation, ever.
@@ -90,8 +108,10 @@ typedef struct sluice_inflight_config {
 } sluice_inflight_config_t;
 
 typedef struct sluice_inflight {
+	/* written only by sluice_inflight_set_limit() (relaxed); an acquire
+	 * reads it once and is judged against that value (SET_LIMIT) */
+	_Atomic uint64_t limit;
 	/* read-only after init */
-	uint64_t limit;
 	const sluice_clock_t *clock;
 	/* private, written only on a bad release (cold) */
 	_Atomic uint64_t bad_releases; /* releases refused as more than held */
@@ -132,29 +152,17 @@ static inline uint64_t sluice_inflight_bad_releases(const sluice_inflight_t *f)
 	                            memory_order_relaxed);
 }
 
-/*
- * sluice_inflight_count - slots held right now.  Thread-safe, lock-free,
- * any context.  A relaxed read that orders nothing: under concurrent traffic
- * the value may be stale by the time it is used (it is for monitoring, not
- * for deciding).  Exact when no acquire or release runs.
- * Return: held, 0..K.
- */
-static inline uint64_t sluice_inflight_count(const sluice_inflight_t *f)
-{
-	return atomic_load_explicit(&((sluice_inflight_t *)f)->held, memory_order_relaxed);
-}
-
 /* private slow paths (lib/inflight.c) */
 SLUICE_API int sluice__inflight_bad_n(const sluice_inflight_t *f, uint64_t n, uint64_t now,
                                       sluice_decision_t *d);
 SLUICE_API int sluice__inflight_bad_release(sluice_inflight_t *f, uint64_t n, uint64_t held);
 
-static inline void sluice__inflight_fill(const sluice_inflight_t *f, sluice_decision_t *d,
-                                         int allowed, uint64_t held, uint64_t now)
+static inline void sluice__inflight_fill(sluice_decision_t *d, int allowed, uint64_t limit,
+                                         uint64_t remaining, uint64_t now)
 {
 	d->allowed = allowed;
-	d->limit = f->limit;
-	d->remaining = f->limit - held; /* held <= limit: the CAS checked it */
+	d->limit = limit;
+	d->remaining = remaining;
 	d->retry_after_ns = 0;          /* see DECISION above               */
 	d->delay_ns = 0;
 	d->reset_ns = SLUICE_NEVER;
@@ -173,22 +181,26 @@ static inline void sluice__inflight_fill(const sluice_inflight_t *f, sluice_deci
  * after it, as with sem_post()/sem_wait().  A refusal takes nothing and
  * implies no ordering.
  * Return: 1 admitted, 0 refused (fewer than @n free now), SLUICE_EINVAL
- * (n = 0), SLUICE_ETOOBIG (n > K: can never pass; retry_after_ns is
- * SLUICE_NEVER).
+ * (n = 0), SLUICE_ETOOBIG (n above the K this acquire read: cannot pass
+ * unless set_limit raises it; retry_after_ns is SLUICE_NEVER).
  */
 static inline int sluice_inflight_acquire_at(sluice_inflight_t *f, uint64_t n, uint64_t now,
                                              sluice_decision_t *d)
 {
-	if (SLUICE_UNLIKELY(n - 1 >= f->limit))
+	/* Relaxed: the limit publishes nothing; the one value read here is
+	 * what this acquire is judged against (SET_LIMIT). */
+	uint64_t K = atomic_load_explicit(&f->limit, memory_order_relaxed);
+	if (SLUICE_UNLIKELY(n - 1 >= K))
 		return sluice__inflight_bad_n(f, n, now, d);
 	/* Relaxed: only a guess for the CAS, which re-checks the real value. */
 	uint64_t h = atomic_load_explicit(&f->held, memory_order_relaxed);
 	for (;;) {
-		/* h <= K always, so K - h cannot wrap; n <= K - h means
-		 * h + n <= K without computing a sum that could overflow. */
-		if (n > f->limit - h) {
+		/* h may exceed K after K was lowered below what is held, so
+		 * K - h could wrap; h + n cannot: h is at most the largest K
+		 * ever set and n at most K, both <= 2^62 (LIMITS). */
+		if (h + n > K) {
 			if (d)
-				sluice__inflight_fill(f, d, 0, h, now);
+				sluice__inflight_fill(d, 0, K, h >= K ? 0 : K - h, now);
 			return 0;
 		}
 		/* Acquire on success: pairs with the release CAS in
@@ -198,7 +210,7 @@ static inline int sluice_inflight_acquire_at(sluice_inflight_t *f, uint64_t n, u
 		if (atomic_compare_exchange_weak_explicit(&f->held, &h, h + n, memory_order_acquire,
 		                                          memory_order_relaxed)) {
 			if (d)
-				sluice__inflight_fill(f, d, 1, h + n, now);
+				sluice__inflight_fill(d, 1, K, K - h - n, now);
 			return 1;
 		}
 	}
@@ -263,5 +275,33 @@ static inline int sluice_inflight_refund(sluice_inflight_t *f, uint64_t n,
 	(void)admitted;
 	return sluice_inflight_release(f, n);
 }
+
+/*
+ * sluice_inflight_available - the largest n an acquire would admit right
+ * now (0 when none), taking nothing: K - held, or 0 when held is at or
+ * above a lowered K.  Time plays no part, so there is no _at variant.
+ * Thread-safe, lock-free, writes nothing, any context.  Relaxed reads that
+ * order nothing: under concurrent traffic the value may be stale by the
+ * time it is used (for monitoring, not for deciding).  Exact when no
+ * acquire, release or set_limit runs.
+ * Return: 0..K.
+ */
+static inline uint64_t sluice_inflight_available(const sluice_inflight_t *f)
+{
+	sluice_inflight_t *m = (sluice_inflight_t *)f; /* loads only */
+	uint64_t K = atomic_load_explicit(&m->limit, memory_order_relaxed);
+	uint64_t h = atomic_load_explicit(&m->held, memory_order_relaxed);
+	return h >= K ? 0 : K - h;
+}
+
+/*
+ * sluice_inflight_set_limit - change K to @limit, keeping held (see
+ * SET_LIMIT above).  Safe while acquires and releases run on any thread:
+ * one relaxed store that they read without a lock; concurrent calls leave
+ * one of their values.  No allocation.
+ * Return: 0; SLUICE_EINVAL (NULL), SLUICE_ELIMIT (0 or above
+ * SLUICE_INFLIGHT_LIMIT_MAX, as init): then nothing changes.
+ */
+SLUICE_API int sluice_inflight_set_limit(sluice_inflight_t *f, uint64_t limit);
 
 #endif /* SLUICE_INFLIGHT_H */

@@ -11,7 +11,8 @@
  *
  * GUARANTEE (any number of threads, any timing, any alignment):
  *   for every interval [s, s + W) of the log's timeline, the permits of the
- *   admissions whose decision.now_ns lies inside it total at most L.
+ *   admissions whose decision.now_ns lies inside it total at most L (while
+ *   set_limit changes L: SET_LIMIT below).
  *   Admission is one CAS on a 64-bit count of permits (`head`), so two
  *   threads can never both take the last place; the times an admission
  *   writes are never older than its now_ns, and are written in admission
@@ -19,7 +20,8 @@
  *   places back.  tests/test_log_threads.c checks exactly this sentence.
  *
  * WORST CASE (what it costs, what a stalled or slow thread can do):
- *   - Memory 8 * (L + 1) bytes: one time per permit of the window plus one
+ *   - Memory 8 * (C + 1) bytes (C = config.capacity, default L): one time
+ *     per permit the window may hold at the largest limit, plus one
  *     spare slot (it keeps the deciding entry readable while an admission is
  *     half-written; lib/log.c says why).  L = 2^24 costs 128 MiB.
  *   - A refusal writes nothing of its own (it may finish another thread's
@@ -43,6 +45,26 @@
  *   - NOT a fairness guarantee: a thread may keep losing the admission CAS
  *     to others (lock-free, not wait-free).
  *
+ * SET_LIMIT (sluice_log_set_limit(), safe while decisions run): a change
+ *   keeps every recorded time.  Nothing counted is forgotten and nothing
+ *   is minted: the permits in the window stay counted against the new
+ *   limit, so lowering L below them refuses every request until enough of
+ *   them leave the window (retry_after_ns says when), and raising it
+ *   admits just the difference.  The ring holds C + 1 times for the
+ *   capacity C given at init (config.capacity, default L), so a limit
+ *   can be raised up to C without allocating.  A decision reads the limit
+ *   once, decides on the L-th newest entry for that L and reports it in
+ *   decision.limit; the change applies to every decision that happens
+ *   after the call.  With changes under way the GUARANTEE holds with L =
+ *   the limit read by the newest admission whose now_ns lies in the
+ *   interval; so every interval of length W holds at most the largest
+ *   decision.limit among its admissions: max(old, new) across one change
+ *   (a decision that read the old limit just before the change may still
+ *   admit against it; one stalled across several changes is judged
+ *   against the limit it read).  A request above the limit it reads is
+ *   SLUICE_ETOOBIG.  The limit is the only setter: a log has no rate or
+ *   burst (the generic handle answers SLUICE_ENOTSUP for those).
+ *
  * CLOCK JUMPS: the log keeps `last`, the newest time an admission used, and
  *   a reading older than it is treated as that time (decision.now_ns says
  *   which time was used).  A clock set back by seconds can neither reopen
@@ -60,7 +82,7 @@
  *   2^64.  head counts permits in 64 bits: at 10^9 permits/s it would wrap
  *   after 584 years.
  *
- * MEMORY: 8 * (L + 1) bytes allocated at init (one aligned block), plus
+ * MEMORY: 8 * (C + 1) bytes (C = config.capacity, default L) allocated at init (one aligned block), plus
  *   sizeof(sluice_log_t) = 128 bytes.  The cap, 2^24 entries (128 MiB), is
  *   where a sliding log stops being the right tool: its memory grows with
  *   the limit, while sluice/window.h bounds the same rate in 8 bytes per
@@ -86,13 +108,18 @@ typedef struct sluice_log_config {
 	uint64_t limit;              /* L: permits in any interval of W, 1..2^24 */
 	uint64_t window_ns;          /* W: >= 1 and >= the clock's resolution    */
 	const sluice_clock_t *clock; /* NULL: &sluice_clock_cached               */
+	uint64_t capacity;           /* C: the largest limit set_limit may set,
+	                              * L..2^24; 0 = L.  The ring is sized for it */
 } sluice_log_config_t;
 
 typedef struct sluice_log {
+	/* written only by sluice_log_set_limit() (relaxed); a decision reads
+	 * it once and is judged against that value (SET_LIMIT) */
+	_Atomic uint64_t limit;      /* L                                        */
 	/* read-only after init */
-	uint64_t limit;              /* L                                        */
+	uint64_t capacity;           /* C >= every L                             */
 	uint64_t window_ns;          /* W                                        */
-	uint64_t slots;              /* L + 1                                    */
+	uint64_t slots;              /* C + 1                                    */
 	const sluice_clock_t *clock;
 	_Atomic uint64_t *times;     /* permit q's time lives in times[q % slots] */
 	/* private: read by every decision, written by every admission */
@@ -102,13 +129,14 @@ typedef struct sluice_log {
 } sluice_log_t;
 
 /*
- * sluice_log_init - validate @cfg and allocate the ring (8 * (L + 1) bytes).
+ * sluice_log_init - validate @cfg and allocate the ring (8 * (C + 1) bytes).
  * @lg: caller-allocated.  @cfg: the configuration.
  *
  * Not thread-safe for the same @lg; allocates.  On success every slot is
  * empty and the log's time is 1 ns.
- * Return: 0; SLUICE_EINVAL (NULL), SLUICE_ECLOCK, SLUICE_ELIMIT (L = 0),
- * SLUICE_EMEMORY (L above SLUICE_LOG_LIMIT_MAX), SLUICE_EWINDOW (W = 0),
+ * Return: 0; SLUICE_EINVAL (NULL), SLUICE_ECLOCK, SLUICE_ELIMIT (L = 0, or
+ * a capacity below L), SLUICE_EMEMORY (L or the capacity above
+ * SLUICE_LOG_LIMIT_MAX), SLUICE_EWINDOW (W = 0),
  * SLUICE_ERESOLUTION (W below the clock's resolution), SLUICE_ENOMEM.
  * On error @lg is left untouched and nothing is allocated.
  */
@@ -144,7 +172,8 @@ SLUICE_API size_t sluice_log_size(void);
  * decides at the same moment; otherwise it is a snapshot that may be stale.
  * Calling context: any thread; never blocks.
  * Return: 1 admitted, 0 refused, SLUICE_EINVAL (n = 0), SLUICE_ETOOBIG
- * (n > L: can never pass; @d says retry_after_ns = SLUICE_NEVER).
+ * (n above the L this decision read: cannot pass unless set_limit raises
+ * it; @d says retry_after_ns = SLUICE_NEVER).
  */
 SLUICE_API int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now,
                                      sluice_decision_t *d);
@@ -183,11 +212,31 @@ SLUICE_API int sluice_log_refund(sluice_log_t *lg, uint64_t n,
                                  const sluice_decision_t *admitted);
 
 /*
- * sluice_log_count_at - permits counted in (T - W, T], T = max(@now, the
- * log's newest time): what the next decision at @now would see.
- * Exact when no admission runs concurrently.  Lock-free, writes nothing but
- * may finish another thread's half-written admission.  O(log L).
+ * sluice_log_available_at - the largest n an acquire at @now would admit
+ * right now (0 when none), taking nothing: at T = max(@now, the log's
+ * newest time), how many of the last L permits (L the current limit) have
+ * left (T - W, T], counting places never used as left.  So it is L minus
+ * the permits in the window, or 0 when they are L or more (a lowered
+ * limit).  Exact when no admission runs concurrently; otherwise a
+ * snapshot.  Lock-free, no allocation; writes nothing of its own but may
+ * finish another thread's half-written admission.  O(log L).
+ * Return: 0..limit.
  */
-SLUICE_API uint64_t sluice_log_count_at(sluice_log_t *lg, uint64_t now);
+SLUICE_API uint64_t sluice_log_available_at(sluice_log_t *lg, uint64_t now);
+
+/* sluice_log_available - as _at, reading the log's clock. */
+SLUICE_API uint64_t sluice_log_available(sluice_log_t *lg);
+
+/*
+ * sluice_log_set_limit - change L to @limit (1..capacity), keeping every
+ * recorded time (see SET_LIMIT above).  Safe while decisions and refunds
+ * run on any number of threads: one relaxed store, which they read without
+ * a lock; concurrent calls leave one of their values.  No allocation: the
+ * ring was sized for the capacity at init.  It takes effect at once; there
+ * is no time to anchor it to, so there is no _at variant.
+ * Return: 0; SLUICE_EINVAL (NULL), SLUICE_ELIMIT (0, or above the
+ * capacity the ring was sized for): then nothing changes.
+ */
+SLUICE_API int sluice_log_set_limit(sluice_log_t *lg, uint64_t limit);
 
 #endif /* SLUICE_LOG_H */

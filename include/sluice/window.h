@@ -5,7 +5,7 @@
  * the permits admitted with a clock reading in [k*W/N, (k+1)*W/N): k is the
  * bucket's epoch.  A decision in epoch h counts the buckets h-N+1 .. h.
  *
- * GUARANTEES
+ * GUARANTEES (L the limit; while set_limit changes it, read SET_LIMIT below)
  *
  *   SLUICE_EXACT (any number of threads, any timing):
  *     for every run of N consecutive epochs, the permits admitted total at
@@ -73,6 +73,27 @@
  *   over 300 s: L = 100, N = 10 saw +14% at 3x the rate and +37% at 10x;
  *   L = 10000, N = 100 saw +0.96% at 10x).  For "never more than L in any
  *   W" use an exact sliding log.
+ *
+ * SET_LIMIT (sluice_window_set_limit(), safe while decisions run): a
+ *   change keeps every bucket's count and every lease.  Nothing counted is
+ *   forgotten and nothing is minted: the permits of the N buckets in the
+ *   window stay counted against the new limit, so lowering L below what
+ *   they hold refuses every request until enough buckets leave the window
+ *   (retry_after_ns says when), and raising it admits just the
+ *   difference.  The change applies to every decision that reads the
+ *   limit after it (any decision that happens after the call returns).
+ *   A decision reads the limit once, checks against that value in its CAS
+ *   and reports it in decision.limit, so with changes under way the bounds
+ *   above hold with L = the largest decision.limit among the admissions
+ *   of the N epochs: at most max(old, new) across one change (a decision
+ *   that read the old limit just before the change may still admit
+ *   against it; STRIPED adds its (T-1) * n_max).  A decision that stalled
+ *   between reading the limit and its CAS across several changes is
+ *   judged against the limit it read.  A spend from a lease checks no
+ *   limit: its permits were counted against its taker's, and it reports
+ *   the current limit.  A request above the limit it reads is
+ *   SLUICE_ETOOBIG.  The limit is the only setter: the ring has no rate
+ *   or burst (the generic handle answers SLUICE_ENOTSUP for those).
  *
  * CLOCK JUMPS: the ring keeps the newest epoch it has opened (`head`, 64
  *   bits, only moved forward by CAS).  A reading before head's bucket is
@@ -154,17 +175,19 @@ struct sluice__window_slot {
 };
 
 typedef struct sluice_window {
+	/* written only by sluice_window_set_limit() (relaxed); a decision
+	 * reads one of them once and is judged against it (SET_LIMIT) */
+	_Atomic uint64_t limit;
+	_Atomic uint64_t fast_limit;       /* L for EXACT without leases, else
+	                                    * 0: one compare gates the inline
+	                                    * path on n, mode and leases   */
 	/* read-only after init */
-	uint64_t limit;
 	uint64_t window_ns;
 	uint64_t width_ns;                 /* W / N                        */
 	uint32_t buckets;                  /* N                            */
 	uint32_t mask;                     /* slots - 1 (slots = 2^k >= N) */
 	uint32_t cell_mask;                /* STRIPED, leases: cells - 1   */
 	uint32_t lease;                    /* B; 0 = no leases             */
-	uint64_t fast_limit;               /* L for EXACT without leases, else
-	                                    * 0: one compare gates the inline
-	                                    * path on n, mode and leases   */
 	sluice_window_mode_t mode;
 	const sluice_clock_t *clock;
 	struct sluice__window_slot *slots; /* one per bucket               */
@@ -198,13 +221,6 @@ SLUICE_API void sluice_window_destroy(sluice_window_t *w);
 SLUICE_API size_t sluice_window_size(void);
 
 /*
- * sluice_window_count_at - permits counted in the window ending at @now
- * (the N buckets up to now's bucket), as the next decision would see them.
- * Exact when quiescent.  Lock-free; may open the current epoch.
- */
-SLUICE_API uint64_t sluice_window_count_at(sluice_window_t *w, uint64_t now);
-
-/*
  * sluice_window_refund - give back @n permits of the admission @admitted
  * describes (its decision, as filled by acquire).
  *
@@ -236,18 +252,19 @@ SLUICE_API int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint6
 SLUICE_API int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
                                          sluice_decision_t *d);
 SLUICE_API void sluice__window_fill_refused(sluice_window_t *w, sluice_decision_t *d,
-                                            uint64_t counted, uint64_t base, uint64_t n,
+                                            uint64_t limit, uint64_t counted, uint64_t base, uint64_t n,
                                             uint64_t h, uint64_t now);
 
 /* @start: the start of the decision's bucket, h * width. */
 static inline void sluice__window_fill_allowed(const sluice_window_t *w, sluice_decision_t *d,
-                                               uint64_t counted, uint64_t start, uint64_t now)
+                                               uint64_t limit, uint64_t counted, uint64_t start,
+                                               uint64_t now)
 {
 	if (now < start)
 		now = start; /* a reading from before the newest bucket */
 	d->allowed = 1;
-	d->limit = w->limit;
-	d->remaining = counted >= w->limit ? 0 : w->limit - counted;
+	d->limit = limit;
+	d->remaining = counted >= limit ? 0 : limit - counted;
 	d->retry_after_ns = 0;
 	d->delay_ns = 0;
 	d->reset_ns = w->window_ns - (now - start); /* no overflow near 2^64 */
@@ -257,11 +274,12 @@ static inline void sluice__window_fill_allowed(const sluice_window_t *w, sluice_
 /* private: the fast path's fill, where start <= now < start + width and
  * @counted (after this admission) <= L are known. */
 static inline void sluice__window_fill_admitted(const sluice_window_t *w, sluice_decision_t *d,
-                                                uint64_t counted, uint64_t start, uint64_t now)
+                                                uint64_t limit, uint64_t counted, uint64_t start,
+                                                uint64_t now)
 {
 	d->allowed = 1;
-	d->limit = w->limit;
-	d->remaining = w->limit - counted;
+	d->limit = limit;
+	d->remaining = limit - counted;
 	d->retry_after_ns = 0;
 	d->delay_ns = 0;
 	d->reset_ns = w->window_ns - (now - start);
@@ -281,7 +299,10 @@ static inline void sluice__window_fill_leased(const sluice_window_t *w, sluice_d
                                               uint64_t now)
 {
 	uint64_t seen = atomic_load_explicit(&cell->seen, memory_order_relaxed);
-	uint64_t counted = w->limit; /* h already closed: nothing remains */
+	/* A spend checks no limit (its permits were counted against the
+	 * taker's): report the current one.  Relaxed: it publishes nothing. */
+	uint64_t L = atomic_load_explicit(&((sluice_window_t *)w)->limit, memory_order_relaxed);
+	uint64_t counted = L; /* h already closed: nothing remains */
 	if ((seen >> 32) == SLUICE__TAG(h)) {
 		counted = seen & 0xffffffffu;
 	} else {
@@ -290,7 +311,7 @@ static inline void sluice__window_fill_leased(const sluice_window_t *w, sluice_d
 		if ((c >> 32) == SLUICE__TAG(h) && (s >> 32) == SLUICE__TAG(h))
 			counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
 	}
-	sluice__window_fill_allowed(w, d, counted, h * w->width_ns, now);
+	sluice__window_fill_allowed(w, d, L, counted, h * w->width_ns, now);
 }
 
 /*
@@ -314,12 +335,12 @@ static inline int sluice__window_cas_was_current(sluice_window_t *w, uint64_t h)
  * sluice__window_cas_was_current): refused, nothing known to remain, may
  * be retried at once. */
 static inline void sluice__window_fill_stale(const sluice_window_t *w, sluice_decision_t *d,
-                                             uint64_t now)
+                                             uint64_t limit, uint64_t now)
 {
 	if (!d)
 		return;
 	d->allowed = 0;
-	d->limit = w->limit;
+	d->limit = limit;
 	d->remaining = 0;
 	d->retry_after_ns = 0;
 	d->delay_ns = 0;
@@ -373,7 +394,9 @@ static inline int sluice__window_lease_spend(sluice_window_t *w, struct sluice_w
 static inline int sluice__window_acquire_leased(sluice_window_t *w, uint64_t n, uint64_t now,
                                                 sluice_decision_t *d)
 {
-	if (SLUICE_UNLIKELY(n - 1 >= w->limit))
+	/* Relaxed, as every load of the limit: it publishes nothing.  A
+	 * spend checks no limit (SET_LIMIT), only n against it here. */
+	if (SLUICE_UNLIKELY(n - 1 >= atomic_load_explicit(&w->limit, memory_order_relaxed)))
 		return sluice__window_acquire_slow(w, n, now, d);
 	/* Acquire: pairs with the release CAS that moved head (window.c). */
 	uint64_t h = atomic_load_explicit(&w->head, memory_order_acquire);
@@ -385,18 +408,22 @@ static inline int sluice__window_acquire_leased(sluice_window_t *w, uint64_t n, 
 	                                       now, d);
 	if (spent) {
 		if (SLUICE_UNLIKELY(spent < 0)) {
-			sluice__window_fill_stale(w, d, now);
+			sluice__window_fill_stale(
+				w, d, atomic_load_explicit(&w->limit, memory_order_relaxed), now);
 			return 0;
 		}
 		return 1;
 	}
-	/* Short: refuse from reads alone, or take a new lease. */
+	/* Short: refuse from reads alone against the limit read now (the
+	 * one this refusal reports), or take a new lease (which reads it
+	 * once more for its own check: sluice__window_lease_take). */
+	uint64_t L = atomic_load_explicit(&w->limit, memory_order_relaxed);
 	uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
 	uint64_t s = atomic_load_explicit(&w->slots[h & w->mask].word, memory_order_relaxed);
 	uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
-	if (sluice__window_open(c, s, h) && counted + n > w->limit) {
+	if (sluice__window_open(c, s, h) && counted + n > L) {
 		if (d)
-			sluice__window_fill_refused(w, d, counted, c & 0xffffffffu, n, h, now);
+			sluice__window_fill_refused(w, d, L, counted, c & 0xffffffffu, n, h, now);
 		return 0;
 	}
 	return sluice__window_lease_take(w, n, now, d);
@@ -416,13 +443,17 @@ static inline int sluice__window_acquire_leased(sluice_window_t *w, uint64_t n, 
  * with epoch h was first counted in h's bucket by the CAS that leased it.
  * With leases, d->remaining counts leased, unspent permits as taken.
  * Return: 1 admitted, 0 refused, SLUICE_EINVAL (n = 0), SLUICE_ETOOBIG
- * (n > limit; retry_after_ns = SLUICE_NEVER).
+ * (n above the limit this decision read: cannot pass unless set_limit
+ * raises it; retry_after_ns = SLUICE_NEVER).
  */
 static inline int sluice_window_acquire_at(sluice_window_t *w, uint64_t n, uint64_t now,
                                            sluice_decision_t *d)
 {
-	/* n = 0, n > L, STRIPED and leases all fail this one compare */
-	if (SLUICE_UNLIKELY(n - 1 >= w->fast_limit)) {
+	/* n = 0, n > L, STRIPED and leases all fail this one compare.
+	 * Relaxed: the limit publishes nothing; the one value read here is
+	 * what this decision is judged against (SET_LIMIT). */
+	uint64_t L = atomic_load_explicit(&w->fast_limit, memory_order_relaxed);
+	if (SLUICE_UNLIKELY(n - 1 >= L)) {
 		if (w->lease)
 			return sluice__window_acquire_leased(w, n, now, d);
 		return sluice__window_acquire_slow(w, n, now, d);
@@ -442,20 +473,20 @@ static inline int sluice_window_acquire_at(sluice_window_t *w, uint64_t n, uint6
 		if (SLUICE_UNLIKELY(!sluice__window_open(c, s, h)))
 			return sluice__window_acquire_slow(w, n, now, d);
 		uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
-		if (counted + n > w->limit) {
+		if (counted + n > L) {
 			if (d)
-				sluice__window_fill_refused(w, d, counted, c & 0xffffffffu, n, h, now);
+				sluice__window_fill_refused(w, d, L, counted, c & 0xffffffffu, n, h, now);
 			return 0;
 		}
 		/* Acquire on success: see sluice__window_cas_was_current(). */
 		if (atomic_compare_exchange_weak_explicit(slot, &s, s + n, memory_order_acquire,
 		                                          memory_order_relaxed)) {
 			if (SLUICE_UNLIKELY(!sluice__window_cas_was_current(w, h))) {
-				sluice__window_fill_stale(w, d, now);
+				sluice__window_fill_stale(w, d, L, now);
 				return 0;
 			}
 			if (d)
-				sluice__window_fill_admitted(w, d, counted + n, start, now);
+				sluice__window_fill_admitted(w, d, L, counted + n, start, now);
 			return 1;
 		}
 	}
@@ -466,5 +497,42 @@ static inline int sluice_window_acquire(sluice_window_t *w, uint64_t n, sluice_d
 {
 	return sluice_window_acquire_at(w, n, sluice_clock_now(w->clock), d);
 }
+
+/*
+ * sluice_window_available_at - the largest n an acquire at @now would admit
+ * right now (0 when none), taking nothing.
+ * @w: the window.  @now: ns on the window's clock base; a reading older
+ * than the newest bucket is read as that bucket (CLOCK JUMPS).
+ *
+ * The current limit minus what the N buckets up to now's bucket count (0
+ * when they count a lowered limit or more); STRIPED adds its cells, as its
+ * check does.  With leases, leased and unspent permits count as taken, and
+ * the calling CPU's own lease of that epoch counts as available when it
+ * holds more (a decision on this CPU spends it first).  Exact when no
+ * decision or set_limit runs on another thread; otherwise a snapshot.
+ * Lock-free, no allocation, any thread.  It takes no permit, but it may
+ * open the epoch of @now (the step any decision at @now takes first), so
+ * later readings older than it are read as it.
+ * Return: 0..limit.
+ */
+SLUICE_API uint64_t sluice_window_available_at(sluice_window_t *w, uint64_t now);
+
+/* sluice_window_available - as _at, reading the window's clock. */
+SLUICE_API uint64_t sluice_window_available(sluice_window_t *w);
+
+/*
+ * sluice_window_set_limit - change L to @limit, keeping every bucket's
+ * count and every lease (see SET_LIMIT above for what it means for permits
+ * already counted and for decisions running meanwhile).
+ * Safe while decisions run on any number of threads: they read the limit
+ * without a lock (relaxed); the call stores it (and, for EXACT without
+ * leases, the inline path's copy of it, made consistent with it when
+ * calls race).  No allocation.  It takes effect at once for the window
+ * ending in the current bucket: there is no time to anchor it to, so
+ * there is no _at variant.
+ * Return: 0; SLUICE_EINVAL (NULL), SLUICE_ELIMIT (outside
+ * 1..SLUICE_WINDOW_LIMIT_MAX, as init): then nothing changes.
+ */
+SLUICE_API int sluice_window_set_limit(sluice_window_t *w, uint64_t limit);
 
 #endif /* SLUICE_WINDOW_H */
