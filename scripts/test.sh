@@ -20,7 +20,7 @@ run_config() {
   shift
   echo "== $name"
   if [ ! -f "$dir/build.ninja" ]; then
-    meson setup "$dir" --werror -Dbenchmarks=false "$@" >"$dir.setup.log" 2>&1 ||
+    meson setup "$dir" --werror -Dbenchmarks=disabled "$@" >"$dir.setup.log" 2>&1 ||
       { cat "$dir.setup.log"; failed=$((failed + 1)); return; }
   fi
   if ! ninja -C "$dir" >"$dir.ninja.log" 2>&1; then
@@ -57,7 +57,7 @@ run_config tsan -Db_sanitize=thread -Db_lundef=false
 # suite 'fuzz' that fuzzes for 5 s from the tree's corpus, every reproducer
 # in it included (fuzz/meson.build; scripts/fuzz.sh runs them longer).
 CC=clang run_config fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
-  -Dc_args=-fno-sanitize-recover=all -Dtests=false
+  -Dc_args=-fno-sanitize-recover=all -Dtests=disabled
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
