@@ -16,8 +16,9 @@ failed=0
 
 # run_config NAME TEST-SETUP MESON-SETUP-ARGS...  (TEST-SETUP '' for none)
 run_config() {
-  local name=$1 dir=build-test-$1 setup=()
-  [ -n "$2" ] && setup=(--setup="$2")
+  # meson names the log after the setup: testlog-asan.json for --setup=asan.
+  local name=$1 dir=build-test-$1 setup=() log=testlog.json
+  [ -n "$2" ] && setup=(--setup="$2") && log=testlog-$2.json
   shift 2
   echo "== $name"
   if [ ! -f "$dir/build.ninja" ]; then
@@ -29,10 +30,10 @@ run_config() {
     failed=$((failed + 1))
     return
   fi
-  rm -f "$dir/meson-logs/testlog.json"
+  rm -f "$dir/meson-logs/$log"
   meson test -C "$dir" "${setup[@]}" --print-errorlogs --num-processes 2 | grep -E '^ *[0-9]+/[0-9]+ |^(Ok|Fail|Timeout):'
   local counts
-  counts=$(python3 - "$dir/meson-logs/testlog.json" <<'PY'
+  counts=$(python3 - "$dir/meson-logs/$log" <<'PY'
 import json, sys
 ok = bad = 0
 try:
