@@ -107,7 +107,7 @@ EOF
 programs=(version)
 
 # --- the README's examples, exactly as printed.
-blocks=$(grep -c '^```c[[:space:]]*$' "$src/README.md" || true)
+blocks=$(grep -c '^[[:space:]]*```c[[:space:]]*$' "$src/README.md" || true)
 [ "$blocks" -ge 1 ] || fail "README.md has no \`\`\`c block"
 for n in $(seq 1 "$blocks"); do
 	"$PYTHON3" "$src/examples/extract_readme_c.py" "$src/README.md" "$tmp/readme$n.c" "$n" ||
