@@ -24,7 +24,7 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 if [ ! -f "$dir/build.ninja" ]; then
   CC=clang meson setup "$dir" --werror -Dfuzz=true -Db_sanitize=address,undefined \
-    -Db_lundef=false -Dc_args=-fno-sanitize-recover=all -Dtests=false -Dbenchmarks=false ||
+    -Db_lundef=false -Dc_args=-fno-sanitize-recover=all -Dtests=disabled -Dbenchmarks=disabled ||
     exit 1
 fi
 ninja -C "$dir" || exit 1

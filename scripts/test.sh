@@ -7,20 +7,22 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh || { echo "0 passed, 1 failed"; exit 1; }
 
-export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1
-export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+# The sanitizers' options (ASAN_OPTIONS, UBSAN_OPTIONS, TSAN_OPTIONS) come
+# from the test setups 'asan' and 'tsan' in meson.build, so `meson test
+# --setup=...` by hand runs exactly what this script runs.
 
 passed=0
 failed=0
 
-# run_config NAME MESON-SETUP-ARGS...
+# run_config NAME TEST-SETUP MESON-SETUP-ARGS...  (TEST-SETUP '' for none)
 run_config() {
-  local name=$1 dir=build-test-$1
-  shift
+  # meson names the log after the setup: testlog-asan.json for --setup=asan.
+  local name=$1 dir=build-test-$1 setup=() log=testlog.json
+  [ -n "$2" ] && setup=(--setup="$2") && log=testlog-$2.json
+  shift 2
   echo "== $name"
   if [ ! -f "$dir/build.ninja" ]; then
-    meson setup "$dir" --werror -Dbenchmarks=false "$@" >"$dir.setup.log" 2>&1 ||
+    meson setup "$dir" --werror -Dbenchmarks=disabled "$@" >"$dir.setup.log" 2>&1 ||
       { cat "$dir.setup.log"; failed=$((failed + 1)); return; }
   fi
   if ! ninja -C "$dir" >"$dir.ninja.log" 2>&1; then
@@ -28,10 +30,10 @@ run_config() {
     failed=$((failed + 1))
     return
   fi
-  rm -f "$dir/meson-logs/testlog.json"
-  meson test -C "$dir" --print-errorlogs --num-processes 2 | grep -E '^ *[0-9]+/[0-9]+ |^(Ok|Fail|Timeout):'
+  rm -f "$dir/meson-logs/$log"
+  meson test -C "$dir" "${setup[@]}" --print-errorlogs --num-processes 2 | grep -E '^ *[0-9]+/[0-9]+ |^(Ok|Fail|Timeout):'
   local counts
-  counts=$(python3 - "$dir/meson-logs/testlog.json" <<'PY'
+  counts=$(python3 - "$dir/meson-logs/$log" <<'PY'
 import json, sys
 ok = bad = 0
 try:
@@ -50,14 +52,14 @@ PY
   failed=$((failed + ${counts#* }))
 }
 
-run_config plain
-run_config asan -Db_sanitize=address,undefined -Db_lundef=false -Dc_args=-fno-sanitize-recover=all
-run_config tsan -Db_sanitize=thread -Db_lundef=false
+run_config plain ''
+run_config asan asan -Db_sanitize=address,undefined -Db_lundef=false -Dc_args=-fno-sanitize-recover=all
+run_config tsan tsan -Db_sanitize=thread -Db_lundef=false
 # The libFuzzer targets (fuzz/, clang only): each is a meson test of the
 # suite 'fuzz' that fuzzes for 5 s from the tree's corpus, every reproducer
 # in it included (fuzz/meson.build; scripts/fuzz.sh runs them longer).
-CC=clang run_config fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
-  -Dc_args=-fno-sanitize-recover=all -Dtests=false
+CC=clang run_config fuzz asan -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
+  -Dc_args=-fno-sanitize-recover=all -Dtests=disabled
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

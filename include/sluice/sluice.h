@@ -3,6 +3,7 @@
 #define SLUICE_SLUICE_H
 
 #include "common.h"
+#include "version.h"
 #include "error.h"
 #include "decision.h"
 #include "clock.h"

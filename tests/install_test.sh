@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# install_test.sh - install this build into a scratch directory and use it
+# the way a user would: only the installed headers, the installed libraries
+# and pkg-config, never the source tree.
+#
+# Usage (tests/meson.build runs it, suite 'install', plain build only):
+#   install_test.sh BUILD_DIR SOURCE_DIR PREFIX LIBDIR INCLUDEDIR
+# with $CC the compiler (may be several words) and $PYTHON3 a python3.
+#
+# It fails when
+#   - a header of include/sluice/ is not installed, or an installed header
+#     includes (by "..." or <sluice/...>) a file that was not installed:
+#     checked file by file, so a stale copy elsewhere on the compiler's path
+#     (an earlier `meson install` to /usr/local) cannot hide it;
+#   - the installed sluice.pc does not resolve, names a required package,
+#     or links anything but sluice, pthread (-pthread) and m, or points its
+#     -I / -L outside the install;
+#   - the soname is not libsluice.so.<major of pkg-config --modversion>;
+#   - the version the installed headers, library and .pc report differ;
+#   - any ```c block of README.md does not compile with
+#     `pkg-config --cflags --libs sluice`, link (shared, and static with
+#     --static) and exit 0 against the installed library.
+set -euo pipefail
+
+build=$1 src=$2 prefix=$3 libdir=$4 includedir=$5
+: "${CC:=cc}" "${PYTHON3:=python3}"
+case $libdir in /*) ;; *) libdir=$prefix/$libdir ;; esac
+case $includedir in /*) ;; *) includedir=$prefix/$includedir ;; esac
+
+fail() {
+	echo "install_test: FAIL: $*" >&2
+	exit 1
+}
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-install-test.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+dest=$tmp/dest
+
+# --no-rebuild: meson test has just built everything; a nested ninja in the
+# same build directory would race the test run.
+meson install -C "$build" --destdir "$dest" --no-rebuild --quiet >"$tmp/install.log" 2>&1 ||
+	{ cat "$tmp/install.log" >&2; fail "meson install --destdir failed"; }
+
+# --- headers: everything public is installed, and closed under #include.
+hdr=$dest$includedir/sluice
+[ -f "$hdr/sluice.h" ] || fail "no sluice/sluice.h under $dest$includedir"
+for h in "$src"/include/sluice/*.h; do
+	[ -f "$hdr/$(basename "$h")" ] ||
+		fail "include/sluice/$(basename "$h") is not installed (add it to include/sluice/meson.build)"
+done
+for h in "$hdr"/*.h; do
+	while IFS= read -r inc; do
+		case $inc in
+		\"*\") file=$hdr/${inc:1:-1} ;;                     # next to the header
+		\<sluice/*\>) file=$dest$includedir/${inc:1:-1} ;;  # through -I includedir
+		*) continue ;;                                       # the C library's
+		esac
+		[ -f "$file" ] || fail "installed $(basename "$h") includes $inc, which is not installed"
+	done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*\([<"][^>"]*[>"]\).*/\1/p' "$h")
+done
+
+# --- pkg-config: only the installed .pc, with every path inside $dest.
+export PKG_CONFIG_PATH=
+export PKG_CONFIG_LIBDIR=$dest$libdir/pkgconfig
+export PKG_CONFIG_SYSROOT_DIR=$dest
+pkg-config --exists --print-errors sluice || fail "pkg-config cannot find or parse the installed sluice.pc"
+requires=$(pkg-config --print-requires sluice; pkg-config --print-requires-private sluice)
+[ -z "$requires" ] || fail "sluice.pc requires other packages: $requires"
+cflags=$(pkg-config --cflags sluice)
+libs=$(pkg-config --libs sluice)
+static_libs=$(pkg-config --static --libs sluice)
+for tok in $cflags $static_libs; do
+	case $tok in
+	-I"$dest"/* | -L"$dest"/*) ;;
+	-I* | -L*) fail "sluice.pc points outside the install: $tok" ;;
+	-lsluice | -lpthread | -pthread | -lm) ;;
+	*) fail "sluice.pc names more than sluice, pthreads and libm: $tok" ;;
+	esac
+done
+
+# --- soname and version: the .pc, the headers and the library agree.
+version=$(pkg-config --modversion sluice)
+so=$dest$libdir/libsluice.so
+if [ -e "$so" ]; then
+	soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+	[ "$soname" = "libsluice.so.${version%%.*}" ] ||
+		fail "soname '$soname', want libsluice.so.${version%%.*} (version $version)"
+fi
+cat >"$tmp/version.c" <<'EOF'
+#include <stdio.h>
+#include <string.h>
+#include <sluice/sluice.h>
+
+int main(void)
+{
+	printf("%s\n", SLUICE_VERSION_STRING);
+	if (sluice_version() != SLUICE_VERSION_HEX ||
+	    strcmp(sluice_version_string(), SLUICE_VERSION_STRING) != 0) {
+		fprintf(stderr, "library %s (0x%06lx), headers %s (0x%06x)\n",
+		        sluice_version_string(), sluice_version(), SLUICE_VERSION_STRING,
+		        SLUICE_VERSION_HEX);
+		return 1;
+	}
+	return 0;
+}
+EOF
+programs=(version)
+
+# --- the README's examples, exactly as printed.
+blocks=$(grep -c '^[[:space:]]*```c[[:space:]]*$' "$src/README.md" || true)
+[ "$blocks" -ge 1 ] || fail "README.md has no \`\`\`c block"
+for n in $(seq 1 "$blocks"); do
+	"$PYTHON3" "$src/examples/extract_readme_c.py" "$src/README.md" "$tmp/readme$n.c" "$n" ||
+		fail "extracting README block $n"
+	programs+=("readme$n")
+done
+
+# Shared: -lsluice finds the installed libsluice.so; the run must load that
+# copy (ldd says which), not one from the build tree or the system.
+# Static: --static's Libs.private must be enough to link libsluice.a.
+export LD_LIBRARY_PATH=$dest$libdir
+for p in "${programs[@]}"; do
+	if [ -e "$so" ]; then
+		# shellcheck disable=SC2086 # $CC, $cflags and $libs are word lists
+		$CC -Wall -Werror $cflags -o "$tmp/$p" "$tmp/$p.c" $libs ||
+			fail "$p.c does not compile and link against the installed library with pkg-config"
+		# ldd's output in full first: `ldd | grep -q` under pipefail fails
+		# whenever grep quits before ldd has written everything (SIGPIPE).
+		loads=$(ldd "$tmp/$p")
+		[[ $loads == *"libsluice.so.${version%%.*} => $dest/"* ]] ||
+			fail "$p does not load the installed libsluice.so: $(grep sluice <<<"$loads")"
+		out=$("$tmp/$p") || fail "$p (shared) exited $?"
+		[ "$p" != version ] || [ "$out" = "$version" ] ||
+			fail "headers say $out, pkg-config --modversion says $version"
+	fi
+	if [ -e "$dest$libdir/libsluice.a" ]; then
+		# shellcheck disable=SC2086
+		$CC -Wall -Werror $cflags -o "$tmp/$p-static" "$tmp/$p.c" ${static_libs//-lsluice/-l:libsluice.a} ||
+			fail "$p.c does not link the installed libsluice.a with pkg-config --static"
+		"$tmp/$p-static" >/dev/null || fail "$p (static) exited $?"
+	fi
+done
+echo "install_test: ok: ${programs[*]} against $version installed in a scratch destdir"
