@@ -1,0 +1,2 @@
+#include <criterion/criterion.h>
+Test(rules, placeholder) {}
