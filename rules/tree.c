@@ -108,7 +108,7 @@ struct sluice__node *sluice__tree_parse(struct sluice__arena *a, struct sluice__
 	size_t depth = 0;
 	size_t skip = 0; /* > 0: inside a collection nested too deep, not kept */
 	struct sluice__node *root = NULL;
-	int docs = 0, done = 0;
+	int docs = 0, done = 0, cut = 0;
 
 	*complete = 0;
 	if (!yaml_parser_initialize(&p)) {
@@ -169,6 +169,7 @@ struct sluice__node *sluice__tree_parse(struct sluice__arena *a, struct sluice__
 				if (!skip)
 					sluice__err(x, &m, 0, "nested deeper than %u levels",
 					            SLUICE_RULES_DEPTH_MAX);
+				cut = 1;
 				skip++;
 				break;
 			}
@@ -205,6 +206,8 @@ struct sluice__node *sluice__tree_parse(struct sluice__arena *a, struct sluice__
 		yaml_event_delete(&ev);
 	}
 	yaml_parser_delete(&p);
-	*complete = done && !x->oom;
+	/* a tree with a subtree cut off (too deep) is not checked: the
+	 * schema would report what was cut as missing */
+	*complete = done && !x->oom && !cut;
 	return root;
 }
