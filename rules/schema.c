@@ -841,6 +841,8 @@ static int take_fallback(struct ctx *c, const struct sluice__node *n, sluice_rul
 	if (get_enum(c, v[0], "fallback.type", types, 3, &t))
 		return -1;
 	f->type = (sluice_rules_fallback_type_t)t;
+	if (t == SLUICE_RULES_FALLBACK_STALE)
+		f->status = 0; /* stale answers with what it serves */
 	int bad = 0;
 	if (v[1]) {
 		uint64_t s;
