@@ -395,6 +395,18 @@ Test(rules, syntax_errors)
 	one_error("rules:\n  - id: [\n", 3, "", "YAML syntax error: did not find expected node content");
 	one_error("rules:\n  - id: a\n   limit: 3\n", 3, "limit", "YAML syntax error");
 	one_error("rules: [\n", 2, "", "YAML syntax error");
+	/* the last line has no line break: libyaml's mark is on the next line,
+	 * which the file does not have; the end of the input is named (found
+	 * by fuzz_rules, corpus/rules/crash-syntax-error-mark-past-last-line) */
+	int rc;
+	sluice_rules_errors_t *e = load_bad("rules:\n  -rules:\n  - hm\nd", &rc);
+	cr_assert_eq(rc, 1);
+	cr_assert_eq(e->errors[0].mark.line, 4, "line %u", e->errors[0].mark.line);
+	cr_assert_eq(e->errors[0].mark.col, 2, "col %u: just past the 'd'", e->errors[0].mark.col);
+	cr_assert(strstr(e->errors[0].msg, "could not find expected ':' (while scanning a simple "
+	                                   "key at line 4 col 1)"),
+	          "%s", e->errors[0].msg);
+	sluice_rules_errors_free(e);
 	/* libyaml's reader: invalid UTF-8 at byte 13, line 2 col 7 */
 	one_error("rules:\n  - id: \xff\n", 2, "\xff", "YAML: invalid leading UTF-8 octet");
 	one_error("", 1, "", "empty file");

@@ -38,15 +38,32 @@ static sluice_rules_mark_t mark_of(yaml_mark_t m)
 	return r;
 }
 
-/* The line and column of byte @off (reader errors give an offset only). */
+/*
+ * The line and column of byte @off, counting line breaks as libyaml does
+ * (\n, \r\n, \r, NEL, LS, PS) and columns in characters.  For reader
+ * errors, which give an offset only, and for marks libyaml puts past the
+ * end: at the end of a last line without a line break, libyaml's scanner
+ * forces a line break and reports the next line, which the file does not
+ * have; the end of the input is where the problem is.
+ */
 static sluice_rules_mark_t mark_at_offset(const unsigned char *buf, size_t len, size_t off)
 {
 	sluice_rules_mark_t r = { 1, 1 };
 	for (size_t i = 0; i < off && i < len; i++) {
-		if (buf[i] == '\n') {
+		unsigned char ch = buf[i];
+		int lb = ch == '\n' || (ch == '\r' && !(i + 1 < len && buf[i + 1] == '\n'));
+		if (ch == 0xc2 && i + 1 < len && buf[i + 1] == 0x85) {
+			lb = 1; /* NEL */
+			i++;
+		} else if (ch == 0xe2 && i + 2 < len && buf[i + 1] == 0x80 &&
+		           (buf[i + 2] == 0xa8 || buf[i + 2] == 0xa9)) {
+			lb = 1; /* LS, PS */
+			i += 2;
+		}
+		if (lb) {
 			r.line++;
 			r.col = 1;
-		} else if ((buf[i] & 0xc0) != 0x80) { /* count characters, not bytes */
+		} else if ((ch & 0xc0) != 0x80 && ch != '\r') { /* characters, not bytes */
 			r.col++;
 		}
 	}
@@ -77,9 +94,10 @@ static void syntax_error(struct sluice__errs *x, const yaml_parser_t *p, const u
 		x->oom = 1;
 		return;
 	}
-	m = mark_of(p->problem_mark);
+	m = p->problem_mark.index >= len ? mark_at_offset(buf, len, len) : mark_of(p->problem_mark);
 	if (p->context) {
-		sluice_rules_mark_t cm = mark_of(p->context_mark);
+		sluice_rules_mark_t cm = p->context_mark.index >= len ? mark_at_offset(buf, len, len)
+		                                                      : mark_of(p->context_mark);
 		sluice__err(x, &m, 0, "YAML syntax error: %s (%s at line %u col %u)", problem,
 		            p->context, cm.line, cm.col);
 	} else {
