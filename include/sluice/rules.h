@@ -22,8 +22,9 @@
  *     list of errors, each with a 1-based line and column (0:0 for an error
  *     of the file itself: unreadable, too large), a message, and the sluice
  *     error code when a sluice init refused the parameters (the message then
- *     names it, e.g. SLUICE_EBURST).  Up to SLUICE_RULES_ERRORS_MAX errors
- *     are kept; the count of the others is in `dropped`.
+ *     names it, e.g. SLUICE_EBURST).  The first SLUICE_RULES_ERRORS_MAX
+ *     errors found are kept, sorted by place; the count of the others is
+ *     in `dropped`.
  * Nothing is clamped or rounded: a value out of its range is an error.
  * A YAML syntax error ends the reading (libyaml cannot go on past it): the
  * list then holds that error, at libyaml's mark, and nothing of the schema.
@@ -217,7 +218,7 @@ typedef struct sluice_rules_error {
 typedef struct sluice_rules_errors {
 	/* read-only */
 	const char *file;
-	size_t count;                  /* kept, in file order       */
+	size_t count;                  /* kept, sorted by place     */
 	size_t dropped;                /* found past the cap        */
 	sluice_rules_error_t *errors;
 } sluice_rules_errors_t;
