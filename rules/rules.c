@@ -27,6 +27,8 @@ struct sluice__arena_chunk {
 	_Alignas(16) unsigned char data[];
 };
 
+/* 64 KiB chunks: a typical rule file's tree fits in one or two, and a
+ * 4 MiB hostile one costs a few hundred mallocs, not one per node. */
 #define ARENA_CHUNK (64u << 10)
 
 void *sluice__arena_alloc(struct sluice__arena *a, size_t n)
@@ -72,6 +74,11 @@ void sluice__arena_free(struct sluice__arena *a)
 
 /* ---- errors --------------------------------------------------------- */
 
+/*
+ * The list is allocated whole at the start of a load (100 entries): adding
+ * an error never allocates, so a load that runs out of memory can still
+ * report what it found, and the cap bounds what a hostile file costs.
+ */
 void sluice__err(struct sluice__errs *x, const sluice_rules_mark_t *m, int code,
                  const char *fmt, ...)
 {
@@ -206,6 +213,8 @@ static int finish(const char *name, const unsigned char *buf, size_t len,
 	return rc;
 }
 
+/* A cap above the largest is refused, not lowered: the caller asked for
+ * something the loader does not do. */
 static int check_args(const sluice_rules_options_t *opt, sluice_rules_t **out, size_t *cap)
 {
 	if (!out)

@@ -77,6 +77,12 @@ static const char *type_name(const struct sluice__node *n)
  * File the values of mapping @m under the index of their key in @keys
  * (vals[i] = NULL when absent).  Unknown and duplicate keys are errors at
  * the key; a key that is not a plain string is one too.
+ *
+ * Every mapping of the file is a section of the schema, so duplicates are
+ * found here, by the key's index, in one pass: a generic check in the tree
+ * would compare every key with every other, quadratic in a hostile
+ * mapping of 100,000 keys.  Unknown keys are each reported once, with the
+ * list of the keys the section takes (a typo is the usual cause).
  * Return: 0, or -1 (reported) when @m is not a mapping.
  */
 static int take_map(struct ctx *c, const struct sluice__node *m, const char *section,
@@ -109,8 +115,8 @@ static int take_map(struct ctx *c, const struct sluice__node *m, const char *sec
 				                      keys[j]);
 			ERR(c, k, "%s: unknown key '%s' (expected %s)", section, shown(k, b), list);
 		} else if (vals[i]) {
-			/* the value's mark: the previous key's is not kept; the
-			 * value follows its key on the same line in a mapping */
+			/* name the first occurrence: an operator who pasted a
+			 * block twice must see both places */
 			ERR(c, k, "%s: duplicate key '%s' (first at line %u col %u)", section, keys[i],
 			    vals[i]->key_line, vals[i]->key_col);
 		} else {
@@ -152,6 +158,10 @@ static int need_scalar(struct ctx *c, const struct sluice__node *n, const char *
 /*
  * Leading decimal digits of @s (length @len) from *@pos: at least one, no
  * leading zero (YAML 1.1 reads 010 as octal 8: refused, not guessed).
+ * No sign is taken: every number of the file is a count, a size or a time,
+ * so "-5" and "+5" are errors, each explained by bad_number().  The digits
+ * are all consumed even past an overflow, so the caller's "trailing
+ * characters" test never mistakes the rest of a long number for junk.
  * Return: 0 and *@v, 1 on overflow (past 2^64 - 1), 2 with no digit, 3 for
  * a leading zero.
  */
@@ -179,6 +189,9 @@ static int digits(const char *s, size_t len, size_t *pos, uint64_t *v)
 /*
  * Explain why @n is not a number of the expected form, after digits()
  * returned @rc with the digits ending at @pos.  @what is the field.
+ * The cases are the ones other YAML loaders get wrong silently (libcyaml
+ * reads "100rps" as 100 and "1e3" as 1): each gets its own message,
+ * because "not an integer" does not tell the operator what to write.
  */
 static void bad_number(struct ctx *c, const struct sluice__node *n, const char *what, int rc,
                        size_t pos, const char *form)
@@ -237,6 +250,12 @@ static int get_uint(struct ctx *c, const struct sluice__node *n, const char *wha
 	return 0;
 }
 
+/*
+ * Duration units.  'm' is a minute, as in "1m" of the issue's example and
+ * nginx's syntax; a month or a metre has no place in a rate limit, and
+ * milliseconds are "ms".  No unit is ambiguous and none is a prefix match:
+ * unit_ns() compares the whole tail.
+ */
 static const struct {
 	const char *name;
 	uint64_t ns;
@@ -318,7 +337,12 @@ static int get_duration(struct ctx *c, const struct sluice__node *n, const char 
 	return -1;
 }
 
-/* A rate "<count>/<s|m|h|d>" or "<count>/<duration>" (5/250ms). */
+/*
+ * A rate "<count>/<s|m|h|d>" or "<count>/<duration>" (5/250ms).  It lands
+ * as sluice's own pair (rate permits per period_ns), never as a derived
+ * interval: GCRA derives T = ceil(period / rate) itself and refuses a
+ * rounding above 0.1% (SLUICE_ERATE), which only it can judge.
+ */
 static int get_rate(struct ctx *c, const struct sluice__node *n, const char *what,
                     uint64_t *rate, uint64_t *period_ns)
 {
@@ -364,7 +388,9 @@ static int get_rate(struct ctx *c, const struct sluice__node *n, const char *wha
 /*
  * A decimal fraction in parts per million: "1.5" (@percent 0) or "10%",
  * "0.5%" (@percent 1, required then).  At most 6 decimals of the number
- * (4 of a percentage): finer would have to be rounded.
+ * (4 of a percentage): finer would have to be rounded.  Fixed point, not
+ * strtod(): a double would accept "1e1", "inf" and "0x1p3" and round
+ * "0.1", and the engine compares these values with integer latencies.
  */
 static int get_ppm(struct ctx *c, const struct sluice__node *n, const char *what, int percent,
                    uint64_t *ppm)
@@ -455,7 +481,10 @@ static int get_bool(struct ctx *c, const struct sluice__node *n, const char *wha
 
 /*
  * A string of 1..@max bytes whose every byte passes @ok.  Copied into the
- * description.  Return 0 and *@out, or -1 (reported).
+ * description, which outlives the tree.  A YAML scalar may hold any byte,
+ * NUL included ("\0" in a quoted string), so the check is on every byte
+ * of the scalar's length, never up to the first NUL.
+ * Return 0 and *@out, or -1 (reported).
  */
 static int get_string(struct ctx *c, const struct sluice__node *n, const char *what, size_t max,
                       int (*ok)(unsigned char), const char *rule, const char **out)
@@ -573,7 +602,13 @@ static const struct algo *algo_of(sluice_algo_t a)
 	return NULL;
 }
 
-/* The limit section.  Return 0 (well-formed) or -1. */
+/*
+ * The limit section.  The keys are the union of every algorithm's
+ * parameters, so a parameter of another algorithm is reported as such
+ * ("'burst' is not a parameter of fixed_window"), not as an unknown key:
+ * the operator picked the wrong algorithm or the wrong word, and the
+ * message says which.  Return 0 (well-formed) or -1.
+ */
 static int take_limit(struct ctx *c, const struct sluice__node *n, sluice_rules_limit_t *l)
 {
 	const char *keys[NPARAMS + 1];
@@ -641,6 +676,11 @@ static int take_limit(struct ctx *c, const struct sluice__node *n, sluice_rules_
 
 /* ---- the other sections --------------------------------------------- */
 
+/*
+ * match: exact path or prefix (not both: a rule has one route), host,
+ * methods.  Matching itself is the engine's (compiled into a trie at
+ * load); this only makes sure each piece can be matched byte for byte.
+ */
 static int take_match(struct ctx *c, const struct sluice__node *n, sluice_rules_match_t *m)
 {
 	static const char *const keys[] = { "path", "prefix", "host", "methods" };
@@ -700,6 +740,14 @@ static int take_match(struct ctx *c, const struct sluice__node *n, sluice_rules_
 	return bad;
 }
 
+/*
+ * dimensions: each is one keyed table of the rule (one limit per value).
+ * A header name is compared case-insensitively (HTTP field names are), so
+ * header:X-Key twice in two spellings is one dimension listed twice; a
+ * query argument's name is case-sensitive, as in the URL.  `global` with
+ * another dimension would be two limits that mean different things under
+ * one rule: refused, write two rules.
+ */
 static int take_dims(struct ctx *c, const struct sluice__node *n, sluice_rule_t *r)
 {
 	if (n->type == SLUICE__BAD)
@@ -790,6 +838,12 @@ static int take_dims(struct ctx *c, const struct sluice__node *n, sluice_rule_t 
 	return bad;
 }
 
+/*
+ * keys: the keyed table's size and policy.  Only the file's grammar is
+ * checked here (a count, a policy name); the ranges (capacity 8..2^32,
+ * key_max 1..240, INFLIGHT only with reject) are keyed.c's and come back
+ * from check_with_sluice() with its code.
+ */
 static int take_keys(struct ctx *c, const struct sluice__node *n, sluice_rules_keys_t *k)
 {
 	static const char *const keys[] = { "capacity", "when_full", "key_max", "hash_long_keys" };
@@ -825,6 +879,12 @@ static int take_keys(struct ctx *c, const struct sluice__node *n, sluice_rules_k
 	return bad;
 }
 
+/*
+ * fallback: what a refused request gets.  The status must be an HTTP
+ * error (400..599): a 2xx or 3xx would tell the client its request was
+ * served or moved while it was refused.  `type` is read first because the
+ * other keys mean something only for some types.
+ */
 static int take_fallback(struct ctx *c, const struct sluice__node *n, sluice_rules_fallback_t *f)
 {
 	static const char *const keys[] = { "type", "status", "max_wait" };
@@ -875,6 +935,12 @@ static int take_fallback(struct ctx *c, const struct sluice__node *n, sluice_rul
 	return bad;
 }
 
+/*
+ * adaptive: the signal decides the baseline's type (a latency is a
+ * duration, an error ratio a percentage), so `signal` is read first.  The
+ * floor is required, with no default: an automatic limit needs a bound an
+ * operator chose ("never below 120"), not one this file invents.
+ */
 static int take_adaptive(struct ctx *c, const struct sluice__node *n, sluice_rules_adaptive_t *ad)
 {
 	static const char *const keys[] = { "signal", "baseline", "factor", "windows",
@@ -1075,6 +1141,12 @@ static uint64_t configured_limit(const sluice_rules_limit_t *l)
 	return l->algo == SLUICE_ALGO_GCRA ? l->rate : l->limit;
 }
 
+/*
+ * One rule: each section is read on its own (an error in one does not
+ * hide another), then the checks across sections (per-key algorithm, a
+ * queue's algorithm, adaptive on a live limit, the floor under the
+ * limit), then, only when all of that is clean, sluice's own validation.
+ */
 static void take_rule(struct ctx *c, const struct sluice__node *n, sluice_rule_t *r)
 {
 	static const char *const keys[] = { "id", "match", "dimensions", "limit", "keys",
@@ -1151,6 +1223,7 @@ static void take_rule(struct ctx *c, const struct sluice__node *n, sluice_rule_t
 		check_with_sluice(c, r);
 }
 
+/* Duplicate ids are found by sorting (10,000 rules: n log n, not n^2). */
 struct id_ref {
 	const char *id;
 	sluice_rules_mark_t mark;
