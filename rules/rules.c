@@ -9,7 +9,7 @@
  * list (kept on failure, freed otherwise).  Nothing is global and nothing
  * is static but constant tables, so loads are reentrant; every exit path
  * goes through one cleanup, so none leaks (the ASan build runs every error
- * kind of tests/test_rules.c and the fuzz target).
+ * kind of rules/test_rules.c and the fuzz target).
  */
 #include <errno.h>
 #include <stdio.h>

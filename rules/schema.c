@@ -1028,7 +1028,7 @@ static int take_adaptive(struct ctx *c, const struct sluice__node *n, sluice_rul
  * the keys section's capacity, policy and key length) and, the
  * configuration valid, refuses the size with SLUICE_ESIZE before writing
  * anything (keyed.h: "On error @mem is untouched"); that code is success
- * here, and tests/test_rules.c pins the order.  With a clock in the
+ * here, and rules/test_rules.c pins the order.  With a clock in the
  * options, a table of 8 slots is built and attached with it, for the
  * resolution checks attach makes.  Global rules: sluice_limiter_new() and
  * free.  Return: 0 or the sluice code (reported).

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "sluice/error.h"
+#include "sluice/limiter.h"
 #include "sluice/rules.h"
 
 TestSuite(rules, .timeout = 60);
@@ -846,4 +847,100 @@ Test(rules, reentrant)
 	pthread_join(b, &rb);
 	cr_assert_null(ra);
 	cr_assert_null(rb);
+}
+
+/* rules.h's GUARANTEE: what a load accepts, the engine can build (each
+ * rule's limiter, or a keyed table of the rule's parameters). */
+static int build(const sluice_rule_t *r, const sluice_clock_t *clk)
+{
+	const sluice_rules_limit_t *l = &r->limit;
+	if (r->per_key) {
+		sluice_keyed_config_t kc = {
+			.algo = l->algo, .policy = r->keys.policy, .flags = r->keys.flags,
+			.key_max = r->keys.key_max, .capacity = r->keys.capacity, .rate = l->rate,
+			.period_ns = l->period_ns, .burst = l->burst, .depth = l->depth,
+			.limit = l->limit, .window_ns = l->window_ns, .buckets = l->buckets,
+		};
+		sluice_keyed_t k;
+		int rc = sluice_keyed_new(&k, &kc, clk);
+		if (rc == 0)
+			sluice_keyed_free(&k);
+		return rc;
+	}
+	sluice_limiter_config_t lc = { .algo = l->algo };
+	switch (l->algo) {
+	case SLUICE_ALGO_GCRA:
+		lc.gcra = (sluice_gcra_config_t){ l->rate, l->period_ns, l->burst, clk };
+		break;
+	case SLUICE_ALGO_LEAKY:
+		lc.leaky = (sluice_leaky_config_t){ .rate = l->rate, .period_ns = l->period_ns,
+			                            .mode = SLUICE_LEAKY_METER, .depth = l->depth,
+			                            .clock = clk };
+		if (r->fallback.type == SLUICE_RULES_FALLBACK_QUEUE) {
+			lc.leaky.mode = SLUICE_LEAKY_SHAPER;
+			lc.leaky.max_delay_ns = r->fallback.max_wait_ns;
+		}
+		break;
+	case SLUICE_ALGO_FIXED:
+		lc.fixed = (sluice_fixed_config_t){ l->limit, l->window_ns, clk };
+		break;
+	case SLUICE_ALGO_WINDOW:
+		lc.window = (sluice_window_config_t){ .limit = l->limit, .window_ns = l->window_ns,
+			                              .buckets = l->buckets, .mode = SLUICE_EXACT,
+			                              .clock = clk };
+		break;
+	case SLUICE_ALGO_LOG:
+		lc.log = (sluice_log_config_t){ l->limit, l->window_ns, clk };
+		break;
+	case SLUICE_ALGO_WARMUP:
+		lc.warmup = (sluice_warmup_config_t){ l->rate, l->period_ns, l->warmup_ns, clk };
+		break;
+	case SLUICE_ALGO_DECAY:
+		lc.decay = (sluice_decay_config_t){ l->limit, l->half_life_ns, clk };
+		break;
+	case SLUICE_ALGO_INFLIGHT:
+		lc.inflight = (sluice_inflight_config_t){ l->limit, clk };
+		break;
+	default:
+		return SLUICE_EALGO;
+	}
+	sluice_limiter_t *lim = NULL;
+	int rc = sluice_limiter_new(&lc, &lim);
+	sluice_limiter_free(lim);
+	return rc;
+}
+
+Test(rules, what_loads_builds)
+{
+	sluice_clock_t manual;
+	sluice_clock_manual_init(&manual, 0);
+	sluice_rules_t *r = NULL;
+	sluice_rules_errors_t *e = NULL;
+	cr_assert_eq(sluice_rules_load_file(RULES_EXAMPLE, NULL, &r, &e), 0);
+	for (size_t i = 0; i < r->count; i++)
+		cr_assert_eq(build(&r->rules[i], &manual), 0, "rule %s", r->rules[i].id);
+	sluice_rules_free(r);
+	/* loaded against the cached clock (1 ms, the default period), the
+	 * example builds on it too */
+	sluice_rules_options_t opt = { .clock = &sluice_clock_cached };
+	cr_assert_eq(sluice_clock_resolution_ns(&sluice_clock_cached), 1000000);
+	cr_assert_eq(sluice_rules_load_file(RULES_EXAMPLE, &opt, &r, &e), 0);
+	for (size_t i = 0; i < r->count; i++)
+		cr_assert_eq(build(&r->rules[i], &sluice_clock_cached), 0, "rule %s", r->rules[i].id);
+	sluice_rules_free(r);
+	/* the coarse clock (a jiffy, 4 ms at HZ = 250: warmup's 2 ms interval
+	 * is finer): a refusal is for the resolution alone; what it accepts
+	 * builds */
+	opt.clock = &sluice_clock_coarse;
+	int rc = sluice_rules_load_file(RULES_EXAMPLE, &opt, &r, &e);
+	if (rc == 0) {
+		for (size_t i = 0; i < r->count; i++)
+			cr_assert_eq(build(&r->rules[i], &sluice_clock_coarse), 0, "%s", r->rules[i].id);
+		sluice_rules_free(r);
+	} else {
+		cr_assert_gt(rc, 0);
+		for (size_t i = 0; i < e->count; i++)
+			cr_assert_eq(e->errors[i].code, SLUICE_ERESOLUTION, "%s", e->errors[i].msg);
+		sluice_rules_errors_free(e);
+	}
 }

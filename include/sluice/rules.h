@@ -40,9 +40,10 @@
  * in parallel from any threads.  A description is immutable after load,
  * so any number of threads may read it; sluice_rules_free() must not run
  * while one does.  Loads allocate (not for a decision path); every error
- * path frees what it allocated.  The one side effect: with opt->clock set to
- * &sluice_clock_cached, validation records each rule's step in that clock's
- * period floor, as the engine's own build will (sluice/clock.h).
+ * path frees what it allocated.  The one effect outside the load: with
+ * opt->clock set, validation runs the inits on that clock, with what an
+ * init does to it (on &sluice_clock_cached, the period floor of
+ * sluice/clock.h), as the engine's own build will.
  */
 #ifndef SLUICE_RULES_H
 #define SLUICE_RULES_H
