@@ -63,6 +63,8 @@ char *sluice__arena_strndup(struct sluice__arena *a, const char *s, size_t n)
 
 void sluice__arena_free(struct sluice__arena *a)
 {
+	if (!a)
+		return; /* finish(): the arena's own allocation may have failed */
 	struct sluice__arena_chunk *c = a->head;
 	while (c) {
 		struct sluice__arena_chunk *next = c->next;
