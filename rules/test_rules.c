@@ -409,7 +409,15 @@ Test(rules, syntax_errors)
 	                                   "key at line 4 col 1)"),
 	          "%s", e->errors[0].msg);
 	sluice_rules_errors_free(e);
-	/* libyaml's reader: invalid UTF-8 at byte 13, line 2 col 7 */
+	/* the same with a two-byte character before: libyaml's mark.index
+	 * counts characters, so it cannot tell the end from the byte length
+	 * (fuzz_rules, corpus/rules/crash-syntax-error-mark-past-end-multibyte) */
+	e = load_bad("rules:es:\n  \xdf\xa4\nhost", &rc);
+	cr_assert_eq(rc, 1);
+	cr_assert_eq(e->errors[0].mark.line, 3, "line %u", e->errors[0].mark.line);
+	cr_assert_eq(e->errors[0].mark.col, 5, "col %u: just past 'host'", e->errors[0].mark.col);
+	sluice_rules_errors_free(e);
+	/* libyaml's reader: invalid UTF-8 at byte 13 (line 2, after "  - id: ") */
 	one_error("rules:\n  - id: \xff\n", 2, "\xff", "YAML: invalid leading UTF-8 octet");
 	one_error("", 1, "", "empty file");
 	one_error("# nothing\n", 1, "", "empty file");

@@ -70,6 +70,20 @@ static sluice_rules_mark_t mark_at_offset(const unsigned char *buf, size_t len, 
 	return r;
 }
 
+/*
+ * @m, or the end of the input when @m lies past it.  Compared by line and
+ * column, not by libyaml's mark.index: that counts characters, not bytes,
+ * so it cannot be compared with the input's length (a file with a
+ * two-byte character ends at index len - 1).
+ */
+static sluice_rules_mark_t within(sluice_rules_mark_t m, const unsigned char *buf, size_t len)
+{
+	sluice_rules_mark_t end = mark_at_offset(buf, len, len);
+	if (m.line > end.line || (m.line == end.line && m.col > end.col))
+		return end;
+	return m;
+}
+
 static void append(struct sluice__node *parent, struct sluice__node *child)
 {
 	if (parent->last)
@@ -94,10 +108,9 @@ static void syntax_error(struct sluice__errs *x, const yaml_parser_t *p, const u
 		x->oom = 1;
 		return;
 	}
-	m = p->problem_mark.index >= len ? mark_at_offset(buf, len, len) : mark_of(p->problem_mark);
+	m = within(mark_of(p->problem_mark), buf, len);
 	if (p->context) {
-		sluice_rules_mark_t cm = p->context_mark.index >= len ? mark_at_offset(buf, len, len)
-		                                                      : mark_of(p->context_mark);
+		sluice_rules_mark_t cm = within(mark_of(p->context_mark), buf, len);
 		sluice__err(x, &m, 0, "YAML syntax error: %s (%s at line %u col %u)", problem,
 		            p->context, cm.line, cm.col);
 	} else {
