@@ -59,6 +59,8 @@ static const char *shown(const struct sluice__node *n, char buf[48])
 	return buf;
 }
 
+static int is_null(const struct sluice__node *n);
+
 static const char *type_name(const struct sluice__node *n)
 {
 	switch (n->type) {
@@ -67,7 +69,7 @@ static const char *type_name(const struct sluice__node *n)
 	case SLUICE__SEQ:
 		return "a list";
 	default:
-		return "a scalar";
+		return is_null(n) ? "nothing" : "a scalar"; /* `limit:` left empty */
 	}
 }
 

@@ -110,6 +110,7 @@ Test(rules, wrong_type)
 	one_error(RULE("", "{ algorithm: token_bucket, rate: [50/s], burst: 20 }"), 3, "[50/s]",
 	          "limit.rate: expected a rate such as 50/s, 300/m, 10/h or 5/250ms, found a list");
 	one_error(RULE("", "token_bucket"), 3, "token_bucket", "limit: expected a mapping, found a scalar");
+	one_error("rules:\n  - id: a\n    limit: ~\n", 3, "~", "limit: expected a mapping, found nothing");
 	one_error("rules: { id: r }\n", 1, "{ id", "rules: expected a list of rules, found a mapping");
 	one_error(RULE("", "{ algorithm: token_bucket, rate: 50/s, burst: \"20\" }"), 3, "\"20\"",
 	          "expected an integer, found the quoted string '20'");
