@@ -27,7 +27,9 @@
  *     in `dropped`.
  * Nothing is clamped or rounded: a value out of its range is an error.
  * A YAML syntax error ends the reading (libyaml cannot go on past it): the
- * list then holds that error, at libyaml's mark, and nothing of the schema.
+ * list then holds the refusals found before it (anchors, tags, ...), the
+ * syntax error at libyaml's mark (at the end of the input where libyaml's
+ * mark lies past it), and nothing of the schema.
  *
  * LIMITS: input at most opt->max_bytes (default and largest
  * SLUICE_RULES_MAX_BYTES, 4 MiB); nesting at most SLUICE_RULES_DEPTH_MAX
