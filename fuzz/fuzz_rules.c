@@ -76,7 +76,8 @@ static void build(const sluice_rule_t *r)
 		sluice_limiter_config_t lc = { .algo = l->algo };
 		switch (l->algo) {
 		case SLUICE_ALGO_GCRA:
-			lc.gcra = (sluice_gcra_config_t){ l->rate, l->period_ns, l->burst, &manual };
+			lc.gcra = (sluice_gcra_config_t){ .rate = l->rate, .period_ns = l->period_ns,
+			                          .burst = l->burst, .clock = &manual };
 			break;
 		case SLUICE_ALGO_LEAKY:
 			lc.leaky = (sluice_leaky_config_t){ .rate = l->rate, .period_ns = l->period_ns,
@@ -88,7 +89,8 @@ static void build(const sluice_rule_t *r)
 			}
 			break;
 		case SLUICE_ALGO_FIXED:
-			lc.fixed = (sluice_fixed_config_t){ l->limit, l->window_ns, &manual };
+			lc.fixed = (sluice_fixed_config_t){ .limit = l->limit, .window_ns = l->window_ns,
+			                            .clock = &manual };
 			break;
 		case SLUICE_ALGO_WINDOW:
 			lc.window = (sluice_window_config_t){ .limit = l->limit, .window_ns = l->window_ns,
@@ -96,16 +98,19 @@ static void build(const sluice_rule_t *r)
 				                              .clock = &manual };
 			break;
 		case SLUICE_ALGO_LOG:
-			lc.log = (sluice_log_config_t){ l->limit, l->window_ns, &manual };
+			lc.log = (sluice_log_config_t){ .limit = l->limit, .window_ns = l->window_ns,
+			                        .clock = &manual };
 			break;
 		case SLUICE_ALGO_WARMUP:
-			lc.warmup = (sluice_warmup_config_t){ l->rate, l->period_ns, l->warmup_ns, &manual };
+			lc.warmup = (sluice_warmup_config_t){ .rate = l->rate, .period_ns = l->period_ns,
+			                              .warmup_ns = l->warmup_ns, .clock = &manual };
 			break;
 		case SLUICE_ALGO_DECAY:
-			lc.decay = (sluice_decay_config_t){ l->limit, l->half_life_ns, &manual };
+			lc.decay = (sluice_decay_config_t){ .limit = l->limit, .half_life_ns = l->half_life_ns,
+			                            .clock = &manual };
 			break;
 		case SLUICE_ALGO_INFLIGHT:
-			lc.inflight = (sluice_inflight_config_t){ l->limit, &manual };
+			lc.inflight = (sluice_inflight_config_t){ .limit = l->limit, .clock = &manual };
 			break;
 		default:
 			FUZZ_CHECK(0, "rule %s: algorithm %d", r->id, (int)l->algo);

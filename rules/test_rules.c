@@ -879,7 +879,8 @@ static int build(const sluice_rule_t *r, const sluice_clock_t *clk)
 	sluice_limiter_config_t lc = { .algo = l->algo };
 	switch (l->algo) {
 	case SLUICE_ALGO_GCRA:
-		lc.gcra = (sluice_gcra_config_t){ l->rate, l->period_ns, l->burst, clk };
+		lc.gcra = (sluice_gcra_config_t){ .rate = l->rate, .period_ns = l->period_ns,
+			                          .burst = l->burst, .clock = clk };
 		break;
 	case SLUICE_ALGO_LEAKY:
 		lc.leaky = (sluice_leaky_config_t){ .rate = l->rate, .period_ns = l->period_ns,
@@ -891,7 +892,8 @@ static int build(const sluice_rule_t *r, const sluice_clock_t *clk)
 		}
 		break;
 	case SLUICE_ALGO_FIXED:
-		lc.fixed = (sluice_fixed_config_t){ l->limit, l->window_ns, clk };
+		lc.fixed = (sluice_fixed_config_t){ .limit = l->limit, .window_ns = l->window_ns,
+			                            .clock = clk };
 		break;
 	case SLUICE_ALGO_WINDOW:
 		lc.window = (sluice_window_config_t){ .limit = l->limit, .window_ns = l->window_ns,
@@ -899,16 +901,19 @@ static int build(const sluice_rule_t *r, const sluice_clock_t *clk)
 			                              .clock = clk };
 		break;
 	case SLUICE_ALGO_LOG:
-		lc.log = (sluice_log_config_t){ l->limit, l->window_ns, clk };
+		lc.log = (sluice_log_config_t){ .limit = l->limit, .window_ns = l->window_ns,
+			                        .clock = clk };
 		break;
 	case SLUICE_ALGO_WARMUP:
-		lc.warmup = (sluice_warmup_config_t){ l->rate, l->period_ns, l->warmup_ns, clk };
+		lc.warmup = (sluice_warmup_config_t){ .rate = l->rate, .period_ns = l->period_ns,
+			                              .warmup_ns = l->warmup_ns, .clock = clk };
 		break;
 	case SLUICE_ALGO_DECAY:
-		lc.decay = (sluice_decay_config_t){ l->limit, l->half_life_ns, clk };
+		lc.decay = (sluice_decay_config_t){ .limit = l->limit, .half_life_ns = l->half_life_ns,
+			                            .clock = clk };
 		break;
 	case SLUICE_ALGO_INFLIGHT:
-		lc.inflight = (sluice_inflight_config_t){ l->limit, clk };
+		lc.inflight = (sluice_inflight_config_t){ .limit = l->limit, .clock = clk };
 		break;
 	default:
 		return SLUICE_EALGO;
