@@ -8,6 +8,7 @@ packages=(
   meson ninja-build          # the build
   libck-dev                  # Concurrency Kit: ck_spinlock baseline in bench/
   libcriterion-dev           # Criterion: unit tests
+  libyaml-dev                # rules/: libsluice-rules and sluice check (the YAML parser)
   gnuplot-nox                # the demo's and perf/'s plots (sluice-sim --plot)
   clang libclang-rt-14-dev   # fuzz/: libFuzzer and clang's sanitizer runtimes
                              # (the runtimes are only a Recommends of clang)

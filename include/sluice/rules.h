@@ -1,0 +1,278 @@
+/*
+ * sluice/rules.h - rule files: YAML in, a validated, immutable description
+ * of a rule set out (libsluice-rules; the format is docs/rules.md).
+ *
+ * This layer decides nothing.  sluice_rules_load_buffer() and
+ * sluice_rules_load_file() turn a file into a sluice_rules_t: per rule its
+ * id, match (exact path or prefix, host, methods), dimensions, the
+ * algorithm and its parameters in sluice's own units (ns, permits), keys
+ * (capacity, full-table policy), fallback, mode, on_error and adaptive,
+ * each element with the line and column it came from.  The engine (decide,
+ * reload, metrics) builds its limiters and keyed tables from it.
+ *
+ * GUARANTEE.  A load returns either a description or every error the file
+ * has, never both:
+ *   - a description (return 0) passed every check of docs/rules.md, and
+ *     every rule's parameters were accepted by the algorithm's own init
+ *     (per-key rules: by sluice_keyed_init()'s validator with the rule's
+ *     keys section; the others: by sluice_limiter_new() on a throw-away
+ *     limiter), with the clock of the options: so the engine's build of the
+ *     same rule, on that clock, is refused for no parameter reason;
+ *   - an invalid file (return > 0, the number of errors kept) yields a
+ *     list of errors, each with a 1-based line and column (0:0 for an error
+ *     of the file itself: unreadable, too large), a message, and the sluice
+ *     error code when a sluice init refused the parameters (the message then
+ *     names it, e.g. SLUICE_EBURST).  The first SLUICE_RULES_ERRORS_MAX
+ *     errors found are kept, sorted by place; the count of the others is
+ *     in `dropped`.
+ * Nothing is clamped or rounded: a value out of its range is an error.
+ * A YAML syntax error ends the reading (libyaml cannot go on past it): the
+ * list then holds the refusals found before it (anchors, tags, ...), the
+ * syntax error at libyaml's mark (at the end of the input where libyaml's
+ * mark lies past it), and nothing of the schema.
+ *
+ * LIMITS: input at most opt->max_bytes (default and largest
+ * SLUICE_RULES_MAX_BYTES, 4 MiB); nesting at most SLUICE_RULES_DEPTH_MAX
+ * (64) collections deep; at most SLUICE_RULES_RULES_MAX (10,000) rules.
+ * Anchors, aliases, tags and more than one document are refused (an alias
+ * would let a small file expand without bound, and a tag changes a value's
+ * type behind the schema's back).
+ *
+ * THREADS.  No global state, no lock: loads on different inputs may run
+ * in parallel from any threads.  A description is immutable after load,
+ * so any number of threads may read it; sluice_rules_free() must not run
+ * while one does.  Loads allocate (not for a decision path); every error
+ * path frees what it allocated.  The one effect outside the load: with
+ * opt->clock set, validation runs the inits on that clock, with what an
+ * init does to it (on &sluice_clock_cached, the period floor of
+ * sluice/clock.h), as the engine's own build will.
+ */
+#ifndef SLUICE_RULES_H
+#define SLUICE_RULES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clock.h"
+#include "common.h"
+#include "keyed.h"
+
+#define SLUICE_RULES_MAX_BYTES (4u << 20) /* largest input, bytes        */
+#define SLUICE_RULES_DEPTH_MAX 64u        /* deepest nesting             */
+#define SLUICE_RULES_RULES_MAX 10000u     /* most rules in one file      */
+#define SLUICE_RULES_ERRORS_MAX 100u      /* errors kept per load        */
+#define SLUICE_RULES_DIMS_MAX 8u          /* dimensions per rule         */
+#define SLUICE_RULES_ID_MAX 64u           /* longest rule id, bytes      */
+#define SLUICE_RULES_MSG_MAX 200u         /* longest message, with NUL   */
+
+/* Where an element of the file starts: 1-based line and column (columns
+ * count characters, as libyaml does).  0:0 names the file itself. */
+typedef struct sluice_rules_mark {
+	uint32_t line, col;
+} sluice_rules_mark_t;
+
+typedef enum sluice_rules_path_kind {
+	SLUICE_RULES_PATH_ANY = 0,    /* no path in the match: every path  */
+	SLUICE_RULES_PATH_EXACT = 1,  /* match.path: the path, byte for byte */
+	SLUICE_RULES_PATH_PREFIX = 2, /* match.prefix: paths starting with it */
+} sluice_rules_path_kind_t;
+
+/* match.methods, as bits; 0 means every method. */
+#define SLUICE_RULES_METHODS(X) \
+	X(GET) X(HEAD) X(POST) X(PUT) X(DELETE) X(CONNECT) X(OPTIONS) X(TRACE) X(PATCH)
+enum {
+#define SLUICE__RULES_METHOD_BIT(m) SLUICE_RULES_METHOD_BIT_##m,
+	SLUICE_RULES_METHODS(SLUICE__RULES_METHOD_BIT)
+#undef SLUICE__RULES_METHOD_BIT
+};
+#define SLUICE_RULES_METHOD(m) (1u << SLUICE_RULES_METHOD_BIT_##m)
+
+typedef struct sluice_rules_match {
+	sluice_rules_path_kind_t path_kind;
+	const char *path;   /* NUL-terminated, starts with '/'; NULL for ANY */
+	const char *host;   /* NULL: any host; compared case-insensitively  */
+	uint32_t methods;   /* SLUICE_RULES_METHOD(...) bits; 0: any        */
+	sluice_rules_mark_t mark;
+} sluice_rules_match_t;
+
+typedef enum sluice_rules_dim_kind {
+	SLUICE_RULES_DIM_GLOBAL = 1, /* one limit for every request          */
+	SLUICE_RULES_DIM_IP,         /* per client address                   */
+	SLUICE_RULES_DIM_USER,       /* per user id                          */
+	SLUICE_RULES_DIM_ROUTE,      /* per request path                     */
+	SLUICE_RULES_DIM_HEADER,     /* per value of a header (name below)   */
+	SLUICE_RULES_DIM_QUERY,      /* per value of a query argument        */
+} sluice_rules_dim_kind_t;
+
+typedef struct sluice_rules_dim {
+	sluice_rules_dim_kind_t kind;
+	const char *name; /* HEADER, QUERY: the name as written; else NULL */
+	sluice_rules_mark_t mark;
+} sluice_rules_dim_t;
+
+/*
+ * The algorithm and its parameters in sluice's units.  Fields the
+ * algorithm does not use are 0.
+ *   GCRA (token_bucket): rate per period_ns, burst.
+ *   LEAKY (leaky_bucket): rate per period_ns, depth (meter); with a queue
+ *     fallback it is the shaper, its max_delay_ns the fallback's max_wait_ns.
+ *   FIXED (fixed_window), WINDOW (sliding_window, with buckets), LOG
+ *     (sliding_log): limit per window_ns.
+ *   WARMUP (warmup): rate per period_ns, warmup_ns.
+ *   DECAY (decay): limit, half_life_ns.
+ *   INFLIGHT (concurrency): limit.
+ */
+typedef struct sluice_rules_limit {
+	sluice_algo_t algo;
+	uint64_t rate, period_ns, burst, depth;
+	uint64_t limit, window_ns;
+	uint32_t buckets;
+	uint64_t warmup_ns, half_life_ns;
+	sluice_rules_mark_t mark;
+} sluice_rules_limit_t;
+
+typedef struct sluice_rules_keys {
+	uint64_t capacity;             /* slots asked for, as written      */
+	sluice_keyed_policy_t policy;  /* when_full                        */
+	uint32_t key_max;              /* longest key, bytes               */
+	uint32_t flags;                /* SLUICE_KEYED_HASH_LONG_KEYS      */
+	size_t region_bytes;           /* sluice_keyed_region_bytes() of one
+	                                * table of this rule (one per
+	                                * dimension); 0 for a global rule  */
+	sluice_rules_mark_t mark;      /* 0:0 when the section was omitted */
+} sluice_rules_keys_t;
+
+typedef enum sluice_rules_fallback_type {
+	SLUICE_RULES_FALLBACK_REJECT = 0, /* answer status                   */
+	SLUICE_RULES_FALLBACK_QUEUE = 1,  /* wait up to max_wait_ns, else status */
+	SLUICE_RULES_FALLBACK_STALE = 2,  /* serve a stale answer            */
+} sluice_rules_fallback_type_t;
+
+typedef struct sluice_rules_fallback {
+	sluice_rules_fallback_type_t type;
+	uint32_t status;       /* 400..599; 0 for STALE                    */
+	uint64_t max_wait_ns;  /* QUEUE: >= 1; else 0                      */
+	sluice_rules_mark_t mark;
+} sluice_rules_fallback_t;
+
+typedef enum sluice_rules_mode {
+	SLUICE_RULES_ENFORCE = 0,
+	SLUICE_RULES_SHADOW = 1, /* count what would be refused, refuse nothing */
+} sluice_rules_mode_t;
+
+typedef enum sluice_rules_on_error {
+	SLUICE_RULES_FAIL_OPEN = 0,   /* on_error: allow (the default) */
+	SLUICE_RULES_FAIL_CLOSED = 1, /* on_error: reject              */
+} sluice_rules_on_error_t;
+
+typedef enum sluice_rules_signal {
+	SLUICE_RULES_SIGNAL_P99_LATENCY = 1,
+	SLUICE_RULES_SIGNAL_ERROR_RATIO = 2,
+} sluice_rules_signal_t;
+
+/* Fixed-point fractions: parts per million (1.5 is 1500000, 10% is 100000). */
+#define SLUICE_RULES_PPM 1000000u
+
+typedef struct sluice_rules_adaptive {
+	int enabled;                  /* 0: no adaptive section           */
+	sluice_rules_signal_t signal;
+	uint64_t baseline_ns;         /* P99_LATENCY                      */
+	uint32_t baseline_ppm;        /* ERROR_RATIO: 1..1000000          */
+	uint64_t factor_ppm;          /* > 1000000                        */
+	uint32_t windows;             /* consecutive windows, 1..1000     */
+	uint64_t window_ns;           /* one window                       */
+	uint32_t step_ppm;            /* 1..1000000 (1% .. 100%)          */
+	uint64_t floor;               /* 1 .. the configured limit        */
+	sluice_rules_mark_t mark;
+} sluice_rules_adaptive_t;
+
+typedef struct sluice_rule {
+	const char *id;                 /* 1..SLUICE_RULES_ID_MAX bytes    */
+	sluice_rules_match_t match;
+	uint32_t ndims;                 /* 0: no dimensions (global)       */
+	sluice_rules_dim_t dims[SLUICE_RULES_DIMS_MAX];
+	int per_key;                    /* a dimension other than global   */
+	sluice_rules_limit_t limit;
+	sluice_rules_keys_t keys;       /* meaningful when per_key         */
+	sluice_rules_fallback_t fallback;
+	sluice_rules_mode_t mode;
+	sluice_rules_on_error_t on_error;
+	sluice_rules_adaptive_t adaptive;
+	sluice_rules_mark_t mark;       /* the rule's mapping              */
+	sluice_rules_mark_t id_mark;
+} sluice_rule_t;
+
+/* A validated rule set: immutable, rules in file order. */
+typedef struct sluice_rules {
+	/* read-only */
+	const char *file;         /* the name the load was given */
+	size_t count;
+	const sluice_rule_t *rules;
+	/* private */
+	void *arena;
+} sluice_rules_t;
+
+typedef struct sluice_rules_error {
+	sluice_rules_mark_t mark;
+	int code;                      /* the SLUICE_E* a sluice init returned, else 0 */
+	char msg[SLUICE_RULES_MSG_MAX];
+} sluice_rules_error_t;
+
+typedef struct sluice_rules_errors {
+	/* read-only */
+	const char *file;
+	size_t count;                  /* kept, sorted by place     */
+	size_t dropped;                /* found past the cap        */
+	sluice_rules_error_t *errors;
+} sluice_rules_errors_t;
+
+typedef struct sluice_rules_options {
+	size_t max_bytes;              /* 0: SLUICE_RULES_MAX_BYTES; at most that */
+	const sluice_clock_t *clock;   /* validate against this clock's resolution;
+	                                * NULL: a 1 ns clock (no resolution check) */
+} sluice_rules_options_t;
+
+/*
+ * sluice_rules_load_buffer - parse and validate @len bytes at @buf.
+ * @name: the file name errors carry (not opened; NULL: "<buffer>").
+ * @opt: NULL for the defaults.
+ * @out: set to the description when the input is valid, else NULL.
+ * @errs: NULL, or set to the error list when the input is invalid (else NULL).
+ *
+ * Reentrant; allocates; nothing of a failed load is kept (ASan-clean).
+ * Return: 0 (valid: *@out set); > 0 (invalid: the number of errors in
+ * *@errs, at least 1); SLUICE_EINVAL (NULL @buf with @len > 0, NULL @out,
+ * opt->max_bytes above SLUICE_RULES_MAX_BYTES); SLUICE_ENOMEM (then
+ * neither list nor description).
+ */
+SLUICE_API int sluice_rules_load_buffer(const char *name, const void *buf, size_t len,
+                                        const sluice_rules_options_t *opt,
+                                        sluice_rules_t **out, sluice_rules_errors_t **errs);
+
+/*
+ * sluice_rules_load_file - read @path (at most opt->max_bytes + 1 bytes are
+ * read: a larger file is an error at 0:0) and load it as above, errors
+ * naming @path.  A file that cannot be opened or read is one error at 0:0
+ * with the system's message.
+ * Return: as sluice_rules_load_buffer().
+ */
+SLUICE_API int sluice_rules_load_file(const char *path, const sluice_rules_options_t *opt,
+                                      sluice_rules_t **out, sluice_rules_errors_t **errs);
+
+/* sluice_rules_free, sluice_rules_errors_free - NULL is fine. */
+SLUICE_API void sluice_rules_free(sluice_rules_t *r);
+SLUICE_API void sluice_rules_errors_free(sluice_rules_errors_t *e);
+
+/*
+ * sluice_rules_error_format - write error @i of @e as "file:line:col:
+ * message" (or "file: message" for 0:0) into @buf of @len bytes.
+ * Return: the length it needs without the NUL (as snprintf; the output is
+ * cut, NUL-terminated, when that is >= @len), or SLUICE_EINVAL.
+ */
+SLUICE_API int sluice_rules_error_format(const sluice_rules_errors_t *e, size_t i, char *buf,
+                                         size_t len);
+
+/* sluice_rules_algo_name - the file's name of @a ("token_bucket", ...), or NULL. */
+SLUICE_API const char *sluice_rules_algo_name(sluice_algo_t a);
+
+#endif /* SLUICE_RULES_H */
