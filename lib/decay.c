@@ -23,15 +23,16 @@
  * its state at every time, and its first reading re-anchors it wherever the
  * reading lies (the clock is never read at init: see decay.h CLOCK JUMPS).
  *
- * The anchor protocol is the one lib/warmup.c uses (see its DESIGN for the
- * full argument): the anchor only changes after the word announced the
- * change, so any thread can finish it and a CAS from a consistent snapshot
- * (anchor, word, anchor again) can never pair a word with the wrong anchor.
+ * The anchor protocol is lib/anchor_internal.h's (shared with warm-up;
+ * the full argument lives there): the anchor only changes after the word
+ * announced the change, so any thread can finish it and a CAS from a
+ * consistent snapshot (anchor, word, anchor again) can never pair a word
+ * with the wrong anchor.
  *   - step: the tag goes from tag(A) to tag(A)+1, then anchor A -> A + R/4;
  *     legal when t >= A + R/4 (the field reads the same against both).
- *   - jump: the word becomes EMPTY(T), then anchor A -> empty_anchor(T).
+ *   - jump: the word becomes EMPTY(T), then anchor A -> the anchor it names.
  * A decision whose time is R/2 or more past the anchor re-anchors first:
- * EMPTY if the count has been forgotten by empty_anchor(now) (exact:
+ * EMPTY if the count has been forgotten by the jump's anchor (exact:
  * forgotten stays forgotten), else a step, which is legal because a count
  * still alive at that time was written less than flush_ns = 34 h before it,
  * and u is chosen so that R/4 >= flush_ns + 2u.  A count below 2^32 units is
@@ -52,45 +53,36 @@
  * use, so the answer is exact for them.  No libm: the library links
  * without it.
  *
- * Stalls of any length: the tag has 2 bits and the field 29, so a thread
- * stalled between its snapshot and its CAS while the anchor moves on by
- * multiples of R can find the word back bit for bit under a later anchor,
- * and its CAS would then count (or forget, or give back) against the wrong
- * time.  So every write of the word from a snapshot is a double-width CAS
- * of (anchor, word) together (pair_internal.h; anchor and word are one
- * 16-byte pair): it fails if the anchor moved at all since the snapshot.
- * A word that comes back under the same anchor is the same state (same
- * time, same count), so that ABA is harmless.  The anchor itself is a full
- * 64-bit time that only grows: its own CAS cannot meet an ABA.
- *
- * Memory orders: as in lib/warmup.c.  Snapshot loads are acquires; every
- * successful CAS (word or anchor) is a release, so a reader of a HOT word
- * sees the anchor it was written against or a later one, and a reader of
- * a new anchor sees the word that announced it or a later one.
+ * Stalls of any length (every write from a snapshot is one double-width
+ * CAS of (anchor, word), so none counts, forgets or gives back against the
+ * wrong anchor) and memory orders: anchor_internal.h.  What this module
+ * adds: a stale HOT word (tag two or three quarters off, left by a stalled
+ * writer) is read against the current anchor, the latest time its field
+ * can stand for, so the count is taken as younger than it is: it fades
+ * later (fewer admissions).
  */
 #include <string.h>
 
 #include "sluice/decay.h"
 #include "sluice/error.h"
-#include "pair_internal.h"
+#include "anchor_internal.h"
 #include "util_internal.h"
 
-#define EMPTY_BIT (1ULL << 63)
-#define TAG_SHIFT 61
-#define TAG_MASK (3ULL << TAG_SHIFT)
 #define FIELD_SHIFT 32
 #define FIELD_BITS 29
 #define FIELD_MASK ((1ULL << FIELD_BITS) - 1)
 #define CQ_BITS 32
-#define CQ_MASK ((1ULL << CQ_BITS) - 1)
 #define QUARTER_BITS (FIELD_BITS - 2) /* R/4 = 2^27 units */
 #define FLUSH_HALF_LIVES 34
+
+/* The HOT word: 0 | tag:2 | field:29 | cq:32 (anchor_internal.h). */
+#define GEOM(x) \
+	((struct sluice__anchor_geom){ FIELD_SHIFT, FIELD_BITS, (x)->unit_shift })
 
 #define LN2 0.69314718055994530942
 
 struct snap {
-	uint64_t word;   /* as loaded: the CAS's expected value */
-	uint64_t anchor;
+	struct sluice__anchor_snap a; /* word, anchor, as the protocol read them */
 	uint64_t t;      /* the count's time                     */
 	uint64_t cq;     /* the count, units of 2^-F             */
 	int empty;
@@ -247,108 +239,39 @@ static uint64_t time_until(const sluice_decay_t *x, uint64_t cq, uint64_t dt0, u
 
 static inline uint64_t quarter(const sluice_decay_t *x)
 {
-	return 1ULL << (QUARTER_BITS + x->unit_shift);
-}
-
-static inline uint64_t tag_of(const sluice_decay_t *x, uint64_t a)
-{
-	return (a >> (QUARTER_BITS + x->unit_shift)) & 3;
+	return sluice__anchor_quarter(GEOM(x));
 }
 
 static inline uint64_t grid_down(const sluice_decay_t *x, uint64_t t)
 {
-	return t & ~(x->unit_ns - 1);
-}
-
-static inline uint64_t empty_anchor(const sluice_decay_t *x, uint64_t word)
-{
-	return grid_down(x, (word & ~EMPTY_BIT) << 1);
-}
-
-static inline uint64_t hot_word(const sluice_decay_t *x, uint64_t anchor, uint64_t t, uint64_t cq)
-{
-	return (tag_of(x, anchor) << TAG_SHIFT) |
-	       (((t >> x->unit_shift) & FIELD_MASK) << FIELD_SHIFT) | cq;
-}
-
-static void help_anchor(sluice_decay_t *x, uint64_t from, uint64_t to)
-{
-	/* Release: publishes the announcing word, read (acquire) before. */
-	atomic_compare_exchange_strong_explicit(&x->anchor, &from, to, memory_order_release,
-	                                        memory_order_relaxed);
+	return sluice__anchor_grid_down(GEOM(x), t);
 }
 
 /*
  * A consistent snapshot, helping any announced anchor move; 0: look again.
- *
- * In a consistent snapshot (the anchor read twice the same) the word is one
- * written against that anchor, or one announcing its move: see DESIGN.
- * Anything else can only be left by a thread that stalled between its
- * snapshot and its CAS while the word came back bit for bit under a later
- * anchor (the ABA of decay.h's LIMITS): such a thread can write an EMPTY
- * word announcing an anchor older than the current one, or a HOT word whose
- * tag is two or three quarters off.  Looking again would then find the same
- * word for ever and every call would spin.  Both are read in the direction
- * of fewer admissions instead, so no call loops on them:
- *   - EMPTY as of a time before the anchor: the count is 0 then, and stays
- *     0, so it is 0 at the anchor (exact).
- *   - a stale HOT word: its field is read against the current anchor, the
- *     latest time at or after the anchor that the field can stand for
- *     (the time it was written at is that or an earlier one, R apart), so
- *     the count is taken as younger than it is: it fades later.  The next
- *     write from this snapshot re-tags it.
+ * The protocol's snapshot (anchor_internal.h) says what it found; here
+ * EMPTY (the SELF word, as of the anchor or before: the count is 0 then
+ * and stays 0, so it is 0 at the anchor, exact) is a zero count at the
+ * anchor, and a stale HOT word is its count at the time its field decodes
+ * to against the current anchor (younger than it is: it fades later).
  */
 static int snapshot(sluice_decay_t *x, struct snap *s)
 {
-	/* Acquires: pair with the release CASes on both words. */
-	uint64_t a = atomic_load_explicit(&x->anchor, memory_order_acquire);
-	uint64_t w = atomic_load_explicit(&x->word, memory_order_acquire);
-	if (atomic_load_explicit(&x->anchor, memory_order_acquire) != a)
+	if (!sluice__anchor_snapshot(&x->anchor, &x->word, GEOM(x), &s->a))
 		return 0;
-	if (w & EMPTY_BIT) {
-		uint64_t ea = empty_anchor(x, w);
-		if (ea > a) {
-			help_anchor(x, a, ea); /* pending jump */
-			return 0;
-		}
-		s->t = a; /* ea < a only after a stalled writer: see above */
-		s->cq = 0;
-		s->empty = 1;
-	} else {
-		uint64_t tg = (w >> TAG_SHIFT) & 3, ta = tag_of(x, a);
-		if (tg == ((ta + 1) & 3)) {
-			help_anchor(x, a, a + quarter(x)); /* pending step */
-			return 0;
-		}
-		/* tg != ta only after a stalled writer: read against a */
-		uint64_t field = (w >> FIELD_SHIFT) & FIELD_MASK;
-		uint64_t base = (a >> x->unit_shift) & FIELD_MASK;
-		s->t = a + (((field - base) & FIELD_MASK) << x->unit_shift);
-		s->cq = w & CQ_MASK;
-		s->empty = 0;
-	}
-	s->word = w;
-	s->anchor = a;
+	s->t = s->a.time;
+	s->cq = s->a.low;
+	s->empty = s->a.kind == SLUICE__ANCHOR_SELF;
 	return 1;
 }
 
-/* Move the anchor so that @t is less than R/2 past it. */
+/* Move the anchor so that @t is less than R/2 past it: a jump when the
+ * count has been forgotten by the jump's anchor. */
 static void reanchor(sluice_decay_t *x, const struct snap *s, uint64_t t)
 {
-	uint64_t to = grid_down(x, t & ~1ULL); /* what EMPTY(t) announces */
-	uint64_t w = s->word;
-	if (s->t <= to && decay_up(x, s->cq, to - s->t) == 0) {
-		/* Pair CAS (full barrier, so a release): a reader of EMPTY(t)
-		 * sees our anchor or later. */
-		if (sluice__pair_cas(&x->anchor, s->anchor, w, s->anchor, EMPTY_BIT | (t >> 1)))
-			help_anchor(x, s->anchor, to);
-		return;
-	}
-	/* Alive at `to`: written within flush_ns of it, so t >= A + R/4. */
-	uint64_t tg = (tag_of(x, s->anchor) + 1) & 3;
-	uint64_t stepped = (w & ~TAG_MASK) | (tg << TAG_SHIFT);
-	if (sluice__pair_cas(&x->anchor, s->anchor, w, s->anchor, stepped))
-		help_anchor(x, s->anchor, s->anchor + quarter(x));
+	uint64_t to = sluice__anchor_jump_to(GEOM(x), t);
+	int forgotten = s->t <= to && decay_up(x, s->cq, to - s->t) == 0;
+	sluice__anchor_move(&x->anchor, GEOM(x), &s->a, t, forgotten);
 }
 
 /* ---- decisions ------------------------------------------------------------ */
@@ -384,7 +307,7 @@ int sluice_decay_acquire_at(sluice_decay_t *x, uint64_t n, uint64_t now, sluice_
 		/* Time never runs backwards: not before the count's time
 		 * (which is never before the anchor). */
 		uint64_t t = r > s.t ? r : s.t;
-		if (SLUICE_UNLIKELY(t - s.anchor >= 2 * quarter(x))) {
+		if (SLUICE_UNLIKELY(t - s.a.anchor >= 2 * quarter(x))) {
 			reanchor(x, &s, t);
 			continue;
 		}
@@ -400,10 +323,10 @@ int sluice_decay_acquire_at(sluice_decay_t *x, uint64_t n, uint64_t now, sluice_
 			return 0;
 		}
 		uint64_t after = c + nq;
-		uint64_t w = hot_word(x, s.anchor, t, after);
+		uint64_t w = sluice__anchor_hot_word(GEOM(x), s.a.anchor, t, after);
 		/* Pair CAS (full barrier, so a release): publishes which anchor
 		 * w is relative to, and fails if the anchor moved (DESIGN). */
-		if (sluice__pair_cas(&x->anchor, s.anchor, s.word, s.anchor, w)) {
+		if (sluice__anchor_write(&x->anchor, &s.a, w)) {
 			if (d)
 				fill(x, d, 1, t, after, 0);
 			return 1;
@@ -437,9 +360,9 @@ int sluice_decay_refund(sluice_decay_t *x, uint64_t n, const sluice_decision_t *
 		uint64_t sub = decay_down(x, n << x->frac_bits, s.t - ta);
 		if (sub > s.cq)
 			return SLUICE_ECANCEL;
-		uint64_t w = (s.word & ~CQ_MASK) | (s.cq - sub);
+		uint64_t w = sluice__anchor_with_low(GEOM(x), s.a.word, s.cq - sub);
 		/* Pair CAS: as for an admission (same anchor, same time). */
-		if (sluice__pair_cas(&x->anchor, s.anchor, s.word, s.anchor, w))
+		if (sluice__anchor_write(&x->anchor, &s.a, w))
 			return 0;
 	}
 }
@@ -485,6 +408,6 @@ int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
 	 * `_at` readings from another base (all of them below the anchor were
 	 * taken as the anchor, so the count never decayed). */
 	atomic_init(&x->anchor, 0);
-	atomic_init(&x->word, EMPTY_BIT);
+	atomic_init(&x->word, sluice__anchor_self_word(0));
 	return 0;
 }
