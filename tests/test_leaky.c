@@ -488,3 +488,132 @@ Test(leaky, shaper_acquire_passes_one_per_reading)
 			got++;
 	cr_assert_eq(got, 250, "one per 4 ms reading");
 }
+
+/* ---- available, cancel, set_rate / set_burst ------------------------------ */
+
+/*
+ * available_at against nginx's model: the largest k such that k requests at
+ * `now` would all pass limit_req (the first leaves excess_1 =
+ * max(excess + T - elapsed, 0), each further one adds T, each must stay at
+ * or below D T).  Checked at every step of a random schedule, and then
+ * proven largest on the meter itself: k + 1 at once is refused, k admitted.
+ */
+static uint64_t nginx_room(const struct nginx *m, uint64_t now)
+{
+	if (m->fresh)
+		return m->depth + 1;
+	uint64_t elapsed = now - m->last;
+	uint64_t e1 = m->excess + m->T > elapsed ? m->excess + m->T - elapsed : 0;
+	if (e1 > m->depth * m->T)
+		return 0;
+	return (m->depth * m->T - e1) / m->T + 1;
+}
+
+Test(leaky, meter_available_matches_nginx)
+{
+	uint64_t rates[] = { 10, 1000, 50000 };
+	for (unsigned r = 0; r < 3; r++) {
+		sluice_leaky_t l;
+		make(&l, rates[r], SLUICE_LEAKY_METER, 5, 0);
+		struct nginx m = { .fresh = 1, .T = SEC / rates[r], .depth = 5 };
+		uint64_t now = 0;
+		rng_state = 42 + r;
+		for (int i = 0; i < 20000; i++) {
+			now += rnd() % (3 * m.T);
+			uint64_t k = nginx_room(&m, now);
+			cr_assert_eq(sluice_leaky_available_at(&l, now), k, "rate %llu step %d",
+			             (unsigned long long)rates[r], i);
+			if (i % 7 == 0 && k > 0) {
+				sluice_decision_t d;
+				cr_assert_eq(sluice_leaky_acquire_at(&l, k + 1, now, &d), k + 1 > 6 ? SLUICE_ETOOBIG : 0);
+				cr_assert_eq(sluice_leaky_acquire_at(&l, k, now, &d), 1);
+				for (uint64_t j = 0; j < k; j++)
+					cr_assert(nginx_request(&m, now));
+				cr_assert_eq(sluice_leaky_available_at(&l, now), 0);
+			} else {
+				int want = nginx_request(&m, now);
+				cr_assert_eq(sluice_leaky_acquire_at(&l, 1, now, NULL), want);
+			}
+		}
+	}
+}
+
+Test(leaky, shaper_available_is_an_empty_queue)
+{
+	sluice_leaky_t l;
+	make(&l, 10, SLUICE_LEAKY_SHAPER, 0, SEC);
+	cr_assert_eq(sluice_leaky_available_at(&l, 0), 1);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_leaky_reserve_at(&l, 1, 0, UINT64_MAX, &d), 1);
+	cr_assert_eq(sluice_leaky_available_at(&l, 0), 0);
+	cr_assert_eq(sluice_leaky_available_at(&l, 100 * MS - 1), 0);
+	cr_assert_eq(sluice_leaky_available_at(&l, 100 * MS), 1);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 1, 100 * MS - 1, NULL), 0);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 1, 100 * MS, NULL), 1);
+}
+
+Test(leaky, cancel_gives_back_the_latest_slot_only)
+{
+	sluice_leaky_t l;
+	make(&l, 10, SLUICE_LEAKY_SHAPER, 0, SEC);
+	sluice_decision_t a, b, c;
+	cr_assert_eq(sluice_leaky_reserve_at(&l, 1, 0, UINT64_MAX, &a), 1);
+	cr_assert_eq(sluice_leaky_reserve_at(&l, 1, 0, UINT64_MAX, &b), 1);
+	cr_assert_eq(b.delay_ns, 100 * MS);
+	cr_assert_eq(sluice_leaky_cancel(&l, 1, &a), SLUICE_ECANCEL); /* b queued after it */
+	cr_assert_eq(sluice_leaky_cancel(&l, 1, &b), 0);
+	cr_assert_eq(sluice_leaky_cancel(&l, 1, &b), SLUICE_ECANCEL); /* already given back */
+	/* b's slot is free again: the next booking gets exactly it */
+	cr_assert_eq(sluice_leaky_reserve_at(&l, 1, 0, UINT64_MAX, &c), 1);
+	cr_assert_eq(c.delay_ns, 100 * MS);
+	cr_assert_eq(sluice_leaky_cancel(NULL, 1, &c), SLUICE_EINVAL);
+	cr_assert_eq(sluice_leaky_cancel(&l, 0, &c), SLUICE_EINVAL);
+}
+
+Test(leaky, set_rate_keeps_the_level)
+{
+	/* Meter, D = 4, 10/s: emptied at t = 0 (5 taken), the bucket is
+	 * empty until 500 ms.  Raised to 100/s at t = 0: nothing minted, the
+	 * level (TAT) is kept, so the room comes back only as the old level
+	 * drains: 0 now, all of D + 1 at 500 ms (+ the 1 ns a change moves
+	 * the TAT when it keeps it). */
+	sluice_leaky_t l;
+	make(&l, 10, SLUICE_LEAKY_METER, 4, 0);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 5, 0, NULL), 1);
+	cr_assert_eq(sluice_leaky_set_rate_at(&l, 100, SEC, 0), 0);
+	cr_assert_eq(sluice_leaky_interval_ns(&l), 10 * MS);
+	cr_assert_eq(sluice_leaky_available_at(&l, 0), 0);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 1, 0, NULL), 0);
+	cr_assert_eq(sluice_leaky_available_at(&l, 500 * MS + 1), 5);
+	/* Lowered to 1/s: the 5 of room held stay, then 1 per second. */
+	cr_assert_eq(sluice_leaky_set_rate_at(&l, 1, SEC, SEC), 0);
+	cr_assert_eq(sluice_leaky_available_at(&l, SEC), 5);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 5, SEC, NULL), 1);
+	cr_assert_eq(sluice_leaky_available_at(&l, 2 * SEC - 1), 0);
+	cr_assert_eq(sluice_leaky_available_at(&l, 2 * SEC), 1);
+	cr_assert_eq(sluice_leaky_set_rate(&l, 0, SEC), SLUICE_ERATE);
+	cr_assert_eq(sluice_leaky_set_rate(NULL, 1, SEC), SLUICE_EINVAL);
+}
+
+Test(leaky, set_burst_is_the_meters_depth)
+{
+	sluice_leaky_t l;
+	make(&l, 10, SLUICE_LEAKY_METER, 4, 0);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 2, 0, NULL), 1); /* 3 of room left */
+	/* Deeper: the 3 held stay (no fresh room), the bucket then fills to
+	 * D + 1 = 10 at the rate. */
+	cr_assert_eq(sluice_leaky_set_burst_at(&l, 9, 0), 0);
+	cr_assert_eq(sluice_leaky_available_at(&l, 0), 3);
+	cr_assert_eq(sluice_leaky_available_at(&l, SEC), 10);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 10, SEC, NULL), 1);
+	/* Shallower: at most the new D + 1. */
+	cr_assert_eq(sluice_leaky_set_burst_at(&l, 1, 10 * SEC), 0);
+	cr_assert_eq(sluice_leaky_available_at(&l, 11 * SEC), 2);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 3, 11 * SEC, NULL), SLUICE_ETOOBIG);
+	cr_assert_eq(sluice_leaky_set_burst(&l, UINT64_MAX), SLUICE_EBURST);
+	sluice_leaky_t s;
+	make(&s, 10, SLUICE_LEAKY_SHAPER, 0, SEC);
+	cr_assert_eq(sluice_leaky_set_burst(&s, 3), SLUICE_ENOTSUP);
+	cr_assert_eq(sluice_leaky_set_rate_at(&s, 20, SEC, 0), 0);
+	cr_assert_eq(sluice_leaky_interval_ns(&s), 50 * MS);
+}
