@@ -66,6 +66,7 @@
 #include "sluice/decay.h"
 #include "sluice/error.h"
 #include "anchor_internal.h"
+#include "decay_internal.h"
 #include "util_internal.h"
 
 #define FIELD_SHIFT 32
@@ -334,14 +335,39 @@ int sluice_decay_acquire_at(sluice_decay_t *x, uint64_t n, uint64_t now, sluice_
 	}
 }
 
-double sluice_decay_count_at(sluice_decay_t *x, uint64_t now)
+/* The kept count at the time a decision at @now would use, units of 2^-F. */
+static uint64_t count_q_at(sluice_decay_t *x, uint64_t now)
 {
 	struct snap s;
+	/* Bounded by others' progress: a failed snapshot means the anchor
+	 * moved or this call helped move it (lock-free, as a decision). */
 	while (!snapshot(x, &s))
 		;
 	uint64_t r = grid_down(x, now);
-	uint64_t t = r > s.t ? r : s.t;
-	return (double)decay_up(x, s.cq, t - s.t) / (double)(1ULL << x->frac_bits);
+	uint64_t t = r > s.t ? r : s.t; /* as a decision: never before t */
+	/* A decision R/2 past the anchor would re-anchor first; that changes
+	 * no count (a jump only when decay_up gives 0 there, a step keeps the
+	 * word's time), so the count is the same without moving it. */
+	return decay_up(x, s.cq, t - s.t);
+}
+
+uint64_t sluice_decay_available_at(sluice_decay_t *x, uint64_t now)
+{
+	if (!x)
+		return 0;
+	/* acquire admits n iff c + n 2^F <= L 2^F (c the kept count) */
+	uint64_t c = count_q_at(x, now), lim = x->limit << x->frac_bits;
+	return c >= lim ? 0 : (lim - c) >> x->frac_bits;
+}
+
+uint64_t sluice_decay_available(sluice_decay_t *x)
+{
+	return sluice_decay_available_at(x, sluice_clock_now(x->clock));
+}
+
+double sluice__decay_count_at(sluice_decay_t *x, uint64_t now)
+{
+	return (double)count_q_at(x, now) / (double)(1ULL << x->frac_bits);
 }
 
 int sluice_decay_refund(sluice_decay_t *x, uint64_t n, const sluice_decision_t *admitted)

@@ -236,6 +236,11 @@ int sluice_warmup_acquire_at(sluice_warmup_t *w, uint64_t n, uint64_t now, sluic
 
 int sluice_warmup_refund(sluice_warmup_t *w, uint64_t n, const sluice_decision_t *admitted)
 {
+	return sluice_warmup_cancel(w, n, admitted);
+}
+
+int sluice_warmup_cancel(sluice_warmup_t *w, uint64_t n, const sluice_decision_t *admitted)
+{
 	if (!w || !admitted || n == 0 || n > w->limit || !admitted->allowed)
 		return SLUICE_EINVAL;
 	uint64_t t = admitted->now_ns;
@@ -268,6 +273,47 @@ int sluice_warmup_refund(sluice_warmup_t *w, uint64_t n, const sluice_decision_t
 		if (sluice__anchor_write(&w->anchor, &s.a, x))
 			return 0;
 	}
+}
+
+/*
+ * The largest n an acquire at @now would admit: every n up to L when the
+ * ticket has come (Guava's pay-later rule: the cost falls on the next
+ * request), unless the ticket n books would pass the end of the time base
+ * (cost_of grows with n, so the largest that fits is found by bisection;
+ * only there).  Read-only: a decision this far past the anchor would
+ * re-anchor first, which changes neither the ticket nor the stored permits.
+ */
+uint64_t sluice_warmup_available_at(sluice_warmup_t *w, uint64_t now)
+{
+	if (!w)
+		return 0;
+	uint64_t end = grid_down(w, UINT64_MAX);
+	struct snap s;
+	/* Bounded by others' progress, as a decision's snapshot. */
+	while (!snapshot(w, &s))
+		;
+	uint64_t t = now > s.a.anchor ? now : s.a.anchor;
+	if (t > end)
+		t = end;
+	if (s.next > t)
+		return 0; /* the ticket has not come: acquire refuses every n */
+	uint64_t sq = accrue(w, s.sq, t - s.next), taken;
+	if (cost_of(w, sq, w->limit, &taken) <= end - t)
+		return w->limit;
+	uint64_t lo = 0, hi = w->limit; /* cost(lo) fits (lo = 0: nothing), cost(hi) not */
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (cost_of(w, sq, mid, &taken) <= end - t)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+uint64_t sluice_warmup_available(sluice_warmup_t *w)
+{
+	return sluice_warmup_available_at(w, sluice_clock_now(w->clock));
 }
 
 int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg)

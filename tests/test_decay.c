@@ -26,6 +26,7 @@
 #include "sluice/clock.h"
 #include "sluice/decay.h"
 #include "sluice/error.h"
+#include "../lib/decay_internal.h" /* sluice__decay_count_at: the kept count */
 
 #include "test_pace.h"
 #include "test_rng.h"
@@ -242,7 +243,7 @@ Test(decay, clock_backwards_by_seconds_mints_nothing)
 		cr_assert_eq(d.retry_after_ns, retry, "retry measured from the held time");
 		cr_assert((long double)retry >= exact - 1 && (long double)retry < exact + 100,
 		          "retry %llu vs exact %.1Lf", (unsigned long long)retry, exact);
-		cr_assert(sluice_decay_count_at(&x, r) == 20.0, "no decay backwards, no minting");
+		cr_assert(sluice__decay_count_at(&x, r) == 20.0, "no decay backwards, no minting");
 	}
 	/* the plain variant reads the manual clock the same way */
 	sluice_clock_manual_set(&mclock, 2 * SEC);
@@ -289,7 +290,7 @@ Test(decay, busy_across_anchor_moves)
 		int rc = sluice_decay_acquire_at(&x, n, t, &d);
 		if (rc == 1)
 			model_add(&m, d.now_ns, n);
-		long double exact = model_at(&m, t), kept = sluice_decay_count_at(&x, t);
+		long double exact = model_at(&m, t), kept = sluice__decay_count_at(&x, t);
 		cr_assert(kept + 1e-6L >= exact, "step %d: kept %.9Lf < exact %.9Lf", i, kept, exact);
 		cr_assert(kept <= exact + 1e-3L, "step %d: kept %.9Lf, exact %.9Lf", i, kept, exact);
 		uint64_t a = atomic_load(&x.anchor);
@@ -318,7 +319,7 @@ Test(decay, top_of_the_time_base)
 	cr_assert_eq(d.now_ns, UINT64_MAX & ~(x.unit_ns - 1));
 	cr_assert_eq(sluice_decay_acquire_at(&x, 4, UINT64_MAX, &d), 0);
 	cr_assert_eq(d.retry_after_ns, SLUICE_NEVER, "time cannot pass the end");
-	double c = sluice_decay_count_at(&x, UINT64_MAX);
+	double c = sluice__decay_count_at(&x, UINT64_MAX);
 	cr_assert(c > 1.0 && c < 1.1, "count %f", c);
 }
 
@@ -332,12 +333,12 @@ Test(decay, refund_subtracts_the_decayed_permits)
 	cr_assert_eq(sluice_decay_acquire_at(&x, 6, 0, &a), 1);
 	cr_assert_eq(sluice_decay_acquire_at(&x, 2, SEC, &b), 1); /* 3 + 2 = 5 */
 	cr_assert_eq(sluice_decay_refund(&x, 6, &a), 0);    /* 5 - 3 = 2 */
-	double c = sluice_decay_count_at(&x, SEC);
+	double c = sluice__decay_count_at(&x, SEC);
 	cr_assert(c >= 2.0 && c < 2.0 + 1e-6, "count %f", c);
 	cr_assert_eq(sluice_decay_acquire_at(&x, 8, SEC, &d), 1);
 	cr_assert_eq(sluice_decay_refund(&x, 8, &d), 0);
 	cr_assert_eq(sluice_decay_refund(&x, 2, &b), 0);
-	c = sluice_decay_count_at(&x, SEC);
+	c = sluice__decay_count_at(&x, SEC);
 	cr_assert(c >= 0.0 && c < 1e-6, "count %f", c);
 	/* a second refund is accepted while the count holds what it takes
 	 * (decay.h: the caller's contract; the limiter cannot tell it from
@@ -347,7 +348,7 @@ Test(decay, refund_subtracts_the_decayed_permits)
 	cr_assert_eq(sluice_decay_acquire_at(&x, 2, SEC, &d), 1);
 	cr_assert_eq(sluice_decay_refund(&x, 2, &e), 0);
 	cr_assert_eq(sluice_decay_refund(&x, 2, &e), 0, "twice: d's permits freed");
-	c = sluice_decay_count_at(&x, SEC);
+	c = sluice__decay_count_at(&x, SEC);
 	cr_assert(c >= 0.0 && c < 1e-6, "count %f", c);
 	/* a second refund of the same admission cannot go below 0: kept */
 	uint64_t w = atomic_load(&x.word);
@@ -521,11 +522,28 @@ ParameterizedTest(struct schedule *p, decay, matches_reference_model)
 		}
 		if (i % 16 == 0) {
 			exact = model_at(&m, now);
-			long double kept = sluice_decay_count_at(&x, now);
+			long double kept = sluice__decay_count_at(&x, now);
 			cr_assert(kept + 2 * unit + L * 1e-12L >= exact, "step %d: kept %.9Lf < %.9Lf", i,
 			          kept, exact);
 			cr_assert(kept <= exact + tol, "step %d: kept %.9Lf > %.9Lf + %.3Le", i, kept,
 			          exact, tol);
+			/* available: never more than the exact model admits (up
+			 * to the forgotten residue), at most the kept count's
+			 * tolerance fewer, and the largest n acquire admits */
+			uint64_t av = sluice_decay_available_at(&x, now);
+			cr_assert((long double)av <= L - exact + 2 * unit + L * 1e-12L,
+			          "step %d: available %llu, exact count %.9Lf", i,
+			          (unsigned long long)av, exact);
+			cr_assert((long double)av + 1 > L - exact - tol, "step %d: available %llu low", i,
+			          (unsigned long long)av);
+			if (av < p->limit)
+				cr_assert_eq(sluice_decay_acquire_at(&x, av + 1, now, NULL), 0);
+			if (av > 0 && i % 64 == 0) {
+				cr_assert_eq(sluice_decay_acquire_at(&x, av, now, NULL), 1, "step %d", i);
+				model_add(&m, now, av);
+				excess += 3 * unit + (exact + av) * 1e-12L;
+				cr_assert_eq(sluice_decay_available_at(&x, now), 0);
+			}
 		}
 	}
 	/* L = 1 admits only once the count is forgotten (after ~32 h idle) */
@@ -857,7 +875,7 @@ Test(decay, states_left_by_a_stalled_writer_never_spin, .timeout = 20)
 	atomic_store(&x.word, (1ULL << 63) | (SEC >> 1));
 	cr_assert_eq(sluice_decay_acquire_at(&x, 10, t, &d), 1, "empty: all 10 pass");
 	cr_assert_eq(sluice_decay_acquire_at(&x, 1, t, &d), 0);
-	cr_assert_eq(sluice_decay_count_at(&x, t), 10.0);
+	cr_assert_eq(sluice__decay_count_at(&x, t), 10.0);
 
 	/* HOT, full count, tag two quarters off: read as a count that is at
 	 * least as young as its field allows (fewer admissions), re-tagged by
@@ -869,7 +887,7 @@ Test(decay, states_left_by_a_stalled_writer_never_spin, .timeout = 20)
 	atomic_store(&x.word, (tag << 61) | field | full);
 	cr_assert_eq(sluice_decay_acquire_at(&x, 1, t, &d), 0, "a full count refuses");
 	cr_assert_lt(d.retry_after_ns, SLUICE_NEVER);
-	cr_assert(sluice_decay_count_at(&x, t) >= 10.0);
+	cr_assert(sluice__decay_count_at(&x, t) >= 10.0);
 	uint64_t later = d.now_ns + d.retry_after_ns;
 	cr_assert_eq(sluice_decay_acquire_at(&x, 1, later, &d), 1, "passes when it says");
 	cr_assert_eq((atomic_load(&x.word) >> 61) & 3, (atomic_load(&x.anchor) >> sh) & 3,

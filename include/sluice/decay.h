@@ -165,10 +165,18 @@ static inline int sluice_decay_acquire(sluice_decay_t *x, uint64_t n, sluice_dec
 }
 
 /*
- * sluice_decay_count_at - the kept count at @now (rounded up, in permits),
- * as the next decision would see it.  Lock-free, read-only.
+ * sluice_decay_available_at - the largest n that sluice_decay_acquire_at()
+ * at @now would admit, taking nothing: floor(L - c), c the kept count at
+ * the time that decision would use (the reading rounded down to unit_ns,
+ * never before the count's time; see PRECISION), 0 when less than one permit
+ * is free.  Lock-free, read-only (it may help finish an announced anchor
+ * move); a snapshot that concurrent decisions may change at once.  The
+ * count itself (a fraction) is not part of the API: what a caller can act
+ * on is how many permits would pass.  Return: 0..L; 0 for a NULL @x.
  */
-SLUICE_API double sluice_decay_count_at(sluice_decay_t *x, uint64_t now);
+SLUICE_API uint64_t sluice_decay_available_at(sluice_decay_t *x, uint64_t now);
+/* sluice_decay_available - as _at, reading the limiter's clock. */
+SLUICE_API uint64_t sluice_decay_available(sluice_decay_t *x);
 
 /*
  * sluice_decay_refund - give back @n permits admitted by @admitted (a

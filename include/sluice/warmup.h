@@ -261,4 +261,27 @@ static inline int sluice_warmup_reserve(sluice_warmup_t *w, uint64_t n, uint64_t
 SLUICE_API int sluice_warmup_refund(sluice_warmup_t *w, uint64_t n,
                                     const sluice_decision_t *admitted);
 
+/*
+ * sluice_warmup_cancel - give back the booking @booked describes (the
+ * decision reserve or acquire filled): the booking verb, the same call as
+ * sluice_warmup_refund() under the conventions' name, with its contract,
+ * what it detects and what it keeps.  Lock-free, no allocation.
+ * Return: 0 given back, SLUICE_ECANCEL kept, SLUICE_EINVAL.
+ */
+SLUICE_API int sluice_warmup_cancel(sluice_warmup_t *w, uint64_t n,
+                                    const sluice_decision_t *booked);
+
+/*
+ * sluice_warmup_available_at - the largest n that sluice_warmup_acquire_at()
+ * at @now would admit, taking nothing: L (sluice_warmup_t.limit) once the
+ * next free ticket is at or before @now (Guava's pay-later rule: any n up
+ * to L passes then, and the next request pays), 0 before it; near the end
+ * of the time base (LIMITS), only the n whose ticket still fits.  Lock-free,
+ * read-only (it may help finish an announced anchor move); a snapshot that
+ * concurrent decisions may change at once.  Return: 0..L; 0 for NULL.
+ */
+SLUICE_API uint64_t sluice_warmup_available_at(sluice_warmup_t *w, uint64_t now);
+/* sluice_warmup_available - as _at, reading the limiter's clock. */
+SLUICE_API uint64_t sluice_warmup_available(sluice_warmup_t *w);
+
 #endif /* SLUICE_WARMUP_H */
