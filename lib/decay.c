@@ -61,6 +61,7 @@
  * can stand for, so the count is taken as younger than it is: it fades
  * later (fewer admissions).
  */
+#include <sched.h>
 #include <string.h>
 
 #include "sluice/decay.h"
@@ -278,11 +279,10 @@ static void reanchor(sluice_decay_t *x, const struct snap *s, uint64_t t)
 /* ---- decisions ------------------------------------------------------------ */
 
 static void fill(const sluice_decay_t *x, sluice_decision_t *d, int allowed, uint64_t t,
-                 uint64_t cq, uint64_t retry)
+                 uint64_t cq, uint64_t lim, uint64_t retry)
 {
-	uint64_t lim = x->limit << x->frac_bits;
 	d->allowed = allowed;
-	d->limit = x->limit;
+	d->limit = lim >> x->frac_bits;
 	d->remaining = cq >= lim ? 0 : (lim - cq) >> x->frac_bits;
 	d->retry_after_ns = retry;
 	d->delay_ns = 0;
@@ -290,15 +290,25 @@ static void fill(const sluice_decay_t *x, sluice_decision_t *d, int allowed, uin
 	d->now_ns = t;
 }
 
+/* The limit in force, in units of 2^-F.  Relaxed: read after the state
+ * word's acquire load, which pairs with set_limit's pair CAS (a release)
+ * written after its store, so a decision that saw the word set_limit
+ * wrote (or a later one) sees the new limit (DESIGN, SET_LIMIT). */
+static inline uint64_t limit_q(const sluice_decay_t *x)
+{
+	return atomic_load_explicit(&((sluice_decay_t *)x)->limit, memory_order_relaxed)
+	       << x->frac_bits;
+}
+
 int sluice_decay_acquire_at(sluice_decay_t *x, uint64_t n, uint64_t now, sluice_decision_t *d)
 {
 	if (!x || n == 0)
 		return SLUICE_EINVAL;
-	if (n > x->limit) {
-		sluice__decision_never(d, x->limit, now);
+	uint64_t nq = n << x->frac_bits; /* n <= limit_max checked first */
+	if (n > x->limit_max) {
+		sluice__decision_never(d, atomic_load_explicit(&x->limit, memory_order_relaxed), now);
 		return SLUICE_ETOOBIG;
 	}
-	uint64_t nq = n << x->frac_bits, lim = x->limit << x->frac_bits;
 	uint64_t end = grid_down(x, UINT64_MAX);
 	uint64_t r = grid_down(x, now); /* decide at the grid point at or before now */
 	for (;;) {
@@ -312,6 +322,11 @@ int sluice_decay_acquire_at(sluice_decay_t *x, uint64_t n, uint64_t now, sluice_
 			reanchor(x, &s, t);
 			continue;
 		}
+		uint64_t lim = limit_q(x); /* after the snapshot: see limit_q() */
+		if (SLUICE_UNLIKELY(nq > lim)) {
+			sluice__decision_never(d, lim >> x->frac_bits, t);
+			return SLUICE_ETOOBIG; /* n above the limit in force */
+		}
 		uint64_t c = decay_up(x, s.cq, t - s.t);
 		if (c + nq > lim) {
 			if (d) {
@@ -319,7 +334,7 @@ int sluice_decay_acquire_at(sluice_decay_t *x, uint64_t n, uint64_t now, sluice_
 				uint64_t y = time_until(x, s.cq, t - s.t, lim - nq);
 				uint64_t yg = y > end - t ? SLUICE_NEVER
 				                          : grid_down(x, t + y + x->unit_ns - 1) - t;
-				fill(x, d, 0, t, c, yg);
+				fill(x, d, 0, t, c, lim, yg);
 			}
 			return 0;
 		}
@@ -329,20 +344,21 @@ int sluice_decay_acquire_at(sluice_decay_t *x, uint64_t n, uint64_t now, sluice_
 		 * w is relative to, and fails if the anchor moved (DESIGN). */
 		if (sluice__anchor_write(&x->anchor, &s.a, w)) {
 			if (d)
-				fill(x, d, 1, t, after, 0);
+				fill(x, d, 1, t, after, lim, 0);
 			return 1;
 		}
 	}
 }
 
 /* The kept count at the time a decision at @now would use, units of 2^-F. */
-static uint64_t count_q_at(sluice_decay_t *x, uint64_t now)
+static uint64_t count_q_at(sluice_decay_t *x, uint64_t now, struct snap *sp)
 {
 	struct snap s;
 	/* Bounded by others' progress: a failed snapshot means the anchor
 	 * moved or this call helped move it (lock-free, as a decision). */
 	while (!snapshot(x, &s))
 		;
+	*sp = s;
 	uint64_t r = grid_down(x, now);
 	uint64_t t = r > s.t ? r : s.t; /* as a decision: never before t */
 	/* A decision R/2 past the anchor would re-anchor first; that changes
@@ -356,7 +372,8 @@ uint64_t sluice_decay_available_at(sluice_decay_t *x, uint64_t now)
 	if (!x)
 		return 0;
 	/* acquire admits n iff c + n 2^F <= L 2^F (c the kept count) */
-	uint64_t c = count_q_at(x, now), lim = x->limit << x->frac_bits;
+	struct snap s;
+	uint64_t c = count_q_at(x, now, &s), lim = limit_q(x);
 	return c >= lim ? 0 : (lim - c) >> x->frac_bits;
 }
 
@@ -367,12 +384,13 @@ uint64_t sluice_decay_available(sluice_decay_t *x)
 
 double sluice__decay_count_at(sluice_decay_t *x, uint64_t now)
 {
-	return (double)count_q_at(x, now) / (double)(1ULL << x->frac_bits);
+	struct snap s;
+	return (double)count_q_at(x, now, &s) / (double)(1ULL << x->frac_bits);
 }
 
 int sluice_decay_refund(sluice_decay_t *x, uint64_t n, const sluice_decision_t *admitted)
 {
-	if (!x || !admitted || n == 0 || n > x->limit || !admitted->allowed)
+	if (!x || !admitted || n == 0 || n > x->limit_max || !admitted->allowed)
 		return SLUICE_EINVAL;
 	uint64_t ta = admitted->now_ns;
 	for (;;) {
@@ -403,6 +421,9 @@ int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
 		return SLUICE_ECLOCK;
 	if (cfg->limit < 1 || cfg->limit > SLUICE_DECAY_LIMIT_MAX)
 		return SLUICE_ELIMIT;
+	uint64_t lmax = cfg->limit_max ? cfg->limit_max : cfg->limit;
+	if (lmax < cfg->limit || lmax > SLUICE_DECAY_LIMIT_MAX)
+		return SLUICE_ELIMIT;
 	uint64_t h = cfg->half_life_ns;
 	if (h < SLUICE_DECAY_HALFLIFE_MIN_NS || h > SLUICE_DECAY_HALFLIFE_MAX_NS)
 		return SLUICE_EHALFLIFE;
@@ -420,12 +441,14 @@ int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
 	while ((1ULL << (QUARTER_BITS + g)) < flush + (2ULL << g))
 		g++;
 
-	x->limit = cfg->limit;
+	atomic_init(&x->limit, cfg->limit);
+	atomic_init(&x->writer, 0);
+	x->limit_max = lmax;
 	x->half_life_ns = h;
 	x->unit_ns = 1ULL << g;
 	x->clock = clock;
 	x->unit_shift = g;
-	x->frac_bits = CQ_BITS - sluice__bit_width(cfg->limit); /* L << F < 2^32 */
+	x->frac_bits = CQ_BITS - sluice__bit_width(lmax); /* every L << F < 2^32 */
 	x->flush_ns = flush;
 	/* Empty as of time 0, the start of every time base: an empty count
 	 * stays empty, so this is the state at every reading, and the first
@@ -436,4 +459,85 @@ int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
 	atomic_init(&x->anchor, 0);
 	atomic_init(&x->word, sluice__anchor_self_word(0));
 	return 0;
+}
+
+/*
+ * SET_LIMIT.  The limit is one word beside the state; the fixed point F
+ * was chosen at init for every limit up to limit_max, so a change needs
+ * no rescaling of the count: the count is kept exactly (nothing forgotten,
+ * nothing minted), and decisions compare it with the new limit.
+ *
+ * What makes the change take effect for every decision at once: after
+ * storing the limit, set_limit rewrites the state word from a snapshot
+ * with one pair CAS, to the same count at the count's time plus one grid
+ * unit (u).  A decision reads the limit after its snapshot's acquire load
+ * of the word:
+ *   - if it read the rewritten word (or a later one), that load
+ *     synchronises with the pair CAS (a release, after the store), so it
+ *     reads the new limit (or a newer one);
+ *   - if it read an older word, its pair CAS expects that word, which can
+ *     never come back: every word written under the same anchor after the
+ *     rewrite has a time at or after the rewritten one (decisions never
+ *     move the count's time back, refunds keep it, and a jump writes an
+ *     EMPTY word for a time R/2 past the anchor), so the CAS fails and the
+ *     decision starts again, reading the new limit.
+ * So every admission whose CAS comes after set_limit's rewrite was checked
+ * against the new limit: set_limit is linearised at its rewrite.  Moving
+ * the count's time on by u without decaying the count keeps the kept count
+ * an upper bound of the exact one (decay.h PRECISION); a decision whose
+ * reading is older than that time is decided at it, one grid unit later
+ * than its reading at most.  Writers serialise on `writer` with a bounded
+ * wait; decisions never look at it.
+ */
+int sluice_decay_set_limit(sluice_decay_t *x, uint64_t limit)
+{
+	if (!x)
+		return SLUICE_EINVAL;
+	if (limit < 1 || limit > x->limit_max)
+		return SLUICE_ELIMIT;
+	/* Acquire: pairs with the release that ends the previous change.
+	 * Bounded, as GCRA's writers (a writer stopped holding the flag must
+	 * not keep every later set_limit waiting). */
+	uint64_t since = 0;
+	while (atomic_exchange_explicit(&x->writer, 1, memory_order_acquire)) {
+		uint64_t t = sluice_clock_monotonic_ns();
+		if (since == 0)
+			since = t;
+		else if (t - since >= SLUICE_DECAY_WRITER_WAIT_NS)
+			return SLUICE_ETIMEDOUT;
+		sched_yield();
+	}
+	/* Relaxed: published by the pair CAS below (a release). */
+	atomic_store_explicit(&x->limit, limit, memory_order_relaxed);
+	for (;;) {
+		struct snap s;
+		if (!snapshot(x, &s))
+			continue;
+		uint64_t end = grid_down(x, UINT64_MAX), t = s.t, cq = s.cq;
+		if (SLUICE_LIKELY(t < end)) {
+			t += x->unit_ns; /* on the grid, at most end */
+		} else if (cq < (1ULL << CQ_BITS) - 1) {
+			/* At the last grid point the time cannot move on: one
+			 * unit more count instead (fewer admissions; the only
+			 * case where the old word could come back, see above). */
+			cq++;
+		}
+		if (SLUICE_UNLIKELY(t - s.a.anchor >= 2 * quarter(x))) {
+			reanchor(x, &s, t);
+			continue;
+		}
+		uint64_t w = sluice__anchor_hot_word(GEOM(x), s.a.anchor, t, cq);
+		/* Pair CAS (full barrier, so a release): publishes the limit
+		 * stored above to every decision that acquires this word. */
+		if (sluice__anchor_write(&x->anchor, &s.a, w))
+			break;
+	}
+	/* Release: the next writer starts after this change is complete. */
+	atomic_store_explicit(&x->writer, 0, memory_order_release);
+	return 0;
+}
+
+uint64_t sluice_decay_limit(const sluice_decay_t *x)
+{
+	return atomic_load_explicit(&((sluice_decay_t *)x)->limit, memory_order_relaxed);
 }

@@ -343,7 +343,8 @@ int sluice_limiter_set_rate(sluice_limiter_t *l, uint64_t rate, uint64_t period_
 		return SLUICE_EALGO;
 	default:
 		/* windows, log, decay, in-flight: a limit, not a rate (set_limit);
-		 * a composite: which part's? change the part's own handle */
+		 * warm-up: no live setter yet (warmup.h says why); a
+		 * composite: which part's? change the part's own handle */
 		return SLUICE_ENOTSUP;
 	}
 }
@@ -369,6 +370,8 @@ int sluice_limiter_set_limit(sluice_limiter_t *l, uint64_t limit)
 	if (!l)
 		return SLUICE_EINVAL;
 	switch (l->algo) {
+	case SLUICE_ALGO_DECAY:
+		return sluice_decay_set_limit(&l->u.decay, limit);
 	case SLUICE_ALGO_FIXED:
 	case SLUICE_ALGO_WINDOW:
 	case SLUICE_ALGO_LOG:
@@ -378,7 +381,8 @@ int sluice_limiter_set_limit(sluice_limiter_t *l, uint64_t limit)
 		return SLUICE_EALGO;
 	default:
 		/* GCRA, leaky: a rate and a burst (set_rate, set_burst);
-		 * warm-up: a rate; a composite: which part's? */
+		 * warm-up: a rate, which has no live setter yet (warmup.h);
+		 * a composite: which part's? */
 		return SLUICE_ENOTSUP;
 	}
 }
@@ -425,7 +429,9 @@ int sluice_limiter_wait_until(sluice_limiter_t *l, uint64_t n, uint64_t deadline
 			return rc; /* admitted, or an error such as ETOOBIG */
 		uint64_t slept = sluice_clock_monotonic_ns() - start;
 		uint64_t left = now < deadline_ns ? deadline_ns - now : 0;
-		if (slept < budget && budget - slept < left)
+		if (slept >= budget)
+			left = 0;
+		else if (budget - slept < left)
 			left = budget - slept;
 		if (d->retry_after_ns == SLUICE_NEVER || left == 0 || d->retry_after_ns > left)
 			return SLUICE_ETIMEDOUT; /* refused: nothing was taken */
