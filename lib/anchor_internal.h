@@ -213,7 +213,7 @@ static inline void sluice__anchor_help(_Atomic uint64_t *anchor, uint64_t from, 
  *     permits of unknown age could be anything up to M; M is the most
  *     expensive).  The next write from such a snapshot re-tags the word.
  */
-static inline int sluice__anchor_snapshot(_Atomic uint64_t *anchor, _Atomic uint64_t *word,
+static inline __attribute__((always_inline)) int sluice__anchor_snapshot(_Atomic uint64_t *anchor, _Atomic uint64_t *word,
                                           struct sluice__anchor_geom g,
                                           struct sluice__anchor_snap *s)
 {

@@ -257,7 +257,9 @@ static inline uint64_t grid_down(const sluice_decay_t *x, uint64_t t)
  * anchor, and a stale HOT word is its count at the time its field decodes
  * to against the current anchor (younger than it is: it fades later).
  */
-static int snapshot(sluice_decay_t *x, struct snap *s)
+/* always_inline: on the decision path (a call costs more than the
+ * snapshot; GCC stopped inlining it once it became two calls deep) */
+static inline __attribute__((always_inline)) int snapshot(sluice_decay_t *x, struct snap *s)
 {
 	if (!sluice__anchor_snapshot(&x->anchor, &x->word, GEOM(x), &s->a))
 		return 0;

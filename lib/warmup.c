@@ -100,7 +100,9 @@ static inline uint64_t grid_down(const sluice_warmup_t *w, uint64_t t)
  * ticket it decodes to against the current anchor, fully cold (M stored:
  * the most expensive state; the next booking re-tags it).
  */
-static int snapshot(sluice_warmup_t *w, struct snap *s)
+/* always_inline: on the decision path (a call costs more than the
+ * snapshot; GCC stopped inlining it once it became two calls deep) */
+static inline __attribute__((always_inline)) int snapshot(sluice_warmup_t *w, struct snap *s)
 {
 	if (!sluice__anchor_snapshot(&w->anchor, &w->word, GEOM(w), &s->a))
 		return 0;
