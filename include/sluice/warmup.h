@@ -263,9 +263,9 @@ SLUICE_API int sluice_warmup_refund(sluice_warmup_t *w, uint64_t n,
 
 /*
  * sluice_warmup_cancel - give back the booking @booked describes (the
- * decision reserve or acquire filled): the booking verb, the same call as
- * sluice_warmup_refund() under the conventions' name, with its contract,
- * what it detects and what it keeps.  Lock-free, no allocation.
+ * decision reserve or acquire filled): the booking verb;
+ * sluice_warmup_refund() is the same call under the conventions' name, with
+ * the same contract, what it detects and what it keeps.  Lock-free, no allocation.
  * Return: 0 given back, SLUICE_ECANCEL kept, SLUICE_EINVAL.
  */
 SLUICE_API int sluice_warmup_cancel(sluice_warmup_t *w, uint64_t n,
