@@ -10,7 +10,9 @@
  *
  * GUARANTEE (any number of threads, any timing, on the limiter's timeline):
  *   at every admission, the exactly decayed sum of all admitted permits,
- *   this one included, is at most L (+ 2^(1-F), see PRECISION; F >= 8).  The
+ *   this one included, is at most L (+ 2^(1-F), see PRECISION; F >= 8), L
+ *   the limit the admission was checked against (d->limit: the one in force,
+ *   see sluice_decay_set_limit()).  The
  *   check-and-add is one CAS on one word, so racing threads cannot both
  *   take the last of the headroom.  Consequences:
  *   (a) burst: at most L permits at any one instant; after a long idle

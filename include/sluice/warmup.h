@@ -115,6 +115,14 @@
  *   leaves can make a call spin: such a state is read toward fewer
  *   admissions (a later ticket, fully cold).
  *
+ * SET_RATE: not offered.  The stable rate fixes the packed word's grid
+ *   (unit_ns), the stored permits' fixed point (frac_bits, from M = P / I)
+ *   and the curve, and a decision reads them beside the word with no way to
+ *   tell which rate a word was written under; a live change needs the word
+ *   to name its parameter set (as GCRA's seal does), which this version
+ *   does not have.  sluice_limiter_set_rate() says SLUICE_ENOTSUP; build a
+ *   new limiter (it starts cold, as Guava's does at construction).
+ *
  * MEMORY: one cache line of hot state (the anchor and the state word), in
  *   a caller-allocated struct; nothing is allocated.
  */
