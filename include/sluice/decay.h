@@ -89,6 +89,12 @@
  *   gives back against the wrong anchor (tests/test_wrap.c stalls one).
  *   Nothing a stalled writer leaves can make a call spin: such a state is
  *   read toward fewer admissions.
+ * NO BOOKING: decay has no reserve or cancel.  A booking holds a slot at
+ *   a later time, and the decayed count has no slots: it is one sum that
+ *   fades, so "n at time t + d" would have to be counted now at its
+ *   future weight, which under-counts it until t + d.  Callers that must
+ *   wait poll on retry_after_ns (sluice_limiter_wait_until() does);
+ *   sluice_limiter_reserve() says SLUICE_ENOTSUP.
  * MEMORY: one cache line of hot state (anchor and packed word) in a
  *   caller-allocated struct; nothing is allocated.
  */
