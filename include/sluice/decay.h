@@ -91,8 +91,11 @@
  *   read toward fewer admissions.
  * NO BOOKING: decay has no reserve or cancel.  A booking holds a slot at
  *   a later time, and the decayed count has no slots: it is one sum that
- *   fades, so "n at time t + d" would have to be counted now at its
- *   future weight, which under-counts it until t + d.  Callers that must
+ *   fades, and n booked for t + d would have to be added now, either at
+ *   weight n (faded by t + d: fewer counted than used, so more admitted
+ *   than the GUARANTEE allows) or at the weight that is n at t + d (more
+ *   than n counted until then: refusals for permits nobody used).
+ *   Callers that must
  *   wait poll on retry_after_ns (sluice_limiter_wait_until() does);
  *   sluice_limiter_reserve() says SLUICE_ENOTSUP.
  * MEMORY: one cache line of hot state (anchor and packed word) in a
