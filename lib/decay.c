@@ -23,15 +23,16 @@
  * its state at every time, and its first reading re-anchors it wherever the
  * reading lies (the clock is never read at init: see decay.h CLOCK JUMPS).
  *
- * The anchor protocol is the one lib/warmup.c uses (see its DESIGN for the
- * full argument): the anchor only changes after the word announced the
- * change, so any thread can finish it and a CAS from a consistent snapshot
- * (anchor, word, anchor again) can never pair a word with the wrong anchor.
+ * The anchor protocol is lib/anchor_internal.h's (shared with warm-up;
+ * the full argument lives there): the anchor only changes after the word
+ * announced the change, so any thread can finish it and a CAS from a
+ * consistent snapshot (anchor, word, anchor again) can never pair a word
+ * with the wrong anchor.
  *   - step: the tag goes from tag(A) to tag(A)+1, then anchor A -> A + R/4;
  *     legal when t >= A + R/4 (the field reads the same against both).
- *   - jump: the word becomes EMPTY(T), then anchor A -> empty_anchor(T).
+ *   - jump: the word becomes EMPTY(T), then anchor A -> the anchor it names.
  * A decision whose time is R/2 or more past the anchor re-anchors first:
- * EMPTY if the count has been forgotten by empty_anchor(now) (exact:
+ * EMPTY if the count has been forgotten by the jump's anchor (exact:
  * forgotten stays forgotten), else a step, which is legal because a count
  * still alive at that time was written less than flush_ns = 34 h before it,
  * and u is chosen so that R/4 >= flush_ns + 2u.  A count below 2^32 units is
@@ -52,45 +53,38 @@
  * use, so the answer is exact for them.  No libm: the library links
  * without it.
  *
- * Stalls of any length: the tag has 2 bits and the field 29, so a thread
- * stalled between its snapshot and its CAS while the anchor moves on by
- * multiples of R can find the word back bit for bit under a later anchor,
- * and its CAS would then count (or forget, or give back) against the wrong
- * time.  So every write of the word from a snapshot is a double-width CAS
- * of (anchor, word) together (pair_internal.h; anchor and word are one
- * 16-byte pair): it fails if the anchor moved at all since the snapshot.
- * A word that comes back under the same anchor is the same state (same
- * time, same count), so that ABA is harmless.  The anchor itself is a full
- * 64-bit time that only grows: its own CAS cannot meet an ABA.
- *
- * Memory orders: as in lib/warmup.c.  Snapshot loads are acquires; every
- * successful CAS (word or anchor) is a release, so a reader of a HOT word
- * sees the anchor it was written against or a later one, and a reader of
- * a new anchor sees the word that announced it or a later one.
+ * Stalls of any length (every write from a snapshot is one double-width
+ * CAS of (anchor, word), so none counts, forgets or gives back against the
+ * wrong anchor) and memory orders: anchor_internal.h.  What this module
+ * adds: a stale HOT word (tag two or three quarters off, left by a stalled
+ * writer) is read against the current anchor, the latest time its field
+ * can stand for, so the count is taken as younger than it is: it fades
+ * later (fewer admissions).
  */
+#include <sched.h>
 #include <string.h>
 
 #include "sluice/decay.h"
 #include "sluice/error.h"
-#include "pair_internal.h"
+#include "anchor_internal.h"
+#include "decay_internal.h"
 #include "util_internal.h"
 
-#define EMPTY_BIT (1ULL << 63)
-#define TAG_SHIFT 61
-#define TAG_MASK (3ULL << TAG_SHIFT)
 #define FIELD_SHIFT 32
 #define FIELD_BITS 29
 #define FIELD_MASK ((1ULL << FIELD_BITS) - 1)
 #define CQ_BITS 32
-#define CQ_MASK ((1ULL << CQ_BITS) - 1)
 #define QUARTER_BITS (FIELD_BITS - 2) /* R/4 = 2^27 units */
 #define FLUSH_HALF_LIVES 34
+
+/* The HOT word: 0 | tag:2 | field:29 | cq:32 (anchor_internal.h). */
+#define GEOM(x) \
+	((struct sluice__anchor_geom){ FIELD_SHIFT, FIELD_BITS, (x)->unit_shift })
 
 #define LN2 0.69314718055994530942
 
 struct snap {
-	uint64_t word;   /* as loaded: the CAS's expected value */
-	uint64_t anchor;
+	struct sluice__anchor_snap a; /* word, anchor, as the protocol read them */
 	uint64_t t;      /* the count's time                     */
 	uint64_t cq;     /* the count, units of 2^-F             */
 	int empty;
@@ -247,118 +241,50 @@ static uint64_t time_until(const sluice_decay_t *x, uint64_t cq, uint64_t dt0, u
 
 static inline uint64_t quarter(const sluice_decay_t *x)
 {
-	return 1ULL << (QUARTER_BITS + x->unit_shift);
-}
-
-static inline uint64_t tag_of(const sluice_decay_t *x, uint64_t a)
-{
-	return (a >> (QUARTER_BITS + x->unit_shift)) & 3;
+	return sluice__anchor_quarter(GEOM(x));
 }
 
 static inline uint64_t grid_down(const sluice_decay_t *x, uint64_t t)
 {
-	return t & ~(x->unit_ns - 1);
-}
-
-static inline uint64_t empty_anchor(const sluice_decay_t *x, uint64_t word)
-{
-	return grid_down(x, (word & ~EMPTY_BIT) << 1);
-}
-
-static inline uint64_t hot_word(const sluice_decay_t *x, uint64_t anchor, uint64_t t, uint64_t cq)
-{
-	return (tag_of(x, anchor) << TAG_SHIFT) |
-	       (((t >> x->unit_shift) & FIELD_MASK) << FIELD_SHIFT) | cq;
-}
-
-static void help_anchor(sluice_decay_t *x, uint64_t from, uint64_t to)
-{
-	/* Release: publishes the announcing word, read (acquire) before. */
-	atomic_compare_exchange_strong_explicit(&x->anchor, &from, to, memory_order_release,
-	                                        memory_order_relaxed);
+	return sluice__anchor_grid_down(GEOM(x), t);
 }
 
 /*
  * A consistent snapshot, helping any announced anchor move; 0: look again.
- *
- * In a consistent snapshot (the anchor read twice the same) the word is one
- * written against that anchor, or one announcing its move: see DESIGN.
- * Anything else can only be left by a thread that stalled between its
- * snapshot and its CAS while the word came back bit for bit under a later
- * anchor (the ABA of decay.h's LIMITS): such a thread can write an EMPTY
- * word announcing an anchor older than the current one, or a HOT word whose
- * tag is two or three quarters off.  Looking again would then find the same
- * word for ever and every call would spin.  Both are read in the direction
- * of fewer admissions instead, so no call loops on them:
- *   - EMPTY as of a time before the anchor: the count is 0 then, and stays
- *     0, so it is 0 at the anchor (exact).
- *   - a stale HOT word: its field is read against the current anchor, the
- *     latest time at or after the anchor that the field can stand for
- *     (the time it was written at is that or an earlier one, R apart), so
- *     the count is taken as younger than it is: it fades later.  The next
- *     write from this snapshot re-tags it.
+ * The protocol's snapshot (anchor_internal.h) says what it found; here
+ * EMPTY (the SELF word, as of the anchor or before: the count is 0 then
+ * and stays 0, so it is 0 at the anchor, exact) is a zero count at the
+ * anchor, and a stale HOT word is its count at the time its field decodes
+ * to against the current anchor (younger than it is: it fades later).
  */
-static int snapshot(sluice_decay_t *x, struct snap *s)
+/* always_inline: on the decision path (a call costs more than the
+ * snapshot; GCC stopped inlining it once it became two calls deep) */
+static inline __attribute__((always_inline)) int snapshot(sluice_decay_t *x, struct snap *s)
 {
-	/* Acquires: pair with the release CASes on both words. */
-	uint64_t a = atomic_load_explicit(&x->anchor, memory_order_acquire);
-	uint64_t w = atomic_load_explicit(&x->word, memory_order_acquire);
-	if (atomic_load_explicit(&x->anchor, memory_order_acquire) != a)
+	if (!sluice__anchor_snapshot(&x->anchor, &x->word, GEOM(x), &s->a))
 		return 0;
-	if (w & EMPTY_BIT) {
-		uint64_t ea = empty_anchor(x, w);
-		if (ea > a) {
-			help_anchor(x, a, ea); /* pending jump */
-			return 0;
-		}
-		s->t = a; /* ea < a only after a stalled writer: see above */
-		s->cq = 0;
-		s->empty = 1;
-	} else {
-		uint64_t tg = (w >> TAG_SHIFT) & 3, ta = tag_of(x, a);
-		if (tg == ((ta + 1) & 3)) {
-			help_anchor(x, a, a + quarter(x)); /* pending step */
-			return 0;
-		}
-		/* tg != ta only after a stalled writer: read against a */
-		uint64_t field = (w >> FIELD_SHIFT) & FIELD_MASK;
-		uint64_t base = (a >> x->unit_shift) & FIELD_MASK;
-		s->t = a + (((field - base) & FIELD_MASK) << x->unit_shift);
-		s->cq = w & CQ_MASK;
-		s->empty = 0;
-	}
-	s->word = w;
-	s->anchor = a;
+	s->t = s->a.time;
+	s->cq = s->a.low;
+	s->empty = s->a.kind == SLUICE__ANCHOR_SELF;
 	return 1;
 }
 
-/* Move the anchor so that @t is less than R/2 past it. */
+/* Move the anchor so that @t is less than R/2 past it: a jump when the
+ * count has been forgotten by the jump's anchor. */
 static void reanchor(sluice_decay_t *x, const struct snap *s, uint64_t t)
 {
-	uint64_t to = grid_down(x, t & ~1ULL); /* what EMPTY(t) announces */
-	uint64_t w = s->word;
-	if (s->t <= to && decay_up(x, s->cq, to - s->t) == 0) {
-		/* Pair CAS (full barrier, so a release): a reader of EMPTY(t)
-		 * sees our anchor or later. */
-		if (sluice__pair_cas(&x->anchor, s->anchor, w, s->anchor, EMPTY_BIT | (t >> 1)))
-			help_anchor(x, s->anchor, to);
-		return;
-	}
-	/* Alive at `to`: written within flush_ns of it, so t >= A + R/4. */
-	uint64_t tg = (tag_of(x, s->anchor) + 1) & 3;
-	uint64_t stepped = (w & ~TAG_MASK) | (tg << TAG_SHIFT);
-	if (sluice__pair_cas(&x->anchor, s->anchor, w, s->anchor, stepped))
-		help_anchor(x, s->anchor, s->anchor + quarter(x));
+	uint64_t to = sluice__anchor_jump_to(GEOM(x), t);
+	int forgotten = s->t <= to && decay_up(x, s->cq, to - s->t) == 0;
+	sluice__anchor_move(&x->anchor, GEOM(x), &s->a, t, forgotten);
 }
 
 /* ---- decisions ------------------------------------------------------------ */
 
 static void fill(const sluice_decay_t *x, sluice_decision_t *d, int allowed, uint64_t t,
-                 uint64_t cq, uint64_t retry)
+                 uint64_t cq, uint64_t lim, uint64_t retry)
 {
-	uint64_t lim = x->limit << x->frac_bits;
 	d->allowed = allowed;
-	d->limit = x->limit;
+	d->limit = lim >> x->frac_bits;
 	d->remaining = cq >= lim ? 0 : (lim - cq) >> x->frac_bits;
 	d->retry_after_ns = retry;
 	d->delay_ns = 0;
@@ -366,15 +292,25 @@ static void fill(const sluice_decay_t *x, sluice_decision_t *d, int allowed, uin
 	d->now_ns = t;
 }
 
+/* The limit in force, in units of 2^-F.  Relaxed: read after the state
+ * word's acquire load, which pairs with set_limit's pair CAS (a release)
+ * written after its store, so a decision that saw the word set_limit
+ * wrote (or a later one) sees the new limit (DESIGN, SET_LIMIT). */
+static inline uint64_t limit_q(const sluice_decay_t *x)
+{
+	return atomic_load_explicit(&((sluice_decay_t *)x)->limit, memory_order_relaxed)
+	       << x->frac_bits;
+}
+
 int sluice_decay_acquire_at(sluice_decay_t *x, uint64_t n, uint64_t now, sluice_decision_t *d)
 {
 	if (!x || n == 0)
 		return SLUICE_EINVAL;
-	if (n > x->limit) {
-		sluice__decision_never(d, x->limit, now);
+	uint64_t nq = n << x->frac_bits; /* n <= limit_max checked first */
+	if (n > x->limit_max) {
+		sluice__decision_never(d, atomic_load_explicit(&x->limit, memory_order_relaxed), now);
 		return SLUICE_ETOOBIG;
 	}
-	uint64_t nq = n << x->frac_bits, lim = x->limit << x->frac_bits;
 	uint64_t end = grid_down(x, UINT64_MAX);
 	uint64_t r = grid_down(x, now); /* decide at the grid point at or before now */
 	for (;;) {
@@ -384,9 +320,14 @@ int sluice_decay_acquire_at(sluice_decay_t *x, uint64_t n, uint64_t now, sluice_
 		/* Time never runs backwards: not before the count's time
 		 * (which is never before the anchor). */
 		uint64_t t = r > s.t ? r : s.t;
-		if (SLUICE_UNLIKELY(t - s.anchor >= 2 * quarter(x))) {
+		if (SLUICE_UNLIKELY(t - s.a.anchor >= 2 * quarter(x))) {
 			reanchor(x, &s, t);
 			continue;
+		}
+		uint64_t lim = limit_q(x); /* after the snapshot: see limit_q() */
+		if (SLUICE_UNLIKELY(nq > lim)) {
+			sluice__decision_never(d, lim >> x->frac_bits, t);
+			return SLUICE_ETOOBIG; /* n above the limit in force */
 		}
 		uint64_t c = decay_up(x, s.cq, t - s.t);
 		if (c + nq > lim) {
@@ -395,35 +336,63 @@ int sluice_decay_acquire_at(sluice_decay_t *x, uint64_t n, uint64_t now, sluice_
 				uint64_t y = time_until(x, s.cq, t - s.t, lim - nq);
 				uint64_t yg = y > end - t ? SLUICE_NEVER
 				                          : grid_down(x, t + y + x->unit_ns - 1) - t;
-				fill(x, d, 0, t, c, yg);
+				fill(x, d, 0, t, c, lim, yg);
 			}
 			return 0;
 		}
 		uint64_t after = c + nq;
-		uint64_t w = hot_word(x, s.anchor, t, after);
+		uint64_t w = sluice__anchor_hot_word(GEOM(x), s.a.anchor, t, after);
 		/* Pair CAS (full barrier, so a release): publishes which anchor
 		 * w is relative to, and fails if the anchor moved (DESIGN). */
-		if (sluice__pair_cas(&x->anchor, s.anchor, s.word, s.anchor, w)) {
+		if (sluice__anchor_write(&x->anchor, &s.a, w)) {
 			if (d)
-				fill(x, d, 1, t, after, 0);
+				fill(x, d, 1, t, after, lim, 0);
 			return 1;
 		}
 	}
 }
 
-double sluice_decay_count_at(sluice_decay_t *x, uint64_t now)
+/* The kept count at the time a decision at @now would use, units of 2^-F. */
+static uint64_t count_q_at(sluice_decay_t *x, uint64_t now, struct snap *sp)
 {
 	struct snap s;
+	/* Bounded by others' progress: a failed snapshot means the anchor
+	 * moved or this call helped move it (lock-free, as a decision). */
 	while (!snapshot(x, &s))
 		;
+	*sp = s;
 	uint64_t r = grid_down(x, now);
-	uint64_t t = r > s.t ? r : s.t;
-	return (double)decay_up(x, s.cq, t - s.t) / (double)(1ULL << x->frac_bits);
+	uint64_t t = r > s.t ? r : s.t; /* as a decision: never before t */
+	/* A decision R/2 past the anchor would re-anchor first; that changes
+	 * no count (a jump only when decay_up gives 0 there, a step keeps the
+	 * word's time), so the count is the same without moving it. */
+	return decay_up(x, s.cq, t - s.t);
+}
+
+uint64_t sluice_decay_available_at(sluice_decay_t *x, uint64_t now)
+{
+	if (!x)
+		return 0;
+	/* acquire admits n iff c + n 2^F <= L 2^F (c the kept count) */
+	struct snap s;
+	uint64_t c = count_q_at(x, now, &s), lim = limit_q(x);
+	return c >= lim ? 0 : (lim - c) >> x->frac_bits;
+}
+
+uint64_t sluice_decay_available(sluice_decay_t *x)
+{
+	return sluice_decay_available_at(x, sluice_clock_now(x->clock));
+}
+
+double sluice__decay_count_at(sluice_decay_t *x, uint64_t now)
+{
+	struct snap s;
+	return (double)count_q_at(x, now, &s) / (double)(1ULL << x->frac_bits);
 }
 
 int sluice_decay_refund(sluice_decay_t *x, uint64_t n, const sluice_decision_t *admitted)
 {
-	if (!x || !admitted || n == 0 || n > x->limit || !admitted->allowed)
+	if (!x || !admitted || n == 0 || n > x->limit_max || !admitted->allowed)
 		return SLUICE_EINVAL;
 	uint64_t ta = admitted->now_ns;
 	for (;;) {
@@ -437,9 +406,9 @@ int sluice_decay_refund(sluice_decay_t *x, uint64_t n, const sluice_decision_t *
 		uint64_t sub = decay_down(x, n << x->frac_bits, s.t - ta);
 		if (sub > s.cq)
 			return SLUICE_ECANCEL;
-		uint64_t w = (s.word & ~CQ_MASK) | (s.cq - sub);
+		uint64_t w = sluice__anchor_with_low(GEOM(x), s.a.word, s.cq - sub);
 		/* Pair CAS: as for an admission (same anchor, same time). */
-		if (sluice__pair_cas(&x->anchor, s.anchor, s.word, s.anchor, w))
+		if (sluice__anchor_write(&x->anchor, &s.a, w))
 			return 0;
 	}
 }
@@ -453,6 +422,9 @@ int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
 	if (clock->kind > SLUICE_CLOCK_MANUAL)
 		return SLUICE_ECLOCK;
 	if (cfg->limit < 1 || cfg->limit > SLUICE_DECAY_LIMIT_MAX)
+		return SLUICE_ELIMIT;
+	uint64_t lmax = cfg->limit_max ? cfg->limit_max : cfg->limit;
+	if (lmax < cfg->limit || lmax > SLUICE_DECAY_LIMIT_MAX)
 		return SLUICE_ELIMIT;
 	uint64_t h = cfg->half_life_ns;
 	if (h < SLUICE_DECAY_HALFLIFE_MIN_NS || h > SLUICE_DECAY_HALFLIFE_MAX_NS)
@@ -471,12 +443,14 @@ int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
 	while ((1ULL << (QUARTER_BITS + g)) < flush + (2ULL << g))
 		g++;
 
-	x->limit = cfg->limit;
+	atomic_init(&x->limit, cfg->limit);
+	atomic_init(&x->writer, 0);
+	x->limit_max = lmax;
 	x->half_life_ns = h;
 	x->unit_ns = 1ULL << g;
 	x->clock = clock;
 	x->unit_shift = g;
-	x->frac_bits = CQ_BITS - sluice__bit_width(cfg->limit); /* L << F < 2^32 */
+	x->frac_bits = CQ_BITS - sluice__bit_width(lmax); /* every L << F < 2^32 */
 	x->flush_ns = flush;
 	/* Empty as of time 0, the start of every time base: an empty count
 	 * stays empty, so this is the state at every reading, and the first
@@ -485,6 +459,87 @@ int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
 	 * `_at` readings from another base (all of them below the anchor were
 	 * taken as the anchor, so the count never decayed). */
 	atomic_init(&x->anchor, 0);
-	atomic_init(&x->word, EMPTY_BIT);
+	atomic_init(&x->word, sluice__anchor_self_word(0));
 	return 0;
+}
+
+/*
+ * SET_LIMIT.  The limit is one word beside the state; the fixed point F
+ * was chosen at init for every limit up to limit_max, so a change needs
+ * no rescaling of the count: the count is kept exactly (nothing forgotten,
+ * nothing minted), and decisions compare it with the new limit.
+ *
+ * What makes the change take effect for every decision at once: after
+ * storing the limit, set_limit rewrites the state word from a snapshot
+ * with one pair CAS, to the same count at the count's time plus one grid
+ * unit (u).  A decision reads the limit after its snapshot's acquire load
+ * of the word:
+ *   - if it read the rewritten word (or a later one), that load
+ *     synchronises with the pair CAS (a release, after the store), so it
+ *     reads the new limit (or a newer one);
+ *   - if it read an older word, its pair CAS expects that word, which can
+ *     never come back: every word written under the same anchor after the
+ *     rewrite has a time at or after the rewritten one (decisions never
+ *     move the count's time back, refunds keep it, and a jump writes an
+ *     EMPTY word for a time R/2 past the anchor), so the CAS fails and the
+ *     decision starts again, reading the new limit.
+ * So every admission whose CAS comes after set_limit's rewrite was checked
+ * against the new limit: set_limit is linearised at its rewrite.  Moving
+ * the count's time on by u without decaying the count keeps the kept count
+ * an upper bound of the exact one (decay.h PRECISION); a decision whose
+ * reading is older than that time is decided at it, one grid unit later
+ * than its reading at most.  Writers serialise on `writer` with a bounded
+ * wait; decisions never look at it.
+ */
+int sluice_decay_set_limit(sluice_decay_t *x, uint64_t limit)
+{
+	if (!x)
+		return SLUICE_EINVAL;
+	if (limit < 1 || limit > x->limit_max)
+		return SLUICE_ELIMIT;
+	/* Acquire: pairs with the release that ends the previous change.
+	 * Bounded, as GCRA's writers (a writer stopped holding the flag must
+	 * not keep every later set_limit waiting). */
+	uint64_t since = 0;
+	while (atomic_exchange_explicit(&x->writer, 1, memory_order_acquire)) {
+		uint64_t t = sluice_clock_monotonic_ns();
+		if (since == 0)
+			since = t;
+		else if (t - since >= SLUICE_DECAY_WRITER_WAIT_NS)
+			return SLUICE_ETIMEDOUT;
+		sched_yield();
+	}
+	/* Relaxed: published by the pair CAS below (a release). */
+	atomic_store_explicit(&x->limit, limit, memory_order_relaxed);
+	for (;;) {
+		struct snap s;
+		if (!snapshot(x, &s))
+			continue;
+		uint64_t end = grid_down(x, UINT64_MAX), t = s.t, cq = s.cq;
+		if (SLUICE_LIKELY(t < end)) {
+			t += x->unit_ns; /* on the grid, at most end */
+		} else if (cq < (1ULL << CQ_BITS) - 1) {
+			/* At the last grid point the time cannot move on: one
+			 * unit more count instead (fewer admissions; the only
+			 * case where the old word could come back, see above). */
+			cq++;
+		}
+		if (SLUICE_UNLIKELY(t - s.a.anchor >= 2 * quarter(x))) {
+			reanchor(x, &s, t);
+			continue;
+		}
+		uint64_t w = sluice__anchor_hot_word(GEOM(x), s.a.anchor, t, cq);
+		/* Pair CAS (full barrier, so a release): publishes the limit
+		 * stored above to every decision that acquires this word. */
+		if (sluice__anchor_write(&x->anchor, &s.a, w))
+			break;
+	}
+	/* Release: the next writer starts after this change is complete. */
+	atomic_store_explicit(&x->writer, 0, memory_order_release);
+	return 0;
+}
+
+uint64_t sluice_decay_limit(const sluice_decay_t *x)
+{
+	return atomic_load_explicit(&((sluice_decay_t *)x)->limit, memory_order_relaxed);
 }

@@ -78,3 +78,59 @@ int sluice_leaky_refund(sluice_leaky_t *l, uint64_t n, const sluice_decision_t *
 		return SLUICE_EINVAL;
 	return sluice_gcra_refund(&l->gcra, n, admitted);
 }
+
+/* ---- queries, cancel and live changes: each one GCRA call --------------- */
+
+uint64_t sluice_leaky_available_at(sluice_leaky_t *l, uint64_t now)
+{
+	/* GCRA's available is the largest n its acquire admits, capped at b:
+	 * D + 1 for a meter, 1 for a shaper (whose acquire passes only with an
+	 * empty queue, i.e. when GCRA with b = 1 holds its one permit). */
+	return sluice_gcra_available_at(&l->gcra, now);
+}
+
+uint64_t sluice_leaky_available(sluice_leaky_t *l)
+{
+	return sluice_gcra_available(&l->gcra);
+}
+
+int sluice_leaky_cancel(sluice_leaky_t *l, uint64_t n, const sluice_decision_t *booked)
+{
+	if (!l)
+		return SLUICE_EINVAL;
+	return sluice_gcra_cancel(&l->gcra, n, booked);
+}
+
+int sluice_leaky_set_rate_at(sluice_leaky_t *l, uint64_t rate, uint64_t period_ns, uint64_t now)
+{
+	if (!l)
+		return SLUICE_EINVAL;
+	/* GCRA keeps b (D + 1, or 1 for a shaper) and checks b * T against
+	 * the span and the clock's step, as init checks them here. */
+	return sluice_gcra_set_rate_at(&l->gcra, rate, period_ns, now);
+}
+
+int sluice_leaky_set_rate(sluice_leaky_t *l, uint64_t rate, uint64_t period_ns)
+{
+	if (!l)
+		return SLUICE_EINVAL;
+	return sluice_gcra_set_rate(&l->gcra, rate, period_ns);
+}
+
+int sluice_leaky_set_burst_at(sluice_leaky_t *l, uint64_t depth, uint64_t now)
+{
+	if (!l)
+		return SLUICE_EINVAL;
+	if (l->mode != SLUICE_LEAKY_METER)
+		return SLUICE_ENOTSUP; /* a shaper's queue is a time, not a depth */
+	if (depth == UINT64_MAX)
+		return SLUICE_EBURST; /* D + 1 would wrap to 0 */
+	return sluice_gcra_set_burst_at(&l->gcra, depth + 1, now);
+}
+
+int sluice_leaky_set_burst(sluice_leaky_t *l, uint64_t depth)
+{
+	if (!l)
+		return SLUICE_EINVAL;
+	return sluice_leaky_set_burst_at(l, depth, sluice_clock_now(l->gcra.clock));
+}

@@ -19,37 +19,22 @@
  *     "fully cold (s = M) as of T": self-contained, needs no anchor.  It
  *     announces the anchor cold_anchor(T) = T rounded down to even and to u.
  *
- * The anchor changes in exactly two ways, and always AFTER the word has
- * announced the change, so the word alone says what the anchor must become
- * and any thread can finish a half-done change (lock-free helping):
- *   - step: the word's tag goes from tag(A) to tag(A)+1 (same field), then
- *     anchor A -> A + R/4.  Legal when next >= A + R/4, so the field decodes
- *     to the same time against either anchor.
- *   - jump: the word becomes COLD(T), then anchor A -> cold_anchor(T).
- * A new limiter is COLD(0) with anchor 0: cold stays cold, so that is its
- * state at every time, and its first reading re-anchors it wherever the
- * reading lies (the clock is never read at init: warmup.h CLOCK JUMPS).
+ * The anchor protocol (lib/anchor_internal.h, shared with decay, where the
+ * full argument lives): the anchor changes only after the word announced
+ * the change (a step: the tag moves on; a jump: the word becomes COLD(T),
+ * the module's SELF word), so any thread can finish it, and every write
+ * from a snapshot is one double-width CAS of (anchor, word).  A new
+ * limiter is COLD(0) with anchor 0: cold stays cold, so that is its state
+ * at every time, and its first reading re-anchors it wherever the reading
+ * lies (the clock is never read at init: warmup.h CLOCK JUMPS).
  *
- * A reader takes a consistent snapshot: anchor, word, anchor again (equal,
- * so the anchor did not move meanwhile; it never moves back).  In it, a
- * HOT word's tag is tag(A) (read against A) or tag(A)+1 (a step is
- * pending: help it and look again); a COLD word's announced anchor is A, or
- * later (pending jump: help, look again).
- *
- * Why a booking cannot use a stale anchor: every anchor change is preceded
- * by a change of the word, so if the CAS from the snapshot's word succeeds,
- * the anchor is still the snapshot's (up to ABA: the word would have to
- * come back bit for bit with a different anchor, i.e. the same ticket
- * modulo R = 2^35 u after a jump and the same stored permits, while this
- * thread stalls between its loads and its CAS).
- *
- * Re-anchoring: a decision whose time t is R/2 or more past the anchor
- * first moves the anchor.  If the state is fully cold at cold_anchor(t) it
- * writes COLD(t) (exact: cold stays cold as time passes).  Otherwise the
- * limiter was used within P of t, so next > t - P - u >= A + R/4 (u is chosen
- * so that R/4 >= P + 2 cost_max + 2u), and a step is legal.  Bookings then
- * write tickets below t + horizon + cost_max + u < A + R/2 + R/4: always
- * inside the field's range.
+ * Why a step is legal here: a decision whose time t is R/2 or more past
+ * the anchor first moves the anchor.  If the state is fully cold at the
+ * jump's anchor it writes COLD(t) (exact: cold stays cold as time passes).
+ * Otherwise the limiter was used within P of t, so next > t - P - u >=
+ * A + R/4 (u is chosen so that R/4 >= P + 2 cost_max + 2u), and a step is
+ * legal.  Bookings then write tickets below t + horizon + cost_max + u <
+ * A + R/2 + R/4: always inside the field's range.
  *
  * Rounding always makes the limiter slower: costs up, the ticket up to the
  * grid (the stored permits gain the rounded-off time, which keeps the
@@ -57,42 +42,30 @@
  * permits up.  The curve's area uses doubles in the form k (b - a)(a + b -
  * 2T), whose error is far below the 1 ns + 2^-40 relative margin added.
  *
- * Stalls of any length: the word's tag and field wrap, so a thread
- * stalled between its snapshot and its CAS while the anchor moves on by
- * multiples of R can find the word back bit for bit under a later anchor.
- * Every write of the word from a snapshot is therefore a double-width CAS
- * of (anchor, word) together (pair_internal.h; they are one 16-byte
- * pair), which fails if the anchor moved at all since the snapshot; a word
- * back under the same anchor is the same state, so that ABA is harmless.
- *
- * Memory orders: the snapshot's loads are acquires and every CAS that
- * succeeds is a release.  A thread that writes a HOT word first read the
- * anchor it is relative to (acquire); its release CAS on the word then
- * guarantees that a reader who acquires the word sees that anchor or a
- * later one.  An anchor CAS is a release of the announcing word it was read
- * after, so a reader who sees the new anchor sees that word or a later one.
+ * Stalls of any length and memory orders: anchor_internal.h.  What this
+ * module adds: a snapshot of a stale HOT word (tag two or three quarters
+ * off, left by a stalled writer) is read fully cold (sq = M), the most
+ * expensive state, since stored permits of unknown age could be anything.
  */
 #include "sluice/error.h"
-#include "pair_internal.h"
+#include "anchor_internal.h"
 #include "util_internal.h"
 #include "sluice/warmup.h"
 
-__extension__ typedef unsigned __int128 u128;
 
-#define COLD_BIT (1ULL << 63)
-#define TAG_SHIFT 61
-#define TAG_MASK (3ULL << TAG_SHIFT)
 #define FIELD_SHIFT 26
 #define FIELD_BITS 35
-#define FIELD_MASK ((1ULL << FIELD_BITS) - 1)
 #define SQ_BITS FIELD_SHIFT
 #define SQ_MASK ((1ULL << SQ_BITS) - 1)
 #define QUARTER_BITS (FIELD_BITS - 2) /* R/4 = 2^33 units */
 
+/* The HOT word: 0 | tag:2 | field:35 | sq:26 (anchor_internal.h). */
+#define GEOM(w) \
+	((struct sluice__anchor_geom){ FIELD_SHIFT, FIELD_BITS, (w)->unit_shift })
+
 /* A consistent view of the state, against the anchor it was read with. */
 struct snap {
-	uint64_t word;   /* the word as loaded: the CAS's expected value */
-	uint64_t anchor;
+	struct sluice__anchor_snap a; /* word, anchor, as the protocol read them */
 	uint64_t next;   /* decoded next free ticket                      */
 	uint64_t sq;     /* stored permits, units of 2^-F                 */
 	int cold;        /* the word is COLD                              */
@@ -110,101 +83,32 @@ void sluice_warmup_destroy(sluice_warmup_t *w)
 
 static inline uint64_t quarter(const sluice_warmup_t *w)
 {
-	return 1ULL << (QUARTER_BITS + w->unit_shift);
-}
-
-static inline uint64_t tag_of(const sluice_warmup_t *w, uint64_t a)
-{
-	return (a >> (QUARTER_BITS + w->unit_shift)) & 3;
+	return sluice__anchor_quarter(GEOM(w));
 }
 
 static inline uint64_t grid_down(const sluice_warmup_t *w, uint64_t t)
 {
-	return t & ~(w->unit_ns - 1);
-}
-
-static inline uint64_t cold_word(uint64_t t)
-{
-	return COLD_BIT | (t >> 1);
-}
-
-static inline uint64_t cold_anchor(const sluice_warmup_t *w, uint64_t word)
-{
-	return grid_down(w, (word & ~COLD_BIT) << 1);
-}
-
-static inline uint64_t hot_word(const sluice_warmup_t *w, uint64_t anchor, uint64_t next,
-                                uint64_t sq)
-{
-	return (tag_of(w, anchor) << TAG_SHIFT) |
-	       (((next >> w->unit_shift) & FIELD_MASK) << FIELD_SHIFT) | sq;
-}
-
-static inline uint64_t decode_next(const sluice_warmup_t *w, uint64_t word, uint64_t anchor)
-{
-	uint64_t field = (word >> FIELD_SHIFT) & FIELD_MASK;
-	uint64_t base = (anchor >> w->unit_shift) & FIELD_MASK;
-	return anchor + (((field - base) & FIELD_MASK) << w->unit_shift);
-}
-
-
-/* Finish an announced anchor move from @from to @to (no-op if done). */
-static void help_anchor(sluice_warmup_t *w, uint64_t from, uint64_t to)
-{
-	/* Release: publishes the announcing word (read with acquire before
-	 * this) to every thread that acquires the new anchor. */
-	atomic_compare_exchange_strong_explicit(&w->anchor, &from, to, memory_order_release,
-	                                        memory_order_relaxed);
+	return sluice__anchor_grid_down(GEOM(w), t);
 }
 
 /*
- * Take a consistent snapshot; 0 when the caller must look again.
- *
- * In a consistent snapshot the word was written against the snapshot's
- * anchor or announces its move (DESIGN).  Anything else can only be left by
- * a thread that stalled between its snapshot and its CAS while the word came
- * back bit for bit under a later anchor (the ABA of warmup.h's LIMITS): a
- * COLD word announcing an anchor older than the current one, or a HOT word
- * whose tag is two or three quarters off.  Looking again would find the same
- * word for ever and every call would spin.  Both are read toward fewer
- * admissions instead:
- *   - COLD as of a time before the anchor: cold stays cold, so it is cold
- *     at the anchor (exact).
- *   - a stale HOT word: the ticket is read against the current anchor (the
- *     latest time at or after it that the field can stand for: the one it
- *     was written for is that or R earlier), and the limiter as fully cold
- *     (the stored permits of a word of unknown age could be anything up to
- *     M; M is the most expensive).  The next booking re-tags it.
+ * Take a consistent snapshot; 0 when the caller must look again.  The
+ * protocol's snapshot (anchor_internal.h) says what it found; what it
+ * means here: COLD (the SELF word, as of the anchor or before: cold stays
+ * cold, so it is cold at the anchor, exact) is fully cold with the ticket
+ * at the anchor; a stale HOT word (left by a stalled writer) is the
+ * ticket it decodes to against the current anchor, fully cold (M stored:
+ * the most expensive state; the next booking re-tags it).
  */
-static int snapshot(sluice_warmup_t *w, struct snap *s)
+/* always_inline: on the decision path (a call costs more than the
+ * snapshot; GCC stopped inlining it once it became two calls deep) */
+static inline __attribute__((always_inline)) int snapshot(sluice_warmup_t *w, struct snap *s)
 {
-	/* Acquires: pair with the release CASes on both words (see DESIGN). */
-	uint64_t a = atomic_load_explicit(&w->anchor, memory_order_acquire);
-	uint64_t x = atomic_load_explicit(&w->word, memory_order_acquire);
-	if (atomic_load_explicit(&w->anchor, memory_order_acquire) != a)
+	if (!sluice__anchor_snapshot(&w->anchor, &w->word, GEOM(w), &s->a))
 		return 0;
-	if (x & COLD_BIT) {
-		uint64_t ca = cold_anchor(w, x);
-		if (ca > a) {
-			help_anchor(w, a, ca); /* a jump is pending: help it */
-			return 0;
-		}
-		s->next = a; /* ca < a only after a stalled writer: see above */
-		s->sq = w->max_q;
-		s->cold = 1;
-	} else {
-		uint64_t tg = (x >> TAG_SHIFT) & 3, ta = tag_of(w, a);
-		if (tg == ((ta + 1) & 3)) {
-			help_anchor(w, a, a + quarter(w)); /* pending step */
-			return 0;
-		}
-		s->next = decode_next(w, x, a);
-		/* tg != ta only after a stalled writer: fully cold (above) */
-		s->sq = tg == ta ? x & SQ_MASK : w->max_q;
-		s->cold = 0;
-	}
-	s->word = x;
-	s->anchor = a;
+	s->next = s->a.time;
+	s->sq = s->a.kind == SLUICE__ANCHOR_HOT ? s->a.low : w->max_q;
+	s->cold = s->a.kind == SLUICE__ANCHOR_SELF;
 	return 1;
 }
 
@@ -216,7 +120,7 @@ static uint64_t accrue(const sluice_warmup_t *w, uint64_t sq, uint64_t dt)
 	if (dt >= w->warmup_ns)
 		return w->max_q; /* P / I = M: fully cold from anywhere */
 	/* dt < 2^46, rate <= 2^46, 2^F <= 2^25: fits in 128 bits. */
-	u128 num = ((u128)dt * w->rate) << w->frac_bits;
+	sluice__u128 num = ((sluice__u128)dt * w->rate) << w->frac_bits;
 	uint64_t add = (uint64_t)((num + w->period_ns - 1) / w->period_ns);
 	return sq + add >= w->max_q ? w->max_q : sq + add;
 }
@@ -235,7 +139,7 @@ static uint64_t cost_of(const sluice_warmup_t *w, uint64_t sq, uint64_t n, uint6
 	uint64_t nq = n << w->frac_bits;
 	uint64_t tk = nq < sq ? nq : sq;
 	*taken = tk;
-	uint64_t cost = (uint64_t)(((u128)n * w->period_ns + w->rate - 1) / w->rate);
+	uint64_t cost = (uint64_t)(((sluice__u128)n * w->period_ns + w->rate - 1) / w->rate);
 	double scale = 1.0 / (double)(1ULL << w->frac_bits); /* exact */
 	double b = (double)sq * scale, top = 2.0 * w->thresh;
 	if (b > top)
@@ -268,24 +172,13 @@ static void fill(const sluice_warmup_t *w, sluice_decision_t *d, int allowed, ui
 	d->now_ns = t;
 }
 
-/* Move the anchor so that @t is less than R/2 past it (one step or jump). */
+/* Move the anchor so that @t is less than R/2 past it (one step or jump):
+ * a jump when the limiter is fully cold at the jump's anchor. */
 static void reanchor(sluice_warmup_t *w, const struct snap *s, uint64_t t)
 {
-	uint64_t to = grid_down(w, t & ~1ULL); /* what COLD(t) announces */
-	uint64_t x = s->word;
-	if (s->next <= to && accrue(w, s->sq, to - s->next) == w->max_q) {
-		/* Pair CAS (full barrier, so a release): see DESIGN (a reader
-		 * of COLD(t) then sees an anchor at least as new as ours). */
-		if (sluice__pair_cas(&w->anchor, s->anchor, x, s->anchor, cold_word(t)))
-			help_anchor(w, s->anchor, to);
-		return;
-	}
-	/* Not cold at `to`: used within P of it, so next >= A + R/4 and the
-	 * field reads the same against A + R/4.  Announce the step. */
-	uint64_t tg = (tag_of(w, s->anchor) + 1) & 3;
-	uint64_t stepped = (x & ~TAG_MASK) | (tg << TAG_SHIFT);
-	if (sluice__pair_cas(&w->anchor, s->anchor, x, s->anchor, stepped))
-		help_anchor(w, s->anchor, s->anchor + quarter(w));
+	uint64_t to = sluice__anchor_jump_to(GEOM(w), t);
+	int cold = s->next <= to && accrue(w, s->sq, to - s->next) == w->max_q;
+	sluice__anchor_move(&w->anchor, GEOM(w), &s->a, t, cold);
 }
 
 int sluice_warmup_reserve_at(sluice_warmup_t *w, uint64_t n, uint64_t now, uint64_t max_delay_ns,
@@ -303,10 +196,10 @@ int sluice_warmup_reserve_at(sluice_warmup_t *w, uint64_t n, uint64_t now, uint6
 		struct snap s;
 		if (!snapshot(w, &s))
 			continue;
-		uint64_t t = now > s.anchor ? now : s.anchor; /* never before the anchor */
+		uint64_t t = now > s.a.anchor ? now : s.a.anchor; /* never before the anchor */
 		if (t > end)
 			t = end;
-		if (SLUICE_UNLIKELY(t - s.anchor >= 2 * quarter(w))) {
+		if (SLUICE_UNLIKELY(t - s.a.anchor >= 2 * quarter(w))) {
 			reanchor(w, &s, t);
 			continue;
 		}
@@ -328,10 +221,10 @@ int sluice_warmup_reserve_at(sluice_warmup_t *w, uint64_t n, uint64_t now, uint6
 		uint64_t raw = start + cost;
 		uint64_t next = (raw + w->unit_ns - 1) & ~(w->unit_ns - 1); /* <= end */
 		sq = accrue(w, sq, next - raw); /* the rounded-off time cools */
-		uint64_t x = hot_word(w, s.anchor, next, sq);
+		uint64_t x = sluice__anchor_hot_word(GEOM(w), s.a.anchor, next, sq);
 		/* Pair CAS (full barrier, so a release): publishes which anchor
 		 * x is relative to, and fails if the anchor moved (DESIGN). */
-		if (sluice__pair_cas(&w->anchor, s.anchor, s.word, s.anchor, x)) {
+		if (sluice__anchor_write(&w->anchor, &s.a, x)) {
 			fill(w, d, 1, t, wait, next - t);
 			return 1;
 		}
@@ -344,6 +237,11 @@ int sluice_warmup_acquire_at(sluice_warmup_t *w, uint64_t n, uint64_t now, sluic
 }
 
 int sluice_warmup_refund(sluice_warmup_t *w, uint64_t n, const sluice_decision_t *admitted)
+{
+	return sluice_warmup_cancel(w, n, admitted);
+}
+
+int sluice_warmup_cancel(sluice_warmup_t *w, uint64_t n, const sluice_decision_t *admitted)
 {
 	if (!w || !admitted || n == 0 || n > w->limit || !admitted->allowed)
 		return SLUICE_EINVAL;
@@ -358,7 +256,7 @@ int sluice_warmup_refund(sluice_warmup_t *w, uint64_t n, const sluice_decision_t
 			continue;
 		/* Only the latest booking can be taken back exactly; an older
 		 * one has later bookings chained on its ticket. */
-		if (s.cold || s.next != booked || start < s.anchor)
+		if (s.cold || s.next != booked || start < s.a.anchor)
 			return SLUICE_ECANCEL;
 		/*
 		 * Back to the start, rounded DOWN to the grid: the previous
@@ -372,11 +270,52 @@ int sluice_warmup_refund(sluice_warmup_t *w, uint64_t n, const sluice_decision_t
 		uint64_t sq = s.sq + (n << w->frac_bits);
 		if (sq > w->max_q)
 			sq = w->max_q;
-		uint64_t x = hot_word(w, s.anchor, next, sq);
+		uint64_t x = sluice__anchor_hot_word(GEOM(w), s.a.anchor, next, sq);
 		/* Pair CAS: as for a booking. */
-		if (sluice__pair_cas(&w->anchor, s.anchor, s.word, s.anchor, x))
+		if (sluice__anchor_write(&w->anchor, &s.a, x))
 			return 0;
 	}
+}
+
+/*
+ * The largest n an acquire at @now would admit: every n up to L when the
+ * ticket has come (Guava's pay-later rule: the cost falls on the next
+ * request), unless the ticket n books would pass the end of the time base
+ * (cost_of grows with n, so the largest that fits is found by bisection;
+ * only there).  Read-only: a decision this far past the anchor would
+ * re-anchor first, which changes neither the ticket nor the stored permits.
+ */
+uint64_t sluice_warmup_available_at(sluice_warmup_t *w, uint64_t now)
+{
+	if (!w)
+		return 0;
+	uint64_t end = grid_down(w, UINT64_MAX);
+	struct snap s;
+	/* Bounded by others' progress, as a decision's snapshot. */
+	while (!snapshot(w, &s))
+		;
+	uint64_t t = now > s.a.anchor ? now : s.a.anchor;
+	if (t > end)
+		t = end;
+	if (s.next > t)
+		return 0; /* the ticket has not come: acquire refuses every n */
+	uint64_t sq = accrue(w, s.sq, t - s.next), taken;
+	if (cost_of(w, sq, w->limit, &taken) <= end - t)
+		return w->limit;
+	uint64_t lo = 0, hi = w->limit; /* cost(lo) fits (lo = 0: nothing), cost(hi) not */
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (cost_of(w, sq, mid, &taken) <= end - t)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+uint64_t sluice_warmup_available(sluice_warmup_t *w)
+{
+	return sluice_warmup_available_at(w, sluice_clock_now(w->clock));
 }
 
 int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg)
@@ -397,8 +336,8 @@ int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg)
 	 * clock's step would cap the rate silently (warmup.h, LIMITS). */
 	if (sluice__clock_require_step(clock, period / rate) != 0)
 		return SLUICE_ERESOLUTION;
-	u128 pr = (u128)p * rate; /* M = pr / period */
-	if (pr > (u128)SLUICE_WARMUP_STORED_MAX * period)
+	sluice__u128 pr = (sluice__u128)p * rate; /* M = pr / period */
+	if (pr > (sluice__u128)SLUICE_WARMUP_STORED_MAX * period)
 		return SLUICE_EWARMUP;
 	uint64_t m_floor = (uint64_t)(pr / period);
 	uint64_t m_ceil = (uint64_t)((pr + period - 1) / period); /* 1 .. 2^20 */
@@ -408,7 +347,7 @@ int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg)
 	uint64_t max_q = (uint64_t)(((pr << frac) + period - 1) / period);
 	/* Any one cost: n I <= L I, plus at most the area above I, P/2 (the
 	 * curve is capped at M), plus its rounding margin. */
-	uint64_t cost_max = (uint64_t)(((u128)limit * period + rate - 1) / rate) + p / 2 +
+	uint64_t cost_max = (uint64_t)(((sluice__u128)limit * period + rate - 1) / rate) + p / 2 +
 	                    (p >> 30) + 4;
 	/* The smallest grid whose quarter range covers an idle of P plus two
 	 * maximal bookings (one waited for, one booked). */
@@ -440,6 +379,6 @@ int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg)
 	 * limiter fed `_at` readings from another base (each one below the
 	 * anchor was taken as the anchor, so the first ticket never came). */
 	atomic_init(&w->anchor, 0);
-	atomic_init(&w->word, cold_word(0));
+	atomic_init(&w->word, sluice__anchor_self_word(0));
 	return 0;
 }

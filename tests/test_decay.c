@@ -26,6 +26,7 @@
 #include "sluice/clock.h"
 #include "sluice/decay.h"
 #include "sluice/error.h"
+#include "../lib/decay_internal.h" /* sluice__decay_count_at: the kept count */
 
 #include "test_pace.h"
 #include "test_rng.h"
@@ -242,7 +243,7 @@ Test(decay, clock_backwards_by_seconds_mints_nothing)
 		cr_assert_eq(d.retry_after_ns, retry, "retry measured from the held time");
 		cr_assert((long double)retry >= exact - 1 && (long double)retry < exact + 100,
 		          "retry %llu vs exact %.1Lf", (unsigned long long)retry, exact);
-		cr_assert(sluice_decay_count_at(&x, r) == 20.0, "no decay backwards, no minting");
+		cr_assert(sluice__decay_count_at(&x, r) == 20.0, "no decay backwards, no minting");
 	}
 	/* the plain variant reads the manual clock the same way */
 	sluice_clock_manual_set(&mclock, 2 * SEC);
@@ -289,7 +290,7 @@ Test(decay, busy_across_anchor_moves)
 		int rc = sluice_decay_acquire_at(&x, n, t, &d);
 		if (rc == 1)
 			model_add(&m, d.now_ns, n);
-		long double exact = model_at(&m, t), kept = sluice_decay_count_at(&x, t);
+		long double exact = model_at(&m, t), kept = sluice__decay_count_at(&x, t);
 		cr_assert(kept + 1e-6L >= exact, "step %d: kept %.9Lf < exact %.9Lf", i, kept, exact);
 		cr_assert(kept <= exact + 1e-3L, "step %d: kept %.9Lf, exact %.9Lf", i, kept, exact);
 		uint64_t a = atomic_load(&x.anchor);
@@ -318,7 +319,7 @@ Test(decay, top_of_the_time_base)
 	cr_assert_eq(d.now_ns, UINT64_MAX & ~(x.unit_ns - 1));
 	cr_assert_eq(sluice_decay_acquire_at(&x, 4, UINT64_MAX, &d), 0);
 	cr_assert_eq(d.retry_after_ns, SLUICE_NEVER, "time cannot pass the end");
-	double c = sluice_decay_count_at(&x, UINT64_MAX);
+	double c = sluice__decay_count_at(&x, UINT64_MAX);
 	cr_assert(c > 1.0 && c < 1.1, "count %f", c);
 }
 
@@ -332,12 +333,12 @@ Test(decay, refund_subtracts_the_decayed_permits)
 	cr_assert_eq(sluice_decay_acquire_at(&x, 6, 0, &a), 1);
 	cr_assert_eq(sluice_decay_acquire_at(&x, 2, SEC, &b), 1); /* 3 + 2 = 5 */
 	cr_assert_eq(sluice_decay_refund(&x, 6, &a), 0);    /* 5 - 3 = 2 */
-	double c = sluice_decay_count_at(&x, SEC);
+	double c = sluice__decay_count_at(&x, SEC);
 	cr_assert(c >= 2.0 && c < 2.0 + 1e-6, "count %f", c);
 	cr_assert_eq(sluice_decay_acquire_at(&x, 8, SEC, &d), 1);
 	cr_assert_eq(sluice_decay_refund(&x, 8, &d), 0);
 	cr_assert_eq(sluice_decay_refund(&x, 2, &b), 0);
-	c = sluice_decay_count_at(&x, SEC);
+	c = sluice__decay_count_at(&x, SEC);
 	cr_assert(c >= 0.0 && c < 1e-6, "count %f", c);
 	/* a second refund is accepted while the count holds what it takes
 	 * (decay.h: the caller's contract; the limiter cannot tell it from
@@ -347,7 +348,7 @@ Test(decay, refund_subtracts_the_decayed_permits)
 	cr_assert_eq(sluice_decay_acquire_at(&x, 2, SEC, &d), 1);
 	cr_assert_eq(sluice_decay_refund(&x, 2, &e), 0);
 	cr_assert_eq(sluice_decay_refund(&x, 2, &e), 0, "twice: d's permits freed");
-	c = sluice_decay_count_at(&x, SEC);
+	c = sluice__decay_count_at(&x, SEC);
 	cr_assert(c >= 0.0 && c < 1e-6, "count %f", c);
 	/* a second refund of the same admission cannot go below 0: kept */
 	uint64_t w = atomic_load(&x.word);
@@ -521,11 +522,28 @@ ParameterizedTest(struct schedule *p, decay, matches_reference_model)
 		}
 		if (i % 16 == 0) {
 			exact = model_at(&m, now);
-			long double kept = sluice_decay_count_at(&x, now);
+			long double kept = sluice__decay_count_at(&x, now);
 			cr_assert(kept + 2 * unit + L * 1e-12L >= exact, "step %d: kept %.9Lf < %.9Lf", i,
 			          kept, exact);
 			cr_assert(kept <= exact + tol, "step %d: kept %.9Lf > %.9Lf + %.3Le", i, kept,
 			          exact, tol);
+			/* available: never more than the exact model admits (up
+			 * to the forgotten residue), at most the kept count's
+			 * tolerance fewer, and the largest n acquire admits */
+			uint64_t av = sluice_decay_available_at(&x, now);
+			cr_assert((long double)av <= L - exact + 2 * unit + L * 1e-12L,
+			          "step %d: available %llu, exact count %.9Lf", i,
+			          (unsigned long long)av, exact);
+			cr_assert((long double)av + 1 > L - exact - tol, "step %d: available %llu low", i,
+			          (unsigned long long)av);
+			if (av < p->limit)
+				cr_assert_eq(sluice_decay_acquire_at(&x, av + 1, now, NULL), 0);
+			if (av > 0 && i % 64 == 0) {
+				cr_assert_eq(sluice_decay_acquire_at(&x, av, now, NULL), 1, "step %d", i);
+				model_add(&m, now, av);
+				excess += 3 * unit + (exact + av) * 1e-12L;
+				cr_assert_eq(sluice_decay_available_at(&x, now), 0);
+			}
 		}
 	}
 	/* L = 1 admits only once the count is forgotten (after ~32 h idle) */
@@ -705,6 +723,229 @@ ParameterizedTest(int *nthreads, decay, threads_respect_the_decayed_sum)
 	free(all);
 }
 
+/* ---- set_limit under load --------------------------------------------------- */
+
+/*
+ * Deciders hammer one limiter while the clock thread moves the clock and,
+ * every 40 steps, changes the limit to the next of a sequence of distinct
+ * values (odd ones low, even ones high, so both lowering and raising race
+ * with admissions).  Each admission records its time, n, the limit it was
+ * checked against (d->limit) and how many changes had returned before it
+ * started.  The verifier checks exactly set_limit's statement:
+ *   - an admission that started after change g returned was checked
+ *     against change g's limit or a later change's (the change takes
+ *     effect for every decision by the time the call returns);
+ *   - after all admissions at one time, the exactly decayed sum of every
+ *     admission so far is at most the largest limit any of them was
+ *     checked against (the last one in CAS order saw them all).
+ */
+#define S_CHANGES 140
+#define S_LMAX 255
+static uint64_t s_limits[S_CHANGES + 1];
+static _Atomic uint64_t s_gen; /* changes returned */
+static _Atomic int s_on;
+
+struct srec {
+	uint64_t t, n, lim, gen;
+};
+
+struct sdecider {
+	pthread_t tid;
+	sluice_decay_t *x;
+	struct srec *rec;
+	size_t nrec;
+	uint64_t seed, refused;
+	_Atomic uint64_t decisions;
+};
+
+static void *sdecider_main(void *arg)
+{
+	struct sdecider *me = arg;
+	uint64_t v = me->seed;
+	while (atomic_load_explicit(&s_on, memory_order_relaxed)) {
+		v ^= v << 13, v ^= v >> 7, v ^= v << 17;
+		uint64_t n = 1 + v % 3;
+		/* Acquire: pairs with the clock thread's release after a
+		 * set_limit returned: this decision starts after it. */
+		uint64_t g = atomic_load_explicit(&s_gen, memory_order_acquire);
+		sluice_decision_t d;
+		int rc = sluice_decay_acquire(me->x, n, &d);
+		if (rc == 1) {
+			if (me->nrec < T_RECORDS)
+				me->rec[me->nrec++] = (struct srec){ d.now_ns, n, d.limit, g };
+		} else {
+			me->refused++;
+		}
+		uint64_t k = atomic_load_explicit(&me->decisions, memory_order_relaxed) + 1;
+		atomic_store_explicit(&me->decisions, k, memory_order_relaxed);
+		if (k % 8 == 0)
+			sched_yield();
+	}
+	return NULL;
+}
+
+static struct sdecider *sdeciders;
+static int nsdeciders;
+
+static void *sclock_main(void *arg)
+{
+	sluice_decay_t *x = arg;
+	uint64_t v = 7;
+	for (int i = 0; i < S_CHANGES * 40; i++) {
+		v ^= v << 13, v ^= v >> 7, v ^= v << 17;
+		if (i % 40 == 39) {
+			uint64_t g = atomic_load_explicit(&s_gen, memory_order_relaxed) + 1;
+			cr_assert_eq(sluice_decay_set_limit(x, s_limits[g]), 0);
+			/* Release: a decider that reads g started after it. */
+			atomic_store_explicit(&s_gen, g, memory_order_release);
+		}
+		if (v % 50 == 0)
+			sluice_clock_manual_advance(&mclock, 30 * US); /* count fades */
+		else
+			sluice_clock_manual_advance(&mclock, v % US);
+		PACE_WAIT(sdeciders, nsdeciders);
+	}
+	atomic_store_explicit(&s_on, 0, memory_order_relaxed);
+	return NULL;
+}
+
+static int srec_by_time(const void *a, const void *b)
+{
+	const struct srec *p = a, *q = b;
+	return p->t < q->t ? -1 : p->t > q->t;
+}
+
+Test(decay, set_limit_under_load_takes_effect_and_keeps_the_count)
+{
+	sluice_decay_t x;
+	sluice_clock_manual_init(&mclock, 1000 * SEC);
+	sluice_decay_config_t cfg = { .limit = 24, .limit_max = S_LMAX, .half_life_ns = T_H,
+		                      .clock = &mclock };
+	cr_assert_eq(sluice_decay_init(&x, &cfg), 0);
+	s_limits[0] = 24;
+	for (uint64_t j = 1; j <= S_CHANGES; j++) /* distinct: odd low, even high */
+		s_limits[j] = j % 2 ? 4 + j : S_LMAX - j;
+	atomic_store(&s_gen, 0);
+	atomic_store(&s_on, 1);
+	int nthreads = 3;
+	struct sdecider *d = calloc((size_t)nthreads, sizeof(*d));
+	cr_assert_not_null(d);
+	sdeciders = d;
+	nsdeciders = nthreads;
+	for (int i = 0; i < nthreads; i++) {
+		d[i].x = &x;
+		d[i].seed = 0x9E3779B97F4A7C15ULL * (uint64_t)(i + 3);
+		d[i].rec = malloc(sizeof(struct srec) * T_RECORDS);
+		cr_assert_not_null(d[i].rec);
+		cr_assert_eq(pthread_create(&d[i].tid, NULL, sdecider_main, &d[i]), 0);
+	}
+	pthread_t ct;
+	cr_assert_eq(pthread_create(&ct, NULL, sclock_main, &x), 0);
+	pthread_join(ct, NULL);
+	for (int i = 0; i < nthreads; i++)
+		pthread_join(d[i].tid, NULL);
+	cr_assert_eq(atomic_load(&s_gen), S_CHANGES);
+	cr_assert_eq(sluice_decay_limit(&x), s_limits[S_CHANGES]);
+
+	size_t total = 0;
+	uint64_t refused = 0;
+	for (int i = 0; i < nthreads; i++) {
+		cr_assert_lt(d[i].nrec, T_RECORDS, "record buffer overflowed");
+		total += d[i].nrec;
+		refused += d[i].refused;
+	}
+	struct srec *all = malloc(sizeof(*all) * (total + 1));
+	cr_assert_not_null(all);
+	size_t k = 0;
+	for (int i = 0; i < nthreads; i++) {
+		memcpy(all + k, d[i].rec, sizeof(*all) * d[i].nrec);
+		k += d[i].nrec;
+	}
+	/* which change each limit value belongs to (they are distinct) */
+	uint64_t late = 0;
+	for (size_t i = 0; i < total; i++) {
+		int j = -1;
+		for (int c = 0; c <= S_CHANGES; c++)
+			if (s_limits[c] == all[i].lim)
+				j = c;
+		cr_assert_geq(j, 0, "admission checked against %llu: never set",
+		              (unsigned long long)all[i].lim);
+		cr_assert_geq((uint64_t)j, all[i].gen,
+		              "admission started after change %llu returned, checked against "
+		              "change %d's limit", (unsigned long long)all[i].gen, j);
+		late += (uint64_t)j > all[i].gen;
+	}
+	qsort(all, total, sizeof(*all), srec_by_time);
+	long double unit = 1.0L / (long double)(1ULL << x.frac_bits);
+	struct model m = { .t = 0, .h = T_H };
+	uint64_t group_max = 0, lowered = 0;
+	for (size_t i = 0; i < total; i++) {
+		model_add(&m, all[i].t, all[i].n);
+		group_max = all[i].lim > group_max ? all[i].lim : group_max;
+		if (i + 1 < total && all[i + 1].t == all[i].t)
+			continue; /* check after the whole group at this time */
+		cr_assert(m.sum <= (long double)group_max + 2 * unit + 1e-9L,
+		          "decayed sum %.9Lf at %llu over the limit %llu", m.sum,
+		          (unsigned long long)all[i].t, (unsigned long long)group_max);
+		lowered += group_max < 24 && m.sum > (long double)group_max - 3;
+		group_max = 0;
+	}
+	cr_assert_gt(total, 500, "admitted %zu", total);
+	cr_assert_gt(refused, 500, "the limit must bite");
+	cr_assert_gt(lowered, 10, "low limits must be reached: %llu", (unsigned long long)lowered);
+	cr_log_info("set_limit: admitted=%zu refused=%llu; checked against a later change than "
+	            "had returned: %llu; near a low limit: %llu", total,
+	            (unsigned long long)refused, (unsigned long long)late,
+	            (unsigned long long)lowered);
+	for (int i = 0; i < nthreads; i++)
+		free(d[i].rec);
+	free(d);
+	free(all);
+}
+
+/* set_limit single-threaded: the count is kept (nothing forgotten, nothing
+ * minted), the new limit bounds it, and bad values change nothing. */
+Test(decay, set_limit_keeps_the_count)
+{
+	sluice_decay_t x;
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_decay_config_t cfg = { .limit = 10, .limit_max = 100, .half_life_ns = SEC,
+		                      .clock = &mclock };
+	cr_assert_eq(sluice_decay_init(&x, &cfg), 0);
+	cr_assert_eq(sluice_decay_acquire_at(&x, 10, SEC, NULL), 1);
+	cr_assert_eq(sluice_decay_available_at(&x, SEC), 0);
+	/* raised: the 10 counted stay counted; 40 more pass at once */
+	cr_assert_eq(sluice_decay_set_limit(&x, 50), 0);
+	cr_assert_eq(sluice_decay_limit(&x), 50);
+	cr_assert_eq(sluice__decay_count_at(&x, SEC), 10.0, "nothing forgotten");
+	cr_assert_eq(sluice_decay_available_at(&x, SEC), 40);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_decay_acquire_at(&x, 41, SEC, &d), 0);
+	cr_assert_eq(sluice_decay_acquire_at(&x, 40, SEC, &d), 1);
+	cr_assert_eq(d.limit, 50);
+	/* lowered under the count: refused until 50 decays to 4 (3.64 h) */
+	cr_assert_eq(sluice_decay_set_limit(&x, 5), 0);
+	cr_assert_eq(sluice__decay_count_at(&x, SEC), 50.0, "nothing minted");
+	cr_assert_eq(sluice_decay_acquire_at(&x, 1, 3 * SEC, &d), 0);
+	cr_assert_eq(d.limit, 5);
+	cr_assert_eq(sluice_decay_acquire_at(&x, 6, 3 * SEC, &d), SLUICE_ETOOBIG);
+	cr_assert_eq(d.retry_after_ns, SLUICE_NEVER);
+	/* log2(50/4) = 3.64 half-lives after 1 s: refused before, passes after */
+	cr_assert_eq(sluice_decay_acquire_at(&x, 1, SEC + 3600 * MS, NULL), 0);
+	cr_assert_eq(sluice_decay_acquire_at(&x, 1, SEC + 3700 * MS, NULL), 1);
+	/* out of range: ELIMIT, nothing changed */
+	cr_assert_eq(sluice_decay_set_limit(&x, 0), SLUICE_ELIMIT);
+	cr_assert_eq(sluice_decay_set_limit(&x, 101), SLUICE_ELIMIT);
+	cr_assert_eq(sluice_decay_limit(&x), 5);
+	cr_assert_eq(sluice_decay_set_limit(NULL, 5), SLUICE_EINVAL);
+	/* limit_max below the limit, or above the maximum */
+	sluice_decay_t y;
+	cfg.limit_max = 5;
+	cr_assert_eq(sluice_decay_init(&y, &cfg), SLUICE_ELIMIT);
+	cfg.limit_max = SLUICE_DECAY_LIMIT_MAX + 1;
+	cr_assert_eq(sluice_decay_init(&y, &cfg), SLUICE_ELIMIT);
+}
+
 /* ---- racing for the last permit --------------------------------------------- */
 
 #include "race_harness.h"
@@ -857,7 +1098,7 @@ Test(decay, states_left_by_a_stalled_writer_never_spin, .timeout = 20)
 	atomic_store(&x.word, (1ULL << 63) | (SEC >> 1));
 	cr_assert_eq(sluice_decay_acquire_at(&x, 10, t, &d), 1, "empty: all 10 pass");
 	cr_assert_eq(sluice_decay_acquire_at(&x, 1, t, &d), 0);
-	cr_assert_eq(sluice_decay_count_at(&x, t), 10.0);
+	cr_assert_eq(sluice__decay_count_at(&x, t), 10.0);
 
 	/* HOT, full count, tag two quarters off: read as a count that is at
 	 * least as young as its field allows (fewer admissions), re-tagged by
@@ -869,7 +1110,7 @@ Test(decay, states_left_by_a_stalled_writer_never_spin, .timeout = 20)
 	atomic_store(&x.word, (tag << 61) | field | full);
 	cr_assert_eq(sluice_decay_acquire_at(&x, 1, t, &d), 0, "a full count refuses");
 	cr_assert_lt(d.retry_after_ns, SLUICE_NEVER);
-	cr_assert(sluice_decay_count_at(&x, t) >= 10.0);
+	cr_assert(sluice__decay_count_at(&x, t) >= 10.0);
 	uint64_t later = d.now_ns + d.retry_after_ns;
 	cr_assert_eq(sluice_decay_acquire_at(&x, 1, later, &d), 1, "passes when it says");
 	cr_assert_eq((atomic_load(&x.word) >> 61) & 3, (atomic_load(&x.anchor) >> sh) & 3,

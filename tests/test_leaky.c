@@ -15,12 +15,16 @@
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sluice/error.h"
 #include "sluice/leaky.h"
 
+#include "test_pace.h"
 #include "test_rng.h"
 
 #define US 1000ULL
@@ -487,4 +491,287 @@ Test(leaky, shaper_acquire_passes_one_per_reading)
 		while (sluice_leaky_acquire_at(&l, 1, t, NULL) == 1)
 			got++;
 	cr_assert_eq(got, 250, "one per 4 ms reading");
+}
+
+/* ---- available, cancel, set_rate / set_burst ------------------------------ */
+
+/*
+ * available_at against nginx's model: the largest k such that k requests at
+ * `now` would all pass limit_req (the first leaves excess_1 =
+ * max(excess + T - elapsed, 0), each further one adds T, each must stay at
+ * or below D T).  Checked at every step of a random schedule, and then
+ * proven largest on the meter itself: k + 1 at once is refused, k admitted.
+ */
+static uint64_t nginx_room(const struct nginx *m, uint64_t now)
+{
+	if (m->fresh)
+		return m->depth + 1;
+	uint64_t elapsed = now - m->last;
+	uint64_t e1 = m->excess + m->T > elapsed ? m->excess + m->T - elapsed : 0;
+	if (e1 > m->depth * m->T)
+		return 0;
+	return (m->depth * m->T - e1) / m->T + 1;
+}
+
+Test(leaky, meter_available_matches_nginx)
+{
+	uint64_t rates[] = { 10, 1000, 50000 };
+	for (unsigned r = 0; r < 3; r++) {
+		sluice_leaky_t l;
+		make(&l, rates[r], SLUICE_LEAKY_METER, 5, 0);
+		struct nginx m = { .fresh = 1, .T = SEC / rates[r], .depth = 5 };
+		uint64_t now = 0;
+		rng_state = 42 + r;
+		for (int i = 0; i < 20000; i++) {
+			now += rnd() % (3 * m.T);
+			uint64_t k = nginx_room(&m, now);
+			cr_assert_eq(sluice_leaky_available_at(&l, now), k, "rate %llu step %d",
+			             (unsigned long long)rates[r], i);
+			if (i % 7 == 0 && k > 0) {
+				sluice_decision_t d;
+				cr_assert_eq(sluice_leaky_acquire_at(&l, k + 1, now, &d), k + 1 > 6 ? SLUICE_ETOOBIG : 0);
+				cr_assert_eq(sluice_leaky_acquire_at(&l, k, now, &d), 1);
+				for (uint64_t j = 0; j < k; j++)
+					cr_assert(nginx_request(&m, now));
+				cr_assert_eq(sluice_leaky_available_at(&l, now), 0);
+			} else {
+				int want = nginx_request(&m, now);
+				cr_assert_eq(sluice_leaky_acquire_at(&l, 1, now, NULL), want);
+			}
+		}
+	}
+}
+
+Test(leaky, shaper_available_is_an_empty_queue)
+{
+	sluice_leaky_t l;
+	make(&l, 10, SLUICE_LEAKY_SHAPER, 0, SEC);
+	cr_assert_eq(sluice_leaky_available_at(&l, 0), 1);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_leaky_reserve_at(&l, 1, 0, UINT64_MAX, &d), 1);
+	cr_assert_eq(sluice_leaky_available_at(&l, 0), 0);
+	cr_assert_eq(sluice_leaky_available_at(&l, 100 * MS - 1), 0);
+	cr_assert_eq(sluice_leaky_available_at(&l, 100 * MS), 1);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 1, 100 * MS - 1, NULL), 0);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 1, 100 * MS, NULL), 1);
+}
+
+Test(leaky, cancel_gives_back_the_latest_slot_only)
+{
+	sluice_leaky_t l;
+	make(&l, 10, SLUICE_LEAKY_SHAPER, 0, SEC);
+	sluice_decision_t a, b, c;
+	cr_assert_eq(sluice_leaky_reserve_at(&l, 1, 0, UINT64_MAX, &a), 1);
+	cr_assert_eq(sluice_leaky_reserve_at(&l, 1, 0, UINT64_MAX, &b), 1);
+	cr_assert_eq(b.delay_ns, 100 * MS);
+	cr_assert_eq(sluice_leaky_cancel(&l, 1, &a), SLUICE_ECANCEL); /* b queued after it */
+	cr_assert_eq(sluice_leaky_cancel(&l, 1, &b), 0);
+	cr_assert_eq(sluice_leaky_cancel(&l, 1, &b), SLUICE_ECANCEL); /* already given back */
+	/* b's slot is free again: the next booking gets exactly it */
+	cr_assert_eq(sluice_leaky_reserve_at(&l, 1, 0, UINT64_MAX, &c), 1);
+	cr_assert_eq(c.delay_ns, 100 * MS);
+	cr_assert_eq(sluice_leaky_cancel(NULL, 1, &c), SLUICE_EINVAL);
+	cr_assert_eq(sluice_leaky_cancel(&l, 0, &c), SLUICE_EINVAL);
+}
+
+Test(leaky, set_rate_keeps_the_level)
+{
+	/* Meter, D = 4, 10/s: emptied at t = 0 (5 taken), the bucket is
+	 * empty until 500 ms.  Raised to 100/s at t = 0: nothing minted, the
+	 * level (TAT) is kept, so the room comes back only as the old level
+	 * drains: 0 now, all of D + 1 at 500 ms (+ the 1 ns a change moves
+	 * the TAT when it keeps it). */
+	sluice_leaky_t l;
+	make(&l, 10, SLUICE_LEAKY_METER, 4, 0);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 5, 0, NULL), 1);
+	cr_assert_eq(sluice_leaky_set_rate_at(&l, 100, SEC, 0), 0);
+	cr_assert_eq(sluice_leaky_interval_ns(&l), 10 * MS);
+	cr_assert_eq(sluice_leaky_available_at(&l, 0), 0);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 1, 0, NULL), 0);
+	cr_assert_eq(sluice_leaky_available_at(&l, 500 * MS + 1), 5);
+	/* Lowered to 1/s: the 5 of room held stay, then 1 per second. */
+	cr_assert_eq(sluice_leaky_set_rate_at(&l, 1, SEC, SEC), 0);
+	cr_assert_eq(sluice_leaky_available_at(&l, SEC), 5);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 5, SEC, NULL), 1);
+	cr_assert_eq(sluice_leaky_available_at(&l, 2 * SEC - 1), 0);
+	cr_assert_eq(sluice_leaky_available_at(&l, 2 * SEC), 1);
+	cr_assert_eq(sluice_leaky_set_rate(&l, 0, SEC), SLUICE_ERATE);
+	cr_assert_eq(sluice_leaky_set_rate(NULL, 1, SEC), SLUICE_EINVAL);
+}
+
+Test(leaky, set_burst_is_the_meters_depth)
+{
+	sluice_leaky_t l;
+	make(&l, 10, SLUICE_LEAKY_METER, 4, 0);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 2, 0, NULL), 1); /* 3 of room left */
+	/* Deeper: the 3 held stay (no fresh room), the bucket then fills to
+	 * D + 1 = 10 at the rate. */
+	cr_assert_eq(sluice_leaky_set_burst_at(&l, 9, 0), 0);
+	cr_assert_eq(sluice_leaky_available_at(&l, 0), 3);
+	cr_assert_eq(sluice_leaky_available_at(&l, SEC), 10);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 10, SEC, NULL), 1);
+	/* Shallower: at most the new D + 1. */
+	cr_assert_eq(sluice_leaky_set_burst_at(&l, 1, 10 * SEC), 0);
+	cr_assert_eq(sluice_leaky_available_at(&l, 11 * SEC), 2);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 3, 11 * SEC, NULL), SLUICE_ETOOBIG);
+	cr_assert_eq(sluice_leaky_set_burst(&l, UINT64_MAX), SLUICE_EBURST);
+	sluice_leaky_t s;
+	make(&s, 10, SLUICE_LEAKY_SHAPER, 0, SEC);
+	cr_assert_eq(sluice_leaky_set_burst(&s, 3), SLUICE_ENOTSUP);
+	cr_assert_eq(sluice_leaky_set_rate_at(&s, 20, SEC, 0), 0);
+	cr_assert_eq(sluice_leaky_interval_ns(&s), 50 * MS);
+}
+
+/* ---- set_rate / set_burst under load -------------------------------------- */
+
+/*
+ * Three deciders hammer one meter while the clock thread moves the manual
+ * clock (forward, and now and then back) and every 64 steps switches the
+ * drain between T = 1000 and 2500 ns and the depth between 5 and 3.  The
+ * header's bound across changes (GCRA's, leaky.h GUARANTEE): any interval
+ * [x, x + t] holds at most max(D + 1) + t / min(T) admissions.  Checked
+ * exactly over every interval of the sorted record: with S the prefix
+ * sums, [t_i, t_j] holds S_j - S_(i-1), and the bound is
+ * (S_j T - t_j) - (S_(i-1) T - t_i) <= b T: one pass with a running minimum.
+ */
+#define L_TA 1000ULL
+#define L_TB 2500ULL
+#define L_DA 5u
+#define L_DB 3u
+#define L_STEPS 12000
+#define L_REC (1u << 17)
+
+struct lrec {
+	uint64_t t, n;
+};
+
+struct ldecider {
+	pthread_t tid;
+	sluice_leaky_t *l;
+	struct lrec *rec;
+	size_t nrec;
+	uint64_t seed, refused;
+	_Atomic uint64_t decisions;
+};
+
+static struct ldecider *ldeciders;
+static int nldeciders;
+static _Atomic int lrunning;
+static uint64_t lchanges;
+
+static void *ldecider_main(void *arg)
+{
+	struct ldecider *me = arg;
+	uint64_t v = me->seed;
+	while (atomic_load_explicit(&lrunning, memory_order_relaxed)) {
+		v ^= v << 13, v ^= v >> 7, v ^= v << 17;
+		uint64_t n = 1 + v % 2;
+		sluice_decision_t d;
+		int rc = sluice_leaky_acquire(me->l, n, &d);
+		if (rc == 1 && me->nrec < L_REC)
+			me->rec[me->nrec++] = (struct lrec){ d.now_ns, n };
+		else if (rc != 1)
+			me->refused++;
+		uint64_t k = atomic_load_explicit(&me->decisions, memory_order_relaxed) + 1;
+		atomic_store_explicit(&me->decisions, k, memory_order_relaxed);
+		if (k % 8 == 0)
+			sched_yield();
+	}
+	return NULL;
+}
+
+static void *lclock_main(void *arg)
+{
+	sluice_leaky_t *l = arg;
+	uint64_t v = 5;
+	lchanges = 0;
+	for (int i = 0; i < L_STEPS; i++) {
+		v ^= v << 13, v ^= v >> 7, v ^= v << 17;
+		if (i % 64 == 63) {
+			int second = (i / 64) % 2;
+			int rc = (i / 128) % 2 ? sluice_leaky_set_rate(l, 1, second ? L_TB : L_TA)
+			                       : sluice_leaky_set_burst(l, second ? L_DB : L_DA);
+			cr_assert_eq(rc, 0, "change %d: %s", i, sluice_err_name(rc));
+			lchanges++;
+		}
+		uint64_t now = sluice_clock_now(&mclock);
+		if (v % 40 == 0 && now > 5000)
+			sluice_clock_manual_set(&mclock, now - v % 5000); /* stale readings */
+		else if (v % 97 == 0)
+			sluice_clock_manual_advance(&mclock, 20000); /* a full bucket */
+		else
+			sluice_clock_manual_advance(&mclock, v % 700);
+		PACE_WAIT(ldeciders, nldeciders);
+	}
+	atomic_store_explicit(&lrunning, 0, memory_order_relaxed);
+	return NULL;
+}
+
+static int lrec_by_time(const void *a, const void *b)
+{
+	const struct lrec *p = a, *q = b;
+	return p->t < q->t ? -1 : p->t > q->t;
+}
+
+Test(leaky, set_rate_and_depth_under_load_keep_the_bound)
+{
+	sluice_leaky_t l;
+	sluice_clock_manual_init(&mclock, 1000000);
+	sluice_leaky_config_t cfg = { .rate = 1, .period_ns = L_TA, .mode = SLUICE_LEAKY_METER,
+		                      .depth = L_DA, .clock = &mclock };
+	cr_assert_eq(sluice_leaky_init(&l, &cfg), 0);
+	int nthreads = 3;
+	struct ldecider *d = calloc((size_t)nthreads, sizeof(*d));
+	cr_assert_not_null(d);
+	ldeciders = d;
+	nldeciders = nthreads;
+	atomic_store(&lrunning, 1);
+	for (int i = 0; i < nthreads; i++) {
+		d[i].l = &l;
+		d[i].seed = 0x9E3779B97F4A7C15ULL * (uint64_t)(i + 1);
+		d[i].rec = malloc(sizeof(struct lrec) * L_REC);
+		cr_assert_not_null(d[i].rec);
+		cr_assert_eq(pthread_create(&d[i].tid, NULL, ldecider_main, &d[i]), 0);
+	}
+	pthread_t ct;
+	cr_assert_eq(pthread_create(&ct, NULL, lclock_main, &l), 0);
+	pthread_join(ct, NULL);
+	size_t total = 0;
+	uint64_t refused = 0;
+	for (int i = 0; i < nthreads; i++) {
+		pthread_join(d[i].tid, NULL);
+		cr_assert_lt(d[i].nrec, L_REC, "record buffer overflowed");
+		total += d[i].nrec;
+		refused += d[i].refused;
+	}
+	struct lrec *all = malloc(sizeof(*all) * (total + 1));
+	cr_assert_not_null(all);
+	size_t k = 0;
+	for (int i = 0; i < nthreads; i++) {
+		memcpy(all + k, d[i].rec, sizeof(*all) * d[i].nrec);
+		k += d[i].nrec;
+	}
+	qsort(all, total, sizeof(*all), lrec_by_time);
+	/* b = max(D + 1), T = min(T): the header's bound across changes */
+	__extension__ typedef __int128 s128;
+	const s128 T = L_TA, bT = (s128)(L_DA + 1) * L_TA;
+	s128 S = 0, run_min = 0; /* min over i of S_(i-1) T - t_i */
+	for (size_t j = 0; j < total; j++) {
+		s128 before = S * T - (s128)all[j].t; /* i = j: S_(j-1) T - t_j */
+		if (j == 0 || before < run_min)
+			run_min = before;
+		S += (s128)all[j].n;
+		s128 here = S * T - (s128)all[j].t;
+		cr_assert(here - run_min <= bT, "an interval ending at %llu holds %lld ns over b T",
+		          (unsigned long long)all[j].t, (long long)(here - run_min - bT));
+	}
+	cr_assert_gt(total, 1000, "admitted %zu", total);
+	cr_assert_gt(refused, 1000, "the bound must bite: %llu", (unsigned long long)refused);
+	cr_assert_eq(lchanges, L_STEPS / 64);
+	cr_log_info("leaky under set_rate/set_burst: admitted %zu, refused %llu, changes %llu",
+	            total, (unsigned long long)refused, (unsigned long long)lchanges);
+	for (int i = 0; i < nthreads; i++)
+		free(d[i].rec);
+	free(d);
+	free(all);
 }

@@ -688,6 +688,7 @@ ParameterizedTest(struct schedule *p, warmup, matches_exact_model)
 		uint64_t kind = (r >> 20) % 4; /* wait for any, none, or 3 I */
 		uint64_t maxd = kind == 0 ? UINT64_MAX : kind == 1 ? 0 : (uint64_t)(m.I * 3);
 		sluice_decision_t d;
+		uint64_t av = sluice_warmup_available_at(&w, p->start + t);
 		int rc = sluice_warmup_reserve_at(&w, n, p->start + t, maxd, &d);
 		cr_assert_geq(rc, 0);
 		long double tt = (long double)(d.now_ns - p->start);
@@ -695,6 +696,18 @@ ParameterizedTest(struct schedule *p, warmup, matches_exact_model)
 		long double lim = maxd == UINT64_MAX ? (long double)w.horizon_ns : (long double)maxd;
 		long double tol = drift + 2 * m.I * excess * unit_q + 1000;
 		long double early = gapped ? 3 * carried + 2 * m.I * excess * unit_q + 1000 : 1;
+		/* available: all of L or nothing (pay later), as the model's
+		 * ticket says within the PRECISION bound, and exactly what an
+		 * acquire (max_delay 0) at the same reading decided */
+		cr_assert(av == 0 || av == w.limit, "step %d: available %llu", i,
+		          (unsigned long long)av);
+		if (mwait > tol)
+			cr_assert_eq(av, 0, "step %d: model waits %.0Lf", i, mwait);
+		if (m.next + early < tt)
+			cr_assert_eq(av, w.limit, "step %d: model's ticket passed", i);
+		if (maxd == 0)
+			cr_assert_eq(av > 0, rc == 1, "step %d: available %llu, acquire %d", i,
+			             (unsigned long long)av, rc);
 		if (rc == 1) {
 			booked++;
 			cr_assert_geq((long double)d.delay_ns + early, mwait,
@@ -1063,4 +1076,42 @@ Test(warmup, states_left_by_a_stalled_writer_never_spin, .timeout = 20)
 	cr_assert(d.reset_ns >= 1375 * MS && d.reset_ns < 1375 * MS + 100, "at the cold price");
 	cr_assert_eq((atomic_load(&w.word) >> 61) & 3, (atomic_load(&w.anchor) >> sh) & 3,
 	             "the booking re-tagged the word");
+}
+
+/* available_at at the end of the time base: only the n whose ticket fits
+ * (the largest, by the limiter's own refusals), and cancel is refund. */
+Test(warmup, available_and_cancel)
+{
+	sluice_warmup_t w;
+	make(&w, 2, SEC, 4 * SEC, 0); /* Guava's: L = 8 */
+	cr_assert_eq(w.limit, 8);
+	cr_assert_eq(sluice_warmup_available_at(&w, 0), 8);
+	sluice_decision_t a;
+	cr_assert_eq(sluice_warmup_acquire_at(&w, 1, 0, &a), 1);
+	cr_assert_eq(sluice_warmup_available_at(&w, 0), 0);
+	cr_assert_eq(sluice_warmup_available_at(&w, a.reset_ns - 1), 0);
+	cr_assert_eq(sluice_warmup_available_at(&w, a.reset_ns), 8);
+	cr_assert_eq(sluice_warmup_cancel(&w, 1, &a), 0);
+	cr_assert_eq(sluice_warmup_available_at(&w, 0), 8);
+	cr_assert_eq(sluice_warmup_cancel(&w, 1, &a), SLUICE_ECANCEL);
+	cr_assert_eq(sluice_warmup_available_at(NULL, 0), 0);
+
+	/* Near 2^64: a cold limiter's cost of n grows with n; available is
+	 * the largest n acquire admits there. */
+	int seen_partial = 0;
+	for (uint64_t back = 1 * SEC; back < 40 * SEC; back += 250 * MS) {
+		sluice_warmup_t z;
+		make(&z, 2, SEC, 4 * SEC, 0);
+		uint64_t t = UINT64_MAX - back;
+		uint64_t av = sluice_warmup_available_at(&z, t);
+		if (av < z.limit)
+			cr_assert_eq(sluice_warmup_acquire_at(&z, av + 1, t, NULL), 0, "back %llu",
+			             (unsigned long long)back);
+		if (av > 0 && av < z.limit)
+			seen_partial = 1;
+		if (av > 0)
+			cr_assert_eq(sluice_warmup_acquire_at(&z, av, t, NULL), 1, "back %llu",
+			             (unsigned long long)back);
+	}
+	cr_assert(seen_partial, "no reading where only some n fit");
 }

@@ -26,6 +26,8 @@
  * limit = the smallest limit of the parts asked.  now_ns = the latest time
  * any part used.
  *
+ * Implemented in lib/limiter.c with the handle (its parts are handles and
+ * a handle can hold it: one module, no link cycle).
  * Parts are generic handles (sluice/limiter.h), borrowed: the composite
  * never frees them, and they must outlive it.  A part may not itself be a
  * composite (SLUICE_EALGO), nor be listed twice (SLUICE_EDUPLICATE).
@@ -95,6 +97,14 @@ SLUICE_API int sluice_composite_release(sluice_composite_t *c, uint64_t n);
 SLUICE_API int sluice_composite_acquire_each_at(sluice_composite_t *c, uint64_t n, uint64_t now,
                                                 sluice_decision_t *d,
                                                 sluice_decision_t each[SLUICE_COMPOSITE_MAX]);
+
+/*
+ * sluice_composite_available_at - *@out = the largest n an acquire at @now
+ * would admit: the smallest of the parts' sluice_limiter_available_at()
+ * (each part a snapshot, read one after the other).  Read-only.
+ * Return: 0, SLUICE_EINVAL (NULL), or the first part's error.
+ */
+SLUICE_API int sluice_composite_available_at(sluice_composite_t *c, uint64_t now, uint64_t *out);
 
 /* sluice_composite_unreturned - how many refunds a part could not make
  * exactly (their permits stayed counted).  Relaxed read of a counter. */

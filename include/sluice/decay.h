@@ -10,7 +10,9 @@
  *
  * GUARANTEE (any number of threads, any timing, on the limiter's timeline):
  *   at every admission, the exactly decayed sum of all admitted permits,
- *   this one included, is at most L (+ 2^(1-F), see PRECISION; F >= 8).  The
+ *   this one included, is at most L (+ 2^(1-F), see PRECISION; F >= 8), L
+ *   the limit the admission was checked against (d->limit: the one in force,
+ *   see sluice_decay_set_limit()).  The
  *   check-and-add is one CAS on one word, so racing threads cannot both
  *   take the last of the headroom.  Consequences:
  *   (a) burst: at most L permits at any one instant; after a long idle
@@ -46,8 +48,8 @@
  *   any size, up to 2^64 - 1.
  *
  * PRECISION (every rounding errs toward fewer admissions):
- *   - the count is fixed point in units of 2^-F, F = 32 - bitlen(L) (31 at
- *     L = 1, 8 at the largest L), rounded up after every operation: the
+ *   - the count is fixed point in units of 2^-F, F = 32 - bitlen(limit_max)
+ *     (31 at 1, 8 at the largest L), rounded up after every operation: the
  *     kept count is never below the exact decayed sum, except that counts
  *     below one unit are dropped (they would otherwise never reach 0, and
  *     n = L could never pass again); drops are at least F half-lives
@@ -68,7 +70,9 @@
  *   the grid) on the time until the count is forgotten (reaches 0).
  *   remaining: floor(L - c), c the kept count after the decision.
  *
- * LIMITS: L in 1..SLUICE_DECAY_LIMIT_MAX (2^24 - 1) (SLUICE_ELIMIT); h in
+ * LIMITS: L in 1..SLUICE_DECAY_LIMIT_MAX (2^24 - 1), and limit_max (0: L)
+ *   in L..SLUICE_DECAY_LIMIT_MAX, the largest L set_limit may set later,
+ *   which chooses F = 32 - bitlen(limit_max) (SLUICE_ELIMIT); h in
  *   SLUICE_DECAY_HALFLIFE_MIN_NS (1 us) .. SLUICE_DECAY_HALFLIFE_MAX_NS
  *   (2^50 ns, 13 days) (SLUICE_EHALFLIFE); h at least the clock's
  *   resolution (SLUICE_ERESOLUTION: readings come in clock steps, and a
@@ -85,6 +89,15 @@
  *   gives back against the wrong anchor (tests/test_wrap.c stalls one).
  *   Nothing a stalled writer leaves can make a call spin: such a state is
  *   read toward fewer admissions.
+ * NO BOOKING: decay has no reserve or cancel.  A booking holds a slot at
+ *   a later time, and the decayed count has no slots: it is one sum that
+ *   fades, and n booked for t + d would have to be added now, either at
+ *   weight n (faded by t + d: fewer counted than used, so more admitted
+ *   than the GUARANTEE allows) or at the weight that is n at t + d (more
+ *   than n counted until then: refusals for permits nobody used).
+ *   Callers that must
+ *   wait poll on retry_after_ns (sluice_limiter_wait_until() does);
+ *   sluice_limiter_reserve() says SLUICE_ENOTSUP.
  * MEMORY: one cache line of hot state (anchor and packed word) in a
  *   caller-allocated struct; nothing is allocated.
  */
@@ -102,16 +115,22 @@
 #define SLUICE_DECAY_LIMIT_MAX ((1ULL << 24) - 1)
 #define SLUICE_DECAY_HALFLIFE_MIN_NS 1000ULL       /* 1 us */
 #define SLUICE_DECAY_HALFLIFE_MAX_NS (1ULL << 50)  /* about 13 days */
+/* set_limit gives up (SLUICE_ETIMEDOUT) after waiting this long for a
+ * concurrent one: 1 s. */
+#define SLUICE_DECAY_WRITER_WAIT_NS 1000000000ULL
 
 typedef struct sluice_decay_config {
 	uint64_t limit;              /* L: admit while c + n <= L, >= 1      */
+	uint64_t limit_max;          /* the largest L set_limit may set later
+	                              * (0: L itself); sets the fixed point */
 	uint64_t half_life_ns;       /* h: the count halves every h          */
 	const sluice_clock_t *clock; /* NULL: &sluice_clock_cached           */
 } sluice_decay_config_t;
 
 typedef struct sluice_decay {
-	/* read-only after init */
-	uint64_t limit;
+	/* read-only after init, except limit (sluice_decay_set_limit) */
+	_Atomic uint64_t limit;      /* L in force: read it with sluice_decay_limit() */
+	uint64_t limit_max;          /* the largest L set_limit accepts        */
 	uint64_t half_life_ns;
 	uint64_t unit_ns;            /* grid of the count's time (power of two) */
 	const sluice_clock_t *clock;
@@ -119,6 +138,7 @@ typedef struct sluice_decay {
 	uint32_t unit_shift;         /* log2(unit_ns)                           */
 	uint32_t frac_bits;          /* F: the count is in units of 2^-F        */
 	uint64_t flush_ns;           /* 34 h: any count is forgotten by then    */
+	_Atomic uint32_t writer;     /* set_limit serialisation flag            */
 	/* private: written by decisions, on a line of their own */
 	/* anchor and word are one 16-byte pair, CASed together (lib/decay.c) */
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t anchor; /* time base, only grows */
@@ -165,10 +185,18 @@ static inline int sluice_decay_acquire(sluice_decay_t *x, uint64_t n, sluice_dec
 }
 
 /*
- * sluice_decay_count_at - the kept count at @now (rounded up, in permits),
- * as the next decision would see it.  Lock-free, read-only.
+ * sluice_decay_available_at - the largest n that sluice_decay_acquire_at()
+ * at @now would admit, taking nothing: floor(L - c), c the kept count at
+ * the time that decision would use (the reading rounded down to unit_ns,
+ * never before the count's time; see PRECISION), 0 when less than one permit
+ * is free.  Lock-free, read-only (it may help finish an announced anchor
+ * move); a snapshot that concurrent decisions may change at once.  The
+ * count itself (a fraction) is not part of the API: what a caller can act
+ * on is how many permits would pass.  Return: 0..L; 0 for a NULL @x.
  */
-SLUICE_API double sluice_decay_count_at(sluice_decay_t *x, uint64_t now);
+SLUICE_API uint64_t sluice_decay_available_at(sluice_decay_t *x, uint64_t now);
+/* sluice_decay_available - as _at, reading the limiter's clock. */
+SLUICE_API uint64_t sluice_decay_available(sluice_decay_t *x);
 
 /*
  * sluice_decay_refund - give back @n permits admitted by @admitted (a
@@ -193,5 +221,41 @@ SLUICE_API double sluice_decay_count_at(sluice_decay_t *x, uint64_t now);
  */
 SLUICE_API int sluice_decay_refund(sluice_decay_t *x, uint64_t n,
                                    const sluice_decision_t *admitted);
+
+/*
+ * sluice_decay_set_limit - change L to @limit (1..limit_max), live.
+ *
+ * What is already counted: kept exactly.  The decayed count is neither
+ * reset nor rescaled (nothing forgotten, nothing minted); from the change
+ * on, decisions admit while c + n <= the new L.  Lowering L below the
+ * count refuses until the count has decayed under it; raising it admits
+ * the difference at once (the bound is on the count, not on a burst).  So
+ * the GUARANTEE holds with L the limit in force at each admission: every
+ * admission whose CAS comes after the change (the call's return, at the
+ * latest) was checked against the new L; across changes an interval D sees
+ * at most max(L) (1 + D ln2 / h) over the limits in force during it.  The
+ * count's time moves on by one grid unit (unit_ns) with the count not
+ * decayed over it, so the change never lowers the count (at the last grid
+ * point before 2^64, the count rises by one unit of 2^-F instead).
+ * The half-life has no setter: it fixes the grid and the anchor's range
+ * (unit_ns is chosen from 34 h), which a live change would have to
+ * re-encode in every word a stalled thread may still hold; build a new
+ * limiter (sluice_limiter_set_rate says SLUICE_ENOTSUP).
+ *
+ * Safe while decisions run on any number of threads: they stay lock-free
+ * (the change is one store and one double-width CAS on the state; a
+ * decision it overtakes fails its CAS and decides again with the new L).
+ * Calls serialise among themselves on a flag, waiting with sched_yield at
+ * most SLUICE_DECAY_WRITER_WAIT_NS: a control-path call, not for decision
+ * paths.  No allocation.
+ * Return: 0; SLUICE_EINVAL (NULL), SLUICE_ELIMIT (0 or above limit_max),
+ * SLUICE_ETIMEDOUT (another set_limit held the flag that long: stopped
+ * mid-change).  Nothing changes on error.
+ */
+SLUICE_API int sluice_decay_set_limit(sluice_decay_t *x, uint64_t limit);
+
+/* sluice_decay_limit - L in force.  Relaxed read: a concurrent
+ * set_limit may make it stale at once. */
+SLUICE_API uint64_t sluice_decay_limit(const sluice_decay_t *x);
 
 #endif /* SLUICE_DECAY_H */

@@ -191,4 +191,56 @@ static inline uint64_t sluice_leaky_interval_ns(const sluice_leaky_t *l)
 	return sluice_gcra_interval_ns(&l->gcra);
 }
 
+/*
+ * sluice_leaky_available_at - the largest n that sluice_leaky_acquire_at()
+ * at @now would admit, taking nothing: meter, the room left in the bucket
+ * (0..D + 1); shaper, 1 when its queue is empty at @now, else 0.  Lock-free,
+ * read-only (it may help finish a set_rate/set_burst); a snapshot that
+ * concurrent decisions may change at once.  GCRA's available (gcra.h).
+ */
+SLUICE_API uint64_t sluice_leaky_available_at(sluice_leaky_t *l, uint64_t now);
+/* sluice_leaky_available - as _at, reading the limiter's clock. */
+SLUICE_API uint64_t sluice_leaky_available(sluice_leaky_t *l);
+
+/*
+ * sluice_leaky_cancel - give back @n requests of the admission or queued
+ * slot @booked describes (the decision acquire or reserve filled): exact
+ * while nothing was admitted or queued after it, else SLUICE_ECANCEL and
+ * they stay counted.  The booking verb; sluice_leaky_refund() is the same
+ * call under the conventions' name.  GCRA's cancel (gcra.h, CANCEL /
+ * REFUND), with its caller's contract.  Lock-free, no allocation.
+ * Return: 0, SLUICE_ECANCEL, SLUICE_EINVAL.
+ */
+SLUICE_API int sluice_leaky_cancel(sluice_leaky_t *l, uint64_t n, const sluice_decision_t *booked);
+
+/*
+ * sluice_leaky_set_rate_at - drain at @rate per @period_ns from now on.
+ * sluice_leaky_set_burst_at - hold @depth
+ * (D, the config's field) requests above the one served (meter only).
+ * @now: the time of the change (the plain variants read the clock).
+ *
+ * What is already counted: the bucket's level is kept (GCRA's SET_RATE /
+ * SET_BURST rule, gcra.h): just after the change the bucket holds the FEWER
+ * of the requests it had room for just before (capped at the new D + 1)
+ * and what the new parameters give for the unchanged level; nothing
+ * queued is forgotten, no room is minted, and a shaper's queued slots keep
+ * their times (a slower drain spaces only the slots booked after the
+ * change further apart; a faster one cannot pull booked slots earlier).  A
+ * booking made before the change can no longer be cancelled
+ * (SLUICE_ECANCEL).  Safe while decisions run on any number of threads
+ * (they stay lock-free and each uses one parameter set); changes serialise
+ * among themselves with a bounded wait (SLUICE_ETIMEDOUT after
+ * SLUICE_GCRA_WRITER_WAIT_NS).  Control path, no allocation.
+ * Return: 0; SLUICE_EINVAL (NULL); set_rate: SLUICE_ERATE (as init, and
+ * when the new T makes (D + 1) * T too long); set_burst: SLUICE_ENOTSUP on a shaper (its queue is a time,
+ * max_delay_ns, not a depth), SLUICE_EBURST as init (depth = UINT64_MAX,
+ * (D + 1) * T too long); both: SLUICE_ERESOLUTION as init,
+ * SLUICE_ETIMEDOUT.  Nothing changes on error.
+ */
+SLUICE_API int sluice_leaky_set_rate_at(sluice_leaky_t *l, uint64_t rate, uint64_t period_ns,
+                                        uint64_t now);
+SLUICE_API int sluice_leaky_set_rate(sluice_leaky_t *l, uint64_t rate, uint64_t period_ns);
+SLUICE_API int sluice_leaky_set_burst_at(sluice_leaky_t *l, uint64_t depth, uint64_t now);
+SLUICE_API int sluice_leaky_set_burst(sluice_leaky_t *l, uint64_t depth);
+
 #endif /* SLUICE_LEAKY_H */

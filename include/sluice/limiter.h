@@ -3,7 +3,10 @@
  *
  * sluice_limiter_new(&config) builds any limiter sluice offers behind an
  * opaque handle; sluice_limiter_acquire / _acquire_at / _release / _refund /
- * _wait then work on all of them alike.  The handle costs one indirect
+ * _available / _wait / _wait_until then work on all of them alike, and
+ * _reserve / _cancel / _set_rate / _set_burst / _set_limit on every
+ * algorithm that has the verb (SLUICE_ENOTSUP on the others, changing
+ * nothing).  The handle costs one indirect
  * switch per decision over the algorithm's own inline fast path; callers
  * who want the last nanoseconds use the algorithm's type directly
  * (sluice/fixed.h, sluice/window.h, ...), which stays public.
@@ -71,19 +74,99 @@ SLUICE_API int sluice_limiter_refund(sluice_limiter_t *l, uint64_t n,
                                      const sluice_decision_t *admitted);
 
 /*
- * sluice_limiter_wait - block until @n permits are taken, or fail at once.
- * @timeout_ns: the longest the caller will wait.
- * @d: NULL, or the final decision.
+ * sluice_limiter_reserve_at - book @n permits at @now for a caller who will
+ * wait at most @max_delay_ns: the algorithm's reserve_at (GCRA, warm-up,
+ * leaky shaper).  This is the non-blocking "book, then tell me when" for
+ * event loops: on 1 the permits are booked and d->delay_ns says when to
+ * proceed (d->now_ns + d->delay_ns; arm a timer, do not sleep); on 0
+ * nothing is booked and d->retry_after_ns says how much later the same
+ * call would succeed.  Algorithms that cannot book (fixed, window, log,
+ * decay, in-flight, a leaky meter, a composite: see lib/limiter.c for why
+ * the composite cannot) return SLUICE_ENOTSUP, taking nothing: the event
+ * loop then polls sluice_limiter_acquire_at() and re-arms its timer at
+ * retry_after_ns of each refusal.  A booking not used is given back with
+ * sluice_limiter_cancel().  Lock-free, no allocation, thread-safe.
+ * Return: 1 booked, 0 not booked, SLUICE_ENOTSUP, SLUICE_EINVAL (NULL
+ * handle, n = 0), or the algorithm's error (SLUICE_ETOOBIG).
+ */
+SLUICE_API int sluice_limiter_reserve_at(sluice_limiter_t *l, uint64_t n, uint64_t now,
+                                         uint64_t max_delay_ns, sluice_decision_t *d);
+/* sluice_limiter_reserve - the same, reading the limiter's clock. */
+SLUICE_API int sluice_limiter_reserve(sluice_limiter_t *l, uint64_t n, uint64_t max_delay_ns,
+                                      sluice_decision_t *d);
+
+/*
+ * sluice_limiter_cancel - give back @n permits of the booking (or
+ * admission) @booked describes: the algorithm's cancel on GCRA, warm-up
+ * and the leaky bucket (exact while nothing was booked after it, else
+ * SLUICE_ECANCEL, kept; see their headers).  SLUICE_ENOTSUP elsewhere,
+ * nothing changed: nothing there is booked (use sluice_limiter_refund()).
+ * Return: 0, SLUICE_ECANCEL, SLUICE_ENOTSUP, SLUICE_EINVAL, SLUICE_EALGO.
+ */
+SLUICE_API int sluice_limiter_cancel(sluice_limiter_t *l, uint64_t n,
+                                     const sluice_decision_t *booked);
+
+/*
+ * sluice_limiter_available_at - *@out = the largest n that
+ * sluice_limiter_acquire_at() at @now would admit, taking nothing: the
+ * algorithm's available (the same meaning in every module); a composite's
+ * is the smallest of its parts' (all or nothing).  Lock-free, read-only;
+ * a snapshot that concurrent decisions may change at once.  Returns an
+ * int with *@out beside it, unlike the modules' own (which return the
+ * count), because the handle has errors to report.
+ * Return: 0; SLUICE_EINVAL (NULL); SLUICE_EALGO; SLUICE_ENOTSUP (only
+ * where the algorithm's module does not have it in this build: see the
+ * MERGE BLOCK in lib/limiter.c); *@out is untouched on error.
+ */
+SLUICE_API int sluice_limiter_available_at(sluice_limiter_t *l, uint64_t now, uint64_t *out);
+/* sluice_limiter_available - the same, reading the limiter's clock. */
+SLUICE_API int sluice_limiter_available(sluice_limiter_t *l, uint64_t *out);
+
+/*
+ * sluice_limiter_set_rate - @rate per @period_ns: GCRA, leaky (its drain);
+ *   warm-up has no live setter (warmup.h): SLUICE_ENOTSUP.
+ * sluice_limiter_set_burst - @burst: GCRA's b; the leaky meter's depth D
+ *   (the value its config names, so the meter holds D + 1 at once).
+ * sluice_limiter_set_limit - @limit: fixed, window, log, in-flight, decay.
+ * Each is the algorithm's own setter, at the limiter's clock's reading,
+ * with its rule for what is already counted (nothing forgotten, nothing
+ * minted: see the algorithm's header) and its concurrency (safe while
+ * decisions run).  SLUICE_ENOTSUP, changing nothing, where the algorithm
+ * has no such parameter, and on a composite (change the part's own handle:
+ * the composite holds them, borrowed).
+ * Return: 0, SLUICE_ENOTSUP, SLUICE_EINVAL (NULL), SLUICE_EALGO, or the
+ * algorithm's error.
+ */
+SLUICE_API int sluice_limiter_set_rate(sluice_limiter_t *l, uint64_t rate, uint64_t period_ns);
+SLUICE_API int sluice_limiter_set_burst(sluice_limiter_t *l, uint64_t burst);
+SLUICE_API int sluice_limiter_set_limit(sluice_limiter_t *l, uint64_t limit);
+
+/*
+ * sluice_limiter_wait_until - block until @n permits are taken, or fail at
+ * once.  @deadline_ns: the latest time, on the limiter's clock, at which the
+ * permits may be used.  @d: NULL, or the final decision.
  *
  * Algorithms that can book a slot (GCRA, leaky shaper, warm-up) book it
- * and sleep until it comes, or, when the slot is further away than
- * @timeout_ns, book nothing and return SLUICE_ETIMEDOUT at once.  The
+ * and sleep until it comes, or, when the slot is later than
+ * @deadline_ns, book nothing and return SLUICE_ETIMEDOUT at once.  The
  * others are polled: sleep for the decision's retry_after_ns and try again;
- * when retry_after_ns says the wait would pass @timeout_ns (or there is no
- * time at which a permit is sure to come), return SLUICE_ETIMEDOUT without
- * having taken anything.  Sleeps on CLOCK_MONOTONIC.  Blocks: not for an
- * event loop thread.
+ * when retry_after_ns says the permits would come after @deadline_ns (or
+ * there is no time at which a permit is sure to come), return
+ * SLUICE_ETIMEDOUT without having taken anything.  A deadline already
+ * passed still tries once, without sleeping.  Sleeps on CLOCK_MONOTONIC,
+ * and never longer in total than the deadline was ahead at the call, so a
+ * clock that stands still (a manual clock nobody advances) ends the wait
+ * too.  Blocks: not for an event loop thread (use
+ * sluice_limiter_reserve_at()).
  * Return: 1 (taken), SLUICE_ETIMEDOUT, or the algorithm's error.
+ */
+SLUICE_API int sluice_limiter_wait_until(sluice_limiter_t *l, uint64_t n, uint64_t deadline_ns,
+                                         sluice_decision_t *d);
+
+/*
+ * sluice_limiter_wait - sluice_limiter_wait_until() with the deadline
+ * @timeout_ns after the limiter's clock's reading now (saturating at the
+ * end of the time base).
  */
 SLUICE_API int sluice_limiter_wait(sluice_limiter_t *l, uint64_t n, uint64_t timeout_ns,
                                    sluice_decision_t *d);

@@ -115,6 +115,14 @@
  *   leaves can make a call spin: such a state is read toward fewer
  *   admissions (a later ticket, fully cold).
  *
+ * SET_RATE: not offered.  The stable rate fixes the packed word's grid
+ *   (unit_ns), the stored permits' fixed point (frac_bits, from M = P / I)
+ *   and the curve, and a decision reads them beside the word with no way to
+ *   tell which rate a word was written under; a live change needs the word
+ *   to name its parameter set (as GCRA's seal does), which this version
+ *   does not have.  sluice_limiter_set_rate() says SLUICE_ENOTSUP; build a
+ *   new limiter (it starts cold, as Guava's does at construction).
+ *
  * MEMORY: one cache line of hot state (the anchor and the state word), in
  *   a caller-allocated struct; nothing is allocated.
  */
@@ -260,5 +268,28 @@ static inline int sluice_warmup_reserve(sluice_warmup_t *w, uint64_t n, uint64_t
  */
 SLUICE_API int sluice_warmup_refund(sluice_warmup_t *w, uint64_t n,
                                     const sluice_decision_t *admitted);
+
+/*
+ * sluice_warmup_cancel - give back the booking @booked describes (the
+ * decision reserve or acquire filled): the booking verb;
+ * sluice_warmup_refund() is the same call under the conventions' name, with
+ * the same contract, what it detects and what it keeps.  Lock-free, no allocation.
+ * Return: 0 given back, SLUICE_ECANCEL kept, SLUICE_EINVAL.
+ */
+SLUICE_API int sluice_warmup_cancel(sluice_warmup_t *w, uint64_t n,
+                                    const sluice_decision_t *booked);
+
+/*
+ * sluice_warmup_available_at - the largest n that sluice_warmup_acquire_at()
+ * at @now would admit, taking nothing: L (sluice_warmup_t.limit) once the
+ * next free ticket is at or before @now (Guava's pay-later rule: any n up
+ * to L passes then, and the next request pays), 0 before it; near the end
+ * of the time base (LIMITS), only the n whose ticket still fits.  Lock-free,
+ * read-only (it may help finish an announced anchor move); a snapshot that
+ * concurrent decisions may change at once.  Return: 0..L; 0 for NULL.
+ */
+SLUICE_API uint64_t sluice_warmup_available_at(sluice_warmup_t *w, uint64_t now);
+/* sluice_warmup_available - as _at, reading the limiter's clock. */
+SLUICE_API uint64_t sluice_warmup_available(sluice_warmup_t *w);
 
 #endif /* SLUICE_WARMUP_H */

@@ -8,8 +8,8 @@
  * manual clock: the error a user sees is the library's own (-SLUICE_E*,
  * sluice_strerror), never a second opinion kept here that could drift from
  * it.  Limiters are built through the generic handle (sluice/limiter.h);
- * only the leaky bucket's shaper mode is built directly, because pacing
- * (sluice_leaky_reserve) books a later slot and the handle has no call for it.
+ * the leaky bucket's shaper books a later slot (sluice_limiter_reserve)
+ * where every other algorithm is asked with sluice_limiter_acquire.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -90,19 +90,7 @@ int sim_lim_new(const sim_algo_t *a, sluice_clock_t *clock, sim_lim_t *l)
 	sluice_limiter_config_t c = a->cfg;
 	set_clock(&c, clock);
 	l->h = NULL;
-	l->shaper = NULL;
-	if (a->shaper) {
-		sluice_leaky_t *s = aligned_alloc(SLUICE_CACHELINE, sizeof(*s));
-		if (!s)
-			return SLUICE_ENOMEM;
-		int rc = sluice_leaky_init(s, &c.leaky);
-		if (rc < 0) {
-			free(s);
-			return rc;
-		}
-		l->shaper = s;
-		return 0;
-	}
+	l->reserve = a->shaper;
 	return sluice_limiter_new(&c, &l->h);
 }
 
@@ -113,8 +101,8 @@ uint64_t sim_algo_late_ns(const sim_algo_t *a)
 
 int sim_lim_take(sim_lim_t *l, uint64_t n, sluice_decision_t *d)
 {
-	if (l->shaper)
-		return sluice_leaky_reserve(l->shaper, n, UINT64_MAX, d);
+	if (l->reserve)
+		return sluice_limiter_reserve(l->h, n, UINT64_MAX, d);
 	return sluice_limiter_acquire(l->h, n, d);
 }
 
@@ -125,13 +113,8 @@ int sim_lim_release(sim_lim_t *l, uint64_t n)
 
 void sim_lim_free(sim_lim_t *l)
 {
-	if (l->shaper) {
-		sluice_leaky_destroy(l->shaper);
-		free(l->shaper);
-	}
 	sluice_limiter_free(l->h);
 	l->h = NULL;
-	l->shaper = NULL;
 }
 
 /* apply KEY=VALUE to @a; returns a reason or NULL */

@@ -214,7 +214,7 @@ int sim_run(const sim_run_config_t *rc, const sim_algo_t *a, sim_result_t *r, ch
 			goto fail;
 		}
 		sim_lim_t *lim = &lims[k];
-		if (!lim->h && !lim->shaper) {
+		if (!lim->h) {
 			/* built at its key's first request: a warm-up limiter
 			 * starts cold there, as a new key would in a server */
 			int e = sim_lim_new(a, &clock, lim);

@@ -1,8 +1,8 @@
 /*
  * sim.h - internals of sluice-sim, the traffic simulator (issue 6).
  *
- * The simulator drives the real limiters (through sluice/limiter.h, the
- * leaky shaper through sluice/leaky.h) with a manual clock in virtual
+ * The simulator drives the real limiters (through sluice/limiter.h: the
+ * leaky shaper books with sluice_limiter_reserve) with a manual clock in virtual
  * time: every request sets the clock to its arrival time and asks the
  * limiter, exactly as a server would, so the numbers are the library's,
  * not a model's.  One concern per file, compiled into a small static
@@ -218,7 +218,7 @@ uint64_t sim_algo_late_ns(const sim_algo_t *a);
 /* A limiter built from a sim_algo_t, reading @clock. */
 typedef struct sim_lim {
 	sluice_limiter_t *h;
-	sluice_leaky_t *shaper;
+	int reserve; /* a leaky shaper: book (sluice_limiter_reserve), not acquire */
 } sim_lim_t;
 
 int sim_lim_new(const sim_algo_t *a, sluice_clock_t *clock, sim_lim_t *l);
