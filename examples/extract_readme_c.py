@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Write the Nth ```c block of README.md (default: the first) to a file, so
 the build compiles and the test suite runs the README's examples exactly as
-printed.  Usage: extract_readme_c.py README.md OUT.c [N]"""
+printed.  Usage: extract_readme_c.py README.md OUT [N [LANG]]; LANG (default
+c) picks the fence, e.g. yaml for the rule file `sluice check` validates."""
 import sys
 
 src, dst = sys.argv[1], sys.argv[2]
 want = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+lang = sys.argv[4] if len(sys.argv) > 4 else "c"
+comment = "/* %s */\n" if lang == "c" else "# %s\n"
 blocks, lines, inside = 0, [], False
 for line in open(src, encoding="utf-8"):
-    if not inside and line.strip() == "```c":
+    if not inside and line.strip() == "```" + lang:
         blocks += 1
         inside = True
         continue
@@ -20,7 +23,7 @@ for line in open(src, encoding="utf-8"):
     if inside and blocks == want:
         lines.append(line)
 if blocks < want or not lines:
-    sys.exit("README.md has no ```c block number %d" % want)
+    sys.exit("README.md has no ```%s block number %d" % (lang, want))
 with open(dst, "w", encoding="utf-8") as f:
-    f.write("/* generated from README.md by examples/extract_readme_c.py */\n")
+    f.write(comment % "generated from README.md by examples/extract_readme_c.py")
     f.writelines(lines)
