@@ -48,6 +48,7 @@ struct sluice_limiter {
 	const sluice_clock_t *clock;
 	_Alignas(SLUICE_CACHELINE) union {
 		sluice_composite_t composite;
+		sluice_keyed_t *keyed; /* borrowed */
 #define MEMBER(K, name) sluice_##name##_t name;
 		SLUICE_ALGOS(MEMBER)
 #undef MEMBER
@@ -65,6 +66,12 @@ int sluice_limiter_new(const sluice_limiter_config_t *cfg, sluice_limiter_t **ou
 	int rc;
 	l->algo = cfg->algo;
 	switch (cfg->algo) {
+	case SLUICE_ALGO_KEYED:
+		/* the table is borrowed; its handle knows the clock it attached with */
+		rc = cfg->keyed ? 0 : SLUICE_EINVAL;
+		l->u.keyed = cfg->keyed;
+		l->clock = cfg->keyed ? cfg->keyed->clock : NULL;
+		break;
 	case SLUICE_ALGO_COMPOSITE:
 		rc = sluice_composite_init(&l->u.composite, &cfg->composite);
 		/* the composite's time is its first part's clock */
@@ -94,7 +101,8 @@ void sluice_limiter_free(sluice_limiter_t *l)
 		return;
 	switch (l->algo) {
 	case SLUICE_ALGO_COMPOSITE:
-		break; /* the parts are borrowed */
+	case SLUICE_ALGO_KEYED:
+		break; /* the parts and the table are borrowed */
 #define DESTROY(K, name)                               \
 	case SLUICE_ALGO_##K:                          \
 		sluice_##name##_destroy(&l->u.name); \
@@ -117,11 +125,24 @@ const sluice_clock_t *sluice_limiter_clock(const sluice_limiter_t *l)
 	return l->clock;
 }
 
-int sluice_limiter_acquire_at(sluice_limiter_t *l, uint64_t n, uint64_t now, sluice_decision_t *d)
+static int composite_take(sluice_composite_t *c, const void *key, size_t keylen, uint64_t n,
+                          uint64_t now, sluice_decision_t *d,
+                          sluice_decision_t got[SLUICE_COMPOSITE_MAX]);
+static int composite_release(sluice_composite_t *c, const void *key, size_t keylen, uint64_t n);
+
+/* One body for the keyed and the plain calls (inlined into both, so the
+ * plain path pays no extra call): a keyed table decides for @key; every
+ * other algorithm ignores it; a composite hands it to each part. */
+static inline int acquire_at(sluice_limiter_t *l, const void *key, size_t keylen, uint64_t n,
+                             uint64_t now, sluice_decision_t *d)
 {
 	switch (l->algo) {
-	case SLUICE_ALGO_COMPOSITE:
-		return sluice_composite_acquire_at(&l->u.composite, n, now, d);
+	case SLUICE_ALGO_COMPOSITE: {
+		sluice_decision_t got[SLUICE_COMPOSITE_MAX];
+		return composite_take(&l->u.composite, key, keylen, n, now, d, got);
+	}
+	case SLUICE_ALGO_KEYED:
+		return sluice_keyed_acquire_at(l->u.keyed, key, keylen, n, now, d);
 #define ACQUIRE(K, name)        \
 	case SLUICE_ALGO_##K: \
 		return sluice_##name##_acquire_at(&l->u.name, n, now, d);
@@ -133,30 +154,66 @@ int sluice_limiter_acquire_at(sluice_limiter_t *l, uint64_t n, uint64_t now, slu
 	return SLUICE_EALGO;
 }
 
+int sluice_limiter_acquire_at(sluice_limiter_t *l, uint64_t n, uint64_t now, sluice_decision_t *d)
+{
+	return acquire_at(l, NULL, 0, n, now, d);
+}
+
+int sluice_limiter_acquire_key_at(sluice_limiter_t *l, const void *key, size_t keylen, uint64_t n,
+                                  uint64_t now, sluice_decision_t *d)
+{
+	return acquire_at(l, key, keylen, n, now, d);
+}
+
+int sluice_limiter_acquire_key(sluice_limiter_t *l, const void *key, size_t keylen, uint64_t n,
+                               sluice_decision_t *d)
+{
+	return acquire_at(l, key, keylen, n, sluice_clock_now(l->clock), d);
+}
+
 int sluice_limiter_acquire(sluice_limiter_t *l, uint64_t n, sluice_decision_t *d)
 {
 	return sluice_limiter_acquire_at(l, n, sluice_clock_now(l->clock), d);
 }
 
-int sluice_limiter_release(sluice_limiter_t *l, uint64_t n)
+static inline int release(sluice_limiter_t *l, const void *key, size_t keylen, uint64_t n)
 {
 	switch (l->algo) {
 	case SLUICE_ALGO_COMPOSITE:
-		return sluice_composite_release(&l->u.composite, n);
+		return composite_release(&l->u.composite, key, keylen, n);
 	case SLUICE_ALGO_INFLIGHT:
 		return sluice_inflight_release(&l->u.inflight, n);
+	case SLUICE_ALGO_KEYED:
+		/* an INFLIGHT table ends @key's requests; the others count
+		 * arrivals: nothing to end */
+		return l->u.keyed->algo == SLUICE_ALGO_INFLIGHT
+			       ? sluice_keyed_release(l->u.keyed, key, keylen, n)
+			       : 0;
 	default:
 		return 0; /* arrivals, not work in progress: nothing to end */
 	}
 }
 
-int sluice_limiter_refund(sluice_limiter_t *l, uint64_t n, const sluice_decision_t *admitted)
+int sluice_limiter_release(sluice_limiter_t *l, uint64_t n)
+{
+	return release(l, NULL, 0, n);
+}
+
+int sluice_limiter_release_key(sluice_limiter_t *l, const void *key, size_t keylen, uint64_t n)
+{
+	return release(l, key, keylen, n);
+}
+
+static inline int refund(sluice_limiter_t *l, const void *key, size_t keylen, uint64_t n,
+                         const sluice_decision_t *admitted)
 {
 	switch (l->algo) {
 	case SLUICE_ALGO_COMPOSITE:
 		/* The parts' own decisions are gone: refunding by the
 		 * composite's time could hit the wrong bucket of a part. */
 		return SLUICE_ENOTSUP;
+	case SLUICE_ALGO_KEYED:
+		return sluice_keyed_refund(l->u.keyed, key, keylen, n, admitted);
 #define REFUND(K, name)         \
 	case SLUICE_ALGO_##K: \
 		return sluice_##name##_refund(&l->u.name, n, admitted);
@@ -166,6 +223,17 @@ int sluice_limiter_refund(sluice_limiter_t *l, uint64_t n, const sluice_decision
 		break;
 	}
 	return SLUICE_EALGO;
+}
+
+int sluice_limiter_refund(sluice_limiter_t *l, uint64_t n, const sluice_decision_t *admitted)
+{
+	return refund(l, NULL, 0, n, admitted);
+}
+
+int sluice_limiter_refund_key(sluice_limiter_t *l, const void *key, size_t keylen, uint64_t n,
+                              const sluice_decision_t *admitted)
+{
+	return refund(l, key, keylen, n, admitted);
 }
 
 /* ---- booking ----------------------------------------------------------- */
@@ -254,6 +322,8 @@ int sluice_limiter_available_at(sluice_limiter_t *l, uint64_t now, uint64_t *out
 		return 0;
 	case SLUICE_ALGO_COMPOSITE:
 		return sluice_composite_available_at(&l->u.composite, now, out);
+	case SLUICE_ALGO_KEYED:
+		return SLUICE_ENOTSUP; /* available for which key? */
 	case SLUICE_ALGO_NONE:
 		break;
 	}
@@ -408,9 +478,13 @@ int sluice_composite_init(sluice_composite_t *c, const sluice_composite_config_t
 		if (sluice_limiter_algo(cfg->parts[i]) == SLUICE_ALGO_COMPOSITE)
 			return SLUICE_EALGO;
 		/* Parts are never composites, so a shared limiter is always
-		 * the same handle: pointer equality finds every duplicate. */
+		 * the same handle, or two keyed handles over the same table
+		 * (each charged per listing): pointer equality finds both. */
 		for (unsigned k = 0; k < i; k++)
-			if (cfg->parts[k] == cfg->parts[i])
+			if (cfg->parts[k] == cfg->parts[i] ||
+			    (cfg->parts[k]->algo == SLUICE_ALGO_KEYED &&
+			     cfg->parts[i]->algo == SLUICE_ALGO_KEYED &&
+			     cfg->parts[k]->u.keyed == cfg->parts[i]->u.keyed))
 				return SLUICE_EDUPLICATE;
 	}
 	for (unsigned i = 0; i < cfg->count; i++)
@@ -424,25 +498,42 @@ int sluice_composite_acquire_at(sluice_composite_t *c, uint64_t n, uint64_t now,
                                 sluice_decision_t *d)
 {
 	sluice_decision_t got[SLUICE_COMPOSITE_MAX];
-	return sluice_composite_acquire_each_at(c, n, now, d, got);
+	return composite_take(c, NULL, 0, n, now, d, got);
 }
 
 int sluice_composite_acquire_each_at(sluice_composite_t *c, uint64_t n, uint64_t now,
                                      sluice_decision_t *d, sluice_decision_t got[SLUICE_COMPOSITE_MAX])
+{
+	return composite_take(c, NULL, 0, n, now, d, got);
+}
+
+int sluice_composite_acquire_key_at(sluice_composite_t *c, const void *key, size_t keylen,
+                                    uint64_t n, uint64_t now, sluice_decision_t *d,
+                                    sluice_decision_t each[SLUICE_COMPOSITE_MAX])
+{
+	sluice_decision_t got[SLUICE_COMPOSITE_MAX];
+	return composite_take(c, key, keylen, n, now, d, each ? each : got);
+}
+
+/* Every part in order; the first that does not admit stops, and the parts
+ * before it give back what they took (a keyed part for the same @key). */
+static int composite_take(sluice_composite_t *c, const void *key, size_t keylen, uint64_t n,
+                          uint64_t now, sluice_decision_t *d,
+                          sluice_decision_t got[SLUICE_COMPOSITE_MAX])
 {
 	unsigned i;
 	int rc = 1;
 	if (SLUICE_UNLIKELY(n == 0))
 		return SLUICE_EINVAL; /* @d and @got untouched, as every part does */
 	for (i = 0; i < c->count; i++) {
-		rc = sluice_limiter_acquire_at(c->parts[i], n, now, &got[i]);
+		rc = acquire_at(c->parts[i], key, keylen, n, now, &got[i]);
 		if (rc != 1)
 			break;
 	}
 	if (rc != 1) {
 		/* give back what the parts before the refusal took */
 		for (unsigned k = i; k-- > 0;)
-			if (sluice_limiter_refund(c->parts[k], n, &got[k]) != 0)
+			if (refund(c->parts[k], key, keylen, n, &got[k]) != 0)
 				atomic_fetch_add_explicit(&c->unreturned, 1, memory_order_relaxed);
 		if (d) {
 			*d = got[i]; /* the refusing part's decision */
@@ -474,9 +565,19 @@ int sluice_composite_acquire_each_at(sluice_composite_t *c, uint64_t n, uint64_t
 
 int sluice_composite_release(sluice_composite_t *c, uint64_t n)
 {
+	return composite_release(c, NULL, 0, n);
+}
+
+int sluice_composite_release_key(sluice_composite_t *c, const void *key, size_t keylen, uint64_t n)
+{
+	return composite_release(c, key, keylen, n);
+}
+
+static int composite_release(sluice_composite_t *c, const void *key, size_t keylen, uint64_t n)
+{
 	int first = 0;
 	for (unsigned i = 0; i < c->count; i++) {
-		int rc = sluice_limiter_release(c->parts[i], n);
+		int rc = release(c->parts[i], key, keylen, n);
 		if (rc != 0 && first == 0)
 			first = rc;
 	}

@@ -31,8 +31,8 @@ __extension__ typedef unsigned __int128 sluice__u128;
  * Every algorithm, as X(ALGO, name): its config is `sluice_<name>_config_t`,
  * its functions `sluice_<name>_init`, ... (docs/conventions.md).  One table,
  * so adding an algorithm is one line.  sluice_algo_t is the one algorithm
- * enum: the generic handle's (sluice/limiter.h, which adds the composite)
- * and a keyed table's (sluice/keyed.h, which holds GCRA, LEAKY, FIXED,
+ * enum: the generic handle's (sluice/limiter.h, which adds the composite
+ * and the keyed table) and a keyed table's (sluice/keyed.h, which holds GCRA, LEAKY, FIXED,
  * WINDOW and INFLIGHT).  0 is no algorithm, so a zeroed config is refused
  * (SLUICE_EALGO).
  */
@@ -51,7 +51,8 @@ typedef enum sluice_algo {
 #define SLUICE__ALGO_ENUM(ALGO, name) SLUICE_ALGO_##ALGO,
 	SLUICE_ALGOS(SLUICE__ALGO_ENUM)
 #undef SLUICE__ALGO_ENUM
-	SLUICE_ALGO_COMPOSITE,
+	SLUICE_ALGO_COMPOSITE, /* the handle only: all or nothing over handles */
+	SLUICE_ALGO_KEYED,     /* the handle only: a keyed table, key per call */
 } sluice_algo_t;
 
 /*

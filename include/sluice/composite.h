@@ -29,14 +29,18 @@
  * Implemented in lib/limiter.c with the handle (its parts are handles and
  * a handle can hold it: one module, no link cycle).
  * Parts are generic handles (sluice/limiter.h), borrowed: the composite
- * never frees them, and they must outlive it.  A part may not itself be a
- * composite (SLUICE_EALGO), nor be listed twice (SLUICE_EDUPLICATE).
+ * never frees them, and they must outlive it.  A part may be a keyed table
+ * (SLUICE_ALGO_KEYED): its key is given per decision
+ * (sluice_composite_acquire_key_at).  A part may not itself be a
+ * composite (SLUICE_EALGO), nor be listed twice, nor two keyed handles
+ * over one table (SLUICE_EDUPLICATE).
  * Memory: 80 bytes; no allocation per decision.
  */
 #ifndef SLUICE_COMPOSITE_H
 #define SLUICE_COMPOSITE_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common.h"
@@ -97,6 +101,22 @@ SLUICE_API int sluice_composite_release(sluice_composite_t *c, uint64_t n);
 SLUICE_API int sluice_composite_acquire_each_at(sluice_composite_t *c, uint64_t n, uint64_t now,
                                                 sluice_decision_t *d,
                                                 sluice_decision_t each[SLUICE_COMPOSITE_MAX]);
+
+/*
+ * sluice_composite_acquire_key_at - acquire_each_at for @key: each keyed
+ * part (a SLUICE_ALGO_KEYED handle) decides for @key, the other parts
+ * ignore it, and when a later part refuses, a keyed part gives back what it
+ * took for @key (sluice_keyed_refund).  @each: NULL, or every part's own
+ * decision as in acquire_each_at.
+ * Return: as acquire_at.
+ */
+SLUICE_API int sluice_composite_acquire_key_at(sluice_composite_t *c, const void *key,
+                                               size_t keylen, uint64_t n, uint64_t now,
+                                               sluice_decision_t *d,
+                                               sluice_decision_t each[SLUICE_COMPOSITE_MAX]);
+/* sluice_composite_release_key - release for @key in every part. */
+SLUICE_API int sluice_composite_release_key(sluice_composite_t *c, const void *key, size_t keylen,
+                                            uint64_t n);
 
 /*
  * sluice_composite_available_at - *@out = the largest n an acquire at @now

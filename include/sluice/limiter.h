@@ -28,6 +28,7 @@
 #include "fixed.h"
 #include "gcra.h"
 #include "inflight.h"
+#include "keyed.h"
 #include "leaky.h"
 #include "log.h"
 #include "warmup.h"
@@ -37,6 +38,10 @@ typedef struct sluice_limiter_config {
 	sluice_algo_t algo;
 	union {
 		sluice_composite_config_t composite;
+		/* SLUICE_ALGO_KEYED: the table (sluice_keyed_attach/_new),
+		 * borrowed; it must outlive the handle.  Its decisions take
+		 * the key per call: the _key functions below. */
+		struct sluice_keyed *keyed;
 #define SLUICE__ALGO_CONFIG(K, name) sluice_##name##_config_t name;
 		SLUICE_ALGOS(SLUICE__ALGO_CONFIG)
 #undef SLUICE__ALGO_CONFIG
@@ -61,6 +66,30 @@ SLUICE_API int sluice_limiter_acquire_at(sluice_limiter_t *l, uint64_t n, uint64
                                          sluice_decision_t *d);
 /* sluice_limiter_acquire - the same, reading the limiter's clock. */
 SLUICE_API int sluice_limiter_acquire(sluice_limiter_t *l, uint64_t n, sluice_decision_t *d);
+
+/*
+ * sluice_limiter_acquire_key_at - as acquire_at, for @key (@keylen bytes):
+ * a keyed handle (SLUICE_ALGO_KEYED) decides against that key's state
+ * (sluice_keyed_acquire_at); a composite passes the key to each of its
+ * parts; every other algorithm ignores it.  This is how "100/s per IP and
+ * 10,000/s in total, all or nothing" is one call: a composite of a keyed
+ * part and a global part.  The plain acquire/_at on a keyed handle has no
+ * key: SLUICE_EKEYLEN.
+ * Return: as acquire_at, or the keyed table's errors (keyed.h).
+ */
+SLUICE_API int sluice_limiter_acquire_key_at(sluice_limiter_t *l, const void *key, size_t keylen,
+                                             uint64_t n, uint64_t now, sluice_decision_t *d);
+/* sluice_limiter_acquire_key - the same, reading the limiter's clock. */
+SLUICE_API int sluice_limiter_acquire_key(sluice_limiter_t *l, const void *key, size_t keylen,
+                                          uint64_t n, sluice_decision_t *d);
+/* sluice_limiter_release_key - release for @key (a keyed INFLIGHT table's
+ * key; ignored elsewhere). */
+SLUICE_API int sluice_limiter_release_key(sluice_limiter_t *l, const void *key, size_t keylen,
+                                          uint64_t n);
+/* sluice_limiter_refund_key - refund for @key (sluice_keyed_refund on a
+ * keyed handle; ignored elsewhere). */
+SLUICE_API int sluice_limiter_refund_key(sluice_limiter_t *l, const void *key, size_t keylen,
+                                         uint64_t n, const sluice_decision_t *admitted);
 
 /*
  * sluice_limiter_release - end @n in-flight requests (concurrency limiters); a

@@ -1,0 +1,185 @@
+/*
+ * test_composite_keyed.c - "per key and also in total, all or nothing": a
+ * composite of a keyed part (a per-IP GCRA table behind the generic
+ * handle) and a global part, with the key given per decision.
+ *
+ * The clock stands still, so nothing refills and the ledger is exact: at
+ * the end every key's state must hold exactly the permits the composite
+ * admitted for it plus those a refund could not give back
+ * (sluice_composite_unreturned()), and the global part exactly the
+ * composite's admissions.  A keyed part that keeps what a refused request
+ * took (no refund), or gives back what it never took, breaks one equality.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sluice/sluice.h"
+
+#define SEC 1000000000ULL
+#define NKEYS 16
+#define BURST 4    /* per key: b = 4 at one instant, then 1 per s */
+#define GLOBAL 40  /* in total: 40 per window (of the 64 the keys allow) */
+#define THREADS 4
+#define OPS 20000
+
+TestSuite(composite_keyed, .timeout = 120);
+
+static sluice_clock_t mclock;
+
+struct kit {
+	sluice_keyed_t table;
+	sluice_limiter_t *per_key, *total, *both;
+};
+
+static void kit_make(struct kit *k)
+{
+	sluice_clock_manual_init(&mclock, 10 * SEC);
+	sluice_keyed_config_t kc = { .algo = SLUICE_ALGO_GCRA, .policy = SLUICE_KEYED_REJECT,
+		                     .capacity = 64, .rate = 1, .period_ns = SEC, .burst = BURST };
+	cr_assert_eq(sluice_keyed_new(&k->table, &kc, &mclock), 0);
+	sluice_limiter_config_t pk = { .algo = SLUICE_ALGO_KEYED, .keyed = &k->table };
+	cr_assert_eq(sluice_limiter_new(&pk, &k->per_key), 0);
+	sluice_limiter_config_t tc = { .algo = SLUICE_ALGO_FIXED,
+		                       .fixed = { .limit = GLOBAL, .window_ns = 3600 * SEC,
+		                                  .clock = &mclock } };
+	cr_assert_eq(sluice_limiter_new(&tc, &k->total), 0);
+	sluice_limiter_config_t cc = { .algo = SLUICE_ALGO_COMPOSITE,
+		                       .composite = { .parts = { k->per_key, k->total },
+		                                      .count = 2 } };
+	cr_assert_eq(sluice_limiter_new(&cc, &k->both), 0);
+}
+
+static void kit_free(struct kit *k)
+{
+	sluice_limiter_free(k->both);
+	sluice_limiter_free(k->total);
+	sluice_limiter_free(k->per_key);
+	sluice_keyed_free(&k->table);
+}
+
+static size_t key_name(char *buf, unsigned key)
+{
+	return (size_t)snprintf(buf, 16, "ip-%u", key);
+}
+
+/* How many single permits @key can still take at the frozen time (taking
+ * them: call once, at the end). */
+static uint64_t drain_key(sluice_keyed_t *t, unsigned key)
+{
+	char name[16];
+	size_t len = key_name(name, key);
+	uint64_t got = 0;
+	while (sluice_keyed_acquire(t, name, len, 1, NULL) == 1)
+		got++;
+	return got;
+}
+
+Test(composite_keyed, the_keyed_part_gives_back_when_the_global_part_refuses)
+{
+	struct kit k;
+	kit_make(&k);
+	char a[16], b[16];
+	size_t la = key_name(a, 1), lb = key_name(b, 2);
+	sluice_decision_t d;
+	/* the plain calls have no key for a keyed part */
+	cr_assert_eq(sluice_limiter_acquire(k.per_key, 1, &d), SLUICE_EKEYLEN);
+	/* key a takes its whole burst, through both parts */
+	for (int i = 0; i < BURST; i++)
+		cr_assert_eq(sluice_limiter_acquire_key(k.both, a, la, 1, &d), 1, "a #%d", i);
+	cr_assert_eq(sluice_limiter_acquire_key(k.both, a, la, 1, &d), 0, "a is at its burst");
+	/* the total takes the rest of its limit elsewhere */
+	cr_assert_eq(sluice_limiter_acquire(k.total, GLOBAL - BURST - 1, &d), 1);
+	/* key b: one permit fits the total, the second does not, and b's
+	 * own permit for it comes back */
+	cr_assert_eq(sluice_limiter_acquire_key(k.both, b, lb, 1, &d), 1);
+	cr_assert_eq(sluice_limiter_acquire_key(k.both, b, lb, 1, &d), 0, "the total is full");
+	cr_assert_eq(drain_key(&k.table, 2), BURST - 1, "b lost nothing to the refusal");
+	kit_free(&k);
+}
+
+Test(composite_keyed, two_keyed_handles_over_one_table_are_a_duplicate)
+{
+	struct kit k;
+	kit_make(&k);
+	sluice_limiter_config_t pk = { .algo = SLUICE_ALGO_KEYED, .keyed = &k.table };
+	sluice_limiter_t *again, *c = NULL;
+	cr_assert_eq(sluice_limiter_new(&pk, &again), 0);
+	sluice_limiter_config_t cc = { .algo = SLUICE_ALGO_COMPOSITE,
+		                       .composite = { .parts = { k.per_key, again }, .count = 2 } };
+	cr_assert_eq(sluice_limiter_new(&cc, &c), SLUICE_EDUPLICATE);
+	sluice_limiter_free(again);
+	kit_free(&k);
+}
+
+struct worker {
+	pthread_t tid;
+	sluice_composite_t *both;
+	uint64_t seed;
+	uint64_t admitted[NKEYS];
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *me = arg;
+	uint64_t x = me->seed;
+	for (int i = 0; i < OPS; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		unsigned key = (unsigned)(x % NKEYS);
+		char name[16];
+		size_t len = key_name(name, key);
+		int rc = sluice_composite_acquire_key_at(me->both, name, len, 1,
+		                                         sluice_clock_now(&mclock), NULL, NULL);
+		cr_assert_geq(rc, 0, "acquire_key: %s", sluice_err_name(rc));
+		if (rc == 1)
+			me->admitted[key]++;
+	}
+	return NULL;
+}
+
+Test(composite_keyed, all_or_nothing_under_threads)
+{
+	struct kit k;
+	kit_make(&k);
+	/* the composite itself (not behind a handle), for its unreturned count */
+	sluice_composite_t both;
+	sluice_composite_config_t cc = { .parts = { k.per_key, k.total }, .count = 2 };
+	cr_assert_eq(sluice_composite_init(&both, &cc), 0);
+	struct worker w[THREADS];
+	memset(w, 0, sizeof(w));
+	for (int i = 0; i < THREADS; i++) {
+		w[i].both = &both;
+		w[i].seed = 0x9E3779B97F4A7C15ULL * (uint64_t)(i + 1);
+		cr_assert_eq(pthread_create(&w[i].tid, NULL, worker_main, &w[i]), 0);
+	}
+	uint64_t per_key[NKEYS] = { 0 }, total = 0;
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(w[i].tid, NULL);
+		for (int j = 0; j < NKEYS; j++)
+			per_key[j] += w[i].admitted[j];
+	}
+	/* the global part counted exactly the composite's admissions */
+	for (int j = 0; j < NKEYS; j++)
+		total += per_key[j];
+	cr_assert_eq(total, GLOBAL, "the total binds: %llu admitted", (unsigned long long)total);
+	uint64_t room = 0;
+	cr_assert_eq(sluice_limiter_available(k.total, &room), 0);
+	cr_assert_eq(room, 0, "the global part holds what was admitted, no more");
+	/* each key: its burst = what the composite admitted for it + what is
+	 * left + what a refund could not give back (each unreturned refund
+	 * kept exactly one permit: n = 1) */
+	uint64_t kept = 0;
+	for (int j = 0; j < NKEYS; j++) {
+		cr_assert_leq(per_key[j], BURST, "key %d admitted %llu", j,
+		              (unsigned long long)per_key[j]);
+		uint64_t left = drain_key(&k.table, (unsigned)j);
+		cr_assert_leq(per_key[j] + left, BURST, "key %d: %llu + %llu above its burst", j,
+		              (unsigned long long)per_key[j], (unsigned long long)left);
+		kept += BURST - per_key[j] - left;
+	}
+	cr_assert_eq(kept, sluice_composite_unreturned(&both),
+	             "permits kept by keys (%llu) are exactly the refunds that failed",
+	             (unsigned long long)kept);
+	kit_free(&k);
+}
