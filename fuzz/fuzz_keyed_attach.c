@@ -54,7 +54,7 @@ static uint64_t load64(const unsigned char *p)
 	return v;
 }
 
-/* the SipHash of the header bytes [8, off), as keyed.c's header_check */
+/* the SipHash of the header bytes [8, off), as keyed_table.c's header_check */
 static uint64_t check_of(const unsigned char *mem, size_t off)
 {
 	return sluice__siphash13(0x736c75696365ULL, SLUICE_KEYED_VERSION, mem + 8, off - 8);

@@ -11,7 +11,7 @@
  * the edge of the range, attach checks, FIXED windows under any sequence of
  * readings, and the abusive key under a random flood.  Claims stopped
  * midway, stalled decisions and forged memory are in test_keyed_faults.c
- * (which builds keyed.c with its test hooks; this file checks the library
+ * (which builds the keyed files with their test hooks; this file checks the library
  * has none).
  */
 #include <criterion/criterion.h>
@@ -29,7 +29,7 @@
 /* private symbols of lib/ (static library) */
 uint64_t sluice__siphash(unsigned c, unsigned d, uint64_t k0, uint64_t k1, const void *data,
                          size_t len);
-/* Test-only symbols of lib/keyed.c (SLUICE_TESTING builds): weak, so this
+/* Test-only symbols of lib/keyed_*.c (SLUICE_TESTING builds): weak, so this
  * file links against the production objects and can check they are absent. */
 int sluice__keyed_test_stall(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t now,
                              int stop) __attribute__((weak));

@@ -4,11 +4,13 @@
  * (a stall point), a claim killed midway, a header or slots rewritten in
  * shared memory, a writer that never stops changing a word.
  *
- * This file compiles lib/keyed.c itself with SLUICE_TESTING, which turns on
- * the stall points (STALL() in keyed.c) and sluice__keyed_test_stall(); the
+ * This file compiles the keyed files (lib/keyed_table.c, keyed_slot.c,
+ * keyed_decide.c) itself with SLUICE_TESTING, which turns on the stall
+ * points (STALL() in keyed_internal.h) and sluice__keyed_test_stall(); the
  * library that other programs link has neither (test_keyed.c checks).  Its
- * definitions take the place of the library's keyed.o (the static library's
- * member is never pulled in: nothing is left undefined for it).  Every test
+ * definitions take the place of the library's keyed objects (the static
+ * library's members are never pulled in: nothing is left undefined for
+ * them).  Every test
  * is deterministic: a stall point runs the interfering operations itself,
  * from the stalled call, and the clock is the caller's (_at).
  */
@@ -18,10 +20,12 @@
 #include <string.h>
 #include <time.h>
 
-/* keyed.c is compiled here as the library compiles it: tests/meson.build
- * passes the library's flags (SLUICE_BUILDING, -mcx16). */
+/* The keyed files are compiled here as the library compiles them:
+ * tests/meson.build passes the library's flags (SLUICE_BUILDING, -mcx16). */
 #define SLUICE_TESTING 1
-#include "../lib/keyed.c"
+#include "../lib/keyed_table.c"
+#include "../lib/keyed_slot.c"
+#include "../lib/keyed_decide.c"
 
 #include "test_keyed_common.h"
 #include "test_rng.h"
