@@ -113,30 +113,71 @@ static void fill_window(sluice_decision_t *d, int allowed, uint64_t limit, uint6
 	d->now_ns = now;
 }
 
+/*
+ * The era's parameters and the key's state, read as one: the era and its
+ * block (kp_load), then the owner counter and the state (acquire on both:
+ * pair with the pair CAS that initialised the state and the RMWs after
+ * it), then the era again (kp_same): a state written in a later era, or a
+ * block rewritten for one, shows a later era there, and the decision
+ * starts over with that era's parameters.  So every decision applies one
+ * era's parameters, in full, to a state of that era (GCRA, LEAKY: or of
+ * the era before, converted).  Return: 1 read; 0 the era moved (retry
+ * counted); BUSY past the bound.
+ */
+static inline int read_state(const sluice_keyed_t *k, _Atomic uint64_t *st, struct kp *p,
+                             uint64_t *o, uint64_t *a, unsigned *tries)
+{
+	kp_load(k, p);
+	*o = atomic_load_explicit(&st[1], memory_order_acquire);
+	*a = atomic_load_explicit(st, memory_order_acquire);
+	if (SLUICE_LIKELY(kp_same(k, p->era)))
+		return 1;
+	return ++*tries > RETRY_MAX ? BUSY : 0;
+}
+
 static int gcra_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
                        const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
                        unsigned *tries)
 {
 	_Atomic uint64_t *st = state_at(k, s);
 	for (;;) {
-		/* The owner counter, then the state, then the tag and key
-		 * words (as sluice_keyed_release() says why).  Acquire on
-		 * both: pair with the pair CAS that initialised the state
-		 * (and the RMWs after it), so the checks see a later owner. */
-		uint64_t o = atomic_load_explicit(&st[1], memory_order_acquire);
-		uint64_t a = atomic_load_explicit(st, memory_order_acquire);
+		struct kp p;
+		uint64_t o, a;
+		int r = read_state(k, st, &p, &o, &a, tries);
+		if (r != 1) {
+			if (r == BUSY)
+				return BUSY;
+			continue;
+		}
+		/* Then the tag and key words (as sluice_keyed_release() says
+		 * why): the state belonged to this key. */
 		if (!same_owner(s, tag) || !words_match(k, s, GEN(tag), id))
 			return STALE;
 		if (a & S_RET)
 			return RETIRED;
-		uint64_t base = a > now ? a : now;
-		uint64_t lag = base - now, tau = k->tau;
-		uint64_t need = n * k->interval; /* n <= b: need <= tau < 2^62 */
+		if (SLUICE_UNLIKELY(n > p.nmax))
+			return TOOBIG; /* the era's burst went below n */
+		/* A reading before the change's is read as the change's (keyed
+		 * live.c: no state of the era before two changes is then still
+		 * owed anything). */
+		uint64_t t = now > p.tc ? now : p.tc;
+		uint64_t par = (p.era & 1) ? S_PAR : 0, x = a & S_VAL;
+		/* A state of the era before, or a TAT below the change's
+		 * reading (a full bucket at the change, whatever era wrote
+		 * it: keyed_live.c), is read through the change's rule. */
+		if (SLUICE_UNLIKELY((a & S_PAR) != par || x < p.tc))
+			x = sluice__keyed_gcra_convert(&p, x);
+		uint64_t base = x > t ? x : t;
+		uint64_t lag = base - t, tau = p.tau;
+		/* n <= b: need <= tau < 2^62 for the values a setter writes;
+		 * any other value is only wrong, never out of range (unsigned,
+		 * the fits test first) */
+		uint64_t need = n * p.interval;
 		uint64_t delay = lag > tau - need ? lag - (tau - need) : 0;
-		int fits = base <= TMAX - need;
+		int fits = need <= TMAX && base <= TMAX - need;
 		if (!fits || delay > 0) {
 			if (d)
-				sluice__gcra_fill(d, 0, k->limit, tau, k->recip, k->shift, now, a,
+				sluice__gcra_fill(d, 0, p.nmax, tau, p.recip, p.shift, t, x,
 				                  fits ? delay : SLUICE_NEVER);
 			return 0;
 		}
@@ -144,18 +185,29 @@ static int gcra_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t ta
 		/* A pair CAS expecting the owner too: it succeeds only on
 		 * owner o's state, never on a later owner's state that repeats
 		 * a's bits (the same 32-bit id at the same generation, 2^16
-		 * claims later), however long this call stalled.  An admission
+		 * claims later), however long this call stalled; and only on
+		 * the exact word a, so on a state still of era p.era or the
+		 * one before (a conversion or an admission of a later era
+		 * changes the word: both move the TAT up).  An admission
 		 * publishes nothing (as gcra.h); the full barrier is more than
 		 * the reload needs, which the loop does with acquire. */
-		if (sluice__pair_cas(st, a, o, base + need, o)) {
+		if (sluice__pair_cas(st, a, o, par | (base + need), o)) {
 			if (d)
-				sluice__gcra_fill(d, 1, k->limit, tau, k->recip, k->shift, now,
+				sluice__gcra_fill(d, 1, p.nmax, tau, p.recip, p.shift, t,
 				                  base + need, 0);
 			return 1;
 		}
 		if (++*tries > RETRY_MAX)
 			return BUSY;
 	}
+}
+
+/* FIXED, WINDOW: the limit of the window (the range ending at bucket) @e
+ * in era @p: the era's own limit from p->from on, the cap before
+ * (keyed_live.c). */
+static inline uint64_t win_limit(const struct kp *p, uint64_t e)
+{
+	return e >= p->from ? p->limit : p->cap;
 }
 
 static int fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
@@ -166,37 +218,47 @@ static int fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t t
 	const uint64_t cmask = (1ULL << k->cbits) - 1;
 	uint64_t e = now / k->window_ns; /* < 2^(62 - cbits): fits the field */
 	for (;;) {
-		/* The owner, then the state, then the tag and key (acquire:
-		 * as gcra_decide). */
-		uint64_t o = atomic_load_explicit(&st[1], memory_order_acquire);
-		uint64_t a = atomic_load_explicit(st, memory_order_acquire);
+		struct kp p;
+		uint64_t o, a;
+		int r = read_state(k, st, &p, &o, &a, tries);
+		if (r != 1) {
+			if (r == BUSY)
+				return BUSY;
+			continue;
+		}
 		if (!same_owner(s, tag) || !words_match(k, s, GEN(tag), id))
 			return STALE;
 		if (a & S_RET)
 			return RETIRED;
+		if (SLUICE_UNLIKELY(n > p.nmax))
+			return TOOBIG;
 		/* The window number in full (no modulo): a reading in a later
 		 * window opens it, any other reading counts in the key's
 		 * window, whatever the sequence of readings (keyed.h, CLOCK
 		 * JUMPS).  A count above L (a forged state) only refuses. */
 		uint64_t we = (a & S_VAL) >> k->cbits, count = a & cmask, next, used, counted;
+		uint64_t lim;
 		if (e > we) {
 			used = e; /* a newer window: its count starts at n */
-			counted = n;
+			lim = win_limit(&p, used);
+			count = 0;
 			next = (e << k->cbits) | n;
 		} else {
 			used = we; /* this window, or a reading before it */
-			if (count + n > k->limit) {
-				if (d) {
-					uint64_t start = sluice__sat_mul(used, k->window_ns);
-					fill_window(d, 0, k->limit, count, start, k->window_ns, now,
-					            0);
-					d->retry_after_ns = d->reset_ns;
-					d->delay_ns = 0;
-				}
-				return 0;
-			}
-			counted = count + n;
+			lim = win_limit(&p, used);
 			next = a + n; /* count + n <= L < 2^cbits: no carry */
+		}
+		if (lim > cmask)
+			lim = cmask; /* a forged limit: the count never carries */
+		counted = count + n;
+		if (counted > lim) {
+			if (d) {
+				uint64_t start = sluice__sat_mul(used, k->window_ns);
+				fill_window(d, 0, lim, count, start, k->window_ns, now, 0);
+				d->retry_after_ns = d->reset_ns;
+				d->delay_ns = 0;
+			}
+			return 0;
 		}
 		STALL(STALL_DECIDE, st);
 		/* The count word is self-contained (as fixed.h) and names its
@@ -206,7 +268,7 @@ static int fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t t
 		 * above. */
 		if (sluice__pair_cas(st, a, o, next, o)) {
 			if (d)
-				fill_window(d, 1, k->limit, counted, sluice__sat_mul(used, k->window_ns),
+				fill_window(d, 1, lim, counted, sluice__sat_mul(used, k->window_ns),
 				            k->window_ns, now, 0);
 			return 1;
 		}
@@ -220,18 +282,29 @@ static int inflight_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_
                            unsigned *tries)
 {
 	_Atomic uint64_t *st = state_at(k, s);
+	const uint64_t cmask = (1ULL << k->cbits) - 1;
 	for (;;) {
-		/* The owner counter, then the state (acquire on both: pair
-		 * with the initialising pair CAS and with releases), then the
-		 * tag and key words, as sluice_keyed_release() says why. */
-		uint64_t o = atomic_load_explicit(&st[1], memory_order_acquire);
-		uint64_t a = atomic_load_explicit(st, memory_order_acquire);
+		/* The era, the owner counter, the state (acquire on both: pair
+		 * with the initialising pair CAS and with releases), the era
+		 * again, then the tag and key words, as sluice_keyed_release()
+		 * says why. */
+		struct kp p;
+		uint64_t o, a;
+		int r = read_state(k, st, &p, &o, &a, tries);
+		if (r != 1) {
+			if (r == BUSY)
+				return BUSY;
+			continue;
+		}
 		if (!same_owner(s, tag) || !words_match(k, s, GEN(tag), id))
 			return STALE;
 		if (a & S_RET)
 			return RETIRED;
-		uint64_t held = a & ((1ULL << k->cbits) - 1);
-		int ok = held <= k->limit && n <= k->limit - held; /* a forged count: refuse */
+		uint64_t lim = p.limit > cmask ? cmask : p.limit; /* forged: no carry */
+		if (SLUICE_UNLIKELY(n > lim))
+			return TOOBIG;
+		uint64_t held = a & cmask;
+		int ok = held <= lim && n <= lim - held; /* a forged count: refuse */
 		STALL(STALL_DECIDE, st);
 		/* A pair CAS expecting the owner too: a count taken here is
 		 * owner o's, never a later owner's whose state repeats a's
@@ -245,8 +318,8 @@ static int inflight_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_
 		}
 		if (d) {
 			d->allowed = ok;
-			d->limit = k->limit;
-			d->remaining = ok ? k->limit - held - n : held < k->limit ? k->limit - held : 0;
+			d->limit = lim;
+			d->remaining = ok ? lim - held - n : held < lim ? lim - held : 0;
 			d->retry_after_ns = 0;
 			d->delay_ns = 0;
 			d->reset_ns = SLUICE_NEVER;
@@ -315,15 +388,24 @@ static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag
 	for (;; ++*tries) {
 		if (*tries > RETRY_MAX)
 			return BUSY;
-		/* The owner, then head, then the tag and key (as
-		 * gcra_decide).  Acquire: pairs with head's pair CAS (advance)
-		 * and the initialising pair CAS: closed buckets are final. */
-		uint64_t o = atomic_load_explicit(&hw[1], memory_order_acquire);
-		uint64_t h = atomic_load_explicit(hw, memory_order_acquire);
+		/* The era, the owner, head, the era again (read_state), then
+		 * the tag and key (as gcra_decide).  Acquire: pairs with
+		 * head's pair CAS (advance) and the initialising pair CAS:
+		 * closed buckets are final. */
+		struct kp p;
+		uint64_t o, h;
+		int r = read_state(k, hw, &p, &o, &h, tries);
+		if (r != 1) {
+			if (r == BUSY)
+				return BUSY;
+			continue;
+		}
 		if (!same_owner(s, tag) || !words_match(k, s, GEN(tag), id))
 			return STALE;
 		if (h & S_RET)
 			return RETIRED;
+		if (SLUICE_UNLIKELY(n > p.nmax))
+			return TOOBIG;
 		h &= S_VAL; /* a forged VIRGIN bit: ignored */
 		uint64_t e = now / k->width_ns;
 		if (e > h) {
@@ -343,14 +425,16 @@ static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag
 		uint64_t base = 0;
 		for (uint64_t j = 1; j < k->buckets && j <= h; j++)
 			base += closed_own(k, s, h - j);
+		/* the limit of the range that ends at bucket h (keyed_live.c) */
+		const uint64_t lim = win_limit(&p, h);
 		for (;;) {
 			uint64_t counted = base + (w & SLUICE__SLOT_OWN);
 			uint64_t start = h * k->width_ns;
-			if (counted + n > k->limit) {
+			if (counted + n > lim) {
 				if (d) {
 					/* window.c: the oldest buckets that leave first */
 					uint64_t used = now < start ? start : now;
-					uint64_t excess = counted + n - k->limit, freed = 0;
+					uint64_t excess = counted + n - lim, freed = 0;
 					uint64_t retry = k->window_ns - (used - start);
 					for (uint64_t j = k->buckets - 1; j >= 1; j--) {
 						if (j > h)
@@ -362,8 +446,8 @@ static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag
 							break;
 						}
 					}
-					fill_window(d, 0, k->limit, counted, start, k->window_ns,
-					            now, retry);
+					fill_window(d, 0, lim, counted, start, k->window_ns, now,
+					            retry);
 				}
 				return 0;
 			}
@@ -406,8 +490,8 @@ static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag
 				                 S_VAL;
 				int ok = sluice__same_lap(after, h) && after_o == o;
 				if (d)
-					fill_window(d, ok, k->limit, counted + n, start,
-					            k->window_ns, now, 0);
+					fill_window(d, ok, lim, counted + n, start, k->window_ns,
+					            now, 0);
 				return ok;
 			}
 			if ((w >> 32) != SLUICE__LO32(h) || (w & SLUICE__SLOT_SEALED))
@@ -440,8 +524,8 @@ static int decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
 /* Is @st (not retired) equivalent to a fresh state at @now?  Else, *loss
  * is what resetting it forgets and *wait the time until it is fresh (or
  * SLUICE_NEVER when unknown). */
-int sluice__keyed_state_fresh(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t st, uint64_t now,
-                       uint64_t *loss, uint64_t *wait)
+int sluice__keyed_state_fresh(const sluice_keyed_t *k, const struct kp *p, _Atomic uint64_t *s,
+                              uint64_t st, uint64_t now, uint64_t *loss, uint64_t *wait)
 {
 	*wait = SLUICE_NEVER;
 	switch (k->algo) {
@@ -469,12 +553,19 @@ int sluice__keyed_state_fresh(const sluice_keyed_t *k, _Atomic uint64_t *s, uint
 	case SLUICE_ALGO_INFLIGHT:
 		*loss = st & ((1ULL << k->cbits) - 1);
 		return *loss == 0;
-	default:
-		if (st < now)
+	default: {
+		/* As a decision of era p reads it: a state of the era before
+		 * converted (so a key the change left owing is not fresh), the
+		 * reading no earlier than the change's. */
+		uint64_t x = st & S_VAL, t = now > p->tc ? now : p->tc;
+		if ((st & S_PAR) != ((p->era & 1) ? S_PAR : 0) || x < p->tc)
+			x = sluice__keyed_gcra_convert(p, x);
+		if (x < t)
 			return 1; /* TAT in the past: the bucket is full */
-		*loss = st - now;
-		*wait = st - now + 1;
+		*loss = x - t;
+		*wait = x - now + 1;
 		return 0;
+	}
 	}
 }
 
@@ -488,7 +579,8 @@ int sluice__keyed_state_fresh(const sluice_keyed_t *k, _Atomic uint64_t *s, uint
  * succeeds charges the new key (fewer admissions for it), and the evicted
  * key was reset anyway: harmless.
  */
-uint64_t sluice__keyed_successor(const sluice_keyed_t *k, uint64_t st, uint64_t floor, uint64_t now)
+uint64_t sluice__keyed_successor(const sluice_keyed_t *k, const struct kp *p, uint64_t st,
+                                 uint64_t floor, uint64_t now)
 {
 	int virgin = (st & S_VIRGIN) != 0;
 	uint64_t r = st & S_VAL, t = now > floor ? now : floor;
@@ -511,7 +603,11 @@ uint64_t sluice__keyed_successor(const sluice_keyed_t *k, uint64_t st, uint64_t 
 		return ((gen + 1) & (S_VAL >> k->cbits)) << k->cbits;
 	}
 	default:
-		return t;
+		/* in the era the initialisation read (its parity), never
+		 * before that era's change (keyed_live.c) */
+		if (t < p->tc)
+			t = p->tc > TMAX ? TMAX : p->tc;
+		return ((p->era & 1) ? S_PAR : 0) | t;
 	}
 }
 /* ---------------------------------------------------------------- */
@@ -522,8 +618,14 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
 {
 	if (!k || !key || n == 0)
 		return SLUICE_EINVAL;
-	if (n > k->limit) {
-		sluice__decision_never(d, k->limit, now);
+	/* The largest n of the era in force (relaxed, a hint: the decision
+	 * checks it again in the era it decides in). */
+	uint64_t nmax = atomic_load_explicit(
+		&k->live->blk[atomic_load_explicit(&k->live->ctl[1], memory_order_relaxed) & 1]
+			 .f[F_NMAX][0],
+		memory_order_relaxed);
+	if (n > nmax) {
+		sluice__decision_never(d, nmax, now);
 		return SLUICE_ETOOBIG;
 	}
 	if (now > TMAX)
@@ -537,7 +639,7 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
 	unsigned tries = 0; /* the call's retry bound (RETRY_MAX) */
 	for (;; tries++) {
 		if (tries > RETRY_MAX) {
-			busy_decision(k, d, now);
+			busy_decision(nmax, d, now);
 			return SLUICE_EBUSY;
 		}
 		uint64_t tag = 0;
@@ -551,8 +653,12 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
 		_Atomic uint64_t *s = slot_at(k, (uint64_t)i);
 		int r = decide(k, s, tag, &id, n, now, d, &tries);
 		if (r == BUSY) {
-			busy_decision(k, d, now);
+			busy_decision(nmax, d, now);
 			return SLUICE_EBUSY;
+		}
+		if (r == TOOBIG) { /* a change lowered the largest n meanwhile */
+			sluice__decision_never(d, nmax, now);
+			return SLUICE_ETOOBIG;
 		}
 		if (r == 0 || r == 1) {
 			/* CLOCK reference bit, on lookups that found the key;

@@ -64,6 +64,7 @@
 #define STALE 2     /* the slot changed owner: look the key up again */
 #define RETIRED 3   /* the key's state is retired: create it again   */
 #define BUSY 4      /* the retry bound was reached: SLUICE_EBUSY     */
+#define TOOBIG 5    /* n is above the era's largest: SLUICE_ETOOBIG  */
 
 /*
  * Retry bound of one call (acquire, release): every retry anywhere in the
@@ -136,7 +137,7 @@ struct params {
 	uint64_t interval, tau, recip, shift, width_ns, nmax;
 };
 struct layout {
-	uint64_t groups, slots_off, floors_off, cells_off, total;
+	uint64_t groups, live_off, slots_off, floors_off, cells_off, total;
 	uint32_t slot_bytes, key_words, bucket_words, state_word;
 };
 
@@ -306,11 +307,11 @@ static inline int64_t find_live(const sluice_keyed_t *k, const struct kid *id, u
 }
 
 /* Fill @d as a refusal that took nothing (SLUICE_EBUSY). */
-static inline void busy_decision(const sluice_keyed_t *k, sluice_decision_t *d, uint64_t now)
+static inline void busy_decision(uint64_t limit, sluice_decision_t *d, uint64_t now)
 {
 	if (d) {
 		d->allowed = 0;
-		d->limit = k->limit;
+		d->limit = limit;
 		d->remaining = 0;
 		d->retry_after_ns = 0;
 		d->delay_ns = 0;
@@ -319,14 +320,141 @@ static inline void busy_decision(const sluice_keyed_t *k, sluice_decision_t *d, 
 	}
 }
 
+/* ---------------------------------------------------------------- */
+/* Live parameters (lib/keyed_live.c says how they change)            */
+
+/*
+ * The parameter block: after the header, one line of control words and
+ * two blocks of fields, each field a 16-byte (value, ticket) pair.
+ * ctl[0] is the setters' lock: ticket:49 | held:1 | stamp:14 (the
+ * holder's CLOCK_MONOTONIC_COARSE time in units of 2^24 ns, as claims);
+ * ctl[1] is the era, the number of changes published: blk[era & 1] holds
+ * the parameters in force.  Setters change ctl (both words) only with one
+ * pair CAS, so publishing era e + 1 succeeds only for the setter that
+ * still holds the lock it took (a setter whose lock was stolen cannot
+ * publish).  Every field write is a pair CAS that expects the ticket it
+ * read and fails on a newer one, so a setter resumed after its lock was
+ * stolen can never write into a block a newer setter filled (the only
+ * blocks that are ever in force).  Decisions read only the value words.
+ * pub is (the reading after the last publication, its era + 1): what the
+ * next setter needs to know when the era before it is all fresh
+ * (keyed_live.c).
+ */
+enum {
+	F_INTERVAL, /* GCRA, LEAKY: T                                       */
+	F_TAU,      /* tau = b T ((D + 1) T)                                */
+	F_NMAX,     /* the largest n: b, D + 1, L or K                     */
+	F_RECIP,    /* gcra.h's reciprocal of T, and its shift             */
+	F_SHIFT,
+	F_PINTERVAL, /* the era before: T and tau, for the conversion     */
+	F_PTAU,
+	F_TC,     /* the change's reading (0 for era 0)                    */
+	F_LIMIT,  /* FIXED, WINDOW, INFLIGHT: L (K)                       */
+	F_CAP,    /* FIXED, WINDOW: the limit before epoch F_FROM          */
+	F_FROM,   /* the first window (bucket) where F_LIMIT applies alone */
+	F_RATE,   /* as configured: the next change starts from these      */
+	F_PERIOD,
+	F_BURST,  /* GCRA: b; LEAKY: D                                     */
+	F_COUNT
+};
+struct sluice__keyed_blk {
+	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t f[F_COUNT][2];
+};
+struct sluice__keyed_live {
+	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t ctl[2];
+	_Atomic uint64_t pub[2];
+	struct sluice__keyed_blk blk[2];
+};
+#define LIVE_BYTES ((uint32_t)sizeof(struct sluice__keyed_live))
+#define LOCK_HELD (1ULL << 14)
+#define LOCK_TICKET(w) ((w) >> 15)
+/* GCRA, LEAKY: the era's parity in a live state word (bit 62, which only a
+ * retired state uses, as S_VIRGIN) */
+#define S_PAR (1ULL << 62)
+
+/* The parameters one decision uses, all from one era. */
+struct kp {
+	uint64_t era, interval, tau, nmax, recip, shift, pinterval, ptau, tc;
+	uint64_t limit, cap, from;
+};
+
+/*
+ * kp_load - the era in force and its parameters.  Acquire on the era:
+ * pairs with the pair CAS that published it (a full barrier after the
+ * block's field CASes), so the block's values are those of that era.
+ * The block may be rewritten meanwhile only by a setter of era + 1 (it
+ * writes blk[(era + 1) & 1]: the other block) or later (era + 2 writes
+ * this block, after era + 1 was published); kp_same() after the state
+ * load detects both.  Values are used as harmless at any value (the
+ * callers mask, saturate and guard divisors): a hostile process can write
+ * them.
+ */
+static inline void kp_load(const sluice_keyed_t *k, struct kp *p)
+{
+	const struct sluice__keyed_live *l = k->live;
+	uint64_t e = atomic_load_explicit(&((struct sluice__keyed_live *)l)->ctl[1],
+	                                  memory_order_acquire);
+	_Atomic uint64_t(*f)[2] = ((struct sluice__keyed_live *)l)->blk[e & 1].f;
+	*p = (struct kp){ .era = e };
+	/* Relaxed: ordered by the era's acquire above and the fence in
+	 * kp_same() below. */
+#define KPF(i) atomic_load_explicit(&f[i][0], memory_order_relaxed)
+	p->nmax = KPF(F_NMAX);
+	switch (k->algo) {
+	case SLUICE_ALGO_GCRA:
+	case SLUICE_ALGO_LEAKY:
+		p->interval = KPF(F_INTERVAL);
+		p->tau = KPF(F_TAU);
+		p->recip = KPF(F_RECIP);
+		p->shift = KPF(F_SHIFT) & 63; /* a forged shift: in range */
+		p->pinterval = KPF(F_PINTERVAL);
+		p->ptau = KPF(F_PTAU);
+		p->tc = KPF(F_TC);
+		break;
+	case SLUICE_ALGO_FIXED:
+	case SLUICE_ALGO_WINDOW:
+		p->cap = KPF(F_CAP);
+		p->from = KPF(F_FROM);
+		/* fall through */
+	default:
+		p->limit = KPF(F_LIMIT);
+		break;
+	}
+#undef KPF
+}
+
+/*
+ * kp_same - is era @e still in force?  Called after the loads it covers
+ * (the parameters, and the state word a decision read with acquire).  The
+ * acquire fence pairs with the field CASes (full barriers) of a setter of
+ * a later era: a value read from one of them makes that setter's reading
+ * of the era before it, and so the publication of that era, visible to
+ * the era load below, which then differs.  Likewise a state word written
+ * by a decision of a later era (whose era load acquired that era) makes
+ * the later era visible here.
+ */
+static inline int kp_same(const sluice_keyed_t *k, uint64_t e)
+{
+	atomic_thread_fence(memory_order_acquire);
+	return atomic_load_explicit(&k->live->ctl[1], memory_order_relaxed) == e;
+}
+
+/* GCRA, LEAKY: the TAT @x of the era before, read in era @p (keyed_live.c
+ * says why this is gcra.h's SET_RATE / SET_BURST rule, taken at the
+ * change's reading p->tc).  Never below x + 1 (no ABA), at most TMAX. */
+uint64_t sluice__keyed_gcra_convert(const struct kp *p, uint64_t x);
+
+/* keyed_live.c: write era 0's parameters (init) */
+void sluice__keyed_live_format(struct sluice__keyed_live *l, const struct params *p);
+
 /* keyed_table.c */
 int sluice__keyed_validate(const sluice_keyed_config_t *c, struct params *p);
 void sluice__keyed_layout(const struct params *p, struct layout *l);
 /* keyed_decide.c: the algorithms' freshness, loss and first state */
-int sluice__keyed_state_fresh(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t st,
-                              uint64_t now, uint64_t *loss, uint64_t *wait);
-uint64_t sluice__keyed_successor(const sluice_keyed_t *k, uint64_t st, uint64_t floor,
-                                 uint64_t now);
+int sluice__keyed_state_fresh(const sluice_keyed_t *k, const struct kp *p, _Atomic uint64_t *s,
+                              uint64_t st, uint64_t now, uint64_t *loss, uint64_t *wait);
+uint64_t sluice__keyed_successor(const sluice_keyed_t *k, const struct kp *p, uint64_t st,
+                                 uint64_t floor, uint64_t now);
 /* keyed_slot.c: give a new key a slot */
 int64_t sluice__keyed_create(const sluice_keyed_t *k, const struct kid *id, uint64_t now,
                              sluice_decision_t *d, int *rc, uint64_t *tag, unsigned *tries);

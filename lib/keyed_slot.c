@@ -207,10 +207,25 @@ static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t 
 		 * that wrote it), then the state. */
 		uint64_t owner = atomic_load_explicit(&sw[1], memory_order_acquire);
 		uint64_t st = atomic_load_explicit(sw, memory_order_acquire);
+		struct kp p;
+		kp_load(k, &p);
 		if (st & S_RET) {
 			uint64_t floor = atomic_load_explicit(&k->floors[id->group],
 			                                      memory_order_relaxed);
-			uint64_t init = sluice__keyed_successor(k, st, floor, now);
+			uint64_t init = sluice__keyed_successor(k, &p, st, floor, now);
+			/* The first state is of era p.era (GCRA, LEAKY: its
+			 * parity), computed from readings made before the era
+			 * check: if a change was published meanwhile, start
+			 * over (keyed_live.c needs every state of an era to
+			 * come from readings before the next era's
+			 * publication). */
+			if (!kp_same(k, p.era)) {
+				if (++*tries > RETRY_MAX) {
+					abandon(s, bt);
+					return -1;
+				}
+				continue;
+			}
 			/* A new owner: the state and owner + 1 in one pair CAS
 			 * (a full barrier, so also the release by which a
 			 * decision that acquires this value, or a later one,
@@ -277,8 +292,10 @@ int64_t sluice__keyed_create(const sluice_keyed_t *k, const struct kid *id, uint
                       sluice_decision_t *d, int *rc, uint64_t *tag, unsigned *tries)
 {
 	for (;; ++*tries) {
+		struct kp p;
+		kp_load(k, &p);
 		if (*tries > RETRY_MAX) {
-			busy_decision(k, d, now);
+			busy_decision(p.nmax, d, now);
 			*rc = SLUICE_EBUSY;
 			return -1;
 		}
@@ -336,7 +353,7 @@ int64_t sluice__keyed_create(const sluice_keyed_t *k, const struct kid *id, uint
 				return (int64_t)i;
 			}
 			uint64_t loss = 0, wait;
-			if (sluice__keyed_state_fresh(k, s, st, now, &loss, &wait)) {
+			if (sluice__keyed_state_fresh(k, &p, s, st, now, &loss, &wait)) {
 				if (fresh.i < 0)
 					fresh = (struct cand){ (int64_t)i, t, st };
 				continue;
@@ -379,7 +396,7 @@ int64_t sluice__keyed_create(const sluice_keyed_t *k, const struct kid *id, uint
 				STAT(k, rejections, 1);
 				if (d) {
 					d->allowed = 0;
-					d->limit = k->limit;
+					d->limit = p.nmax;
 					d->remaining = 0;
 					d->retry_after_ns = min_wait == SLUICE_NEVER ? 0 : min_wait;
 					d->delay_ns = 0;
@@ -396,6 +413,11 @@ int64_t sluice__keyed_create(const sluice_keyed_t *k, const struct kid *id, uint
 			 * admission.  The floor first (DESIGN). */
 			raise_floor(k, id->group, now, tries);
 			uint64_t st = c.st;
+			/* Judged fresh (or least loaded) in era p.era: if a
+			 * change came since, judge again in the new era (a
+			 * change can make a fresh state owe: keyed_live.c). */
+			if (!kp_same(k, p.era))
+				continue;
 			/* Release: publishes the floor to whoever acquires the
 			 * retired value. */
 			if (!atomic_compare_exchange_strong_explicit(state_at(k, s), &st, S_RET | c.st,

@@ -48,7 +48,8 @@ void sluice__keyed_layout(const struct params *p, struct layout *l)
 	l->state_word = pair_state_word(l->key_words);
 	uint64_t words = l->state_word + 2ULL /* state, owner */ + l->bucket_words;
 	l->slot_bytes = (uint32_t)sluice__round_up(8 * words, SLUICE_CACHELINE);
-	l->cells_off = HDR_BYTES;
+	l->live_off = HDR_BYTES;
+	l->cells_off = HDR_BYTES + LIVE_BYTES;
 	l->floors_off = l->cells_off + CELLS * sizeof(struct sluice__keyed_cell);
 	l->slots_off = sluice__round_up(l->floors_off + l->groups * 8, SLUICE_CACHELINE);
 	l->total = l->slots_off + p->capacity * l->slot_bytes;
@@ -299,6 +300,7 @@ int sluice_keyed_init(void *mem, size_t size, const sluice_keyed_config_t *cfg)
 	h->width_ns = p.width_ns;
 	h->nmax = p.nmax;
 	h->check = header_check(h);
+	sluice__keyed_live_format((struct sluice__keyed_live *)((char *)mem + l.live_off), &p);
 
 	/* Slots: tag OPEN gen 0, state retired and virgin, key and bucket
 	 * words zero (gen 0: older than any claim; bucket epoch 0 own 0;
@@ -410,11 +412,7 @@ int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock, slu
 	k->d1 = dk[1];
 	k->d2 = dk[2];
 	k->d3 = dk[3];
-	k->limit = p.nmax;
-	k->interval = p.interval;
-	k->tau = p.tau;
-	k->recip = p.recip;
-	k->shift = p.shift;
+	k->live = (struct sluice__keyed_live *)((unsigned char *)mem + l.live_off);
 	k->window_ns = p.window_ns;
 	k->width_ns = p.width_ns;
 	return 0;

@@ -26,6 +26,7 @@
 #include "../lib/keyed_table.c"
 #include "../lib/keyed_slot.c"
 #include "../lib/keyed_decide.c"
+#include "../lib/keyed_live.c"
 
 #include "test_keyed_common.h"
 #include "test_rng.h"

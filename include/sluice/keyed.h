@@ -276,7 +276,7 @@
 #define SLUICE_KEYED_TAU_MAX ((1ULL << 61) - 1) /* GCRA, LEAKY: b * T, ns */
 #define SLUICE_KEYED_TIME_MAX ((1ULL << 62) - 1) /* latest reading        */
 #define SLUICE_KEYED_LEASE_MS 100u    /* a stalled claim may be stolen after */
-#define SLUICE_KEYED_VERSION 5u /* 5: algo is a sluice_algo_t (common.h) */
+#define SLUICE_KEYED_VERSION 6u /* 6: live parameters after the header */
 
 typedef enum sluice_keyed_policy {
 	SLUICE_KEYED_REJECT = 0,
@@ -303,8 +303,10 @@ typedef struct sluice_keyed_config {
 	uint32_t buckets;
 } sluice_keyed_config_t;
 
-/* private: the table header, at the start of the memory (256 bytes). */
+/* private: the table header, at the start of the memory (256 bytes), and
+ * the live parameters after it (see LIVE PARAMETERS). */
 struct sluice__keyed_hdr;
+struct sluice__keyed_live;
 /* private: one statistics cell (one cache line). */
 struct sluice__keyed_cell {
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t lookups;
@@ -314,8 +316,10 @@ struct sluice__keyed_cell {
 
 /*
  * The process-local handle: where this process mapped the table and which
- * clock it reads.  Filled by sluice_keyed_attach(); a copy of the header's
- * parameters so decisions do not read the shared header.
+ * clock it reads.  Filled by sluice_keyed_attach() with the parameters that
+ * fix the layout (validated by attach, never read from the header again);
+ * the parameters that can change are read from the table at each decision
+ * (LIVE PARAMETERS).
  */
 typedef struct sluice_keyed {
 	/* read-only after attach */
@@ -331,9 +335,8 @@ typedef struct sluice_keyed {
 	uint32_t buckets, bucket_mask, cell_mask;
 	uint32_t cbits;                     /* FIXED, INFLIGHT: count bits  */
 	uint64_t k0, k1, d0, d1, d2, d3;    /* hash and digest keys         */
-	uint64_t limit;                     /* b, D + 1, L or K: largest n  */
-	uint64_t interval, tau, recip, shift; /* GCRA, LEAKY                */
-	uint64_t window_ns, width_ns;       /* FIXED, WINDOW                */
+	uint64_t window_ns, width_ns;       /* FIXED, WINDOW (fixed)        */
+	struct sluice__keyed_live *live;    /* the parameters in force      */
 	/* private: set by sluice_keyed_new() */
 	void *owned;
 } sluice_keyed_t;
@@ -349,6 +352,14 @@ typedef struct sluice_keyed_stats {
 	uint64_t occupancy;  /* live keys now                                 */
 	uint64_t capacity;   /* slots                                         */
 } sluice_keyed_stats_t;
+
+/* The parameters in force (sluice_keyed_params()). */
+typedef struct sluice_keyed_params {
+	uint64_t era;        /* changes published since init                  */
+	uint64_t rate, period_ns, burst; /* GCRA; LEAKY: burst is the depth D  */
+	uint64_t limit;      /* FIXED, WINDOW: L; INFLIGHT: K                 */
+	uint64_t nmax;       /* the largest n a call may ask for now          */
+} sluice_keyed_params_t;
 
 /*
  * sluice_keyed_region_bytes - bytes of memory a table with @cfg needs.
@@ -458,6 +469,46 @@ static inline int sluice_keyed_acquire(sluice_keyed_t *k, const void *key, size_
  */
 SLUICE_API int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen,
                                     uint64_t n);
+
+/*
+ * sluice_keyed_set_rate_at - change a GCRA or LEAKY table's rate to @rate
+ * per @period_ns, for every key, in every process attached to the table,
+ * at the reading @now (the table's timeline).
+ * sluice_keyed_set_burst_at - change its bucket: GCRA's burst b, LEAKY's
+ * depth D (the parameter the config calls depth), named burst for both.
+ * sluice_keyed_set_limit_at - change a FIXED, WINDOW or INFLIGHT table's L
+ * (K).  The plain variants read the handle's clock.
+ *
+ * Every key keeps its state: no refill, no reset; LIVE PARAMETERS says what
+ * the state already counted means under the new parameters.  Safe while
+ * decisions run in any number of threads and processes: they never wait
+ * for a change, and each uses either the old or the new parameters in
+ * full.  Changes serialise on a lock in the table; a holder stopped past
+ * SLUICE_KEYED_LEASE_MS is overtaken, so a call waits at most about that
+ * long (yielding).  A control-path call; no allocation.
+ * Return: 0; SLUICE_EINVAL (NULL); SLUICE_ENOTSUP (set_rate, set_burst on
+ * FIXED, WINDOW, INFLIGHT; set_limit on GCRA, LEAKY); SLUICE_ETIME (@now at
+ * or above 2^62); init's code for the new configuration (SLUICE_ERATE,
+ * SLUICE_EBURST, SLUICE_ELIMIT, ...), and SLUICE_ELIMIT for a FIXED or
+ * INFLIGHT limit wider than the count's bits (LIMITS); SLUICE_EBUSY when
+ * (GCRA, LEAKY) the previous change is too recent (LIVE PARAMETERS: retry
+ * once @now is past the previous change by its tau) or another setter
+ * overtook this one: nothing changed.
+ */
+SLUICE_API int sluice_keyed_set_rate_at(sluice_keyed_t *k, uint64_t rate, uint64_t period_ns,
+                                        uint64_t now);
+SLUICE_API int sluice_keyed_set_rate(sluice_keyed_t *k, uint64_t rate, uint64_t period_ns);
+SLUICE_API int sluice_keyed_set_burst_at(sluice_keyed_t *k, uint64_t burst, uint64_t now);
+SLUICE_API int sluice_keyed_set_burst(sluice_keyed_t *k, uint64_t burst);
+SLUICE_API int sluice_keyed_set_limit_at(sluice_keyed_t *k, uint64_t limit, uint64_t now);
+SLUICE_API int sluice_keyed_set_limit(sluice_keyed_t *k, uint64_t limit);
+
+/*
+ * sluice_keyed_params - the parameters in force (one era's, never a mix).
+ * Thread-safe, any process; stale as soon as another process changes them.
+ * Return: 0, SLUICE_EINVAL, SLUICE_EBUSY (the era kept changing).
+ */
+SLUICE_API int sluice_keyed_params(const sluice_keyed_t *k, sluice_keyed_params_t *p);
 
 /*
  * sluice_keyed_stats - the table's counters, summed over the statistics
