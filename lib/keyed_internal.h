@@ -441,7 +441,7 @@ static inline int kp_same(const sluice_keyed_t *k, uint64_t e)
 
 /* GCRA, LEAKY: the TAT @x of the era before, read in era @p (keyed_live.c
  * says why this is gcra.h's SET_RATE / SET_BURST rule, taken at the
- * change's reading p->tc).  Never below x + 1 (no ABA), at most TMAX. */
+ * change's reading p->tc).  Never below x, at most TMAX. */
 uint64_t sluice__keyed_gcra_convert(const struct kp *p, uint64_t x);
 
 /* keyed_live.c: write era 0's parameters (init) */

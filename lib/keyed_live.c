@@ -58,7 +58,9 @@
  * era e that meets a state of parity e - 1 (or, see below, a TAT below
  * tc) reads it through sluice__keyed_gcra_convert(), which is that rule
  * taken at tc, so the answer does not depend on when the key is next
- * used.  A refusal writes nothing; an admission writes the converted TAT
+ * used.  The converted TAT is never below the old one, and an admission
+ * writes more than it, so a state word never repeats a value (no ABA for
+ * a decision stalled across changes).  A refusal writes nothing; an admission writes the converted TAT
  * plus its cost with era e's parity.  New keys start at the group's
  * floor, which a burst raise lifts to tc + (b1 - b0) T1 before publishing,
  * so a key reclaimed as fresh just before the change does not come back
@@ -140,9 +142,9 @@ uint64_t sluice__keyed_gcra_convert(const struct kp *p, uint64_t x)
 	uint64_t da = tau1 - credit1;
 	uint64_t dn = d > da ? d : da; /* the fewer permits of (a) and (b) */
 	uint64_t y = dn > TMAX - (tc > TMAX ? TMAX : tc) ? TMAX : tc + dn;
-	if (y <= x)
-		y = x < TMAX ? x + 1 : TMAX;
-	return y;
+	/* y >= x for every x the era before wrote (dn >= d); a forged x
+	 * above TMAX is kept as it is (refused: it only ever refuses) */
+	return y > x ? y : x;
 }
 
 /* Write field @i of @f as @v under ticket @me: a pair CAS expecting the
@@ -308,13 +310,15 @@ static int change(sluice_keyed_t *k, enum what what, uint64_t a, uint64_t b, uin
 		 * ending at bucket h.  The change's window (range) and every
 		 * earlier one get the cap; F_FROM is the first without a
 		 * bucket at or before the change. */
-		uint64_t ce = now / k->width_ns;
-		uint64_t from = ce + (k->algo == SLUICE_ALGO_WINDOW ? k->buckets : 1);
-		uint64_t old = CUR(F_LIMIT), cap = p.limit < old ? p.limit : old;
-		if (ce < CUR(F_FROM) && CUR(F_CAP) < cap)
-			cap = CUR(F_CAP); /* the previous transition still runs */
-		if (k->algo == SLUICE_ALGO_INFLIGHT)
-			cap = p.limit, from = 0;
+		uint64_t cap = p.limit, from = 0; /* INFLIGHT: no windows */
+		if (k->algo != SLUICE_ALGO_INFLIGHT) {
+			uint64_t ce = now / k->width_ns; /* width_ns > 0: attach validated it */
+			uint64_t old = CUR(F_LIMIT);
+			from = ce + (k->algo == SLUICE_ALGO_WINDOW ? k->buckets : 1);
+			cap = p.limit < old ? p.limit : old;
+			if (ce < CUR(F_FROM) && CUR(F_CAP) < cap)
+				cap = CUR(F_CAP); /* the previous transition still runs */
+		}
 		ok = field_set(nxt, F_LIMIT, p.limit, me) && field_set(nxt, F_NMAX, p.nmax, me) &&
 		     field_set(nxt, F_CAP, cap, me) && field_set(nxt, F_FROM, from, me) &&
 		     field_set(nxt, F_TC, now, me);
