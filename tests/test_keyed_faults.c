@@ -800,3 +800,60 @@ Test(keyed_faults, attach_refuses_a_version_3_table)
 	cr_assert_eq(sluice_keyed_attach(mem, size, NULL, &a), SLUICE_ELAYOUT);
 	free(mem);
 }
+
+/* ---- live parameters: setters stopped, killed, overtaken ----------------- */
+
+/* A setter stopped (or killed) while it holds the setters' lock: decisions
+ * never wait for it, and the next change overtakes it once its lease ran
+ * out (the call waits at most about SLUICE_KEYED_LEASE_MS). */
+Test(keyed_faults, a_setter_stopped_holding_the_lock_blocks_nothing_for_long, .timeout = 30)
+{
+	sluice_keyed_t lk;
+	make(&lk, gcra_cfg(8, 10, SEC, 5, SLUICE_KEYED_REJECT));
+	struct sluice__keyed_live *l = lk.live;
+	/* held now, by ticket 7, which never comes back */
+	atomic_store(&l->ctl[0], (7ULL << 15) | LOCK_HELD | lease_now());
+	cr_assert_eq(acq(&lk, "a", 1, 0, NULL), 1, "a decision must not wait for a setter");
+	cr_assert_eq(sluice_keyed_set_rate_at(&lk, 20, SEC, 0), 0);
+	sluice_keyed_params_t p;
+	cr_assert_eq(sluice_keyed_params(&lk, &p), 0);
+	cr_assert_eq(p.rate, 20);
+	cr_assert_eq(p.era, 1);
+	cr_assert_eq(LOCK_TICKET(atomic_load(&l->ctl[0])), 8, "the stolen lock's next ticket");
+	cr_assert_eq(atomic_load(&l->ctl[0]) & LOCK_HELD, 0, "released after the change");
+	sluice_keyed_free(&lk);
+}
+
+/* A setter overtaken while stopped mid-change (its lock stolen), resumed:
+ * it can neither write into the block the newer setter filled (its
+ * ticketed field CASes fail) nor publish (its pair CAS expects its own lock
+ * word): the parameters in force stay the newer setter's, whole. */
+Test(keyed_faults, an_overtaken_setter_writes_and_publishes_nothing)
+{
+	sluice_keyed_t lk;
+	make(&lk, (sluice_keyed_config_t){ .algo = SLUICE_ALGO_FIXED, .capacity = 8, .limit = 10,
+	                                    .window_ns = SEC });
+	struct sluice__keyed_live *l = lk.live;
+	uint64_t lo_a, e_a;
+	cr_assert_eq(lock_take(l, &lo_a, &e_a), 0); /* setter A takes the lock... */
+	_Atomic uint64_t(*blk_a)[2] = l->blk[(e_a + 1) & 1].f;
+	cr_assert_eq(field_set(blk_a, F_LIMIT, 3, LOCK_TICKET(lo_a)), 1); /* ...writes one field */
+	/* ...and stops past its lease: B overtakes it and changes L to 12 */
+	uint64_t old = (lease_now() - LEASE_UNITS - 2) & UNIT_MASK;
+	atomic_store(&l->ctl[0], (lo_a & ~UNIT_MASK) | old);
+	cr_assert_eq(sluice_keyed_set_limit_at(&lk, 12, 0), 0);
+	/* A resumes: every write and the publication fail */
+	cr_assert_eq(field_set(blk_a, F_LIMIT, 3, LOCK_TICKET(lo_a)), 0);
+	cr_assert_eq(field_set(blk_a, F_CAP, 3, LOCK_TICKET(lo_a)), 0);
+	cr_assert_eq(sluice__pair_cas(&l->ctl[0], lo_a, e_a, lo_a, e_a + 1), 0);
+	sluice_keyed_params_t p;
+	cr_assert_eq(sluice_keyed_params(&lk, &p), 0);
+	cr_assert_eq(p.era, 1);
+	cr_assert_eq(p.limit, 12);
+	/* the change's window keeps min(10, 12), whole: 10 */
+	int got = 0;
+	while (got < 100 && acq(&lk, "k", 1, 0, NULL) == 1)
+		got++;
+	cr_assert_eq(got, 10);
+	sluice_keyed_free(&lk);
+}
