@@ -3,7 +3,8 @@
  * in one fixed block of memory, lock-free, with no pointers inside, so
  * several processes can share it through a MAP_SHARED mapping.
  *
- * One algorithm and one parameter set per table:
+ * One algorithm per table, one parameter set in force at a time (the rate,
+ * burst or limit can change while the table is in use: LIVE PARAMETERS):
  *
  *   SLUICE_ALGO_GCRA      GCRA token bucket, rate + burst (sluice/gcra.h)
  *   SLUICE_ALGO_LEAKY     leaky bucket meter, rate + depth D (sluice/leaky.h:
@@ -16,7 +17,7 @@
  *
  * The per-key state is the state of those modules, laid out inside the
  * table's slots: their structures hold pointers (the clock, the window's
- * malloc'ed ring) and parameters, so they cannot be embedded.  keyed.c keeps
+ * malloc'ed ring) and parameters, so they cannot be embedded.  lib/keyed_*.c keep
  * the same state words and applies the same arithmetic: the GCRA TAT word
  * (the parameters, T and tau, are validated and derived by sluice_gcra_init()
  * and sluice_leaky_init() themselves, and decisions are filled by gcra.h's
@@ -27,7 +28,8 @@
  * below are those modules' guarantees, per key.
  *
  * GUARANTEE (any number of threads and processes, any timing), per key,
- * while the key keeps its state (see EVICTION for what ends it):
+ * while the key keeps its state (see EVICTION for what ends it), for the
+ * parameters in force (across changes: LIVE PARAMETERS):
  *   GCRA:     admissions at times in any [x, x + t] total at most b + t/T;
  *   LEAKY:    at most D + 1 + t/T;
  *   FIXED:    at most L in every aligned window [k*W, (k+1)*W), for any
@@ -40,7 +42,7 @@
  * processes too.  A key's state is found by its bytes: two keys never share
  * a state (up to the 128-bit digest of a hashed long key, see KEYS), and one
  * key never has two live states (a creation race is resolved before either
- * copy is used, see keyed.c).
+ * copy is used, see lib/keyed_slot.c).
  *
  * LOSSLESS RECLAIM.  A slot whose state is equivalent to a fresh one (GCRA,
  * LEAKY: TAT before now, the bucket is full; FIXED: its window is over;
@@ -186,7 +188,9 @@
  * its own process.
  *
  * CLOCK JUMPS.  GCRA, LEAKY: the reading is used as it is (an older reading
- * finds less room, d->now_ns is the reading).  FIXED, WINDOW: a reading
+ * finds less room, d->now_ns is the reading), except that a reading before
+ * the reading of the change in force is read as that change's (time never
+ * runs back past a change; LIVE PARAMETERS).  FIXED, WINDOW: a reading
  * before the key's newest window or bucket counts in it (d->now_ns is then
  * that window's or bucket's start).  INFLIGHT: time is only copied to
  * d->now_ns.  These hold for any sequence of readings, forward, back or
@@ -232,7 +236,57 @@
  * 1..SLUICE_KEYED_BUCKETS_MAX (16) (SLUICE_EBUCKETS), W a multiple of N
  * (SLUICE_EWINDOW), always EXACT; INFLIGHT: K in 1..2^32 - 1.  n in 1..(b, D + 1, L, K).
  *
- * MEMORY (sluice_keyed_region_bytes()): 256 bytes of header, 1 KiB of statistics
+ * LIVE PARAMETERS.  The rate and burst (GCRA, LEAKY: sluice_keyed_set_rate,
+ * sluice_keyed_set_burst, the burst being LEAKY's depth D) and the limit
+ * (FIXED, WINDOW, INFLIGHT: sluice_keyed_set_limit) live in the table, not
+ * in the handle: attach reads the ones in force and takes none (a process
+ * cannot bring its own: all processes of a table decide with the same
+ * parameters, and a change by one, e.g. an nginx reload or the rules
+ * engine, reaches every other at its next decision, with every key's state
+ * kept).  The algorithm, key_max, capacity, the window length W, the
+ * bucket count N and the bits of FIXED's and INFLIGHT's count fix the slot
+ * layout and never change (set_rate and set_burst on FIXED, WINDOW and
+ * INFLIGHT, set_limit on GCRA and LEAKY: SLUICE_ENOTSUP; a FIXED or INFLIGHT
+ * limit wider than bit_width of the one init was given: SLUICE_ELIMIT).
+ * What a change means for what each key has already counted (never more
+ * permits than before, no fresh burst: the rule of gcra.h's SET_RATE /
+ * SET_BURST):
+ *   GCRA, LEAKY: a change at reading tc from (T0, b0) to (T1, b1) leaves
+ *     each key holding, at tc, the fewer of (a) the permits it held just
+ *     before, capped at b1, and (b) what (T1, b1) give for its unchanged
+ *     TAT; it then refills at the new rate.  So lowering the rate or
+ *     raising the burst keeps the permits held (a full bucket of b0 raised
+ *     to b1 holds b0 and fills up at the new rate, as do keys created
+ *     within (b1 - b0) T1 of the change); raising the rate or lowering the
+ *     burst keeps the TAT (an emptied key gets the faster rate once its
+ *     old TAT passes).  Across changes a key's admissions in any [x, y]
+ *     total at most b(x) + the sum over the parameter sets in force during
+ *     [x, y] of their time in it divided by their T, with b(x) the burst
+ *     in force at x (the larger of two at a change's reading).  Two changes
+ *     must be more than max(tau before, tau after) of the first apart (tau
+ *     = b T): an earlier second change is refused with SLUICE_EBUSY, having
+ *     changed nothing (a key's state word tells two parameter sets apart).
+ *   FIXED, WINDOW: counts are kept; the window (the range of N buckets)
+ *     that holds the change's reading, and every earlier one, has the
+ *     smaller of the old and new L (and of the caps of a change whose
+ *     transition it also holds); later windows have the new L.  So a
+ *     window never holds more than the limit in force when it began.
+ *   INFLIGHT: the count held is kept and the new K applies to the next
+ *     acquire (a lower K refuses until releases bring the count under it).
+ * Each decision uses one parameter set in full, never a mix of two: the
+ * parameters are two blocks under an era word that decisions read before
+ * and after the key's state, and a setter writes only the block not in
+ * force, then publishes (lib/keyed_live.c says what pairs with what).
+ * Decisions never wait for a change.  Changes serialise on a lock in the
+ * table; one whose holder is stopped or dead for SLUICE_KEYED_LEASE_MS is
+ * overtaken, and the overtaken setter, resumed, can write and publish
+ * nothing.  The parameters read from the table are used only in ways that
+ * are harmless at any value (masked shifts, guarded divisors, clamped
+ * counts), as the slots are.
+ *
+ * MEMORY (sluice_keyed_region_bytes()): 256 bytes of header, 576 of live
+ * parameters (a line of control words and two blocks of 14 (value, ticket)
+ * pairs), 1 KiB of statistics
  * (16 cells of 64 bytes, picked by CPU), 8 bytes per group of 8 slots (the
  * reclaim floor), and per slot: 16 bytes (the tag and an unused word),
  * 8 bytes per 6 key bytes, 8 more when the key words are odd in number (the
@@ -387,7 +441,8 @@ SLUICE_API int sluice_keyed_init(void *mem, size_t size, const sluice_keyed_conf
  * sluice_keyed_attach - make @k a handle on the table at @mem (@size bytes,
  * as mapped by this process), deciding with @clock (NULL: the cached clock).
  *
- * Trusts nothing in the header.  Checks alignment and size (SLUICE_ESIZE);
+ * Takes no parameters: the ones in force are read from the table at each
+ * decision (LIVE PARAMETERS).  Trusts nothing in the header.  Checks alignment and size (SLUICE_ESIZE);
  * the magic, the version, the header's size and a checksum over the header
  * (SLUICE_ELAYOUT) - the checksum's key is fixed and public, so it only
  * catches accidents (another version, a stray write), never a process that
