@@ -94,6 +94,7 @@
 #include <sched.h>
 
 #include "sluice/gcra.h"
+#include "gcra_step.h"
 #include "pair_internal.h"
 #include "keyed_internal.h"
 
@@ -134,12 +135,8 @@ uint64_t sluice__keyed_gcra_convert(const struct kp *p, uint64_t x)
 	uint64_t tc = p->tc, t0 = p->pinterval, tau0 = p->ptau, t1 = p->interval, tau1 = p->tau;
 	uint64_t d = x > tc ? x - tc : 0;          /* the debt at the change */
 	uint64_t credit0 = d < tau0 ? tau0 - d : 0; /* ns of old permits held */
-	uint64_t credit1 = 0;                     /* (a): those permits, in new ns, at most b1 */
-	if (t0) {
-		sluice__u128 c = (sluice__u128)credit0 * t1 / t0; /* rounds down: fewer */
-		credit1 = c < tau1 ? (uint64_t)c : tau1;
-	}
-	uint64_t da = tau1 - credit1;
+	/* (a): those permits, in new ns, at most b1 (gcra.c's own rule) */
+	uint64_t da = tau1 - sluice__gcra_kept(credit0, t0, t1, tau1);
 	uint64_t dn = d > da ? d : da; /* the fewer permits of (a) and (b) */
 	uint64_t y = dn > TMAX - (tc > TMAX ? TMAX : tc) ? TMAX : tc + dn;
 	/* y >= x for every x the era before wrote (dn >= d); a forged x

@@ -30,6 +30,7 @@
 #include "sluice/inflight.h"
 #include "sluice/leaky.h"
 #include "sluice/window.h"
+#include "gcra_step.h"
 #include "keyed_internal.h"
 
 /* FIXED, INFLIGHT: bits of the count in the state word, the bit width of
@@ -99,30 +100,18 @@ int sluice__keyed_validate(const sluice_keyed_config_t *c, struct params *p)
 	switch (c->algo) {
 	case SLUICE_ALGO_GCRA:
 	case SLUICE_ALGO_LEAKY: {
-		sluice_gcra_t g;
-		sluice_leaky_t l;
-		sluice_gcra_t *src;
-		if (c->algo == SLUICE_ALGO_GCRA) {
-			sluice_gcra_config_t gc = { .rate = c->rate, .period_ns = c->period_ns,
-				                    .burst = c->burst, .clock = &manual };
-			rc = sluice_gcra_init(&g, &gc);
-			src = &g;
-		} else {
-			sluice_leaky_config_t lc = { .rate = c->rate, .period_ns = c->period_ns,
-				                     .mode = SLUICE_LEAKY_METER, .depth = c->depth,
-				                     .clock = &manual };
-			rc = sluice_leaky_init(&l, &lc);
-			src = &l.gcra;
-		}
+		/* GCRA's own validation (lib/gcra_step.h, as sluice_gcra_init()
+		 * runs it); LEAKY's meter is a GCRA of burst D + 1 (leaky.h;
+		 * D = UINT64_MAX wraps to 0, refused as leaky.c refuses it).
+		 * The clock's resolution is checked at attach. */
+		uint64_t b = c->algo == SLUICE_ALGO_GCRA ? c->burst : c->depth + 1;
+		rc = sluice__gcra_interval(c->rate, c->period_ns, &p->interval, &p->recip,
+		                           &p->shift);
+		if (rc == 0)
+			rc = sluice__gcra_tau(b, p->interval, &p->tau);
 		if (rc != 0)
 			return rc;
-		const struct sluice__gcra_params *gp =
-			&src->params[atomic_load_explicit(&src->era, memory_order_relaxed) & 1];
-		p->interval = atomic_load_explicit(&gp->interval, memory_order_relaxed);
-		p->tau = atomic_load_explicit(&gp->tau, memory_order_relaxed);
-		p->nmax = atomic_load_explicit(&gp->burst, memory_order_relaxed);
-		p->recip = atomic_load_explicit(&gp->recip, memory_order_relaxed);
-		p->shift = atomic_load_explicit(&gp->shift, memory_order_relaxed);
+		p->nmax = b;
 		/* The TAT lives in the 62 bits of the state (readings below
 		 * 2^62 ns), and a decision at reading t writes up to t + tau:
 		 * a tau near gcra.h's span max (2^62 - 1) would leave no
