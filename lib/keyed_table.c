@@ -25,12 +25,10 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "sluice/fixed.h"
-#include "sluice/gcra.h"
-#include "sluice/inflight.h"
-#include "sluice/leaky.h"
-#include "sluice/window.h"
+#include "fixed_step.h"
 #include "gcra_step.h"
+#include "inflight_step.h"
+#include "window_step.h"
 #include "keyed_internal.h"
 
 /* FIXED, INFLIGHT: bits of the count in the state word, the bit width of
@@ -58,8 +56,10 @@ void sluice__keyed_layout(const struct params *p, struct layout *l)
 
 /*
  * Validate a configuration.  The algorithm's parameters are checked by the
- * algorithm's own init on a throw-away instance (so the codes and the
- * derived T, tau and reciprocal are exactly the module's), then against the
+ * algorithm's own validator (lib/gcra_step.h, fixed_step.h, window_step.h,
+ * inflight_step.h: what each module's init runs, so the codes and the
+ * derived T, tau and reciprocal are exactly the module's; no throw-away
+ * instance, no read of a module's private fields), then against the
  * narrower ranges of the keyed state words.
  */
 int sluice__keyed_validate(const sluice_keyed_config_t *c, struct params *p)
@@ -94,8 +94,9 @@ int sluice__keyed_validate(const sluice_keyed_config_t *c, struct params *p)
 	p->policy = c->policy;
 	p->flags = c->flags;
 
-	sluice_clock_t manual; /* resolution 1 ns: the clock is checked at attach */
-	sluice_clock_manual_init(&manual, 0);
+	/* Each algorithm's own validator (lib/<algo>_step.h, what its init
+	 * runs), then the keyed ranges; the clock's resolution is checked at
+	 * attach. */
 	int rc = 0;
 	switch (c->algo) {
 	case SLUICE_ALGO_GCRA:
@@ -126,10 +127,7 @@ int sluice__keyed_validate(const sluice_keyed_config_t *c, struct params *p)
 		break;
 	}
 	case SLUICE_ALGO_FIXED: {
-		sluice_fixed_t f;
-		sluice_fixed_config_t fc = { .limit = c->limit, .window_ns = c->window_ns,
-			                     .clock = &manual };
-		rc = sluice_fixed_init(&f, &fc);
+		rc = sluice__fixed_validate(c->limit, c->window_ns);
 		if (rc != 0)
 			return rc;
 		if (c->limit > SLUICE_KEYED_FIXED_LIMIT_MAX)
@@ -146,14 +144,9 @@ int sluice__keyed_validate(const sluice_keyed_config_t *c, struct params *p)
 		break;
 	}
 	case SLUICE_ALGO_WINDOW: {
-		sluice_window_t w;
-		sluice_window_config_t wc = { .limit = c->limit, .window_ns = c->window_ns,
-			                      .buckets = c->buckets, .mode = SLUICE_EXACT,
-			                      .clock = &manual };
-		rc = sluice_window_init(&w, &wc);
+		rc = sluice__window_validate(c->limit, c->buckets, c->window_ns);
 		if (rc != 0)
 			return rc;
-		sluice_window_destroy(&w);
 		if (c->buckets > SLUICE_KEYED_BUCKETS_MAX)
 			return SLUICE_EBUCKETS; /* the ring lives in the slot */
 		p->limit = p->nmax = c->limit;
@@ -163,9 +156,7 @@ int sluice__keyed_validate(const sluice_keyed_config_t *c, struct params *p)
 		break;
 	}
 	case SLUICE_ALGO_INFLIGHT: {
-		sluice_inflight_t f;
-		sluice_inflight_config_t ic = { .limit = c->limit, .clock = &manual };
-		rc = sluice_inflight_init(&f, &ic);
+		rc = sluice__inflight_validate(c->limit);
 		if (rc != 0)
 			return rc;
 		if (c->limit > SLUICE_KEYED_INFLIGHT_LIMIT_MAX)
