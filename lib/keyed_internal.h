@@ -396,9 +396,11 @@ static inline void kp_load(const sluice_keyed_t *k, struct kp *p)
 	                                  memory_order_acquire);
 	_Atomic uint64_t(*f)[2] = ((struct sluice__keyed_live *)l)->blk[e & 1].f;
 	*p = (struct kp){ .era = e };
-	/* Relaxed: ordered by the era's acquire above and the fence in
-	 * kp_same() below. */
-#define KPF(i) atomic_load_explicit(&f[i][0], memory_order_relaxed)
+	/* Acquire (plain loads on x86): each pairs with the field's pair CAS
+	 * by the setter that wrote it, so a value a later era's setter wrote
+	 * makes that setter's view of the era visible to kp_same()'s load,
+	 * which these loads are ordered before. */
+#define KPF(i) atomic_load_explicit(&f[i][0], memory_order_acquire)
 	p->nmax = KPF(F_NMAX);
 	switch (k->algo) {
 	case SLUICE_ALGO_GCRA:
@@ -424,18 +426,18 @@ static inline void kp_load(const sluice_keyed_t *k, struct kp *p)
 }
 
 /*
- * kp_same - is era @e still in force?  Called after the loads it covers
- * (the parameters, and the state word a decision read with acquire).  The
- * acquire fence pairs with the field CASes (full barriers) of a setter of
- * a later era: a value read from one of them makes that setter's reading
- * of the era before it, and so the publication of that era, visible to
- * the era load below, which then differs.  Likewise a state word written
- * by a decision of a later era (whose era load acquired that era) makes
- * the later era visible here.
+ * kp_same - is era @e still in force?  Called after the acquire loads it
+ * covers (the parameters, and the state word a decision read), which order
+ * this load after them.  A parameter value written by a setter of a later
+ * era (a pair CAS, a full barrier, after its lock CAS read the era before
+ * it) happens before this load, and so does that era's publication: the
+ * load then returns a later era (write-read coherence).  Likewise a state
+ * word written by a decision of a later era (whose era load acquired that
+ * era).  Relaxed: the ordering comes from those acquires (no fence, which
+ * ThreadSanitizer would not model).
  */
 static inline int kp_same(const sluice_keyed_t *k, uint64_t e)
 {
-	atomic_thread_fence(memory_order_acquire);
 	return atomic_load_explicit(&k->live->ctl[1], memory_order_relaxed) == e;
 }
 

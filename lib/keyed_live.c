@@ -17,13 +17,12 @@
  * holds its parameters.  A setter writes blk[(era + 1) & 1], the block no
  * decision of the era in force reads, then publishes era + 1 with a pair
  * CAS on ctl (a full barrier: the release of the block's values).  A
- * decision loads the era (acquire), the block's values (relaxed), the
- * key's state (acquire), then, after an acquire fence, the era again
- * (kp_load, kp_same): if it moved, it starts over.  A block is rewritten
- * only two eras later, after its era stopped being in force, and the
- * rewriting setter's field CASes come after its lock CAS read the era
- * before it: a decision that read any rewritten value sees, through its
- * fence, that era or a later one on its second load.  So every decision
+ * decision loads the era, the block's values and the key's state (all
+ * acquire), then the era again (kp_load, kp_same): if it moved, it starts
+ * over.  A block is rewritten only two eras later, after its era stopped
+ * being in force, and the rewriting setter's field CASes come after its
+ * lock CAS read the era before it: a decision that read any rewritten
+ * value sees that era or a later one on its second load.  So every decision
  * uses one era's parameters, in full, never a torn mix; it never waits for
  * a setter (a stopped setter leaves ctl[1] still, and decisions go on with
  * the era in force).
@@ -146,7 +145,7 @@ uint64_t sluice__keyed_gcra_convert(const struct kp *p, uint64_t x)
 
 /* Write field @i of @f as @v under ticket @me: a pair CAS expecting the
  * ticket read, refused once a newer ticket wrote it.  A full barrier (the
- * release kp_same()'s fence pairs with).  Return: 1, or 0 when a newer
+ * release kp_load()'s acquire loads pair with).  Return: 1, or 0 when a newer
  * setter owns the block (this one's lock was stolen). */
 static int field_set(_Atomic uint64_t (*f)[2], unsigned i, uint64_t v, uint64_t me)
 {
@@ -371,15 +370,14 @@ int sluice_keyed_params(const sluice_keyed_t *k, sluice_keyed_params_t *out)
 		uint64_t e = atomic_load_explicit(&l->ctl[1], memory_order_acquire);
 		_Atomic uint64_t(*f)[2] = l->blk[e & 1].f;
 		sluice_keyed_params_t r = { .era = e };
-		r.nmax = atomic_load_explicit(&f[F_NMAX][0], memory_order_relaxed);
+		r.nmax = atomic_load_explicit(&f[F_NMAX][0], memory_order_acquire);
 		if (k->algo == SLUICE_ALGO_GCRA || k->algo == SLUICE_ALGO_LEAKY) {
-			r.rate = atomic_load_explicit(&f[F_RATE][0], memory_order_relaxed);
-			r.period_ns = atomic_load_explicit(&f[F_PERIOD][0], memory_order_relaxed);
-			r.burst = atomic_load_explicit(&f[F_BURST][0], memory_order_relaxed);
+			r.rate = atomic_load_explicit(&f[F_RATE][0], memory_order_acquire);
+			r.period_ns = atomic_load_explicit(&f[F_PERIOD][0], memory_order_acquire);
+			r.burst = atomic_load_explicit(&f[F_BURST][0], memory_order_acquire);
 		} else {
-			r.limit = atomic_load_explicit(&f[F_LIMIT][0], memory_order_relaxed);
+			r.limit = atomic_load_explicit(&f[F_LIMIT][0], memory_order_acquire);
 		}
-		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(&l->ctl[1], memory_order_relaxed) == e) {
 			*out = r;
 			return 0;
