@@ -124,10 +124,17 @@ static void fill_window(sluice_decision_t *d, int allowed, uint64_t limit, uint6
  * the era before, converted).  Return: 1 read; 0 the era moved (retry
  * counted); BUSY past the bound.
  */
+enum { KP_GCRA, KP_WIN, KP_LIMIT }; /* which fields a decision reads */
+
 static inline int read_state(const sluice_keyed_t *k, _Atomic uint64_t *st, struct kp *p,
-                             uint64_t *o, uint64_t *a, unsigned *tries)
+                             int which, uint64_t *o, uint64_t *a, unsigned *tries)
 {
-	kp_load(k, p);
+	if (which == KP_GCRA) /* a constant at every (inlined) call */
+		kp_load_gcra(k, p);
+	else if (which == KP_WIN)
+		kp_load_win(k, p);
+	else
+		kp_load_limit(k, p);
 	*o = atomic_load_explicit(&st[1], memory_order_acquire);
 	*a = atomic_load_explicit(st, memory_order_acquire);
 	if (SLUICE_LIKELY(kp_same(k, p->era)))
@@ -143,7 +150,7 @@ static int gcra_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t ta
 	for (;;) {
 		struct kp p;
 		uint64_t o, a;
-		int r = read_state(k, st, &p, &o, &a, tries);
+		int r = read_state(k, st, &p, KP_GCRA, &o, &a, tries);
 		if (r != 1) {
 			if (r == BUSY)
 				return BUSY;
@@ -220,7 +227,7 @@ static int fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t t
 	for (;;) {
 		struct kp p;
 		uint64_t o, a;
-		int r = read_state(k, st, &p, &o, &a, tries);
+		int r = read_state(k, st, &p, KP_WIN, &o, &a, tries);
 		if (r != 1) {
 			if (r == BUSY)
 				return BUSY;
@@ -290,7 +297,7 @@ static int inflight_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_
 		 * says why. */
 		struct kp p;
 		uint64_t o, a;
-		int r = read_state(k, st, &p, &o, &a, tries);
+		int r = read_state(k, st, &p, KP_LIMIT, &o, &a, tries);
 		if (r != 1) {
 			if (r == BUSY)
 				return BUSY;
@@ -394,7 +401,7 @@ static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag
 		 * closed buckets are final. */
 		struct kp p;
 		uint64_t o, h;
-		int r = read_state(k, hw, &p, &o, &h, tries);
+		int r = read_state(k, hw, &p, KP_WIN, &o, &h, tries);
 		if (r != 1) {
 			if (r == BUSY)
 				return BUSY;

@@ -389,40 +389,64 @@ struct kp {
  * callers mask, saturate and guard divisors): a hostile process can write
  * them.
  */
+static inline _Atomic uint64_t (*kp_era(const sluice_keyed_t *k, uint64_t *e))[2]
+{
+	*e = atomic_load_explicit(&k->live->ctl[1], memory_order_acquire);
+	return k->live->blk[*e & 1].f;
+}
+
+/* Acquire (plain loads on x86): each pairs with the field's pair CAS by
+ * the setter that wrote it, so a value a later era's setter wrote makes
+ * that setter's view of the era visible to kp_same()'s load, which these
+ * loads are ordered before. */
+#define KPF(f, i) atomic_load_explicit(&(f)[i][0], memory_order_acquire)
+
+/* The decision paths load only their algorithm's fields (no other field
+ * of *p is read there). */
+static inline void kp_load_gcra(const sluice_keyed_t *k, struct kp *p)
+{
+	_Atomic uint64_t(*f)[2] = kp_era(k, &p->era);
+	p->nmax = KPF(f, F_NMAX);
+	p->interval = KPF(f, F_INTERVAL);
+	p->tau = KPF(f, F_TAU);
+	p->recip = KPF(f, F_RECIP);
+	p->shift = KPF(f, F_SHIFT) & 63; /* a forged shift: in range */
+	p->pinterval = KPF(f, F_PINTERVAL);
+	p->ptau = KPF(f, F_PTAU);
+	p->tc = KPF(f, F_TC);
+}
+
+static inline void kp_load_win(const sluice_keyed_t *k, struct kp *p)
+{
+	_Atomic uint64_t(*f)[2] = kp_era(k, &p->era);
+	p->nmax = KPF(f, F_NMAX);
+	p->limit = KPF(f, F_LIMIT);
+	p->cap = KPF(f, F_CAP);
+	p->from = KPF(f, F_FROM);
+}
+
+static inline void kp_load_limit(const sluice_keyed_t *k, struct kp *p)
+{
+	_Atomic uint64_t(*f)[2] = kp_era(k, &p->era);
+	p->nmax = KPF(f, F_NMAX);
+	p->limit = KPF(f, F_LIMIT);
+}
+
+/* Every field, for the slow paths (creation, freshness, first states). */
 static inline void kp_load(const sluice_keyed_t *k, struct kp *p)
 {
-	const struct sluice__keyed_live *l = k->live;
-	uint64_t e = atomic_load_explicit(&((struct sluice__keyed_live *)l)->ctl[1],
-	                                  memory_order_acquire);
-	_Atomic uint64_t(*f)[2] = ((struct sluice__keyed_live *)l)->blk[e & 1].f;
-	*p = (struct kp){ .era = e };
-	/* Acquire (plain loads on x86): each pairs with the field's pair CAS
-	 * by the setter that wrote it, so a value a later era's setter wrote
-	 * makes that setter's view of the era visible to kp_same()'s load,
-	 * which these loads are ordered before. */
-#define KPF(i) atomic_load_explicit(&f[i][0], memory_order_acquire)
-	p->nmax = KPF(F_NMAX);
-	switch (k->algo) {
-	case SLUICE_ALGO_GCRA:
-	case SLUICE_ALGO_LEAKY:
-		p->interval = KPF(F_INTERVAL);
-		p->tau = KPF(F_TAU);
-		p->recip = KPF(F_RECIP);
-		p->shift = KPF(F_SHIFT) & 63; /* a forged shift: in range */
-		p->pinterval = KPF(F_PINTERVAL);
-		p->ptau = KPF(F_PTAU);
-		p->tc = KPF(F_TC);
-		break;
-	case SLUICE_ALGO_FIXED:
-	case SLUICE_ALGO_WINDOW:
-		p->cap = KPF(F_CAP);
-		p->from = KPF(F_FROM);
-		/* fall through */
-	default:
-		p->limit = KPF(F_LIMIT);
-		break;
-	}
-#undef KPF
+	_Atomic uint64_t(*f)[2] = kp_era(k, &p->era);
+	p->nmax = KPF(f, F_NMAX);
+	p->interval = KPF(f, F_INTERVAL);
+	p->tau = KPF(f, F_TAU);
+	p->recip = KPF(f, F_RECIP);
+	p->shift = KPF(f, F_SHIFT) & 63;
+	p->pinterval = KPF(f, F_PINTERVAL);
+	p->ptau = KPF(f, F_PTAU);
+	p->tc = KPF(f, F_TC);
+	p->limit = KPF(f, F_LIMIT);
+	p->cap = KPF(f, F_CAP);
+	p->from = KPF(f, F_FROM);
 }
 
 /*

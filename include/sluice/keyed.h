@@ -229,12 +229,15 @@
  * 2^61 ns can pass; a bucket near gcra.h's own 2^62 - 1 would leave none);
  * FIXED: L in 1..2^24 - 1 and W >= 2^bit_width(L) ns, i.e. L at most
  * 2^floor(log2 W) - 1 (W = 1 ms allows L up to 2^19 - 1, W = 1 s up to
- * 2^24 - 1) (SLUICE_ELIMIT: the count takes bit_width(L) bits of the state,
- * the window number the other 62 - bit_width(L), which must hold every
+ * 2^24 - 1; sluice_keyed_set_limit() up to 2^bit_width(L at init) - 1)
+ * (SLUICE_ELIMIT: the count takes bit_width(L) bits of the state, the
+ * window number the other 62 - bit_width(L), which must hold every
  * window below 2^62 ns), W at least the resolution of the clock a process
  * attaches with (SLUICE_ERESOLUTION at attach); WINDOW: L in 1..2^30 - 1, N in
  * 1..SLUICE_KEYED_BUCKETS_MAX (16) (SLUICE_EBUCKETS), W a multiple of N
- * (SLUICE_EWINDOW), always EXACT; INFLIGHT: K in 1..2^32 - 1.  n in 1..(b, D + 1, L, K).
+ * (SLUICE_EWINDOW), always EXACT; INFLIGHT: K in 1..2^32 - 1 (set_limit:
+ * up to 2^bit_width(K at init) - 1).
+ * n in 1..(b, D + 1, L, K) of the parameters in force.
  *
  * LIVE PARAMETERS.  The rate and burst (GCRA, LEAKY: sluice_keyed_set_rate,
  * sluice_keyed_set_burst, the burst being LEAKY's depth D) and the limit
@@ -300,7 +303,9 @@
  *
  * COST: a decision on an existing key hashes the key (SipHash-1-3, about
  * 15 ns for 16 bytes), reads its slot's line (usually the first probed),
- * loads the owner counter, compares the key words, does one double-width
+ * loads the era of the parameters, the era's block (one or two lines that
+ * only changes write) and the owner counter, the state and the era again,
+ * compares the key words, does one double-width
  * CAS on the state and owner and one relaxed add on this CPU's statistics
  * line (WINDOW: an admission's CAS is on its bucket word, followed by loads
  * of the owner and head; callgrind: about 40 instructions more per GCRA
