@@ -432,18 +432,12 @@ static inline void kp_load_limit(const sluice_keyed_t *k, struct kp *p)
 	p->limit = KPF(f, F_LIMIT);
 }
 
-/* Every field, for the slow paths (creation, freshness, first states). */
+/* Every field, for the slow paths (creation, freshness, first states):
+ * the GCRA ones, then the others from the same era's block. */
 static inline void kp_load(const sluice_keyed_t *k, struct kp *p)
 {
-	_Atomic uint64_t(*f)[2] = kp_era(k, &p->era);
-	p->nmax = KPF(f, F_NMAX);
-	p->interval = KPF(f, F_INTERVAL);
-	p->tau = KPF(f, F_TAU);
-	p->recip = KPF(f, F_RECIP);
-	p->shift = KPF(f, F_SHIFT) & 63;
-	p->pinterval = KPF(f, F_PINTERVAL);
-	p->ptau = KPF(f, F_PTAU);
-	p->tc = KPF(f, F_TC);
+	kp_load_gcra(k, p);
+	_Atomic uint64_t(*f)[2] = k->live->blk[p->era & 1].f;
 	p->limit = KPF(f, F_LIMIT);
 	p->cap = KPF(f, F_CAP);
 	p->from = KPF(f, F_FROM);
