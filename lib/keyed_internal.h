@@ -148,7 +148,7 @@ struct layout {
  * (DESIGN, "Owners").  WINDOW's bucket words follow the pair. */
 static inline uint32_t pair_state_word(uint32_t key_words)
 {
-	return 2 + key_words + (key_words & 1);
+	return 2 + 2 * key_words;
 }
 
 
@@ -167,9 +167,11 @@ static inline _Atomic uint64_t *state_at(const sluice_keyed_t *k, _Atomic uint64
 	return &s[pair_state_word(k->key_words)];
 }
 
+/* Key word @j, the first of a 16-byte pair whose second word is the claim
+ * counter of the claim that wrote it (keyed_slot.c, "Claims"). */
 static inline _Atomic uint64_t *key_word(_Atomic uint64_t *s, uint32_t j)
 {
-	return &s[2 + j];
+	return &s[2 + 2 * j];
 }
 
 static inline _Atomic uint64_t *bucket(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t e)

@@ -21,10 +21,15 @@
  * only, never ordered: 16 bits wrap within a long stop, and an order modulo
  * 2^16 let a claimer resumed after 2^15 claims of its slot take its stale
  * gen for the newer one (every later claim of the slot then failed to write
- * its words and retried for ever).  Instead a claimer writes a key word
- * only after seeing its claim still in the tag, with a CAS that expects the
- * word it read before that check (complete(), step 1, says why that leaves
- * only one stale write, after 65,535 claims, which makes a key unreadable).
+ * its words and retried for ever).  Instead every claim also bumps the
+ * slot's 64-bit claim counter (s[1]) in the pair CAS that takes the tag,
+ * each key word is a pair (word, counter of the claim that wrote it), and a
+ * claimer writes a key word only after seeing its claim still in the tag,
+ * with a pair CAS that expects the pair it read before that check: it fails
+ * after any later claim, however long the claimer was stopped (complete(),
+ * step 1; format 6 CASed the word alone, and a claimer stopped across
+ * 65,535 claims could replace a word that repeated what it read, making the
+ * slot's key unreadable and so created again with a fresh state).
  *
  *
  * Claims (keyed_create()): a new key scans its group in its probe order and
@@ -107,47 +112,56 @@ static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t 
 		_Atomic uint64_t *s = slot_at(k, x);
 		uint64_t g = GEN(bt);
 		/*
-		 * 1. key words: write each as gen g while the tag is still
-		 * this claim.  No order between generations is used (16 bits
-		 * wrap: a claimer stopped across 2^15 claims of its slot would
-		 * see its stale gen as "newer" than every later claim's, and
-		 * those claims could never write their words).  Instead: a
-		 * word of another gen is overwritten only after the tag has
-		 * been seen to still be this claim, and the CAS expects the
-		 * exact word read before that check.  A later claim of the
-		 * slot writes its words after its tag CAS, so (a) if the word
-		 * we read was written by a later claim, the acquire load of
-		 * the word makes its tag visible and we stop; (b) otherwise
-		 * the CAS succeeds only if no later claim has changed the word
-		 * since, and a later claim that comes after us overwrites
-		 * ours.  What is left (keyed.h, SHARED MEMORY): a claimer
-		 * stopped between its check and its CAS for 65,535 or more
-		 * claims of the slot, whose word is then exactly as it read
-		 * it (same gen modulo 2^16, same 6 key bytes), replaces one
-		 * word of the current key: that key is then unreadable.
-		 * A word of gen g with other bytes is another key's claim of
-		 * equal (len, fp) (a hijack) or a forged word: the claim is
-		 * lost, nothing is written.
+		 * 1. key words: write each as gen g, with this claim's counter
+		 * beside it, while the tag is still this claim.  Every claim
+		 * bumps the slot's 64-bit claim counter in the same pair CAS
+		 * that takes the tag, and every key word is a pair (word,
+		 * counter of the claim that wrote it) written only by a pair
+		 * CAS that expects the pair read before the check that the
+		 * claim is still in the tag.  A later claim writes its words
+		 * with a larger counter, so a CAS of ours that lands after it,
+		 * however long this claimer was stopped, fails even when the
+		 * word half repeats what we read (the same 6 key bytes under
+		 * the same 16-bit generation, 65,536 claims later: the case the
+		 * 8-byte CAS let through, making the current key unreadable
+		 * and so created again with a fresh state).  A pair with a
+		 * larger counter than ours belongs to a later claim: stop.  A
+		 * word of our counter with other bytes is another key's write
+		 * for this claim (a helper of equal (len, fp): a hijack) or a
+		 * forged word: the claim is lost, nothing is written.  No order
+		 * between generations is used (16 bits wrap); counters are
+		 * ordered, and never wrap (2^64 claims).
 		 */
+		uint64_t myc = atomic_load_explicit(&s[1], memory_order_acquire);
+		/* seq_cst, as every load of the claim protocol's tags: (bt,
+		 * myc) is the pair claim bt wrote (no claim came between the
+		 * two counter loads, and only a claim writes a BUSY tag). */
+		if (atomic_load_explicit(&s[0], memory_order_seq_cst) != bt ||
+		    atomic_load_explicit(&s[1], memory_order_acquire) != myc)
+			return -1;
 		for (uint32_t j = 0; j < k->key_words; j++) {
 			uint64_t want = (g << 48) | id->pw[j];
-			/* Acquire: pairs with the release CAS of whoever wrote
-			 * the word (below), so a later claim's tag is seen. */
-			uint64_t w = atomic_load_explicit(key_word(s, j), memory_order_acquire);
-			while (w != want) {
-				if ((w >> 48) == g || ++*tries > RETRY_MAX)
-					return -1; /* another key's claim (or forged) */
-				/* seq_cst, as every load of the claim protocol's
-				 * tags: is the slot still this claim? */
-				if (atomic_load_explicit(&s[0], memory_order_seq_cst) != bt)
+			_Atomic uint64_t *kw = key_word(s, j);
+			for (;;) {
+				/* Acquire on both halves: pair with the pair CAS
+				 * of whoever wrote them (a full barrier after its
+				 * claim), so a later claim's tag is seen below. */
+				uint64_t wc = atomic_load_explicit(&kw[1], memory_order_acquire);
+				uint64_t w = atomic_load_explicit(kw, memory_order_acquire);
+				if (w == want && wc == myc)
+					break; /* written, by us or a helper */
+				if (wc >= myc || ++*tries > RETRY_MAX)
+					return -1; /* a later claim's, a hijack, forged */
+				/* is the slot still this claim? */
+				if (atomic_load_explicit(&s[0], memory_order_seq_cst) != bt ||
+				    atomic_load_explicit(&s[1], memory_order_acquire) != myc)
 					return -1; /* overtaken: write nothing */
-				STALL(STALL_WORD, key_word(s, j));
-				/* Release: a claimer that reads this word (acquire)
-				 * sees our tag CAS; published to lookups by the
-				 * tag's release CAS (step 4). */
-				if (atomic_compare_exchange_weak_explicit(key_word(s, j), &w, want,
-				                                          memory_order_release,
-				                                          memory_order_acquire))
+				STALL(STALL_WORD, kw);
+				/* A full barrier: a claimer that reads this pair
+				 * (acquire) sees our claim; published to lookups by
+				 * the tag's CAS (step 4).  Fails on any write since
+				 * the loads above, however long we were stopped. */
+				if (sluice__pair_cas(kw, w, wc, want, myc))
 					break;
 			}
 		}
@@ -441,13 +455,17 @@ int64_t sluice__keyed_create(const sluice_keyed_t *k, const struct kid *id, uint
 		uint64_t t = c.t;
 		int taken = 0;
 		for (; *tries <= RETRY_MAX; ++*tries) {
-			/* seq_cst: the claim, first half of the Dekker pairing
-			 * with other claimers' validation scans. */
-			if (atomic_compare_exchange_strong_explicit(&s[0], &t, bt, memory_order_seq_cst,
-			                                            memory_order_seq_cst)) {
+			/* The claim: the tag and the slot's 64-bit claim counter
+			 * (s[1], + 1 per claim, never wrapping) in one pair CAS,
+			 * a full barrier: the first half of the Dekker pairing
+			 * with other claimers' validation scans (as a seq_cst
+			 * CAS of the tag was). */
+			uint64_t cc = atomic_load_explicit(&s[1], memory_order_acquire);
+			if (sluice__pair_cas(&s[0], t, cc, bt, cc + 1)) {
 				taken = 1;
 				break;
 			}
+			t = atomic_load_explicit(&s[0], memory_order_seq_cst);
 			/* A LIVE tag whose REF bit moved is still ours to take. */
 			if (!(KIND(c.t) == K_LIVE && (t | REF) == (c.t | REF)))
 				break;

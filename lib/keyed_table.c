@@ -9,9 +9,10 @@
  * Memory: header (256 B) | 16 statistics cells (64 B each) | one reclaim
  * floor per group (8 B) | slots.  Everything is found by offsets stored in
  * the header, so any process can map it anywhere.  A slot is a run of 64-bit
- * words: [0] tag, [1] unused, [2..2+kw) the key, then at the first even
- * word the state (WINDOW: the ring's head) and the owner counter after it,
- * one 16-byte-aligned pair (see "Owners"), then (WINDOW) the bucket words.
+ * words: [0] tag, [1] claim counter (one pair), [2..2+2kw) the key, each
+ * word paired with the counter of the claim that wrote it, then the state
+ * (WINDOW: the ring's head) and the owner counter after it, one
+ * 16-byte-aligned pair (see "Owners"), then (WINDOW) the bucket words.
  *
  * The header is written once, by init, magic last with a release; attach
  * acquires the magic, checks the checksum (accidents only: its key is

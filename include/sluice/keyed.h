@@ -161,14 +161,14 @@
  *     admissions, never more).  INFLIGHT: an acquire and a release are
  *     exact in the same way.
  *   - in a claim: the claim is stolen after the lease, and the claimer, once
- *     resumed, writes a key word only after seeing its claim still in the
- *     tag.  A claimer stopped exactly between that check and the word's CAS
- *     while its slot is claimed 65,535 times or more, whose word then holds
- *     exactly what it read (the same 6 key bytes under the same 16-bit
- *     generation), replaces one key word of the key now in that slot: that
- *     key becomes unreadable, is created again (as if evicted: a fresh
- *     state), and its old slot is reclaimed or evicted like any other.
- *     Its lease time is 14 bits of 2^24 ns: a claim stopped for a multiple
+ *     resumed, writes nothing into a slot claimed since: every claim bumps
+ *     the slot's 64-bit claim counter (never wrapping) with the same
+ *     double-width CAS that takes the tag, and every key word is paired
+ *     with the counter of the claim that wrote it and written only by a
+ *     double-width CAS expecting the pair it read, so a claimer's write
+ *     after any later claim fails, even when the word repeats, bit for
+ *     bit, what it read (tests/test_keyed_faults.c: 65,535 claims later,
+ *     same 6 key bytes, same 16-bit generation).  Its lease time is 14 bits of 2^24 ns: a claim stopped for a multiple
  *     of 275 s looks fresh again for up to the lease, which only delays its
  *     steal.  A claimer stopped between reading a retired state and the
  *     CAS that initialises it initialises nothing if any other
@@ -214,7 +214,8 @@
  *     writer that never stops changing a word does.
  *   - Generations and tags (see SHARED MEMORY, CRASHES, STOPS for what a
  *     stopped process can do with each): claims carry a 16-bit generation,
- *     compared only for equality; WINDOW buckets a 32-bit epoch tag, checked
+ *     compared only for equality, and a 64-bit claim counter, paired with
+ *     every key word; WINDOW buckets a 32-bit epoch tag, checked
  *     against head and the owner after each admission; INFLIGHT states a
  *     generation of 62 - bit_width(K) bits.  Every state word is paired
  *     with a 64-bit owner counter that every initialisation, decision,
@@ -291,13 +292,14 @@
  * parameters (a line of control words and two blocks of 14 (value, ticket)
  * pairs), 1 KiB of statistics
  * (16 cells of 64 bytes, picked by CPU), 8 bytes per group of 8 slots (the
- * reclaim floor), and per slot: 16 bytes (the tag and an unused word),
- * 8 bytes per 6 key bytes, 8 more when the key words are odd in number (the
- * state must be 16-byte aligned), 16 bytes of state and owner counter,
- * and (WINDOW) 8 bytes per bucket (N rounded up to a power of two), rounded
- * up to 64 bytes: with the default 32-byte keys, 128 bytes for GCRA,
- * LEAKY, FIXED and INFLIGHT (64 with keys of up to 24 bytes), and for
- * WINDOW 192 bytes for N <= 8, 256 for N <= 16.  A 100,000-key GCRA table
+ * reclaim floor), and per slot: 16 bytes (the tag and the claim counter),
+ * 16 bytes per 6 key bytes (the key word and the counter of the claim that
+ * wrote it), 16 bytes of state and owner counter, and (WINDOW) 8 bytes per
+ * bucket (N rounded up to a power of two), rounded up to 64 bytes: with the
+ * default 32-byte keys, 128 bytes for GCRA, LEAKY, FIXED and INFLIGHT (64
+ * with keys of up to 12 bytes, 128 up to 36), and for WINDOW 192 bytes for
+ * N <= 8, 256 for N <= 16 (format 6 had 8 bytes per 6 key bytes: the same
+ * sizes for 32-byte keys, 64 bytes for keys of 13 to 24 bytes).  A 100,000-key GCRA table
  * (capacity 131,072) takes 16.1 MiB.  No allocation after init, ever
  * (sluice_keyed_new() allocates the region once).
  *
@@ -335,7 +337,7 @@
 #define SLUICE_KEYED_TAU_MAX ((1ULL << 61) - 1) /* GCRA, LEAKY: b * T, ns */
 #define SLUICE_KEYED_TIME_MAX ((1ULL << 62) - 1) /* latest reading        */
 #define SLUICE_KEYED_LEASE_MS 100u    /* a stalled claim may be stolen after */
-#define SLUICE_KEYED_VERSION 6u /* 6: live parameters after the header */
+#define SLUICE_KEYED_VERSION 7u /* 7: key words paired with claim counters */
 
 typedef enum sluice_keyed_policy {
 	SLUICE_KEYED_REJECT = 0,
