@@ -125,8 +125,9 @@ static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t 
 		 * the same 16-bit generation, 65,536 claims later: the case the
 		 * 8-byte CAS let through, making the current key unreadable
 		 * and so created again with a fresh state).  A pair with a
-		 * larger counter than ours belongs to a later claim: stop.  A
-		 * word of our counter with other bytes is another key's write
+		 * larger counter than ours belongs to a later claim (the claim
+		 * check below then fails: stop) or is forged.  A word of our
+		 * counter with other bytes is another key's write
 		 * for this claim (a helper of equal (len, fp): a hijack) or a
 		 * forged word: the claim is lost, nothing is written.  No order
 		 * between generations is used (16 bits wrap); counters are
@@ -150,9 +151,15 @@ static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t 
 				uint64_t w = atomic_load_explicit(kw, memory_order_acquire);
 				if (w == want && wc == myc)
 					break; /* written, by us or a helper */
-				if (wc >= myc || ++*tries > RETRY_MAX)
-					return -1; /* a later claim's, a hijack, forged */
-				/* is the slot still this claim? */
+				if (wc == myc || ++*tries > RETRY_MAX)
+					return -1; /* a hijack or a forged word */
+				/* Is the slot still this claim?  A pair of a later
+				 * claim (counter above myc) fails this too: that
+				 * claim bumped the counter before writing it, and
+				 * the acquire loads above made that visible.  A
+				 * larger counter with the slot's still at myc was
+				 * forged: overwritten, so a forged counter cannot
+				 * lock a slot's claims out. */
 				if (atomic_load_explicit(&s[0], memory_order_seq_cst) != bt ||
 				    atomic_load_explicit(&s[1], memory_order_acquire) != myc)
 					return -1; /* overtaken: write nothing */
