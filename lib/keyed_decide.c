@@ -722,3 +722,80 @@ int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen, uint
 	}
 }
 
+
+/*
+ * Refund (the composite gives a keyed part back what a later part refused):
+ * exact when the key's state is still exactly what the admission left, as
+ * gcra.h's cancel and fixed.h's refund are; otherwise nothing is given back
+ * (SLUICE_ECANCEL: fewer admissions later, never more).
+ *   GCRA, LEAKY: the TAT the admission left is now_ns + reset_ns; if the
+ *     state still holds it, in the same era (same parity, and a change
+ *     since converts the word, which then differs), it moves back by n T.
+ *   FIXED: while the key's window is still the admission's, its count
+ *     drops by n.
+ *   WINDOW: never (its buckets are shared by every decision of the key
+ *     and the ring moves on; as window.h's STRIPED refunds): ECANCEL.
+ * The CAS is the decisions' pair CAS of (state, owner), after the same
+ * reads and key checks (read_state), so a refund stopped for any time gives
+ * nothing to a later owner of the slot, nor to a later state of this key.
+ */
+static int refund_once(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
+                       const struct kid *id, uint64_t n, const sluice_decision_t *admitted,
+                       unsigned *tries)
+{
+	_Atomic uint64_t *st = state_at(k, s);
+	for (;;) {
+		struct kp p;
+		uint64_t o, a, next;
+		int r = k->algo == SLUICE_ALGO_FIXED
+			        ? read_state(k, s, tag, id, n, &p, KP_WIN, &o, &a, tries)
+			        : read_state(k, s, tag, id, n, &p, KP_GCRA, &o, &a, tries);
+		if (r == AGAIN)
+			continue;
+		if (r == BUSY)
+			return SLUICE_EBUSY;
+		if (r != READ)
+			return SLUICE_ECANCEL; /* the key's state is gone or retired */
+		if (k->algo == SLUICE_ALGO_FIXED) {
+			const uint64_t cmask = (1ULL << k->cbits) - 1;
+			uint64_t we = (a & S_VAL) >> k->cbits;
+			if (we != admitted->now_ns / k->window_ns || (a & cmask) < n)
+				return SLUICE_ECANCEL; /* another window now */
+			next = a - n;
+		} else {
+			uint64_t par = (p.era & 1) ? S_PAR : 0, x = a & S_VAL;
+			uint64_t left = admitted->now_ns + admitted->reset_ns, need = n * p.interval;
+			if (admitted->reset_ns > TMAX || admitted->now_ns > TMAX ||
+			    (a & S_PAR) != par || x != left || x < p.tc || need > x - p.tc)
+				return SLUICE_ECANCEL; /* decided on since, or another era */
+			next = par | (x - need);
+		}
+		STALL(STALL_DECIDE, st);
+		/* As the decisions' CAS: only owner o's exact state a. */
+		if (sluice__pair_cas(st, a, o, next, o))
+			return 0;
+		if (++*tries > RETRY_MAX)
+			return SLUICE_EBUSY;
+	}
+}
+
+int sluice_keyed_refund(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t n,
+                        const sluice_decision_t *admitted)
+{
+	if (!k || !key || n == 0 || !admitted || !admitted->allowed)
+		return SLUICE_EINVAL;
+	if (k->algo == SLUICE_ALGO_INFLIGHT)
+		return sluice_keyed_release(k, key, keylen, n); /* ends what it took */
+	if (k->algo == SLUICE_ALGO_WINDOW)
+		return SLUICE_ECANCEL;
+	struct kid id;
+	int rc = make_kid(k, key, keylen, &id);
+	if (rc != 0)
+		return rc;
+	uint64_t tag = 0;
+	int64_t i = find_live(k, &id, &tag);
+	if (i < 0)
+		return SLUICE_ECANCEL; /* reclaimed (fresh) or evicted: nothing owed */
+	unsigned tries = 0;
+	return refund_once(k, slot_at(k, (uint64_t)i), tag, &id, n, admitted, &tries);
+}

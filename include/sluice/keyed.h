@@ -533,6 +533,29 @@ SLUICE_API int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t k
                                     uint64_t n);
 
 /*
+ * sluice_keyed_refund - give back @n permits of the admission @admitted
+ * (a decision this table returned 1 for, for @key), as the composite does
+ * when a later part refuses.  Exact when the key's state is still exactly
+ * what that admission left: GCRA, LEAKY: the TAT it left (now_ns +
+ * reset_ns), in the same parameter era, moves back by n T (gcra.h's
+ * cancel); FIXED: while the key's window is the admission's, its count
+ * drops by n; INFLIGHT: a release of n.  Otherwise nothing is given back
+ * and the permits stay counted (fewer admissions later, never more):
+ * SLUICE_ECANCEL, also always for WINDOW (its buckets move on under every
+ * decision of the key, as window.h's STRIPED refunds) and when the key is
+ * no longer in the table (reclaimed fresh, or evicted).  The caller's
+ * contract: each admission at most once, with at most the n it took.
+ * Never creates a key.  Lock-free, no allocation; after a stop of any
+ * length it gives nothing to a later owner of the slot or a later state of
+ * the key (the decisions' pair CAS).
+ * Return: 0; SLUICE_ECANCEL; SLUICE_EINVAL (NULL, n = 0, @admitted not
+ * allowed); SLUICE_EKEYLEN; SLUICE_EBUSY (4096 retries: nothing changed);
+ * INFLIGHT: as sluice_keyed_release().
+ */
+SLUICE_API int sluice_keyed_refund(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t n,
+                                   const sluice_decision_t *admitted);
+
+/*
  * sluice_keyed_set_rate_at - change a GCRA or LEAKY table's rate to @rate
  * per @period_ns, for every key, in every process attached to the table,
  * at the reading @now (the table's timeline).
