@@ -54,7 +54,7 @@ static uint64_t load64(const unsigned char *p)
 	return v;
 }
 
-/* the SipHash of the header bytes [8, off), as keyed.c's header_check */
+/* the SipHash of the header bytes [8, off), as keyed_table.c's header_check */
 static uint64_t check_of(const unsigned char *mem, size_t off)
 {
 	return sluice__siphash13(0x736c75696365ULL, SLUICE_KEYED_VERSION, mem + 8, off - 8);
@@ -140,18 +140,22 @@ static uint64_t limit_max(sluice_algo_t a)
  */
 static void limits_hold(sluice_keyed_t *k, sluice_clock_t *clk)
 {
-	FUZZ_CHECK(k->limit >= 1 && k->limit <= limit_max(k->algo),
+	/* the largest n in force (the live parameters init wrote) */
+	sluice_keyed_params_t pp;
+	FUZZ_CHECK(sluice_keyed_params(k, &pp) == 0, "params of an attached table");
+	const uint64_t nmax = pp.nmax;
+	FUZZ_CHECK(nmax >= 1 && nmax <= limit_max(k->algo),
 	           "attach accepted algo %d with the largest n = %llu", (int)k->algo,
-	           (unsigned long long)k->limit);
+	           (unsigned long long)nmax);
 	const uint64_t now = 5000000000ULL;
 	sluice_clock_manual_set(clk, now);
 	sluice_decision_t d;
-	int rc = sluice_keyed_acquire_at(k, "f", 1, k->limit, now, &d); /* key_max >= 1 */
+	int rc = sluice_keyed_acquire_at(k, "f", 1, nmax, now, &d); /* key_max >= 1 */
 	FUZZ_CHECK(rc == 1, "algo %d: a fresh key refused n = %llu, the largest: %d", (int)k->algo,
-	           (unsigned long long)k->limit, rc);
+	           (unsigned long long)nmax, rc);
 	rc = sluice_keyed_acquire_at(k, "f", 1, 1, now, &d);
 	FUZZ_CHECK(rc == 0, "algo %d: %llu taken at one instant, then 1 more: %d (remaining %llu)",
-	           (int)k->algo, (unsigned long long)k->limit, rc,
+	           (int)k->algo, (unsigned long long)nmax, rc,
 	           (unsigned long long)d.remaining);
 	decide(k, clk);
 }

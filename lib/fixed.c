@@ -22,6 +22,7 @@
  */
 #include "sluice/error.h"
 #include "sluice/fixed.h"
+#include "fixed_step.h"
 #include "pair_internal.h"
 
 size_t sluice_fixed_size(void)
@@ -36,10 +37,9 @@ int sluice_fixed_init(sluice_fixed_t *f, const sluice_fixed_config_t *cfg)
 	const sluice_clock_t *clock = cfg->clock ? cfg->clock : &sluice_clock_cached;
 	if (clock->kind > SLUICE_CLOCK_MANUAL)
 		return SLUICE_ECLOCK;
-	if (cfg->limit < 1 || cfg->limit > SLUICE_FIXED_LIMIT_MAX)
-		return SLUICE_ELIMIT;
-	if (cfg->window_ns == 0)
-		return SLUICE_EWINDOW;
+	int rc = sluice__fixed_validate(cfg->limit, cfg->window_ns);
+	if (rc != 0)
+		return rc;
 	if (sluice__clock_require_step(clock, cfg->window_ns) != 0)
 		return SLUICE_ERESOLUTION;
 

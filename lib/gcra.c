@@ -69,6 +69,7 @@
 
 #include "sluice/error.h"
 #include "sluice/gcra.h"
+#include "gcra_step.h"
 #include "pair_internal.h"
 #include "util_internal.h"
 
@@ -94,27 +95,20 @@ void sluice_gcra_destroy(sluice_gcra_t *g)
 /* T from rate per period: whole ns, rounded up, rounding bounded. */
 static int make_interval(uint64_t rate, uint64_t period, struct params *p)
 {
-	if (rate == 0 || period < rate)
-		return SLUICE_ERATE; /* zero, or under 1 ns per permit */
-	uint64_t T = period / rate + (period % rate != 0);
-	/* Rounding up adds T*rate - period ns per period: at most period/1000. */
-	sluice__u128 excess = (sluice__u128)T * rate - period;
-	if (excess * SLUICE_GCRA_ROUNDING > period)
-		return SLUICE_ERATE;
-	p->interval = T;
+	int rc = sluice__gcra_interval(rate, period, &p->interval, &p->recip, &p->shift);
+	if (rc != 0)
+		return rc;
 	p->rate = rate;
 	p->period = period;
-	p->shift = sluice__bit_width(T - 1); /* T >= 1 */
-	p->recip = (uint64_t)((((sluice__u128)1 << (62 + p->shift)) + T - 1) / T);
 	return 0;
 }
 
 static int make_burst(uint64_t burst, struct params *p)
 {
-	if (burst == 0 || burst > SLUICE_GCRA_SPAN_MAX / p->interval)
-		return SLUICE_EBURST;
+	int rc = sluice__gcra_tau(burst, p->interval, &p->tau);
+	if (rc != 0)
+		return rc;
 	p->burst = burst;
-	p->tau = burst * p->interval;
 	return 0;
 }
 
@@ -350,11 +344,10 @@ static sluice__u128 convert(uint64_t a0, uint64_t now, const struct params *o,
 	uint64_t lag = base - now;
 	if (lag > o->tau) /* booked past the tolerance: keep the booked time */
 		return (sluice__u128)a0 + (p->tau > o->tau ? p->tau - o->tau : 0);
-	/* credit held, in old ns, converted to new ns (floor: fewer) */
-	sluice__u128 kept = (sluice__u128)(o->tau - lag) * p->interval / o->interval;
-	if (kept > p->tau)
-		kept = p->tau; /* at most the new burst */
-	return (sluice__u128)now + (p->tau - (uint64_t)kept);
+	/* credit held, in old ns, converted to new ns (floor: fewer), at
+	 * most the new burst */
+	uint64_t kept = sluice__gcra_kept(o->tau - lag, o->interval, p->interval, p->tau);
+	return (sluice__u128)now + (p->tau - kept);
 }
 
 static int reconfigure(sluice_gcra_t *g, uint64_t rate, uint64_t period, uint64_t burst,

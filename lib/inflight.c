@@ -29,6 +29,7 @@
  */
 #include "sluice/error.h"
 #include "sluice/inflight.h"
+#include "inflight_step.h"
 
 size_t sluice_inflight_size(void)
 {
@@ -42,8 +43,9 @@ int sluice_inflight_init(sluice_inflight_t *f, const sluice_inflight_config_t *c
 	const sluice_clock_t *clock = cfg->clock ? cfg->clock : &sluice_clock_cached;
 	if (clock->kind > SLUICE_CLOCK_MANUAL)
 		return SLUICE_ECLOCK;
-	if (cfg->limit < 1 || cfg->limit > SLUICE_INFLIGHT_LIMIT_MAX)
-		return SLUICE_ELIMIT;
+	int rc = sluice__inflight_validate(cfg->limit);
+	if (rc != 0)
+		return rc;
 
 	/* Validated: only now touch *f (a failed init leaves it as it was). */
 	atomic_init(&f->limit, cfg->limit);

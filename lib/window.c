@@ -80,6 +80,7 @@
 #include "sluice/error.h"
 #include "sluice/stripe.h"
 #include "sluice/window.h"
+#include "window_step.h"
 #include "pair_internal.h"
 #include "util_internal.h"
 
@@ -103,12 +104,9 @@ int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
 		return SLUICE_EMODE;
 	if (cfg->lease > SLUICE_WINDOW_LEASE_MAX || (cfg->lease && cfg->mode != SLUICE_EXACT))
 		return SLUICE_ELEASE;
-	if (cfg->limit < 1 || cfg->limit > SLUICE_WINDOW_LIMIT_MAX)
-		return SLUICE_ELIMIT;
-	if (cfg->buckets < 1 || cfg->buckets > SLUICE_WINDOW_BUCKETS_MAX)
-		return SLUICE_EBUCKETS;
-	if (cfg->window_ns == 0 || cfg->window_ns % cfg->buckets != 0)
-		return SLUICE_EWINDOW;
+	int vrc = sluice__window_validate(cfg->limit, cfg->buckets, cfg->window_ns);
+	if (vrc != 0)
+		return vrc;
 	uint64_t width = cfg->window_ns / cfg->buckets;
 	if (sluice__clock_require_step(clock, width) != 0)
 		return SLUICE_ERESOLUTION;

@@ -843,7 +843,7 @@ static int take_dims(struct ctx *c, const struct sluice__node *n, sluice_rule_t 
 /*
  * keys: the keyed table's size and policy.  Only the file's grammar is
  * checked here (a count, a policy name); the ranges (capacity 8..2^32,
- * key_max 1..240, INFLIGHT only with reject) are keyed.c's and come back
+ * key_max 1..240, INFLIGHT only with reject) are keyed_table.c's and come back
  * from check_with_sluice() with its code.
  */
 static int take_keys(struct ctx *c, const struct sluice__node *n, sluice_rules_keys_t *k)

@@ -11,7 +11,7 @@
  * the edge of the range, attach checks, FIXED windows under any sequence of
  * readings, and the abusive key under a random flood.  Claims stopped
  * midway, stalled decisions and forged memory are in test_keyed_faults.c
- * (which builds keyed.c with its test hooks; this file checks the library
+ * (which builds the keyed files with their test hooks; this file checks the library
  * has none).
  */
 #include <criterion/criterion.h>
@@ -29,7 +29,7 @@
 /* private symbols of lib/ (static library) */
 uint64_t sluice__siphash(unsigned c, unsigned d, uint64_t k0, uint64_t k1, const void *data,
                          size_t len);
-/* Test-only symbols of lib/keyed.c (SLUICE_TESTING builds): weak, so this
+/* Test-only symbols of lib/keyed_*.c (SLUICE_TESTING builds): weak, so this
  * file links against the production objects and can check they are absent. */
 int sluice__keyed_test_stall(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t now,
                              int stop) __attribute__((weak));
@@ -154,23 +154,32 @@ Test(keyed, invalid_config)
 	}
 }
 
+/* The live parameters after the header: a line of control words and two
+ * blocks of 14 (value, ticket) pairs, each rounded to lines: 64 + 2 * 256. */
+#define LIVE 576ULL
+
 Test(keyed, size_and_memory_per_slot)
 {
-	/* 128 bytes per slot for GCRA with the default 32-byte keys (tag,
-	 * unused word, 6 key words, state and owner: 80 bytes) */
+	/* 128 bytes per slot for GCRA with the default 32-byte keys (tag and
+	 * claim counter, 6 key words each with its claim's counter, state and
+	 * owner: 128 bytes) */
 	sluice_keyed_config_t c = gcra_cfg(100000, 10, SEC, 10, SLUICE_KEYED_REJECT);
 	size_t s = sluice_keyed_region_bytes(&c);
-	cr_assert_eq(s, 256 + 1024 + 131072 / 8 * 8 + 131072 * 128ULL, "size %zu", s);
+	cr_assert_eq(s, 256 + LIVE + 1024 + 131072 / 8 * 8 + 131072 * 128ULL, "size %zu", s);
 	c.capacity = 131073;
-	cr_assert_eq(sluice_keyed_region_bytes(&c), 256 + 1024 + 262144 / 8 * 8 + 262144 * 128ULL);
+	cr_assert_eq(sluice_keyed_region_bytes(&c), 256 + LIVE + 1024 + 262144 / 8 * 8 + 262144 * 128ULL);
 	sluice_keyed_config_t w = { .algo = SLUICE_ALGO_WINDOW, .capacity = 8, .limit = 5,
 		                    .window_ns = SEC, .buckets = 10 };
-	cr_assert_eq(sluice_keyed_region_bytes(&w), 256 + 1024 + 64 + 8 * 256ULL); /* 10 + 16 words */
+	cr_assert_eq(sluice_keyed_region_bytes(&w), 256 + LIVE + 1024 + 64 + 8 * 256ULL); /* 16 + 16 words */
 	w.buckets = 8;
-	cr_assert_eq(sluice_keyed_region_bytes(&w), 256 + 1024 + 64 + 8 * 192ULL); /* 10 + 8 words */
+	cr_assert_eq(sluice_keyed_region_bytes(&w), 256 + LIVE + 1024 + 64 + 8 * 192ULL); /* 16 + 8 words */
 	c.capacity = 8;
-	c.key_max = 60; /* 10 key words: 112 -> 128 bytes */
-	cr_assert_eq(sluice_keyed_region_bytes(&c), 256 + 1024 + 64 + 8 * 128ULL);
+	c.key_max = 60; /* 10 key word pairs: 16 + 160 + 16 = 192 bytes */
+	cr_assert_eq(sluice_keyed_region_bytes(&c), 256 + LIVE + 1024 + 64 + 8 * 192ULL);
+	c.key_max = 12; /* 2 pairs: 64 bytes */
+	cr_assert_eq(sluice_keyed_region_bytes(&c), 256 + LIVE + 1024 + 64 + 8 * 64ULL);
+	c.key_max = 13; /* 3 pairs: 80 -> 128 bytes (format 6: 64) */
+	cr_assert_eq(sluice_keyed_region_bytes(&c), 256 + LIVE + 1024 + 64 + 8 * 128ULL);
 	cr_assert_eq(sluice_keyed_size(), sizeof(sluice_keyed_t));
 }
 

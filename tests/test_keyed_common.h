@@ -1,9 +1,9 @@
 /*
  * test_keyed_common.h - what the single-threaded keyed tests share
  * (test_keyed.c against the library, test_keyed_faults.c against its own
- * build of lib/keyed.c): a table on a manual clock starting at 0, a GCRA
+ * build of lib/keyed_*.c): a table on a manual clock starting at 0, a GCRA
  * configuration, a decision on a C-string key, and the table's statistics.
- * Include after the sluice headers (or lib/keyed.c) and criterion.h.
+ * Include after the sluice headers (or lib/keyed_*.c) and criterion.h.
  */
 #ifndef SLUICE_TEST_KEYED_COMMON_H
 #define SLUICE_TEST_KEYED_COMMON_H

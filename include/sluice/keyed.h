@@ -3,7 +3,8 @@
  * in one fixed block of memory, lock-free, with no pointers inside, so
  * several processes can share it through a MAP_SHARED mapping.
  *
- * One algorithm and one parameter set per table:
+ * One algorithm per table, one parameter set in force at a time (the rate,
+ * burst or limit can change while the table is in use: LIVE PARAMETERS):
  *
  *   SLUICE_ALGO_GCRA      GCRA token bucket, rate + burst (sluice/gcra.h)
  *   SLUICE_ALGO_LEAKY     leaky bucket meter, rate + depth D (sluice/leaky.h:
@@ -16,7 +17,7 @@
  *
  * The per-key state is the state of those modules, laid out inside the
  * table's slots: their structures hold pointers (the clock, the window's
- * malloc'ed ring) and parameters, so they cannot be embedded.  keyed.c keeps
+ * malloc'ed ring) and parameters, so they cannot be embedded.  lib/keyed_*.c keep
  * the same state words and applies the same arithmetic: the GCRA TAT word
  * (the parameters, T and tau, are validated and derived by sluice_gcra_init()
  * and sluice_leaky_init() themselves, and decisions are filled by gcra.h's
@@ -27,7 +28,8 @@
  * below are those modules' guarantees, per key.
  *
  * GUARANTEE (any number of threads and processes, any timing), per key,
- * while the key keeps its state (see EVICTION for what ends it):
+ * while the key keeps its state (see EVICTION for what ends it), for the
+ * parameters in force (across changes: LIVE PARAMETERS):
  *   GCRA:     admissions at times in any [x, x + t] total at most b + t/T;
  *   LEAKY:    at most D + 1 + t/T;
  *   FIXED:    at most L in every aligned window [k*W, (k+1)*W), for any
@@ -40,7 +42,7 @@
  * processes too.  A key's state is found by its bytes: two keys never share
  * a state (up to the 128-bit digest of a hashed long key, see KEYS), and one
  * key never has two live states (a creation race is resolved before either
- * copy is used, see keyed.c).
+ * copy is used, see lib/keyed_slot.c).
  *
  * LOSSLESS RECLAIM.  A slot whose state is equivalent to a fresh one (GCRA,
  * LEAKY: TAT before now, the bucket is full; FIXED: its window is over;
@@ -159,14 +161,14 @@
  *     admissions, never more).  INFLIGHT: an acquire and a release are
  *     exact in the same way.
  *   - in a claim: the claim is stolen after the lease, and the claimer, once
- *     resumed, writes a key word only after seeing its claim still in the
- *     tag.  A claimer stopped exactly between that check and the word's CAS
- *     while its slot is claimed 65,535 times or more, whose word then holds
- *     exactly what it read (the same 6 key bytes under the same 16-bit
- *     generation), replaces one key word of the key now in that slot: that
- *     key becomes unreadable, is created again (as if evicted: a fresh
- *     state), and its old slot is reclaimed or evicted like any other.
- *     Its lease time is 14 bits of 2^24 ns: a claim stopped for a multiple
+ *     resumed, writes nothing into a slot claimed since: every claim bumps
+ *     the slot's 64-bit claim counter (never wrapping) with the same
+ *     double-width CAS that takes the tag, and every key word is paired
+ *     with the counter of the claim that wrote it and written only by a
+ *     double-width CAS expecting the pair it read, so a claimer's write
+ *     after any later claim fails, even when the word repeats, bit for
+ *     bit, what it read (tests/test_keyed_faults.c: 65,535 claims later,
+ *     same 6 key bytes, same 16-bit generation).  Its lease time is 14 bits of 2^24 ns: a claim stopped for a multiple
  *     of 275 s looks fresh again for up to the lease, which only delays its
  *     steal.  A claimer stopped between reading a retired state and the
  *     CAS that initialises it initialises nothing if any other
@@ -186,7 +188,9 @@
  * its own process.
  *
  * CLOCK JUMPS.  GCRA, LEAKY: the reading is used as it is (an older reading
- * finds less room, d->now_ns is the reading).  FIXED, WINDOW: a reading
+ * finds less room, d->now_ns is the reading), except that a reading before
+ * the reading of the change in force is read as that change's (time never
+ * runs back past a change; LIVE PARAMETERS).  FIXED, WINDOW: a reading
  * before the key's newest window or bucket counts in it (d->now_ns is then
  * that window's or bucket's start).  INFLIGHT: time is only copied to
  * d->now_ns.  These hold for any sequence of readings, forward, back or
@@ -210,7 +214,8 @@
  *     writer that never stops changing a word does.
  *   - Generations and tags (see SHARED MEMORY, CRASHES, STOPS for what a
  *     stopped process can do with each): claims carry a 16-bit generation,
- *     compared only for equality; WINDOW buckets a 32-bit epoch tag, checked
+ *     compared only for equality, and a 64-bit claim counter, paired with
+ *     every key word; WINDOW buckets a 32-bit epoch tag, checked
  *     against head and the owner after each admission; INFLIGHT states a
  *     generation of 62 - bit_width(K) bits.  Every state word is paired
  *     with a 64-bit owner counter that every initialisation, decision,
@@ -225,28 +230,84 @@
  * 2^61 ns can pass; a bucket near gcra.h's own 2^62 - 1 would leave none);
  * FIXED: L in 1..2^24 - 1 and W >= 2^bit_width(L) ns, i.e. L at most
  * 2^floor(log2 W) - 1 (W = 1 ms allows L up to 2^19 - 1, W = 1 s up to
- * 2^24 - 1) (SLUICE_ELIMIT: the count takes bit_width(L) bits of the state,
- * the window number the other 62 - bit_width(L), which must hold every
+ * 2^24 - 1; sluice_keyed_set_limit() up to 2^bit_width(L at init) - 1)
+ * (SLUICE_ELIMIT: the count takes bit_width(L) bits of the state, the
+ * window number the other 62 - bit_width(L), which must hold every
  * window below 2^62 ns), W at least the resolution of the clock a process
  * attaches with (SLUICE_ERESOLUTION at attach); WINDOW: L in 1..2^30 - 1, N in
  * 1..SLUICE_KEYED_BUCKETS_MAX (16) (SLUICE_EBUCKETS), W a multiple of N
- * (SLUICE_EWINDOW), always EXACT; INFLIGHT: K in 1..2^32 - 1.  n in 1..(b, D + 1, L, K).
+ * (SLUICE_EWINDOW), always EXACT; INFLIGHT: K in 1..2^32 - 1 (set_limit:
+ * up to 2^bit_width(K at init) - 1).
+ * n in 1..(b, D + 1, L, K) of the parameters in force.
  *
- * MEMORY (sluice_keyed_region_bytes()): 256 bytes of header, 1 KiB of statistics
+ * LIVE PARAMETERS.  The rate and burst (GCRA, LEAKY: sluice_keyed_set_rate,
+ * sluice_keyed_set_burst, the burst being LEAKY's depth D) and the limit
+ * (FIXED, WINDOW, INFLIGHT: sluice_keyed_set_limit) live in the table, not
+ * in the handle: attach reads the ones in force and takes none (a process
+ * cannot bring its own: all processes of a table decide with the same
+ * parameters, and a change by one, e.g. an nginx reload or the rules
+ * engine, reaches every other at its next decision, with every key's state
+ * kept).  The algorithm, key_max, capacity, the window length W, the
+ * bucket count N and the bits of FIXED's and INFLIGHT's count fix the slot
+ * layout and never change (set_rate and set_burst on FIXED, WINDOW and
+ * INFLIGHT, set_limit on GCRA and LEAKY: SLUICE_ENOTSUP; a FIXED or INFLIGHT
+ * limit wider than bit_width of the one init was given: SLUICE_ELIMIT).
+ * What a change means for what each key has already counted (never more
+ * permits than before, no fresh burst: the rule of gcra.h's SET_RATE /
+ * SET_BURST):
+ *   GCRA, LEAKY: a change at reading tc from (T0, b0) to (T1, b1) leaves
+ *     each key holding, at tc, the fewer of (a) the permits it held just
+ *     before, capped at b1, and (b) what (T1, b1) give for its unchanged
+ *     TAT; it then refills at the new rate.  So lowering the rate or
+ *     raising the burst keeps the permits held (a full bucket of b0 raised
+ *     to b1 holds b0 and fills up at the new rate, as do keys created
+ *     within (b1 - b0) T1 of the change); raising the rate or lowering the
+ *     burst keeps the TAT (an emptied key gets the faster rate once its
+ *     old TAT passes).  Across changes a key's admissions in any [x, y]
+ *     total at most b(x) + the sum over the parameter sets in force during
+ *     [x, y] of their time in it divided by their T, with b(x) the burst
+ *     in force at x (the larger of two at a change's reading).  Two changes
+ *     must be more than max(tau before, tau after) of the first apart (tau
+ *     = b T): an earlier second change is refused with SLUICE_EBUSY, having
+ *     changed nothing (a key's state word tells two parameter sets apart).
+ *   FIXED, WINDOW: counts are kept; the window (the range of N buckets)
+ *     that holds the change's reading, and every earlier one, has the
+ *     smaller of the old and new L (and of the caps of a change whose
+ *     transition it also holds); later windows have the new L.  So a
+ *     window never holds more than the limit in force when it began.
+ *   INFLIGHT: the count held is kept and the new K applies to the next
+ *     acquire (a lower K refuses until releases bring the count under it).
+ * Each decision uses one parameter set in full, never a mix of two: the
+ * parameters are two blocks under an era word that decisions read before
+ * and after the key's state, and a setter writes only the block not in
+ * force, then publishes (lib/keyed_live.c says what pairs with what).
+ * Decisions never wait for a change.  Changes serialise on a lock in the
+ * table; one whose holder is stopped or dead for SLUICE_KEYED_LEASE_MS is
+ * overtaken, and the overtaken setter, resumed, can write and publish
+ * nothing.  The parameters read from the table are used only in ways that
+ * are harmless at any value (masked shifts, guarded divisors, clamped
+ * counts), as the slots are.
+ *
+ * MEMORY (sluice_keyed_region_bytes()): 256 bytes of header, 576 of live
+ * parameters (a line of control words and two blocks of 14 (value, ticket)
+ * pairs), 1 KiB of statistics
  * (16 cells of 64 bytes, picked by CPU), 8 bytes per group of 8 slots (the
- * reclaim floor), and per slot: 16 bytes (the tag and an unused word),
- * 8 bytes per 6 key bytes, 8 more when the key words are odd in number (the
- * state must be 16-byte aligned), 16 bytes of state and owner counter,
- * and (WINDOW) 8 bytes per bucket (N rounded up to a power of two), rounded
- * up to 64 bytes: with the default 32-byte keys, 128 bytes for GCRA,
- * LEAKY, FIXED and INFLIGHT (64 with keys of up to 24 bytes), and for
- * WINDOW 192 bytes for N <= 8, 256 for N <= 16.  A 100,000-key GCRA table
+ * reclaim floor), and per slot: 16 bytes (the tag and the claim counter),
+ * 16 bytes per 6 key bytes (the key word and the counter of the claim that
+ * wrote it), 16 bytes of state and owner counter, and (WINDOW) 8 bytes per
+ * bucket (N rounded up to a power of two), rounded up to 64 bytes: with the
+ * default 32-byte keys, 128 bytes for GCRA, LEAKY, FIXED and INFLIGHT (64
+ * with keys of up to 12 bytes, 128 up to 36), and for WINDOW 192 bytes for
+ * N <= 8, 256 for N <= 16 (format 6 had 8 bytes per 6 key bytes: the same
+ * sizes for 32-byte keys, 64 bytes for keys of 13 to 24 bytes).  A 100,000-key GCRA table
  * (capacity 131,072) takes 16.1 MiB.  No allocation after init, ever
  * (sluice_keyed_new() allocates the region once).
  *
  * COST: a decision on an existing key hashes the key (SipHash-1-3, about
  * 15 ns for 16 bytes), reads its slot's line (usually the first probed),
- * loads the owner counter, compares the key words, does one double-width
+ * loads the era of the parameters, the era's block (one or two lines that
+ * only changes write) and the owner counter, the state and the era again,
+ * compares the key words, does one double-width
  * CAS on the state and owner and one relaxed add on this CPU's statistics
  * line (WINDOW: an admission's CAS is on its bucket word, followed by loads
  * of the owner and head; callgrind: about 40 instructions more per GCRA
@@ -276,7 +337,7 @@
 #define SLUICE_KEYED_TAU_MAX ((1ULL << 61) - 1) /* GCRA, LEAKY: b * T, ns */
 #define SLUICE_KEYED_TIME_MAX ((1ULL << 62) - 1) /* latest reading        */
 #define SLUICE_KEYED_LEASE_MS 100u    /* a stalled claim may be stolen after */
-#define SLUICE_KEYED_VERSION 5u /* 5: algo is a sluice_algo_t (common.h) */
+#define SLUICE_KEYED_VERSION 7u /* 7: key words paired with claim counters */
 
 typedef enum sluice_keyed_policy {
 	SLUICE_KEYED_REJECT = 0,
@@ -303,8 +364,10 @@ typedef struct sluice_keyed_config {
 	uint32_t buckets;
 } sluice_keyed_config_t;
 
-/* private: the table header, at the start of the memory (256 bytes). */
+/* private: the table header, at the start of the memory (256 bytes), and
+ * the live parameters after it (see LIVE PARAMETERS). */
 struct sluice__keyed_hdr;
+struct sluice__keyed_live;
 /* private: one statistics cell (one cache line). */
 struct sluice__keyed_cell {
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t lookups;
@@ -314,8 +377,10 @@ struct sluice__keyed_cell {
 
 /*
  * The process-local handle: where this process mapped the table and which
- * clock it reads.  Filled by sluice_keyed_attach(); a copy of the header's
- * parameters so decisions do not read the shared header.
+ * clock it reads.  Filled by sluice_keyed_attach() with the parameters that
+ * fix the layout (validated by attach, never read from the header again);
+ * the parameters that can change are read from the table at each decision
+ * (LIVE PARAMETERS).
  */
 typedef struct sluice_keyed {
 	/* read-only after attach */
@@ -331,9 +396,8 @@ typedef struct sluice_keyed {
 	uint32_t buckets, bucket_mask, cell_mask;
 	uint32_t cbits;                     /* FIXED, INFLIGHT: count bits  */
 	uint64_t k0, k1, d0, d1, d2, d3;    /* hash and digest keys         */
-	uint64_t limit;                     /* b, D + 1, L or K: largest n  */
-	uint64_t interval, tau, recip, shift; /* GCRA, LEAKY                */
-	uint64_t window_ns, width_ns;       /* FIXED, WINDOW                */
+	uint64_t window_ns, width_ns;       /* FIXED, WINDOW (fixed)        */
+	struct sluice__keyed_live *live;    /* the parameters in force      */
 	/* private: set by sluice_keyed_new() */
 	void *owned;
 } sluice_keyed_t;
@@ -349,6 +413,14 @@ typedef struct sluice_keyed_stats {
 	uint64_t occupancy;  /* live keys now                                 */
 	uint64_t capacity;   /* slots                                         */
 } sluice_keyed_stats_t;
+
+/* The parameters in force (sluice_keyed_params()). */
+typedef struct sluice_keyed_params {
+	uint64_t era;        /* changes published since init                  */
+	uint64_t rate, period_ns, burst; /* GCRA; LEAKY: burst is the depth D  */
+	uint64_t limit;      /* FIXED, WINDOW: L; INFLIGHT: K                 */
+	uint64_t nmax;       /* the largest n a call may ask for now          */
+} sluice_keyed_params_t;
 
 /*
  * sluice_keyed_region_bytes - bytes of memory a table with @cfg needs.
@@ -376,7 +448,8 @@ SLUICE_API int sluice_keyed_init(void *mem, size_t size, const sluice_keyed_conf
  * sluice_keyed_attach - make @k a handle on the table at @mem (@size bytes,
  * as mapped by this process), deciding with @clock (NULL: the cached clock).
  *
- * Trusts nothing in the header.  Checks alignment and size (SLUICE_ESIZE);
+ * Takes no parameters: the ones in force are read from the table at each
+ * decision (LIVE PARAMETERS).  Trusts nothing in the header.  Checks alignment and size (SLUICE_ESIZE);
  * the magic, the version, the header's size and a checksum over the header
  * (SLUICE_ELAYOUT) - the checksum's key is fixed and public, so it only
  * catches accidents (another version, a stray write), never a process that
@@ -458,6 +531,69 @@ static inline int sluice_keyed_acquire(sluice_keyed_t *k, const void *key, size_
  */
 SLUICE_API int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen,
                                     uint64_t n);
+
+/*
+ * sluice_keyed_refund - give back @n permits of the admission @admitted
+ * (a decision this table returned 1 for, for @key), as the composite does
+ * when a later part refuses.  Exact when the key's state is still exactly
+ * what that admission left: GCRA, LEAKY: the TAT it left (now_ns +
+ * reset_ns), in the same parameter era, moves back by n T (gcra.h's
+ * cancel); FIXED: while the key's window is the admission's, its count
+ * drops by n; INFLIGHT: a release of n.  Otherwise nothing is given back
+ * and the permits stay counted (fewer admissions later, never more):
+ * SLUICE_ECANCEL, also always for WINDOW (its buckets move on under every
+ * decision of the key, as window.h's STRIPED refunds) and when the key is
+ * no longer in the table (reclaimed fresh, or evicted).  The caller's
+ * contract: each admission at most once, with at most the n it took.
+ * Never creates a key.  Lock-free, no allocation; after a stop of any
+ * length it gives nothing to a later owner of the slot or a later state of
+ * the key (the decisions' pair CAS).
+ * Return: 0; SLUICE_ECANCEL; SLUICE_EINVAL (NULL, n = 0, @admitted not
+ * allowed); SLUICE_EKEYLEN; SLUICE_EBUSY (4096 retries: nothing changed);
+ * INFLIGHT: as sluice_keyed_release().
+ */
+SLUICE_API int sluice_keyed_refund(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t n,
+                                   const sluice_decision_t *admitted);
+
+/*
+ * sluice_keyed_set_rate_at - change a GCRA or LEAKY table's rate to @rate
+ * per @period_ns, for every key, in every process attached to the table,
+ * at the reading @now (the table's timeline).
+ * sluice_keyed_set_burst_at - change its bucket: GCRA's burst b, LEAKY's
+ * depth D (the parameter the config calls depth), named burst for both.
+ * sluice_keyed_set_limit_at - change a FIXED, WINDOW or INFLIGHT table's L
+ * (K).  The plain variants read the handle's clock.
+ *
+ * Every key keeps its state: no refill, no reset; LIVE PARAMETERS says what
+ * the state already counted means under the new parameters.  Safe while
+ * decisions run in any number of threads and processes: they never wait
+ * for a change, and each uses either the old or the new parameters in
+ * full.  Changes serialise on a lock in the table; a holder stopped past
+ * SLUICE_KEYED_LEASE_MS is overtaken, so a call waits at most about that
+ * long (yielding).  A control-path call; no allocation.
+ * Return: 0; SLUICE_EINVAL (NULL); SLUICE_ENOTSUP (set_rate, set_burst on
+ * FIXED, WINDOW, INFLIGHT; set_limit on GCRA, LEAKY); SLUICE_ETIME (@now at
+ * or above 2^62); init's code for the new configuration (SLUICE_ERATE,
+ * SLUICE_EBURST, SLUICE_ELIMIT, ...), and SLUICE_ELIMIT for a FIXED or
+ * INFLIGHT limit wider than the count's bits (LIMITS); SLUICE_EBUSY when
+ * (GCRA, LEAKY) the previous change is too recent (LIVE PARAMETERS: retry
+ * once @now is past the previous change by its tau) or another setter
+ * overtook this one: nothing changed.
+ */
+SLUICE_API int sluice_keyed_set_rate_at(sluice_keyed_t *k, uint64_t rate, uint64_t period_ns,
+                                        uint64_t now);
+SLUICE_API int sluice_keyed_set_rate(sluice_keyed_t *k, uint64_t rate, uint64_t period_ns);
+SLUICE_API int sluice_keyed_set_burst_at(sluice_keyed_t *k, uint64_t burst, uint64_t now);
+SLUICE_API int sluice_keyed_set_burst(sluice_keyed_t *k, uint64_t burst);
+SLUICE_API int sluice_keyed_set_limit_at(sluice_keyed_t *k, uint64_t limit, uint64_t now);
+SLUICE_API int sluice_keyed_set_limit(sluice_keyed_t *k, uint64_t limit);
+
+/*
+ * sluice_keyed_params - the parameters in force (one era's, never a mix).
+ * Thread-safe, any process; stale as soon as another process changes them.
+ * Return: 0, SLUICE_EINVAL, SLUICE_EBUSY (the era kept changing).
+ */
+SLUICE_API int sluice_keyed_params(const sluice_keyed_t *k, sluice_keyed_params_t *p);
 
 /*
  * sluice_keyed_stats - the table's counters, summed over the statistics

@@ -1,0 +1,801 @@
+/*
+ * keyed_decide.c - decisions on one key's state (GCRA, LEAKY, FIXED,
+ * WINDOW, INFLIGHT), the algorithms' freshness and first states for the
+ * slot protocol, and the public decision entry points (acquire, release),
+ * kept in this file so the whole decision path is one translation unit.
+ *
+ * DESIGN
+ *
+ * State word: RETIRED:1 | VIRGIN:1 | value:62.  value is the algorithm's
+ * state (GCRA, LEAKY: the TAT; FIXED: window:62-c | count:c; INFLIGHT:
+ * gen:62-c | count:c, with c = bit_width(L or K); WINDOW: the head epoch).
+ * FIXED's window field is the whole window number (init requires W >= 2^c,
+ * so every reading below 2^62 ns has its window number below 2^(62-c)):
+ * readings are compared with it as numbers, never modulo (issue 10: a tag of
+ * 38 bits compared modulo 2^38 let readings cycling through three windows
+ * 2^38/3 apart each open a "newer" window, and a CAS stalled across 2^38
+ * windows succeed on a later window of equal tag and count).
+ * A retired state takes no admission:
+ * every decision CASes the state word (WINDOW: the head when it advances),
+ * and nothing ever expects a retired value.  Ownership of a state ends with
+ * the CAS that retires it; it starts with the CAS that initialises it from a
+ * retired value, to a value that no operation on an older owner can expect:
+ *   GCRA: max(now, floor), above the retired TAT after a reclaim;
+ *   FIXED: the floor's window, newer than the retired one after a reclaim;
+ *   WINDOW: head at the floor's bucket, at least N after the retired head
+ *     after a reclaim, so every bucket word left by the old owner is out of
+ *     the new owner's range, and a late admission by the old owner's
+ *     decisions into those words counts for nobody (it was already checked
+ *     against the old owner's state, and the old key's next state starts at
+ *     the floor, after it);
+ *   INFLIGHT: the next generation (62 - c bits, at least 30);
+ * and for every algorithm the owner counter beside it + 1 (see "Owners").
+ * After an eviction the new state starts fresh too (see successor(): a
+ * stale decision of the evicted key can only charge the new key), except
+ * that a WINDOW key keeps the evicted key's bucket words: its new head is
+ * max(now's bucket, the old head), so it counts what the evicted key
+ * admitted in range.  Zeroing them (as this file once did) was a durable,
+ * liberal write that a stalled claimer could apply, after 2^32 buckets, to
+ * a bucket of the new key; nothing is ever subtracted from a bucket now.
+ * A decision loads the tag, checks the key, loads the owner counter and the
+ * state (acquire) and checks the tag and the key words again: the state then
+ * belonged to its key (an initialisation is a full barrier, so a state
+ * written for a later owner implies a changed tag or key words).  Its pair
+ * CAS then succeeds only on that owner's state ("Owners").
+ *
+ *
+ * Owners.  The generation in the state word is finite: a release
+ * stopped between its load and its CAS while the slot changed owner
+ * 2^(62 - c) times could find the same bits under another key and give its
+ * n to it (an acquire likewise take its n from it).  The other algorithms
+ * had the same hole one level up: a decision checks its key by the tag,
+ * whose generation is 16 bits, so one stopped between that check and its
+ * CAS while the slot was claimed 2^16 times, and then held another key
+ * with the same 32-bit id at the same generation, whose state repeated the
+ * bits it read, decided against that key's state; and an EVICT completer
+ * stopped across evictions back to the same retired value initialised the
+ * slot from its old reading.  So every slot
+ * pairs its state with a full 64-bit owner counter (never wraps: 2^64
+ * initialisations), written only by the CAS that initialises a state for a
+ * new owner: one sluice__pair_cas() of (state, owner) from (retired, o) to
+ * (successor, o + 1), expecting the owner the completer read before the
+ * state, so a completer stopped across any later initialisation fails too.
+ * Every decision (GCRA, LEAKY, FIXED, INFLIGHT; WINDOW's head advance)
+ * and every release reads the owner, then the state, then checks the tag
+ * and the key words, and CASes the pair expecting both: it succeeds only
+ * on the state of the owner it checked, after a stall of any length.
+ * WINDOW's bucket words are outside the pair: their count CAS stays 64-bit
+ * and the admission stands only if head and the owner, read after it,
+ * show the same owner less than 2^32 buckets on (win_decide() says why that
+ * suffices); the permits of a refused one stay counted in a reused word, as
+ * window.h does.  An INFLIGHT count must not stay in another key's state,
+ * which no later release would ever free, so both its writes pay the
+ * double-width CAS.  Cost: the owner load, the key-word check and a
+ * CMPXCHG16B instead of a CMPXCHG per decision, and 16 bytes per slot
+ * (64 more for default-sized keys, which fill the first line).
+ * Retiring stays a 64-bit CAS on the state alone: it expects the exact
+ * fresh value it checked and takes nothing from anyone.
+ *
+ *
+ * The window ring per key follows lib/window.c (head, epoch-tagged buckets,
+ * seal before head moves, helpers finish every step) without `cur`: each
+ * decision sums the N - 1 closed buckets, which are sealed and final once
+ * head has passed them (head is CASed with release after the seal, and
+ * loaded with acquire).  Bucket slots are a power of two >= N.  A bucket's
+ * tag is 32 bits of its epoch, so an admission's CAS that was stalled across
+ * 2^32 buckets can meet the bucket of h + 2^32 with the same word; as in
+ * lib/window.c the admission re-reads head after its CAS (acquire on both)
+ * and stands only if head is less than 2^32 past h (win_decide() proves
+ * it); otherwise it is a refusal and the permits stay counted.
+ *
+ */
+#include "sluice/gcra.h"
+#include "sluice/window.h"
+#include "pair_internal.h"
+#include "keyed_internal.h"
+
+/* ---------------------------------------------------------------- */
+/* Decisions on one key's state                                       */
+
+/* Fill a windowed decision: @start = the window's (bucket's) start. */
+static void fill_window(sluice_decision_t *d, int allowed, uint64_t limit, uint64_t counted,
+                        uint64_t start, uint64_t length, uint64_t now, uint64_t retry)
+{
+	if (now < start)
+		now = start; /* time never runs backwards: the newest window */
+	uint64_t in = now - start;
+	d->allowed = allowed;
+	d->limit = limit;
+	d->remaining = counted >= limit ? 0 : limit - counted;
+	d->reset_ns = in < length ? length - in : 0;
+	d->retry_after_ns = allowed ? 0 : retry;
+	d->delay_ns = 0;
+	d->now_ns = now;
+}
+
+/*
+ * The era's parameters and the key's state, read as one: the era and its
+ * block (kp_load), then the owner counter and the state (acquire on both:
+ * pair with the pair CAS that initialised the state and the RMWs after
+ * it), then the era again (kp_same): a state written in a later era, or a
+ * block rewritten for one, shows a later era there, and the decision
+ * starts over with that era's parameters.  So every decision applies one
+ * era's parameters, in full, to a state of that era (GCRA, LEAKY: or of
+ * the era before, converted); then the checks every decision makes.
+ * Return: READ; AGAIN (the era moved, retry counted); BUSY past the bound;
+ * STALE, RETIRED, TOOBIG as decide() returns them.
+ */
+enum { KP_GCRA, KP_WIN, KP_LIMIT }; /* which fields a decision reads */
+#define AGAIN 6 /* read_state(): the era moved, read again (counted) */
+#define READ 7  /* read_state(): a state of the key, of era p->era   */
+
+/* always_inline: @which must fold to a constant, and GCC otherwise keeps
+ * one out-of-line copy for the four callers (callgrind: +36 instructions
+ * per GCRA decision). */
+__attribute__((always_inline)) static inline int
+read_state(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, const struct kid *id,
+           uint64_t n, struct kp *p, int which, uint64_t *o, uint64_t *a, unsigned *tries)
+{
+	_Atomic uint64_t *st = state_at(k, s);
+	if (which == KP_GCRA) /* a constant at every (inlined) call */
+		kp_load_gcra(k, p);
+	else if (which == KP_WIN)
+		kp_load_win(k, p);
+	else
+		kp_load_limit(k, p);
+	*o = atomic_load_explicit(&st[1], memory_order_acquire);
+	*a = atomic_load_explicit(st, memory_order_acquire);
+	if (SLUICE_UNLIKELY(!kp_same(k, p->era)))
+		return ++*tries > RETRY_MAX ? BUSY : AGAIN;
+	/* Then the tag and key words (as sluice_keyed_release() says why):
+	 * the state belonged to this key. */
+	if (!same_owner(s, tag) || !words_match(k, s, GEN(tag), id))
+		return STALE;
+	if (*a & S_RET)
+		return RETIRED;
+	if (SLUICE_UNLIKELY(n > p->nmax))
+		return TOOBIG; /* a change lowered the largest n */
+	return READ;
+}
+
+static int gcra_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
+                       const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
+                       unsigned *tries)
+{
+	_Atomic uint64_t *st = state_at(k, s);
+	for (;;) {
+		struct kp p;
+		uint64_t o, a;
+		int r = read_state(k, s, tag, id, n, &p, KP_GCRA, &o, &a, tries);
+		if (r == AGAIN)
+			continue;
+		if (r != READ)
+			return r;
+		/* A reading before the change's is read as the change's (keyed
+		 * live.c: no state of the era before two changes is then still
+		 * owed anything). */
+		uint64_t t = now > p.tc ? now : p.tc;
+		uint64_t par = (p.era & 1) ? S_PAR : 0, x = a & S_VAL;
+		/* A state of the era before, or a TAT below the change's
+		 * reading (a full bucket at the change, whatever era wrote
+		 * it: keyed_live.c), is read through the change's rule. */
+		if (SLUICE_UNLIKELY((a & S_PAR) != par || x < p.tc))
+			x = sluice__keyed_gcra_convert(&p, x);
+		uint64_t base = x > t ? x : t;
+		uint64_t lag = base - t, tau = p.tau;
+		/* n <= b: need <= tau < 2^62 for the values a setter writes;
+		 * any other value is only wrong, never out of range (unsigned,
+		 * the fits test first) */
+		uint64_t need = n * p.interval;
+		uint64_t delay = lag > tau - need ? lag - (tau - need) : 0;
+		int fits = need <= TMAX && base <= TMAX - need;
+		if (!fits || delay > 0) {
+			if (d)
+				sluice__gcra_fill(d, 0, p.nmax, tau, p.recip, p.shift, t, x,
+				                  fits ? delay : SLUICE_NEVER);
+			return 0;
+		}
+		STALL(STALL_DECIDE, st);
+		/* A pair CAS expecting the owner too: it succeeds only on
+		 * owner o's state, never on a later owner's state that repeats
+		 * a's bits (the same 32-bit id at the same generation, 2^16
+		 * claims later), however long this call stalled; and only on
+		 * the exact word a, so on a state still of era p.era or the
+		 * one before (a conversion or an admission of a later era
+		 * changes the word: both move the TAT up).  An admission
+		 * publishes nothing (as gcra.h); the full barrier is more than
+		 * the reload needs, which the loop does with acquire. */
+		if (sluice__pair_cas(st, a, o, par | (base + need), o)) {
+			if (d)
+				sluice__gcra_fill(d, 1, p.nmax, tau, p.recip, p.shift, t,
+				                  base + need, 0);
+			return 1;
+		}
+		if (++*tries > RETRY_MAX)
+			return BUSY;
+	}
+}
+
+/* FIXED, WINDOW: the limit of the window (the range ending at bucket) @e
+ * in era @p: the era's own limit from p->from on, the cap before
+ * (keyed_live.c). */
+static inline uint64_t win_limit(const struct kp *p, uint64_t e)
+{
+	return e >= p->from ? p->limit : p->cap;
+}
+
+static int fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
+                        const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
+                        unsigned *tries)
+{
+	_Atomic uint64_t *st = state_at(k, s);
+	const uint64_t cmask = (1ULL << k->cbits) - 1;
+	uint64_t e = now / k->window_ns; /* < 2^(62 - cbits): fits the field */
+	for (;;) {
+		struct kp p;
+		uint64_t o, a;
+		int r = read_state(k, s, tag, id, n, &p, KP_WIN, &o, &a, tries);
+		if (r == AGAIN)
+			continue;
+		if (r != READ)
+			return r;
+		/* The window number in full (no modulo): a reading in a later
+		 * window opens it, any other reading counts in the key's
+		 * window, whatever the sequence of readings (keyed.h, CLOCK
+		 * JUMPS).  A count above L (a forged state) only refuses. */
+		uint64_t we = (a & S_VAL) >> k->cbits, count = a & cmask, next, used, counted;
+		uint64_t lim;
+		if (e > we) {
+			used = e; /* a newer window: its count starts at n */
+			lim = win_limit(&p, used);
+			count = 0;
+			next = (e << k->cbits) | n;
+		} else {
+			used = we; /* this window, or a reading before it */
+			lim = win_limit(&p, used);
+			next = a + n; /* count + n <= L < 2^cbits: no carry */
+		}
+		if (lim > cmask)
+			lim = cmask; /* a forged limit: the count never carries */
+		counted = count + n;
+		if (counted > lim) {
+			if (d) {
+				uint64_t start = sluice__sat_mul(used, k->window_ns);
+				fill_window(d, 0, lim, count, start, k->window_ns, now, 0);
+				d->retry_after_ns = d->reset_ns;
+				d->delay_ns = 0;
+			}
+			return 0;
+		}
+		STALL(STALL_DECIDE, st);
+		/* The count word is self-contained (as fixed.h) and names its
+		 * window in full, and the pair CAS expects owner o too (as
+		 * gcra_decide), so a CAS that succeeds after any stall
+		 * succeeded on exactly this key's window and count checked
+		 * above. */
+		if (sluice__pair_cas(st, a, o, next, o)) {
+			if (d)
+				fill_window(d, 1, lim, counted, sluice__sat_mul(used, k->window_ns),
+				            k->window_ns, now, 0);
+			return 1;
+		}
+		if (++*tries > RETRY_MAX)
+			return BUSY;
+	}
+}
+
+static int inflight_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
+                           const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
+                           unsigned *tries)
+{
+	_Atomic uint64_t *st = state_at(k, s);
+	const uint64_t cmask = (1ULL << k->cbits) - 1;
+	for (;;) {
+		/* The era, the owner counter, the state (acquire on both: pair
+		 * with the initialising pair CAS and with releases), the era
+		 * again, then the tag and key words, as sluice_keyed_release()
+		 * says why. */
+		struct kp p;
+		uint64_t o, a;
+		int r = read_state(k, s, tag, id, n, &p, KP_LIMIT, &o, &a, tries);
+		if (r == AGAIN)
+			continue;
+		if (r != READ)
+			return r;
+		uint64_t lim = p.limit > cmask ? cmask : p.limit; /* forged: no carry */
+		if (SLUICE_UNLIKELY(n > lim))
+			return TOOBIG;
+		uint64_t held = a & cmask;
+		int ok = held <= lim && n <= lim - held; /* a forged count: refuse */
+		STALL(STALL_DECIDE, st);
+		/* A pair CAS expecting the owner too: a count taken here is
+		 * owner o's, never a later owner's whose state repeats a's
+		 * bits (after 2^(62 - c) owners), however long this call
+		 * stalled; a full barrier, so it also acquires what the
+		 * releases it reads published (as sluice_inflight_acquire()). */
+		if (ok && !sluice__pair_cas(st, a, o, a + n, o)) {
+			if (++*tries > RETRY_MAX)
+				return BUSY;
+			continue;
+		}
+		if (d) {
+			d->allowed = ok;
+			d->limit = lim;
+			d->remaining = ok ? lim - held - n : held < lim ? lim - held : 0;
+			d->retry_after_ns = 0;
+			d->delay_ns = 0;
+			d->reset_ns = SLUICE_NEVER;
+			d->now_ns = now;
+		}
+		return ok;
+	}
+}
+
+/* WINDOW: own count of closed epoch @y, 0 when its word holds another. */
+static inline uint64_t closed_own(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t y)
+{
+	uint64_t w = atomic_load_explicit(bucket(k, s, y), memory_order_relaxed);
+	return (w >> 32) == SLUICE__LO32(y) ? (w & SLUICE__SLOT_OWN) : 0;
+}
+
+/* Open @h's bucket (word @w read with acquire, not tagged h) while head is
+ * still h (lib/window.c open_slot). */
+static void win_open(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t h, uint64_t w)
+{
+	if (atomic_load_explicit(state_at(k, s), memory_order_acquire) != h)
+		return;
+	/* Release pairs with the acquire bucket loads in win_decide(). */
+	atomic_compare_exchange_strong_explicit(bucket(k, s, h), &w, SLUICE__LO32(h) << 32,
+	                                        memory_order_release, memory_order_relaxed);
+}
+
+/* Open and seal @h's bucket, then move head h -> @e (window.c advance)
+ * while the owner is still @o. */
+static void win_advance(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t h, uint64_t o,
+                        uint64_t e, unsigned *tries)
+{
+	_Atomic uint64_t *b = bucket(k, s, h);
+	uint64_t w = atomic_load_explicit(b, memory_order_acquire);
+	if ((w >> 32) != SLUICE__LO32(h)) {
+		win_open(k, s, h, w);
+		w = atomic_load_explicit(b, memory_order_acquire);
+	}
+	/* Bounded: each failure is an admission (or a forged write) into
+	 * the bucket; head's CAS below fails on an unsealed bucket's epoch
+	 * only in the sense that the caller retries (and counts it). */
+	for (; *tries <= RETRY_MAX && (w >> 32) == SLUICE__LO32(h) && !(w & SLUICE__SLOT_SEALED);
+	     ++*tries) {
+		/* Release: the sealed, final count is published with head's
+		 * release below. */
+		if (atomic_compare_exchange_weak_explicit(
+			    b, &w, w | SLUICE__SLOT_SEALED | SLUICE__SLOT_FOLDED,
+			    memory_order_release, memory_order_acquire))
+			break;
+	}
+	if ((w >> 32) == SLUICE__LO32(h) && !(w & SLUICE__SLOT_SEALED))
+		return; /* not sealed: head must not move past it */
+	/* A pair CAS (a full barrier, so also the release by which a thread
+	 * that loads head >= h + 1 with acquire sees h's bucket sealed and
+	 * final).  Fails on a retired head (RETIRED bit), and on any later
+	 * owner's head, even one equal to h, however long this call stalled
+	 * (as gcra_decide). */
+	sluice__pair_cas(state_at(k, s), h, o, e, o);
+}
+
+static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
+                      const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
+                      unsigned *tries)
+{
+	_Atomic uint64_t *hw = state_at(k, s);
+	for (;; ++*tries) {
+		if (*tries > RETRY_MAX)
+			return BUSY;
+		/* The era, the owner, head, the era again (read_state), then
+		 * the tag and key (as gcra_decide).  Acquire: pairs with
+		 * head's pair CAS (advance) and the initialising pair CAS:
+		 * closed buckets are final. */
+		struct kp p;
+		uint64_t o, h;
+		int r = read_state(k, s, tag, id, n, &p, KP_WIN, &o, &h, tries);
+		if (r == AGAIN)
+			continue;
+		if (r != READ)
+			return r;
+		h &= S_VAL; /* a forged VIRGIN bit: ignored */
+		uint64_t e = now / k->width_ns;
+		if (e > h) {
+			win_advance(k, s, h, o, e, tries);
+			continue;
+		}
+		_Atomic uint64_t *b = bucket(k, s, h);
+		uint64_t w = atomic_load_explicit(b, memory_order_acquire);
+		if ((w >> 32) != SLUICE__LO32(h)) {
+			win_open(k, s, h, w);
+			continue;
+		}
+		if (w & SLUICE__SLOT_SEALED) {
+			win_advance(k, s, h, o, h + 1, tries); /* another reader saw a later time */
+			continue;
+		}
+		uint64_t base = 0;
+		for (uint64_t j = 1; j < k->buckets && j <= h; j++)
+			base += closed_own(k, s, h - j);
+		/* the limit of the range that ends at bucket h (keyed_live.c) */
+		const uint64_t lim = win_limit(&p, h);
+		for (;;) {
+			uint64_t counted = base + (w & SLUICE__SLOT_OWN);
+			uint64_t start = h * k->width_ns;
+			if (counted + n > lim) {
+				if (d) {
+					/* window.c: the oldest buckets that leave first */
+					uint64_t used = now < start ? start : now;
+					uint64_t excess = counted + n - lim, freed = 0;
+					uint64_t retry = k->window_ns - (used - start);
+					for (uint64_t j = k->buckets - 1; j >= 1; j--) {
+						if (j > h)
+							continue;
+						freed += closed_own(k, s, h - j);
+						if (freed >= excess) {
+							retry = k->window_ns -
+							        (used - (h - j) * k->width_ns);
+							break;
+						}
+					}
+					fill_window(d, 0, lim, counted, start, k->window_ns, now,
+					            retry);
+				}
+				return 0;
+			}
+			STALL(STALL_DECIDE, b);
+			/* The bucket word tags its epoch with 32 bits only: after
+			 * a stall across 2^32 buckets this CAS can succeed on the
+			 * bucket of epoch h + m 2^32 (same slot, same tag, same
+			 * count), against a stale base.  So the admission stands
+			 * only if head, read after the CAS, is less than 2^32
+			 * ahead of h: that bucket was opened while head was at
+			 * its epoch (win_open), so a CAS on the bucket of h + m
+			 * 2^32 (m >= 1) is followed by a head >= h + 2^32.
+			 * Otherwise the permits stay counted where the CAS put
+			 * them and the answer is a refusal: fewer admissions,
+			 * never more.  Likewise the owner, read after the CAS
+			 * (the bucket words are not in the pair CAS): every
+			 * write of a later owner to this word (its open, seal
+			 * or count) comes after that owner's decision acquired
+			 * a head written by its initialising pair CAS (owner
+			 * o + 1 or more), and is a release (open, seal: release;
+			 * count: this acq_rel CAS), so a CAS here that reads
+			 * such a write, or a later one in the word's RMW chain,
+			 * synchronises with it, and the owner load after it
+			 * sees o + 1 or more: refused, the permits charging
+			 * only that later key.  A CAS that reads only writes
+			 * made for owner o lands on this key's own word,
+			 * checked against this key's base, whatever the stall.
+			 * Acq_rel on success: the acquire orders the loads
+			 * below after the CAS, the release is what a stale CAS
+			 * of an older owner synchronises with (the argument
+			 * above, one owner earlier; free on x86: a locked op
+			 * either way).  Relaxed on
+			 * failure: the word is checked again. */
+			if (atomic_compare_exchange_weak_explicit(b, &w, w + n, memory_order_acq_rel,
+			                                          memory_order_relaxed)) {
+				/* Acquire: pair with head's and the owner's pair
+				 * CASes (initialisation, advance). */
+				uint64_t after_o = atomic_load_explicit(&hw[1], memory_order_acquire);
+				uint64_t after = atomic_load_explicit(hw, memory_order_acquire) &
+				                 S_VAL;
+				int ok = sluice__same_lap(after, h) && after_o == o;
+				if (d)
+					fill_window(d, ok, lim, counted + n, start, k->window_ns,
+					            now, 0);
+				return ok;
+			}
+			if ((w >> 32) != SLUICE__LO32(h) || (w & SLUICE__SLOT_SEALED))
+				break; /* the epoch moved on: start over */
+			if (++*tries > RETRY_MAX)
+				return BUSY;
+		}
+	}
+}
+
+static int decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
+                  const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
+                  unsigned *tries)
+{
+	switch (k->algo) {
+	case SLUICE_ALGO_FIXED:
+		return fixed_decide(k, s, tag, id, n, now, d, tries);
+	case SLUICE_ALGO_WINDOW:
+		return win_decide(k, s, tag, id, n, now, d, tries);
+	case SLUICE_ALGO_INFLIGHT:
+		return inflight_decide(k, s, tag, id, n, now, d, tries);
+	default:
+		return gcra_decide(k, s, tag, id, n, now, d, tries);
+	}
+}
+
+/* ---------------------------------------------------------------- */
+/* Freshness, loss, successors                                        */
+
+/* Is @st (not retired) equivalent to a fresh state at @now?  Else, *loss
+ * is what resetting it forgets and *wait the time until it is fresh (or
+ * SLUICE_NEVER when unknown). */
+int sluice__keyed_state_fresh(const sluice_keyed_t *k, const struct kp *p, _Atomic uint64_t *s,
+                              uint64_t st, uint64_t now, uint64_t *loss, uint64_t *wait)
+{
+	*wait = SLUICE_NEVER;
+	switch (k->algo) {
+	case SLUICE_ALGO_FIXED: {
+		uint64_t e = now / k->window_ns, we = (st & S_VAL) >> k->cbits;
+		if (e > we)
+			return 1; /* its window is over */
+		*loss = st & ((1ULL << k->cbits) - 1);
+		if (e == we)
+			*wait = (e + 1) * k->window_ns - now;
+		return 0;
+	}
+	case SLUICE_ALGO_WINDOW: {
+		uint64_t h = st, e = now / k->width_ns;
+		if (h + k->buckets <= e)
+			return 1; /* every bucket out of range */
+		uint64_t top = e > h ? e : h, sum = 0;
+		for (uint64_t j = 0; j < k->buckets && j <= top; j++)
+			if (top - j <= h)
+				sum += closed_own(k, s, top - j);
+		*loss = sum;
+		*wait = (h + k->buckets) * k->width_ns - now;
+		return 0;
+	}
+	case SLUICE_ALGO_INFLIGHT:
+		*loss = st & ((1ULL << k->cbits) - 1);
+		return *loss == 0;
+	default: {
+		/* As a decision of era p reads it: a state of the era before
+		 * converted (so a key the change left owing is not fresh), the
+		 * reading no earlier than the change's. */
+		uint64_t x = st & S_VAL, t = now > p->tc ? now : p->tc;
+		if ((st & S_PAR) != ((p->era & 1) ? S_PAR : 0) || x < p->tc)
+			x = sluice__keyed_gcra_convert(p, x);
+		if (x < t)
+			return 1; /* TAT in the past: the bucket is full */
+		*loss = x - t;
+		*wait = x - now + 1;
+		return 0;
+	}
+	}
+}
+
+/*
+ * The first state of a new owner, from the retired @st (see DESIGN): fresh
+ * at t = max(now, floor).  After a lossless reclaim the retired state was
+ * fresh at the reclaimer's reading, which the floor covers, so the new
+ * state is above every value the old owner had (no ABA).  After an eviction
+ * (the retired state is not older than t) the new state may repeat a value
+ * the evicted owner had; a stale decision of the evicted key whose CAS then
+ * succeeds charges the new key (fewer admissions for it), and the evicted
+ * key was reset anyway: harmless.
+ */
+uint64_t sluice__keyed_successor(const sluice_keyed_t *k, const struct kp *p, uint64_t st,
+                                 uint64_t floor, uint64_t now)
+{
+	int virgin = (st & S_VIRGIN) != 0;
+	uint64_t r = st & S_VAL, t = now > floor ? now : floor;
+	if (t > TMAX)
+		t = TMAX; /* a forged floor: every field below stays in range */
+	switch (k->algo) {
+	case SLUICE_ALGO_FIXED: {
+		uint64_t ef = t / k->window_ns, re = r >> k->cbits;
+		if (!virgin && ef <= re)
+			ef = re; /* evicted in its window: that window, count 0 */
+		return ef << k->cbits;
+	}
+	case SLUICE_ALGO_WINDOW: {
+		uint64_t e0 = t / k->width_ns;
+		return !virgin && e0 < r ? r : e0; /* never before the old head */
+	}
+	case SLUICE_ALGO_INFLIGHT: {
+		/* the generation takes the 62 - cbits bits above the count */
+		uint64_t gen = virgin ? 0 : (r >> k->cbits);
+		return ((gen + 1) & (S_VAL >> k->cbits)) << k->cbits;
+	}
+	default:
+		/* in the era the initialisation read (its parity), never
+		 * before that era's change (keyed_live.c) */
+		if (t < p->tc)
+			t = p->tc > TMAX ? TMAX : p->tc;
+		return ((p->era & 1) ? S_PAR : 0) | t;
+	}
+}
+/* ---------------------------------------------------------------- */
+/* Public decisions                                                   */
+
+int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t n,
+                            uint64_t now, sluice_decision_t *d)
+{
+	if (!k || !key || n == 0)
+		return SLUICE_EINVAL;
+	/* The largest n of the era in force (relaxed, a hint: the decision
+	 * checks it again in the era it decides in). */
+	uint64_t nmax = atomic_load_explicit(
+		&k->live->blk[atomic_load_explicit(&k->live->ctl[1], memory_order_relaxed) & 1]
+			 .f[F_NMAX][0],
+		memory_order_relaxed);
+	if (n > nmax) {
+		sluice__decision_never(d, nmax, now);
+		return SLUICE_ETOOBIG;
+	}
+	if (now > TMAX)
+		return SLUICE_ETIME;
+	struct kid id;
+	int rc = make_kid(k, key, keylen, &id);
+	if (rc != 0)
+		return rc;
+	STAT(k, lookups, 1);
+	int recreate = 0;
+	unsigned tries = 0; /* the call's retry bound (RETRY_MAX) */
+	for (;; tries++) {
+		if (tries > RETRY_MAX) {
+			busy_decision(nmax, d, now);
+			return SLUICE_EBUSY;
+		}
+		uint64_t tag = 0;
+		int64_t i = recreate ? -1 : find_live(k, &id, &tag);
+		int hit = i >= 0;
+		if (i < 0) {
+			i = sluice__keyed_create(k, &id, now, d, &rc, &tag, &tries);
+			if (i < 0)
+				return rc;
+		}
+		_Atomic uint64_t *s = slot_at(k, (uint64_t)i);
+		int r = decide(k, s, tag, &id, n, now, d, &tries);
+		if (r == BUSY) {
+			busy_decision(nmax, d, now);
+			return SLUICE_EBUSY;
+		}
+		if (r == TOOBIG) { /* a change lowered the largest n meanwhile */
+			sluice__decision_never(d, nmax, now);
+			return SLUICE_ETOOBIG;
+		}
+		if (r == 0 || r == 1) {
+			/* CLOCK reference bit, on lookups that found the key;
+			 * relaxed: a hint, and a failed CAS leaves it. */
+			if (hit && !(tag & REF))
+				atomic_compare_exchange_strong_explicit(&s[0], &tag, tag | REF,
+				                                        memory_order_relaxed,
+				                                        memory_order_relaxed);
+			return r;
+		}
+		recreate = r == RETIRED; /* the retirer may be gone: claim it */
+	}
+}
+
+int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t n)
+{
+	if (!k || !key || n == 0)
+		return SLUICE_EINVAL;
+	if (k->algo != SLUICE_ALGO_INFLIGHT)
+		return SLUICE_ENOTSUP;
+	struct kid id;
+	int rc = make_kid(k, key, keylen, &id);
+	if (rc != 0)
+		return rc;
+	STAT(k, lookups, 1);
+	for (unsigned tries = 0;; tries++) {
+		if (tries > RETRY_MAX)
+			return SLUICE_EBUSY;
+		uint64_t tag;
+		int64_t i = find_live(k, &id, &tag);
+		if (i < 0)
+			return SLUICE_ERELEASE;
+		_Atomic uint64_t *s = slot_at(k, (uint64_t)i);
+		_Atomic uint64_t *st = state_at(k, s);
+		for (;; tries++) {
+			if (tries > RETRY_MAX)
+				return SLUICE_EBUSY;
+			/* The owner counter, then the state, then the key: a
+			 * pair CAS expecting (a, o) below succeeds only while
+			 * the state is a and the owner still o (only an
+			 * initialisation writes o, always to o + 1, never
+			 * back), so a is owner o's state; and owner o is our
+			 * key: o was read after find_live() saw our key
+			 * published (so o is our key's owner or later), and a
+			 * later owner's initialisation (acquired by the loads
+			 * of o and a) comes after its claim and key words, so
+			 * the tag and key words read below would show another
+			 * key (the key words: the tag's 16-bit generation
+			 * alone could repeat).  Acquire on both: pair with
+			 * that initialisation's pair CAS (a full barrier) and
+			 * with the acquires' CASes on the state. */
+			uint64_t o = atomic_load_explicit(&st[1], memory_order_acquire);
+			uint64_t a = atomic_load_explicit(st, memory_order_acquire);
+			if (!same_owner(s, tag) || !words_match(k, s, GEN(tag), &id))
+				break; /* look it up again */
+			if ((a & S_RET) || (a & ((1ULL << k->cbits) - 1)) < n)
+				return SLUICE_ERELEASE; /* nothing changed */
+			STALL(STALL_DECIDE, st);
+			/* A full barrier: publishes this holder's writes to the
+			 * next acquirer (inflight.h; its CAS on the state word
+			 * reads this write).  Fails on any change of the state
+			 * or of its owner, however long this call stalled. */
+			if (sluice__pair_cas(st, a, o, a - n, o))
+				return 0;
+		}
+	}
+}
+
+
+/*
+ * Refund (the composite gives a keyed part back what a later part refused):
+ * exact when the key's state is still exactly what the admission left, as
+ * gcra.h's cancel and fixed.h's refund are; otherwise nothing is given back
+ * (SLUICE_ECANCEL: fewer admissions later, never more).
+ *   GCRA, LEAKY: the TAT the admission left is now_ns + reset_ns; if the
+ *     state still holds it, in the same era (same parity, and a change
+ *     since converts the word, which then differs), it moves back by n T.
+ *   FIXED: while the key's window is still the admission's, its count
+ *     drops by n.
+ *   WINDOW: never (its buckets are shared by every decision of the key
+ *     and the ring moves on; as window.h's STRIPED refunds): ECANCEL.
+ * The CAS is the decisions' pair CAS of (state, owner), after the same
+ * reads and key checks (read_state), so a refund stopped for any time gives
+ * nothing to a later owner of the slot, nor to a later state of this key.
+ */
+static int refund_once(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
+                       const struct kid *id, uint64_t n, const sluice_decision_t *admitted,
+                       unsigned *tries)
+{
+	_Atomic uint64_t *st = state_at(k, s);
+	for (;;) {
+		struct kp p;
+		uint64_t o, a, next;
+		int r = k->algo == SLUICE_ALGO_FIXED
+			        ? read_state(k, s, tag, id, n, &p, KP_WIN, &o, &a, tries)
+			        : read_state(k, s, tag, id, n, &p, KP_GCRA, &o, &a, tries);
+		if (r == AGAIN)
+			continue;
+		if (r == BUSY)
+			return SLUICE_EBUSY;
+		if (r != READ)
+			return SLUICE_ECANCEL; /* the key's state is gone or retired */
+		if (k->algo == SLUICE_ALGO_FIXED) {
+			const uint64_t cmask = (1ULL << k->cbits) - 1;
+			uint64_t we = (a & S_VAL) >> k->cbits;
+			if (we != admitted->now_ns / k->window_ns || (a & cmask) < n)
+				return SLUICE_ECANCEL; /* another window now */
+			next = a - n;
+		} else {
+			uint64_t par = (p.era & 1) ? S_PAR : 0, x = a & S_VAL;
+			uint64_t left = admitted->now_ns + admitted->reset_ns, need = n * p.interval;
+			if (admitted->reset_ns > TMAX || admitted->now_ns > TMAX ||
+			    (a & S_PAR) != par || x != left || x < p.tc || need > x - p.tc)
+				return SLUICE_ECANCEL; /* decided on since, or another era */
+			next = par | (x - need);
+		}
+		STALL(STALL_DECIDE, st);
+		/* As the decisions' CAS: only owner o's exact state a. */
+		if (sluice__pair_cas(st, a, o, next, o))
+			return 0;
+		if (++*tries > RETRY_MAX)
+			return SLUICE_EBUSY;
+	}
+}
+
+int sluice_keyed_refund(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t n,
+                        const sluice_decision_t *admitted)
+{
+	if (!k || !key || n == 0 || !admitted || !admitted->allowed)
+		return SLUICE_EINVAL;
+	if (k->algo == SLUICE_ALGO_INFLIGHT)
+		return sluice_keyed_release(k, key, keylen, n); /* ends what it took */
+	if (k->algo == SLUICE_ALGO_WINDOW)
+		return SLUICE_ECANCEL;
+	struct kid id;
+	int rc = make_kid(k, key, keylen, &id);
+	if (rc != 0)
+		return rc;
+	uint64_t tag = 0;
+	int64_t i = find_live(k, &id, &tag);
+	if (i < 0)
+		return SLUICE_ECANCEL; /* reclaimed (fresh) or evicted: nothing owed */
+	unsigned tries = 0;
+	return refund_once(k, slot_at(k, (uint64_t)i), tag, &id, n, admitted, &tries);
+}

@@ -1,0 +1,484 @@
+/*
+ * keyed_internal.h - what the keyed files share (never installed): the
+ * table header, the slot and state word encodings, the key as a table
+ * stores it, the small slot accessors, the retry bound and the stall points
+ * of the test build.
+ *
+ * lib/keyed_table.c formats, validates and attaches tables; lib/keyed_slot.c
+ * runs the slot protocol (lookup, claim, help, steal, reclaim, evict);
+ * lib/keyed_decide.c decides on one key's state and holds the public
+ * decision entry points, so the decision path (hash, lookup, decision) is
+ * one translation unit and nothing on it is a cross-file call.
+ *
+ * DESIGN (shared by the three files)
+ *
+ * Bounded retries: each public call carries one retry budget (RETRY_MAX)
+ * through every loop it runs (decisions, the ring's steps, claims, the
+ * floor), so no value another process writes, and no stop of another
+ * process, can make a call run longer than that: it ends with
+ * SLUICE_EBUSY, having taken nothing.  Values read from shared memory on a
+ * decision path are used only through masks, saturating or unsigned
+ * arithmetic and bounded loops; the parameters come from the handle, which
+ * attach filled from its own validation, never from the header.
+ */
+#ifndef SLUICE_KEYED_INTERNAL_H
+#define SLUICE_KEYED_INTERNAL_H
+
+#include <endian.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "sluice/error.h"
+#include "sluice/keyed.h"
+#include "sluice/stripe.h"
+#include "siphash_internal.h"
+#include "util_internal.h"
+
+#define MAGIC 0x3144455945484c53ULL /* "SLHEYED1" read as little-endian */
+#define HDR_BYTES 256u
+#define CELLS 16u
+#define G SLUICE_KEYED_GROUP
+
+/* tag */
+#define K_OPEN 0ULL
+#define K_BUSY 1ULL
+#define K_LIVE 2ULL
+#define KIND(t) ((t) >> 62)
+#define GEN(t) (((t) >> 46) & 0xffffu)
+#define ID_MASK (((1ULL << 32) - 1) << 14) /* len:8 | fp:24 */
+#define REF 1ULL
+#define UNIT_MASK 0x3fffULL
+#define LEN_HASHED 255u
+#define MK_TAG(kind, gen, id, low) \
+	(((uint64_t)(kind) << 62) | ((uint64_t)((gen) & 0xffffu) << 46) | (id) | (low))
+
+/* state */
+#define S_RET (1ULL << 63)
+#define S_VIRGIN (1ULL << 62)
+#define S_VAL ((1ULL << 62) - 1)
+#define TMAX SLUICE_KEYED_TIME_MAX
+#define M48 ((1ULL << 48) - 1)
+
+/* decide() results besides 1 and 0 */
+#define STALE 2     /* the slot changed owner: look the key up again */
+#define RETIRED 3   /* the key's state is retired: create it again   */
+#define BUSY 4      /* the retry bound was reached: SLUICE_EBUSY     */
+#define TOOBIG 5    /* n is above the era's largest: SLUICE_ETOOBIG  */
+
+/*
+ * Retry bound of one call (acquire, release): every retry anywhere in the
+ * call (a failed CAS on the state, a bucket or a tag, a lookup that found
+ * the slot changed owner, a creation round that lost its slot) counts, and
+ * past RETRY_MAX the call gives up with SLUICE_EBUSY, having taken nothing.
+ * A retry means another operation changed that word meanwhile; among honest
+ * callers that is progress (lock-free), so the bound only ends a call whose
+ * words another process rewrites without end (a hostile writer) or a
+ * sequence that cannot converge (a forged slot).  4096 retries is far more
+ * than contention produces (each needs another decision on the same key to
+ * succeed in between) and a few hundred microseconds of work.
+ */
+#define RETRY_MAX 4096u
+
+/*
+ * Stall points for the deterministic tests (tests/test_keyed_faults.c,
+ * which compiles the keyed files with SLUICE_TESTING).  The production library
+ * has none: STALL() is empty and test_stop is the constant 0, so the
+ * compiler removes every test branch, and no test symbol is exported.
+ */
+#define STALL_DECIDE 1 /* a decision, between its load and its CAS       */
+#define STALL_WORD 2   /* a claim, between its tag check and a key word's CAS */
+#ifdef SLUICE_TESTING
+extern void (*sluice__keyed_stall_hook)(int point, _Atomic uint64_t *word);
+#define STALL(point, word)                                     \
+	do {                                                   \
+		if (sluice__keyed_stall_hook)                  \
+			sluice__keyed_stall_hook((point), (word)); \
+	} while (0)
+extern int sluice__keyed_test_stop; /* keyed_slot.c: where a test creation stops */
+#define test_stop sluice__keyed_test_stop
+#else
+#define STALL(point, word) ((void)0)
+#define test_stop 0
+#endif
+
+/* Lease: claim-time units of 2^24 ns; stale after LEASE_UNITS + 1 units. */
+#define UNIT_SHIFT 24
+#define LEASE_UNITS ((((uint64_t)SLUICE_KEYED_LEASE_MS * 1000000ULL) >> UNIT_SHIFT) + 1)
+
+struct sluice__keyed_hdr {
+	_Atomic uint64_t magic; /* written last, with release */
+	uint32_t version, hdr_bytes;
+	uint64_t total_bytes, capacity, groups;
+	uint64_t slots_off, floors_off, cells_off;
+	uint32_t algo, policy, flags, key_max;
+	uint32_t slot_bytes, key_words, group_slots, cells;
+	uint32_t buckets, bucket_words;
+	uint64_t k0, k1, d0, d1, d2, d3;
+	uint64_t rate, period_ns, burst, depth, limit, window_ns;
+	uint64_t interval, tau, recip, shift, width_ns, nmax;
+	uint64_t check; /* SipHash of the fields above (after magic) */
+};
+_Static_assert(sizeof(struct sluice__keyed_hdr) <= HDR_BYTES, "header grew past 256 bytes");
+_Static_assert(sizeof(struct sluice__keyed_cell) == SLUICE_CACHELINE, "a cell is one line");
+
+/* The key as this table stores it: group, probe start, tag id, words. */
+struct kid {
+	uint64_t group, id;
+	unsigned start, used; /* used: words holding key bytes (the rest 0) */
+	uint64_t pw[(SLUICE_KEYED_KEY_MAX + 5) / 6];
+};
+
+/* Validated parameters and the layout they imply. */
+struct params {
+	uint32_t algo, policy, flags, key_max, buckets, cbits;
+	uint64_t capacity;
+	uint64_t rate, period_ns, burst, depth, limit, window_ns;
+	uint64_t interval, tau, recip, shift, width_ns, nmax;
+};
+struct layout {
+	uint64_t groups, live_off, slots_off, floors_off, cells_off, total;
+	uint32_t slot_bytes, key_words, bucket_words, state_word;
+};
+
+/* The slot word of the state (every algorithm), the first even word after
+ * the key words, so that it and the owner counter after it are one
+ * 16-byte-aligned pair (slots are 64-byte aligned) for sluice__pair_cas
+
+ * (DESIGN, "Owners").  WINDOW's bucket words follow the pair. */
+static inline uint32_t pair_state_word(uint32_t key_words)
+{
+	return 2 + 2 * key_words;
+}
+
+
+/* ---------------------------------------------------------------- */
+/* Slots, keys, statistics                                           */
+
+static inline _Atomic uint64_t *slot_at(const sluice_keyed_t *k, uint64_t i)
+{
+	return (_Atomic uint64_t *)(k->slots + i * k->slot_bytes);
+}
+
+/* The state word (WINDOW: the ring's head), paired with its owner counter,
+ * the word after it. */
+static inline _Atomic uint64_t *state_at(const sluice_keyed_t *k, _Atomic uint64_t *s)
+{
+	return &s[pair_state_word(k->key_words)];
+}
+
+/* Key word @j, the first of a 16-byte pair whose second word is the claim
+ * counter of the claim that wrote it (keyed_slot.c, "Claims"). */
+static inline _Atomic uint64_t *key_word(_Atomic uint64_t *s, uint32_t j)
+{
+	return &s[2 + 2 * j];
+}
+
+static inline _Atomic uint64_t *bucket(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t e)
+{
+	return &s[pair_state_word(k->key_words) + 2 + (e & k->bucket_mask)];
+}
+
+/* Relaxed adds on this CPU's cell: statistics publish nothing. */
+static inline void stat_add(const sluice_keyed_t *k, size_t field, uint64_t v)
+{
+	struct sluice__keyed_cell *c = &k->cells[sluice_cpu() & k->cell_mask];
+	atomic_fetch_add_explicit((_Atomic uint64_t *)((char *)c + field), v,
+	                          memory_order_relaxed);
+}
+#define STAT(k, f, v) stat_add((k), offsetof(struct sluice__keyed_cell, f), (uint64_t)(v))
+
+static inline uint64_t sluice__keyed_load_le64(const unsigned char *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return le64toh(v);
+}
+static inline int make_kid(const sluice_keyed_t *k, const void *key, size_t len, struct kid *id)
+{
+	if (len == 0)
+		return SLUICE_EKEYLEN;
+	const unsigned char *p = key;
+	unsigned char digest[16];
+	unsigned lencode = (unsigned)len;
+	if (len > k->key_max) {
+		if (!(k->flags & SLUICE_KEYED_HASH_LONG_KEYS))
+			return SLUICE_EKEYLEN;
+		uint64_t a = htole64(sluice__siphash13(k->d0, k->d1, key, len));
+		uint64_t b = htole64(sluice__siphash13(k->d2, k->d3, key, len));
+		memcpy(digest, &a, 8);
+		memcpy(digest + 8, &b, 8);
+		p = digest;
+		len = 16;
+		lencode = LEN_HASHED; /* never a short key's length */
+	}
+	uint64_t h = sluice__siphash13(k->k0, k->k1, p, len);
+	id->group = h & k->group_mask;
+	id->start = (unsigned)(h >> 32) & (G - 1);
+	id->id = ((uint64_t)lencode << 38) | ((h >> 40) << 14);
+	/* 6 bytes per word, zero-padded: 8-byte loads where the key has
+	 * them, the tail byte by byte (no copy, no memset) */
+	id->used = (unsigned)((len + 5) / 6);
+	for (uint32_t j = 0; j < k->key_words; j++) {
+		size_t o = 6 * (size_t)j;
+		uint64_t w = 0;
+		if (o + 8 <= len) {
+			w = sluice__keyed_load_le64(p + o) & M48;
+		} else if (o < len) {
+			for (size_t b = o; b < len && b < o + 6; b++)
+				w |= (uint64_t)p[b] << (8 * (b - o));
+		}
+		id->pw[j] = w;
+	}
+	return 0;
+}
+
+static inline uint64_t slot_index(const struct kid *id, unsigned pos)
+{
+	return id->group * G + ((id->start + pos) & (G - 1));
+}
+
+/* Do the key words of @s, under generation @gen, hold @id's key?  Relaxed
+ * loads: words of gen g only ever hold claim g's key (DESIGN), so no
+ * bracketing is needed; the caller loaded the tag with acquire first and
+ * checked the length in it.  Only the words that hold key bytes are read:
+ * a published claim wrote every word (zeros past the key) before its tag. */
+static inline int words_match(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t gen,
+                              const struct kid *id)
+{
+	(void)k;
+	for (uint32_t j = 0; j < id->used; j++)
+		if (atomic_load_explicit(key_word(s, j), memory_order_relaxed) !=
+		    ((gen << 48) | id->pw[j]))
+			return 0;
+	return 1;
+}
+
+/* Some key word of claim @gen already holds another key: not ours. */
+static inline int words_foreign(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t gen,
+                         const struct kid *id)
+{
+	for (uint32_t j = 0; j < k->key_words; j++) {
+		uint64_t w = atomic_load_explicit(key_word(s, j), memory_order_relaxed);
+		if ((w >> 48) == gen && (w & M48) != id->pw[j])
+			return 1;
+	}
+	return 0;
+}
+
+/* The generation after @g: 16 bits, skipping 0, so that a tag of 0 always
+ * means a slot that was never used (lookups stop there, see create()). */
+static inline uint64_t next_gen(uint64_t g)
+{
+	uint64_t n = (g + 1) & 0xffffu;
+	return n ? n : 1;
+}
+
+/* The tag still names the owner @tag named (REF may differ). */
+static inline int same_owner(_Atomic uint64_t *s, uint64_t tag)
+{
+	return (atomic_load_explicit(&s[0], memory_order_relaxed) | REF) == (tag | REF);
+}
+
+static inline uint64_t lease_now(void)
+{
+	return (sluice_clock_coarse_ns() >> UNIT_SHIFT) & UNIT_MASK;
+}
+
+/* ---------------------------------------------------------------- */
+/* Claims                                                             */
+
+/* Lookup: the slot holding @id's key, LIVE, or -1. */
+static inline int64_t find_live(const sluice_keyed_t *k, const struct kid *id, uint64_t *tag)
+{
+	const uint64_t want = (K_LIVE << 62) | id->id;
+	for (unsigned pos = 0; pos < G; pos++) {
+		uint64_t i = slot_index(id, pos);
+		_Atomic uint64_t *s = slot_at(k, i);
+		/* Acquire: pairs with the publishing CAS (release): the key
+		 * words and the initial state are visible. */
+		uint64_t t = atomic_load_explicit(&s[0], memory_order_acquire);
+		if (t == 0)
+			break; /* never used: the key is not further (see create()) */
+		if ((t & ((3ULL << 62) | ID_MASK)) != want || !words_match(k, s, GEN(t), id))
+			continue;
+		*tag = t;
+		return (int64_t)i;
+	}
+	return -1;
+}
+
+/* Fill @d as a refusal that took nothing (SLUICE_EBUSY). */
+static inline void busy_decision(uint64_t limit, sluice_decision_t *d, uint64_t now)
+{
+	if (d) {
+		d->allowed = 0;
+		d->limit = limit;
+		d->remaining = 0;
+		d->retry_after_ns = 0;
+		d->delay_ns = 0;
+		d->reset_ns = 0;
+		d->now_ns = now;
+	}
+}
+
+/* ---------------------------------------------------------------- */
+/* Live parameters (lib/keyed_live.c says how they change)            */
+
+/*
+ * The parameter block: after the header, one line of control words and
+ * two blocks of fields, each field a 16-byte (value, ticket) pair.
+ * ctl[0] is the setters' lock: ticket:49 | held:1 | stamp:14 (the
+ * holder's CLOCK_MONOTONIC_COARSE time in units of 2^24 ns, as claims);
+ * ctl[1] is the era, the number of changes published: blk[era & 1] holds
+ * the parameters in force.  Setters change ctl (both words) only with one
+ * pair CAS, so publishing era e + 1 succeeds only for the setter that
+ * still holds the lock it took (a setter whose lock was stolen cannot
+ * publish).  Every field write is a pair CAS that expects the ticket it
+ * read and fails on a newer one, so a setter resumed after its lock was
+ * stolen can never write into a block a newer setter filled (the only
+ * blocks that are ever in force).  Decisions read only the value words.
+ * pub is (the reading after the last publication, its era + 1): what the
+ * next setter needs to know when the era before it is all fresh
+ * (keyed_live.c).
+ */
+enum {
+	F_INTERVAL, /* GCRA, LEAKY: T                                       */
+	F_TAU,      /* tau = b T ((D + 1) T)                                */
+	F_NMAX,     /* the largest n: b, D + 1, L or K                     */
+	F_RECIP,    /* gcra.h's reciprocal of T, and its shift             */
+	F_SHIFT,
+	F_PINTERVAL, /* the era before: T and tau, for the conversion     */
+	F_PTAU,
+	F_TC,     /* the change's reading (0 for era 0)                    */
+	F_LIMIT,  /* FIXED, WINDOW, INFLIGHT: L (K)                       */
+	F_CAP,    /* FIXED, WINDOW: the limit before epoch F_FROM          */
+	F_FROM,   /* the first window (bucket) where F_LIMIT applies alone */
+	F_RATE,   /* as configured: the next change starts from these      */
+	F_PERIOD,
+	F_BURST,  /* GCRA: b; LEAKY: D                                     */
+	F_COUNT
+};
+struct sluice__keyed_blk {
+	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t f[F_COUNT][2];
+};
+struct sluice__keyed_live {
+	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t ctl[2];
+	_Atomic uint64_t pub[2];
+	struct sluice__keyed_blk blk[2];
+};
+#define LIVE_BYTES ((uint32_t)sizeof(struct sluice__keyed_live))
+#define LOCK_HELD (1ULL << 14)
+#define LOCK_TICKET(w) ((w) >> 15)
+/* GCRA, LEAKY: the era's parity in a live state word (bit 62, which only a
+ * retired state uses, as S_VIRGIN) */
+#define S_PAR (1ULL << 62)
+
+/* The parameters one decision uses, all from one era. */
+struct kp {
+	uint64_t era, interval, tau, nmax, recip, shift, pinterval, ptau, tc;
+	uint64_t limit, cap, from;
+};
+
+/*
+ * kp_load - the era in force and its parameters.  Acquire on the era:
+ * pairs with the pair CAS that published it (a full barrier after the
+ * block's field CASes), so the block's values are those of that era.
+ * The block may be rewritten meanwhile only by a setter of era + 1 (it
+ * writes blk[(era + 1) & 1]: the other block) or later (era + 2 writes
+ * this block, after era + 1 was published); kp_same() after the state
+ * load detects both.  Values are used as harmless at any value (the
+ * callers mask, saturate and guard divisors): a hostile process can write
+ * them.
+ */
+static inline _Atomic uint64_t (*kp_era(const sluice_keyed_t *k, uint64_t *e))[2]
+{
+	*e = atomic_load_explicit(&k->live->ctl[1], memory_order_acquire);
+	return k->live->blk[*e & 1].f;
+}
+
+/* Acquire (plain loads on x86): each pairs with the field's pair CAS by
+ * the setter that wrote it, so a value a later era's setter wrote makes
+ * that setter's view of the era visible to kp_same()'s load, which these
+ * loads are ordered before. */
+#define KPF(f, i) atomic_load_explicit(&(f)[i][0], memory_order_acquire)
+
+/* The decision paths load only their algorithm's fields (no other field
+ * of *p is read there). */
+static inline void kp_load_gcra(const sluice_keyed_t *k, struct kp *p)
+{
+	_Atomic uint64_t(*f)[2] = kp_era(k, &p->era);
+	p->nmax = KPF(f, F_NMAX);
+	p->interval = KPF(f, F_INTERVAL);
+	p->tau = KPF(f, F_TAU);
+	p->recip = KPF(f, F_RECIP);
+	p->shift = KPF(f, F_SHIFT) & 63; /* a forged shift: in range */
+	p->pinterval = KPF(f, F_PINTERVAL);
+	p->ptau = KPF(f, F_PTAU);
+	p->tc = KPF(f, F_TC);
+}
+
+static inline void kp_load_win(const sluice_keyed_t *k, struct kp *p)
+{
+	_Atomic uint64_t(*f)[2] = kp_era(k, &p->era);
+	p->nmax = KPF(f, F_NMAX);
+	p->limit = KPF(f, F_LIMIT);
+	p->cap = KPF(f, F_CAP);
+	p->from = KPF(f, F_FROM);
+}
+
+static inline void kp_load_limit(const sluice_keyed_t *k, struct kp *p)
+{
+	_Atomic uint64_t(*f)[2] = kp_era(k, &p->era);
+	p->nmax = KPF(f, F_NMAX);
+	p->limit = KPF(f, F_LIMIT);
+}
+
+/* Every field, for the slow paths (creation, freshness, first states):
+ * the GCRA ones, then the others from the same era's block. */
+static inline void kp_load(const sluice_keyed_t *k, struct kp *p)
+{
+	kp_load_gcra(k, p);
+	_Atomic uint64_t(*f)[2] = k->live->blk[p->era & 1].f;
+	p->limit = KPF(f, F_LIMIT);
+	p->cap = KPF(f, F_CAP);
+	p->from = KPF(f, F_FROM);
+}
+
+/*
+ * kp_same - is era @e still in force?  Called after the acquire loads it
+ * covers (the parameters, and the state word a decision read), which order
+ * this load after them.  A parameter value written by a setter of a later
+ * era (a pair CAS, a full barrier, after its lock CAS read the era before
+ * it) happens before this load, and so does that era's publication: the
+ * load then returns a later era (write-read coherence).  Likewise a state
+ * word written by a decision of a later era (whose era load acquired that
+ * era).  Relaxed: the ordering comes from those acquires (no fence, which
+ * ThreadSanitizer would not model).
+ */
+static inline int kp_same(const sluice_keyed_t *k, uint64_t e)
+{
+	return atomic_load_explicit(&k->live->ctl[1], memory_order_relaxed) == e;
+}
+
+/* GCRA, LEAKY: the TAT @x of the era before, read in era @p (keyed_live.c
+ * says why this is gcra.h's SET_RATE / SET_BURST rule, taken at the
+ * change's reading p->tc).  Never below x, at most TMAX. */
+uint64_t sluice__keyed_gcra_convert(const struct kp *p, uint64_t x);
+
+/* keyed_live.c: write era 0's parameters (init) */
+void sluice__keyed_live_format(struct sluice__keyed_live *l, const struct params *p);
+
+/* keyed_table.c */
+int sluice__keyed_validate(const sluice_keyed_config_t *c, struct params *p);
+void sluice__keyed_layout(const struct params *p, struct layout *l);
+/* keyed_decide.c: the algorithms' freshness, loss and first state */
+int sluice__keyed_state_fresh(const sluice_keyed_t *k, const struct kp *p, _Atomic uint64_t *s,
+                              uint64_t st, uint64_t now, uint64_t *loss, uint64_t *wait);
+uint64_t sluice__keyed_successor(const sluice_keyed_t *k, const struct kp *p, uint64_t st,
+                                 uint64_t floor, uint64_t now);
+/* keyed_slot.c: give a new key a slot */
+int64_t sluice__keyed_create(const sluice_keyed_t *k, const struct kid *id, uint64_t now,
+                             sluice_decision_t *d, int *rc, uint64_t *tag, unsigned *tries);
+
+#endif /* SLUICE_KEYED_INTERNAL_H */
