@@ -745,7 +745,7 @@ static int refund_once(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t ta
 {
 	_Atomic uint64_t *st = state_at(k, s);
 	for (;;) {
-		struct kp p;
+		struct kp p = { 0 }; /* read_state fills the algorithm's fields */
 		uint64_t o, a, next;
 		int r = k->algo == SLUICE_ALGO_FIXED
 			        ? read_state(k, s, tag, id, n, &p, KP_WIN, &o, &a, tries)

@@ -142,6 +142,8 @@ static inline int acquire_at(sluice_limiter_t *l, const void *key, size_t keylen
 		return composite_take(&l->u.composite, key, keylen, n, now, d, got);
 	}
 	case SLUICE_ALGO_KEYED:
+		if (!key)
+			return SLUICE_EKEYLEN; /* the plain calls: no key */
 		return sluice_keyed_acquire_at(l->u.keyed, key, keylen, n, now, d);
 #define ACQUIRE(K, name)        \
 	case SLUICE_ALGO_##K: \
@@ -186,9 +188,9 @@ static inline int release(sluice_limiter_t *l, const void *key, size_t keylen, u
 	case SLUICE_ALGO_KEYED:
 		/* an INFLIGHT table ends @key's requests; the others count
 		 * arrivals: nothing to end */
-		return l->u.keyed->algo == SLUICE_ALGO_INFLIGHT
-			       ? sluice_keyed_release(l->u.keyed, key, keylen, n)
-			       : 0;
+		if (l->u.keyed->algo != SLUICE_ALGO_INFLIGHT)
+			return 0;
+		return key ? sluice_keyed_release(l->u.keyed, key, keylen, n) : SLUICE_EKEYLEN;
 	default:
 		return 0; /* arrivals, not work in progress: nothing to end */
 	}
@@ -213,6 +215,8 @@ static inline int refund(sluice_limiter_t *l, const void *key, size_t keylen, ui
 		 * composite's time could hit the wrong bucket of a part. */
 		return SLUICE_ENOTSUP;
 	case SLUICE_ALGO_KEYED:
+		if (!key)
+			return SLUICE_EKEYLEN;
 		return sluice_keyed_refund(l->u.keyed, key, keylen, n, admitted);
 #define REFUND(K, name)         \
 	case SLUICE_ALGO_##K: \

@@ -183,3 +183,54 @@ Test(composite_keyed, all_or_nothing_under_threads)
 	             (unsigned long long)kept);
 	kit_free(&k);
 }
+
+/* sluice_keyed_refund on its own: exact while the key's state is what the
+ * admission left, SLUICE_ECANCEL (nothing given back) otherwise. */
+Test(composite_keyed, keyed_refund_is_exact_only_on_the_state_it_left)
+{
+	sluice_clock_manual_init(&mclock, 10 * SEC);
+	const char *a = "a", *b = "b";
+	sluice_decision_t d1, d2;
+	/* GCRA: the latest admission of a key comes back, an older one not */
+	sluice_keyed_t g;
+	sluice_keyed_config_t gc = { .algo = SLUICE_ALGO_GCRA, .capacity = 8, .rate = 1,
+		                     .period_ns = SEC, .burst = 3 };
+	cr_assert_eq(sluice_keyed_new(&g, &gc, &mclock), 0);
+	cr_assert_eq(sluice_keyed_acquire(&g, a, 1, 1, &d1), 1);
+	cr_assert_eq(sluice_keyed_acquire(&g, a, 1, 1, &d2), 1);
+	cr_assert_eq(sluice_keyed_refund(&g, a, 1, 1, &d1), SLUICE_ECANCEL, "decided on since");
+	cr_assert_eq(sluice_keyed_refund(&g, a, 1, 1, &d2), 0);
+	cr_assert_eq(sluice_keyed_refund(&g, a, 1, 1, &d2), SLUICE_ECANCEL, "twice: not exact");
+	cr_assert_eq(sluice_keyed_refund(&g, b, 1, 1, &d2), SLUICE_ECANCEL, "no such key");
+	int left = 0;
+	while (sluice_keyed_acquire(&g, a, 1, 1, NULL) == 1)
+		left++;
+	cr_assert_eq(left, 2, "3 - 2 taken + 1 given back");
+	sluice_decision_t no = d2;
+	no.allowed = 0;
+	cr_assert_eq(sluice_keyed_refund(&g, a, 1, 1, &no), SLUICE_EINVAL);
+	cr_assert_eq(sluice_keyed_refund(&g, a, 1, 0, &d2), SLUICE_EINVAL);
+	sluice_keyed_free(&g);
+	/* FIXED: within the admission's window, its count drops */
+	sluice_keyed_t f;
+	sluice_keyed_config_t fc = { .algo = SLUICE_ALGO_FIXED, .capacity = 8, .limit = 3,
+		                     .window_ns = SEC };
+	cr_assert_eq(sluice_keyed_new(&f, &fc, &mclock), 0);
+	cr_assert_eq(sluice_keyed_acquire(&f, a, 1, 2, &d1), 1);
+	cr_assert_eq(sluice_keyed_acquire(&f, a, 1, 1, &d2), 1);
+	cr_assert_eq(sluice_keyed_acquire(&f, a, 1, 1, NULL), 0, "full");
+	cr_assert_eq(sluice_keyed_refund(&f, a, 1, 2, &d1), 0, "same window: any admission of it");
+	cr_assert_eq(sluice_keyed_acquire(&f, a, 1, 2, NULL), 1, "the 2 came back");
+	sluice_clock_manual_advance(&mclock, SEC);
+	cr_assert_eq(sluice_keyed_acquire(&f, a, 1, 1, NULL), 1, "a new window");
+	cr_assert_eq(sluice_keyed_refund(&f, a, 1, 1, &d2), SLUICE_ECANCEL, "its window is over");
+	sluice_keyed_free(&f);
+	/* WINDOW: never exact */
+	sluice_keyed_t w;
+	sluice_keyed_config_t wc = { .algo = SLUICE_ALGO_WINDOW, .capacity = 8, .limit = 3,
+		                     .window_ns = SEC, .buckets = 4 };
+	cr_assert_eq(sluice_keyed_new(&w, &wc, &mclock), 0);
+	cr_assert_eq(sluice_keyed_acquire(&w, a, 1, 1, &d1), 1);
+	cr_assert_eq(sluice_keyed_refund(&w, a, 1, 1, &d1), SLUICE_ECANCEL);
+	sluice_keyed_free(&w);
+}
