@@ -168,9 +168,9 @@
  *     double-width CAS expecting the pair it read, so a claimer's write
  *     after any later claim fails, even when the word repeats, bit for
  *     bit, what it read (tests/test_keyed_faults.c: 65,535 claims later,
- *     same 6 key bytes, same 16-bit generation).  Its lease time is 14 bits of 2^24 ns: a claim stopped for a multiple
- *     of 275 s looks fresh again for up to the lease, which only delays its
- *     steal.  A claimer stopped between reading a retired state and the
+ *     same 6 key bytes, same 16-bit generation).  Its lease time is 14
+ *     bits of 2^24 ns: a claim stopped for a multiple of 275 s looks fresh
+ *     again for up to the lease, which only delays its steal.  A claimer stopped between reading a retired state and the
  *     CAS that initialises it initialises nothing if any other
  *     initialisation came in between (the CAS expects the owner counter it
  *     read), even one after which the slot was evicted back to exactly the
