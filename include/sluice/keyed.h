@@ -303,17 +303,15 @@
  * (capacity 131,072) takes 16.1 MiB.  No allocation after init, ever
  * (sluice_keyed_new() allocates the region once).
  *
- * COST: a decision on an existing key hashes the key (SipHash-1-3, about
- * 15 ns for 16 bytes), reads its slot's line (usually the first probed),
- * loads the era of the parameters, the era's block (one or two lines that
- * only changes write) and the owner counter, the state and the era again,
- * compares the key words, does one double-width
- * CAS on the state and owner and one relaxed add on this CPU's statistics
- * line (WINDOW: an admission's CAS is on its bucket word, followed by loads
- * of the owner and head; callgrind: about 40 instructions more per GCRA
- * decision than with a single-width CAS on the state alone, 593 against
- * 553 for an 11-byte key).  A new
- * key scans its group and claims a slot with a few CASes.
+ * COST: a decision on an existing key hashes the key (SipHash-1-3),
+ * reads its slot's line (usually the first probed), loads the era of the
+ * parameters, the era's block (one or two lines that only changes write)
+ * and the owner counter, the state and the era again, compares the key
+ * words, does one double-width CAS on the state and owner and one relaxed
+ * add on this CPU's statistics line (WINDOW: an admission's CAS is on its
+ * bucket word, followed by loads of the owner and head).  A new key scans
+ * its group and claims a slot with a few CASes.  Measured figures (ns,
+ * instructions per decision) are in docs/performance.md.
  */
 #ifndef SLUICE_KEYED_H
 #define SLUICE_KEYED_H
