@@ -137,10 +137,10 @@ static inline int acquire_at(sluice_limiter_t *l, const void *key, size_t keylen
                              uint64_t now, sluice_decision_t *d)
 {
 	switch (l->algo) {
-	case SLUICE_ALGO_COMPOSITE: {
-		sluice_decision_t got[SLUICE_COMPOSITE_MAX];
-		return composite_take(&l->u.composite, key, keylen, n, now, d, got);
-	}
+	case SLUICE_ALGO_COMPOSITE:
+		/* out of line: its array of part decisions would put a stack
+		 * protector check on every other algorithm's path here */
+		return sluice_composite_acquire_key_at(&l->u.composite, key, keylen, n, now, d, NULL);
 	case SLUICE_ALGO_KEYED:
 		if (!key)
 			return SLUICE_EKEYLEN; /* the plain calls: no key */
