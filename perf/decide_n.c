@@ -6,7 +6,9 @@
  *   decide_n ALGO COUNT
  *
  * ALGO: null (the loop alone, to subtract), fixed, ring-exact, ring-lease, ring-striped, gcra, leaky, log,
- * warmup, decay, inflight, composite, or mutex-fixed (the published-style
+ * warmup, decay, inflight, composite, keyed-gcra, keyed-fixed, keyed-window,
+ * keyed-inflight (a keyed table, one existing 11-byte key: the hash, the
+ * probe and the per-key decision), or mutex-fixed (the published-style
  * baseline: pthread mutex + clock_gettime(CLOCK_MONOTONIC)).
  *
  * The allow regime (limits nothing reaches), n = 1, decision filled.  Time
@@ -108,6 +110,12 @@ LOOP_FN(run_decay, sluice_decay_t, sluice_decay_acquire_at(o, 1, t, &d), (void)0
 LOOP_FN(run_inflight, sluice_inflight_t, sluice_inflight_acquire_at(o, 1, t, &d),
         sluice_inflight_release(o, 1))
 LOOP_FN(run_composite, sluice_composite_t, sluice_composite_acquire_at(o, 1, t, &d), (void)0)
+#define KEY "203.0.113.7" /* 11 bytes: an IPv4 address as text */
+LOOP_FN(run_keyed, sluice_keyed_t, sluice_keyed_acquire_at(o, KEY, sizeof(KEY) - 1, 1, t, &d),
+        (void)0)
+LOOP_FN(run_keyed_inflight, sluice_keyed_t,
+        sluice_keyed_acquire_at(o, KEY, sizeof(KEY) - 1, 1, t, &d),
+        sluice_keyed_release(o, KEY, sizeof(KEY) - 1, 1))
 LOOP_FN(run_mutex_fixed, struct mutex_fixed, ((void)t, mutex_fixed_decide(o, &d)), (void)0)
 
 int main(int argc, char **argv)
@@ -198,6 +206,37 @@ int main(int argc, char **argv)
 		admitted = run_composite(&cmp, count);
 		sluice_limiter_free(parts[0]);
 		sluice_limiter_free(parts[1]);
+	} else if (strncmp(algo, "keyed-", 6) == 0) {
+		/* seeded, so every run hashes the key to the same slot */
+		sluice_keyed_config_t c = { .policy = SLUICE_KEYED_REJECT, .capacity = 1024,
+			                    .flags = SLUICE_KEYED_SEEDED, .seed = { 1, 2 } };
+		if (strcmp(algo, "keyed-gcra") == 0)
+			c.algo = SLUICE_ALGO_GCRA, c.rate = 1, c.period_ns = 1, c.burst = 1000000;
+		else if (strcmp(algo, "keyed-fixed") == 0)
+			c.algo = SLUICE_ALGO_FIXED, c.limit = SLUICE_KEYED_FIXED_LIMIT_MAX,
+			c.window_ns = SEC;
+		else if (strcmp(algo, "keyed-window") == 0)
+			c.algo = SLUICE_ALGO_WINDOW, c.limit = SLUICE_WINDOW_LIMIT_MAX,
+			c.window_ns = SEC, c.buckets = 8;
+		else if (strcmp(algo, "keyed-inflight") == 0)
+			c.algo = SLUICE_ALGO_INFLIGHT, c.limit = 1000;
+		else {
+			fprintf(stderr, "decide_n: unknown algorithm %s\n", algo);
+			return 2;
+		}
+		sluice_keyed_t k;
+		check(sluice_keyed_new(&k, &c, &clk), "init");
+		/* the key exists before the count starts (a lookup, not a claim) */
+		check(sluice_keyed_acquire_at(&k, KEY, sizeof(KEY) - 1, 1, START, NULL) == 1 ? 0
+		                                                                           : SLUICE_EINVAL,
+		      "first decision");
+		if (c.algo == SLUICE_ALGO_INFLIGHT) {
+			check(sluice_keyed_release(&k, KEY, sizeof(KEY) - 1, 1), "release");
+			admitted = run_keyed_inflight(&k, count);
+		} else {
+			admitted = run_keyed(&k, count);
+		}
+		sluice_keyed_free(&k);
 	} else if (strcmp(algo, "mutex-fixed") == 0) {
 		struct mutex_fixed m = { PTHREAD_MUTEX_INITIALIZER, 0, 0 };
 		admitted = run_mutex_fixed(&m, count);

@@ -20,7 +20,8 @@ build=${1:-build}
 shift || true
 algos=("$@")
 [ ${#algos[@]} -gt 0 ] || algos=(null fixed ring-exact ring-lease ring-striped gcra leaky log warmup
-                                  decay inflight composite mutex-fixed)
+                                  decay inflight composite keyed-gcra keyed-fixed keyed-window
+                                  keyed-inflight mutex-fixed)
 command -v valgrind >/dev/null ||
   { echo "perf/instructions.sh: needs valgrind (apt-get install valgrind)" >&2; exit 2; }
 [ -f "$build/build.ninja" ] || meson setup "$build" >/dev/null
