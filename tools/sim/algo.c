@@ -5,7 +5,7 @@
  * judges (--limit L per --window W), so `--algo fixed --algo ring --algo
  * gcra` compares like with like, and a key only overrides one parameter.
  * The specification is checked by building the limiter once, with a
- * manual clock: the error a user sees is the library's own (-SLUICE_E*,
+ * manual clock: the error a user sees is the library's own (SLUICE_E*,
  * sluice_strerror), never a second opinion kept here that could drift from
  * it.  Limiters are built through the generic handle (sluice/limiter.h);
  * the leaky bucket's shaper books a later slot (sluice_limiter_reserve)

@@ -222,7 +222,7 @@ typedef struct sim_lim {
 } sim_lim_t;
 
 int sim_lim_new(const sim_algo_t *a, sluice_clock_t *clock, sim_lim_t *l);
-/* sim_lim_take - ask for @n at the clock's reading: 1, 0 or -SLUICE_E*. */
+/* sim_lim_take - ask for @n at the clock's reading: 1, 0 or SLUICE_E*. */
 int sim_lim_take(sim_lim_t *l, uint64_t n, sluice_decision_t *d);
 int sim_lim_release(sim_lim_t *l, uint64_t n);
 void sim_lim_free(sim_lim_t *l);
