@@ -56,65 +56,21 @@ static void check_mark(sluice_rules_mark_t m, uint32_t lines, const char *what)
 /* Build what the engine will build from @r: it must succeed. */
 static void build(const sluice_rule_t *r)
 {
-	const sluice_rules_limit_t *l = &r->limit;
 	sluice_clock_t manual;
 	sluice_clock_manual_init(&manual, 0);
 	int rc;
 	if (r->per_key) {
-		sluice_keyed_config_t kc = {
-			.algo = l->algo, .policy = r->keys.policy, .flags = r->keys.flags,
-			.key_max = r->keys.key_max, .capacity = SLUICE_KEYED_CAPACITY_MIN,
-			.rate = l->rate, .period_ns = l->period_ns, .burst = l->burst,
-			.depth = l->depth, .limit = l->limit, .window_ns = l->window_ns,
-			.buckets = l->buckets,
-		};
+		sluice_keyed_config_t kc;
+		sluice_rule_keyed_config(r, &kc);
+		kc.capacity = SLUICE_KEYED_CAPACITY_MIN; /* the parameters, not the size */
 		sluice_keyed_t k;
 		rc = sluice_keyed_new(&k, &kc, &manual);
 		if (rc == 0)
 			sluice_keyed_free(&k);
 	} else {
-		sluice_limiter_config_t lc = { .algo = l->algo };
-		switch (l->algo) {
-		case SLUICE_ALGO_GCRA:
-			lc.gcra = (sluice_gcra_config_t){ .rate = l->rate, .period_ns = l->period_ns,
-			                          .burst = l->burst, .clock = &manual };
-			break;
-		case SLUICE_ALGO_LEAKY:
-			lc.leaky = (sluice_leaky_config_t){ .rate = l->rate, .period_ns = l->period_ns,
-				                            .mode = SLUICE_LEAKY_METER, .depth = l->depth,
-				                            .clock = &manual };
-			if (r->fallback.type == SLUICE_RULES_FALLBACK_QUEUE) {
-				lc.leaky.mode = SLUICE_LEAKY_SHAPER;
-				lc.leaky.max_delay_ns = r->fallback.max_wait_ns;
-			}
-			break;
-		case SLUICE_ALGO_FIXED:
-			lc.fixed = (sluice_fixed_config_t){ .limit = l->limit, .window_ns = l->window_ns,
-			                            .clock = &manual };
-			break;
-		case SLUICE_ALGO_WINDOW:
-			lc.window = (sluice_window_config_t){ .limit = l->limit, .window_ns = l->window_ns,
-				                              .buckets = l->buckets, .mode = SLUICE_EXACT,
-				                              .clock = &manual };
-			break;
-		case SLUICE_ALGO_LOG:
-			lc.log = (sluice_log_config_t){ .limit = l->limit, .window_ns = l->window_ns,
-			                        .clock = &manual };
-			break;
-		case SLUICE_ALGO_WARMUP:
-			lc.warmup = (sluice_warmup_config_t){ .rate = l->rate, .period_ns = l->period_ns,
-			                              .warmup_ns = l->warmup_ns, .clock = &manual };
-			break;
-		case SLUICE_ALGO_DECAY:
-			lc.decay = (sluice_decay_config_t){ .limit = l->limit, .half_life_ns = l->half_life_ns,
-			                            .clock = &manual };
-			break;
-		case SLUICE_ALGO_INFLIGHT:
-			lc.inflight = (sluice_inflight_config_t){ .limit = l->limit, .clock = &manual };
-			break;
-		default:
-			FUZZ_CHECK(0, "rule %s: algorithm %d", r->id, (int)l->algo);
-		}
+		sluice_limiter_config_t lc;
+		rc = sluice_rule_limiter_config(r, &manual, &lc);
+		FUZZ_CHECK(rc == 0, "rule %s: algorithm %d", r->id, (int)r->limit.algo);
 		sluice_limiter_t *lim = NULL;
 		rc = sluice_limiter_new(&lc, &lim);
 		sluice_limiter_free(lim);

@@ -1023,6 +1023,66 @@ static int take_adaptive(struct ctx *c, const struct sluice__node *n, sluice_rul
 
 /* ---- the check by sluice itself -------------------------------------- */
 
+void sluice_rule_keyed_config(const sluice_rule_t *r, sluice_keyed_config_t *out)
+{
+	const sluice_rules_limit_t *l = &r->limit;
+	*out = (sluice_keyed_config_t){
+		.algo = l->algo, .policy = r->keys.policy, .flags = r->keys.flags,
+		.key_max = r->keys.key_max, .capacity = r->keys.capacity, .rate = l->rate,
+		.period_ns = l->period_ns, .burst = l->burst, .depth = l->depth,
+		.limit = l->limit, .window_ns = l->window_ns, .buckets = l->buckets,
+	};
+}
+
+int sluice_rule_limiter_config(const sluice_rule_t *r, const sluice_clock_t *clk,
+                               sluice_limiter_config_t *out)
+{
+	const sluice_rules_limit_t *l = &r->limit;
+	*out = (sluice_limiter_config_t){ .algo = l->algo };
+	switch (l->algo) {
+	case SLUICE_ALGO_GCRA:
+		out->gcra = (sluice_gcra_config_t){ .rate = l->rate, .period_ns = l->period_ns,
+			                            .burst = l->burst, .clock = clk };
+		break;
+	case SLUICE_ALGO_LEAKY:
+		out->leaky = (sluice_leaky_config_t){ .rate = l->rate, .period_ns = l->period_ns,
+			                              .mode = SLUICE_LEAKY_METER, .depth = l->depth,
+			                              .clock = clk };
+		if (r->fallback.type == SLUICE_RULES_FALLBACK_QUEUE) {
+			out->leaky.mode = SLUICE_LEAKY_SHAPER;
+			out->leaky.max_delay_ns = r->fallback.max_wait_ns;
+		}
+		break;
+	case SLUICE_ALGO_FIXED:
+		out->fixed = (sluice_fixed_config_t){ .limit = l->limit, .window_ns = l->window_ns,
+			                              .clock = clk };
+		break;
+	case SLUICE_ALGO_WINDOW:
+		out->window = (sluice_window_config_t){ .limit = l->limit, .window_ns = l->window_ns,
+			                                .buckets = l->buckets, .mode = SLUICE_EXACT,
+			                                .clock = clk };
+		break;
+	case SLUICE_ALGO_LOG:
+		out->log = (sluice_log_config_t){ .limit = l->limit, .window_ns = l->window_ns,
+			                          .clock = clk };
+		break;
+	case SLUICE_ALGO_WARMUP:
+		out->warmup = (sluice_warmup_config_t){ .rate = l->rate, .period_ns = l->period_ns,
+			                                .warmup_ns = l->warmup_ns, .clock = clk };
+		break;
+	case SLUICE_ALGO_DECAY:
+		out->decay = (sluice_decay_config_t){ .limit = l->limit,
+			                              .half_life_ns = l->half_life_ns, .clock = clk };
+		break;
+	case SLUICE_ALGO_INFLIGHT:
+		out->inflight = (sluice_inflight_config_t){ .limit = l->limit, .clock = clk };
+		break;
+	default:
+		return SLUICE_EALGO;
+	}
+	return 0;
+}
+
 /*
  * Hand the rule's parameters to the algorithm's own validation.  Per-key
  * rules: sluice_keyed_init() on a 64-byte probe with size 0 validates the
@@ -1044,13 +1104,9 @@ static int check_with_sluice(struct ctx *c, sluice_rule_t *r)
 	const char *who;
 	int rc;
 	if (r->per_key) {
-		sluice_keyed_config_t kc = {
-			.algo = l->algo, .policy = r->keys.policy,
-			.flags = r->keys.flags | SLUICE_KEYED_SEEDED, .key_max = r->keys.key_max,
-			.capacity = r->keys.capacity, .rate = l->rate, .period_ns = l->period_ns,
-			.burst = l->burst, .depth = l->depth, .limit = l->limit,
-			.window_ns = l->window_ns, .buckets = l->buckets,
-		};
+		sluice_keyed_config_t kc;
+		sluice_rule_keyed_config(r, &kc);
+		kc.flags |= SLUICE_KEYED_SEEDED; /* a probe: no getrandom() */
 		_Alignas(SLUICE_CACHELINE) unsigned char probe[SLUICE_CACHELINE];
 		who = "sluice_keyed_init";
 		rc = sluice_keyed_init(probe, 0, &kc);
@@ -1076,48 +1132,8 @@ static int check_with_sluice(struct ctx *c, sluice_rule_t *r)
 		if (rc == 0)
 			r->keys.region_bytes = sluice_keyed_region_bytes(&kc);
 	} else {
-		sluice_limiter_config_t lc = { .algo = l->algo };
-		switch (l->algo) {
-		case SLUICE_ALGO_GCRA:
-			lc.gcra = (sluice_gcra_config_t){ .rate = l->rate, .period_ns = l->period_ns,
-				                          .burst = l->burst, .clock = clk };
-			break;
-		case SLUICE_ALGO_LEAKY:
-			lc.leaky = (sluice_leaky_config_t){ .rate = l->rate, .period_ns = l->period_ns,
-				                            .mode = SLUICE_LEAKY_METER, .depth = l->depth,
-				                            .clock = clk };
-			if (r->fallback.type == SLUICE_RULES_FALLBACK_QUEUE) {
-				lc.leaky.mode = SLUICE_LEAKY_SHAPER;
-				lc.leaky.max_delay_ns = r->fallback.max_wait_ns;
-			}
-			break;
-		case SLUICE_ALGO_FIXED:
-			lc.fixed = (sluice_fixed_config_t){ .limit = l->limit, .window_ns = l->window_ns,
-				                            .clock = clk };
-			break;
-		case SLUICE_ALGO_WINDOW:
-			lc.window = (sluice_window_config_t){ .limit = l->limit, .window_ns = l->window_ns,
-				                              .buckets = l->buckets, .mode = SLUICE_EXACT,
-				                              .clock = clk };
-			break;
-		case SLUICE_ALGO_LOG:
-			lc.log = (sluice_log_config_t){ .limit = l->limit, .window_ns = l->window_ns,
-				                        .clock = clk };
-			break;
-		case SLUICE_ALGO_WARMUP:
-			lc.warmup = (sluice_warmup_config_t){ .rate = l->rate, .period_ns = l->period_ns,
-				                              .warmup_ns = l->warmup_ns, .clock = clk };
-			break;
-		case SLUICE_ALGO_DECAY:
-			lc.decay = (sluice_decay_config_t){ .limit = l->limit,
-				                            .half_life_ns = l->half_life_ns, .clock = clk };
-			break;
-		case SLUICE_ALGO_INFLIGHT:
-			lc.inflight = (sluice_inflight_config_t){ .limit = l->limit, .clock = clk };
-			break;
-		default:
-			break;
-		}
+		sluice_limiter_config_t lc;
+		sluice_rule_limiter_config(r, clk, &lc); /* EALGO: limiter_new says so */
 		sluice_limiter_t *lim = NULL;
 		who = "sluice_limiter_new";
 		rc = sluice_limiter_new(&lc, &lim);

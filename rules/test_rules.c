@@ -862,64 +862,21 @@ Test(rules, reentrant)
  * rule's limiter, or a keyed table of the rule's parameters). */
 static int build(const sluice_rule_t *r, const sluice_clock_t *clk)
 {
-	const sluice_rules_limit_t *l = &r->limit;
 	if (r->per_key) {
-		sluice_keyed_config_t kc = {
-			.algo = l->algo, .policy = r->keys.policy, .flags = r->keys.flags,
-			.key_max = r->keys.key_max, .capacity = r->keys.capacity, .rate = l->rate,
-			.period_ns = l->period_ns, .burst = l->burst, .depth = l->depth,
-			.limit = l->limit, .window_ns = l->window_ns, .buckets = l->buckets,
-		};
+		sluice_keyed_config_t kc;
+		sluice_rule_keyed_config(r, &kc);
 		sluice_keyed_t k;
 		int rc = sluice_keyed_new(&k, &kc, clk);
 		if (rc == 0)
 			sluice_keyed_free(&k);
 		return rc;
 	}
-	sluice_limiter_config_t lc = { .algo = l->algo };
-	switch (l->algo) {
-	case SLUICE_ALGO_GCRA:
-		lc.gcra = (sluice_gcra_config_t){ .rate = l->rate, .period_ns = l->period_ns,
-			                          .burst = l->burst, .clock = clk };
-		break;
-	case SLUICE_ALGO_LEAKY:
-		lc.leaky = (sluice_leaky_config_t){ .rate = l->rate, .period_ns = l->period_ns,
-			                            .mode = SLUICE_LEAKY_METER, .depth = l->depth,
-			                            .clock = clk };
-		if (r->fallback.type == SLUICE_RULES_FALLBACK_QUEUE) {
-			lc.leaky.mode = SLUICE_LEAKY_SHAPER;
-			lc.leaky.max_delay_ns = r->fallback.max_wait_ns;
-		}
-		break;
-	case SLUICE_ALGO_FIXED:
-		lc.fixed = (sluice_fixed_config_t){ .limit = l->limit, .window_ns = l->window_ns,
-			                            .clock = clk };
-		break;
-	case SLUICE_ALGO_WINDOW:
-		lc.window = (sluice_window_config_t){ .limit = l->limit, .window_ns = l->window_ns,
-			                              .buckets = l->buckets, .mode = SLUICE_EXACT,
-			                              .clock = clk };
-		break;
-	case SLUICE_ALGO_LOG:
-		lc.log = (sluice_log_config_t){ .limit = l->limit, .window_ns = l->window_ns,
-			                        .clock = clk };
-		break;
-	case SLUICE_ALGO_WARMUP:
-		lc.warmup = (sluice_warmup_config_t){ .rate = l->rate, .period_ns = l->period_ns,
-			                              .warmup_ns = l->warmup_ns, .clock = clk };
-		break;
-	case SLUICE_ALGO_DECAY:
-		lc.decay = (sluice_decay_config_t){ .limit = l->limit, .half_life_ns = l->half_life_ns,
-			                            .clock = clk };
-		break;
-	case SLUICE_ALGO_INFLIGHT:
-		lc.inflight = (sluice_inflight_config_t){ .limit = l->limit, .clock = clk };
-		break;
-	default:
-		return SLUICE_EALGO;
-	}
+	sluice_limiter_config_t lc;
+	int rc = sluice_rule_limiter_config(r, clk, &lc);
+	if (rc != 0)
+		return rc;
 	sluice_limiter_t *lim = NULL;
-	int rc = sluice_limiter_new(&lc, &lim);
+	rc = sluice_limiter_new(&lc, &lim);
 	sluice_limiter_free(lim);
 	return rc;
 }

@@ -56,6 +56,7 @@
 #include "clock.h"
 #include "common.h"
 #include "keyed.h"
+#include "limiter.h"
 
 #define SLUICE_RULES_MAX_BYTES (4u << 20) /* largest input, bytes        */
 #define SLUICE_RULES_DEPTH_MAX 64u        /* deepest nesting             */
@@ -271,6 +272,19 @@ SLUICE_API void sluice_rules_errors_free(sluice_rules_errors_t *e);
  */
 SLUICE_API int sluice_rules_error_format(const sluice_rules_errors_t *e, size_t i, char *buf,
                                          size_t len);
+
+/*
+ * sluice_rule_keyed_config - the keyed table a per-key rule @r describes
+ * (its algorithm, parameters and keys section), for sluice_keyed_init/_new.
+ * sluice_rule_limiter_config - the limiter a global rule @r describes, on
+ * @clock (a leaky bucket with a queue fallback is the shaper of that
+ * max_wait), for sluice_limiter_new.  The one mapping from a rule to
+ * sluice's configs: the loader validates through it, the engine builds
+ * through it.  Return: 0, or SLUICE_EALGO for an algorithm it cannot hold.
+ */
+SLUICE_API void sluice_rule_keyed_config(const sluice_rule_t *r, sluice_keyed_config_t *out);
+SLUICE_API int sluice_rule_limiter_config(const sluice_rule_t *r, const sluice_clock_t *clock,
+                                          sluice_limiter_config_t *out);
 
 /* sluice_rules_algo_name - the file's name of @a ("token_bucket", ...), or NULL. */
 SLUICE_API const char *sluice_rules_algo_name(sluice_algo_t a);
