@@ -9,6 +9,11 @@ packages=(
   libck-dev                  # Concurrency Kit: ck_spinlock baseline in bench/
   libcriterion-dev           # Criterion: unit tests
   libyaml-dev                # rules/: libsluice-rules and sluice check (the YAML parser)
+  liburcu-dev                # rules/: the rule set published by RCU (urcu-bp), reload without blocking readers
+  prometheus                 # rules/, nginx/: promtool checks the metrics text in the tests
+  libhiredis-dev redis-server  # redis/: the Redis client, and a real server for its tests
+  nginx nginx-dev            # nginx/: Debian's nginx and the headers its dynamic module builds against
+  curl wrk                   # nginx/: test and benchmark clients
   gnuplot-nox                # the demo's and perf/'s plots (sluice-sim --plot)
   clang libclang-rt-14-dev   # fuzz/: libFuzzer and clang's sanitizer runtimes
                              # (the runtimes are only a Recommends of clang)
