@@ -67,9 +67,32 @@
  *   counts the skipped ones as EMPTY.  Epochs saturate at 2^63 - 1: with
  *   window_ns = 1, times past 2^63 ns (292 years of uptime) are all one
  *   window.
+ * WIRING (the engine): for a rule with cfg.enabled, at build
+ *   sluice__adaptive_init(&a, &rule->adaptive, configured, kept, &m, now,
+ *   apply, rule_state), where configured is the limit the floor is measured
+ *   against (GCRA: the rate per its period; the windows and concurrency:
+ *   L), kept the old controller's sluice__adaptive_limit() across a reload
+ *   that keeps the rule (0 otherwise; the engine brings it into
+ *   [floor, configured] if the new file moved them), and apply() calls the
+ *   rule's live setter: sluice_gcra_set_rate(effective, period_ns) or
+ *   set_limit(effective) on the rule's limiter or keyed table.  On every
+ *   decision of the rule: sluice__adaptive_tick(&a, now) (one load and a
+ *   compare when no window closed).  Verdicts and the metrics' limit gauge
+ *   read sluice__adaptive_limit().  The struct has cache-line-aligned
+ *   members: embed it in the rule's state or allocate it with
+ *   aligned_alloc(SLUICE_CACHELINE, ...), not with plain malloc.
+ *
  * CALLING CONTEXT: the callback runs on whichever thread won the window
  *   (a deciding thread, inside sluice_engine_decide): it must be as cheap
- *   and lock-free as a decision (the engine's live set_* calls are).
+ *   and lock-free as a decision.  One controller's callbacks never overlap,
+ *   so they never contend with each other for a limiter's setter; but
+ *   GCRA's set_rate/set_burst are serialised by a flag that a concurrent
+ *   reload's set_rate on the same limiter may hold (sluice/gcra.h: a
+ *   setter waits up to SLUICE_GCRA_WRITER_WAIT_NS for it).  An engine that
+ *   applies reload changes with set_rate on live GCRA limiters should not
+ *   call set_rate from this callback directly; it can store the new limit
+ *   and apply it outside the decision (or have reloads skip adaptive
+ *   rules' rates while the controller holds them).
  */
 #ifndef SLUICE_RULES_ADAPTIVE_INTERNAL_H
 #define SLUICE_RULES_ADAPTIVE_INTERNAL_H

@@ -33,6 +33,23 @@
  *   instead of 292 years in ns, which a busy rule (1e5 requests/s at 10 ms
  *   each adds 1e12 ns per second) would overflow within 107 days.
  *
+ * WIRING (the engine):
+ *   per rule, at build:   sluice__metrics_init(&m, 0) (a rule kept across a
+ *                         reload keeps its metrics object: counters must not
+ *                         go back, Prometheus reads a drop as a restart);
+ *   decide, per rule applied: count(REQUESTS, 1), then one of PASSED,
+ *                         REFUSED (enforce), SHADOW_REFUSED (shadow mode:
+ *                         also PASSED, it was admitted), ERRORS (a limiter
+ *                         error, then PASSED or REFUSED as on_error says);
+ *                         a queued admission: QUEUED and PASSED, and
+ *                         sluice__metrics_observe(&m.queue_wait, delay_ns);
+ *   complete:             sluice__metrics_complete(&m, latency_ns, ok);
+ *   load:                 sluice__metrics_engine_reload(&e, ok, version);
+ *   sluice_engine_metrics: a view of the published set's rules (inside the
+ *                         read-side section, so no row is freed under it)
+ *                         and sluice__metrics_write(&view, write_fn, ctx);
+ *   free:                 sluice__metrics_free() after the grace period.
+ *
  * CARDINALITY: one series per rule and family (per bucket for the
  *   histograms), never per key: a rule's label is its id alone.
  *
