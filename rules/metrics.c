@@ -113,6 +113,12 @@ uint64_t sluice__metrics_read(const sluice__metrics_t *m, sluice__metrics_outcom
 	return (uint64_t)sluice_stripe_sum(&m->counter[o]);
 }
 
+uint64_t sluice__metrics_requests(const sluice__metrics_t *m)
+{
+	return sluice__metrics_read(m, SLUICE__METRICS_PASSED) +
+	       sluice__metrics_read(m, SLUICE__METRICS_REFUSED);
+}
+
 uint64_t sluice__hist_read(const sluice__hist_t *h, uint64_t *counts, uint64_t *sum_us)
 {
 	uint64_t total = 0;
@@ -301,6 +307,12 @@ int sluice__metrics_write(const sluice__metrics_view_t *v,
 		SLUICE__METRICS_COUNTERS(SLUICE__METRICS_FAMILY)
 #undef SLUICE__METRICS_FAMILY
 	};
+	put_family(&o, "sluice_rule_requests_total", "counter",
+	           "Decisions of this rule (passed + refused; shadow refusals are passed).");
+	for (size_t r = 0; r < v->nrows; r++) {
+		put_series(&o, "sluice_rule_requests_total", "", v->rows[r].rule_id);
+		put_value_u64(&o, sluice__metrics_requests(v->rows[r].m));
+	}
 	for (unsigned c = 0; c < SLUICE__METRICS_NCOUNTERS; c++) {
 		put_family(&o, counters[c].name, "counter", counters[c].help);
 		for (size_t r = 0; r < v->nrows; r++) {

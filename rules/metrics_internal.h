@@ -37,12 +37,14 @@
  *   per rule, at build:   sluice__metrics_init(&m, 0) (a rule kept across a
  *                         reload keeps its metrics object: counters must not
  *                         go back, Prometheus reads a drop as a restart);
- *   decide, per rule applied: count(REQUESTS, 1), then one of PASSED,
- *                         REFUSED (enforce), SHADOW_REFUSED (shadow mode:
- *                         also PASSED, it was admitted), ERRORS (a limiter
- *                         error, then PASSED or REFUSED as on_error says);
- *                         a queued admission: QUEUED and PASSED, and
- *                         sluice__metrics_observe(&m.queue_wait, delay_ns);
+ *   decide, per rule applied: exactly one of count(PASSED, 1) and
+ *                         count(REFUSED, 1); on top of it SHADOW_REFUSED
+ *                         (shadow mode: what it would have refused, counted
+ *                         PASSED since it was admitted), ERRORS (a limiter
+ *                         error, answered PASSED or REFUSED as on_error
+ *                         says), QUEUED (an admission after a wait: PASSED,
+ *                         and sluice__metrics_observe(&m.queue_wait,
+ *                         delay_ns); a wait that times out is REFUSED);
  *   complete:             sluice__metrics_complete(&m, latency_ns, ok);
  *   load:                 sluice__metrics_engine_reload(&e, ok, version);
  *   sluice_engine_metrics: a view of the published set's rules (inside the
@@ -56,8 +58,8 @@
  * MEMORY: SLUICE__METRICS_STRIPES stripes per rule, each of 64 bytes per
  *   cell; cells as the ncells argument of sluice__metrics_init (0: one per
  *   possible CPU, sluice_stripe_init's default).  On this 2-CPU machine
- *   that is 52 x 64 x 2 = 6,656 bytes per rule; on a 64-CPU machine with
- *   the default, 208 KiB per rule, so an engine with many rules on a large
+ *   that is 51 x 64 x 2 = 6,528 bytes per rule; on a 64-CPU machine with
+ *   the default, 204 KiB per rule, so an engine with many rules on a large
  *   machine should pass a smaller ncells (contention grows as CPUs share
  *   a cell; no count is lost either way).
  */
@@ -70,10 +72,16 @@
 
 #include "sluice/stripe.h"
 
-/* What a rule counts, one stripe each.  The names are the exposition's
- * families: sluice_rule_<name>_total. */
+/*
+ * What a rule counts, one stripe each.  The names are the exposition's
+ * families: sluice_rule_<name>_total.  Every decision of a rule counts
+ * exactly one of PASSED and REFUSED (shadow refusals, queueing and
+ * limiter errors count on top of the one that says how the request was
+ * answered), so requests is not a stripe of its own: the writer renders
+ * sluice_rule_requests_total as PASSED + REFUSED (sluice__metrics_requests),
+ * and a decision costs one atomic add, not two.
+ */
 #define SLUICE__METRICS_COUNTERS(X)                                                        \
-	X(REQUESTS, requests, "Requests this rule applied to (matched), shadow included.")   \
 	X(PASSED, passed, "Requests this rule admitted.")                                     \
 	X(REFUSED, refused, "Requests this rule refused (answered with its fallback).")       \
 	X(SHADOW_REFUSED, shadow_refused,                                                     \
@@ -112,7 +120,7 @@ typedef struct sluice__hist {
 	sluice_stripe_t sum_us;
 } sluice__hist_t;
 
-/* 7 counters, 26 + 1 latency stripes, 17 + 1 queue stripes */
+/* 6 counters, 26 + 1 latency stripes, 17 + 1 queue stripes */
 #define SLUICE__METRICS_STRIPES \
 	(SLUICE__METRICS_NCOUNTERS + SLUICE__METRICS_LATENCY_BOUNDS + 2 + SLUICE__METRICS_QUEUE_BOUNDS + 2)
 
@@ -180,7 +188,12 @@ static inline void sluice__metrics_observe(sluice__hist_t *h, uint64_t ns)
  * sluice__metrics_complete - what the engine's complete records: the
  * latency, and a failure when !@ok.  The latency histogram's count is then
  * the number of completions, and FAILURES over it the error ratio the
- * adaptive controller reads.  Lock-free, wait-free, no allocation.
+ * adaptive controller reads.  Lock-free, wait-free, no allocation.  The
+ * two adds are not one event to a concurrent reader: a window the
+ * controller closes in between sees the failure without its completion
+ * (or, read the other way round, the reverse); each is still counted in
+ * exactly one window, so only the windows' split of the completions in
+ * flight at the instant one closes can be off.
  */
 static inline void sluice__metrics_complete(sluice__metrics_t *m, uint64_t latency_ns, int ok)
 {
@@ -192,6 +205,10 @@ static inline void sluice__metrics_complete(sluice__metrics_t *m, uint64_t laten
 /* sluice__metrics_read - counter @o's total (sluice_stripe_sum: exact when
  * quiescent, see GUARANTEE otherwise).  Lock-free. */
 uint64_t sluice__metrics_read(const sluice__metrics_t *m, sluice__metrics_outcome_t o);
+
+/* sluice__metrics_requests - the rule's requests: PASSED + REFUSED (each
+ * read as above; the total is monotonic across successive calls too). */
+uint64_t sluice__metrics_requests(const sluice__metrics_t *m);
 
 /*
  * sluice__hist_read - @h's per-bucket counts into @counts (nbounds + 1

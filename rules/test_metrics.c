@@ -247,7 +247,7 @@ static const char *const ids[NROWS] = { "order-create", "quo\"te", "back\\slash"
 	                                "new\nline\\\"" };
 
 static const char *const counter_names[SLUICE__METRICS_NCOUNTERS] = {
-	"sluice_rule_requests_total",       "sluice_rule_passed_total",
+	"sluice_rule_passed_total",
 	"sluice_rule_refused_total",        "sluice_rule_shadow_refused_total",
 	"sluice_rule_queued_total",         "sluice_rule_errors_total",
 	"sluice_rule_failures_total",
@@ -393,6 +393,10 @@ Test(metrics, exposition_parses_back_exactly)
 			uint64_t got = value_u64(find(&p, counter_names[c], ids[r], ""));
 			cr_assert_eq(got, counter_value(r, c), "%s{rule=%s}", counter_names[c], ids[r]);
 		}
+		/* requests is passed + refused (metrics_internal.h) */
+		cr_assert_eq(value_u64(find(&p, "sluice_rule_requests_total", ids[r], "")),
+		             counter_value(r, SLUICE__METRICS_PASSED) +
+		                     counter_value(r, SLUICE__METRICS_REFUSED));
 		uint64_t lat[64];
 		size_t nlat = 0;
 		for (uint64_t k = 0; k < counter_value(r, SLUICE__METRICS_FAILURES); k++)
@@ -408,7 +412,7 @@ Test(metrics, exposition_parses_back_exactly)
 		           SLUICE__METRICS_QUEUE_BOUNDS, queue_le, q, r + 1);
 		cr_assert_eq(value_u64(find(&p, "sluice_rule_limit", ids[r], "")), 120 + r);
 		cr_assert_eq(value_u64(find(&p, "sluice_rule_limit_configured", ids[r], "")), 200 + r);
-		want_samples += SLUICE__METRICS_NCOUNTERS + (SLUICE__METRICS_LATENCY_BOUNDS + 3) +
+		want_samples += 1 + SLUICE__METRICS_NCOUNTERS + (SLUICE__METRICS_LATENCY_BOUNDS + 3) +
 		                (SLUICE__METRICS_QUEUE_BOUNDS + 3) + 2;
 	}
 	cr_assert_eq(value_u64(find(&p, "sluice_reloads_total", "", "")), 3);
@@ -457,7 +461,7 @@ Test(metrics, long_id_crosses_pieces)
 {
 	sluice__metrics_t m;
 	init_ok(&m);
-	sluice__metrics_count(&m, SLUICE__METRICS_REQUESTS, 5);
+	sluice__metrics_count(&m, SLUICE__METRICS_PASSED, 5);
 	static char id[5001];
 	for (size_t i = 0; i < 5000; i++)
 		id[i] = i % 3 == 0 ? '"' : i % 3 == 1 ? '\\' : 'x';
@@ -470,6 +474,7 @@ Test(metrics, long_id_crosses_pieces)
 	struct parsed p;
 	parse(s.buf, &p);
 	cr_assert_eq(value_u64(find(&p, "sluice_rule_requests_total", id, "")), 5);
+	cr_assert_eq(value_u64(find(&p, "sluice_rule_passed_total", id, "")), 5);
 	cr_assert_eq(p.ntype, 11, "no engine families without an engine");
 	free(p.s);
 	free(s.buf);

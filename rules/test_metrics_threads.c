@@ -47,7 +47,6 @@ static void *recorder(void *arg)
 	uint64_t i = 0;
 	for (; i < ITERS_MAX && (i < ITERS || atomic_load(&writes_done) < MIN_WRITES); i++) {
 		sluice__metrics_t *r = &m[(i + t) % RULES];
-		sluice__metrics_count(r, SLUICE__METRICS_REQUESTS, 1);
 		sluice__metrics_count(r, i % 4 ? SLUICE__METRICS_PASSED : SLUICE__METRICS_REFUSED, 1);
 		sluice__metrics_complete(r, lat[i % NLAT], i % 10 != 0);
 		if (i % 8 == 0)
@@ -96,7 +95,10 @@ static uint64_t value(const char *text, const char *prefix)
 
 /* Everything compared between renderings, per rule: the counters, then
  * the latency histogram's cumulative buckets and its count. */
-#define NVALS (SLUICE__METRICS_NCOUNTERS + SLUICE__METRICS_LATENCY_BOUNDS + 2)
+#define NVALS (1 + SLUICE__METRICS_NCOUNTERS + SLUICE__METRICS_LATENCY_BOUNDS + 2)
+#define V_REQUESTS 0
+#define V_COUNTER(c) (1 + (c))
+#define V_BUCKET(b) (1 + SLUICE__METRICS_NCOUNTERS + (b))
 
 static void esc(char *out, size_t cap, const char *id)
 {
@@ -110,7 +112,7 @@ static void esc(char *out, size_t cap, const char *id)
 }
 
 static const char *const counter_names[SLUICE__METRICS_NCOUNTERS] = {
-	"sluice_rule_requests_total",       "sluice_rule_passed_total",
+	"sluice_rule_passed_total",
 	"sluice_rule_refused_total",        "sluice_rule_shadow_refused_total",
 	"sluice_rule_queued_total",         "sluice_rule_errors_total",
 	"sluice_rule_failures_total",
@@ -122,6 +124,8 @@ static void extract(const char *text, uint64_t vals[RULES][NVALS])
 	for (int r = 0; r < RULES; r++) {
 		esc(id, sizeof(id), ids[r]);
 		size_t k = 0;
+		snprintf(prefix, sizeof(prefix), "sluice_rule_requests_total{rule=\"%s\"}", id);
+		vals[r][k++] = value(text, prefix);
 		for (unsigned c = 0; c < SLUICE__METRICS_NCOUNTERS; c++) {
 			snprintf(prefix, sizeof(prefix), "%s{rule=\"%s\"}", counter_names[c], id);
 			vals[r][k++] = value(text, prefix);
@@ -202,12 +206,12 @@ Test(metrics_threads, record_while_writing)
 				                     lat[i % NLAT] <= sluice__metrics_latency_bounds[b];
 		}
 	for (int r = 0; r < RULES; r++) {
-		cr_assert_eq(cur[r][SLUICE__METRICS_REQUESTS], want_req[r]);
-		cr_assert_eq(cur[r][SLUICE__METRICS_PASSED], want_pass[r]);
-		cr_assert_eq(cur[r][SLUICE__METRICS_REFUSED], want_req[r] - want_pass[r]);
-		cr_assert_eq(cur[r][SLUICE__METRICS_FAILURES], want_fail[r]);
+		cr_assert_eq(cur[r][V_REQUESTS], want_req[r]);
+		cr_assert_eq(cur[r][V_COUNTER(SLUICE__METRICS_PASSED)], want_pass[r]);
+		cr_assert_eq(cur[r][V_COUNTER(SLUICE__METRICS_REFUSED)], want_req[r] - want_pass[r]);
+		cr_assert_eq(cur[r][V_COUNTER(SLUICE__METRICS_FAILURES)], want_fail[r]);
 		for (uint32_t b = 0; b <= SLUICE__METRICS_LATENCY_BOUNDS; b++)
-			cr_assert_eq(cur[r][SLUICE__METRICS_NCOUNTERS + b], want_bucket[r][b],
+			cr_assert_eq(cur[r][V_BUCKET(b)], want_bucket[r][b],
 			             "rule %d bucket %u", r, b);
 		cr_assert_eq(cur[r][NVALS - 1], want_req[r]);
 	}
