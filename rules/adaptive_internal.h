@@ -7,10 +7,13 @@
  * set_limit, keeping state).
  *
  * WHAT IT DOES.  Time is cut into windows of cfg->window_ns, numbered by
- * epoch = now / window_ns.  When the first tick of a later window arrives,
- * one ticking thread closes the window that was open and judges it from
- * the rule's metrics (metrics_internal.h), as the difference between the
- * reading it takes now and the one taken when the window opened:
+ * epoch = now / window_ns (aligned to the clock's time base, so the first
+ * window, from init to its end, is partial).  When the first tick of a
+ * later window arrives, one ticking thread closes the window that was open
+ * and judges it from the rule's metrics (metrics_internal.h), as the
+ * difference between the reading it takes now and the one taken when the
+ * window opened (after a gap with no tick, that is everything recorded
+ * since it opened, late completions included):
  *   - P99_LATENCY: the latency histogram's buckets in the window give the
  *     bucket holding the 99th percentile completion (rank ceil(0.99 n)),
  *     so the p99 is known to lie in (lo, hi], two neighbouring bounds.
@@ -81,6 +84,13 @@
  *   read sluice__adaptive_limit().  The struct has cache-line-aligned
  *   members: embed it in the rule's state or allocate it with
  *   aligned_alloc(SLUICE_CACHELINE, ...), not with plain malloc.
+ *
+ * PROCESSES: a controller judges its own process's metrics.  Processes
+ *   that share a rule's keyed tables (MAP_SHARED, an nginx zone) and each
+ *   run a controller would each set the shared limit from their own
+ *   windows, and the last setter wins: such a host should run the
+ *   controller in one process (or feed it metrics summed over the
+ *   processes).  No thread, no lock: nothing to do across fork().
  *
  * CALLING CONTEXT: the callback runs on whichever thread won the window
  *   (a deciding thread, inside sluice_engine_decide): it must be as cheap

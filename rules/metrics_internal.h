@@ -52,6 +52,14 @@
  *                         and sluice__metrics_write(&view, write_fn, ctx);
  *   free:                 sluice__metrics_free() after the grace period.
  *
+ * PROCESSES: the stripes are this process's heap (sluice_stripe_init
+ *   allocates; stripe.h takes no caller memory), so each process counts
+ *   its own decisions.  Workers sharing keyed tables in a MAP_SHARED region
+ *   still have one set of metrics each: expose each worker's (its own
+ *   scrape target or an instance label), or sum them, outside this writer.
+ *   No thread, no lock: nothing to do across fork() (a child inherits a
+ *   copy of the counts so far and counts on from there on its own).
+ *
  * CARDINALITY: one series per rule and family (per bucket for the
  *   histograms), never per key: a rule's label is its id alone.
  *
