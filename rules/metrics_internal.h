@@ -7,9 +7,10 @@
  *
  * GUARANTEE (any number of threads)
  *   - Recording (sluice__metrics_count, _observe, _complete) is lock-free,
- *     wait-free and allocation-free: each is one or two relaxed fetch_adds
- *     on a sluice_stripe_t cell of the calling CPU (SLUICE_STRIPE_BY_CPU),
- *     plus, for a histogram, a binary search over its fixed bounds.  No
+ *     wait-free and allocation-free: a count is one relaxed fetch_add on
+ *     a sluice_stripe_t cell of the calling CPU (SLUICE_STRIPE_BY_CPU), an
+ *     observation two (bucket, sum) after a binary search over the fixed
+ *     bounds, a completion those two and one more for a failure.  No
  *     recorded event is ever lost (sluice/stripe.h).
  *   - A write while no thread records renders every counter, every bucket,
  *     _sum and _count exactly.  A write concurrent with recording reads
@@ -20,7 +21,9 @@
  *     come from the same reads); _sum is read separately and may include an
  *     observation that the buckets do not yet show, or the reverse.
  *     Counters of different families are not a snapshot of one instant:
- *     requests may be read before the passed of the same decision.
+ *     requests (passed + refused, read for that line) may be read before
+ *     the passed line's read, and differ from their sum by what was
+ *     recorded in between.
  *   - The writer allocates nothing: it formats into a buffer on its own
  *     stack (SLUICE__METRICS_BUF bytes) and hands it to the caller's write
  *     function whenever it fills, so lines of any length (a long rule id)
