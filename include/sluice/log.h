@@ -126,6 +126,8 @@ typedef struct sluice_log {
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t head; /* permits claimed     */
 	_Atomic uint64_t tail;       /* permits whose times are all written      */
 	_Atomic uint64_t last;       /* newest time an admission used (>= 1)     */
+	_Atomic uint64_t hint;       /* where the window's boundary was last seen
+	                              * (a search's starting point, any value) */
 } sluice_log_t;
 
 /*
