@@ -253,8 +253,8 @@ static uint64_t forget_bound(const sluice_decay_t *x, uint64_t cq)
  * first grid point where the count @cq, valid @dt0 ns before @t, has
  * decayed to at most @tgt by the decisions' own decay function (monotone
  * in time), or SLUICE_NEVER when no grid point of the time base is late
- * enough.  decay_up(cq, dt0) > tgt on entry; @l2c is log2_ge1() of that
- * count (the refusal's count at @t, which reset_ns needs too).
+ * enough.  @c = decay_up(cq, dt0) > tgt on entry; @l2c is log2_ge1(@c)
+ * (the refusal's count at @t, which reset_ns needs too).
  *
  * Decisions happen on grid points only, so the answer is j grid units for
  * the smallest j >= 1 that passes.  The closed form h (log2 c - log2 tgt),
@@ -267,15 +267,42 @@ static uint64_t forget_bound(const sluice_decay_t *x, uint64_t cq)
  * estimate's: exact for the decisions whatever the estimate's error.
  */
 static uint64_t retry_after(const sluice_decay_t *x, uint64_t cq, uint64_t dt0, uint64_t tgt,
-                            uint64_t t, uint64_t end, double l2c)
+                            uint64_t t, uint64_t end, uint64_t c, double l2c)
 {
 	const uint32_t g = x->unit_shift;
 	/* dt0 < flush_ns (else nothing would be left to refuse on), so
 	 * dt0 + j u <= dt0 + jcap u < 2 flush_ns + u: no overflow. */
 #define OK(j) (decay_up(x, cq, dt0 + ((j) << g)) <= tgt)
 	uint64_t jcap = (x->flush_ns + x->unit_ns - 1) >> g; /* OK(jcap): all forgotten */
-	double est = (double)x->half_life_ns * (l2c - (tgt ? log2_ge1((double)tgt) : 0.0));
-	double ju = est / (double)x->unit_ns; /* a power of two: exact scaling */
+	const double h = (double)x->half_life_ns, u = (double)x->unit_ns;
+	double est = h * (l2c - (tgt ? log2_ge1((double)tgt) : 0.0));
+	/*
+	 * Without evaluating at all.  With V the exact decayed count and
+	 * thr = max(tgt, 1), a time fails for certain while V > thr, and
+	 * passes for certain once V (1 + 2^-42) < thr (decay_up's value lies
+	 * in [V, V (1 + 2^-42)): error below 2^-49, margin 2^-43).  In time
+	 * from t: fails before tau, passes after tau + beta, with tau the
+	 * exact crossing and beta = h log2(1 + 2^-42) < h 3.3e-13.  est
+	 * misses tau by at most mu (two log2_ge1 errors, 1e-14 each, and the
+	 * rounding of est) below, and by gamma = h log2(c / V) <= h 1.45
+	 * (2^-42 + 1/(c - 1)) above (c is V rounded up).  So if the first
+	 * grid point past est + mu + beta is j and the one before it lies
+	 * below est - mu - gamma, j is the answer: exact, no evaluation.
+	 * Otherwise (the crossing is within those few 1e-13 h of a grid
+	 * point, or c is tiny) the search below decides by evaluating.
+	 */
+	const uint64_t c_gt1 = c > 1 ? c : 0; /* gamma needs c >= 2 */
+	if (c_gt1) {
+		double mu = h * 3e-14 + est * 0x1p-50;
+		double beta = h * 3.3e-13, gamma = h * 1.45 * (0x1p-42 + 1.01 / (double)(c_gt1 - 1));
+		double top = (est + mu + beta) / u; /* u a power of two: exact */
+		if (top < (double)jcap) {
+			uint64_t jj = (uint64_t)top + 1; /* first grid point past it */
+			if (jj == 1 || (double)(jj - 1) * u < est - mu - gamma)
+				return jj > (end - t) >> g ? SLUICE_NEVER : jj << g;
+		}
+	}
+	double ju = est / u;
 	uint64_t j = ju < 1.0 ? 1 : ju >= (double)jcap ? jcap : sluice__ceil_u64(ju);
 	uint64_t lo, hi, step = 1; /* OK(hi), !OK(lo); j = 0 fails (entry) */
 	if (OK(j)) {
@@ -408,7 +435,7 @@ int sluice_decay_acquire_at(sluice_decay_t *x, uint64_t n, uint64_t now, sluice_
 				/* the first grid point where it passes */
 				/* c >= 1 here (else nq > lim, above) */
 				double l2c = log2_ge1((double)c);
-				uint64_t yg = retry_after(x, s.cq, t - s.t, lim - nq, t, end, l2c);
+				uint64_t yg = retry_after(x, s.cq, t - s.t, lim - nq, t, end, c, l2c);
 				fill(x, d, 0, t, c, lim, yg, forget_bound_l2(x, l2c));
 			}
 			return 0;
