@@ -8,12 +8,14 @@
  * time permit q was recorded at.  `head` (64 bits) counts the permits
  * claimed, `tail` (64 bits) the permits whose times are written; both only
  * grow, and tail <= head <= tail + L.  (L is the limit; with set_limit,
- * read the ring's size as M = C + 1 for the capacity C >= every limit,
+ * read the ring's size as M >= C + 1 for the capacity C >= every limit,
  * and L as the limit the decision at hand read: each step below uses only
  * L <= C, so every proof holds per decision.)  `last` is the newest time any
  * admission used; it only grows and starts at 1.  The ring has M = L + 1
- * slots: permit q's time lives in slot q % M, and a slot no permit has used
- * yet holds 0.  Invariants:
+ * slots in the proofs below (init rounds C + 1 up to a power of two; every
+ * step holds for any M >= L + 1: more slots only keep older entries
+ * longer): permit q's time lives in slot q % M, and a slot no permit has
+ * used yet holds 0.  Invariants:
  *   (I1) R is non-decreasing in q and R(q) >= 1.
  *   (I2) When tail == head == h, slot q % M holds R(q) for every q in
  *        [h - M, h) (0 for q < 0): the last L permits and one older one.
