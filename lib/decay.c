@@ -291,6 +291,28 @@ static uint64_t retry_after(const sluice_decay_t *x, uint64_t cq, uint64_t dt0, 
 	 * Otherwise (the crossing is within those few 1e-13 h of a grid
 	 * point, or c is tiny) the search below decides by evaluating.
 	 */
+	/*
+	 * The crossing on whole half-lives: cq 2^-k == thr exactly (the common
+	 * case of a limiter refusing after one burst: cq = n 2^F).  There the
+	 * decay is exact, with no margin, so the bounds below cannot place
+	 * the grid point at it; but its value is known: at y_x = k h - dt0
+	 * the kept count is exactly thr, which passes when tgt >= 1 (c <= tgt)
+	 * and fails when tgt = 0 (a count of one unit is not forgotten).
+	 * Before y_x it fails for certain (V > thr), after y_x + beta it
+	 * passes for certain (see below).
+	 */
+	const uint64_t thr = tgt ? tgt : 1;
+	unsigned k = sluice__bit_width(cq) - sluice__bit_width(thr); /* cq > thr */
+	if (k < FLUSH_HALF_LIVES && (thr << k) == cq && k * x->half_life_ns > dt0) {
+		uint64_t yx = k * x->half_life_ns - dt0, jx;
+		if (tgt)
+			jx = (yx + x->unit_ns - 1) >> g; /* the first grid point >= y_x */
+		else
+			jx = (yx >> g) + 1; /* the first one > y_x */
+		uint64_t past = (jx << g) - yx; /* how far past y_x it lies */
+		if ((tgt && past == 0) || (double)past > h * 3.3e-13)
+			return jx > (end - t) >> g ? SLUICE_NEVER : jx << g;
+	}
 	const uint64_t c_gt1 = c > 1 ? c : 0; /* gamma needs c >= 2 */
 	if (c_gt1) {
 		double mu = h * 3e-14 + est * 0x1p-50;

@@ -264,6 +264,54 @@ ParameterizedTest(struct retry_case *p, decay, retry_after_is_the_first_grid_poi
 	cr_assert_gt(refusals, 300, "the schedule must refuse often (%d)", refusals);
 }
 
+/*
+ * The crossing on whole half-lives: after one burst from empty the count is
+ * exactly n 2^F, and a request whose room is a power-of-two fraction of it
+ * passes exactly k half-lives later, where the decay has no margin (the
+ * closed form handles it apart, lib/decay.c).  Grids of 1 ns (the crossing
+ * on a grid point: it passes there) and coarser (the next grid point), and
+ * n = L (the count must be forgotten: one unit left at the crossing still
+ * refuses).
+ */
+struct exact_case {
+	uint64_t limit, burst, n, half_life;
+};
+
+ParameterizedTestParameters(decay, retry_after_on_whole_half_lives)
+{
+	static struct exact_case cases[] = {
+		{ 4, 4, 2, 1ULL << 20 },  /* room 2 of 4: one half-life, on the 1 ns grid */
+		{ 4, 4, 3, 1ULL << 20 },  /* room 1 of 4: two half-lives */
+		{ 4, 4, 2, SEC },          /* coarse grid: the crossing between points */
+		{ 8, 8, 8, 1ULL << 20 },  /* n = L: until forgotten */
+		{ 1, 1, 1, 10 * MS },      /* the deny benchmark's case */
+		{ 1000, 500, 750, 3 * MS },
+	};
+	return cr_make_param_array(struct exact_case, cases, sizeof(cases) / sizeof(cases[0]));
+}
+
+ParameterizedTest(struct exact_case *p, decay, retry_after_on_whole_half_lives)
+{
+	sluice_decay_t x;
+	make(&x, p->limit, p->half_life, 7 * SEC);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_decay_acquire(&x, p->burst, &d), 1);
+	for (uint64_t gap = 0; gap < 3; gap++) {
+		sluice_clock_manual_advance(&mclock, gap * x.unit_ns);
+		cr_assert_eq(sluice_decay_acquire(&x, p->n, &d), 0);
+		uint64_t when = d.now_ns + d.retry_after_ns;
+		sluice_decay_t at, before;
+		memcpy(&at, &x, sizeof(x));
+		memcpy(&before, &x, sizeof(x));
+		cr_assert_eq(sluice_decay_acquire_at(&at, p->n, when, NULL), 1,
+		             "L=%llu n=%llu: must pass at now+retry (%llu)", (unsigned long long)p->limit,
+		             (unsigned long long)p->n, (unsigned long long)d.retry_after_ns);
+		cr_assert_eq(sluice_decay_acquire_at(&before, p->n, when - x.unit_ns, NULL), 0,
+		             "L=%llu n=%llu: must refuse one grid unit earlier",
+		             (unsigned long long)p->limit, (unsigned long long)p->n);
+	}
+}
+
 Test(decay, n_above_limit_and_zero)
 {
 	sluice_decay_t x;
