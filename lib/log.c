@@ -8,14 +8,12 @@
  * time permit q was recorded at.  `head` (64 bits) counts the permits
  * claimed, `tail` (64 bits) the permits whose times are written; both only
  * grow, and tail <= head <= tail + L.  (L is the limit; with set_limit,
- * read the ring's size as M >= C + 1 for the capacity C >= every limit,
+ * read the ring's size as M = C + 1 for the capacity C >= every limit,
  * and L as the limit the decision at hand read: each step below uses only
  * L <= C, so every proof holds per decision.)  `last` is the newest time any
  * admission used; it only grows and starts at 1.  The ring has M = L + 1
- * slots in the proofs below (init rounds C + 1 up to a power of two; every
- * step holds for any M >= L + 1: more slots only keep older entries
- * longer): permit q's time lives in slot q % M, and a slot no permit has
- * used yet holds 0.  Invariants:
+ * slots: permit q's time lives in slot q % M, and a slot no permit has used
+ * yet holds 0.  Invariants:
  *   (I1) R is non-decreasing in q and R(q) >= 1.
  *   (I2) When tail == head == h, slot q % M holds R(q) for every q in
  *        [h - M, h) (0 for q < 0): the last L permits and one older one.
@@ -78,7 +76,6 @@
 
 #include "sluice/error.h"
 #include "sluice/log.h"
-#include "util_internal.h"
 
 /* A fresh log's time: 0 is reserved for "no permit used this slot yet". */
 #define TIME_FLOOR 1ULL
@@ -110,11 +107,11 @@ int sluice_log_init(sluice_log_t *lg, const sluice_log_config_t *cfg)
 	if (sluice__clock_require_step(clock, cfg->window_ns) != 0)
 		return SLUICE_ERESOLUTION;
 
-	/* M >= C + 1 slots (the DESIGN needs no more), rounded up to a power
-	 * of two so that a permit's slot is a mask, not a 64-bit division: a
-	 * decision touches up to a dozen slots, and the division was most of
-	 * its time (98 ns of a 1-thread admission on the Xeon guest). */
-	uint64_t nslots = sluice__pow2_at_least(cap + 1);
+	/* M = C + 1 slots (the DESIGN needs no more).  A permit's slot is
+	 * q % M, found by a multiplication by the reciprocal (slot_of()), not
+	 * a 64-bit division: a decision touches up to a dozen slots, and the
+	 * divisions were most of its time. */
+	uint64_t nslots = cap + 1;
 	size_t bytes = (size_t)((nslots * sizeof(uint64_t) + SLUICE_CACHELINE - 1) /
 	                        SLUICE_CACHELINE * SLUICE_CACHELINE);
 	_Atomic uint64_t *times = aligned_alloc(SLUICE_CACHELINE, bytes);
@@ -127,6 +124,7 @@ int sluice_log_init(sluice_log_t *lg, const sluice_log_config_t *cfg)
 	lg->capacity = cap;
 	lg->window_ns = cfg->window_ns;
 	lg->slots = nslots;
+	lg->slots_inv = UINT64_MAX / nslots;
 	lg->clock = clock;
 	lg->times = times;
 	atomic_init(&lg->head, 0);
@@ -144,9 +142,17 @@ void sluice_log_destroy(sluice_log_t *lg)
 	lg->times = NULL;
 }
 
+/*
+ * q % M without dividing: with inv = floor((2^64 - 1) / M), the high half of
+ * q * inv is floor(q / M) or one less (q * inv / 2^64 > q / M - 1), so the
+ * remainder it leaves is below 2 M and one subtraction corrects it.
+ */
 static inline _Atomic uint64_t *slot_of(const sluice_log_t *lg, uint64_t q)
 {
-	return &lg->times[q & (lg->slots - 1)]; /* q % M, M a power of two */
+	__extension__ typedef unsigned __int128 u128;
+	uint64_t qe = (uint64_t)(((u128)q * lg->slots_inv) >> 64);
+	uint64_t r = q - qe * lg->slots;
+	return &lg->times[r >= lg->slots ? r - lg->slots : r];
 }
 
 /* A slot's value.  Acquire: pairs with the release CAS that wrote it (see

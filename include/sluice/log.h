@@ -20,12 +20,10 @@
  *   places back.  tests/test_log_threads.c checks exactly this sentence.
  *
  * WORST CASE (what it costs, what a stalled or slow thread can do):
- *   - Memory 8 * M bytes, M the least power of two above C (C =
- *     config.capacity, default L; so 8 (C + 1) <= 8 M <= 16 C): one time per
- *     permit the window may hold at the largest limit, plus at least one
- *     spare slot (it keeps the deciding entry readable while an admission
- *     is half-written; lib/log.c says why), rounded up so that finding a
- *     permit's slot is a mask.  L = 2^24 costs 256 MiB.
+ *   - Memory 8 * (C + 1) bytes (C = config.capacity, default L): one time
+ *     per permit the window may hold at the largest limit, plus one
+ *     spare slot (it keeps the deciding entry readable while an admission is
+ *     half-written; lib/log.c says why).  L = 2^24 costs 128 MiB.
  *   - A refusal writes nothing of its own (it may finish another thread's
  *     half-written admission).  An admission of n writes n slots (O(n);
  *     O(1) per permit) and up to three words of hot state.  Filling a decision
@@ -53,7 +51,7 @@
  *   is minted: the permits in the window stay counted against the new
  *   limit, so lowering L below them refuses every request until enough of
  *   them leave the window (retry_after_ns says when), and raising it
- *   admits just the difference.  The ring holds M >= C + 1 times for the
+ *   admits just the difference.  The ring holds C + 1 times for the
  *   capacity C given at init (config.capacity, default L), so a limit
  *   can be raised up to C without allocating.  A decision reads the limit
  *   once, decides on the L-th newest entry for that L and reports it in
@@ -85,9 +83,8 @@
  *   2^64.  head counts permits in 64 bits: at 10^9 permits/s it would wrap
  *   after 584 years.
  *
- * MEMORY: 8 * M bytes (M the least power of two above C = config.capacity,
- *   default L) allocated at init (one aligned block), plus
- *   sizeof(sluice_log_t) = 128 bytes.  The cap, 2^24 entries (256 MiB), is
+ * MEMORY: 8 * (C + 1) bytes (C = config.capacity, default L) allocated at init (one aligned block), plus
+ *   sizeof(sluice_log_t) = 128 bytes.  The cap, 2^24 entries (128 MiB), is
  *   where a sliding log stops being the right tool: its memory grows with
  *   the limit, while sluice/window.h bounds the same rate in 8 bytes per
  *   bucket at the cost of the alignment slack it documents.  The cap also
@@ -123,7 +120,8 @@ typedef struct sluice_log {
 	/* read-only after init */
 	uint64_t capacity;           /* C >= every L                             */
 	uint64_t window_ns;          /* W                                        */
-	uint64_t slots;              /* M: the least power of two above C        */
+	uint64_t slots;              /* M = C + 1                                */
+	uint64_t slots_inv;          /* floor((2^64 - 1) / M): q % M by multiplying */
 	const sluice_clock_t *clock;
 	_Atomic uint64_t *times;     /* permit q's time lives in times[q % slots] */
 	/* private: read by every decision, written by every admission */
@@ -135,8 +133,7 @@ typedef struct sluice_log {
 } sluice_log_t;
 
 /*
- * sluice_log_init - validate @cfg and allocate the ring (8 * M bytes, M the
- * least power of two above the capacity C).
+ * sluice_log_init - validate @cfg and allocate the ring (8 * (C + 1) bytes).
  * @lg: caller-allocated.  @cfg: the configuration.
  *
  * Not thread-safe for the same @lg; allocates.  On success every slot is
