@@ -778,33 +778,6 @@ static struct result run_case(const struct series *s, const struct params *p, in
 
 /* ---- command line ------------------------------------------------------------- */
 
-/* The first "model name" of /proc/cpuinfo (x86; "unknown" elsewhere). */
-static void cpu_model(char *out, size_t len)
-{
-	snprintf(out, len, "unknown");
-	FILE *f = fopen("/proc/cpuinfo", "r");
-	if (!f)
-		return;
-	char line[256];
-	while (fgets(line, sizeof(line), f)) {
-		if (strncmp(line, "model name", 10) != 0)
-			continue;
-		char *v = strchr(line, ':');
-		if (!v)
-			break;
-		v++;
-		while (*v == ' ' || *v == '\t')
-			v++;
-		v[strcspn(v, "\n")] = 0;
-		for (char *c = v; *c; c++)
-			if (*c == '"')
-				*c = '\''; /* keep the key=value line parseable */
-		snprintf(out, len, "%s", v);
-		break;
-	}
-	fclose(f);
-}
-
 static int parse_list(const char *arg, int *out, int max)
 {
 	int n = 0;
@@ -918,7 +891,7 @@ int main(int argc, char **argv)
 	/* What the figures depend on, first, so a pasted run names its
 	 * machine (docs/performance.md describes every field). */
 	char cpu[128];
-	cpu_model(cpu, sizeof(cpu));
+	bench_cpu_model(cpu, sizeof(cpu));
 	printf("bench_env cpu=\"%s\" online_cpus=%d threads=", cpu, run.ncpu);
 	for (int ti = 0; ti < nthreads; ti++)
 		printf("%s%d", ti ? "," : "", threads[ti]);

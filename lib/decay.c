@@ -129,9 +129,9 @@ static const double EXP2_NEG_64THS[64] = {
  * 2^-f for 0 <= f < 1, relative error below 2^-50: f = j/64 + r with
  * r < 1/64, so 2^-f = 2^(-j/64) (the table) times e^(-r ln2), whose
  * argument is below 0.0109 and needs only seven Taylor terms (the first
- * omitted one is below 2^-60).  Multiplications only: the 18-term series
- * this replaces divided at every term, and a refusal's retry_after search
- * evaluates this several times (DESIGN, "Arithmetic").
+ * omitted one is below 2^-60; measured: 2^-51.8 at most over 2 x 10^7
+ * values of f, against long double exp2l).  Multiplications only: the
+ * 18-term series this replaces divided at every term, on every decision.
  */
 static double exp2_neg_frac(double f)
 {
@@ -175,8 +175,10 @@ static double decayed(const sluice_decay_t *x, uint64_t q, uint64_t dt, int *exa
 	return v;
 }
 
-/* log2(v) for v >= 1, absolute error about 1e-15: seeds the retry_after
- * search only, and bounds reset_ns with a wide margin.  v = 2^e m with m
+/* log2(v) for v >= 1, absolute error below 4e-15 (3.7e-15 at most over
+ * 10^7 values up to 2^34 against long double log2l; the rounding of
+ * e + 2s/ln2 dominates for large e): retry_after() allows 1e-14 per call,
+ * and reset_ns has a wide margin.  v = 2^e m with m
  * in [sqrt(1/2), sqrt(2)), and ln m = 2 atanh z, z = (m-1)/(m+1), |z| <
  * 0.172: eleven odd terms leave less than 1e-17 out. */
 static double log2_ge1(double v)
