@@ -176,7 +176,7 @@ SLUICE_API size_t sluice_log_size(void);
  * decides at the same moment; otherwise it is a snapshot that may be stale.
  * Calling context: any thread; never blocks.
  * Return: 1 admitted, 0 refused, SLUICE_EINVAL (n = 0), SLUICE_ETOOBIG
- * (n above the L this decision read: cannot pass unless set_limit raises
+ * (n above the L this decision read: can pass only once set_limit raises
  * it; @d says retry_after_ns = SLUICE_NEVER).
  */
 SLUICE_API int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now,
