@@ -45,9 +45,19 @@
  * Method: each timed run is --seconds (default 0.5) of all threads deciding
  * in batches, with a fresh limiter; --repeats runs per case (default 3),
  * interleaved across series so a slow phase of the VM hits all alike;
- * medians reported.  Options: --quick (1 run of 0.1 s), --threads=1,2,4,
- * --algos=fixed,ring-exact,... (a subset), --regimes=allow,deny,near,
- * --table (the human table only).
+ * medians reported.  Options: --quick (1 run of 0.1 s), --threads=1,2,4
+ * (any list of up to 16 counts, each up to 256, starting with 1: for
+ * machines with more cores than this one), --algos=fixed,ring-exact,...
+ * (a subset), --regimes=allow,deny,near, --table (the human table only).
+ *
+ * Output (docs/performance.md describes every field): a `bench_env` line
+ * first (the CPU model from /proc/cpuinfo, the online CPUs, the thread
+ * counts, the runs, the clocks each kind of series reads), then one
+ * `bench` line per series, thread count and regime, then the tables.
+ * The first series is the floor, `rmw`: one uncontended atomic
+ * read-modify-write (a fetch_add on a line of each thread's own); every
+ * sluice series' 1-thread line carries vs_rmw, its ns per decision over
+ * the probe's, from the same run.
  * Nothing here asserts speed.
  */
 #include <math.h>
@@ -72,7 +82,8 @@
 #define BUCKETS 10u
 #define LEASE 1024u      /* the lease cap B of the exact-lease series */
 #define LEASE_SMALL 64u  /* and of exact-lease64, to show what B costs */
-#define MAX_THREADS 64
+#define MAX_THREADS 256 /* per run; any list of counts up to it */
+#define MAX_COUNTS 16   /* thread counts per --threads list */
 
 static uint64_t mono_ns(void)
 {
@@ -491,6 +502,26 @@ LOOP(loop_inflight, sluice_inflight_acquire(&g.inflight, 1, &d),
 LOOP(loop_composite, sluice_composite_acquire_at(&g.composite, 1, sluice_clock_cached_ns(), &d),
      NOTHING)
 
+/*
+ * The floor: one uncontended atomic read-modify-write, as a decision that
+ * admits costs at least one.  A fetch_add on a line of the thread's own
+ * (so threads never share it), BATCH per call like the decision loops,
+ * with the loop's own bookkeeping.  Each sluice series' 1-thread cost is
+ * reported as a multiple of it (vs_rmw), measured in the same run.
+ */
+static _Thread_local _Alignas(64) _Atomic uint64_t rmw_line[8];
+
+static uint64_t loop_rmw(void)
+{
+	uint64_t acc = 0;
+	for (unsigned i = 0; i < BATCH; i++)
+		acc += atomic_fetch_add_explicit(&rmw_line[0], 1, memory_order_relaxed);
+	sink += acc;
+	return BATCH;
+}
+
+static void setup_none(const struct params *p) { (void)p; }
+
 /* The three lock styles around one plain decision. */
 #define MUTEX_DECIDE(CALL, CLOCK)                                               \
 	(pthread_mutex_lock(&g.mutex), rc_m = (CALL)(CLOCK), pthread_mutex_unlock(&g.mutex), rc_m)
@@ -568,10 +599,10 @@ BASE_FAMILY(inflight, base_inflight_decide(&g.b_inflight, now, d), BASE_RELEASE,
 
 /* ---- series -------------------------------------------------------------- */
 
-enum impl { SLUICE, MUTEX, MUTEX_CACHED, SPIN, NIMPLS };
-static const char *impl_name[] = { "sluice", "mutex", "mutex_cached", "spin" };
+enum impl { SLUICE, MUTEX, MUTEX_CACHED, SPIN, PROBE, NIMPLS };
+static const char *impl_name[] = { "sluice", "mutex", "mutex_cached", "spin", "probe" };
 
-enum kind { K_FIXED, K_RING, K_GCRA, K_LOG, K_WARMUP, K_DECAY, K_INFLIGHT, K_COMPOSITE };
+enum kind { K_FIXED, K_RING, K_GCRA, K_LOG, K_WARMUP, K_DECAY, K_INFLIGHT, K_COMPOSITE, K_PROBE };
 
 struct series {
 	const char *algo, *mode; /* what the bench line says */
@@ -583,8 +614,8 @@ struct series {
 	int baseline_of;         /* index of the mutex baseline for sluice series */
 	int selected;
 	/* results per threads index and regime */
-	double agg[8][NREGIMES];      /* decisions per second, median */
-	double admitted[8][NREGIMES]; /* admitted share of all runs */
+	double agg[MAX_COUNTS][NREGIMES];      /* decisions per second, median */
+	double admitted[MAX_COUNTS][NREGIMES]; /* admitted share of all runs */
 };
 
 static void teardown_warmup_base(void) { teardown_locks(); }
@@ -607,6 +638,7 @@ static void setup_b_decay(const struct params *p)
 	B(a, SPIN, k, su, loop_spin_##fam, td)
 
 static struct series series[] = {
+	{ "rmw", "fetch_add", PROBE, K_PROBE, setup_none, loop_rmw, NULL, -1, 1, { { 0 } }, { { 0 } } },
 	BASES("fixed", K_FIXED, fixed, setup_b_fixed, teardown_locks),
 	S("fixed", "exact", K_FIXED, setup_fixed, loop_fixed, NULL),
 	BASES("ring", K_RING, ring, setup_b_ring, teardown_locks),
@@ -780,7 +812,7 @@ int main(int argc, char **argv)
 {
 	unsigned repeats = 3;
 	double seconds = 0.5;
-	int threads[8], nthreads = 0;
+	int threads[MAX_COUNTS], nthreads = 0;
 	const char *algos = NULL, *regimes = "allow,deny,near";
 	int table_only = 0; /* --table: no key=value lines (the demo) */
 	run.ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -795,7 +827,7 @@ int main(int argc, char **argv)
 		} else if (strncmp(argv[i], "--seconds=", 10) == 0) {
 			seconds = strtod(argv[i] + 10, NULL);
 		} else if (strncmp(argv[i], "--threads=", 10) == 0) {
-			nthreads = parse_list(argv[i] + 10, threads, 8);
+			nthreads = parse_list(argv[i] + 10, threads, MAX_COUNTS);
 		} else if (strncmp(argv[i], "--algos=", 8) == 0) {
 			algos = argv[i] + 8;
 		} else if (strncmp(argv[i], "--regimes=", 10) == 0) {
@@ -845,7 +877,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < NSERIES; i++) {
 		struct series *s = &series[i];
 		if (s->impl != SLUICE)
-			s->selected = kind_wanted[s->kind];
+			s->selected = s->kind == K_PROBE || kind_wanted[s->kind];
 		/* Warm-up admits one request per clock reading: on the cached
 		 * clock's 1 ms steps its baseline would time refusals, not
 		 * the same work.  Not run; its ratio prints as "na". */
@@ -855,6 +887,18 @@ int main(int argc, char **argv)
 			last_mutex = i;
 		s->baseline_of = last_mutex;
 	}
+
+	/* What the figures depend on, first, so a pasted run names its
+	 * machine (docs/performance.md describes every field). */
+	char cpu[128];
+	bench_cpu_model(cpu, sizeof(cpu));
+	printf("bench_env cpu=\"%s\" online_cpus=%d threads=", cpu, run.ncpu);
+	for (int ti = 0; ti < nthreads; ti++)
+		printf("%s%d", ti ? "," : "", threads[ti]);
+	printf(" repeats=%u seconds=%.2f clock_sluice=cached(%llu_ns_ticker) "
+	       "clock_mutex=monotonic clock_mutex_cached=cached\n",
+	       repeats, seconds, (unsigned long long)SLUICE_CACHED_PERIOD_NS);
+	fflush(stdout);
 
 	int rc = sluice_clock_cached_start(0);
 	if (rc)
@@ -916,6 +960,8 @@ int main(int argc, char **argv)
 					else
 						printf(" vs_mutex_cached=na");
 					printf(" vs_spin=%.2f", agg / series[s->baseline_of + 2].agg[ti][r]);
+					if (threads[ti] == 1) /* series[0]: the RMW probe */
+						printf(" vs_rmw=%.2f", series[0].agg[ti][r] / agg);
 				}
 				printf("\n");
 				fflush(stdout);
@@ -934,7 +980,7 @@ int main(int argc, char **argv)
 		printf("  %-10s %-12s %-12s", "algo", "mode", "impl");
 		for (int ti = 0; ti < nthreads; ti++)
 			printf("  %2dT Mdec/s  ns/dec", threads[ti]);
-		printf("  vs_mutex  vs_m_cached  admitted\n");
+		printf("  vs_mutex  vs_m_cached  admitted  1T_x_rmw\n");
 		for (int i = 0; i < NSERIES; i++) {
 			struct series *s = &series[i];
 			if (!s->selected)
@@ -952,10 +998,15 @@ int main(int argc, char **argv)
 				       "na");
 			else
 				printf("  %8s %12s", "", "");
-			printf("  %7.1f%%\n", 100 * s->admitted[last][r]);
+			printf("  %7.1f%%", 100 * s->admitted[last][r]);
+			if (s->impl != PROBE)
+				printf("  %8.2f", series[0].agg[0][r] / s->agg[0][r]);
+			printf("\n");
 		}
 		printf("  (vs_ columns and admitted at %d threads; ns/dec = threads x wall / "
-		       "decisions)\n", threads[nthreads - 1]);
+		       "decisions; 1T_x_rmw = 1-thread ns/dec over the rmw probe's)\n",
+		       threads[nthreads - 1]);
+		printf("  cpu: %s, %d online CPUs\n", cpu, run.ncpu);
 	}
 	free(samples);
 	free(all);

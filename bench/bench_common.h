@@ -53,4 +53,36 @@ static inline double bench_median(double *v, unsigned n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/*
+ * bench_cpu_model - the first "model name" of /proc/cpuinfo into @out
+ * ("unknown" where there is none), with double quotes turned to single
+ * ones so that it fits a key="value" field.  Every benchmark prints it, so
+ * a pasted figure names its machine.
+ */
+static inline void bench_cpu_model(char *out, size_t len)
+{
+	snprintf(out, len, "unknown");
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	if (!f)
+		return;
+	char line[256];
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "model name", 10) != 0)
+			continue;
+		char *v = strchr(line, ':');
+		if (!v)
+			break;
+		v++;
+		while (*v == ' ' || *v == '\t')
+			v++;
+		v[strcspn(v, "\n")] = 0;
+		for (char *c = v; *c; c++)
+			if (*c == '"')
+				*c = '\'';
+		snprintf(out, len, "%s", v);
+		break;
+	}
+	fclose(f);
+}
+
 #endif /* SLUICE_BENCH_COMMON_H */

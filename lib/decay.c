@@ -44,13 +44,15 @@
  * stated in the header's guarantee (+2^-F).
  *
  * Arithmetic: dt = k h + rem in integers; 2^-k is an exact scaling (so
- * whole half-lives decay exactly, with no margin), and 2^(-rem/h) is an
- * 18-term Horner series for e^(-f ln2) in doubles, f = rem / h rounded once:
+ * whole half-lives decay exactly, with no margin), and 2^(-rem/h) is a
+ * 64-entry table of 2^(-j/64) times a 7-term series in doubles, f = rem / h
+ * rounded once:
  * relative error below 2^-47 in all.  A margin of 2^-43 relative, then
  * rounding up, makes every kept count an upper bound of the exact one.
  * log2 (an atanh series) only seeds the search for retry_after_ns, which
- * then checks candidate times with the same decay function the decisions
- * use, so the answer is exact for them.  No libm: the library links
+ * then checks candidate grid points with the same decay function the
+ * decisions use, so the answer is exact for them; the seed is close enough
+ * that two checks usually settle it (retry_after()).  No libm: the library links
  * without it.
  *
  * Stalls of any length (every write from a snapshot is one double-width
@@ -102,16 +104,43 @@ void sluice_decay_destroy(sluice_decay_t *x)
 
 /* ---- arithmetic --------------------------------------------------------- */
 
-/* 2^-f for 0 <= f < 1, relative error below 2^-48. */
+/* 2^(-j/64), j = 0..63, each the double nearest the exact value
+ * (computed with 50 decimal digits). */
+static const double EXP2_NEG_64THS[64] = {
+	0x1.0000000000000p+0, 0x1.fa7c1819e90d8p-1, 0x1.f50765b6e4540p-1, 0x1.efa1bee615a27p-1,
+	0x1.ea4afa2a490dap-1, 0x1.e502ee78b3ff6p-1, 0x1.dfc97337b9b5fp-1, 0x1.da9e603db3285p-1,
+	0x1.d5818dcfba487p-1, 0x1.d072d4a07897cp-1, 0x1.cb720dcef9069p-1, 0x1.c67f12e57d14bp-1,
+	0x1.c199bdd85529cp-1, 0x1.bcc1e904bc1d2p-1, 0x1.b7f76f2fb5e47p-1, 0x1.b33a2b84f15fbp-1,
+	0x1.ae89f995ad3adp-1, 0x1.a9e6b5579fdbfp-1, 0x1.a5503b23e255dp-1, 0x1.a0c667b5de565p-1,
+	0x1.9c49182a3f090p-1, 0x1.97d829fde4e50p-1, 0x1.93737b0cdc5e5p-1, 0x1.8f1ae99157736p-1,
+	0x1.8ace5422aa0dbp-1, 0x1.868d99b4492edp-1, 0x1.82589994cce13p-1, 0x1.7e2f336cf4e62p-1,
+	0x1.7a11473eb0187p-1, 0x1.75feb564267c9p-1, 0x1.71f75e8ec5f74p-1, 0x1.6dfb23c651a2fp-1,
+	0x1.6a09e667f3bcdp-1, 0x1.6623882552225p-1, 0x1.6247eb03a5585p-1, 0x1.5e76f15ad2148p-1,
+	0x1.5ab07dd485429p-1, 0x1.56f4736b527dap-1, 0x1.5342b569d4f82p-1, 0x1.4f9b2769d2ca7p-1,
+	0x1.4bfdad5362a27p-1, 0x1.486a2b5c13cd0p-1, 0x1.44e086061892dp-1, 0x1.4160a21f72e2ap-1,
+	0x1.3dea64c123422p-1, 0x1.3a7db34e59ff7p-1, 0x1.371a7373aa9cbp-1, 0x1.33c08b26416ffp-1,
+	0x1.306fe0a31b715p-1, 0x1.2d285a6e4030bp-1, 0x1.29e9df51fdee1p-1, 0x1.26b4565e27cddp-1,
+	0x1.2387a6e756238p-1, 0x1.2063b88628cd6p-1, 0x1.1d4873168b9aap-1, 0x1.1a35beb6fcb75p-1,
+	0x1.172b83c7d517bp-1, 0x1.1429aaea92de0p-1, 0x1.11301d0125b51p-1, 0x1.0e3ec32d3d1a2p-1,
+	0x1.0b5586cf9890fp-1, 0x1.0874518759bc8p-1, 0x1.059b0d3158574p-1, 0x1.02c9a3e778061p-1,
+};
+
+/*
+ * 2^-f for 0 <= f < 1, relative error below 2^-50: f = j/64 + r with
+ * r < 1/64, so 2^-f = 2^(-j/64) (the table) times e^(-r ln2), whose
+ * argument is below 0.0109 and needs only seven Taylor terms (the first
+ * omitted one is below 2^-60; measured: 2^-51.8 at most over 2 x 10^7
+ * values of f, against long double exp2l).  Multiplications only: the
+ * 18-term series this replaces divided at every term, on every decision.
+ */
 static double exp2_neg_frac(double f)
 {
-	double y = f * LN2; /* [0, ln 2) */
-	/* e^-y = 1 - y(1 - y/2(1 - y/3(...))); the first omitted term is
-	 * below 0.7^19 / 19! < 1e-20. */
-	double s = 1.0;
-	for (int i = 18; i >= 1; i--)
-		s = 1.0 - y * s / (double)i;
-	return s;
+	double s64 = f * 64.0; /* exact: a power of two; below 64 as f < 1 */
+	int j = (int)s64;
+	double y = (s64 - (double)j) * (LN2 / 64.0); /* s64 - j exact */
+	double p = 1.0 - y * (1.0 - y * (1.0 / 2 - y * (1.0 / 6 - y * (1.0 / 24 - y * (1.0 / 120 -
+	           y * (1.0 / 720 - y * (1.0 / 5040)))))));
+	return EXP2_NEG_64THS[j] * p;
 }
 
 /*
@@ -121,16 +150,37 @@ static double exp2_neg_frac(double f)
  */
 static double decayed(const sluice_decay_t *x, uint64_t q, uint64_t dt, int *exact)
 {
-	uint64_t k = dt / x->half_life_ns, rem = dt - k * x->half_life_ns;
-	double v = (double)q / (double)(1ULL << k);
+	const uint64_t h = x->half_life_ns;
+	/* k = dt / h by a double division and a fix-up: every caller has
+	 * dt < flush_ns = 34 h, so the rounded quotient is below 34 and off
+	 * by at most one near an integer; a 64-bit integer division costs
+	 * several times more on the CPUs this runs on. */
+	uint64_t k = (uint64_t)((double)dt / (double)h), kh = k * h;
+	if (kh > dt) {
+		k--;
+		kh -= h;
+	} else if (dt - kh >= h) {
+		k++;
+		kh += h;
+	}
+	uint64_t rem = dt - kh;
+	/* 2^-k exactly, built from its exponent (k < 34): no division */
+	uint64_t bits = (uint64_t)(1023 - k) << 52;
+	double scale;
+	memcpy(&scale, &bits, sizeof(scale));
+	double v = (double)q * scale;
 	*exact = rem == 0;
 	if (rem)
-		v *= exp2_neg_frac((double)rem / (double)x->half_life_ns);
+		v *= exp2_neg_frac((double)rem / (double)h);
 	return v;
 }
 
-/* log2(v) for v >= 1, absolute error about 1e-15: seeds searches only,
- * and bounds reset_ns with a wide margin. */
+/* log2(v) for v >= 1, absolute error below 4e-15 (3.7e-15 at most over
+ * 10^7 values up to 2^34 against long double log2l; the rounding of
+ * e + 2s/ln2 dominates for large e): retry_after() allows 1e-14 per call,
+ * and reset_ns has a wide margin.  v = 2^e m with m
+ * in [sqrt(1/2), sqrt(2)), and ln m = 2 atanh z, z = (m-1)/(m+1), |z| <
+ * 0.172: eleven odd terms leave less than 1e-17 out. */
 static double log2_ge1(double v)
 {
 	uint64_t bits;
@@ -139,12 +189,15 @@ static double log2_ge1(double v)
 	bits = (bits & ((1ULL << 52) - 1)) | (1023ULL << 52); /* mantissa in [1, 2) */
 	double m;
 	memcpy(&m, &bits, sizeof(m));
-	double z = (m - 1.0) / (m + 1.0), z2 = z * z, p = z, s = 0.0; /* z < 1/3 */
-	for (int i = 0; i < 24; i++) {
-		s += p / (double)(2 * i + 1);
-		p *= z2;
+	if (m > 1.4142135623730951) {
+		m *= 0.5; /* exact */
+		e++;
 	}
-	return (double)e + 2.0 * s / LN2; /* ln m = 2 atanh z */
+	double z = (m - 1.0) / (m + 1.0), z2 = z * z;
+	double s = z * (1.0 + z2 * (1.0 / 3 + z2 * (1.0 / 5 + z2 * (1.0 / 7 + z2 * (1.0 / 9 +
+	           z2 * (1.0 / 11 + z2 * (1.0 / 13 + z2 * (1.0 / 15 + z2 * (1.0 / 17 +
+	           z2 * (1.0 / 19 + z2 * (1.0 / 21)))))))))));
+	return (double)e + 2.0 * s / LN2;
 }
 
 /* The count @cq decayed over @dt, rounded up (an upper bound of the exact
@@ -179,13 +232,12 @@ static uint64_t decay_down(const sluice_decay_t *x, uint64_t q, uint64_t dt)
 	return v < 1.0 ? 0 : (uint64_t)v;
 }
 
-/* Upper bound on the time until @cq decays to 0 (is forgotten), a whole
- * number of grid units (decisions happen on the grid). */
-static uint64_t forget_bound(const sluice_decay_t *x, uint64_t cq)
+/* Upper bound on the time until a count decays to 0 (is forgotten), a
+ * whole number of grid units (decisions happen on the grid), from @l2, the
+ * log2_ge1() of the count (a refusal has it already). */
+static uint64_t forget_bound_l2(const sluice_decay_t *x, double l2)
 {
-	if (cq == 0)
-		return 0;
-	double b = (double)x->half_life_ns * (log2_ge1((double)cq) + 0x1p-30);
+	double b = (double)x->half_life_ns * (l2 + 0x1p-30);
 	b += b * 0x1p-30;
 	uint64_t r = sluice__ceil_u64(b) + 2;
 	if (r > x->flush_ns)
@@ -193,22 +245,92 @@ static uint64_t forget_bound(const sluice_decay_t *x, uint64_t cq)
 	return (r + x->unit_ns - 1) & ~(x->unit_ns - 1);
 }
 
-/*
- * The smallest y >= 1 such that the count @cq, valid @dt0 ns before now,
- * has decayed to at most @tgt at now + y, by the decisions' own decay
- * function (monotone in time).  decay_up(cq, dt0) > tgt on entry.
- */
-static uint64_t time_until(const sluice_decay_t *x, uint64_t cq, uint64_t dt0, uint64_t tgt)
+static uint64_t forget_bound(const sluice_decay_t *x, uint64_t cq)
 {
-#define OK(y) (decay_up(x, cq, dt0 + (y)) <= tgt)
-	double est = (double)x->half_life_ns *
-	             (log2_ge1((double)cq) - (tgt ? log2_ge1((double)tgt) : 0.0)) -
-	             (double)dt0;
-	uint64_t cap = x->flush_ns; /* OK(cap): dt0 + cap >= flush_ns */
-	uint64_t guess = est < 1.0 ? 1 : est >= (double)cap ? cap : (uint64_t)est;
-	uint64_t lo, hi, step = (guess >> 26) + 2;
-	if (OK(guess)) {
-		hi = guess; /* walk down until a failing time: lo = 0 fails */
+	return cq ? forget_bound_l2(x, log2_ge1((double)cq)) : 0;
+}
+
+/*
+ * retry_after_ns of a refusal at grid point @t: the offset from @t of the
+ * first grid point where the count @cq, valid @dt0 ns before @t, has
+ * decayed to at most @tgt by the decisions' own decay function (monotone
+ * in time), or SLUICE_NEVER when no grid point of the time base is late
+ * enough.  @c = decay_up(cq, dt0) > tgt on entry; @l2c is log2_ge1(@c)
+ * (the refusal's count at @t, which reset_ns needs too).
+ *
+ * Decisions happen on grid points only, so the answer is j grid units for
+ * the smallest j >= 1 that passes.  The closed form h (log2 c - log2 tgt),
+ * c the count at t, puts j within a unit or so of it (log2_ge1 is good to about 1e-15;
+ * the decay function's own margin is 2^-43 relative, under 1 ns of time
+ * for any h below 2^50 ns), so two evaluations usually settle it: j passes
+ * and j - 1 does not.  When they do not (the estimate landed further off),
+ * the bracket widens by doubling and is then bisected: O(log) evaluations
+ * at worst, never unbounded.  The answer is the search's, not the
+ * estimate's: exact for the decisions whatever the estimate's error.
+ */
+static uint64_t retry_after(const sluice_decay_t *x, uint64_t cq, uint64_t dt0, uint64_t tgt,
+                            uint64_t t, uint64_t end, uint64_t c, double l2c)
+{
+	const uint32_t g = x->unit_shift;
+	/* dt0 < flush_ns (else nothing would be left to refuse on), so
+	 * dt0 + j u <= dt0 + jcap u < 2 flush_ns + u: no overflow. */
+#define OK(j) (decay_up(x, cq, dt0 + ((j) << g)) <= tgt)
+	uint64_t jcap = (x->flush_ns + x->unit_ns - 1) >> g; /* OK(jcap): all forgotten */
+	const double h = (double)x->half_life_ns, u = (double)x->unit_ns;
+	double est = h * (l2c - (tgt ? log2_ge1((double)tgt) : 0.0));
+	/*
+	 * Without evaluating at all.  With V the exact decayed count and
+	 * thr = max(tgt, 1), a time fails for certain while V > thr, and
+	 * passes for certain once V (1 + 2^-42) < thr (decay_up's value lies
+	 * in [V, V (1 + 2^-42)): error below 2^-49, margin 2^-43).  In time
+	 * from t: fails before tau, passes after tau + beta, with tau the
+	 * exact crossing and beta = h log2(1 + 2^-42) < h 3.3e-13.  est
+	 * misses tau by at most mu (two log2_ge1 errors, 1e-14 each, and the
+	 * rounding of est) below, and by gamma = h log2(c / V) <= h 1.45
+	 * (2^-42 + 1/(c - 1)) above (c is V rounded up).  So if the first
+	 * grid point past est + mu + beta is j and the one before it lies
+	 * below est - mu - gamma, j is the answer: exact, no evaluation.
+	 * Otherwise (the crossing is within those few 1e-13 h of a grid
+	 * point, or c is tiny) the search below decides by evaluating.
+	 */
+	/*
+	 * The crossing on whole half-lives: cq 2^-k == thr exactly (the common
+	 * case of a limiter refusing after one burst: cq = n 2^F).  There the
+	 * decay is exact, with no margin, so the bounds below cannot place
+	 * the grid point at it; but its value is known: at y_x = k h - dt0
+	 * the kept count is exactly thr, which passes when tgt >= 1 (c <= tgt)
+	 * and fails when tgt = 0 (a count of one unit is not forgotten).
+	 * Before y_x it fails for certain (V > thr), after y_x + beta it
+	 * passes for certain (see below).
+	 */
+	const uint64_t thr = tgt ? tgt : 1;
+	unsigned k = sluice__bit_width(cq) - sluice__bit_width(thr); /* cq > thr */
+	if (k < FLUSH_HALF_LIVES && (thr << k) == cq && k * x->half_life_ns > dt0) {
+		uint64_t yx = k * x->half_life_ns - dt0, jx;
+		if (tgt)
+			jx = (yx + x->unit_ns - 1) >> g; /* the first grid point >= y_x */
+		else
+			jx = (yx >> g) + 1; /* the first one > y_x */
+		uint64_t past = (jx << g) - yx; /* how far past y_x it lies */
+		if ((tgt && past == 0) || (double)past > h * 3.3e-13)
+			return jx > (end - t) >> g ? SLUICE_NEVER : jx << g;
+	}
+	const uint64_t c_gt1 = c > 1 ? c : 0; /* gamma needs c >= 2 */
+	if (c_gt1) {
+		double mu = h * 3e-14 + est * 0x1p-50;
+		double beta = h * 3.3e-13, gamma = h * 1.45 * (0x1p-42 + 1.01 / (double)(c_gt1 - 1));
+		double top = (est + mu + beta) / u; /* u a power of two: exact */
+		if (top < (double)jcap) {
+			uint64_t jj = (uint64_t)top + 1; /* first grid point past it */
+			if (jj == 1 || (double)(jj - 1) * u < est - mu - gamma)
+				return jj > (end - t) >> g ? SLUICE_NEVER : jj << g;
+		}
+	}
+	double ju = est / u;
+	uint64_t j = ju < 1.0 ? 1 : ju >= (double)jcap ? jcap : sluice__ceil_u64(ju);
+	uint64_t lo, hi, step = 1; /* OK(hi), !OK(lo); j = 0 fails (entry) */
+	if (OK(j)) {
+		hi = j;
 		for (;;) {
 			lo = hi > step ? hi - step : 0;
 			if (lo == 0 || !OK(lo))
@@ -217,10 +339,10 @@ static uint64_t time_until(const sluice_decay_t *x, uint64_t cq, uint64_t dt0, u
 			step <<= 1;
 		}
 	} else {
-		lo = guess;
+		lo = j;
 		for (;;) {
-			hi = cap - lo > step ? lo + step : cap;
-			if (hi == cap || OK(hi))
+			hi = jcap - lo > step ? lo + step : jcap;
+			if (hi == jcap || OK(hi))
 				break;
 			lo = hi;
 			step <<= 1;
@@ -233,8 +355,9 @@ static uint64_t time_until(const sluice_decay_t *x, uint64_t cq, uint64_t dt0, u
 		else
 			lo = mid;
 	}
-	return hi;
 #undef OK
+	/* @end: the last grid point of the time base */
+	return hi > (end - t) >> g ? SLUICE_NEVER : hi << g;
 }
 
 /* ---- the packed word and the anchor -------------------------------------- */
@@ -280,15 +403,16 @@ static void reanchor(sluice_decay_t *x, const struct snap *s, uint64_t t)
 
 /* ---- decisions ------------------------------------------------------------ */
 
+/* @reset: forget_bound() of @cq */
 static void fill(const sluice_decay_t *x, sluice_decision_t *d, int allowed, uint64_t t,
-                 uint64_t cq, uint64_t lim, uint64_t retry)
+                 uint64_t cq, uint64_t lim, uint64_t retry, uint64_t reset)
 {
 	d->allowed = allowed;
 	d->limit = lim >> x->frac_bits;
 	d->remaining = cq >= lim ? 0 : (lim - cq) >> x->frac_bits;
 	d->retry_after_ns = retry;
 	d->delay_ns = 0;
-	d->reset_ns = forget_bound(x, cq);
+	d->reset_ns = reset;
 	d->now_ns = t;
 }
 
@@ -333,10 +457,10 @@ int sluice_decay_acquire_at(sluice_decay_t *x, uint64_t n, uint64_t now, sluice_
 		if (c + nq > lim) {
 			if (d) {
 				/* the first grid point where it passes */
-				uint64_t y = time_until(x, s.cq, t - s.t, lim - nq);
-				uint64_t yg = y > end - t ? SLUICE_NEVER
-				                          : grid_down(x, t + y + x->unit_ns - 1) - t;
-				fill(x, d, 0, t, c, lim, yg);
+				/* c >= 1 here (else nq > lim, above) */
+				double l2c = log2_ge1((double)c);
+				uint64_t yg = retry_after(x, s.cq, t - s.t, lim - nq, t, end, c, l2c);
+				fill(x, d, 0, t, c, lim, yg, forget_bound_l2(x, l2c));
 			}
 			return 0;
 		}
@@ -346,7 +470,7 @@ int sluice_decay_acquire_at(sluice_decay_t *x, uint64_t n, uint64_t now, sluice_
 		 * w is relative to, and fails if the anchor moved (DESIGN). */
 		if (sluice__anchor_write(&x->anchor, &s.a, w)) {
 			if (d)
-				fill(x, d, 1, t, after, lim, 0);
+				fill(x, d, 1, t, after, lim, 0, forget_bound(x, after));
 			return 1;
 		}
 	}

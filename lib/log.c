@@ -107,6 +107,10 @@ int sluice_log_init(sluice_log_t *lg, const sluice_log_config_t *cfg)
 	if (sluice__clock_require_step(clock, cfg->window_ns) != 0)
 		return SLUICE_ERESOLUTION;
 
+	/* M = C + 1 slots (the DESIGN needs no more).  A permit's slot is
+	 * q % M, found by a multiplication by the reciprocal (slot_of()), not
+	 * a 64-bit division: a decision touches up to a dozen slots, and the
+	 * divisions were most of its time. */
 	uint64_t nslots = cap + 1;
 	size_t bytes = (size_t)((nslots * sizeof(uint64_t) + SLUICE_CACHELINE - 1) /
 	                        SLUICE_CACHELINE * SLUICE_CACHELINE);
@@ -120,11 +124,13 @@ int sluice_log_init(sluice_log_t *lg, const sluice_log_config_t *cfg)
 	lg->capacity = cap;
 	lg->window_ns = cfg->window_ns;
 	lg->slots = nslots;
+	lg->slots_inv = UINT64_MAX / nslots;
 	lg->clock = clock;
 	lg->times = times;
 	atomic_init(&lg->head, 0);
 	atomic_init(&lg->tail, 0);
 	atomic_init(&lg->last, TIME_FLOOR);
+	atomic_init(&lg->hint, 0);
 	return 0;
 }
 
@@ -136,9 +142,17 @@ void sluice_log_destroy(sluice_log_t *lg)
 	lg->times = NULL;
 }
 
+/*
+ * q % M without dividing: with inv = floor((2^64 - 1) / M), the high half of
+ * q * inv is floor(q / M) or one less (q * inv / 2^64 > q / M - 1), so the
+ * remainder it leaves is below 2 M and one subtraction corrects it.
+ */
 static inline _Atomic uint64_t *slot_of(const sluice_log_t *lg, uint64_t q)
 {
-	return &lg->times[q % lg->slots];
+	__extension__ typedef unsigned __int128 u128;
+	uint64_t qe = (uint64_t)(((u128)q * lg->slots_inv) >> 64);
+	uint64_t r = q - qe * lg->slots;
+	return &lg->times[r >= lg->slots ? r - lg->slots : r];
 }
 
 /* A slot's value.  Acquire: pairs with the release CAS that wrote it (see
@@ -239,25 +253,80 @@ static int quiescent(sluice_log_t *lg, uint64_t *h_out)
 /*
  * How many of the last L entries before h (permits h - L .. h - 1, those
  * before permit 0 counting as empty) are out of the window at T: by (I1)
- * they are a prefix, found by binary search.  Equivalently: a request of k
- * would pass at T iff k <= this count.  Reads may be overwritten while we
- * search; callers validate against head as for any read.
+ * they are a prefix, so the count is where the window's boundary lies.
+ * Equivalently: a request of k would pass at T iff k <= this count.
+ *
+ * The boundary only moves forward with time, and decisions ask about it
+ * at nearly the same time over and over, so `hint` keeps where the last
+ * search found it: the search checks the two entries around the hint
+ * (one cache line, usually), and only when the boundary has moved gallops
+ * from there (1, 2, 4, ... entries) and bisects the bracket, O(log d)
+ * loads for a move of d entries instead of O(log L) on every decision.
+ * The hint is only a starting point: any value, however stale or raced
+ * by other threads' stores, gives the same count, so it is relaxed and
+ * written only when it changes.  Reads may be overwritten while we
+ * search; callers validate against head as for any read, and the search
+ * is bounded by [h - L, h] whatever it reads.
  */
-static uint64_t left_count(const sluice_log_t *lg, uint64_t h, uint64_t T, uint64_t L)
+static int out_at(const sluice_log_t *lg, uint64_t q, uint64_t T)
 {
-	uint64_t lo = h > L ? h - L : 0;
-	uint64_t a = lo, b = h;
-	while (a < b) {
+	uint64_t r = load_slot(lg, q);
+	/* r > T only for a value read after reuse: the caller's
+	 * validation discards this count then. */
+	return r <= T && T - r >= lg->window_ns;
+}
+
+static uint64_t left_count(sluice_log_t *lg, uint64_t h, uint64_t T, uint64_t L)
+{
+	const uint64_t lo0 = h > L ? h - L : 0;
+	uint64_t g = atomic_load_explicit(&lg->hint, memory_order_relaxed);
+	g = g < lo0 ? lo0 : g > h ? h : g;
+	uint64_t a, b; /* the boundary lies in (a, b]: out below a+1.., in from b */
+	int up = g < h && out_at(lg, g, T);
+	if (up) {
+		/* boundary above g: gallop up to an entry in the window */
+		uint64_t step = 1;
+		a = g;
+		for (;;) {
+			b = h - a > step ? a + step : h;
+			if (b == h || !out_at(lg, b, T))
+				break;
+			a = b;
+			step <<= 1;
+		}
+		/* out(a), and b == h or in(b): the boundary is in (a, b] */
+	} else if (g > lo0 && !out_at(lg, g - 1, T)) {
+		/* boundary below g: gallop down to an entry out of it */
+		uint64_t step = 1;
+		b = g - 1;
+		for (;;) {
+			uint64_t c = b - lo0 > step ? b - step : lo0;
+			if (c == lo0 && !out_at(lg, lo0, T)) {
+				a = lo0;
+				b = lo0; /* nothing out: the boundary is lo0 */
+				break;
+			}
+			if (out_at(lg, c, T)) {
+				a = c; /* out(a), in(b) */
+				break;
+			}
+			b = c;
+			step <<= 1;
+		}
+	} else {
+		a = b = g; /* the hint is the boundary */
+	}
+	/* bisect (a, b]: out(a) and in(b) (b == h counts as in) */
+	while (b - a > 1) {
 		uint64_t mid = a + (b - a) / 2;
-		uint64_t r = load_slot(lg, mid);
-		/* r > T only for a value read after reuse: the caller's
-		 * validation discards this count then. */
-		if (r <= T && T - r >= lg->window_ns)
-			a = mid + 1;
+		if (out_at(lg, mid, T))
+			a = mid;
 		else
 			b = mid;
 	}
-	return (h >= L ? 0 : L - h) + (a - lo);
+	if (g != b)
+		atomic_store_explicit(&lg->hint, b, memory_order_relaxed);
+	return (h >= L ? 0 : L - h) + (b - lo0);
 }
 
 static void raise_last(sluice_log_t *lg, uint64_t cur, uint64_t t)

@@ -202,6 +202,116 @@ Test(decay, retry_after_is_exact_and_never_early)
 	}
 }
 
+/*
+ * retry_after_ns is the earliest time a retry passes, on the limiter's own
+ * arithmetic: on a manual clock, from thousands of random states (limits
+ * from 1 to 2^24 - 1, half-lives whose grid is 1 ns and coarser, idle gaps,
+ * n up to L), a copy retried at now_ns + retry_after_ns passes and a copy
+ * retried one grid unit earlier refuses.  The refusal path answers most
+ * of these from a closed form without evaluating the decay (lib/decay.c,
+ * retry_after()); this checks that answer, not only the search's.
+ */
+struct retry_case {
+	uint64_t limit, half_life, seed;
+};
+
+ParameterizedTestParameters(decay, retry_after_is_the_first_grid_point_that_passes)
+{
+	static struct retry_case cases[] = {
+		{ 1, 10 * MS, 1 },          { 10, SEC, 2 },          { 1000, 3 * MS, 3 },
+		{ 65535, 250 * US, 4 },     { (1u << 24) - 1, 20 * SEC, 5 },
+		{ 7, 86400 * SEC, 6 },      /* unit_ns 2^17: a coarse grid */
+		{ 100, 1 * US, 7 },
+	};
+	return cr_make_param_array(struct retry_case, cases, sizeof(cases) / sizeof(cases[0]));
+}
+
+ParameterizedTest(struct retry_case *p, decay, retry_after_is_the_first_grid_point_that_passes)
+{
+	sluice_decay_t x;
+	make(&x, p->limit, p->half_life, 1000 * SEC);
+	rng_state = 0x51CE0000ULL + p->seed;
+	int refusals = 0;
+	for (int i = 0; i < 3000; i++) {
+		/* move on by up to two half-lives, now and then by a grid
+		 * unit only, and fill up with random requests */
+		uint64_t r = rnd();
+		uint64_t step = r % 4 == 0 ? x.unit_ns : r % (2 * p->half_life);
+		sluice_clock_manual_advance(&mclock, step);
+		uint64_t n = 1 + rnd() % p->limit;
+		if (rnd() % 3 == 0)
+			n = 1 + rnd() % (p->limit < 4 ? p->limit : 4);
+		sluice_decision_t d;
+		int rc = sluice_decay_acquire(&x, n, &d);
+		cr_assert(rc == 0 || rc == 1, "acquire: %s", sluice_err_name(rc));
+		if (rc == 1)
+			continue;
+		refusals++;
+		cr_assert_lt(d.retry_after_ns, SLUICE_NEVER);
+		cr_assert_geq(d.retry_after_ns, x.unit_ns);
+		cr_assert_eq(d.retry_after_ns % x.unit_ns, 0, "on the grid");
+		sluice_decay_t at, before;
+		memcpy(&at, &x, sizeof(x));
+		memcpy(&before, &x, sizeof(x));
+		uint64_t when = d.now_ns + d.retry_after_ns;
+		cr_assert_eq(sluice_decay_acquire_at(&at, n, when, NULL), 1,
+		             "step %d: n=%llu at now+retry (%llu) must pass", i, (unsigned long long)n,
+		             (unsigned long long)d.retry_after_ns);
+		cr_assert_eq(sluice_decay_acquire_at(&before, n, when - x.unit_ns, NULL), 0,
+		             "step %d: n=%llu one grid unit before now+retry (%llu) must refuse", i,
+		             (unsigned long long)n, (unsigned long long)d.retry_after_ns);
+	}
+	cr_assert_gt(refusals, 300, "the schedule must refuse often (%d)", refusals);
+}
+
+/*
+ * The crossing on whole half-lives: after one burst from empty the count is
+ * exactly n 2^F, and a request whose room is a power-of-two fraction of it
+ * passes exactly k half-lives later, where the decay has no margin (the
+ * closed form handles it apart, lib/decay.c).  Grids of 1 ns (the crossing
+ * on a grid point: it passes there) and coarser (the next grid point), and
+ * n = L (the count must be forgotten: one unit left at the crossing still
+ * refuses).
+ */
+struct exact_case {
+	uint64_t limit, burst, n, half_life;
+};
+
+ParameterizedTestParameters(decay, retry_after_on_whole_half_lives)
+{
+	static struct exact_case cases[] = {
+		{ 4, 4, 2, 1ULL << 20 },  /* room 2 of 4: one half-life, on the 1 ns grid */
+		{ 4, 4, 3, 1ULL << 20 },  /* room 1 of 4: two half-lives */
+		{ 4, 4, 2, SEC },          /* coarse grid: the crossing between points */
+		{ 8, 8, 8, 1ULL << 20 },  /* n = L: until forgotten */
+		{ 1, 1, 1, 10 * MS },      /* the deny benchmark's case */
+		{ 1000, 500, 750, 3 * MS },
+	};
+	return cr_make_param_array(struct exact_case, cases, sizeof(cases) / sizeof(cases[0]));
+}
+
+ParameterizedTest(struct exact_case *p, decay, retry_after_on_whole_half_lives)
+{
+	sluice_decay_t x;
+	make(&x, p->limit, p->half_life, 7 * SEC);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_decay_acquire(&x, p->burst, &d), 1);
+	for (uint64_t gap = 0; gap < 3; gap++) {
+		sluice_clock_manual_advance(&mclock, gap * x.unit_ns);
+		cr_assert_eq(sluice_decay_acquire(&x, p->n, &d), 0);
+		uint64_t when = d.now_ns + d.retry_after_ns;
+		sluice_decay_t at, before;
+		memcpy(&at, &x, sizeof(x));
+		memcpy(&before, &x, sizeof(x));
+		cr_assert_eq(sluice_decay_acquire_at(&at, p->n, when, NULL), 1,
+		             "L=%llu n=%llu: must pass at now+retry (%llu)", (unsigned long long)p->limit,
+		             (unsigned long long)p->n, (unsigned long long)d.retry_after_ns);
+		cr_assert_eq(sluice_decay_acquire_at(&before, p->n, when - x.unit_ns, NULL), 0,
+		             "L=%llu n=%llu: must refuse one grid unit earlier",
+		             (unsigned long long)p->limit, (unsigned long long)p->n);
+	}
+}
+
 Test(decay, n_above_limit_and_zero)
 {
 	sluice_decay_t x;

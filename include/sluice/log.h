@@ -27,8 +27,9 @@
  *   - A refusal writes nothing of its own (it may finish another thread's
  *     half-written admission).  An admission of n writes n slots (O(n);
  *     O(1) per permit) and up to three words of hot state.  Filling a decision
- *     (d != NULL) adds a binary search of the ring for `remaining`
- *     (O(log L) loads).
+ *     (d != NULL) adds a search of the ring for `remaining`: two loads
+ *     when the window's boundary has not moved since the last decision,
+ *     O(log d) for a move of d entries (O(log L) at most).
  *   - A thread stalled before its admission CAS holds nothing: when it
  *     resumes, the CAS fails if anything was admitted meanwhile (the 64-bit
  *     head it read has moved), and it decides again.  It can never admit on
@@ -119,13 +120,16 @@ typedef struct sluice_log {
 	/* read-only after init */
 	uint64_t capacity;           /* C >= every L                             */
 	uint64_t window_ns;          /* W                                        */
-	uint64_t slots;              /* C + 1                                    */
+	uint64_t slots;              /* M = C + 1                                */
+	uint64_t slots_inv;          /* floor((2^64 - 1) / M): q % M by multiplying */
 	const sluice_clock_t *clock;
 	_Atomic uint64_t *times;     /* permit q's time lives in times[q % slots] */
 	/* private: read by every decision, written by every admission */
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t head; /* permits claimed     */
 	_Atomic uint64_t tail;       /* permits whose times are all written      */
 	_Atomic uint64_t last;       /* newest time an admission used (>= 1)     */
+	_Atomic uint64_t hint;       /* where the window's boundary was last seen
+	                              * (a search's starting point, any value) */
 } sluice_log_t;
 
 /*
@@ -172,7 +176,7 @@ SLUICE_API size_t sluice_log_size(void);
  * decides at the same moment; otherwise it is a snapshot that may be stale.
  * Calling context: any thread; never blocks.
  * Return: 1 admitted, 0 refused, SLUICE_EINVAL (n = 0), SLUICE_ETOOBIG
- * (n above the L this decision read: cannot pass unless set_limit raises
+ * (n above the L this decision read: can pass only once set_limit raises
  * it; @d says retry_after_ns = SLUICE_NEVER).
  */
 SLUICE_API int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now,
