@@ -170,12 +170,12 @@ void sluice_window_destroy(sluice_window_t *w)
 	w->cells = NULL;
 }
 
-/* own(y) of a closed epoch y, or 0 when its slot holds another epoch (y was
- * skipped: nothing was admitted in it). */
-static uint64_t closed_own(const sluice_window_t *w, uint64_t y)
+/* The word of epoch y's slot, for window_step.h's walks (relaxed: a
+ * closed epoch's word is final once head, loaded with acquire, passed it). */
+static uint64_t slot_word(const void *ctx, uint64_t y)
 {
-	uint64_t s = atomic_load_explicit(&w->slots[y & w->mask].word, memory_order_relaxed);
-	return TAG_OF(s) == SLUICE__LO32(y) ? (s & SLUICE__SLOT_OWN) : 0;
+	const sluice_window_t *w = ctx;
+	return atomic_load_explicit(&w->slots[y & w->mask].word, memory_order_relaxed);
 }
 
 /* Step 2: publish base(h) in cur.  Called after an acquire load of head == h
@@ -186,9 +186,7 @@ static void open_cur(sluice_window_t *w, uint64_t h, uint64_t c)
 	 * not newer than h (see "Old vs new" above). */
 	if (atomic_load_explicit(&w->head, memory_order_acquire) != h)
 		return;
-	uint64_t base = 0;
-	for (uint64_t k = 1; k < w->buckets && k <= h; k++)
-		base += closed_own(w, h - k);
+	uint64_t base = sluice__window_closed_sum(h, w->buckets, slot_word, w);
 	if (base > BASE_MAX)
 		base = BASE_MAX; /* any base >= L refuses everything: safe */
 	uint64_t next = (SLUICE__LO32(h) << 32) | base;
@@ -575,44 +573,13 @@ int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
 	}
 }
 
-/*
- * A refusal: the same n passes once enough of the oldest buckets have left
- * the window.  Walk from the oldest bucket forward until what leaves covers
- * the excess; bucket y leaves at (y + N) * width.  The walk reads closed
- * buckets, which are frozen, and the current one as the caller saw it.
- */
+/* A refusal: window_step.h's walk over this ring's slots. */
 void sluice__window_fill_refused(sluice_window_t *w, sluice_decision_t *d, uint64_t limit,
                                  uint64_t counted, uint64_t base, uint64_t n, uint64_t h,
                                  uint64_t now)
 {
-	uint64_t start = h * w->width_ns;
-	if (now < start)
-		now = start;
-	uint64_t excess = counted + n - limit; /* > 0 on a refusal */
-	uint64_t retry = w->window_ns - (now - start); /* the current bucket leaves */
-	uint64_t freed = 0;
-	/* base is what all the closed buckets hold: when even all of them
-	 * leaving is not enough, only the current bucket's leaving is, and
-	 * the walk is skipped (deny-mostly traffic on a key whose admissions
-	 * all landed in this bucket, the common shape of a flood). */
-	for (uint64_t k = base >= excess ? w->buckets - 1 : 0; k >= 1; k--) {
-		if (k > h)
-			continue; /* epochs before 0 never existed */
-		freed += closed_own(w, h - k);
-		if (freed >= excess) {
-			/* bucket h-k leaves at (h-k)*width + W, which is
-			 * after now because k < N. */
-			retry = w->window_ns - (now - (h - k) * w->width_ns);
-			break;
-		}
-	}
-	d->allowed = 0;
-	d->limit = limit;
-	d->remaining = counted >= limit ? 0 : limit - counted;
-	d->retry_after_ns = retry;
-	d->delay_ns = 0;
-	d->reset_ns = w->window_ns - (now - start);
-	d->now_ns = now;
+	sluice__window_refused(d, limit, counted, base, n, h, now, w->window_ns, w->width_ns,
+	                       w->buckets, slot_word, w);
 }
 
 

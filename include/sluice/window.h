@@ -260,15 +260,7 @@ static inline void sluice__window_fill_allowed(const sluice_window_t *w, sluice_
                                                uint64_t limit, uint64_t counted, uint64_t start,
                                                uint64_t now)
 {
-	if (now < start)
-		now = start; /* a reading from before the newest bucket */
-	d->allowed = 1;
-	d->limit = limit;
-	d->remaining = counted >= limit ? 0 : limit - counted;
-	d->retry_after_ns = 0;
-	d->delay_ns = 0;
-	d->reset_ns = w->window_ns - (now - start); /* no overflow near 2^64 */
-	d->now_ns = now;
+	sluice__decision_window(d, 1, limit, counted, start, w->window_ns, now);
 }
 
 /* private: the fast path's fill, where start <= now < start + width and
