@@ -170,12 +170,11 @@ static int gcra_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t ta
 		/* n <= b: need <= tau < 2^62 for the values a setter writes;
 		 * any other value is only wrong, never out of range (unsigned,
 		 * the fits test first).  The step is gcra.h's own. */
-		uint64_t tau = p.tau, need = n * p.interval, next, delay;
-		int fits = sluice__gcra_step(x, need, t, tau, TMAX, &next, &delay);
-		if (!fits || delay > 0) {
+		uint64_t tau = p.tau, next;
+		uint64_t delay = sluice__gcra_step(x, n * p.interval, t, tau, TMAX, &next);
+		if (delay > 0) { /* SLUICE_NEVER: it never fits */
 			if (d)
-				sluice__gcra_fill(d, 0, p.nmax, tau, p.recip, p.shift, t, x,
-				                  fits ? delay : SLUICE_NEVER);
+				sluice__gcra_fill(d, 0, p.nmax, tau, p.recip, p.shift, t, x, delay);
 			return 0;
 		}
 		STALL(STALL_DECIDE, st);

@@ -273,18 +273,22 @@ static inline void sluice__gcra_fill(sluice_decision_t *d, int allowed, uint64_t
  * tolerance @tau, with every TAT kept at most @tmax (the owner's end of
  * time).  The caller has checked need <= tau (n <= b).  Pure: no load, no
  * store.  *@next: the TAT the booking leaves, max(a, now) + need.
- * *@delay: the wait until the booked slot conforms (0: it conforms now).
- * Return: 1 when *@next fits at or below @tmax, else 0 (the booking never
- * fits; *@next is then meaningless).
+ * Return: the wait until the booked slot conforms (0: it conforms now), or
+ * SLUICE_NEVER when *@next would pass @tmax (the booking never fits).  A
+ * real wait is at most the lag, below @tmax, so the two never meet.
+ * always_inline: callers test the result against a constant (0 on the
+ * acquire paths), which folds the wait into one comparison.
  */
-static inline int sluice__gcra_step(uint64_t a, uint64_t need, uint64_t now, uint64_t tau,
-                                    uint64_t tmax, uint64_t *next, uint64_t *delay)
+__attribute__((always_inline)) static inline uint64_t
+sluice__gcra_step(uint64_t a, uint64_t need, uint64_t now, uint64_t tau, uint64_t tmax,
+                  uint64_t *next)
 {
 	uint64_t base = a > now ? a : now;
-	uint64_t lag = base - now;
-	*delay = lag > tau - need ? lag - (tau - need) : 0; /* lag + need - tau */
+	uint64_t lag = base - now, room = tau - need;
 	*next = base + need;
-	return need <= tmax && base <= tmax - need;
+	if (need > tmax || base > tmax - need)
+		return SLUICE_NEVER;
+	return lag > room ? lag - room : 0; /* lag + need - tau */
 }
 
 /*
@@ -352,8 +356,9 @@ static inline int sluice__gcra_try(sluice_gcra_t *g, uint64_t n, uint64_t now,
 		if (SLUICE_UNLIKELY(n - 1 >= burst))
 			return SLUICE__GCRA_SLOW;
 		uint64_t need = n * T; /* <= tau <= 2^62: n <= b */
-		uint64_t next, delay;
-		int fits = sluice__gcra_step(a, need, now, tau, SLUICE_GCRA_TIME_MAX, &next, &delay);
+		uint64_t next;
+		uint64_t delay = sluice__gcra_step(a, need, now, tau, SLUICE_GCRA_TIME_MAX, &next);
+		int fits = delay != SLUICE_NEVER;
 		if (SLUICE_LIKELY(fits && delay <= max_delay)) {
 			/* Acquire (C11 wants success >= failure): a failure
 			 * reloads a TAT that may open a new era. */
@@ -397,13 +402,17 @@ static inline int sluice__gcra_try(sluice_gcra_t *g, uint64_t n, uint64_t now,
  * Return: 1 admitted, 0 refused (nothing taken), SLUICE_EINVAL (n = 0),
  * SLUICE_ETOOBIG (n > b: can never pass; retry_after_ns = SLUICE_NEVER).
  */
-static inline int sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t now,
-                                         sluice_decision_t *d)
+__attribute__((always_inline)) static inline int
+sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_decision_t *d)
 {
 	/* The admission, inline: an unsealed TAT, n in 1..b, the booking
-	 * conforms now and fits before the end of time, one CAS.  Anything
-	 * else (a refusal, a seal, a lost CAS) is decided by the general
-	 * attempt below, which reloads.  Ordering as in sluice__gcra_try(). */
+	 * conforms now and fits before the end of time (the step, with a
+	 * wait of 0), one CAS.  Anything else (a refusal, a seal, a lost
+	 * CAS) is decided by the general attempt below, which reloads.
+	 * Ordering as in sluice__gcra_try().  always_inline: with the step
+	 * called twice GCC's size estimate stops inlining this function and
+	 * calls a copy (perf/instructions.sh gcra: 58 -> 89 instructions per
+	 * decision); forced, it is 59. */
 	uint64_t a = atomic_load_explicit(&g->tat, memory_order_acquire);
 	/* Acquire: pairs with the era flip (sluice__gcra_try()'s note). */
 	const struct sluice__gcra_params *p =
@@ -417,9 +426,9 @@ static inline int sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t 
 		shift = atomic_load_explicit(&p->shift, memory_order_acquire);
 	}
 	uint64_t need = n * T; /* used only once n <= b is known: no overflow */
-	uint64_t tat, delay;
-	int fits = sluice__gcra_step(a, need, now, tau, SLUICE_GCRA_TIME_MAX, &tat, &delay);
-	if (SLUICE_LIKELY(a <= SLUICE_GCRA_TIME_MAX && n - 1 < burst && delay == 0 && fits) &&
+	uint64_t tat;
+	if (SLUICE_LIKELY(a <= SLUICE_GCRA_TIME_MAX && n - 1 < burst &&
+	                  sluice__gcra_step(a, need, now, tau, SLUICE_GCRA_TIME_MAX, &tat) == 0) &&
 	    atomic_compare_exchange_strong_explicit(&g->tat, &a, tat, memory_order_acquire,
 	                                            memory_order_acquire)) {
 		if (d) {
