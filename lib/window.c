@@ -120,12 +120,13 @@ int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
 	struct sluice_window_cell *cells = NULL;
 	uint32_t ncells = 1;
 	if (cfg->mode == SLUICE_STRIPED || cfg->lease) {
-		int cpus = get_nprocs_conf();
-		ncells = (uint32_t)sluice__pow2_at_least(cpus > 0 ? (uint32_t)(cpus < 4096 ? cpus : 4096) : 1);
-		cells = aligned_alloc(SLUICE_CACHELINE, sizeof(*cells) * ncells);
+		/* one per possible CPU, as a stripe's (stripe.h's allocation) */
+		int arc;
+		ncells = 0;
+		cells = sluice__stripe_alloc(sizeof(*cells), &ncells, &arc);
 		if (!cells) {
 			free(slots);
-			return SLUICE_ENOMEM;
+			return arc;
 		}
 		for (uint32_t i = 0; i < ncells; i++) {
 			atomic_init(&cells[i].word, 0); /* epoch 0, count 0 */
@@ -362,7 +363,7 @@ static int striped_acquire(sluice_window_t *w, uint64_t n, uint64_t now, sluice_
 				sluice__window_fill_refused(w, d, L, counted, c & 0xffffffffu, n, h, now);
 			return 0;
 		}
-		_Atomic uint64_t *cell = &w->cells[sluice_cpu() & w->cell_mask].word;
+		_Atomic uint64_t *cell = &w->cells[sluice__stripe_pick(w->cell_mask)].word;
 		uint64_t v = atomic_load_explicit(cell, memory_order_relaxed);
 		uint64_t next;
 		if (TAG_OF(v) == SLUICE__LO32(h)) {
@@ -551,7 +552,7 @@ int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
 	for (;;) {
 		uint64_t c, s;
 		uint64_t h = ready_head(w, now, &c, &s);
-		struct sluice_window_cell *cell = &w->cells[sluice_cpu() & w->cell_mask];
+		struct sluice_window_cell *cell = &w->cells[sluice__stripe_pick(w->cell_mask)];
 		/* refilled meanwhile, or the fast path saw an older head */
 		int spent = sluice__window_lease_spend(w, cell, n, h, now, d);
 		if (spent > 0)
@@ -652,7 +653,7 @@ uint64_t sluice_window_available_at(sluice_window_t *w, uint64_t now)
 		counted += cells_count(w, h);
 	uint64_t room = counted >= L ? 0 : L - counted;
 	if (w->lease) {
-		struct sluice_window_cell *cell = &w->cells[sluice_cpu() & w->cell_mask];
+		struct sluice_window_cell *cell = &w->cells[sluice__stripe_pick(w->cell_mask)];
 		/* Acquire: as in the spend (sluice__window_lease_spend). */
 		if (atomic_load_explicit(&cell->epoch, memory_order_acquire) == h) {
 			uint64_t v = atomic_load_explicit(&cell->word, memory_order_relaxed);
