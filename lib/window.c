@@ -74,6 +74,7 @@
  * seq_cst for the cell add and the seal and their following loads: a
  * Dekker pair (see striped_acquire()).
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <sys/sysinfo.h>
 
@@ -233,13 +234,20 @@ static void seal_and_fold(sluice_window_t *w, uint64_t h)
 	uint64_t s = atomic_load_explicit(slot, memory_order_seq_cst);
 	if (atomic_load_explicit(&w->slots[h & w->mask].epoch, memory_order_seq_cst) != h)
 		return; /* not opened (skipped: nothing to seal), or reused */
+	if (w->mode == SLUICE_EXACT) {
+		/* window_step.h's seal, as the keyed tables': own is final
+		 * once sealed (SEALED and FOLDED in one CAS, a release: head's
+		 * release CAS in advance() comes after it).  Unbounded but
+		 * lock-free: each failure is an admission into the bucket. */
+		unsigned tries = 0;
+		(void)sluice__window_seal(slot, s, h, &tries, UINT_MAX);
+		return;
+	}
 	for (;;) {
 		if (TAG_OF(s) != SLUICE__LO32(h) || (s & SLUICE__SLOT_FOLDED))
 			return; /* already done, or reused: someone finished */
 		uint64_t next = s | SLUICE__SLOT_SEALED;
-		if (w->mode == SLUICE_EXACT) {
-			next |= SLUICE__SLOT_FOLDED; /* own is final once sealed */
-		} else if (s & SLUICE__SLOT_SEALED) {
+		if (s & SLUICE__SLOT_SEALED) {
 			/* STRIPED: sealed, so every add that will count is
 			 * already in a cell (see striped_acquire()).  seq_cst
 			 * loads: the second half of the Dekker pair. */
@@ -255,7 +263,7 @@ static void seal_and_fold(sluice_window_t *w, uint64_t h)
 			next = (s & ~SLUICE__SLOT_OWN) | SLUICE__SLOT_FOLDED | sum;
 		}
 		/* seq_cst: the seal is the first half of the Dekker pair with
-		 * striped_acquire(); for EXACT it orders like a release. */
+		 * striped_acquire(). */
 		if (atomic_compare_exchange_weak_explicit(slot, &s, next, memory_order_seq_cst,
 		                                          memory_order_seq_cst) &&
 		    (next & SLUICE__SLOT_FOLDED))
