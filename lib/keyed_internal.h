@@ -449,15 +449,16 @@ static inline void kp_load_gcra(const sluice_keyed_t *k, struct kp *p)
 	p->tc = KPF(f, F_TC);
 }
 
-static inline void kp_load_win(const sluice_keyed_t *k, struct kp *p)
+/* FIXED, WINDOW: the windows' fields of @p's era (after a kp_load_*). */
+static inline void kp_load_windows(const sluice_keyed_t *k, struct kp *p)
 {
-	_Atomic uint64_t(*f)[2] = kp_era(k, &p->era);
-	p->nmax = KPF(f, F_NMAX);
+	_Atomic uint64_t(*f)[2] = k->live->blk[p->era & 1].f;
 	p->limit = KPF(f, F_LIMIT);
 	p->cap = KPF(f, F_CAP);
 	p->from = KPF(f, F_FROM);
 }
 
+/* INFLIGHT: the era, n's bound and the limit. */
 static inline void kp_load_limit(const sluice_keyed_t *k, struct kp *p)
 {
 	_Atomic uint64_t(*f)[2] = kp_era(k, &p->era);
@@ -465,15 +466,20 @@ static inline void kp_load_limit(const sluice_keyed_t *k, struct kp *p)
 	p->limit = KPF(f, F_LIMIT);
 }
 
+/* FIXED, WINDOW: the era, n's bound, then the windows' fields. */
+static inline void kp_load_win(const sluice_keyed_t *k, struct kp *p)
+{
+	_Atomic uint64_t(*f)[2] = kp_era(k, &p->era);
+	p->nmax = KPF(f, F_NMAX);
+	kp_load_windows(k, p);
+}
+
 /* Every field, for the slow paths (creation, freshness, first states):
  * the GCRA ones, then the others from the same era's block. */
 static inline void kp_load(const sluice_keyed_t *k, struct kp *p)
 {
 	kp_load_gcra(k, p);
-	_Atomic uint64_t(*f)[2] = k->live->blk[p->era & 1].f;
-	p->limit = KPF(f, F_LIMIT);
-	p->cap = KPF(f, F_CAP);
-	p->from = KPF(f, F_FROM);
+	kp_load_windows(k, p);
 }
 
 /*
