@@ -77,6 +77,14 @@
  * fresh value it checked and takes nothing from anyone.
  *
  *
+ * Arithmetic: none of its own.  Each algorithm's step is its module's
+ * (GCRA, LEAKY: sluice__gcra_step and sluice__gcra_unstep, gcra.h; FIXED
+ * and WINDOW's fill: sluice__decision_window, decision.h; WINDOW's closed
+ * sum, seal and refusal walk: window_step.h; INFLIGHT:
+ * sluice__inflight_fits and sluice__inflight_room, inflight.h).  What is
+ * here is the keyed state's encoding and protocol: the state word, the
+ * owner pair, eras, and where a key's buckets live.
+ *
  * The window ring per key follows lib/window.c (head, epoch-tagged buckets,
  * seal before head moves, helpers finish every step) without `cur`: each
  * decision sums the N - 1 closed buckets, which are sealed and final once
