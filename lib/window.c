@@ -692,8 +692,8 @@ int sluice_window_set_limit(sluice_window_t *w, uint64_t limit)
 {
 	if (!w)
 		return SLUICE_EINVAL;
-	if (limit < 1 || limit > SLUICE_WINDOW_LIMIT_MAX)
-		return SLUICE_ELIMIT;
+	if (sluice__window_limit_ok(limit) != 0)
+		return SLUICE_ELIMIT; /* the validator's range, as init */
 	atomic_store_explicit(&w->limit, limit, memory_order_seq_cst);
 	if (w->mode != SLUICE_EXACT || w->lease)
 		return 0; /* fast_limit stays 0: every decision takes the slow path */

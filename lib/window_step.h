@@ -19,13 +19,20 @@
 #include "sluice/error.h"
 #include "sluice/window.h"
 
+/* sluice__window_limit_ok - L in 1..SLUICE_WINDOW_LIMIT_MAX (SLUICE_ELIMIT): init's
+ * check and set_limit's, once. */
+static inline int sluice__window_limit_ok(uint64_t limit)
+{
+	return limit < 1 || limit > SLUICE_WINDOW_LIMIT_MAX ? SLUICE_ELIMIT : 0;
+}
+
 /* sluice__window_validate - L in 1..SLUICE_WINDOW_LIMIT_MAX (SLUICE_ELIMIT),
  * N in 1..SLUICE_WINDOW_BUCKETS_MAX (SLUICE_EBUCKETS), W > 0 and a multiple
  * of N (SLUICE_EWINDOW).  Mode, lease and the clock's resolution are the
  * caller's checks. */
 static inline int sluice__window_validate(uint64_t limit, uint64_t buckets, uint64_t window_ns)
 {
-	if (limit < 1 || limit > SLUICE_WINDOW_LIMIT_MAX)
+	if (sluice__window_limit_ok(limit) != 0)
 		return SLUICE_ELIMIT;
 	if (buckets < 1 || buckets > SLUICE_WINDOW_BUCKETS_MAX)
 		return SLUICE_EBUCKETS;
