@@ -25,6 +25,7 @@
 
 #include "sluice/decision.h"
 #include "sluice/stripe.h"
+#include "stripe_internal.h" /* the cells' allocation (bench links the static library) */
 
 #define STRIPED_BASE_SLOTS 16u /* >= N, a power of two */
 

@@ -14,6 +14,7 @@
 
 #include "sluice/error.h"
 #include "sluice/stripe.h"
+#include "stripe_internal.h"
 #include "util_internal.h"
 
 

@@ -82,6 +82,7 @@
 #include "sluice/stripe.h"
 #include "sluice/window.h"
 #include "window_step.h"
+#include "stripe_internal.h"
 #include "pair_internal.h"
 #include "util_internal.h"
 

@@ -113,17 +113,6 @@ static inline uint32_t sluice__stripe_pick(uint32_t mask)
 	return sluice_cpu() & mask;
 }
 
-/*
- * private: the allocation, the one copy: *@ncells cells of @cell_bytes
- * (a multiple of the cache line), line-aligned and uninitialised.  @ncells
- * 0 asks for one per possible CPU, capped at SLUICE_STRIPE_CELLS_MAX (the
- * CPUs beyond share cells); any other value 1..SLUICE_STRIPE_CELLS_MAX is
- * taken as it is.  Either way it is rounded up to a power of two (a pick
- * is a mask) and written back.  Return: the cells, or NULL (SLUICE_ECELLS
- * or SLUICE_ENOMEM in *@rc).
- */
-SLUICE_API void *sluice__stripe_alloc(size_t cell_bytes, uint32_t *ncells, int *rc);
-
 /* private: the per-thread probe of BY_PROBE stripes */
 SLUICE_API uint32_t *sluice__stripe_probe(void);
 SLUICE_API void sluice__stripe_probe_move(uint32_t *probe);
