@@ -1,8 +1,9 @@
 /*
  * bench_window.c - ns per decision, one thread, allow-mostly regime, for the
  * fixed window and the sliding window ring (EXACT and STRIPED) on every
- * clock source, against lock-based fixed-window baselines run in the same
- * process and the same run.
+ * clock source, against lock-based fixed-window baselines and the striped
+ * read-check-add baseline (striped_baseline.h) run in the same process and
+ * the same run.
  *
  * Regime: W = 1 s, N = 10 buckets (100 ms, above the coarse clock's 4 ms),
  * limits as high as the limiters take (SLUICE_WINDOW_LIMIT_MAX, ~1.07e9 per
@@ -48,6 +49,7 @@
 #include "sluice/window.h"
 
 #include "bench_common.h"
+#include "striped_baseline.h"
 
 #define BATCH 2048
 #define WINDOW_NS 1000000000ULL
@@ -175,6 +177,20 @@ static void setup_striped_coarse(void) { setup_window(SLUICE_STRIPED, &sluice_cl
 static void setup_striped_cached(void) { setup_window(SLUICE_STRIPED, &sluice_clock_cached); }
 static void teardown_window(void) { sluice_window_destroy(&g_window); }
 
+/* The striped read-check-add baseline (striped_baseline.h), same regime. */
+static struct striped_base g_sbase;
+static const sluice_clock_t *g_sbase_clock;
+static void setup_sbase(const sluice_clock_t *clock)
+{
+	int rc = striped_base_init(&g_sbase, SLUICE_WINDOW_LIMIT_MAX, WINDOW_NS, BUCKETS);
+	if (rc != 0)
+		die("striped_base_init", rc);
+	g_sbase_clock = clock;
+}
+static void setup_sbase_cached(void) { setup_sbase(&sluice_clock_cached); }
+static void setup_sbase_mono(void) { setup_sbase(&sluice_clock_monotonic); }
+static void teardown_sbase(void) { striped_base_destroy(&g_sbase); }
+
 static void setup_mutex(void)
 {
 	pthread_mutex_init(&g_mutex.lock, NULL);
@@ -238,6 +254,10 @@ DEFINE_RUN(run_fixed_caller, sluice_fixed_acquire_at(&g_fixed, 1, now, &d), d.re
 DEFINE_RUN(run_window_clock, sluice_window_acquire(&g_window, 1, &d), d.remaining)
 DEFINE_RUN(run_window_caller, sluice_window_acquire_at(&g_window, 1, now, &d), d.remaining)
 DEFINE_RUN(run_window_clock_null, sluice_window_acquire(&g_window, 1, NULL), (uint64_t)rc_)
+DEFINE_RUN(run_sbase_clock,
+           striped_base_acquire_at(&g_sbase, 1, sluice_clock_now(g_sbase_clock), &d),
+           d.remaining)
+DEFINE_RUN(run_sbase_caller, striped_base_acquire_at(&g_sbase, 1, now, &d), d.remaining)
 DEFINE_RUN(run_mutex, mutex_fixed_acquire(&g_mutex, 1, &d), d.remaining)
 DEFINE_RUN(run_mutex_cached, mutex_cached_fixed_acquire(&g_mutex, 1, &d), d.remaining)
 DEFINE_RUN(run_spin, spin_fixed_acquire(&g_spin, 1, &d), d.remaining)
@@ -288,6 +308,11 @@ static struct bench_case cases[] = {
 	     teardown_window),
 	CASE("window", "striped", "caller", "out", setup_striped_mono, run_window_caller,
 	     teardown_window),
+	/* the striped read-check-add baseline (striped_baseline.h) */
+	CASE("window", "striped_base", "cached", "out", setup_sbase_cached, run_sbase_clock,
+	     teardown_sbase),
+	CASE("window", "striped_base", "caller", "out", setup_sbase_mono, run_sbase_caller,
+	     teardown_sbase),
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 

@@ -206,8 +206,8 @@ int sluice_fixed_set_limit(sluice_fixed_t *f, uint64_t limit)
 {
 	if (!f)
 		return SLUICE_EINVAL;
-	if (limit < 1 || limit > SLUICE_FIXED_LIMIT_MAX)
-		return SLUICE_ELIMIT;
+	if (sluice__fixed_limit_ok(limit) != 0)
+		return SLUICE_ELIMIT; /* the validator's range, as init */
 	atomic_store_explicit(&f->limit, limit, memory_order_relaxed);
 	return 0;
 }

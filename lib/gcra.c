@@ -286,7 +286,8 @@ int sluice_gcra_cancel(sluice_gcra_t *g, uint64_t n, const sluice_decision_t *bo
 	uint64_t e = atomic_load_explicit(&g->era, memory_order_acquire);
 	uint64_t T = atomic_load_explicit(&g->params[e & 1].interval, memory_order_acquire);
 	uint64_t burst = atomic_load_explicit(&g->params[e & 1].burst, memory_order_acquire);
-	if (n > burst || n * T > left) {
+	uint64_t prev;
+	if (n > burst || !sluice__gcra_unstep(left, n * T, 0, &prev)) {
 		/* More than one booking can take, unless (T, b) were read
 		 * after a reconfiguration that has already moved the TAT. */
 		if (atomic_load_explicit(&g->tat, memory_order_relaxed) != left)
@@ -297,7 +298,7 @@ int sluice_gcra_cancel(sluice_gcra_t *g, uint64_t n, const sluice_decision_t *bo
 	/* Strong: a spurious failure would turn an exact cancel into a kept
 	 * one.  Release: a reconfiguration that sees the lowered TAT sees
 	 * `high` (see DESIGN). */
-	if (atomic_compare_exchange_strong_explicit(&g->tat, &a, left - n * T, memory_order_release,
+	if (atomic_compare_exchange_strong_explicit(&g->tat, &a, prev, memory_order_release,
 	                                            memory_order_relaxed))
 		return 0;
 	return SLUICE_ECANCEL;

@@ -4,9 +4,14 @@
  * reciprocal that turns credit into permits, and the SET_RATE / SET_BURST
  * conversion of the credit a bucket holds.  lib/gcra.c (init, set_rate,
  * set_burst) and the keyed tables (lib/keyed_table.c validation,
- * lib/keyed_live.c changes) call these; neither has its own copy.  The
- * decision step itself is gcra.h's (sluice__gcra_fill() and the admission
- * test), inline in the public header.
+ * lib/keyed_live.c changes) call these; neither has its own copy.
+ *
+ * The decision step (sluice__gcra_step(): TAT, n, now, T, tau -> new TAT
+ * and delay), its inverse (sluice__gcra_unstep(), cancel and refund) and
+ * the decision fill (sluice__gcra_fill()) live in sluice/gcra.h, not here:
+ * GCRA's acquire is inline in that installed header, so its step must be
+ * visible there.  They are private (sluice__) and the keyed tables call
+ * the same functions: still one copy.
  */
 #ifndef SLUICE_GCRA_STEP_H
 #define SLUICE_GCRA_STEP_H

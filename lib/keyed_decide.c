@@ -77,6 +77,14 @@
  * fresh value it checked and takes nothing from anyone.
  *
  *
+ * Arithmetic: none of its own.  Each algorithm's step is its module's
+ * (GCRA, LEAKY: sluice__gcra_step and sluice__gcra_unstep, gcra.h; FIXED
+ * and WINDOW's fill: sluice__decision_window, decision.h; WINDOW's closed
+ * sum, seal and refusal walk: window_step.h; INFLIGHT:
+ * sluice__inflight_fits and sluice__inflight_room, inflight.h).  What is
+ * here is the keyed state's encoding and protocol: the state word, the
+ * owner pair, eras, and where a key's buckets live.
+ *
  * The window ring per key follows lib/window.c (head, epoch-tagged buckets,
  * seal before head moves, helpers finish every step) without `cur`: each
  * decision sums the N - 1 closed buckets, which are sealed and final once
@@ -90,28 +98,14 @@
  *
  */
 #include "sluice/gcra.h"
+#include "sluice/inflight.h"
 #include "sluice/window.h"
+#include "window_step.h"
 #include "pair_internal.h"
 #include "keyed_internal.h"
 
 /* ---------------------------------------------------------------- */
 /* Decisions on one key's state                                       */
-
-/* Fill a windowed decision: @start = the window's (bucket's) start. */
-static void fill_window(sluice_decision_t *d, int allowed, uint64_t limit, uint64_t counted,
-                        uint64_t start, uint64_t length, uint64_t now, uint64_t retry)
-{
-	if (now < start)
-		now = start; /* time never runs backwards: the newest window */
-	uint64_t in = now - start;
-	d->allowed = allowed;
-	d->limit = limit;
-	d->remaining = counted >= limit ? 0 : limit - counted;
-	d->reset_ns = in < length ? length - in : 0;
-	d->retry_after_ns = allowed ? 0 : retry;
-	d->delay_ns = 0;
-	d->now_ns = now;
-}
 
 /*
  * The era's parameters and the key's state, read as one: the era and its
@@ -181,18 +175,14 @@ static int gcra_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t ta
 		 * it: keyed_live.c), is read through the change's rule. */
 		if (SLUICE_UNLIKELY((a & S_PAR) != par || x < p.tc))
 			x = sluice__keyed_gcra_convert(&p, x);
-		uint64_t base = x > t ? x : t;
-		uint64_t lag = base - t, tau = p.tau;
 		/* n <= b: need <= tau < 2^62 for the values a setter writes;
 		 * any other value is only wrong, never out of range (unsigned,
-		 * the fits test first) */
-		uint64_t need = n * p.interval;
-		uint64_t delay = lag > tau - need ? lag - (tau - need) : 0;
-		int fits = need <= TMAX && base <= TMAX - need;
-		if (!fits || delay > 0) {
+		 * the fits test first).  The step is gcra.h's own. */
+		uint64_t tau = p.tau, next;
+		uint64_t delay = sluice__gcra_step(x, n * p.interval, t, tau, TMAX, &next);
+		if (delay > 0) { /* SLUICE_NEVER: it never fits */
 			if (d)
-				sluice__gcra_fill(d, 0, p.nmax, tau, p.recip, p.shift, t, x,
-				                  fits ? delay : SLUICE_NEVER);
+				sluice__gcra_fill(d, 0, p.nmax, tau, p.recip, p.shift, t, x, delay);
 			return 0;
 		}
 		STALL(STALL_DECIDE, st);
@@ -205,10 +195,9 @@ static int gcra_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t ta
 		 * changes the word: both move the TAT up).  An admission
 		 * publishes nothing (as gcra.h); the full barrier is more than
 		 * the reload needs, which the loop does with acquire. */
-		if (sluice__pair_cas(st, a, o, par | (base + need), o)) {
+		if (sluice__pair_cas(st, a, o, par | next, o)) {
 			if (d)
-				sluice__gcra_fill(d, 1, p.nmax, tau, p.recip, p.shift, t,
-				                  base + need, 0);
+				sluice__gcra_fill(d, 1, p.nmax, tau, p.recip, p.shift, t, next, 0);
 			return 1;
 		}
 		if (++*tries > RETRY_MAX)
@@ -259,12 +248,10 @@ static int fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t t
 			lim = cmask; /* a forged limit: the count never carries */
 		counted = count + n;
 		if (counted > lim) {
-			if (d) {
-				uint64_t start = sluice__sat_mul(used, k->window_ns);
-				fill_window(d, 0, lim, count, start, k->window_ns, now, 0);
-				d->retry_after_ns = d->reset_ns;
-				d->delay_ns = 0;
-			}
+			if (d) /* retry: the window's end, as fixed.h's */
+				sluice__decision_window(d, 0, lim, count,
+				                        sluice__sat_mul(used, k->window_ns),
+				                        k->window_ns, now);
 			return 0;
 		}
 		STALL(STALL_DECIDE, st);
@@ -275,8 +262,9 @@ static int fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t t
 		 * above. */
 		if (sluice__pair_cas(st, a, o, next, o)) {
 			if (d)
-				fill_window(d, 1, lim, counted, sluice__sat_mul(used, k->window_ns),
-				            k->window_ns, now, 0);
+				sluice__decision_window(d, 1, lim, counted,
+				                        sluice__sat_mul(used, k->window_ns),
+				                        k->window_ns, now);
 			return 1;
 		}
 		if (++*tries > RETRY_MAX)
@@ -306,7 +294,7 @@ static int inflight_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_
 		if (SLUICE_UNLIKELY(n > lim))
 			return TOOBIG;
 		uint64_t held = a & cmask;
-		int ok = held <= lim && n <= lim - held; /* a forged count: refuse */
+		int ok = sluice__inflight_fits(held, n, lim); /* a forged count: refuse */
 		STALL(STALL_DECIDE, st);
 		/* A pair CAS expecting the owner too: a count taken here is
 		 * owner o's, never a later owner's whose state repeats a's
@@ -318,24 +306,31 @@ static int inflight_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_
 				return BUSY;
 			continue;
 		}
-		if (d) {
-			d->allowed = ok;
-			d->limit = lim;
-			d->remaining = ok ? lim - held - n : held < lim ? lim - held : 0;
-			d->retry_after_ns = 0;
-			d->delay_ns = 0;
-			d->reset_ns = SLUICE_NEVER;
-			d->now_ns = now;
-		}
+		if (d) /* as inflight.h's */
+			sluice__inflight_fill(d, ok, lim,
+			                      sluice__inflight_room(ok ? held + n : held, lim), now);
 		return ok;
 	}
+}
+
+/* WINDOW: the bucket word of epoch @y of the key whose slot is ctx->s,
+ * for window_step.h's walks (relaxed: closed buckets are final once head,
+ * loaded with acquire, has passed them). */
+struct win_ctx {
+	const sluice_keyed_t *k;
+	_Atomic uint64_t *s;
+};
+static inline uint64_t win_word(const void *ctx, uint64_t y)
+{
+	const struct win_ctx *c = ctx;
+	return atomic_load_explicit(bucket(c->k, c->s, y), memory_order_relaxed);
 }
 
 /* WINDOW: own count of closed epoch @y, 0 when its word holds another. */
 static inline uint64_t closed_own(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t y)
 {
-	uint64_t w = atomic_load_explicit(bucket(k, s, y), memory_order_relaxed);
-	return (w >> 32) == SLUICE__LO32(y) ? (w & SLUICE__SLOT_OWN) : 0;
+	const struct win_ctx c = { k, s };
+	return sluice__window_own(win_word(&c, y), y);
 }
 
 /* Open @h's bucket (word @w read with acquire, not tagged h) while head is
@@ -361,18 +356,9 @@ static void win_advance(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t h
 		w = atomic_load_explicit(b, memory_order_acquire);
 	}
 	/* Bounded: each failure is an admission (or a forged write) into
-	 * the bucket; head's CAS below fails on an unsealed bucket's epoch
-	 * only in the sense that the caller retries (and counts it). */
-	for (; *tries <= RETRY_MAX && (w >> 32) == SLUICE__LO32(h) && !(w & SLUICE__SLOT_SEALED);
-	     ++*tries) {
-		/* Release: the sealed, final count is published with head's
-		 * release below. */
-		if (atomic_compare_exchange_weak_explicit(
-			    b, &w, w | SLUICE__SLOT_SEALED | SLUICE__SLOT_FOLDED,
-			    memory_order_release, memory_order_acquire))
-			break;
-	}
-	if ((w >> 32) == SLUICE__LO32(h) && !(w & SLUICE__SLOT_SEALED))
+	 * the bucket, counted in the call's retry bound.  Release (inside):
+	 * the sealed, final count is published with head's release below. */
+	if (!sluice__window_seal(b, w, h, tries, RETRY_MAX))
 		return; /* not sealed: head must not move past it */
 	/* A pair CAS (a full barrier, so also the release by which a thread
 	 * that loads head >= h + 1 with acquire sees h's bucket sealed and
@@ -417,33 +403,18 @@ static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag
 			win_advance(k, s, h, o, h + 1, tries); /* another reader saw a later time */
 			continue;
 		}
-		uint64_t base = 0;
-		for (uint64_t j = 1; j < k->buckets && j <= h; j++)
-			base += closed_own(k, s, h - j);
+		const struct win_ctx wc = { k, s };
+		uint64_t base = sluice__window_closed_sum(h, k->buckets, win_word, &wc);
 		/* the limit of the range that ends at bucket h (keyed_live.c) */
 		const uint64_t lim = win_limit(&p, h);
 		for (;;) {
 			uint64_t counted = base + (w & SLUICE__SLOT_OWN);
 			uint64_t start = h * k->width_ns;
 			if (counted + n > lim) {
-				if (d) {
-					/* window.c: the oldest buckets that leave first */
-					uint64_t used = now < start ? start : now;
-					uint64_t excess = counted + n - lim, freed = 0;
-					uint64_t retry = k->window_ns - (used - start);
-					for (uint64_t j = k->buckets - 1; j >= 1; j--) {
-						if (j > h)
-							continue;
-						freed += closed_own(k, s, h - j);
-						if (freed >= excess) {
-							retry = k->window_ns -
-							        (used - (h - j) * k->width_ns);
-							break;
-						}
-					}
-					fill_window(d, 0, lim, counted, start, k->window_ns, now,
-					            retry);
-				}
+				if (d) /* window_step.h's walk: the oldest leave first */
+					sluice__window_refused(d, lim, counted, base, n, h, now,
+					                       k->window_ns, k->width_ns, k->buckets,
+					                       win_word, &wc);
 				return 0;
 			}
 			STALL(STALL_DECIDE, b);
@@ -484,9 +455,11 @@ static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag
 				uint64_t after = atomic_load_explicit(hw, memory_order_acquire) &
 				                 S_VAL;
 				int ok = sluice__same_lap(after, h) && after_o == o;
-				if (d)
-					fill_window(d, ok, lim, counted + n, start, k->window_ns,
-					            now, 0);
+				if (d) {
+					sluice__decision_window(d, ok, lim, counted + n, start,
+					                        k->window_ns, now);
+					d->retry_after_ns = 0; /* a stale one: at once */
+				}
 				return ok;
 			}
 			if ((w >> 32) != SLUICE__LO32(h) || (w & SLUICE__SLOT_SEALED))
@@ -763,12 +736,14 @@ static int refund_once(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t ta
 				return SLUICE_ECANCEL; /* another window now */
 			next = a - n;
 		} else {
-			uint64_t par = (p.era & 1) ? S_PAR : 0, x = a & S_VAL;
-			uint64_t left = admitted->now_ns + admitted->reset_ns, need = n * p.interval;
+			uint64_t par = (p.era & 1) ? S_PAR : 0, x = a & S_VAL, prev;
+			uint64_t left = admitted->now_ns + admitted->reset_ns;
+			/* gcra.h's give-back step, no booking before the change */
 			if (admitted->reset_ns > TMAX || admitted->now_ns > TMAX ||
-			    (a & S_PAR) != par || x != left || x < p.tc || need > x - p.tc)
+			    (a & S_PAR) != par || x != left ||
+			    !sluice__gcra_unstep(x, n * p.interval, p.tc, &prev))
 				return SLUICE_ECANCEL; /* decided on since, or another era */
-			next = par | (x - need);
+			next = par | prev;
 		}
 		STALL(STALL_DECIDE, st);
 		/* As the decisions' CAS: only owner o's exact state a. */

@@ -120,7 +120,7 @@ struct sluice__keyed_hdr {
 	uint64_t check; /* SipHash of the fields above (after magic) */
 };
 _Static_assert(sizeof(struct sluice__keyed_hdr) <= HDR_BYTES, "header grew past 256 bytes");
-_Static_assert(sizeof(struct sluice__keyed_cell) == SLUICE_CACHELINE, "a cell is one line");
+_Static_assert(sizeof(struct sluice_stripe_cell) == SLUICE_CACHELINE, "a cell is one line");
 
 /* The key as this table stores it: group, probe start, tag id, words. */
 struct kid {
@@ -179,14 +179,45 @@ static inline _Atomic uint64_t *bucket(const sluice_keyed_t *k, _Atomic uint64_t
 	return &s[pair_state_word(k->key_words) + 2 + (e & k->bucket_mask)];
 }
 
-/* Relaxed adds on this CPU's cell: statistics publish nothing. */
-static inline void stat_add(const sluice_keyed_t *k, size_t field, uint64_t v)
+/*
+ * Statistics: CELLS per-CPU cells of stripe.h's type (one cache line of
+ * counters each, picked by stripe.h's picker), in the table's region, so
+ * every process that maps it adds to and reads the same cells.  One word
+ * of each cell per counter; live is creations minus slots taken from live
+ * keys (it wraps: a sum of +1 and -1 over cells).
+ */
+enum {
+	KS_lookups,
+	KS_creations,
+	KS_reclaims,
+	KS_evictions,
+	KS_rejections,
+	KS_untracked,
+	KS_steals,
+	KS_live,
+	KS_COUNT
+};
+_Static_assert(KS_COUNT <= SLUICE_STRIPE_CELL_WORDS, "the counters fit one cell");
+
+/* Relaxed adds on this CPU's cell: statistics publish nothing.  The words
+ * are signed (stripe.h's), and atomic arithmetic wraps: @v as uint64_t
+ * (a -1 included) adds modulo 2^64, as an unsigned counter would. */
+static inline void stat_add(const sluice_keyed_t *k, unsigned counter, uint64_t v)
 {
-	struct sluice__keyed_cell *c = &k->cells[sluice_cpu() & k->cell_mask];
-	atomic_fetch_add_explicit((_Atomic uint64_t *)((char *)c + field), v,
-	                          memory_order_relaxed);
+	struct sluice_stripe_cell *c = &k->cells[sluice__stripe_pick(k->cell_mask)];
+	atomic_fetch_add_explicit(&c->word[counter], (int64_t)v, memory_order_relaxed);
 }
-#define STAT(k, f, v) stat_add((k), offsetof(struct sluice__keyed_cell, f), (uint64_t)(v))
+#define STAT(k, f, v) stat_add((k), KS_##f, (uint64_t)(v))
+
+/* A counter's total over the cells (relaxed: ordered with nothing). */
+static inline uint64_t stat_sum(const sluice_keyed_t *k, unsigned counter)
+{
+	uint64_t total = 0;
+	for (uint32_t i = 0; i <= k->cell_mask; i++)
+		total += (uint64_t)atomic_load_explicit(&k->cells[i].word[counter],
+		                                        memory_order_relaxed);
+	return total;
+}
 
 static inline uint64_t sluice__keyed_load_le64(const unsigned char *p)
 {
@@ -418,15 +449,16 @@ static inline void kp_load_gcra(const sluice_keyed_t *k, struct kp *p)
 	p->tc = KPF(f, F_TC);
 }
 
-static inline void kp_load_win(const sluice_keyed_t *k, struct kp *p)
+/* FIXED, WINDOW: the windows' fields of @p's era (after a kp_load_*). */
+static inline void kp_load_windows(const sluice_keyed_t *k, struct kp *p)
 {
-	_Atomic uint64_t(*f)[2] = kp_era(k, &p->era);
-	p->nmax = KPF(f, F_NMAX);
+	_Atomic uint64_t(*f)[2] = k->live->blk[p->era & 1].f;
 	p->limit = KPF(f, F_LIMIT);
 	p->cap = KPF(f, F_CAP);
 	p->from = KPF(f, F_FROM);
 }
 
+/* INFLIGHT: the era, n's bound and the limit. */
 static inline void kp_load_limit(const sluice_keyed_t *k, struct kp *p)
 {
 	_Atomic uint64_t(*f)[2] = kp_era(k, &p->era);
@@ -434,15 +466,20 @@ static inline void kp_load_limit(const sluice_keyed_t *k, struct kp *p)
 	p->limit = KPF(f, F_LIMIT);
 }
 
+/* FIXED, WINDOW: the era, n's bound, then the windows' fields. */
+static inline void kp_load_win(const sluice_keyed_t *k, struct kp *p)
+{
+	_Atomic uint64_t(*f)[2] = kp_era(k, &p->era);
+	p->nmax = KPF(f, F_NMAX);
+	kp_load_windows(k, p);
+}
+
 /* Every field, for the slow paths (creation, freshness, first states):
  * the GCRA ones, then the others from the same era's block. */
 static inline void kp_load(const sluice_keyed_t *k, struct kp *p)
 {
 	kp_load_gcra(k, p);
-	_Atomic uint64_t(*f)[2] = k->live->blk[p->era & 1].f;
-	p->limit = KPF(f, F_LIMIT);
-	p->cap = KPF(f, F_CAP);
-	p->from = KPF(f, F_FROM);
+	kp_load_windows(k, p);
 }
 
 /*

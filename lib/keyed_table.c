@@ -50,7 +50,7 @@ void sluice__keyed_layout(const struct params *p, struct layout *l)
 	l->slot_bytes = (uint32_t)sluice__round_up(8 * words, SLUICE_CACHELINE);
 	l->live_off = HDR_BYTES;
 	l->cells_off = HDR_BYTES + LIVE_BYTES;
-	l->floors_off = l->cells_off + CELLS * sizeof(struct sluice__keyed_cell);
+	l->floors_off = l->cells_off + CELLS * sizeof(struct sluice_stripe_cell);
 	l->slots_off = sluice__round_up(l->floors_off + l->groups * 8, SLUICE_CACHELINE);
 	l->total = l->slots_off + p->capacity * l->slot_bytes;
 }
@@ -374,7 +374,7 @@ int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock, slu
 	k->clock = c;
 	k->slots = (unsigned char *)mem + l.slots_off;
 	k->floors = (_Atomic uint64_t *)((unsigned char *)mem + l.floors_off);
-	k->cells = (struct sluice__keyed_cell *)((unsigned char *)mem + l.cells_off);
+	k->cells = (struct sluice_stripe_cell *)((unsigned char *)mem + l.cells_off);
 	k->group_mask = l.groups - 1;
 	k->capacity = p.capacity;
 	k->slot_bytes = l.slot_bytes;
@@ -437,19 +437,14 @@ int sluice_keyed_stats(const sluice_keyed_t *k, sluice_keyed_stats_t *s)
 	if (!k || !s)
 		return SLUICE_EINVAL;
 	memset(s, 0, sizeof(*s));
-	uint64_t live = 0;
-	for (uint32_t i = 0; i <= k->cell_mask; i++) {
-		struct sluice__keyed_cell *c = &k->cells[i];
-		/* Relaxed: statistics, ordered with nothing. */
-		s->lookups += atomic_load_explicit(&c->lookups, memory_order_relaxed);
-		s->creations += atomic_load_explicit(&c->creations, memory_order_relaxed);
-		s->reclaims += atomic_load_explicit(&c->reclaims, memory_order_relaxed);
-		s->evictions += atomic_load_explicit(&c->evictions, memory_order_relaxed);
-		s->rejections += atomic_load_explicit(&c->rejections, memory_order_relaxed);
-		s->untracked += atomic_load_explicit(&c->untracked, memory_order_relaxed);
-		s->steals += atomic_load_explicit(&c->steals, memory_order_relaxed);
-		live += atomic_load_explicit(&c->live, memory_order_relaxed);
-	}
+	s->lookups = stat_sum(k, KS_lookups);
+	s->creations = stat_sum(k, KS_creations);
+	s->reclaims = stat_sum(k, KS_reclaims);
+	s->evictions = stat_sum(k, KS_evictions);
+	s->rejections = stat_sum(k, KS_rejections);
+	s->untracked = stat_sum(k, KS_untracked);
+	s->steals = stat_sum(k, KS_steals);
+	uint64_t live = stat_sum(k, KS_live);
 	/* live is a sum of +1 and -1 (wrapping) over cells; a racing read
 	 * can see a -1 before its +1: clamp to the possible range. */
 	s->occupancy = (int64_t)live < 0 ? 0 : live > k->capacity ? k->capacity : live;

@@ -1,5 +1,6 @@
 /*
- * stripe.c - allocation of striped counters and the LongAdder probe.
+ * stripe.c - the per-CPU cells' allocation (stripes, and the sliding
+ * window's lease cells) and the LongAdder probe.
  *
  * DESIGN: cells are written only with atomic RMWs (fetch_add, CAS, exchange)
  * and read with relaxed loads; a counter publishes nothing but its own
@@ -13,8 +14,33 @@
 
 #include "sluice/error.h"
 #include "sluice/stripe.h"
+#include "stripe_internal.h"
 #include "util_internal.h"
 
+
+void *sluice__stripe_alloc(size_t cell_bytes, uint32_t *ncells, int *rc)
+{
+	uint32_t n = *ncells;
+	if (n == 0) {
+		int cpus = get_nprocs_conf();
+		n = cpus > 0 ? (uint32_t)cpus : 1;
+		if (n > SLUICE_STRIPE_CELLS_MAX)
+			n = SLUICE_STRIPE_CELLS_MAX; /* CPUs beyond share cells */
+	}
+	if (n > SLUICE_STRIPE_CELLS_MAX) {
+		*rc = SLUICE_ECELLS;
+		return NULL;
+	}
+	n = (uint32_t)sluice__pow2_at_least(n);
+	void *cells = aligned_alloc(SLUICE_CACHELINE, cell_bytes * n);
+	if (!cells) {
+		*rc = SLUICE_ENOMEM;
+		return NULL;
+	}
+	*ncells = n;
+	*rc = 0;
+	return cells;
+}
 
 int sluice_stripe_init(sluice_stripe_t *s, uint32_t ncells, sluice_stripe_mode_t mode)
 {
@@ -22,22 +48,13 @@ int sluice_stripe_init(sluice_stripe_t *s, uint32_t ncells, sluice_stripe_mode_t
 		return SLUICE_EINVAL;
 	if (mode != SLUICE_STRIPE_BY_CPU && mode != SLUICE_STRIPE_BY_PROBE)
 		return SLUICE_EMODE;
-	if (ncells == 0) {
-		int n = get_nprocs_conf();
-		ncells = n > 0 ? (uint32_t)n : 1;
-		if (ncells > SLUICE_STRIPE_CELLS_MAX)
-			ncells = SLUICE_STRIPE_CELLS_MAX; /* CPUs beyond share cells */
-	}
-	if (ncells > SLUICE_STRIPE_CELLS_MAX)
-		return SLUICE_ECELLS;
-	ncells = (uint32_t)sluice__pow2_at_least(ncells);
-
-	struct sluice_stripe_cell *cells =
-		aligned_alloc(SLUICE_CACHELINE, sizeof(*cells) * ncells);
+	int rc;
+	struct sluice_stripe_cell *cells = sluice__stripe_alloc(sizeof(*cells), &ncells, &rc);
 	if (!cells)
-		return SLUICE_ENOMEM;
+		return rc;
 	for (uint32_t i = 0; i < ncells; i++)
-		atomic_init(&cells[i].value, 0);
+		for (size_t j = 0; j < SLUICE_STRIPE_CELL_WORDS; j++)
+			atomic_init(&cells[i].word[j], 0);
 	s->cells = cells;
 	s->mask = ncells - 1;
 	s->mode = mode;
@@ -56,7 +73,7 @@ int64_t sluice_stripe_sum_and_reset(sluice_stripe_t *s)
 {
 	int64_t total = 0;
 	for (uint32_t i = 0; i <= s->mask; i++)
-		total += atomic_exchange_explicit(&s->cells[i].value, 0, memory_order_relaxed);
+		total += atomic_exchange_explicit(&s->cells[i].word[0], 0, memory_order_relaxed);
 	return total;
 }
 

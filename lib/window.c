@@ -74,6 +74,7 @@
  * seq_cst for the cell add and the seal and their following loads: a
  * Dekker pair (see striped_acquire()).
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <sys/sysinfo.h>
 
@@ -81,6 +82,7 @@
 #include "sluice/stripe.h"
 #include "sluice/window.h"
 #include "window_step.h"
+#include "stripe_internal.h"
 #include "pair_internal.h"
 #include "util_internal.h"
 
@@ -120,12 +122,13 @@ int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
 	struct sluice_window_cell *cells = NULL;
 	uint32_t ncells = 1;
 	if (cfg->mode == SLUICE_STRIPED || cfg->lease) {
-		int cpus = get_nprocs_conf();
-		ncells = (uint32_t)sluice__pow2_at_least(cpus > 0 ? (uint32_t)(cpus < 4096 ? cpus : 4096) : 1);
-		cells = aligned_alloc(SLUICE_CACHELINE, sizeof(*cells) * ncells);
+		/* one per possible CPU, as a stripe's (stripe.h's allocation) */
+		int arc;
+		ncells = 0;
+		cells = sluice__stripe_alloc(sizeof(*cells), &ncells, &arc);
 		if (!cells) {
 			free(slots);
-			return SLUICE_ENOMEM;
+			return arc;
 		}
 		for (uint32_t i = 0; i < ncells; i++) {
 			atomic_init(&cells[i].word, 0); /* epoch 0, count 0 */
@@ -170,12 +173,12 @@ void sluice_window_destroy(sluice_window_t *w)
 	w->cells = NULL;
 }
 
-/* own(y) of a closed epoch y, or 0 when its slot holds another epoch (y was
- * skipped: nothing was admitted in it). */
-static uint64_t closed_own(const sluice_window_t *w, uint64_t y)
+/* The word of epoch y's slot, for window_step.h's walks (relaxed: a
+ * closed epoch's word is final once head, loaded with acquire, passed it). */
+static uint64_t slot_word(const void *ctx, uint64_t y)
 {
-	uint64_t s = atomic_load_explicit(&w->slots[y & w->mask].word, memory_order_relaxed);
-	return TAG_OF(s) == SLUICE__LO32(y) ? (s & SLUICE__SLOT_OWN) : 0;
+	const sluice_window_t *w = ctx;
+	return atomic_load_explicit(&w->slots[y & w->mask].word, memory_order_relaxed);
 }
 
 /* Step 2: publish base(h) in cur.  Called after an acquire load of head == h
@@ -186,9 +189,7 @@ static void open_cur(sluice_window_t *w, uint64_t h, uint64_t c)
 	 * not newer than h (see "Old vs new" above). */
 	if (atomic_load_explicit(&w->head, memory_order_acquire) != h)
 		return;
-	uint64_t base = 0;
-	for (uint64_t k = 1; k < w->buckets && k <= h; k++)
-		base += closed_own(w, h - k);
+	uint64_t base = sluice__window_closed_sum(h, w->buckets, slot_word, w);
 	if (base > BASE_MAX)
 		base = BASE_MAX; /* any base >= L refuses everything: safe */
 	uint64_t next = (SLUICE__LO32(h) << 32) | base;
@@ -234,13 +235,20 @@ static void seal_and_fold(sluice_window_t *w, uint64_t h)
 	uint64_t s = atomic_load_explicit(slot, memory_order_seq_cst);
 	if (atomic_load_explicit(&w->slots[h & w->mask].epoch, memory_order_seq_cst) != h)
 		return; /* not opened (skipped: nothing to seal), or reused */
+	if (w->mode == SLUICE_EXACT) {
+		/* window_step.h's seal, as the keyed tables': own is final
+		 * once sealed (SEALED and FOLDED in one CAS, a release: head's
+		 * release CAS in advance() comes after it).  Unbounded but
+		 * lock-free: each failure is an admission into the bucket. */
+		unsigned tries = 0;
+		(void)sluice__window_seal(slot, s, h, &tries, UINT_MAX);
+		return;
+	}
 	for (;;) {
 		if (TAG_OF(s) != SLUICE__LO32(h) || (s & SLUICE__SLOT_FOLDED))
 			return; /* already done, or reused: someone finished */
 		uint64_t next = s | SLUICE__SLOT_SEALED;
-		if (w->mode == SLUICE_EXACT) {
-			next |= SLUICE__SLOT_FOLDED; /* own is final once sealed */
-		} else if (s & SLUICE__SLOT_SEALED) {
+		if (s & SLUICE__SLOT_SEALED) {
 			/* STRIPED: sealed, so every add that will count is
 			 * already in a cell (see striped_acquire()).  seq_cst
 			 * loads: the second half of the Dekker pair. */
@@ -256,7 +264,7 @@ static void seal_and_fold(sluice_window_t *w, uint64_t h)
 			next = (s & ~SLUICE__SLOT_OWN) | SLUICE__SLOT_FOLDED | sum;
 		}
 		/* seq_cst: the seal is the first half of the Dekker pair with
-		 * striped_acquire(); for EXACT it orders like a release. */
+		 * striped_acquire(). */
 		if (atomic_compare_exchange_weak_explicit(slot, &s, next, memory_order_seq_cst,
 		                                          memory_order_seq_cst) &&
 		    (next & SLUICE__SLOT_FOLDED))
@@ -364,7 +372,7 @@ static int striped_acquire(sluice_window_t *w, uint64_t n, uint64_t now, sluice_
 				sluice__window_fill_refused(w, d, L, counted, c & 0xffffffffu, n, h, now);
 			return 0;
 		}
-		_Atomic uint64_t *cell = &w->cells[sluice_cpu() & w->cell_mask].word;
+		_Atomic uint64_t *cell = &w->cells[sluice__stripe_pick(w->cell_mask)].word;
 		uint64_t v = atomic_load_explicit(cell, memory_order_relaxed);
 		uint64_t next;
 		if (TAG_OF(v) == SLUICE__LO32(h)) {
@@ -553,7 +561,7 @@ int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
 	for (;;) {
 		uint64_t c, s;
 		uint64_t h = ready_head(w, now, &c, &s);
-		struct sluice_window_cell *cell = &w->cells[sluice_cpu() & w->cell_mask];
+		struct sluice_window_cell *cell = &w->cells[sluice__stripe_pick(w->cell_mask)];
 		/* refilled meanwhile, or the fast path saw an older head */
 		int spent = sluice__window_lease_spend(w, cell, n, h, now, d);
 		if (spent > 0)
@@ -575,44 +583,13 @@ int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
 	}
 }
 
-/*
- * A refusal: the same n passes once enough of the oldest buckets have left
- * the window.  Walk from the oldest bucket forward until what leaves covers
- * the excess; bucket y leaves at (y + N) * width.  The walk reads closed
- * buckets, which are frozen, and the current one as the caller saw it.
- */
+/* A refusal: window_step.h's walk over this ring's slots. */
 void sluice__window_fill_refused(sluice_window_t *w, sluice_decision_t *d, uint64_t limit,
                                  uint64_t counted, uint64_t base, uint64_t n, uint64_t h,
                                  uint64_t now)
 {
-	uint64_t start = h * w->width_ns;
-	if (now < start)
-		now = start;
-	uint64_t excess = counted + n - limit; /* > 0 on a refusal */
-	uint64_t retry = w->window_ns - (now - start); /* the current bucket leaves */
-	uint64_t freed = 0;
-	/* base is what all the closed buckets hold: when even all of them
-	 * leaving is not enough, only the current bucket's leaving is, and
-	 * the walk is skipped (deny-mostly traffic on a key whose admissions
-	 * all landed in this bucket, the common shape of a flood). */
-	for (uint64_t k = base >= excess ? w->buckets - 1 : 0; k >= 1; k--) {
-		if (k > h)
-			continue; /* epochs before 0 never existed */
-		freed += closed_own(w, h - k);
-		if (freed >= excess) {
-			/* bucket h-k leaves at (h-k)*width + W, which is
-			 * after now because k < N. */
-			retry = w->window_ns - (now - (h - k) * w->width_ns);
-			break;
-		}
-	}
-	d->allowed = 0;
-	d->limit = limit;
-	d->remaining = counted >= limit ? 0 : limit - counted;
-	d->retry_after_ns = retry;
-	d->delay_ns = 0;
-	d->reset_ns = w->window_ns - (now - start);
-	d->now_ns = now;
+	sluice__window_refused(d, limit, counted, base, n, h, now, w->window_ns, w->width_ns,
+	                       w->buckets, slot_word, w);
 }
 
 
@@ -685,7 +662,7 @@ uint64_t sluice_window_available_at(sluice_window_t *w, uint64_t now)
 		counted += cells_count(w, h);
 	uint64_t room = counted >= L ? 0 : L - counted;
 	if (w->lease) {
-		struct sluice_window_cell *cell = &w->cells[sluice_cpu() & w->cell_mask];
+		struct sluice_window_cell *cell = &w->cells[sluice__stripe_pick(w->cell_mask)];
 		/* Acquire: as in the spend (sluice__window_lease_spend). */
 		if (atomic_load_explicit(&cell->epoch, memory_order_acquire) == h) {
 			uint64_t v = atomic_load_explicit(&cell->word, memory_order_relaxed);
@@ -716,8 +693,8 @@ int sluice_window_set_limit(sluice_window_t *w, uint64_t limit)
 {
 	if (!w)
 		return SLUICE_EINVAL;
-	if (limit < 1 || limit > SLUICE_WINDOW_LIMIT_MAX)
-		return SLUICE_ELIMIT;
+	if (sluice__window_limit_ok(limit) != 0)
+		return SLUICE_ELIMIT; /* the validator's range, as init */
 	atomic_store_explicit(&w->limit, limit, memory_order_seq_cst);
 	if (w->mode != SLUICE_EXACT || w->lease)
 		return 0; /* fast_limit stays 0: every decision takes the slow path */

@@ -234,3 +234,97 @@ Test(composite_keyed, keyed_refund_is_exact_only_on_the_state_it_left)
 	cr_assert_eq(sluice_keyed_refund(&w, a, 1, 1, &d1), SLUICE_ECANCEL);
 	sluice_keyed_free(&w);
 }
+
+/* sluice_keyed_refund on a LEAKY table (the TAT path with the meter's
+ * depth): exact on the state the admission left, in the era it was made
+ * in; SLUICE_ECANCEL once decided on since, or after a change. */
+Test(composite_keyed, keyed_refund_on_a_leaky_table)
+{
+	sluice_clock_manual_init(&mclock, 10 * SEC);
+	const char *a = "a";
+	sluice_decision_t d1, d2, d3;
+	sluice_keyed_t l;
+	/* rate 1/s, depth 2: D + 1 = 3 at one instant */
+	sluice_keyed_config_t lc = { .algo = SLUICE_ALGO_LEAKY, .capacity = 8, .rate = 1,
+		                     .period_ns = SEC, .depth = 2 };
+	cr_assert_eq(sluice_keyed_new(&l, &lc, &mclock), 0);
+	cr_assert_eq(sluice_keyed_acquire(&l, a, 1, 1, &d1), 1);
+	cr_assert_eq(sluice_keyed_acquire(&l, a, 1, 1, &d2), 1);
+	cr_assert_eq(sluice_keyed_acquire(&l, a, 1, 1, &d3), 1);
+	cr_assert_eq(sluice_keyed_acquire(&l, a, 1, 1, NULL), 0, "full at D + 1");
+	cr_assert_eq(sluice_keyed_refund(&l, a, 1, 1, &d2), SLUICE_ECANCEL, "decided on since");
+	cr_assert_eq(sluice_keyed_refund(&l, a, 1, 1, &d3), 0, "the latest comes back");
+	cr_assert_eq(sluice_keyed_refund(&l, a, 1, 1, &d3), SLUICE_ECANCEL, "twice: not exact");
+	cr_assert_eq(sluice_keyed_acquire(&l, a, 1, 1, &d3), 1, "the permit given back");
+	cr_assert_eq(sluice_keyed_acquire(&l, a, 1, 1, NULL), 0, "and no more");
+	/* a change since the admission: its state word was converted */
+	cr_assert_eq(sluice_keyed_set_rate(&l, 2, SEC), 0);
+	cr_assert_eq(sluice_keyed_refund(&l, a, 1, 1, &d3), SLUICE_ECANCEL, "another era");
+	cr_assert_eq(sluice_keyed_acquire(&l, a, 1, 1, NULL), 0, "nothing was given back");
+	/* n more than any admission can take (D + 1): nothing back */
+	sluice_clock_manual_advance(&mclock, 10 * SEC);
+	cr_assert_eq(sluice_keyed_acquire(&l, a, 1, 1, &d1), 1);
+	cr_assert_eq(sluice_keyed_refund(&l, a, 1, 4, &d1), SLUICE_ECANCEL, "above D + 1");
+	cr_assert_eq(sluice_keyed_refund(&l, a, 1, 1, &d1), 0);
+	int left = 0;
+	while (left < 10 && sluice_keyed_acquire(&l, a, 1, 1, NULL) == 1)
+		left++;
+	cr_assert_eq(left, 3, "a full meter again: D + 1");
+	sluice_keyed_free(&l);
+}
+
+/* sluice_limiter_release_key on a keyed INFLIGHT table, alone and as the
+ * keyed part of a composite with a global in-flight limit: it ends the
+ * key's requests (and the global part's), and only that key's. */
+Test(composite_keyed, release_key_on_a_keyed_inflight_table)
+{
+	sluice_clock_manual_init(&mclock, 10 * SEC);
+	sluice_keyed_t t;
+	sluice_keyed_config_t kc = { .algo = SLUICE_ALGO_INFLIGHT, .capacity = 8, .limit = 2 };
+	cr_assert_eq(sluice_keyed_new(&t, &kc, &mclock), 0);
+	sluice_limiter_t *pk, *total, *both;
+	sluice_limiter_config_t pc = { .algo = SLUICE_ALGO_KEYED, .keyed = &t };
+	cr_assert_eq(sluice_limiter_new(&pc, &pk), 0);
+	sluice_limiter_config_t tc = { .algo = SLUICE_ALGO_INFLIGHT,
+		                       .inflight = { .limit = 3, .clock = &mclock } };
+	cr_assert_eq(sluice_limiter_new(&tc, &total), 0);
+	sluice_limiter_config_t cc = { .algo = SLUICE_ALGO_COMPOSITE,
+		                       .composite = { .parts = { pk, total }, .count = 2 } };
+	cr_assert_eq(sluice_limiter_new(&cc, &both), 0);
+
+	/* the keyed handle alone */
+	cr_assert_eq(sluice_limiter_acquire_key(pk, "a", 1, 1, NULL), 1);
+	cr_assert_eq(sluice_limiter_acquire_key(pk, "a", 1, 1, NULL), 1);
+	cr_assert_eq(sluice_limiter_acquire_key(pk, "a", 1, 1, NULL), 0, "K = 2 held");
+	cr_assert_eq(sluice_limiter_release_key(pk, "b", 1, 1), SLUICE_ERELEASE, "b holds none");
+	cr_assert_eq(sluice_limiter_acquire_key(pk, "a", 1, 1, NULL), 0, "b's release freed no a");
+	cr_assert_eq(sluice_limiter_release_key(pk, "a", 1, 3), SLUICE_ERELEASE, "more than held");
+	cr_assert_eq(sluice_limiter_release_key(pk, "a", 1, 1), 0);
+	cr_assert_eq(sluice_limiter_acquire_key(pk, "a", 1, 1, NULL), 1, "the slot came back");
+	cr_assert_eq(sluice_limiter_release(pk, 1), SLUICE_EKEYLEN, "a keyed table needs the key");
+	cr_assert_eq(sluice_limiter_release_key(pk, "a", 1, 2), 0);
+	cr_assert_eq(sluice_keyed_release(&t, "a", 1, 1), SLUICE_ERELEASE, "a holds none now");
+
+	/* through the composite: per key 2, in total 3 */
+	cr_assert_eq(sluice_limiter_acquire_key(both, "a", 1, 2, NULL), 1);
+	cr_assert_eq(sluice_limiter_acquire_key(both, "b", 1, 1, NULL), 1);
+	cr_assert_eq(sluice_limiter_acquire_key(both, "c", 1, 1, NULL), 0, "3 held in total");
+	uint64_t room = 9;
+	cr_assert_eq(sluice_limiter_available(total, &room), 0);
+	cr_assert_eq(room, 0);
+	cr_assert_eq(sluice_limiter_release_key(both, "a", 1, 1), 0);
+	cr_assert_eq(sluice_limiter_available(total, &room), 0);
+	cr_assert_eq(room, 1, "the global part was released too");
+	cr_assert_eq(sluice_limiter_acquire_key(both, "b", 1, 1, NULL), 1, "b: 2 of 2");
+	cr_assert_eq(sluice_limiter_acquire_key(both, "b", 1, 1, NULL), 0, "b's own limit");
+	cr_assert_eq(sluice_limiter_release_key(both, "b", 1, 2), 0);
+	cr_assert_eq(sluice_limiter_release_key(both, "a", 1, 1), 0);
+	cr_assert_eq(sluice_limiter_available(total, &room), 0);
+	cr_assert_eq(room, 3, "everything ended");
+	cr_assert_eq(sluice_keyed_release(&t, "b", 1, 1), SLUICE_ERELEASE, "b holds none");
+
+	sluice_limiter_free(both);
+	sluice_limiter_free(total);
+	sluice_limiter_free(pk);
+	sluice_keyed_free(&t);
+}

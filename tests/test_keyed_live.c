@@ -2,9 +2,11 @@
  * test_keyed_live.c - live parameters of keyed tables (keyed.h, LIVE
  * PARAMETERS): each setter's rule on a manual clock, then a table changed
  * under load by its parent while forked workers decide on it through one
- * MAP_SHARED mapping, with a verifier that no key gained a refill.
+ * MAP_SHARED mapping (GCRA set_rate/set_burst; FIXED and WINDOW set_limit),
+ * with a verifier that no key gained a refill.
  */
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -242,7 +244,8 @@ Test(keyed_live, inflight_limit)
 #define MAXREC 400000
 
 struct era {
-	uint64_t start, interval, burst;
+	uint64_t start, interval, burst; /* GCRA */
+	uint64_t limit;                  /* FIXED, WINDOW */
 };
 
 struct shared {
@@ -251,7 +254,7 @@ struct shared {
 	_Atomic uint64_t done[WORKERS];   /* workers: last step completed     */
 	_Atomic uint64_t nrec[WORKERS];
 	uint32_t eras;
-	struct era era[STEPS / CHANGE + 2];
+	struct era era[20]; /* the GCRA schedule: 12; the limits: 17 */
 	struct {
 		uint32_t key;
 		uint64_t t;
@@ -370,7 +373,7 @@ Test(keyed_live, procs_change_rate_under_load)
 	sluice_keyed_t k;
 	cr_assert_eq(sluice_keyed_attach(mem, size, &sh->clock, &k), 0);
 	sh->eras = 1;
-	sh->era[0] = (struct era){ 0, SEC / 1000, 8 };
+	sh->era[0] = (struct era){ .start = 0, .interval = SEC / 1000, .burst = 8 };
 	pid_t pid[WORKERS];
 	for (int w = 0; w < WORKERS; w++) {
 		pid[w] = fork();
@@ -399,7 +402,8 @@ Test(keyed_live, procs_change_rate_under_load)
 			cr_assert_eq(p.rate, sched[next][0]);
 			cr_assert_eq(p.burst, sched[next][1]);
 			rate = p.rate;
-			sh->era[sh->eras++] = (struct era){ now, (SEC + rate - 1) / rate, p.burst };
+			sh->era[sh->eras++] = (struct era){ .start = now, .interval = (SEC + rate - 1) / rate,
+				                             .burst = p.burst };
 			next++;
 		}
 		for (int w = 0; w < WORKERS; w++) {
@@ -423,6 +427,168 @@ Test(keyed_live, procs_change_rate_under_load)
 	cr_assert_gt(total, 1000, "the load admitted %llu", (unsigned long long)total);
 	cr_assert_leq(worst, 0.0, "a key gained %.3f permits over the bound (%llu admissions)",
 	              worst, (unsigned long long)total);
+	munmap(sh, sizeof(*sh));
+	munmap(mem, size);
+}
+
+/*
+ * FIXED and WINDOW: the same workers and clock, the parent changing the
+ * limit every CHANGE steps (lowering and raising it).  The rule (keyed.h,
+ * LIVE PARAMETERS): counts are kept, and a window (WINDOW: the range of N
+ * buckets) never holds more than the least limit in force at any time it
+ * covers.  The clock only moves forward, so every admission in a range
+ * came before every admission in a later bucket, and each admission in
+ * bucket y was checked against the range ending at y: so, per key and per
+ * bucket y that admitted anything, the admissions in buckets y - N + 1 .. y
+ * are at most the least limit of the eras in force in
+ * [(y - N + 1) width, t], t the reading of the last of them.  A change made
+ * at the reading c races with the decisions at c, which may decide in
+ * either era: its era is recorded as starting at c + 1, which is sound
+ * both ways (at c the change's window has min(old, new) <= old, and the
+ * era before it, in force at c, is bounded by old), and every later
+ * reading comes after the change returned.  A change that forgot counts, gave the change's
+ * window the raised limit, or dropped a running transition's cap, breaks
+ * it.  FIXED is N = 1.
+ */
+#define LWINDOW (10 * MS) /* 10 steps per window */
+
+struct limit_case {
+	sluice_algo_t algo;
+	uint64_t buckets;
+};
+
+/* The least limit of the eras in force at some time in [@lo, @last]. */
+static uint64_t least_limit(const struct shared *sh, uint64_t lo, uint64_t last)
+{
+	uint64_t l = UINT64_MAX;
+	for (uint32_t e = 0; e < sh->eras; e++) {
+		uint64_t a = sh->era[e].start, z = e + 1 < sh->eras ? sh->era[e + 1].start : UINT64_MAX;
+		if (a <= last && lo < z && sh->era[e].limit < l)
+			l = sh->era[e].limit; /* [a, z) meets [lo, last] */
+	}
+	return l;
+}
+
+/* Returns the worst excess (admissions in a range - its bound). */
+static int64_t verify_limits(const struct shared *sh, uint64_t buckets, uint64_t *total)
+{
+	static uint64_t ts[WORKERS * MAXREC];
+	const uint64_t width = LWINDOW / buckets;
+	int64_t worst = INT64_MIN;
+	*total = 0;
+	for (uint32_t key = 0; key < KEYS; key++) {
+		size_t m = 0;
+		for (int w = 0; w < WORKERS; w++)
+			for (uint64_t r = 0; r < sh->nrec[w]; r++)
+				if (sh->rec[w][r].key == key)
+					ts[m++] = sh->rec[w][r].t;
+		qsort(ts, m, sizeof(ts[0]), cmp_t);
+		*total += m;
+		/* for each admission's bucket y, the range y - N + 1 .. y */
+		size_t lo = 0;
+		for (size_t i = 0; i < m; i++) {
+			uint64_t y = ts[i] / width;
+			uint64_t first = y + 1 >= buckets ? y + 1 - buckets : 0;
+			while (ts[lo] / width < first)
+				lo++;
+			size_t hi = i;
+			while (hi + 1 < m && ts[hi + 1] / width == y)
+				hi++; /* every admission of bucket y */
+			uint64_t bound = least_limit(sh, first * width, ts[hi]);
+			int64_t ex = (int64_t)(hi - lo + 1) - (int64_t)bound;
+			if (ex > worst)
+				worst = ex;
+			i = hi;
+		}
+	}
+	return worst;
+}
+
+ParameterizedTestParameters(keyed_live, procs_change_limit_under_load)
+{
+	static struct limit_case cases[] = {
+		{ SLUICE_ALGO_FIXED, 1 },
+		{ SLUICE_ALGO_WINDOW, 5 },
+	};
+	return cr_make_param_array(struct limit_case, cases, sizeof(cases) / sizeof(cases[0]));
+}
+
+ParameterizedTest(struct limit_case *lc, keyed_live, procs_change_limit_under_load)
+{
+	/* L = 15 at init: FIXED's count has 4 bits, so every limit below
+	 * fits; each key sees about 12 attempts per step, 120 per window:
+	 * every limit binds. */
+	const sluice_keyed_config_t c = { .algo = lc->algo, .policy = SLUICE_KEYED_REJECT,
+		                          .capacity = 256, .limit = 15, .window_ns = LWINDOW,
+		                          .buckets = lc->algo == SLUICE_ALGO_WINDOW ? lc->buckets
+		                                                                    : 0 };
+	size_t size = sluice_keyed_region_bytes(&c);
+	void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+	                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(mem, MAP_FAILED);
+	cr_assert_neq(sh, MAP_FAILED);
+	cr_assert_eq(sluice_keyed_init(mem, size, &c), 0);
+	sluice_clock_manual_init(&sh->clock, SEC);
+	sluice_keyed_t k;
+	cr_assert_eq(sluice_keyed_attach(mem, size, &sh->clock, &k), 0);
+	sh->eras = 1;
+	sh->era[0] = (struct era){ .start = 0, .limit = 15 };
+	pid_t pid[WORKERS];
+	for (int w = 0; w < WORKERS; w++) {
+		pid[w] = fork();
+		cr_assert_geq(pid[w], 0);
+		if (pid[w] == 0)
+			worker(sh, mem, size, w);
+	}
+	/* {step, limit}: lower, raise, by much and by little, each alone
+	 * (ranges are 10 steps: a change 50 steps after the last finds it
+	 * over), on a window's first reading (a multiple of 10) or inside one;
+	 * then changes 3 steps apart, each landing while the one before is
+	 * still in transition (its cap must hold: 2 -> 13 -> 10 keeps 2 for
+	 * the windows that hold the first). */
+	static const uint64_t sched[][2] = { { 100, 5 },  { 153, 12 }, { 200, 3 },  { 250, 15 },
+		                             { 303, 8 },  { 350, 9 },  { 400, 1 },  { 453, 14 },
+		                             { 500, 6 },  { 503, 11 }, { 600, 2 },  { 603, 13 }, { 606, 10 },
+		                             { 700, 4 },  { 705, 3 },  { 800, 10 } };
+	const uint32_t changes = sizeof(sched) / sizeof(sched[0]);
+	uint32_t next = 0;
+	for (uint64_t s = 1; s <= STEPS; s++) {
+		uint64_t now = SEC + s * STEP;
+		sluice_clock_manual_set(&sh->clock, now);
+		atomic_store_explicit(&sh->step, s, memory_order_release);
+		if (next < changes && s == sched[next][0]) {
+			int rc = sluice_keyed_set_limit_at(&k, sched[next][1], now);
+			cr_assert_eq(rc, 0, "change %u: %s", next, sluice_err_name(rc));
+			sluice_keyed_params_t p;
+			cr_assert_eq(sluice_keyed_params(&k, &p), 0);
+			cr_assert_eq(p.limit, sched[next][1]);
+			/* c + 1: see above */
+			sh->era[sh->eras++] = (struct era){ .start = now + 1, .limit = p.limit };
+			next++;
+		}
+		for (int w = 0; w < WORKERS; w++) {
+			for (long spin = 0; atomic_load_explicit(&sh->done[w], memory_order_acquire) < s;
+			     spin++) {
+				cr_assert_lt(spin, 20000000L, "worker %d stuck", w);
+				sched_yield();
+			}
+		}
+	}
+	atomic_store_explicit(&sh->step, STEPS + 1, memory_order_release);
+	for (int w = 0; w < WORKERS; w++) {
+		int st;
+		cr_assert_eq(waitpid(pid[w], &st, 0), pid[w]);
+		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "worker %d: status %d", w, st);
+	}
+	uint64_t total;
+	int64_t worst = verify_limits(sh, lc->buckets, &total);
+	cr_assert_eq(sh->eras, changes + 1, "every change of the schedule was made");
+	cr_assert_gt(total, 1000, "the load admitted %llu", (unsigned long long)total);
+	cr_assert_leq(worst, 0, "%s: a range held %lld admissions over its bound (%llu in all)",
+	              lc->algo == SLUICE_ALGO_FIXED ? "FIXED" : "WINDOW", (long long)worst, (unsigned long long)total);
+	/* and the bound is tight somewhere: the limits bind */
+	cr_assert_eq(worst, 0, "no range reached its limit: the load is too light to test");
 	munmap(sh, sizeof(*sh));
 	munmap(mem, size);
 }

@@ -116,14 +116,14 @@ ParameterizedTest(struct init_case *c, stripe, init_table)
 	for (uint32_t i = 0; i < got; i++) {
 		cr_assert_eq((uintptr_t)&s.cells[i] % SLUICE_CACHELINE, 0,
 		             "cell %u at %p is not cache-line aligned", i, (void *)&s.cells[i]);
-		cr_assert_eq(atomic_load(&s.cells[i].value), 0, "cell %u starts at %lld", i,
-		             (long long)atomic_load(&s.cells[i].value));
+		cr_assert_eq(atomic_load(&s.cells[i].word[0]), 0, "cell %u starts at %lld", i,
+		             (long long)atomic_load(&s.cells[i].word[0]));
 	}
 	cr_assert_eq(sluice_stripe_sum(&s), 0, "fresh stripe sums to %lld",
 	             (long long)sluice_stripe_sum(&s));
 	/* Every cell is usable: write the last one, which a wrong mask would
 	 * leave outside the allocation. */
-	atomic_store(&s.cells[got - 1].value, 5);
+	atomic_store(&s.cells[got - 1].word[0], 5);
 	sluice_stripe_add(&s, 2);
 	cr_assert_eq(sluice_stripe_sum(&s), 7, "sum %lld after poking the last cell and adding 2",
 	             (long long)sluice_stripe_sum(&s));
@@ -244,8 +244,8 @@ ParameterizedTest(struct mode_cells *mc, stripe, sum_and_reset_takes_total_and_l
 	cr_assert_eq(sluice_stripe_sum(&s), 0, "%s: sum %lld after reset", mode_name(mode),
 	             (long long)sluice_stripe_sum(&s));
 	for (uint32_t i = 0; i < sluice_stripe_cells(&s); i++)
-		cr_assert_eq(atomic_load(&s.cells[i].value), 0, "%s: cell %u holds %lld after reset",
-		             mode_name(mode), i, (long long)atomic_load(&s.cells[i].value));
+		cr_assert_eq(atomic_load(&s.cells[i].word[0]), 0, "%s: cell %u holds %lld after reset",
+		             mode_name(mode), i, (long long)atomic_load(&s.cells[i].word[0]));
 	cr_assert_eq(sluice_stripe_sum_and_reset(&s), 0, "%s: second reset was not 0",
 	             mode_name(mode));
 

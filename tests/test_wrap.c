@@ -159,7 +159,7 @@ Test(wrap, lease_deposited_after_2_32_buckets_is_not_spent_there)
 	pin_to_this_cpu();
 	sluice_window_t w;
 	make_ring(&w, LW, 64);
-	struct sluice_window_cell *cell = &w.cells[sluice_cpu() & w.cell_mask];
+	struct sluice_window_cell *cell = &w.cells[sluice__stripe_pick(w.cell_mask)];
 	stall_arm(cell, sizeof(*cell), attack_lease, &w);
 	cr_assert_eq(sluice_window_acquire_at(&w, 1, H * LW, NULL), 1); /* takes a lease */
 	cr_assert(stall_fired(), "the take never wrote its cell");

@@ -113,17 +113,7 @@ SLUICE_API int sluice__fixed_bad_n(const sluice_fixed_t *f, uint64_t n, uint64_t
 static inline void sluice__fixed_fill(const sluice_fixed_t *f, sluice_decision_t *d, int allowed,
                                       uint64_t limit, uint64_t count, uint64_t h, uint64_t now)
 {
-	uint64_t start = h * f->window_ns;
-	if (now < start)
-		now = start; /* a reading from before the newest window */
-	uint64_t left = f->window_ns - (now - start); /* no overflow near 2^64 */
-	d->allowed = allowed;
-	d->limit = limit;
-	d->remaining = count >= limit ? 0 : limit - count;
-	d->reset_ns = left;
-	d->retry_after_ns = allowed ? 0 : left;
-	d->delay_ns = 0;
-	d->now_ns = now;
+	sluice__decision_window(d, allowed, limit, count, h * f->window_ns, f->window_ns, now);
 }
 
 /*

@@ -266,6 +266,48 @@ static inline void sluice__gcra_fill(sluice_decision_t *d, int allowed, uint64_t
 }
 
 /*
+ * private: GCRA's state-word step, the one copy of its decision arithmetic
+ * (gcra.h's acquire and booking paths and the keyed tables' GCRA and LEAKY
+ * decisions call it; lib/gcra_step.h says why it lives in this installed
+ * header).  Books @need = n * T ns on the TAT @a at @now, under the
+ * tolerance @tau, with every TAT kept at most @tmax (the owner's end of
+ * time).  The caller has checked need <= tau (n <= b).  Pure: no load, no
+ * store.  *@next: the TAT the booking leaves, max(a, now) + need.
+ * Return: the wait until the booked slot conforms (0: it conforms now), or
+ * SLUICE_NEVER when *@next would pass @tmax (the booking never fits).  A
+ * real wait is at most the lag, below @tmax, so the two never meet.
+ * always_inline: callers test the result against a constant (0 on the
+ * acquire paths), which folds the wait into one comparison.
+ */
+__attribute__((always_inline)) static inline uint64_t
+sluice__gcra_step(uint64_t a, uint64_t need, uint64_t now, uint64_t tau, uint64_t tmax,
+                  uint64_t *next)
+{
+	uint64_t base = a > now ? a : now;
+	uint64_t lag = base - now, room = tau - need;
+	*next = base + need;
+	if (need > tmax || base > tmax - need)
+		return SLUICE_NEVER;
+	return lag > room ? lag - room : 0; /* lag + need - tau */
+}
+
+/*
+ * private: GCRA's give-back step, the one copy (sluice_gcra_cancel() and
+ * the keyed tables' refund): the TAT before a booking of @need ns that left
+ * @tat, when that booking can have been made on a TAT at or above @floor
+ * (0: any; the keyed tables' floor is their last change's time).
+ * Return: 1 with *@prev = tat - need, or 0 when need is more than one
+ * booking that left @tat can have taken.
+ */
+static inline int sluice__gcra_unstep(uint64_t tat, uint64_t need, uint64_t floor, uint64_t *prev)
+{
+	if (tat < floor || need > tat - floor)
+		return 0;
+	*prev = tat - need;
+	return 1;
+}
+
+/*
  * private: one attempt at booking @n at @now with a delay of at most
  * @max_delay (0: acquire).  Returns 1 booked (d->delay_ns = the delay),
  * 0 refused, or SLUICE__GCRA_SLOW when the slow path must decide (a seal,
@@ -313,21 +355,19 @@ static inline int sluice__gcra_try(sluice_gcra_t *g, uint64_t n, uint64_t now,
 		}
 		if (SLUICE_UNLIKELY(n - 1 >= burst))
 			return SLUICE__GCRA_SLOW;
-		uint64_t base = a > now ? a : now;
-		uint64_t lag = base - now;
 		uint64_t need = n * T; /* <= tau <= 2^62: n <= b */
-		/* the delay until the booked slot conforms: lag + need - tau */
-		uint64_t delay = lag > tau - need ? lag - (tau - need) : 0;
-		int fits = base <= SLUICE_GCRA_TIME_MAX - need;
+		uint64_t next;
+		uint64_t delay = sluice__gcra_step(a, need, now, tau, SLUICE_GCRA_TIME_MAX, &next);
+		int fits = delay != SLUICE_NEVER;
 		if (SLUICE_LIKELY(fits && delay <= max_delay)) {
 			/* Acquire (C11 wants success >= failure): a failure
 			 * reloads a TAT that may open a new era. */
-			if (atomic_compare_exchange_weak_explicit(&g->tat, &a, base + need,
+			if (atomic_compare_exchange_weak_explicit(&g->tat, &a, next,
 			                                          memory_order_acquire,
 			                                          memory_order_acquire)) {
 				if (d)
 					sluice__gcra_fill(d, 1, burst, tau, recip, shift, now,
-					                  base + need, delay);
+					                  next, delay);
 				return 1;
 			}
 			continue; /* another booking moved the TAT: decide again */
@@ -362,13 +402,17 @@ static inline int sluice__gcra_try(sluice_gcra_t *g, uint64_t n, uint64_t now,
  * Return: 1 admitted, 0 refused (nothing taken), SLUICE_EINVAL (n = 0),
  * SLUICE_ETOOBIG (n > b: can never pass; retry_after_ns = SLUICE_NEVER).
  */
-static inline int sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t now,
-                                         sluice_decision_t *d)
+__attribute__((always_inline)) static inline int
+sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_decision_t *d)
 {
 	/* The admission, inline: an unsealed TAT, n in 1..b, the booking
-	 * conforms now and fits before the end of time, one CAS.  Anything
-	 * else (a refusal, a seal, a lost CAS) is decided by the general
-	 * attempt below, which reloads.  Ordering as in sluice__gcra_try(). */
+	 * conforms now and fits before the end of time (the step, with a
+	 * wait of 0), one CAS.  Anything else (a refusal, a seal, a lost
+	 * CAS) is decided by the general attempt below, which reloads.
+	 * Ordering as in sluice__gcra_try().  always_inline: with the step
+	 * called twice GCC's size estimate stops inlining this function and
+	 * calls a copy (perf/instructions.sh gcra: 58 -> 89 instructions per
+	 * decision); forced, it is 59. */
 	uint64_t a = atomic_load_explicit(&g->tat, memory_order_acquire);
 	/* Acquire: pairs with the era flip (sluice__gcra_try()'s note). */
 	const struct sluice__gcra_params *p =
@@ -381,14 +425,14 @@ static inline int sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t 
 		recip = atomic_load_explicit(&p->recip, memory_order_acquire);
 		shift = atomic_load_explicit(&p->shift, memory_order_acquire);
 	}
-	uint64_t base = a > now ? a : now;
 	uint64_t need = n * T; /* used only once n <= b is known: no overflow */
+	uint64_t tat;
 	if (SLUICE_LIKELY(a <= SLUICE_GCRA_TIME_MAX && n - 1 < burst &&
-	                  base - now <= tau - need && base <= SLUICE_GCRA_TIME_MAX - need) &&
-	    atomic_compare_exchange_strong_explicit(&g->tat, &a, base + need, memory_order_acquire,
+	                  sluice__gcra_step(a, need, now, tau, SLUICE_GCRA_TIME_MAX, &tat) == 0) &&
+	    atomic_compare_exchange_strong_explicit(&g->tat, &a, tat, memory_order_acquire,
 	                                            memory_order_acquire)) {
 		if (d) {
-			uint64_t tat = base + need, lag = tat - now; /* <= tau */
+			uint64_t lag = tat - now; /* <= tau */
 			uint64_t credit = tau - lag, top = SLUICE_GCRA_TIME_MAX - tat;
 			d->allowed = 1;
 			d->limit = burst;

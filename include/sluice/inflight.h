@@ -157,6 +157,23 @@ SLUICE_API int sluice__inflight_bad_n(const sluice_inflight_t *f, uint64_t n, ui
                                       sluice_decision_t *d);
 SLUICE_API int sluice__inflight_bad_release(sluice_inflight_t *f, uint64_t n, uint64_t held);
 
+/*
+ * private: the in-flight limit's step, the one copy of its arithmetic
+ * (inflight.h's acquire and the keyed tables' INFLIGHT decisions): can @n
+ * more slots be taken while @held are, under @limit?  @held may be above a
+ * lowered limit (SET_LIMIT) or, in a keyed table, forged: then nothing
+ * fits, and nothing wraps.  sluice__inflight_room(): the slots free.
+ */
+static inline int sluice__inflight_fits(uint64_t held, uint64_t n, uint64_t limit)
+{
+	return held <= limit && n <= limit - held;
+}
+
+static inline uint64_t sluice__inflight_room(uint64_t held, uint64_t limit)
+{
+	return held >= limit ? 0 : limit - held;
+}
+
 static inline void sluice__inflight_fill(sluice_decision_t *d, int allowed, uint64_t limit,
                                          uint64_t remaining, uint64_t now)
 {
@@ -195,12 +212,11 @@ static inline int sluice_inflight_acquire_at(sluice_inflight_t *f, uint64_t n, u
 	/* Relaxed: only a guess for the CAS, which re-checks the real value. */
 	uint64_t h = atomic_load_explicit(&f->held, memory_order_relaxed);
 	for (;;) {
-		/* h may exceed K after K was lowered below what is held, so
-		 * K - h could wrap; h + n cannot: h is at most the largest K
-		 * ever set and n at most K, both <= 2^62 (LIMITS). */
-		if (h + n > K) {
+		/* h may exceed K after K was lowered below what is held:
+		 * the step says no, and the room is 0. */
+		if (!sluice__inflight_fits(h, n, K)) {
 			if (d)
-				sluice__inflight_fill(d, 0, K, h >= K ? 0 : K - h, now);
+				sluice__inflight_fill(d, 0, K, sluice__inflight_room(h, K), now);
 			return 0;
 		}
 		/* Acquire on success: pairs with the release CAS in

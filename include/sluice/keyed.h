@@ -323,6 +323,7 @@
 #include "clock.h"
 #include "common.h"
 #include "decision.h"
+#include "stripe.h"
 
 #define SLUICE_KEYED_KEY_MAX 240u     /* longest key_max                   */
 #define SLUICE_KEYED_KEY_DEFAULT 32u  /* key_max when the config says 0    */
@@ -366,12 +367,6 @@ typedef struct sluice_keyed_config {
  * the live parameters after it (see LIVE PARAMETERS). */
 struct sluice__keyed_hdr;
 struct sluice__keyed_live;
-/* private: one statistics cell (one cache line). */
-struct sluice__keyed_cell {
-	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t lookups;
-	_Atomic uint64_t creations, reclaims, evictions, rejections, untracked, steals;
-	_Atomic uint64_t live; /* creations minus slots taken from live keys (wraps) */
-};
 
 /*
  * The process-local handle: where this process mapped the table and which
@@ -385,7 +380,7 @@ typedef struct sluice_keyed {
 	const sluice_clock_t *clock;
 	unsigned char *slots;               /* first slot                   */
 	_Atomic uint64_t *floors;           /* one reclaim floor per group  */
-	struct sluice__keyed_cell *cells;   /* statistics                   */
+	struct sluice_stripe_cell *cells;   /* statistics (keyed_internal.h) */
 	uint64_t group_mask;                /* groups - 1                   */
 	uint64_t capacity;
 	uint32_t slot_bytes, key_words, key_max, flags;

@@ -1,6 +1,14 @@
 /*
- * sluice/stripe.h - striped counter (LongAdder semantics) and the CPU-cell
- * picker the striped sliding window uses.
+ * sluice/stripe.h - striped counter (LongAdder semantics), the library's
+ * one per-CPU cell type and its picker.
+ *
+ * The cell (struct sluice_stripe_cell) is a cache line of 64-bit counters,
+ * one line per CPU, picked by sluice_cpu().  Three users, one type and one
+ * picker: a stripe (one counter per cell, below), a keyed table's
+ * statistics (seven counters per cell, in the table's shared region:
+ * lib/keyed_table.c), and, for its picker and allocation only, the sliding
+ * window's lease cells (window.h says why their line holds a 16-byte
+ * (lease, epoch) pair for a double-width CAS instead of counters).
  *
  * A stripe is an array of 64-bit cells, each on its own cache line.  add()
  * touches one cell, so threads on different CPUs never write the same line;
@@ -54,9 +62,12 @@ typedef enum sluice_stripe_mode {
 
 #define SLUICE_STRIPE_CELLS_MAX 4096
 
+/* Counters per cell: a cache line of them.  A stripe uses word[0]; a
+ * keyed table's statistics use one word per counter. */
+#define SLUICE_STRIPE_CELL_WORDS (SLUICE_CACHELINE / sizeof(int64_t))
+
 struct sluice_stripe_cell {
-	_Alignas(SLUICE_CACHELINE) _Atomic int64_t value;
-	char pad[SLUICE_CACHELINE - sizeof(int64_t)];
+	_Alignas(SLUICE_CACHELINE) _Atomic int64_t word[SLUICE_STRIPE_CELL_WORDS];
 };
 
 typedef struct sluice_stripe {
@@ -91,6 +102,17 @@ static inline unsigned sluice_cpu(void)
 	return sluice__getcpu();
 }
 
+/*
+ * private: the picker, the one copy: this CPU's cell index among @mask + 1
+ * cells (a power of two).  A thread migrated right after it lands on
+ * another CPU's cell, which every user tolerates (atomic adds; a lease
+ * cell's CAS fails or spends another CPU's lease, both exact).
+ */
+static inline uint32_t sluice__stripe_pick(uint32_t mask)
+{
+	return sluice_cpu() & mask;
+}
+
 /* private: the per-thread probe of BY_PROBE stripes */
 SLUICE_API uint32_t *sluice__stripe_probe(void);
 SLUICE_API void sluice__stripe_probe_move(uint32_t *probe);
@@ -117,13 +139,13 @@ static inline uint32_t sluice_stripe_cells(const sluice_stripe_t *s) { return s-
 static inline void sluice_stripe_add(sluice_stripe_t *s, int64_t n)
 {
 	if (SLUICE_LIKELY(s->mode == SLUICE_STRIPE_BY_CPU)) {
-		atomic_fetch_add_explicit(&s->cells[sluice_cpu() & s->mask].value, n,
+		atomic_fetch_add_explicit(&s->cells[sluice__stripe_pick(s->mask)].word[0], n,
 		                          memory_order_relaxed);
 		return;
 	}
 	uint32_t *probe = sluice__stripe_probe();
 	for (;;) {
-		_Atomic int64_t *cell = &s->cells[*probe & s->mask].value;
+		_Atomic int64_t *cell = &s->cells[*probe & s->mask].word[0];
 		int64_t v = atomic_load_explicit(cell, memory_order_relaxed);
 		/* wraps like the BY_CPU fetch_add, instead of signed overflow */
 		int64_t next = (int64_t)((uint64_t)v + (uint64_t)n);
@@ -144,7 +166,7 @@ static inline int64_t sluice_stripe_sum(const sluice_stripe_t *s)
 {
 	int64_t total = 0;
 	for (uint32_t i = 0; i <= s->mask; i++)
-		total += atomic_load_explicit(&s->cells[i].value, memory_order_relaxed);
+		total += atomic_load_explicit(&s->cells[i].word[0], memory_order_relaxed);
 	return total;
 }
 

@@ -150,10 +150,13 @@ typedef struct sluice_window_config {
 } sluice_window_config_t;
 
 /*
- * A per-CPU cell.  @word and @epoch form one 16-byte pair: a lease is
- * deposited by a double-width CAS that writes both (the full 64-bit epoch
- * beside the 32-bit tag), and spent by a single-width CAS on @word after
- * checking @epoch (see window.c, "Leases").
+ * A per-CPU cell: picked (sluice__stripe_pick) and allocated
+ * (sluice__stripe_alloc) as stripe.h's cells are, one line per CPU, but not
+ * a line of counters: @word and @epoch form one 16-byte pair, because a
+ * lease is deposited by a double-width CAS that writes both (the full
+ * 64-bit epoch beside the 32-bit tag) and must fail on a reused cell, and
+ * spent by a single-width CAS on @word after checking @epoch (see
+ * window.c, "Leases"); no counter is summed from them.
  */
 struct sluice_window_cell {
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t word; /* tag32 | count32 */
@@ -260,15 +263,7 @@ static inline void sluice__window_fill_allowed(const sluice_window_t *w, sluice_
                                                uint64_t limit, uint64_t counted, uint64_t start,
                                                uint64_t now)
 {
-	if (now < start)
-		now = start; /* a reading from before the newest bucket */
-	d->allowed = 1;
-	d->limit = limit;
-	d->remaining = counted >= limit ? 0 : limit - counted;
-	d->retry_after_ns = 0;
-	d->delay_ns = 0;
-	d->reset_ns = w->window_ns - (now - start); /* no overflow near 2^64 */
-	d->now_ns = now;
+	sluice__decision_window(d, 1, limit, counted, start, w->window_ns, now);
 }
 
 /* private: the fast path's fill, where start <= now < start + width and
@@ -404,7 +399,7 @@ static inline int sluice__window_acquire_leased(sluice_window_t *w, uint64_t n, 
 	if (SLUICE_UNLIKELY(now - start >= w->width_ns))
 		return sluice__window_acquire_slow(w, n, now, d);
 	/* Spend from this CPU's lease if it holds n permits of h. */
-	int spent = sluice__window_lease_spend(w, &w->cells[sluice_cpu() & w->cell_mask], n, h,
+	int spent = sluice__window_lease_spend(w, &w->cells[sluice__stripe_pick(w->cell_mask)], n, h,
 	                                       now, d);
 	if (spent) {
 		if (SLUICE_UNLIKELY(spent < 0)) {
