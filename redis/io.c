@@ -114,7 +114,13 @@ static void serve(sluice_redis_t *r, sluice_redis_limit_t *l)
 	uint64_t need = atomic_exchange_explicit(&l->need, 0, memory_order_relaxed);
 	if (need == 0)
 		need = 1;
-	uint64_t want = sluice__lease_next_b(l);
+	/* ask for B less what the live lease still holds, so that what this
+	 * instance holds plus what is in flight never passes B: the
+	 * under-admission bound (instances x lease_max per window) */
+	uint64_t b = sluice__lease_next_b(l);
+	uint64_t w = atomic_load_explicit(&l->lease, memory_order_relaxed);
+	uint64_t held = sluice__lease_live(l, w);
+	uint64_t want = b > held ? b - held : 0;
 	if (want < need)
 		want = need;
 	uint64_t sent = sluice__limit_now(l);

@@ -96,6 +96,8 @@ int sluice__redis_argv(const sluice_redis_limit_t *l, const char *sha, uint64_t 
 int sluice__redis_parse(const void *reply, sluice__redis_reply_t *out);
 
 /* redis/lease.c */
+/* what the lease word @w still holds now (0 when it lapsed) */
+uint64_t sluice__lease_live(const sluice_redis_limit_t *l, uint64_t w);
 int sluice__lease_take(sluice_redis_limit_t *l, uint64_t n, uint64_t *left, uint64_t *now_ns);
 void sluice__lease_install(sluice_redis_limit_t *l, const sluice__redis_reply_t *rep,
                            uint64_t sent_ns);
