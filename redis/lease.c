@@ -32,6 +32,13 @@ static uint64_t now_us_of(const sluice_redis_limit_t *l, uint64_t now_ns)
 	return now_ns > l->base_ns ? (now_ns - l->base_ns) / 1000 : 0;
 }
 
+uint64_t sluice__lease_live(const sluice_redis_limit_t *l, uint64_t w)
+{
+	if ((w >> SLUICE__LEASE_BITS) <= now_us_of(l, sluice__limit_now(l)))
+		return 0;
+	return w & SLUICE__LEASE_MASK;
+}
+
 int sluice__lease_take(sluice_redis_limit_t *l, uint64_t n, uint64_t *left, uint64_t *now_ns)
 {
 	uint64_t w = atomic_load_explicit(&l->lease, memory_order_relaxed);
