@@ -74,6 +74,7 @@
 
 #include <stdint.h>
 
+#include "clock.h"
 #include "common.h"
 #include "decision.h"
 #include "error.h"
@@ -197,8 +198,9 @@ SLUICE_API void sluice_redis_limit_free(sluice_redis_limit_t *l);
  *
  * Lock-free and allocation-free; safe from any number of threads.  From a
  * lease it is one CAS.  With no lease left it wakes the I/O thread (a
- * sem_post) and waits, sleeping in steps of at most 50 us, for a lease, a
- * refusal or the breaker, at most budget_ns; then it takes the fallback.
+ * sem_post) and waits for a lease, a refusal or the breaker, at most
+ * budget_ns (yielding the CPU for the first 100 us, then sleeping in steps
+ * of at most 50 us); then it takes the fallback.
  * d->now_ns is CLOCK_MONOTONIC at the decision; d->remaining what is left
  * in the local lease.
  * Return: 1 admitted, 0 refused, SLUICE_EINVAL (n == 0), SLUICE_ETOOBIG
