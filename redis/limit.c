@@ -303,3 +303,39 @@ fallback:
 	*src = SLUICE_REDIS_FROM_FALLBACK;
 	return sluice__fallback(l, n, now, d);
 }
+
+/* ---- behind the generic handle (sluice/limiter.h) ------------------------ */
+
+/* @now is the handle's clock: unused, a Redis limit decides on Redis time
+ * and its leases on its own clock (the limit config's). */
+static int ext_acquire_at(void *ctx, uint64_t n, uint64_t now, sluice_decision_t *d)
+{
+	(void)now;
+	return sluice_redis_acquire(ctx, n, d, NULL);
+}
+
+/* what this instance could admit now without a round trip: its lease */
+static int ext_available_at(void *ctx, uint64_t now, uint64_t *out)
+{
+	(void)now;
+	sluice_redis_limit_t *l = ctx;
+	*out = sluice__lease_live(l, atomic_load_explicit(&l->lease, memory_order_relaxed));
+	return 0;
+}
+
+static const sluice_limiter_ops_t ext_ops = {
+	.acquire_at = ext_acquire_at,
+	/* no refund: giving permits back to Redis would be a round trip on
+	 * a decision path; a composite counts it as unreturned (fewer
+	 * admissions later, never more) */
+	.refund = NULL,
+	.available_at = ext_available_at,
+	.free = NULL, /* the limit is borrowed */
+};
+
+int sluice_redis_limiter_new(sluice_redis_limit_t *l, sluice_limiter_t **out)
+{
+	if (!l || !out)
+		return SLUICE_EINVAL;
+	return sluice_limiter_new_external(&ext_ops, l, l->clock, out);
+}

@@ -255,3 +255,49 @@ Test(redis_lease, too_big_and_zero)
 	sluice_redis_limit_free(l);
 	sluice_redis_free(r);
 }
+
+/* item 6: a Redis limit behind sluice_limiter_acquire(), alone and in a composite */
+Test(redis_lease, through_the_generic_handle)
+{
+	sluice_clock_manual_init(&clk, 8000000000000000ULL);
+	sluice_redis_t *r = backend();
+	sluice_redis_limit_t *rl;
+	sluice_redis_limit_config_t cfg = fixed_cfg("h", 50, 8);
+	cr_assert_eq(sluice_redis_limit_new(r, &cfg, &rl), 0);
+	sluice_limiter_t *h;
+	cr_assert_eq(sluice_redis_limiter_new(rl, &h), 0);
+	cr_assert_eq(sluice_limiter_algo(h), SLUICE_ALGO_EXTERNAL);
+	int admitted = 0;
+	sluice_decision_t d;
+	for (int i = 0; i < 80; i++)
+		admitted += sluice_limiter_acquire(h, 1, &d) == 1;
+	cr_assert(admitted <= 50 && admitted >= 50 - 8, "admitted %d", admitted);
+	cr_assert_eq(fixed_count("h") >= admitted, 1);
+	uint64_t avail = 99;
+	cr_assert_eq(sluice_limiter_available(h, &avail), 0);
+	cr_assert_leq(avail, 8);
+	cr_assert_eq(sluice_limiter_refund(h, 1, &d), SLUICE_ENOTSUP);
+	cr_assert_eq(sluice_limiter_reserve(h, 1, 0, &d), SLUICE_ENOTSUP);
+	cr_assert_eq(sluice_limiter_set_limit(h, 10), SLUICE_ENOTSUP);
+
+	/* a composite: 5 per window locally, then the shared limit; a
+	 * refusal by the local part leaves Redis untouched */
+	sluice_clock_manual_advance(&clk, 10000000000ULL);
+	sluice_limiter_t *loc;
+	sluice_limiter_config_t lc = { .algo = SLUICE_ALGO_FIXED,
+		                       .fixed = { .limit = 5, .window_ns = 10000000000ULL, .clock = &clk } };
+	cr_assert_eq(sluice_limiter_new(&lc, &loc), 0);
+	sluice_limiter_t *comp;
+	sluice_limiter_config_t cc = { .algo = SLUICE_ALGO_COMPOSITE,
+		                       .composite = { .count = 2, .parts = { loc, h } } };
+	cr_assert_eq(sluice_limiter_new(&cc, &comp), 0);
+	int got = 0;
+	for (int i = 0; i < 20; i++)
+		got += sluice_limiter_acquire(comp, 1, &d) == 1;
+	cr_assert_eq(got, 5);
+	sluice_limiter_free(comp);
+	sluice_limiter_free(loc);
+	sluice_limiter_free(h);
+	sluice_redis_limit_free(rl);
+	sluice_redis_free(r);
+}

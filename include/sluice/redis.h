@@ -78,6 +78,7 @@
 #include "common.h"
 #include "decision.h"
 #include "error.h"
+#include "limiter.h"
 
 /* The largest limit of a LOG key: the ZSET holds one entry per permit. */
 #define SLUICE_REDIS_LOG_CAP 100000
@@ -208,5 +209,19 @@ SLUICE_API void sluice_redis_limit_free(sluice_redis_limit_t *l);
  */
 SLUICE_API int sluice_redis_acquire(sluice_redis_limit_t *l, uint64_t n, sluice_decision_t *d,
                                     sluice_redis_source_t *src);
+
+/*
+ * sluice_redis_limiter_new - a generic handle (sluice/limiter.h,
+ * SLUICE_ALGO_EXTERNAL) over @l, borrowed: free the handle before @l.
+ * Through it: acquire/_at/_key are sluice_redis_acquire() (the time given
+ * is not used: Redis decides on its own time, the leases on the limit's
+ * clock; the key is not used); available is what the local lease holds
+ * (what passes with no round trip); refund is SLUICE_ENOTSUP (a composite
+ * counts it unreturned: fewer admissions later, never more); reserve,
+ * cancel and the setters SLUICE_ENOTSUP.  A composite of a Redis limit and
+ * local limits is all or nothing as any other.
+ * Return: 0 and *@out; SLUICE_EINVAL; SLUICE_ENOMEM.
+ */
+SLUICE_API int sluice_redis_limiter_new(sluice_redis_limit_t *l, sluice_limiter_t **out);
 
 #endif /* SLUICE_REDIS_H */
