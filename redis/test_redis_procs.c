@@ -9,6 +9,10 @@
  *   - at most LIMIT admitted by all processes together (the guarantee);
  *   - where Redis refused someone in that window (demand exceeded it), at
  *     least LIMIT - 4 x LEASE admitted (the under-admission bound).
+ * Each instance is this program exec'd again (fork + exec: a fresh process,
+ * as a real instance is, and ThreadSanitizer cannot start threads in the
+ * child of a multi-threaded fork); it finds its part of the shared memory
+ * (a memfd it inherits) and its parameters in SLUICE_PROCS_CHILD.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -16,6 +20,7 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "test_redis_common.h"
 
@@ -63,7 +68,10 @@ static void *decide(void *arg)
 /* one instance: its own backend; exits 0, or 2 when something failed */
 static void child(stream_t *s, uint64_t start)
 {
-	sluice_redis_config_t rc = { .port = srv.port };
+	/* generous timeouts: this test is about the bound, not faults (a
+	 * sanitized build on a loaded machine must not time out) */
+	sluice_redis_config_t rc = { .port = srv.port, .connect_timeout_ns = 2000000000ULL,
+		                     .command_timeout_ns = 1000000000ULL };
 	sluice_redis_t *r;
 	if (sluice_redis_new(&rc, &r) != 0)
 		_exit(2);
@@ -73,10 +81,17 @@ static void child(stream_t *s, uint64_t start)
 		.window_ns = WINDOW_NS, .lease_max = LEASE,
 		/* long enough that no decision falls back on this machine: the
 		 * bound is about Redis's admissions */
-		.budget_ns = 200000000ULL, .fallback = SLUICE_REDIS_DENY,
+		.budget_ns = 2000000000ULL, .fallback = SLUICE_REDIS_DENY,
 	};
 	if (sluice_redis_limit_new(r, &cfg, &l) != 0)
 		_exit(2);
+	/* all instances begin together, once every one is up */
+	uint64_t now = sluice_clock_monotonic_ns();
+	if (now < start) {
+		struct timespec ts = { (time_t)((start - now) / 1000000000ULL),
+			               (long)((start - now) % 1000000000ULL) };
+		nanosleep(&ts, NULL);
+	}
 	child_thread_t t[THREADS];
 	for (int i = 0; i < THREADS; i++) {
 		t[i] = (child_thread_t){ .l = l, .s = &s[i], .end = start + RUN_NS };
@@ -91,6 +106,24 @@ static void child(stream_t *s, uint64_t start)
 	_exit(st.fallback_deny || st.io_errors ? 3 : 0);
 }
 
+/* the exec'd instance: runs before Criterion's main and never returns */
+__attribute__((constructor)) static void maybe_child(void)
+{
+	const char *e = getenv("SLUICE_PROCS_CHILD");
+	if (!e)
+		return;
+	int fd, idx, port;
+	unsigned long long start;
+	if (sscanf(e, "%d:%d:%d:%llu", &fd, &idx, &port, &start) != 4)
+		_exit(4);
+	size_t bytes = sizeof(stream_t) * PROCS * THREADS;
+	stream_t *s = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (s == MAP_FAILED)
+		_exit(4);
+	srv.port = port;
+	child(&s[idx * THREADS], start);
+}
+
 static int64_t real_minus_mono(void)
 {
 	struct timespec a, b;
@@ -102,16 +135,25 @@ static int64_t real_minus_mono(void)
 Test(redis_procs, four_processes_two_threads_one_bound)
 {
 	size_t bytes = sizeof(stream_t) * PROCS * THREADS;
-	stream_t *s = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int fd = memfd_create("sluice-procs", 0); /* inherited across exec */
+	cr_assert(fd >= 0 && ftruncate(fd, (off_t)bytes) == 0);
+	stream_t *s = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	cr_assert(s != MAP_FAILED);
 	int64_t offset = real_minus_mono();
-	uint64_t start = sluice_clock_monotonic_ns() + 200000000ULL;
+	uint64_t start = sluice_clock_monotonic_ns() + 500000000ULL; /* after the execs */
 	pid_t pid[PROCS];
 	for (int p = 0; p < PROCS; p++) {
 		pid[p] = fork();
 		cr_assert(pid[p] >= 0);
-		if (pid[p] == 0)
-			child(&s[p * THREADS], start);
+		if (pid[p] == 0) {
+			char env[128];
+			snprintf(env, sizeof(env), "SLUICE_PROCS_CHILD=%d:%d:%d:%llu", fd, p, srv.port,
+			         (unsigned long long)start);
+			char *envp[] = { env, NULL };
+			char *args[] = { "test_redis_procs", NULL };
+			execve("/proc/self/exe", args, envp);
+			_exit(5);
+		}
 	}
 	/* bounded wait: RUN_NS plus 20 s, then kill what is left */
 	int status[PROCS], done = 0;
@@ -166,4 +208,5 @@ Test(redis_procs, four_processes_two_threads_one_bound)
 	            (unsigned long long)total, checked);
 	cr_assert_geq(checked, 5, "too few windows where demand passed the limit");
 	munmap(s, bytes);
+	close(fd);
 }
