@@ -34,19 +34,30 @@
  *   the permit (the D of sluice/clock.h).
  *   A decision returns within its budget plus the time to notice it: the
  *   wait re-checks the clock at least every 50 us, so the slack is one
- *   such sleep plus scheduling delay.
+ *   such sleep plus scheduling delay (test_redis_faults asserts budget +
+ *   20 ms on a loaded 2-core machine under every fault it injects).
  *
  * UNDER-ADMISSION
- *   Permits leased but not spent when a lease lapses are lost: at most B per
- *   instance per lease, so at most instances x lease_max per window (FIXED,
- *   WINDOW bucket, GCRA lease_ttl).  A reply lost to a timeout loses what
- *   Redis granted with it (counted there, never used).
+ *   Permits leased but not spent when a lease lapses are lost.  A request
+ *   asks for B less what the live lease holds, so an instance never holds
+ *   plus has in flight more than max(lease_max, the n asked): at most
+ *   instances x lease_max per window (FIXED window, WINDOW bucket, GCRA and
+ *   LOG lease_ttl).  A reply lost to a timeout loses what Redis granted with
+ *   it (counted there, never used).
+ *
+ * PER KEY
+ *   One limit is one key (name); a backend holds up to max_limits.  B
+ *   starts at 1 and grows only when decisions spend what they were leased,
+ *   so a cold key costs one round trip per admission and holds nothing
+ *   that could lapse; only keys hot enough to spend a lease get bigger ones.
  *
  * FAILOVER
  *   Scripts use Redis TIME.  A failover to a replica whose clock is delta
  *   ahead moves every key's time forward by delta: a GCRA key admits at most
  *   delta / T extra permits, a window key sees its window end early (at most
  *   one window's limit early).  A clock behind loses permits, never adds.
+ *   A server that comes back without its data (no persistence) forgets
+ *   every count: the window in which that happens may admit its limit twice.
  *
  * FALLBACK (breaker open, or budget spent)
  *   SLUICE_REDIS_LOCAL: a local limiter of the same algorithm holding
