@@ -156,34 +156,16 @@ static int validate(const sluice_redis_limit_config_t *cfg)
 	return 0;
 }
 
-int sluice_redis_limit_new(sluice_redis_t *r, const sluice_redis_limit_config_t *cfg,
-                           sluice_redis_limit_t **out)
+/* fill @l for @cfg, named @name (the caller validated and made @local) */
+void sluice__limit_setup(sluice_redis_limit_t *l, sluice_redis_t *r,
+                         const sluice_redis_limit_config_t *cfg, const char *name,
+                         sluice_limiter_t *local)
 {
-	if (!r || !cfg || !out)
-		return SLUICE_EINVAL;
-	int rc = validate(cfg);
-	if (rc != 0)
-		return rc;
-	sluice_limiter_t *local = NULL;
-	if (cfg->fallback == SLUICE_REDIS_LOCAL && (rc = make_local(cfg, &local)) != 0)
-		return rc;
-	unsigned n = atomic_fetch_add_explicit(&r->nlimits, 1, memory_order_relaxed);
-	if (n >= r->max_limits) {
-		atomic_fetch_sub_explicit(&r->nlimits, 1, memory_order_relaxed);
-		sluice_limiter_free(local);
-		return SLUICE_ECAPACITY;
-	}
-	sluice_redis_limit_t *l = aligned_alloc(SLUICE_CACHELINE, sizeof(*l));
-	if (!l) {
-		atomic_fetch_sub_explicit(&r->nlimits, 1, memory_order_relaxed);
-		sluice_limiter_free(local);
-		return SLUICE_ENOMEM;
-	}
 	memset(l, 0, sizeof(*l));
 	l->r = r;
 	l->algo = cfg->algo;
-	snprintf(l->key[0], sizeof(l->key[0]), "sluice:{%s}:s", cfg->name);
-	snprintf(l->key[1], sizeof(l->key[1]), "sluice:{%s}:q", cfg->name);
+	if (name)
+		sluice__limit_name(l, name, strlen(name));
 	l->limit = cfg->limit;
 	l->window_us = cfg->window_ns / 1000;
 	l->T_us = cfg->algo == SLUICE_REDIS_GCRA ? l->window_us / cfg->rate : 0;
@@ -204,18 +186,67 @@ int sluice_redis_limit_new(sluice_redis_t *r, const sluice_redis_limit_config_t 
 	atomic_init(&l->lease, 0);
 	atomic_init(&l->b, 1);
 	l->last_remaining = cfg->limit;
+}
+
+/* the keys sluice:{name}:s and sluice:{name}:q (@name: @len bytes, no NUL) */
+void sluice__limit_name(sluice_redis_limit_t *l, const char *name, size_t len)
+{
+	snprintf(l->key[0], sizeof(l->key[0]), "sluice:{%.*s}:s", (int)len, name);
+	snprintf(l->key[1], sizeof(l->key[1]), "sluice:{%.*s}:q", (int)len, name);
+}
+
+int sluice__limit_validate(const sluice_redis_limit_config_t *cfg, sluice_limiter_t **local)
+{
+	int rc = validate(cfg);
+	if (rc != 0)
+		return rc;
+	*local = NULL;
+	if (cfg->fallback == SLUICE_REDIS_LOCAL)
+		return make_local(cfg, local);
+	return 0;
+}
+
+int sluice__limits_reserve(sluice_redis_t *r, unsigned n)
+{
+	unsigned had = atomic_fetch_add_explicit(&r->nlimits, n, memory_order_relaxed);
+	if (had + n > r->max_limits || had + n < had) {
+		atomic_fetch_sub_explicit(&r->nlimits, n, memory_order_relaxed);
+		return SLUICE_ECAPACITY;
+	}
+	return 0;
+}
+
+int sluice_redis_limit_new(sluice_redis_t *r, const sluice_redis_limit_config_t *cfg,
+                           sluice_redis_limit_t **out)
+{
+	if (!r || !cfg || !out)
+		return SLUICE_EINVAL;
+	sluice_limiter_t *local;
+	int rc = sluice__limit_validate(cfg, &local);
+	if (rc != 0)
+		return rc;
+	if ((rc = sluice__limits_reserve(r, 1)) != 0) {
+		sluice_limiter_free(local);
+		return rc;
+	}
+	sluice_redis_limit_t *l = aligned_alloc(SLUICE_CACHELINE, sizeof(*l));
+	if (!l) {
+		atomic_fetch_sub_explicit(&r->nlimits, 1, memory_order_relaxed);
+		sluice_limiter_free(local);
+		return SLUICE_ENOMEM;
+	}
+	sluice__limit_setup(l, r, cfg, cfg->name, local);
 	*out = l;
 	return 0;
 }
 
-void sluice_redis_limit_free(sluice_redis_limit_t *l)
+/* wait (bounded) until the I/O thread is done with @l; 0, or -1 (stuck) */
+int sluice__limit_quiesce(sluice_redis_limit_t *l)
 {
-	if (!l)
-		return;
 	sluice_redis_t *r = l->r;
 	/* The I/O thread may hold @l (queued or in flight): wait until it
 	 * clears pending, at most as long as a connect and a call take, plus
-	 * margin.  Mark it pending first so no decision queues it again. */
+	 * margin.  Mark it pending so no decision queues it again. */
 	uint64_t end = sluice__mono_ns() + 2 * (r->connect_timeout_ns + 3 * r->command_timeout_ns) +
 	               r->breaker_open_ns + 1000 * MS;
 	/* acquire: pairs with the I/O thread's release store of 0, so its
@@ -225,11 +256,20 @@ void sluice_redis_limit_free(sluice_redis_limit_t *l)
 	                                              memory_order_relaxed)) {
 		idle = 0;
 		if (sluice__mono_ns() > end)
-			return; /* the I/O thread is stuck: leak rather than free under it */
+			return -1;
 		struct timespec ts = { 0, 1000000 };
 		nanosleep(&ts, NULL);
 	}
-	atomic_fetch_sub_explicit(&r->nlimits, 1, memory_order_relaxed);
+	return 0;
+}
+
+void sluice_redis_limit_free(sluice_redis_limit_t *l)
+{
+	if (!l)
+		return;
+	if (sluice__limit_quiesce(l) != 0)
+		return; /* the I/O thread is stuck: leak rather than free under it */
+	atomic_fetch_sub_explicit(&l->r->nlimits, 1, memory_order_relaxed);
 	sluice_limiter_free(l->local);
 	free(l);
 }

@@ -60,7 +60,7 @@ struct sluice_redis_limit {
 	/* read-only after new */
 	sluice_redis_t *r;
 	sluice_redis_algo_t algo;
-	char key[2][300];            /* sluice:{name}:s and sluice:{name}:q */
+	char key[2][400];            /* sluice:{name}:s and sluice:{name}:q */
 	uint64_t limit, window_us, T_us, burst, buckets, lease_max, ttl_ns, budget_ns;
 	uint64_t max_n;              /* the largest n that can ever pass */
 	sluice_redis_fallback_t fallback;
@@ -109,6 +109,15 @@ void sluice__breaker_success(sluice_redis_t *r);
 void sluice__breaker_failure(sluice_redis_t *r, uint64_t now_ns);
 void sluice__breaker_probe(sluice_redis_t *r);
 int sluice__fallback(sluice_redis_limit_t *l, uint64_t n, uint64_t now_ns, sluice_decision_t *d);
+
+/* redis/limit.c: what the keyed table shares with single limits */
+int sluice__limit_validate(const sluice_redis_limit_config_t *cfg, sluice_limiter_t **local);
+int sluice__limits_reserve(sluice_redis_t *r, unsigned n);
+void sluice__limit_setup(sluice_redis_limit_t *l, sluice_redis_t *r,
+                         const sluice_redis_limit_config_t *cfg, const char *name,
+                         sluice_limiter_t *local);
+void sluice__limit_name(sluice_redis_limit_t *l, const char *name, size_t len);
+int sluice__limit_quiesce(sluice_redis_limit_t *l);
 
 /* redis/io.c */
 int sluice__io_start(sluice_redis_t *r);

@@ -301,3 +301,66 @@ Test(redis_lease, through_the_generic_handle)
 	sluice_redis_limit_free(rl);
 	sluice_redis_free(r);
 }
+
+/* item 4: per-key limits across instances, from a bounded table */
+Test(redis_lease, per_key_across_instances)
+{
+	sluice_clock_manual_init(&clk, 9000000000000000ULL);
+	enum { K = 2, KEYS = 20, LIMIT = 5, B = 4 };
+	sluice_redis_t *r[K];
+	sluice_redis_keyed_t *t[K];
+	sluice_redis_limit_config_t cfg = fixed_cfg("ip", LIMIT, B);
+	for (int i = 0; i < K; i++) {
+		r[i] = backend();
+		cr_assert_eq(sluice_redis_keyed_new(r[i], &cfg, 64, &t[i]), 0);
+	}
+	int admitted[KEYS] = { 0 };
+	char key[32];
+	for (int round = 0; round < 10; round++)
+		for (int i = 0; i < K; i++)
+			for (int k = 0; k < KEYS; k++) {
+				snprintf(key, sizeof(key), "10.0.0.%d", k);
+				int rc = sluice_redis_acquire_key(t[i], key, strlen(key), 1, NULL, NULL);
+				cr_assert(rc == 0 || rc == 1, "rc %d", rc);
+				admitted[k] += rc;
+			}
+	for (int k = 0; k < KEYS; k++) {
+		cr_assert_leq(admitted[k], LIMIT, "key %d: %d admitted by %d instances", k,
+		              admitted[k], K);
+		cr_assert_geq(admitted[k], LIMIT - K * B);
+		char name[32];
+		snprintf(name, sizeof(name), "ip:10.0.0.%d", k);
+		cr_assert_leq(fixed_count(name), LIMIT, "Redis's count of %s", name);
+		cr_assert_geq(fixed_count(name), admitted[k]);
+	}
+	cr_assert_eq(sluice_redis_acquire_key(t[0], "", 0, 1, NULL, NULL), SLUICE_EKEYLEN);
+	char big[SLUICE_REDIS_KEY_MAX + 1];
+	memset(big, 'a', sizeof(big));
+	cr_assert_eq(sluice_redis_acquire_key(t[0], big, sizeof(big), 1, NULL, NULL), SLUICE_EKEYLEN);
+	cr_assert_eq(sluice_redis_acquire_key(t[0], "a\0b", 3, 1, NULL, NULL), SLUICE_EKEYLEN);
+	for (int i = 0; i < K; i++) {
+		sluice_redis_keyed_free(t[i]);
+		sluice_redis_free(r[i]);
+	}
+}
+
+Test(redis_lease, keyed_table_is_bounded)
+{
+	sluice_clock_manual_init(&clk, 9100000000000000ULL);
+	sluice_redis_t *r = backend();
+	sluice_redis_keyed_t *t;
+	sluice_redis_limit_config_t cfg = fixed_cfg("one", 5, 1);
+	cr_assert_eq(sluice_redis_keyed_new(r, &cfg, 3, &t), SLUICE_ECAPACITY, "not a power of two");
+	cr_assert_eq(sluice_redis_keyed_new(r, &cfg, 1, &t), 0);
+	cr_assert_eq(sluice_redis_acquire_key(t, "a", 1, 1, NULL, NULL), 1);
+	cr_assert_eq(sluice_redis_acquire_key(t, "b", 1, 1, NULL, NULL), SLUICE_EKEYFULL);
+	cr_assert_eq(sluice_redis_acquire_key(t, "a", 1, 1, NULL, NULL), 1, "the old key still works");
+	sluice_redis_keyed_free(t);
+	sluice_redis_config_t rc = { .port = srv.port, .max_limits = 4 };
+	sluice_redis_t *small;
+	cr_assert_eq(sluice_redis_new(&rc, &small), 0);
+	cr_assert_eq(sluice_redis_keyed_new(small, &cfg, 8, &t), SLUICE_ECAPACITY,
+	             "more keys than the backend's max_limits");
+	sluice_redis_free(small);
+	sluice_redis_free(r);
+}

@@ -221,6 +221,44 @@ SLUICE_API void sluice_redis_limit_free(sluice_redis_limit_t *l);
 SLUICE_API int sluice_redis_acquire(sluice_redis_limit_t *l, uint64_t n, sluice_decision_t *d,
                                     sluice_redis_source_t *src);
 
+/* The longest key of a keyed limit. */
+#define SLUICE_REDIS_KEY_MAX 64
+
+typedef struct sluice_redis_keyed sluice_redis_keyed_t;
+
+/*
+ * sluice_redis_keyed_new - one limit per key (per IP, per user) across
+ * instances: @cfg as for sluice_redis_limit_new(), its name the prefix, so
+ * key K is the Redis limit "name:K" (keys sluice:{name:K}:...; the same
+ * scripts and the same guarantee per key).  @capacity keys (a power of
+ * two, 1..65536) are made now, with all they allocate, and count against
+ * the backend's max_limits; a key is never evicted.
+ * Return: 0 and *@out; sluice_redis_limit_new()'s errors; SLUICE_ECAPACITY
+ * (capacity out of range or above what the backend has left).
+ */
+SLUICE_API int sluice_redis_keyed_new(sluice_redis_t *r, const sluice_redis_limit_config_t *cfg,
+                                      uint32_t capacity, sluice_redis_keyed_t **out);
+/* sluice_redis_keyed_free - as sluice_redis_limit_free(), for every key. */
+SLUICE_API void sluice_redis_keyed_free(sluice_redis_keyed_t *k);
+
+/*
+ * sluice_redis_acquire_key - sluice_redis_acquire() on @key's limit
+ * (@keylen bytes, no NUL byte), making it if it is new: lock-free, no
+ * allocation.  The lease policy decides which keys hold leases: B starts
+ * at 1 and grows only as a key spends what it was leased, so a cold key
+ * costs one round trip per admission and holds nothing.  Two threads that
+ * make the same new key at once may give it two local slots; both name the
+ * same Redis key, so the bound is unchanged (only the under-admission
+ * bound counts that key twice).
+ * Return: as sluice_redis_acquire(); SLUICE_EKEYLEN (empty, longer than
+ * SLUICE_REDIS_KEY_MAX, or holding a NUL byte); SLUICE_EKEYFULL (a new key
+ * whose probe group of 16 slots is full: nothing decided, take your own
+ * fallback).
+ */
+SLUICE_API int sluice_redis_acquire_key(sluice_redis_keyed_t *k, const void *key, size_t keylen,
+                                        uint64_t n, sluice_decision_t *d,
+                                        sluice_redis_source_t *src);
+
 /*
  * sluice_redis_limiter_new - a generic handle (sluice/limiter.h,
  * SLUICE_ALGO_EXTERNAL) over @l, borrowed: free the handle before @l.
