@@ -20,6 +20,11 @@
  * is blocked in the thread: hiredis writes with write(2), and a peer that
  * closed the connection must give EPIPE here, not a SIGPIPE that kills the
  * process.
+ *
+ * FORK: the thread does not exist in a child.  A pthread_atfork child
+ * handler bumps sluice__redis_fork_gen, so a child's decisions on a
+ * backend made before the fork take the fallback at once (never the
+ * parent's leases: both would spend them) and freeing it joins nothing.
  */
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -209,8 +214,24 @@ static void *io_main(void *arg)
 	return NULL;
 }
 
+_Atomic unsigned sluice__redis_fork_gen;
+
+static void in_child(void)
+{
+	atomic_fetch_add_explicit(&sluice__redis_fork_gen, 1, memory_order_relaxed);
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void install_atfork(void)
+{
+	pthread_atfork(NULL, NULL, in_child);
+}
+
 int sluice__io_start(sluice_redis_t *r)
 {
+	pthread_once(&atfork_once, install_atfork);
+	r->fork_gen = atomic_load_explicit(&sluice__redis_fork_gen, memory_order_relaxed);
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old); /* the new thread inherits it */
@@ -221,6 +242,12 @@ int sluice__io_start(sluice_redis_t *r)
 
 void sluice__io_stop(sluice_redis_t *r)
 {
+	if (r->fork_gen != atomic_load_explicit(&sluice__redis_fork_gen, memory_order_relaxed)) {
+		/* a fork child freeing its parent's backend: the thread is not
+		 * here to join, and the socket is the parent's; leave both */
+		r->ctx = NULL;
+		return;
+	}
 	atomic_store_explicit(&r->stop, 1, memory_order_relaxed);
 	sem_post(&r->wake);
 	pthread_join(r->thread, NULL);

@@ -300,6 +300,11 @@ int sluice_redis_acquire(sluice_redis_limit_t *l, uint64_t n, sluice_decision_t 
 	if (!src)
 		src = &from_local;
 	uint64_t left, now;
+	if (SLUICE_UNLIKELY(r->fork_gen !=
+	                    atomic_load_explicit(&sluice__redis_fork_gen, memory_order_relaxed))) {
+		now = sluice__limit_now(l); /* a fork child: the backend is the parent's */
+		goto fallback;
+	}
 	int got = sluice__lease_take(l, n, &left, &now);
 	/* the budget is real time, whatever clock the leases run on */
 	uint64_t start = got ? 0 : sluice__mono_ns(), spent = 0;

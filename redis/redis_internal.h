@@ -43,6 +43,7 @@ struct sluice_redis {
 	_Atomic int stop;
 	_Atomic int breaker;         /* written by the I/O thread only */
 	_Atomic unsigned nlimits;
+	unsigned fork_gen;           /* sluice__redis_fork_gen at creation */
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t stats[SLUICE__REDIS_NSTATS];
 	/* the I/O thread's own */
 	pthread_t thread;
@@ -120,6 +121,9 @@ void sluice__limit_name(sluice_redis_limit_t *l, const char *name, size_t len);
 int sluice__limit_quiesce(sluice_redis_limit_t *l);
 
 /* redis/io.c */
+/* bumped in the child of every fork(): a backend made before it belongs to
+ * the parent (its thread is not in the child, its leases are the parent's) */
+extern _Atomic unsigned sluice__redis_fork_gen;
 int sluice__io_start(sluice_redis_t *r);
 void sluice__io_stop(sluice_redis_t *r);
 

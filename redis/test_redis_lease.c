@@ -5,6 +5,7 @@
  * gets Redis's answer: the budget itself is test_redis_faults.c's.
  */
 #include <hiredis/hiredis.h>
+#include <sys/wait.h>
 
 #include "test_redis_common.h"
 
@@ -362,5 +363,36 @@ Test(redis_lease, keyed_table_is_bounded)
 	cr_assert_eq(sluice_redis_keyed_new(small, &cfg, 8, &t), SLUICE_ECAPACITY,
 	             "more keys than the backend's max_limits");
 	sluice_redis_free(small);
+	sluice_redis_free(r);
+}
+
+/* a fork child never spends its parent's lease: it takes the fallback */
+Test(redis_lease, fork_child_takes_the_fallback)
+{
+	sluice_clock_manual_init(&clk, 9200000000000000ULL);
+	sluice_redis_t *r = backend();
+	sluice_redis_limit_t *l;
+	sluice_redis_limit_config_t cfg = fixed_cfg("fork", 1000, 64);
+	cfg.fallback = SLUICE_REDIS_DENY;
+	cr_assert_eq(sluice_redis_limit_new(r, &cfg, &l), 0);
+	for (int i = 0; i < 20; i++)
+		cr_assert_eq(sluice_redis_acquire(l, 1, NULL, NULL), 1);
+	for (int i = 0; i < 2000 && atomic_load(&l->pending); i++)
+		usleep(1000);
+	cr_assert_gt(atomic_load(&l->lease) & SLUICE__LEASE_MASK, 0, "the parent holds a lease");
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		sluice_redis_source_t src;
+		int rc = sluice_redis_acquire(l, 1, NULL, &src);
+		sluice_redis_limit_free(l);
+		sluice_redis_free(r);
+		_exit(rc == 0 && src == SLUICE_REDIS_FROM_FALLBACK ? 0 : 1);
+	}
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child spent the lease");
+	cr_assert_eq(sluice_redis_acquire(l, 1, NULL, NULL), 1, "the parent goes on");
+	sluice_redis_limit_free(l);
 	sluice_redis_free(r);
 }

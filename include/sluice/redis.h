@@ -77,8 +77,11 @@
  *   most N + 1 fields; LOG one ZSET of at most limit entries (limit is at
  *   most SLUICE_REDIS_LOG_CAP) plus one counter.  Every key has a PEXPIRE.
  *
- * FORK  a backend owns a thread and a connection: create it after fork();
- *   a child must not use its parent's backend.
+ * FORK  a backend owns a thread and a connection: create it after fork()
+ *   (one per worker of a pre-fork server).  In a child, a backend made
+ *   before the fork decides by its fallback only (a pthread_atfork handler
+ *   marks it; the parent's leases are never spent twice), and freeing it
+ *   there frees memory without touching the parent's thread or socket.
  */
 #ifndef SLUICE_REDIS_H
 #define SLUICE_REDIS_H
