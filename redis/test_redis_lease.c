@@ -126,6 +126,7 @@ Test(redis_lease, instances_share_one_bound)
 	cr_assert_leq(admitted, LIMIT, "over the global bound");
 	cr_assert_geq(admitted, LIMIT - K * B, "under-admission beyond instances x B");
 	cr_assert_leq(fixed_count("s"), LIMIT);
+	cr_assert_eq(admitted + refused, 200 * K, "every decision admitted or refused");
 	for (int i = 0; i < K; i++) {
 		sluice_redis_limit_free(l[i]);
 		sluice_redis_free(r[i]);
