@@ -6,7 +6,9 @@
  * every request: the same global bound, no refusals):
  *   hot     one limit; sluice-redis spends leases (lease_max 4096), the
  *           baseline sends the same fixed-window script with want = 1
- *   keys    10,000 limits (keys), a decision picks one at random
+ *   keys    10,000 keys of one keyed limit (sluice_redis_keyed_new, 16,384
+ *           slots), a decision picks one at random; the baseline the same
+ *           keys
  *   paused  hot, while the server is under CLIENT PAUSE: sluice-redis
  *           falls back (LOCAL) after its budget and the breaker; the
  *           baseline is not run (every call would wait for its timeout)
@@ -66,17 +68,25 @@ static sluice_redis_limit_config_t limit_cfg(const char *name)
 	};
 }
 
-/* sluice-redis: @nl limits, random pick when more than one */
-static result_t run_sluice(sluice_redis_t *r, sluice_redis_limit_t **l, unsigned nl, double secs)
+static uint64_t keyfull;
+
+/* sluice-redis: one limit, or (@k) NKEYS keys of a keyed limit */
+static result_t run_sluice(sluice_redis_t *r, sluice_redis_limit_t *l, sluice_redis_keyed_t *kt,
+                           double secs)
 {
+	char key[16];
 	sluice_redis_stats_t s0, s1;
 	sluice_redis_stats(r, &s0);
 	uint64_t n = 0, start = now_ns(), end = start + (uint64_t)(secs * 1e9), t = start;
 	unsigned seed = 1;
 	while (t < end) {
-		unsigned k = nl > 1 ? (unsigned)(rand_r(&seed) % nl) : 0;
+		int len = kt ? snprintf(key, sizeof(key), "k%u", (unsigned)(rand_r(&seed) % NKEYS)) : 0;
 		uint64_t a = now_ns();
-		sluice_redis_acquire(l[k], 1, NULL, NULL);
+		if (kt)
+			keyfull += sluice_redis_acquire_key(kt, key, (size_t)len, 1, NULL, NULL) ==
+			           SLUICE_EKEYFULL;
+		else
+			sluice_redis_acquire(l, 1, NULL, NULL);
 		t = now_ns();
 		if (n < MAX_SAMPLES)
 			lat[n] = t - a;
@@ -94,7 +104,7 @@ static result_t run_baseline(redisContext *c, const char *sha, unsigned nl, doub
 	char key[64];
 	while (t < end) {
 		unsigned k = nl > 1 ? (unsigned)(rand_r(&seed) % nl) : 0;
-		snprintf(key, sizeof(key), "sluice:{base%u}:s", k);
+		snprintf(key, sizeof(key), "sluice:{base:k%u}:s", k);
 		uint64_t a = now_ns();
 		redisReply *x = redisCommand(c, "EVALSHA %s 1 %s 1 1 0 1000000000 1000000", sha, key);
 		t = now_ns();
@@ -142,22 +152,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_redis: could not start redis-server\n");
 		return 1;
 	}
-	sluice_redis_config_t rc = { .port = srv.port, .max_limits = NKEYS + 1 };
+	sluice_redis_config_t rc = { .port = srv.port, .max_limits = 16384 + 1 };
 	sluice_redis_t *r;
 	if (sluice_redis_new(&rc, &r) != 0)
 		return 1;
-	static sluice_redis_limit_t *keys[NKEYS];
 	sluice_redis_limit_t *hot;
 	sluice_redis_limit_config_t cfg = limit_cfg("hot");
 	if (sluice_redis_limit_new(r, &cfg, &hot) != 0)
 		return 1;
-	char names[NKEYS][16];
-	for (unsigned i = 0; i < NKEYS; i++) {
-		snprintf(names[i], sizeof(names[i]), "k%u", i);
-		cfg = limit_cfg(names[i]);
-		if (sluice_redis_limit_new(r, &cfg, &keys[i]) != 0)
-			return 1;
-	}
+	sluice_redis_keyed_t *keys;
+	cfg = limit_cfg("per-key");
+	if (sluice_redis_keyed_new(r, &cfg, 16384, &keys) != 0)
+		return 1;
 	redisContext *c = redisConnect("127.0.0.1", srv.port);
 	redisReply *x = c ? redisCommand(c, "SCRIPT LOAD %s", sluice__redis_lua_fixed) : NULL;
 	if (!x || x->type != REDIS_REPLY_STRING)
@@ -170,12 +176,12 @@ int main(int argc, char **argv)
 	const char *names_c[5] = { "hot", "hot", "keys", "keys", "paused" };
 	const char *impls[5] = { "sluice-redis", "evalsha", "sluice-redis", "evalsha",
 		                 "sluice-redis" };
-	run_sluice(r, &hot, 1, o.seconds); /* warm-up: B grows */
-	run_sluice(r, keys, NKEYS, o.seconds);
+	run_sluice(r, hot, NULL, o.seconds); /* warm-up: B grows */
+	run_sluice(r, NULL, keys, o.seconds);
 	for (unsigned i = 0; i < o.repeats; i++) {
-		res[0][i] = run_sluice(r, &hot, 1, o.seconds);
+		res[0][i] = run_sluice(r, hot, NULL, o.seconds);
 		res[1][i] = run_baseline(c, sha, 1, o.seconds);
-		res[2][i] = run_sluice(r, keys, NKEYS, o.seconds);
+		res[2][i] = run_sluice(r, NULL, keys, o.seconds);
 		res[3][i] = run_baseline(c, sha, NKEYS, o.seconds);
 	}
 	char out[64];
@@ -183,7 +189,7 @@ int main(int argc, char **argv)
 		char cmd[64];
 		snprintf(cmd, sizeof(cmd), "CLIENT PAUSE %u", (unsigned)(o.seconds * 1000) + 300);
 		sluice_test_redis_cmd(&srv, cmd, out, sizeof(out));
-		res[4][i] = run_sluice(r, &hot, 1, o.seconds);
+		res[4][i] = run_sluice(r, hot, NULL, o.seconds);
 		sluice_test_redis_cmd(&srv, "CLIENT UNPAUSE", out, sizeof(out));
 		struct timespec ts = { 0, 500000000 }; /* let the breaker close */
 		nanosleep(&ts, NULL);
@@ -201,10 +207,11 @@ int main(int argc, char **argv)
 	printf("\nhot: %.0fx the decisions/s, %.0fx fewer round trips; keys: %.1fx, %.1fx\n",
 	       m[0].rate / m[1].rate, m[1].trips / (m[0].trips > 0 ? m[0].trips : 1e-12),
 	       m[2].rate / m[3].rate, m[3].trips / (m[2].trips > 0 ? m[2].trips : 1e-12));
+	printf("keys refused as SLUICE_EKEYFULL (probe group full): %llu\n",
+	       (unsigned long long)keyfull);
 	redisFree(c);
 	sluice_redis_limit_free(hot);
-	for (unsigned i = 0; i < NKEYS; i++)
-		sluice_redis_limit_free(keys[i]);
+	sluice_redis_keyed_free(keys);
 	sluice_redis_free(r);
 	sluice_test_redis_stop(&srv);
 	free(lat);
