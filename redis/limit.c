@@ -24,6 +24,10 @@
 
 #define MS 1000000ULL
 
+/* A backend: validation, the queue (sized to a power of two at least
+ * max_limits, so that one pending request per limit always fits), the
+ * semaphore and the I/O thread.  Nothing here talks to Redis: the thread
+ * connects, so a server that is down at start costs no caller any wait. */
 int sluice_redis_new(const sluice_redis_config_t *cfg, sluice_redis_t **out)
 {
 	if (!cfg || !out || cfg->port < 1 || cfg->port > 65535)
@@ -82,7 +86,14 @@ int sluice_redis_breaker(const sluice_redis_t *r)
 	return atomic_load_explicit(&((sluice_redis_t *)r)->breaker, memory_order_relaxed);
 }
 
-/* the local limiter holding this instance's share */
+/*
+ * The local limiter holding this instance's share: the same algorithm, so a
+ * fallback keeps the shape of the limit (a GCRA limit stays smooth, a window
+ * stays a window), with every count divided by the instances expected.  A
+ * share that rounds to 0 would refuse everything while claiming to be a
+ * LOCAL fallback: that is SLUICE_EMODE, not a silent DENY.  It runs on the
+ * limit's clock, so a test on a manual clock drives it too.
+ */
 static int make_local(const sluice_redis_limit_config_t *cfg, sluice_limiter_t **out)
 {
 	uint64_t k = cfg->expected_instances;
@@ -124,6 +135,14 @@ static int make_local(const sluice_redis_limit_config_t *cfg, sluice_limiter_t *
 	return sluice_limiter_new(&lc, out);
 }
 
+/*
+ * Every bound the scripts rely on: Lua numbers are doubles, exact to 2^53,
+ * and the scripts compute in microseconds since the epoch (about 2^51 now),
+ * so window lengths and T * burst must stay below 2^50 us; T and W must be
+ * whole microseconds (Redis TIME's unit) or the Redis side would round a
+ * limit the caller did not ask for.  The name becomes the hash tag between
+ * braces, so braces in it would move the tag.
+ */
 static int validate(const sluice_redis_limit_config_t *cfg)
 {
 	if (!cfg->name || !cfg->name[0] || strlen(cfg->name) > 256 || strpbrk(cfg->name, "{}"))
@@ -274,6 +293,10 @@ void sluice_redis_limit_free(sluice_redis_limit_t *l)
 	free(l);
 }
 
+/* The decision's fields from what this instance knows without a round trip:
+ * remaining is the local lease's (Redis's own remaining is older than the
+ * decision), reset the lease's lapse (an upper bound for a window: the
+ * lease ends no later than its window). */
 static void fill(sluice_decision_t *d, const sluice_redis_limit_t *l, int allowed, uint64_t left,
                  uint64_t retry, uint64_t now)
 {

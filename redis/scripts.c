@@ -32,6 +32,9 @@ const char *sluice__redis_script(sluice_redis_algo_t algo)
 	return NULL;
 }
 
+/* EVALSHA's argv for one call; the numbers are written into @bufs (the
+ * caller's stack: nothing is allocated, and hiredis copies them into its
+ * output buffer before this returns to the I/O loop). */
 int sluice__redis_argv(const sluice_redis_limit_t *l, const char *sha, uint64_t need,
                        uint64_t want, uint64_t now_us, char bufs[][32], const char *argv[12])
 {
@@ -70,6 +73,10 @@ int sluice__redis_argv(const sluice_redis_limit_t *l, const char *sha, uint64_t 
 	return n;
 }
 
+/* A reply comes from outside the process: a different script under our
+ * SHA, a proxy, a server bug.  Take it only when it has the exact shape the
+ * scripts return, so a forged reply can refuse, never mint permits beyond
+ * what it claims to grant. */
 int sluice__redis_parse(const void *reply, sluice__redis_reply_t *out)
 {
 	const redisReply *r = reply;
