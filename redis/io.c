@@ -131,6 +131,8 @@ static void serve(sluice_redis_t *r, sluice_redis_limit_t *l)
 	uint64_t sent = sluice__limit_now(l);
 	sluice__redis_reply_t rep;
 	int rc = call(r, l, need, want, &rep);
+	if (rc == 0 && (uint64_t)rep.granted > want)
+		rc = -2; /* more than was asked: not our script's reply */
 	if (rc == 0) {
 		sluice__breaker_success(r);
 		if (rep.admitted) {

@@ -75,8 +75,8 @@ int sluice__redis_argv(const sluice_redis_limit_t *l, const char *sha, uint64_t 
 
 /* A reply comes from outside the process: a different script under our
  * SHA, a proxy, a server bug.  Take it only when it has the exact shape the
- * scripts return, so a forged reply can refuse, never mint permits beyond
- * what it claims to grant. */
+ * scripts return (the I/O thread also refuses a grant above what it asked
+ * for), so a forged reply can refuse or grant what was asked, never more. */
 int sluice__redis_parse(const void *reply, sluice__redis_reply_t *out)
 {
 	const redisReply *r = reply;
