@@ -49,11 +49,18 @@ struct sluice_limiter {
 	_Alignas(SLUICE_CACHELINE) union {
 		sluice_composite_t composite;
 		sluice_keyed_t *keyed; /* borrowed */
+		struct { const sluice_limiter_ops_t *ops; void *ctx; } external;
 #define MEMBER(K, name) sluice_##name##_t name;
 		SLUICE_ALGOS(MEMBER)
 #undef MEMBER
 	} u;
 };
+
+/* external limiters: at the end of the file */
+static int external_acquire_at(sluice_limiter_t *l, uint64_t n, uint64_t now, sluice_decision_t *d);
+static int external_refund(sluice_limiter_t *l, uint64_t n, const sluice_decision_t *admitted);
+static int external_available_at(sluice_limiter_t *l, uint64_t now, uint64_t *out);
+static void external_free(sluice_limiter_t *l);
 
 int sluice_limiter_new(const sluice_limiter_config_t *cfg, sluice_limiter_t **out)
 {
@@ -103,6 +110,9 @@ void sluice_limiter_free(sluice_limiter_t *l)
 	case SLUICE_ALGO_COMPOSITE:
 	case SLUICE_ALGO_KEYED:
 		break; /* the parts and the table are borrowed */
+	case SLUICE_ALGO_EXTERNAL:
+		external_free(l);
+		break;
 #define DESTROY(K, name)                               \
 	case SLUICE_ALGO_##K:                          \
 		sluice_##name##_destroy(&l->u.name); \
@@ -145,6 +155,8 @@ static inline int acquire_at(sluice_limiter_t *l, const void *key, size_t keylen
 		if (!key)
 			return SLUICE_EKEYLEN; /* the plain calls: no key */
 		return sluice_keyed_acquire_at(l->u.keyed, key, keylen, n, now, d);
+	case SLUICE_ALGO_EXTERNAL:
+		return external_acquire_at(l, n, now, d); /* no key */
 #define ACQUIRE(K, name)        \
 	case SLUICE_ALGO_##K: \
 		return sluice_##name##_acquire_at(&l->u.name, n, now, d);
@@ -218,6 +230,8 @@ static inline int refund(sluice_limiter_t *l, const void *key, size_t keylen, ui
 		if (!key)
 			return SLUICE_EKEYLEN;
 		return sluice_keyed_refund(l->u.keyed, key, keylen, n, admitted);
+	case SLUICE_ALGO_EXTERNAL:
+		return external_refund(l, n, admitted);
 #define REFUND(K, name)         \
 	case SLUICE_ALGO_##K: \
 		return sluice_##name##_refund(&l->u.name, n, admitted);
@@ -328,6 +342,8 @@ int sluice_limiter_available_at(sluice_limiter_t *l, uint64_t now, uint64_t *out
 		return sluice_composite_available_at(&l->u.composite, now, out);
 	case SLUICE_ALGO_KEYED:
 		return SLUICE_ENOTSUP; /* available for which key? */
+	case SLUICE_ALGO_EXTERNAL:
+		return external_available_at(l, now, out);
 	case SLUICE_ALGO_NONE:
 		break;
 	}
@@ -611,4 +627,55 @@ int sluice_composite_available_at(sluice_composite_t *c, uint64_t now, uint64_t 
 	}
 	*out = least;
 	return 0;
+}
+
+/* ---- external limiters ---------------------------------------------------- */
+
+/*
+ * A limiter whose state lives outside this library (libsluice-redis): the
+ * handle keeps the caller's ops and context and calls them.  The core
+ * library links nothing for it; every guarantee is the ops' own.  Reserve,
+ * cancel, release and the setters are SLUICE_ENOTSUP / no-ops through the
+ * handle's existing defaults.
+ */
+int sluice_limiter_new_external(const sluice_limiter_ops_t *ops, void *ctx,
+                                const sluice_clock_t *clock, sluice_limiter_t **out)
+{
+	if (!ops || !ops->acquire_at || !out)
+		return SLUICE_EINVAL;
+	sluice_limiter_t *l = aligned_alloc(SLUICE_CACHELINE, sizeof(*l));
+	if (!l)
+		return SLUICE_ENOMEM;
+	memset(l, 0, sizeof(*l));
+	l->algo = SLUICE_ALGO_EXTERNAL;
+	l->clock = clock ? clock : &sluice_clock_monotonic;
+	l->u.external.ops = ops;
+	l->u.external.ctx = ctx;
+	*out = l;
+	return 0;
+}
+
+static int external_acquire_at(sluice_limiter_t *l, uint64_t n, uint64_t now, sluice_decision_t *d)
+{
+	return l->u.external.ops->acquire_at(l->u.external.ctx, n, now, d);
+}
+
+static int external_refund(sluice_limiter_t *l, uint64_t n, const sluice_decision_t *admitted)
+{
+	if (!l->u.external.ops->refund)
+		return SLUICE_ENOTSUP;
+	return l->u.external.ops->refund(l->u.external.ctx, n, admitted);
+}
+
+static int external_available_at(sluice_limiter_t *l, uint64_t now, uint64_t *out)
+{
+	if (!l->u.external.ops->available_at)
+		return SLUICE_ENOTSUP;
+	return l->u.external.ops->available_at(l->u.external.ctx, now, out);
+}
+
+static void external_free(sluice_limiter_t *l)
+{
+	if (l->u.external.ops->free)
+		l->u.external.ops->free(l->u.external.ctx);
 }

@@ -53,6 +53,7 @@ typedef enum sluice_algo {
 #undef SLUICE__ALGO_ENUM
 	SLUICE_ALGO_COMPOSITE, /* the handle only: all or nothing over handles */
 	SLUICE_ALGO_KEYED,     /* the handle only: a keyed table, key per call */
+	SLUICE_ALGO_EXTERNAL,  /* the handle only: sluice_limiter_new_external() */
 } sluice_algo_t;
 
 /*

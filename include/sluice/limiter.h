@@ -200,4 +200,34 @@ SLUICE_API int sluice_limiter_wait_until(sluice_limiter_t *l, uint64_t n, uint64
 SLUICE_API int sluice_limiter_wait(sluice_limiter_t *l, uint64_t n, uint64_t timeout_ns,
                                    sluice_decision_t *d);
 
+/*
+ * External limiters: a limiter kind whose state lives outside libsluice
+ * (sluice/redis.h's sluice_redis_limiter_new() builds one), driven through
+ * the same handle, so sluice_limiter_acquire() and a composite can use it.
+ *
+ * @acquire_at: required; the handle's acquire/_at/_key call it (the key is
+ *   not passed), with the handle's clock's reading for the plain calls.
+ * @refund, @available_at: NULL means SLUICE_ENOTSUP from the handle.
+ * @free: NULL, or called by sluice_limiter_free() with @ctx.
+ * Reserve, cancel and the setters return SLUICE_ENOTSUP; release is a
+ * no-op returning 0.  The ops' own header states the guarantees, the
+ * thread-safety and what the ops may block on.
+ */
+typedef struct sluice_limiter_ops {
+	int (*acquire_at)(void *ctx, uint64_t n, uint64_t now, sluice_decision_t *d);
+	int (*refund)(void *ctx, uint64_t n, const sluice_decision_t *admitted);
+	int (*available_at)(void *ctx, uint64_t now, uint64_t *out);
+	void (*free)(void *ctx);
+} sluice_limiter_ops_t;
+
+/*
+ * sluice_limiter_new_external - a handle (SLUICE_ALGO_EXTERNAL) over @ops
+ * and @ctx, both borrowed until sluice_limiter_free().  @clock: the handle's
+ * clock (NULL: &sluice_clock_monotonic).
+ * Return: 0 and *@out; SLUICE_EINVAL (NULL ops, acquire_at or out),
+ * SLUICE_ENOMEM; *@out untouched on error.
+ */
+SLUICE_API int sluice_limiter_new_external(const sluice_limiter_ops_t *ops, void *ctx,
+                                           const sluice_clock_t *clock, sluice_limiter_t **out);
+
 #endif /* SLUICE_LIMITER_H */

@@ -1,0 +1,219 @@
+/*
+ * bench_redis.c - libsluice-redis against one EVALSHA per decision, in the
+ * same process and the same run, on a private redis-server (127.0.0.1).
+ *
+ * Cases (one thread deciding, the limit never reached, so both sides admit
+ * every request: the same global bound, no refusals):
+ *   hot     one limit; sluice-redis spends leases (lease_max 4096), the
+ *           baseline sends the same fixed-window script with want = 1
+ *   keys    10,000 keys of one keyed limit (sluice_redis_keyed_new, 16,384
+ *           slots), a decision picks one at random; the baseline the same
+ *           keys
+ *   paused  hot, while the server is under CLIENT PAUSE: sluice-redis
+ *           falls back (LOCAL) after its budget and the breaker; the
+ *           baseline is not run (every call would wait for its timeout)
+ * Reported per case: decisions/s, p50 and p99 decision latency, round
+ * trips per decision; the median of --repeats runs of --seconds each.
+ * Benchmarks report; nothing here asserts speed.
+ */
+#include <hiredis/hiredis.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench_common.h"
+#include "redis_scripts.h"
+#include "sluice/redis.h"
+#include "test_server.h"
+
+#define NKEYS 10000
+#define MAX_SAMPLES 4000000
+
+static sluice_test_redis_t srv;
+static uint64_t *lat;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+typedef struct result {
+	double rate, p50, p99, trips;
+} result_t;
+
+static result_t summarize(uint64_t n, uint64_t ns, uint64_t trips)
+{
+	uint64_t k = n < MAX_SAMPLES ? n : MAX_SAMPLES;
+	qsort(lat, k, sizeof(*lat), cmp_u64);
+	return (result_t){ .rate = (double)n * 1e9 / (double)ns, .p50 = (double)lat[k / 2],
+		           .p99 = (double)lat[k * 99 / 100], .trips = (double)trips / (double)n };
+}
+
+static sluice_redis_limit_config_t limit_cfg(const char *name)
+{
+	return (sluice_redis_limit_config_t){
+		.name = name, .algo = SLUICE_REDIS_FIXED, .limit = 1000000000ULL,
+		.window_ns = 1000000000ULL, .lease_max = 4096, .fallback = SLUICE_REDIS_LOCAL,
+		.expected_instances = 1,
+	};
+}
+
+static uint64_t keyfull;
+
+/* sluice-redis: one limit, or (@k) NKEYS keys of a keyed limit */
+static result_t run_sluice(sluice_redis_t *r, sluice_redis_limit_t *l, sluice_redis_keyed_t *kt,
+                           double secs)
+{
+	char key[16];
+	sluice_redis_stats_t s0, s1;
+	sluice_redis_stats(r, &s0);
+	uint64_t n = 0, start = now_ns(), end = start + (uint64_t)(secs * 1e9), t = start;
+	unsigned seed = 1;
+	while (t < end) {
+		int len = kt ? snprintf(key, sizeof(key), "k%u", (unsigned)(rand_r(&seed) % NKEYS)) : 0;
+		uint64_t a = now_ns();
+		if (kt)
+			keyfull += sluice_redis_acquire_key(kt, key, (size_t)len, 1, NULL, NULL) ==
+			           SLUICE_EKEYFULL;
+		else
+			sluice_redis_acquire(l, 1, NULL, NULL);
+		t = now_ns();
+		if (n < MAX_SAMPLES)
+			lat[n] = t - a;
+		n++;
+	}
+	sluice_redis_stats(r, &s1);
+	return summarize(n, t - start, s1.round_trips - s0.round_trips);
+}
+
+/* the baseline: one EVALSHA of the same script per decision */
+static result_t run_baseline(redisContext *c, const char *sha, unsigned nl, double secs)
+{
+	uint64_t n = 0, start = now_ns(), end = start + (uint64_t)(secs * 1e9), t = start;
+	unsigned seed = 1;
+	char key[64];
+	while (t < end) {
+		unsigned k = nl > 1 ? (unsigned)(rand_r(&seed) % nl) : 0;
+		snprintf(key, sizeof(key), "sluice:{base:k%u}:s", k);
+		uint64_t a = now_ns();
+		redisReply *x = redisCommand(c, "EVALSHA %s 1 %s 1 1 0 1000000000 1000000", sha, key);
+		t = now_ns();
+		if (!x || x->type != REDIS_REPLY_ARRAY) {
+			fprintf(stderr, "baseline: bad reply\n");
+			exit(1);
+		}
+		freeReplyObject(x);
+		if (n < MAX_SAMPLES)
+			lat[n] = t - a;
+		n++;
+	}
+	return summarize(n, t - start, n);
+}
+
+static void line(const char *cs, const char *impl, result_t r)
+{
+	printf("bench case=%s impl=%s decisions_per_s=%.0f p50_ns=%.0f p99_ns=%.0f "
+	       "round_trips_per_decision=%.6f\n",
+	       cs, impl, r.rate, r.p50, r.p99, r.trips);
+}
+
+static result_t median(result_t *v, unsigned n)
+{
+	double a[64], b[64], c[64], d[64];
+	for (unsigned i = 0; i < n; i++) {
+		a[i] = v[i].rate;
+		b[i] = v[i].p50;
+		c[i] = v[i].p99;
+		d[i] = v[i].trips;
+	}
+	return (result_t){ bench_median(a, n), bench_median(b, n), bench_median(c, n),
+		           bench_median(d, n) };
+}
+
+int main(int argc, char **argv)
+{
+	struct bench_opts o;
+	if (bench_parse_args(argc, argv, "bench_redis", &o))
+		return 2;
+	if (o.repeats > 64)
+		o.repeats = 64;
+	lat = malloc(MAX_SAMPLES * sizeof(*lat));
+	if (!lat || sluice_test_redis_start(&srv, 0) != 0) {
+		fprintf(stderr, "bench_redis: could not start redis-server\n");
+		return 1;
+	}
+	sluice_redis_config_t rc = { .port = srv.port, .max_limits = 16384 + 1 };
+	sluice_redis_t *r;
+	if (sluice_redis_new(&rc, &r) != 0)
+		return 1;
+	sluice_redis_limit_t *hot;
+	sluice_redis_limit_config_t cfg = limit_cfg("hot");
+	if (sluice_redis_limit_new(r, &cfg, &hot) != 0)
+		return 1;
+	sluice_redis_keyed_t *keys;
+	cfg = limit_cfg("per-key");
+	if (sluice_redis_keyed_new(r, &cfg, 16384, &keys) != 0)
+		return 1;
+	redisContext *c = redisConnect("127.0.0.1", srv.port);
+	redisReply *x = c ? redisCommand(c, "SCRIPT LOAD %s", sluice__redis_lua_fixed) : NULL;
+	if (!x || x->type != REDIS_REPLY_STRING)
+		return 1;
+	char sha[41];
+	memcpy(sha, x->str, 41);
+	freeReplyObject(x);
+
+	result_t res[5][64];
+	const char *names_c[5] = { "hot", "hot", "keys", "keys", "paused" };
+	const char *impls[5] = { "sluice-redis", "evalsha", "sluice-redis", "evalsha",
+		                 "sluice-redis" };
+	run_sluice(r, hot, NULL, o.seconds); /* warm-up: B grows */
+	run_sluice(r, NULL, keys, o.seconds);
+	for (unsigned i = 0; i < o.repeats; i++) {
+		res[0][i] = run_sluice(r, hot, NULL, o.seconds);
+		res[1][i] = run_baseline(c, sha, 1, o.seconds);
+		res[2][i] = run_sluice(r, NULL, keys, o.seconds);
+		res[3][i] = run_baseline(c, sha, NKEYS, o.seconds);
+	}
+	char out[64];
+	for (unsigned i = 0; i < o.repeats; i++) {
+		char cmd[64];
+		snprintf(cmd, sizeof(cmd), "CLIENT PAUSE %u", (unsigned)(o.seconds * 1000) + 300);
+		sluice_test_redis_cmd(&srv, cmd, out, sizeof(out));
+		res[4][i] = run_sluice(r, hot, NULL, o.seconds);
+		sluice_test_redis_cmd(&srv, "CLIENT UNPAUSE", out, sizeof(out));
+		struct timespec ts = { 0, 500000000 }; /* let the breaker close */
+		nanosleep(&ts, NULL);
+	}
+	result_t m[5];
+	for (int k = 0; k < 5; k++) {
+		m[k] = median(res[k], o.repeats);
+		line(names_c[k], impls[k], m[k]);
+	}
+	printf("\n%-8s %-14s %14s %10s %10s %16s\n", "case", "impl", "decisions/s", "p50 ns",
+	       "p99 ns", "round trips/dec");
+	for (int k = 0; k < 5; k++)
+		printf("%-8s %-14s %14.0f %10.0f %10.0f %16.6f\n", names_c[k], impls[k], m[k].rate,
+		       m[k].p50, m[k].p99, m[k].trips);
+	printf("\nhot: %.0fx the decisions/s, %.0fx fewer round trips; keys: %.1fx, %.1fx\n",
+	       m[0].rate / m[1].rate, m[1].trips / (m[0].trips > 0 ? m[0].trips : 1e-12),
+	       m[2].rate / m[3].rate, m[3].trips / (m[2].trips > 0 ? m[2].trips : 1e-12));
+	printf("keys refused as SLUICE_EKEYFULL (probe group full): %llu\n",
+	       (unsigned long long)keyfull);
+	redisFree(c);
+	sluice_redis_limit_free(hot);
+	sluice_redis_keyed_free(keys);
+	sluice_redis_free(r);
+	sluice_test_redis_stop(&srv);
+	free(lat);
+	return 0;
+}

@@ -1,0 +1,279 @@
+/*
+ * sluice/redis.h - one limit shared by many processes and hosts, kept in
+ * Redis, answered locally from leases (libsluice-redis, on hiredis).
+ *
+ * A backend (sluice_redis_new) is one Redis connection and one I/O thread.
+ * A limit (sluice_redis_limit_new) is one Redis key (two for the log) under
+ * a hash tag {name}, decided by a Lua script that takes its time from Redis
+ * TIME, so every instance counts on one clock.  A decision never talks to
+ * Redis itself: it spends permits from a local lease, which the I/O thread
+ * asked Redis for in one script call that grants up to B permits and counts
+ * them as admitted there at once.  When no lease is left the decision asks
+ * the I/O thread and waits for at most its budget; past the budget, or
+ * while the circuit breaker is open, it takes the limit's fallback.
+ *
+ * GUARANTEE (any number of threads, processes and hosts on one Redis)
+ *   Every permit an instance admits from Redis was counted in Redis when it
+ *   was granted, so Redis's count bounds the admissions of all instances
+ *   together:
+ *     FIXED   at most limit in each window [k W, (k+1) W) of Redis time: a
+ *             lease lapses at the end of the window it was granted in.
+ *     WINDOW  at most limit in any N consecutive buckets (b = W / N) of
+ *             Redis time: a lease lapses at the end of its bucket.
+ *     GCRA    the permits admitted in any interval of length t number at
+ *             most burst + (t + S) / T, where S = lease_ttl_ns: a lease may
+ *             be spent for S after it was asked for, so a permit Redis
+ *             placed at time x is used in [x, x + S].
+ *     LOG     at most limit in any interval of length W - S of real time
+ *             (S = lease_ttl_ns, as for GCRA; the log itself holds it for
+ *             every W).
+ *   Lease expiry is measured on this host's CLOCK_MONOTONIC from the moment
+ *   the request was sent, which is before Redis executed it, so it lapses no
+ *   later than the bound above allows.  The only further slack is the time a
+ *   thread is preempted between its clock reading and the CAS that spends
+ *   the permit (the D of sluice/clock.h).
+ *   A decision returns within its budget plus the time to notice it: the
+ *   wait re-checks the clock at least every 50 us, so the slack is one
+ *   such sleep plus scheduling delay (test_redis_faults asserts budget +
+ *   20 ms on a loaded 2-core machine under every fault it injects).
+ *
+ * UNDER-ADMISSION
+ *   Permits leased but not spent when a lease lapses are lost.  A request
+ *   asks for B less what the live lease holds, so an instance never holds
+ *   plus has in flight more than max(lease_max, the n asked): at most
+ *   instances x lease_max per window (FIXED window, WINDOW bucket, GCRA and
+ *   LOG lease_ttl).  A reply lost to a timeout loses what Redis granted with
+ *   it (counted there, never used).
+ *
+ * PER KEY
+ *   One limit is one key (name); a backend holds up to max_limits.  B
+ *   starts at 1 and grows only when decisions spend what they were leased,
+ *   so a cold key costs one round trip per admission and holds nothing
+ *   that could lapse; only keys hot enough to spend a lease get bigger ones.
+ *
+ * FAILOVER
+ *   Scripts use Redis TIME.  A failover to a replica whose clock is delta
+ *   ahead moves every key's time forward by delta: a GCRA key admits at most
+ *   delta / T extra permits, a window key sees its window end early (at most
+ *   one window's limit early).  A clock behind loses permits, never adds.
+ *   A server that comes back without its data (no persistence) forgets
+ *   every count: the window in which that happens may admit its limit twice.
+ *
+ * FALLBACK (breaker open, or budget spent)
+ *   SLUICE_REDIS_LOCAL: a local limiter of the same algorithm holding
+ *   limit / expected_instances (GCRA: rate and burst divided), so all
+ *   instances together admit at most what Redis admitted before the fault
+ *   plus limit per window while it lasts.  SLUICE_REDIS_ALLOW: every request
+ *   passes (fail open).  SLUICE_REDIS_DENY: every request is refused.
+ *   The breaker opens after breaker_failures consecutive I/O errors or
+ *   timeouts, stays open for breaker_open_ns, then the I/O thread probes
+ *   (connect, SCRIPT LOAD) and closes it on success: recovery is automatic.
+ *
+ * LIMITS  see sluice_redis_limit_config below; times sent to Redis are whole
+ *   microseconds, so window_ns, lease_ttl_ns and T must be multiples of 1000.
+ *
+ * MEMORY (Redis, per key; docs/redis.md has the measurements)
+ *   GCRA one string; FIXED one hash of two fields; WINDOW one hash of at
+ *   most N + 1 fields; LOG one ZSET of at most limit entries (limit is at
+ *   most SLUICE_REDIS_LOG_CAP) plus one counter.  Every key has a PEXPIRE.
+ *
+ * FORK  a backend owns a thread and a connection: create it after fork()
+ *   (one per worker of a pre-fork server).  In a child, a backend made
+ *   before the fork decides by its fallback only (a pthread_atfork handler
+ *   marks it; the parent's leases are never spent twice), and freeing it
+ *   there frees memory without touching the parent's thread or socket.
+ */
+#ifndef SLUICE_REDIS_H
+#define SLUICE_REDIS_H
+
+#include <stdint.h>
+
+#include "clock.h"
+#include "common.h"
+#include "decision.h"
+#include "error.h"
+#include "limiter.h"
+
+/* The largest limit of a LOG key: the ZSET holds one entry per permit. */
+#define SLUICE_REDIS_LOG_CAP 100000
+/* The largest lease a limit may ask for (lease_max). */
+#define SLUICE_REDIS_LEASE_MAX 65536
+
+typedef enum sluice_redis_algo {
+	SLUICE_REDIS_GCRA = 1,
+	SLUICE_REDIS_FIXED,
+	SLUICE_REDIS_WINDOW,
+	SLUICE_REDIS_LOG,
+} sluice_redis_algo_t;
+
+typedef enum sluice_redis_fallback {
+	SLUICE_REDIS_LOCAL = 1, /* this instance's share, locally */
+	SLUICE_REDIS_ALLOW,     /* fail open */
+	SLUICE_REDIS_DENY,      /* fail closed */
+} sluice_redis_fallback_t;
+
+/* Where a decision came from (sluice_redis_acquire's @src). */
+typedef enum sluice_redis_source {
+	SLUICE_REDIS_FROM_LEASE = 1,  /* admitted from a lease           */
+	SLUICE_REDIS_FROM_REFUSAL,    /* Redis refused (or the over-limit
+	                               * cache, with no round trip)      */
+	SLUICE_REDIS_FROM_FALLBACK,   /* the fallback decided            */
+} sluice_redis_source_t;
+
+typedef struct sluice_redis_config {
+	const char *host;            /* NULL: "127.0.0.1"                       */
+	int port;                    /* 1..65535                                */
+	uint64_t connect_timeout_ns; /* 0: 50 ms                                */
+	uint64_t command_timeout_ns; /* 0: 20 ms                                */
+	unsigned breaker_failures;   /* K consecutive failures open it; 0: 3    */
+	uint64_t breaker_open_ns;    /* open this long before a probe; 0: 200 ms */
+	unsigned max_limits;         /* limits on this backend; 0: 1024         */
+} sluice_redis_config_t;
+
+typedef struct sluice_redis_limit_config {
+	const char *name;            /* the hash tag: keys are sluice:{name}:... */
+	sluice_redis_algo_t algo;
+	uint64_t limit;              /* FIXED/WINDOW/LOG: permits per window;
+	                              * GCRA: the burst                          */
+	uint64_t window_ns;          /* FIXED/WINDOW/LOG: W; GCRA: the period in
+	                              * which `rate` permits pass                */
+	uint64_t rate;               /* GCRA only: permits per window_ns         */
+	uint32_t buckets;            /* WINDOW only: N, 1..4096, W % N == 0      */
+	uint32_t lease_max;          /* largest lease B, 1..SLUICE_REDIS_LEASE_MAX;
+	                              * 1: one round trip per admission          */
+	uint64_t lease_ttl_ns;       /* GCRA/LOG: S; 0: 10 ms (LOG: < W)          */
+	uint64_t budget_ns;          /* a decision's wait for Redis; 0: 1 ms     */
+	sluice_redis_fallback_t fallback;
+	uint32_t expected_instances; /* LOCAL: the share is limit / this (>= 1)  */
+	/* NULL (production): scripts use Redis TIME, leases lapse on
+	 * CLOCK_MONOTONIC.  A clock (tests, simulation: every instance must
+	 * share it): its reading is sent as the scripts' time, and leases, the
+	 * over-limit cache and the LOCAL fallback run on it.  Budgets are
+	 * always real time (CLOCK_MONOTONIC). */
+	const sluice_clock_t *clock;
+} sluice_redis_limit_config_t;
+
+/* Counters, every state change included (relaxed: statistics). */
+typedef struct sluice_redis_stats {
+	uint64_t round_trips;      /* script calls sent (NOSCRIPT retries too) */
+	uint64_t grants;           /* leases granted                           */
+	uint64_t granted_permits;  /* permits in them                          */
+	uint64_t remote_refusals;  /* Redis said no                            */
+	uint64_t lease_admits;     /* decisions admitted from a lease          */
+	uint64_t cache_refusals;   /* refused locally by the over-limit cache  */
+	uint64_t fallback_local, fallback_allow, fallback_deny;
+	uint64_t budget_timeouts;  /* decisions that spent their budget        */
+	uint64_t io_errors;        /* errors and timeouts (each a reconnect)   */
+	uint64_t connects;         /* successful connects (with SCRIPT LOAD)   */
+	uint64_t noscript_reloads; /* NOSCRIPT replies answered by a reload    */
+	uint64_t breaker_opened, breaker_half_opened, breaker_closed;
+	uint64_t lease_lapsed;     /* permits lost with a lease that lapsed or
+	                            * was replaced                            */
+} sluice_redis_stats_t;
+
+typedef struct sluice_redis sluice_redis_t;
+typedef struct sluice_redis_limit sluice_redis_limit_t;
+
+/*
+ * sluice_redis_new - validate @cfg and start the backend's I/O thread.  It
+ * connects in the background: a server that refuses at start opens the
+ * breaker, and the limits fall back until it answers.
+ * Return: 0 and *@out; SLUICE_EINVAL (NULL, bad port), SLUICE_ENOMEM,
+ * SLUICE_ETHREAD.  Not a decision path.
+ */
+SLUICE_API int sluice_redis_new(const sluice_redis_config_t *cfg, sluice_redis_t **out);
+/* sluice_redis_free - stop the I/O thread and free (NULL is fine).  Free
+ * its limits first. */
+SLUICE_API void sluice_redis_free(sluice_redis_t *r);
+/* sluice_redis_stats - a snapshot of the counters. */
+SLUICE_API void sluice_redis_stats(const sluice_redis_t *r, sluice_redis_stats_t *out);
+/* sluice_redis_breaker - 0 closed, 1 open, 2 half-open (a snapshot). */
+SLUICE_API int sluice_redis_breaker(const sluice_redis_t *r);
+
+/*
+ * sluice_redis_limit_new - validate @cfg and make a limit on @r.
+ * Return: 0 and *@out; SLUICE_EINVAL (NULL, empty name), SLUICE_EALGO,
+ * SLUICE_ELIMIT (0, or LOG above SLUICE_REDIS_LOG_CAP), SLUICE_EWINDOW
+ * (0 or not whole microseconds or buckets), SLUICE_EBUCKETS, SLUICE_ERATE
+ * (T not whole microseconds), SLUICE_ELEASE (lease_max out of range, or a
+ * LOG lease_ttl_ns not below W), SLUICE_EMODE (unknown fallback, or
+ * expected_instances 0 or above the limit with LOCAL), SLUICE_ECAPACITY
+ * (max_limits reached), SLUICE_ENOMEM.  Not a decision path.
+ */
+SLUICE_API int sluice_redis_limit_new(sluice_redis_t *r, const sluice_redis_limit_config_t *cfg,
+                                      sluice_redis_limit_t **out);
+/* sluice_redis_limit_free - NULL is fine; no decision may run on it.  Waits
+ * (bounded by the connect and command timeouts) for the I/O thread to be
+ * done with it. */
+SLUICE_API void sluice_redis_limit_free(sluice_redis_limit_t *l);
+
+/*
+ * sluice_redis_acquire - take @n permits of the shared limit.
+ * @src: NULL, or where the decision came from.
+ *
+ * Lock-free and allocation-free; safe from any number of threads.  From a
+ * lease it is one CAS.  With no lease left it wakes the I/O thread (a
+ * sem_post) and waits for a lease, a refusal or the breaker, at most
+ * budget_ns (yielding the CPU for the first 100 us, then sleeping in steps
+ * of at most 50 us); then it takes the fallback.
+ * d->now_ns is CLOCK_MONOTONIC at the decision; d->remaining what is left
+ * in the local lease.
+ * Return: 1 admitted, 0 refused, SLUICE_EINVAL (n == 0), SLUICE_ETOOBIG
+ * (n above the limit or burst: never, taking nothing).
+ */
+SLUICE_API int sluice_redis_acquire(sluice_redis_limit_t *l, uint64_t n, sluice_decision_t *d,
+                                    sluice_redis_source_t *src);
+
+/* The longest key of a keyed limit. */
+#define SLUICE_REDIS_KEY_MAX 64
+
+typedef struct sluice_redis_keyed sluice_redis_keyed_t;
+
+/*
+ * sluice_redis_keyed_new - one limit per key (per IP, per user) across
+ * instances: @cfg as for sluice_redis_limit_new(), its name the prefix, so
+ * key K is the Redis limit "name:K" (keys sluice:{name:K}:...; the same
+ * scripts and the same guarantee per key).  @capacity keys (a power of
+ * two, 1..65536) are made now, with all they allocate, and count against
+ * the backend's max_limits; a key is never evicted.
+ * Return: 0 and *@out; sluice_redis_limit_new()'s errors; SLUICE_ECAPACITY
+ * (capacity out of range or above what the backend has left).
+ */
+SLUICE_API int sluice_redis_keyed_new(sluice_redis_t *r, const sluice_redis_limit_config_t *cfg,
+                                      uint32_t capacity, sluice_redis_keyed_t **out);
+/* sluice_redis_keyed_free - as sluice_redis_limit_free(), for every key. */
+SLUICE_API void sluice_redis_keyed_free(sluice_redis_keyed_t *k);
+
+/*
+ * sluice_redis_acquire_key - sluice_redis_acquire() on @key's limit
+ * (@keylen bytes, no NUL byte), making it if it is new: lock-free, no
+ * allocation.  The lease policy decides which keys hold leases: B starts
+ * at 1 and grows only as a key spends what it was leased, so a cold key
+ * costs one round trip per admission and holds nothing.  Two threads that
+ * make the same new key at once may give it two local slots; both name the
+ * same Redis key, so the bound is unchanged (only the under-admission
+ * bound counts that key twice).
+ * Return: as sluice_redis_acquire(); SLUICE_EKEYLEN (empty, longer than
+ * SLUICE_REDIS_KEY_MAX, or holding a NUL byte); SLUICE_EKEYFULL (a new key
+ * whose probe group of 16 slots is full: nothing decided, take your own
+ * fallback).
+ */
+SLUICE_API int sluice_redis_acquire_key(sluice_redis_keyed_t *k, const void *key, size_t keylen,
+                                        uint64_t n, sluice_decision_t *d,
+                                        sluice_redis_source_t *src);
+
+/*
+ * sluice_redis_limiter_new - a generic handle (sluice/limiter.h,
+ * SLUICE_ALGO_EXTERNAL) over @l, borrowed: free the handle before @l.
+ * Through it: acquire/_at/_key are sluice_redis_acquire() (the time given
+ * is not used: Redis decides on its own time, the leases on the limit's
+ * clock; the key is not used); available is what the local lease holds
+ * (what passes with no round trip); refund is SLUICE_ENOTSUP (a composite
+ * counts it unreturned: fewer admissions later, never more); reserve,
+ * cancel and the setters SLUICE_ENOTSUP.  A composite of a Redis limit and
+ * local limits is all or nothing as any other.
+ * Return: 0 and *@out; SLUICE_EINVAL; SLUICE_ENOMEM.
+ */
+SLUICE_API int sluice_redis_limiter_new(sluice_redis_limit_t *l, sluice_limiter_t **out);
+
+#endif /* SLUICE_REDIS_H */

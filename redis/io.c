@@ -1,0 +1,256 @@
+/*
+ * io.c - a backend's connection and its I/O thread.
+ *
+ * DESIGN: hiredis 0.14 has no timeouts on its async API, so each backend
+ * runs one thread holding one synchronous context, with a connect timeout
+ * and a command timeout (SO_RCVTIMEO/SO_SNDTIMEO).  Only this thread touches
+ * the context, the SHAs and the consecutive-failure count, so hiredis needs
+ * no locking and ThreadSanitizer sees no shared hiredis state.
+ *
+ * Any I/O error or timeout frees the context and counts as a failure (a
+ * timed-out command's reply may still arrive, and a context that read it
+ * would pair it with the next command); the next request reconnects.
+ * Every connect runs SCRIPT LOAD for the four scripts.  A NOSCRIPT reply
+ * (cache emptied by a restart, a failover, SCRIPT FLUSH) loads the script
+ * again and retries once.
+ *
+ * The thread sleeps on a semaphore that decisions post when they queue a
+ * request (sem_post is a futex wake: no lock, no allocation), with a
+ * timeout so that stop and the breaker's timer are noticed.  Every signal
+ * is blocked in the thread: hiredis writes with write(2), and a peer that
+ * closed the connection must give EPIPE here, not a SIGPIPE that kills the
+ * process.
+ *
+ * FORK: the thread does not exist in a child.  A pthread_atfork child
+ * handler bumps sluice__redis_fork_gen, so a child's decisions on a
+ * backend made before the fork take the fallback at once (never the
+ * parent's leases: both would spend them) and freeing it joins nothing.
+ */
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+
+#include "redis_internal.h"
+
+static struct timeval tv_of(uint64_t ns)
+{
+	return (struct timeval){ .tv_sec = (time_t)(ns / 1000000000ULL),
+		                 .tv_usec = (suseconds_t)(ns % 1000000000ULL / 1000) };
+}
+
+static void drop(sluice_redis_t *r)
+{
+	if (r->ctx)
+		redisFree(r->ctx);
+	r->ctx = NULL;
+}
+
+static int load_script(sluice_redis_t *r, sluice_redis_algo_t a)
+{
+	const char *src = sluice__redis_script(a);
+	redisReply *rep = redisCommand(r->ctx, "SCRIPT LOAD %s", src);
+	int ok = rep && rep->type == REDIS_REPLY_STRING && rep->len == 40;
+	if (ok)
+		memcpy(r->sha[a - 1], rep->str, 41);
+	if (rep)
+		freeReplyObject(rep);
+	return ok ? 0 : -1;
+}
+
+static int do_connect(sluice_redis_t *r)
+{
+	redisContext *c = redisConnectWithTimeout(r->host, r->port, tv_of(r->connect_timeout_ns));
+	if (!c || c->err) {
+		if (c)
+			redisFree(c);
+		return -1;
+	}
+	if (redisSetTimeout(c, tv_of(r->command_timeout_ns)) != REDIS_OK) {
+		redisFree(c);
+		return -1;
+	}
+	r->ctx = c;
+	for (int a = SLUICE_REDIS_GCRA; a <= SLUICE_REDIS_LOG; a++)
+		if (load_script(r, (sluice_redis_algo_t)a) != 0) {
+			drop(r);
+			return -1;
+		}
+	sluice__stat(r, ST_CONNECTS, 1);
+	return 0;
+}
+
+/* One script call: 0 with *@rep, -1 an I/O error (context dropped), -2 a
+ * reply that is not the script's (an error from the server). */
+static int call(sluice_redis_t *r, sluice_redis_limit_t *l, uint64_t need, uint64_t want,
+                sluice__redis_reply_t *rep)
+{
+	for (int attempt = 0; attempt < 2; attempt++) {
+		char bufs[6][32];
+		const char *argv[12];
+		uint64_t now_us = l->clock ? sluice_clock_now(l->clock) / 1000 : 0;
+		int argc = sluice__redis_argv(l, r->sha[l->algo - 1], need, want, now_us, bufs, argv);
+		sluice__stat(r, ST_ROUND_TRIPS, 1);
+		redisReply *x = redisCommandArgv(r->ctx, argc, argv, NULL);
+		if (!x) {
+			drop(r);
+			return -1;
+		}
+		if (x->type == REDIS_REPLY_ERROR && strncmp(x->str, "NOSCRIPT", 8) == 0 &&
+		    attempt == 0) {
+			freeReplyObject(x);
+			sluice__stat(r, ST_NOSCRIPT, 1);
+			if (load_script(r, l->algo) != 0) {
+				drop(r);
+				return -1;
+			}
+			continue; /* once */
+		}
+		int rc = sluice__redis_parse(x, rep);
+		freeReplyObject(x);
+		return rc == 0 ? 0 : -2;
+	}
+	return -2; /* NOSCRIPT right after a successful load */
+}
+
+static void serve(sluice_redis_t *r, sluice_redis_limit_t *l)
+{
+	uint64_t need = atomic_exchange_explicit(&l->need, 0, memory_order_relaxed);
+	if (need == 0)
+		need = 1;
+	/* ask for B less what the live lease still holds, so that what this
+	 * instance holds plus what is in flight never passes B: the
+	 * under-admission bound (instances x lease_max per window) */
+	uint64_t b = sluice__lease_next_b(l);
+	uint64_t w = atomic_load_explicit(&l->lease, memory_order_relaxed);
+	uint64_t held = sluice__lease_live(l, w);
+	uint64_t want = b > held ? b - held : 0;
+	if (want < need)
+		want = need;
+	uint64_t sent = sluice__limit_now(l);
+	sluice__redis_reply_t rep;
+	int rc = call(r, l, need, want, &rep);
+	if (rc == 0 && (uint64_t)rep.granted > want)
+		rc = -2; /* more than was asked: not our script's reply */
+	if (rc == 0) {
+		sluice__breaker_success(r);
+		if (rep.admitted) {
+			sluice__stat(r, ST_GRANTS, 1);
+			sluice__stat(r, ST_GRANTED, (uint64_t)rep.granted);
+			sluice__lease_install(l, &rep, sent);
+		} else {
+			sluice__stat(r, ST_REMOTE_REFUSALS, 1);
+			l->last_remaining = (uint64_t)rep.remaining;
+			atomic_store_explicit(&l->refused_need, need, memory_order_relaxed);
+			/* release: publishes refused_need with it; pairs with the
+			 * decision's acquire load of refused_until */
+			atomic_store_explicit(&l->refused_until, sent + (uint64_t)rep.retry_us * 1000,
+			                      memory_order_release);
+		}
+	} else {
+		if (rc == -1)
+			sluice__stat(r, ST_IO_ERRORS, 1);
+		sluice__breaker_failure(r, sluice__mono_ns());
+	}
+	/* release: the I/O thread is done with @l; pairs with the acquire in
+	 * sluice_redis_limit_free() */
+	atomic_store_explicit(&l->pending, 0, memory_order_release);
+}
+
+static void nap(sluice_redis_t *r, uint64_t ns)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t t = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec + ns;
+	ts.tv_sec = (time_t)(t / 1000000000ULL);
+	ts.tv_nsec = (long)(t % 1000000000ULL);
+	while (sem_clockwait(&r->wake, CLOCK_MONOTONIC, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* The breaker is open: nothing goes to Redis; clear what was queued (its
+ * decisions have taken or will take the fallback). */
+static void drain(sluice_redis_t *r)
+{
+	sluice_redis_limit_t *l;
+	while ((l = sluice__queue_pop(&r->queue)) != NULL)
+		/* release: as in serve() */
+		atomic_store_explicit(&l->pending, 0, memory_order_release);
+}
+
+static void *io_main(void *arg)
+{
+	sluice_redis_t *r = arg;
+	while (!atomic_load_explicit(&r->stop, memory_order_relaxed)) {
+		uint64_t now = sluice__mono_ns();
+		if (atomic_load_explicit(&r->breaker, memory_order_relaxed) == SLUICE__BREAKER_OPEN) {
+			drain(r);
+			if (now < r->open_until) {
+				uint64_t left = r->open_until - now;
+				nap(r, left < 50000000 ? left : 50000000);
+				continue;
+			}
+			sluice__breaker_probe(r);
+		}
+		if (!r->ctx) {
+			if (do_connect(r) != 0) {
+				sluice__stat(r, ST_IO_ERRORS, 1);
+				sluice__breaker_failure(r, sluice__mono_ns());
+				/* a refused connect fails at once: space the
+				 * attempts that the breaker allows */
+				nap(r, 1000000);
+				continue;
+			}
+			sluice__breaker_success(r);
+		}
+		sluice_redis_limit_t *l = sluice__queue_pop(&r->queue);
+		if (!l) {
+			nap(r, 50000000);
+			continue;
+		}
+		serve(r, l);
+	}
+	drain(r);
+	drop(r);
+	return NULL;
+}
+
+_Atomic unsigned sluice__redis_fork_gen;
+
+static void in_child(void)
+{
+	atomic_fetch_add_explicit(&sluice__redis_fork_gen, 1, memory_order_relaxed);
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void install_atfork(void)
+{
+	pthread_atfork(NULL, NULL, in_child);
+}
+
+int sluice__io_start(sluice_redis_t *r)
+{
+	pthread_once(&atfork_once, install_atfork);
+	r->fork_gen = atomic_load_explicit(&sluice__redis_fork_gen, memory_order_relaxed);
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old); /* the new thread inherits it */
+	int rc = pthread_create(&r->thread, NULL, io_main, r);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc == 0 ? 0 : -1;
+}
+
+void sluice__io_stop(sluice_redis_t *r)
+{
+	if (r->fork_gen != atomic_load_explicit(&sluice__redis_fork_gen, memory_order_relaxed)) {
+		/* a fork child freeing its parent's backend: the thread is not
+		 * here to join, and the socket is the parent's; leave both */
+		r->ctx = NULL;
+		return;
+	}
+	atomic_store_explicit(&r->stop, 1, memory_order_relaxed);
+	sem_post(&r->wake);
+	pthread_join(r->thread, NULL);
+}

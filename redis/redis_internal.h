@@ -1,0 +1,146 @@
+/*
+ * redis_internal.h - libsluice-redis's shared internals (never installed).
+ *
+ * Who writes what:
+ *   decision threads  a limit's lease word (spend: CAS down), its pending
+ *                     flag (0 -> 1) and need, the queue's tail;
+ *   the I/O thread    everything else: the connection, the script SHAs, the
+ *                     breaker state, a limit's B, refusal cache, lease word
+ *                     (install) and pending (1 -> 0).
+ */
+#ifndef SLUICE_REDIS_INTERNAL_H
+#define SLUICE_REDIS_INTERNAL_H
+
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "sluice/limiter.h"
+#include "sluice/redis.h"
+
+#include "queue.h"
+
+enum { SLUICE__BREAKER_CLOSED = 0, SLUICE__BREAKER_OPEN = 1, SLUICE__BREAKER_HALF = 2 };
+
+/* One counter per field of sluice_redis_stats_t, in its order. */
+#define SLUICE__REDIS_NSTATS (sizeof(sluice_redis_stats_t) / sizeof(uint64_t))
+enum {
+	ST_ROUND_TRIPS, ST_GRANTS, ST_GRANTED, ST_REMOTE_REFUSALS, ST_LEASE_ADMITS,
+	ST_CACHE_REFUSALS, ST_FB_LOCAL, ST_FB_ALLOW, ST_FB_DENY, ST_BUDGET, ST_IO_ERRORS,
+	ST_CONNECTS, ST_NOSCRIPT, ST_OPENED, ST_HALF, ST_CLOSED, ST_LAPSED,
+};
+
+struct sluice_redis {
+	/* read-only after new */
+	char host[256];
+	int port;
+	uint64_t connect_timeout_ns, command_timeout_ns, breaker_open_ns;
+	unsigned breaker_failures, max_limits;
+	/* shared */
+	sluice__redis_queue_t queue;
+	sem_t wake;                  /* decisions post, the I/O thread waits */
+	_Atomic int stop;
+	_Atomic int breaker;         /* written by the I/O thread only */
+	_Atomic unsigned nlimits;
+	unsigned fork_gen;           /* sluice__redis_fork_gen at creation */
+	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t stats[SLUICE__REDIS_NSTATS];
+	/* the I/O thread's own */
+	pthread_t thread;
+	void *ctx;                   /* redisContext *, NULL while disconnected */
+	char sha[4][41];             /* per algorithm, from SCRIPT LOAD */
+	unsigned fails;              /* consecutive failures */
+	uint64_t open_until;         /* CLOCK_MONOTONIC ns */
+};
+
+/* The lease word: expiry (us after the limit's base, 44 bits) << 20 | count. */
+#define SLUICE__LEASE_BITS 20
+#define SLUICE__LEASE_MASK ((1ULL << SLUICE__LEASE_BITS) - 1)
+
+struct sluice_redis_limit {
+	/* read-only after new */
+	sluice_redis_t *r;
+	sluice_redis_algo_t algo;
+	char key[2][400];            /* sluice:{name}:s and sluice:{name}:q */
+	uint64_t limit, window_us, T_us, burst, buckets, lease_max, ttl_ns, budget_ns;
+	uint64_t max_n;              /* the largest n that can ever pass */
+	sluice_redis_fallback_t fallback;
+	sluice_limiter_t *local;     /* LOCAL fallback, else NULL */
+	const sluice_clock_t *clock; /* NULL: Redis TIME + CLOCK_MONOTONIC */
+	uint64_t base_ns;            /* the lease word's time origin */
+	/* decision threads spend it, the I/O thread installs it */
+	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t lease;
+	/* decisions set pending 0 -> 1 and push; the I/O thread clears it */
+	_Alignas(SLUICE_CACHELINE) _Atomic int pending;
+	_Atomic uint64_t need;       /* the largest n a waiting decision wants */
+	_Atomic uint64_t demand;     /* decisions that found the lease short */
+	/* the I/O thread writes these; decisions read them (relaxed) */
+	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t refused_until; /* monotonic ns */
+	_Atomic uint64_t refused_need;
+	_Atomic uint64_t b;          /* the next lease's size (decisions read it
+	                              * for the prefetch mark) */
+	/* the I/O thread's own */
+	uint64_t lease_wid;          /* FIXED/WINDOW: window or bucket of the lease */
+	uint64_t last_remaining;     /* Redis's remaining after the last reply */
+};
+
+/* redis/scripts.c: the scripts and their replies */
+typedef struct sluice__redis_reply {
+	int64_t admitted, remaining, retry_us, reset_us, granted, now_us;
+} sluice__redis_reply_t;
+
+const char *sluice__redis_script(sluice_redis_algo_t algo);
+/* argv for one call: EVALSHA sha nkeys keys... need want now params... */
+int sluice__redis_argv(const sluice_redis_limit_t *l, const char *sha, uint64_t need,
+                       uint64_t want, uint64_t now_us, char bufs[][32], const char *argv[12]);
+/* parse a script's reply (a redisReply *); -1 when it is not one */
+int sluice__redis_parse(const void *reply, sluice__redis_reply_t *out);
+
+/* redis/lease.c */
+/* what the lease word @w still holds now (0 when it lapsed) */
+uint64_t sluice__lease_live(const sluice_redis_limit_t *l, uint64_t w);
+int sluice__lease_take(sluice_redis_limit_t *l, uint64_t n, uint64_t *left, uint64_t *now_ns);
+void sluice__lease_install(sluice_redis_limit_t *l, const sluice__redis_reply_t *rep,
+                           uint64_t sent_ns);
+void sluice__lease_want(sluice_redis_limit_t *l, uint64_t n);
+uint64_t sluice__lease_next_b(sluice_redis_limit_t *l);
+
+/* redis/breaker.c */
+void sluice__breaker_success(sluice_redis_t *r);
+void sluice__breaker_failure(sluice_redis_t *r, uint64_t now_ns);
+void sluice__breaker_probe(sluice_redis_t *r);
+int sluice__fallback(sluice_redis_limit_t *l, uint64_t n, uint64_t now_ns, sluice_decision_t *d);
+
+/* redis/limit.c: what the keyed table shares with single limits */
+int sluice__limit_validate(const sluice_redis_limit_config_t *cfg, sluice_limiter_t **local);
+int sluice__limits_reserve(sluice_redis_t *r, unsigned n);
+void sluice__limit_setup(sluice_redis_limit_t *l, sluice_redis_t *r,
+                         const sluice_redis_limit_config_t *cfg, const char *name,
+                         sluice_limiter_t *local);
+void sluice__limit_name(sluice_redis_limit_t *l, const char *name, size_t len);
+int sluice__limit_quiesce(sluice_redis_limit_t *l);
+
+/* redis/io.c */
+/* bumped in the child of every fork(): a backend made before it belongs to
+ * the parent (its thread is not in the child, its leases are the parent's) */
+extern _Atomic unsigned sluice__redis_fork_gen;
+int sluice__io_start(sluice_redis_t *r);
+void sluice__io_stop(sluice_redis_t *r);
+
+static inline void sluice__stat(sluice_redis_t *r, int i, uint64_t v)
+{
+	atomic_fetch_add_explicit(&r->stats[i], v, memory_order_relaxed);
+}
+
+static inline uint64_t sluice__mono_ns(void)
+{
+	return sluice_clock_monotonic_ns();
+}
+
+/* the limit's lease time: its clock, or CLOCK_MONOTONIC */
+static inline uint64_t sluice__limit_now(const sluice_redis_limit_t *l)
+{
+	return l->clock ? sluice_clock_now(l->clock) : sluice_clock_monotonic_ns();
+}
+
+#endif

@@ -1,0 +1,98 @@
+/*
+ * scripts.c - the four Lua scripts (redis/<algo>.lua, embedded at build time by
+ * lua2c.py), the arguments of one call, and the parse of a reply.
+ *
+ * DESIGN: every script has the same calling convention, so the I/O thread
+ * has one path for all of them: KEYS are the limit's keys (one, or two for
+ * the log), all under the hash tag {name} so a Redis Cluster keeps them in
+ * one slot; ARGV is need, want, now, then the algorithm's parameters.  need
+ * is the fewest permits that make an admission, want the lease asked for
+ * (>= need); the script grants min(want, room) when room >= need.  now = 0
+ * means "Redis TIME" (production); a test passes a synthetic time.  Every
+ * reply is {admitted, remaining, retry_after_us, reset_us, granted, now_us}.
+ */
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+
+#include "redis_internal.h"
+#include "redis_scripts.h"
+
+const char *sluice__redis_script(sluice_redis_algo_t algo)
+{
+	switch (algo) {
+	case SLUICE_REDIS_GCRA:
+		return sluice__redis_lua_gcra;
+	case SLUICE_REDIS_FIXED:
+		return sluice__redis_lua_fixed;
+	case SLUICE_REDIS_WINDOW:
+		return sluice__redis_lua_window;
+	case SLUICE_REDIS_LOG:
+		return sluice__redis_lua_log;
+	}
+	return NULL;
+}
+
+/* EVALSHA's argv for one call; the numbers are written into @bufs (the
+ * caller's stack: nothing is allocated, and hiredis copies them into its
+ * output buffer before this returns to the I/O loop). */
+int sluice__redis_argv(const sluice_redis_limit_t *l, const char *sha, uint64_t need,
+                       uint64_t want, uint64_t now_us, char bufs[][32], const char *argv[12])
+{
+	int n = 0, b = 0;
+	argv[n++] = "EVALSHA";
+	argv[n++] = sha;
+	int nkeys = l->algo == SLUICE_REDIS_LOG ? 2 : 1;
+	argv[n++] = nkeys == 2 ? "2" : "1";
+	for (int k = 0; k < nkeys; k++)
+		argv[n++] = l->key[k];
+	uint64_t vals[6];
+	int nv = 0;
+	vals[nv++] = need;
+	vals[nv++] = want;
+	vals[nv++] = now_us;
+	switch (l->algo) {
+	case SLUICE_REDIS_GCRA:
+		vals[nv++] = l->T_us;
+		vals[nv++] = l->burst;
+		break;
+	case SLUICE_REDIS_WINDOW:
+		vals[nv++] = l->limit;
+		vals[nv++] = l->window_us;
+		vals[nv++] = l->buckets;
+		break;
+	case SLUICE_REDIS_FIXED:
+	case SLUICE_REDIS_LOG:
+		vals[nv++] = l->limit;
+		vals[nv++] = l->window_us;
+		break;
+	}
+	for (int i = 0; i < nv; i++) {
+		snprintf(bufs[b], 32, "%llu", (unsigned long long)vals[i]);
+		argv[n++] = bufs[b++];
+	}
+	return n;
+}
+
+/* A reply comes from outside the process: a different script under our
+ * SHA, a proxy, a server bug.  Take it only when it has the exact shape the
+ * scripts return (the I/O thread also refuses a grant above what it asked
+ * for), so a forged reply can refuse or grant what was asked, never more. */
+int sluice__redis_parse(const void *reply, sluice__redis_reply_t *out)
+{
+	const redisReply *r = reply;
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 6)
+		return -1;
+	int64_t v[6];
+	for (int i = 0; i < 6; i++) {
+		if (r->element[i]->type != REDIS_REPLY_INTEGER)
+			return -1;
+		v[i] = (int64_t)r->element[i]->integer;
+	}
+	*out = (sluice__redis_reply_t){ v[0], v[1], v[2], v[3], v[4], v[5] };
+	/* validate what came from outside: a reply that grants more than was
+	 * asked, or negative counts, is not one of ours */
+	if (out->admitted < 0 || out->admitted > 1 || out->granted < 0 || out->remaining < 0 ||
+	    out->retry_us < 0 || out->reset_us < 0 || (out->admitted && out->granted == 0))
+		return -1;
+	return 0;
+}

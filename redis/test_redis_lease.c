@@ -1,0 +1,399 @@
+/*
+ * test_redis_lease.c - leases against a real redis-server, on a manual
+ * clock: the scripts get its time and the leases lapse on it, so every
+ * window edge is exact.  Budgets are long (2 s) so that a decision always
+ * gets Redis's answer: the budget itself is test_redis_faults.c's.
+ */
+#include <hiredis/hiredis.h>
+#include <sys/wait.h>
+
+#include "test_redis_common.h"
+
+TestSuite(redis_lease, .init = server_up, .fini = server_down, .timeout = 60);
+
+static sluice_clock_t clk;
+
+static sluice_redis_limit_config_t fixed_cfg(const char *name, uint64_t limit, uint32_t b)
+{
+	return (sluice_redis_limit_config_t){ .name = name, .algo = SLUICE_REDIS_FIXED,
+		                              .limit = limit, .window_ns = 10000000000ULL,
+		                              .lease_max = b, .budget_ns = 2000000000ULL,
+		                              .fallback = SLUICE_REDIS_DENY, .clock = &clk };
+}
+
+/* the server's count of fixed window key @name */
+static long long fixed_count(const char *name)
+{
+	redisContext *c = redisConnect("127.0.0.1", srv.port);
+	cr_assert(c && !c->err);
+	redisReply *r = redisCommand(c, "HGET sluice:{%s}:s c", name);
+	long long v = r && r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
+	if (r)
+		freeReplyObject(r);
+	redisFree(c);
+	return v;
+}
+
+Test(redis_lease, charged_when_granted_spent_locally)
+{
+	sluice_clock_manual_init(&clk, 1000000000000000ULL); /* a window start */
+	sluice_redis_t *r = backend();
+	sluice_redis_limit_t *l;
+	sluice_redis_limit_config_t cfg = fixed_cfg("a", 100, 16);
+	cr_assert_eq(sluice_redis_limit_new(r, &cfg, &l), 0);
+	int admitted = 0;
+	sluice_redis_source_t src;
+	sluice_decision_t d;
+	for (int i = 0; i < 150; i++) {
+		int rc = sluice_redis_acquire(l, 1, &d, &src);
+		cr_assert(rc == 0 || rc == 1);
+		if (rc == 1) {
+			cr_assert_eq(src, SLUICE_REDIS_FROM_LEASE);
+			admitted++;
+		} else {
+			cr_assert_eq(src, SLUICE_REDIS_FROM_REFUSAL, "refused by Redis, not the fallback");
+		}
+		/* every permit admitted was counted in Redis first */
+		cr_assert_geq(fixed_count("a"), admitted);
+	}
+	sluice_redis_stats_t s = stats(r);
+	/* B shrinks to 1 near the limit and leases lapse with the window:
+	 * at most instances x B = 16 under */
+	cr_assert(admitted >= 100 - 16 && admitted <= 100, "admitted %d", admitted);
+	cr_assert_eq(fixed_count("a"), (long long)s.granted_permits);
+	cr_assert(s.round_trips < 40, "%llu round trips for 150 decisions",
+	          (unsigned long long)s.round_trips);
+	/* the over-limit cache: refusals until the window ends cost no round trip */
+	uint64_t trips = s.round_trips;
+	for (int i = 0; i < 100; i++)
+		cr_assert_eq(sluice_redis_acquire(l, 1, &d, &src), 0);
+	cr_assert_eq(stats(r).round_trips, trips, "refusals answered locally");
+	cr_assert_eq(src, SLUICE_REDIS_FROM_REFUSAL);
+	cr_assert(d.retry_after_ns > 0 && d.retry_after_ns <= 10000000000ULL);
+	/* the next window: a fresh lease */
+	sluice_clock_manual_advance(&clk, 10000000000ULL);
+	cr_assert_eq(sluice_redis_acquire(l, 1, &d, &src), 1);
+	cr_assert_eq(src, SLUICE_REDIS_FROM_LEASE);
+	sluice_redis_limit_free(l);
+	sluice_redis_free(r);
+}
+
+Test(redis_lease, lease_lapses_with_its_window)
+{
+	sluice_clock_manual_init(&clk, 2000000000000000ULL);
+	sluice_redis_t *r = backend();
+	sluice_redis_limit_t *l;
+	sluice_redis_limit_config_t cfg = fixed_cfg("w", 1000, 64);
+	cr_assert_eq(sluice_redis_limit_new(r, &cfg, &l), 0);
+	for (int i = 0; i < 40; i++)
+		cr_assert_eq(sluice_redis_acquire(l, 1, NULL, NULL), 1);
+	/* wait (bounded) until the prefetched lease is installed */
+	for (int i = 0; i < 2000 && atomic_load(&l->pending); i++)
+		usleep(1000);
+	uint64_t w = atomic_load(&l->lease);
+	cr_assert_gt(w & SLUICE__LEASE_MASK, 0, "a lease is held");
+	/* one ns before the window ends the lease is spendable, at the end not */
+	sluice_clock_manual_set(&clk, 2000000000000000ULL + 10000000000ULL - 1000);
+	cr_assert_eq(sluice__lease_take(l, 1, &(uint64_t){ 0 }, &(uint64_t){ 0 }), 1);
+	sluice_clock_manual_set(&clk, 2000000000000000ULL + 10000000000ULL);
+	cr_assert_eq(sluice__lease_take(l, 1, &(uint64_t){ 0 }, &(uint64_t){ 0 }), 0,
+	             "a lease never outlives the window it was charged in");
+	sluice_redis_limit_free(l);
+	sluice_redis_free(r);
+}
+
+/* 3 instances on one limit, each with its own backend (connection, I/O
+ * thread, leases): Redis's count never exceeds the limit, and what they
+ * admit together is at least limit - instances x lease_max. */
+Test(redis_lease, instances_share_one_bound)
+{
+	sluice_clock_manual_init(&clk, 3000000000000000ULL);
+	enum { K = 3, B = 8, LIMIT = 200 };
+	sluice_redis_t *r[K];
+	sluice_redis_limit_t *l[K];
+	sluice_redis_limit_config_t cfg = fixed_cfg("s", LIMIT, B);
+	for (int i = 0; i < K; i++) {
+		r[i] = backend();
+		cr_assert_eq(sluice_redis_limit_new(r[i], &cfg, &l[i]), 0);
+	}
+	int admitted = 0, refused = 0;
+	for (int round = 0; round < 200; round++)
+		for (int i = 0; i < K; i++) {
+			int rc = sluice_redis_acquire(l[i], 1, NULL, NULL);
+			admitted += rc == 1;
+			refused += rc == 0;
+		}
+	cr_assert_leq(admitted, LIMIT, "over the global bound");
+	cr_assert_geq(admitted, LIMIT - K * B, "under-admission beyond instances x B");
+	cr_assert_leq(fixed_count("s"), LIMIT);
+	cr_assert_eq(admitted + refused, 200 * K, "every decision admitted or refused");
+	for (int i = 0; i < K; i++) {
+		sluice_redis_limit_free(l[i]);
+		sluice_redis_free(r[i]);
+	}
+}
+
+Test(redis_lease, b_grows_while_plentiful_and_shrinks_to_1_near_the_limit)
+{
+	sluice_clock_manual_init(&clk, 4000000000000000ULL);
+	sluice_redis_t *r = backend();
+	sluice_redis_limit_t *l;
+	sluice_redis_limit_config_t cfg = fixed_cfg("b", 10000, 256);
+	cr_assert_eq(sluice_redis_limit_new(r, &cfg, &l), 0);
+	uint64_t most = 0;
+	for (int i = 0; i < 3000; i++) {
+		cr_assert_eq(sluice_redis_acquire(l, 1, NULL, NULL), 1);
+		uint64_t b = atomic_load(&l->b);
+		most = b > most ? b : most;
+	}
+	cr_assert_eq(most, 256, "B reached lease_max while the budget was plentiful");
+	int rc;
+	for (int i = 0; i < 20000 && (rc = sluice_redis_acquire(l, 1, NULL, NULL)) == 1; i++)
+		;
+	cr_assert_eq(atomic_load(&l->b), 1, "B is 1 once the limit is near");
+	sluice_redis_limit_free(l);
+	sluice_redis_free(r);
+}
+
+/* GCRA: a lease may be spent for lease_ttl_ns after it was asked for, no longer */
+Test(redis_lease, gcra_lease_spend_time_is_bounded)
+{
+	sluice_clock_manual_init(&clk, 5000000000000000ULL);
+	sluice_redis_t *r = backend();
+	sluice_redis_limit_t *l;
+	sluice_redis_limit_config_t cfg = {
+		.name = "g", .algo = SLUICE_REDIS_GCRA, .limit = 100, .rate = 1000,
+		.window_ns = 1000000000ULL, .lease_max = 64, .lease_ttl_ns = 10000000ULL,
+		.budget_ns = 2000000000ULL, .fallback = SLUICE_REDIS_DENY, .clock = &clk
+	};
+	cr_assert_eq(sluice_redis_limit_new(r, &cfg, &l), 0);
+	for (int i = 0; i < 10; i++)
+		cr_assert_eq(sluice_redis_acquire(l, 1, NULL, NULL), 1);
+	for (int i = 0; i < 2000 && atomic_load(&l->pending); i++)
+		usleep(1000);
+	cr_assert_gt(atomic_load(&l->lease) & SLUICE__LEASE_MASK, 0);
+	sluice_clock_manual_advance(&clk, 10000000ULL - 1000);
+	cr_assert_eq(sluice__lease_take(l, 1, &(uint64_t){ 0 }, &(uint64_t){ 0 }), 1);
+	sluice_clock_manual_advance(&clk, 1000);
+	cr_assert_eq(sluice__lease_take(l, 1, &(uint64_t){ 0 }, &(uint64_t){ 0 }), 0,
+	             "spent past lease_ttl_ns");
+	sluice_redis_limit_free(l);
+	sluice_redis_free(r);
+}
+
+Test(redis_lease, noscript_reloads_and_retries_once)
+{
+	sluice_clock_manual_init(&clk, 6000000000000000ULL);
+	sluice_redis_t *r = backend();
+	sluice_redis_limit_t *l;
+	sluice_redis_limit_config_t cfg = fixed_cfg("n", 1000, 1);
+	cr_assert_eq(sluice_redis_limit_new(r, &cfg, &l), 0);
+	cr_assert_eq(sluice_redis_acquire(l, 1, NULL, NULL), 1);
+	for (int i = 0; i < 2000 && atomic_load(&l->pending); i++)
+		usleep(1000);
+	char out[64];
+	cr_assert_eq(sluice_test_redis_cmd(&srv, "SCRIPT FLUSH", out, sizeof(out)), 0);
+	cr_assert_str_eq(out, "+OK");
+	for (int i = 0; i < 5; i++)
+		cr_assert_eq(sluice_redis_acquire(l, 1, NULL, NULL), 1);
+	sluice_redis_stats_t s = stats(r);
+	cr_assert_eq(s.noscript_reloads, 1);
+	cr_assert_eq(s.io_errors, 0);
+	cr_assert_eq(s.connects, 1, "no reconnect for a NOSCRIPT");
+	sluice_redis_limit_free(l);
+	sluice_redis_free(r);
+}
+
+typedef struct bad {
+	sluice_redis_limit_config_t cfg;
+	int rc;
+} bad_t;
+
+ParameterizedTestParameters(redis_lease, bad_parameters)
+{
+	static bad_t p[] = {
+		{ { .name = "", .algo = SLUICE_REDIS_FIXED, .limit = 1, .window_ns = 1000, .lease_max = 1, .fallback = SLUICE_REDIS_DENY }, SLUICE_EINVAL },
+		{ { .name = "x", .algo = 0, .limit = 1, .window_ns = 1000, .lease_max = 1, .fallback = SLUICE_REDIS_DENY }, SLUICE_EALGO },
+		{ { .name = "x", .algo = SLUICE_REDIS_FIXED, .limit = 0, .window_ns = 1000, .lease_max = 1, .fallback = SLUICE_REDIS_DENY }, SLUICE_ELIMIT },
+		{ { .name = "x", .algo = SLUICE_REDIS_LOG, .limit = SLUICE_REDIS_LOG_CAP + 1, .window_ns = 1000000, .lease_max = 1, .fallback = SLUICE_REDIS_DENY }, SLUICE_ELIMIT },
+		{ { .name = "x", .algo = SLUICE_REDIS_FIXED, .limit = 1, .window_ns = 1500, .lease_max = 1, .fallback = SLUICE_REDIS_DENY }, SLUICE_EWINDOW },
+		{ { .name = "x", .algo = SLUICE_REDIS_WINDOW, .limit = 1, .window_ns = 1000000, .buckets = 0, .lease_max = 1, .fallback = SLUICE_REDIS_DENY }, SLUICE_EBUCKETS },
+		{ { .name = "x", .algo = SLUICE_REDIS_WINDOW, .limit = 1, .window_ns = 1000000, .buckets = 3, .lease_max = 1, .fallback = SLUICE_REDIS_DENY }, SLUICE_EWINDOW },
+		{ { .name = "x", .algo = SLUICE_REDIS_GCRA, .limit = 1, .window_ns = 1000000, .rate = 3, .lease_max = 1, .fallback = SLUICE_REDIS_DENY }, SLUICE_ERATE },
+		{ { .name = "x", .algo = SLUICE_REDIS_FIXED, .limit = 1, .window_ns = 1000, .lease_max = 0, .fallback = SLUICE_REDIS_DENY }, SLUICE_ELEASE },
+		{ { .name = "x", .algo = SLUICE_REDIS_FIXED, .limit = 1, .window_ns = 1000, .lease_max = SLUICE_REDIS_LEASE_MAX + 1, .fallback = SLUICE_REDIS_DENY }, SLUICE_ELEASE },
+		{ { .name = "x", .algo = SLUICE_REDIS_LOG, .limit = 1, .window_ns = 1000000, .lease_max = 1, .lease_ttl_ns = 1000000, .fallback = SLUICE_REDIS_DENY }, SLUICE_ELEASE },
+		{ { .name = "x", .algo = SLUICE_REDIS_FIXED, .limit = 1, .window_ns = 1000, .lease_max = 1, .fallback = 0 }, SLUICE_EMODE },
+		{ { .name = "x", .algo = SLUICE_REDIS_FIXED, .limit = 3, .window_ns = 1000000, .lease_max = 1, .fallback = SLUICE_REDIS_LOCAL, .expected_instances = 4 }, SLUICE_EMODE },
+		{ { .name = "x", .algo = SLUICE_REDIS_FIXED, .limit = 3, .window_ns = 1000000, .lease_max = 1, .fallback = SLUICE_REDIS_LOCAL, .expected_instances = 0 }, SLUICE_EMODE },
+	};
+	return cr_make_param_array(bad_t, p, sizeof(p) / sizeof(p[0]));
+}
+
+ParameterizedTest(bad_t *p, redis_lease, bad_parameters)
+{
+	/* the name is a pointer: set it here, in the worker (conventions.md) */
+	const char *name = p->rc == SLUICE_EINVAL ? "" : "x";
+	p->cfg.name = name;
+	sluice_redis_t *r = backend();
+	sluice_redis_limit_t *l = (void *)0x1;
+	cr_assert_eq(sluice_redis_limit_new(r, &p->cfg, &l), p->rc);
+	cr_assert_eq(l, (void *)0x1, "*out untouched on error");
+	sluice_redis_free(r);
+}
+
+Test(redis_lease, too_big_and_zero)
+{
+	sluice_clock_manual_init(&clk, 7000000000000000ULL);
+	sluice_redis_t *r = backend();
+	sluice_redis_limit_t *l;
+	sluice_redis_limit_config_t cfg = fixed_cfg("z", 10, 4);
+	cr_assert_eq(sluice_redis_limit_new(r, &cfg, &l), 0);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_redis_acquire(l, 0, &d, NULL), SLUICE_EINVAL);
+	cr_assert_eq(sluice_redis_acquire(l, 11, &d, NULL), SLUICE_ETOOBIG);
+	cr_assert_eq(d.retry_after_ns, SLUICE_NEVER);
+	cr_assert_eq(sluice_redis_acquire(l, 10, &d, NULL), 1, "all ten at once");
+	sluice_redis_limit_free(l);
+	sluice_redis_free(r);
+}
+
+/* item 6: a Redis limit behind sluice_limiter_acquire(), alone and in a composite */
+Test(redis_lease, through_the_generic_handle)
+{
+	sluice_clock_manual_init(&clk, 8000000000000000ULL);
+	sluice_redis_t *r = backend();
+	sluice_redis_limit_t *rl;
+	sluice_redis_limit_config_t cfg = fixed_cfg("h", 50, 8);
+	cr_assert_eq(sluice_redis_limit_new(r, &cfg, &rl), 0);
+	sluice_limiter_t *h;
+	cr_assert_eq(sluice_redis_limiter_new(rl, &h), 0);
+	cr_assert_eq(sluice_limiter_algo(h), SLUICE_ALGO_EXTERNAL);
+	int admitted = 0;
+	sluice_decision_t d;
+	for (int i = 0; i < 80; i++)
+		admitted += sluice_limiter_acquire(h, 1, &d) == 1;
+	cr_assert(admitted <= 50 && admitted >= 50 - 8, "admitted %d", admitted);
+	cr_assert_eq(fixed_count("h") >= admitted, 1);
+	uint64_t avail = 99;
+	cr_assert_eq(sluice_limiter_available(h, &avail), 0);
+	cr_assert_leq(avail, 8);
+	cr_assert_eq(sluice_limiter_refund(h, 1, &d), SLUICE_ENOTSUP);
+	cr_assert_eq(sluice_limiter_reserve(h, 1, 0, &d), SLUICE_ENOTSUP);
+	cr_assert_eq(sluice_limiter_set_limit(h, 10), SLUICE_ENOTSUP);
+
+	/* a composite: 5 per window locally, then the shared limit; a
+	 * refusal by the local part leaves Redis untouched */
+	sluice_clock_manual_advance(&clk, 10000000000ULL);
+	sluice_limiter_t *loc;
+	sluice_limiter_config_t lc = { .algo = SLUICE_ALGO_FIXED,
+		                       .fixed = { .limit = 5, .window_ns = 10000000000ULL, .clock = &clk } };
+	cr_assert_eq(sluice_limiter_new(&lc, &loc), 0);
+	sluice_limiter_t *comp;
+	sluice_limiter_config_t cc = { .algo = SLUICE_ALGO_COMPOSITE,
+		                       .composite = { .count = 2, .parts = { loc, h } } };
+	cr_assert_eq(sluice_limiter_new(&cc, &comp), 0);
+	int got = 0;
+	for (int i = 0; i < 20; i++)
+		got += sluice_limiter_acquire(comp, 1, &d) == 1;
+	cr_assert_eq(got, 5);
+	sluice_limiter_free(comp);
+	sluice_limiter_free(loc);
+	sluice_limiter_free(h);
+	sluice_redis_limit_free(rl);
+	sluice_redis_free(r);
+}
+
+/* item 4: per-key limits across instances, from a bounded table */
+Test(redis_lease, per_key_across_instances)
+{
+	sluice_clock_manual_init(&clk, 9000000000000000ULL);
+	enum { K = 2, KEYS = 20, LIMIT = 5, B = 4 };
+	sluice_redis_t *r[K];
+	sluice_redis_keyed_t *t[K];
+	sluice_redis_limit_config_t cfg = fixed_cfg("ip", LIMIT, B);
+	for (int i = 0; i < K; i++) {
+		r[i] = backend();
+		cr_assert_eq(sluice_redis_keyed_new(r[i], &cfg, 64, &t[i]), 0);
+	}
+	int admitted[KEYS] = { 0 };
+	char key[32];
+	for (int round = 0; round < 10; round++)
+		for (int i = 0; i < K; i++)
+			for (int k = 0; k < KEYS; k++) {
+				snprintf(key, sizeof(key), "10.0.0.%d", k);
+				int rc = sluice_redis_acquire_key(t[i], key, strlen(key), 1, NULL, NULL);
+				cr_assert(rc == 0 || rc == 1, "rc %d", rc);
+				admitted[k] += rc;
+			}
+	for (int k = 0; k < KEYS; k++) {
+		cr_assert_leq(admitted[k], LIMIT, "key %d: %d admitted by %d instances", k,
+		              admitted[k], K);
+		cr_assert_geq(admitted[k], LIMIT - K * B);
+		char name[32];
+		snprintf(name, sizeof(name), "ip:10.0.0.%d", k);
+		cr_assert_leq(fixed_count(name), LIMIT, "Redis's count of %s", name);
+		cr_assert_geq(fixed_count(name), admitted[k]);
+	}
+	cr_assert_eq(sluice_redis_acquire_key(t[0], "", 0, 1, NULL, NULL), SLUICE_EKEYLEN);
+	char big[SLUICE_REDIS_KEY_MAX + 1];
+	memset(big, 'a', sizeof(big));
+	cr_assert_eq(sluice_redis_acquire_key(t[0], big, sizeof(big), 1, NULL, NULL), SLUICE_EKEYLEN);
+	cr_assert_eq(sluice_redis_acquire_key(t[0], "a\0b", 3, 1, NULL, NULL), SLUICE_EKEYLEN);
+	for (int i = 0; i < K; i++) {
+		sluice_redis_keyed_free(t[i]);
+		sluice_redis_free(r[i]);
+	}
+}
+
+Test(redis_lease, keyed_table_is_bounded)
+{
+	sluice_clock_manual_init(&clk, 9100000000000000ULL);
+	sluice_redis_t *r = backend();
+	sluice_redis_keyed_t *t;
+	sluice_redis_limit_config_t cfg = fixed_cfg("one", 5, 1);
+	cr_assert_eq(sluice_redis_keyed_new(r, &cfg, 3, &t), SLUICE_ECAPACITY, "not a power of two");
+	cr_assert_eq(sluice_redis_keyed_new(r, &cfg, 1, &t), 0);
+	cr_assert_eq(sluice_redis_acquire_key(t, "a", 1, 1, NULL, NULL), 1);
+	cr_assert_eq(sluice_redis_acquire_key(t, "b", 1, 1, NULL, NULL), SLUICE_EKEYFULL);
+	cr_assert_eq(sluice_redis_acquire_key(t, "a", 1, 1, NULL, NULL), 1, "the old key still works");
+	sluice_redis_keyed_free(t);
+	sluice_redis_config_t rc = { .port = srv.port, .max_limits = 4 };
+	sluice_redis_t *small;
+	cr_assert_eq(sluice_redis_new(&rc, &small), 0);
+	cr_assert_eq(sluice_redis_keyed_new(small, &cfg, 8, &t), SLUICE_ECAPACITY,
+	             "more keys than the backend's max_limits");
+	sluice_redis_free(small);
+	sluice_redis_free(r);
+}
+
+/* a fork child never spends its parent's lease: it takes the fallback */
+Test(redis_lease, fork_child_takes_the_fallback)
+{
+	sluice_clock_manual_init(&clk, 9200000000000000ULL);
+	sluice_redis_t *r = backend();
+	sluice_redis_limit_t *l;
+	sluice_redis_limit_config_t cfg = fixed_cfg("fork", 1000, 64);
+	cfg.fallback = SLUICE_REDIS_DENY;
+	cr_assert_eq(sluice_redis_limit_new(r, &cfg, &l), 0);
+	for (int i = 0; i < 20; i++)
+		cr_assert_eq(sluice_redis_acquire(l, 1, NULL, NULL), 1);
+	for (int i = 0; i < 2000 && atomic_load(&l->pending); i++)
+		usleep(1000);
+	cr_assert_gt(atomic_load(&l->lease) & SLUICE__LEASE_MASK, 0, "the parent holds a lease");
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		sluice_redis_source_t src;
+		int rc = sluice_redis_acquire(l, 1, NULL, &src);
+		sluice_redis_limit_free(l);
+		sluice_redis_free(r);
+		_exit(rc == 0 && src == SLUICE_REDIS_FROM_FALLBACK ? 0 : 1);
+	}
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child spent the lease");
+	cr_assert_eq(sluice_redis_acquire(l, 1, NULL, NULL), 1, "the parent goes on");
+	sluice_redis_limit_free(l);
+	sluice_redis_free(r);
+}
