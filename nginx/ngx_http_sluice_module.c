@@ -593,7 +593,19 @@ static ngx_int_t ngx_http_sluice_apply_live(ngx_shm_zone_t *shm_zone, ngx_http_s
 		if (c->algo == SLUICE_ALGO_GCRA || c->algo == SLUICE_ALGO_LEAKY) {
 			/* rate/period as the parser reduced them: the same pair
 			 * for the same text, so an unchanged rate is no change. */
-			if (p.rate != c->rate || p.period_ns != c->period_ns) {
+			ngx_uint_t rate_changed = p.rate != c->rate || p.period_ns != c->period_ns;
+			if (rate_changed && p.burst != c->burst) {
+				/* Two changes need a tau between them (keyed.h, LIVE
+				 * PARAMETERS): the second would be refused after the
+				 * first was applied, leaving the old configuration
+				 * over a table with the new rate.  Refuse both. */
+				ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+				              "sluice_zone \"%V\": change the rate and the burst of a running "
+				              "zone in two reloads, one burst's time (b T) apart",
+				              &shm_zone->shm.name);
+				return NGX_ERROR;
+			}
+			if (rate_changed) {
 				what = "rate";
 				rc = sluice_keyed_set_rate(&z->keyed, c->rate, c->period_ns);
 			}
@@ -610,8 +622,8 @@ static ngx_int_t ngx_http_sluice_apply_live(ngx_shm_zone_t *shm_zone, ngx_http_s
 		ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
 		              "sluice_zone \"%V\": cannot change the %s of the running zone: %s (%s)%s",
 		              &shm_zone->shm.name, what, sluice_strerror(rc), sluice_err_name(rc),
-		              rc == SLUICE_EBUSY ? "; change the rate and the burst in two reloads, "
-		                                   "one burst's time apart"
+		              rc == SLUICE_EBUSY ? "; the previous change is too recent: retry "
+		                                   "once a burst's time (b T) has passed"
 		                                 : "");
 		return NGX_ERROR;
 	}
