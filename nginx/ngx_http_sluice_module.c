@@ -59,6 +59,7 @@
 
 #define NGX_HTTP_SLUICE_MAGIC 0x736c7569636e6778ULL /* "sluicngx" */
 #define NGX_HTTP_SLUICE_CELLS 16
+#define NGX_HTTP_SLUICE_LIMITS 8 /* sluice_limit directives per location */
 
 /* Outcomes, as $sluice_status names them and the metrics count them. */
 enum {
@@ -559,6 +560,11 @@ static char *ngx_http_sluice_limit(ngx_conf_t *cf, ngx_command_t *cmd, void *con
 			return NGX_CONF_ERROR;
 		}
 	}
+	if (slcf->limits->nelts == NGX_HTTP_SLUICE_LIMITS) {
+		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: more than %d limits in one place",
+		                   &cmd->name, NGX_HTTP_SLUICE_LIMITS);
+		return NGX_CONF_ERROR;
+	}
 	l = ngx_array_push(slcf->limits);
 	if (l == NULL)
 		return NGX_CONF_ERROR;
@@ -839,8 +845,12 @@ static ngx_int_t ngx_http_sluice_handler(ngx_http_request_t *r)
 	ngx_http_sluice_limit_t *limits;
 	ngx_uint_t n, i, refused = (ngx_uint_t)-1, dry_refused = 0;
 	uint64_t now, delay_ns = 0;
-	sluice_decision_t *ds, best;
-	ngx_str_t *keys;
+	/* On the stack: a location has at most NGX_HTTP_SLUICE_LIMITS limits
+	 * (sluice_limit refuses more), so a decision allocates only its
+	 * context (and, INFLIGHT, its release). */
+	sluice_decision_t ds[NGX_HTTP_SLUICE_LIMITS], best;
+	ngx_str_t keys[NGX_HTTP_SLUICE_LIMITS];
+	int got[NGX_HTTP_SLUICE_LIMITS];
 	ngx_http_sluice_zone_t *best_zone = NULL;
 
 	if (slcf->limits == NULL || slcf->limits->nelts == 0)
@@ -860,11 +870,8 @@ static ngx_int_t ngx_http_sluice_handler(ngx_http_request_t *r)
 
 	limits = slcf->limits->elts;
 	n = slcf->limits->nelts;
-	ds = ngx_pcalloc(r->pool, n * (sizeof(*ds) + sizeof(*keys) + sizeof(int)));
-	if (ds == NULL)
-		return NGX_HTTP_INTERNAL_SERVER_ERROR;
-	keys = (ngx_str_t *)(ds + n);
-	int *got = (int *)(keys + n);
+	for (i = 0; i < n; i++)
+		got[i] = 0;
 
 	/* One reading for every limit of the request. */
 	now = sluice_clock_monotonic_ns();

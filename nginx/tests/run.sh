@@ -207,6 +207,18 @@ headers)
   [ -n "$(field "$h2" Retry-After)" ] || fail "no Retry-After on a refusal"
   ;;
 
+fractional)
+  # rate=0.5r/s is one request per 2 s (5 per 10 s, exactly); a sub-ms
+  # interval (2500.5r/s, T = 399,921 ns) is valid and loads.
+  write_conf "sluice_zone fz size=1m algorithm=gcra rate=0.5r/s burst=1;
+  sluice_zone sub size=1m algorithm=gcra rate=2500.5r/s burst=1;" \
+    'sluice_limit zone=fz key=$binary_remote_addr; sluice_limit zone=sub key=$binary_remote_addr;'
+  start_nginx
+  expect_eq "$(code "$base/")" 200 "first"
+  ra=$(curl -s -D - -o /dev/null "$base/" | tr -d '\r' | awk 'tolower($1) == "retry-after:" { print $2 }')
+  expect_eq "$ra" 2 "Retry-After at 0.5r/s"
+  ;;
+
 dry_run)
   write_conf "sluice_zone dz size=1m algorithm=gcra rate=1r/h burst=3;" \
     'sluice_limit zone=dz key=$binary_remote_addr dry_run;'
