@@ -390,6 +390,33 @@ all_or_nothing)
   expect_eq "$(metric glob rejected)" 1 "glob refusals"
   ;;
 
+readme)
+  # The README's complete configuration loads and limits (its ```nginx
+  # block, with this build's module and a free port).
+  readme=$(dirname "$(realpath "$0")")/../../README.md
+  python3 - "$readme" "$module" "$port" "$prefix/nginx.conf" <<'PY'
+import sys
+s = open(sys.argv[1]).read()
+i = s.index("```nginx\n") + len("```nginx\n")
+c = s[i:s.index("```", i)]
+c = c.replace("/path/to/build/nginx/ngx_http_sluice_module.so", sys.argv[2])
+c = c.replace("127.0.0.1:8080", "127.0.0.1:" + sys.argv[3])
+open(sys.argv[4], "w").write(c)
+PY
+  start_nginx
+  # 30 requests on one connection (one curl, a few ms): the burst of 20
+  # passes, then refusals (at most a refill or two at 10/s meanwhile).
+  urls=()
+  for _ in $(seq 30); do urls+=(-o /dev/null "$base/"); done
+  codes=$(curl -s -w "%{http_code} " "${urls[@]}")
+  case "$codes" in
+    "$(printf '200 %.0s' $(seq 20))"*429\ ) ;;
+    *) fail "README configuration: $codes" ;;
+  esac
+  expect_eq "$(code "$base/new-api")" 404 "the dry_run location (no file: 404, not 429)"
+  curl -s "$base/metrics" | promtool check metrics || fail "README metrics"
+  ;;
+
 *)
   fail "unknown test"
   ;;
