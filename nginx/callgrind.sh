@@ -36,6 +36,7 @@ error_log logs/error.log warn;
 events { worker_connections 64; }
 http {
   access_log off;
+  keepalive_requests 1000000; # one connection for the whole run
   client_body_temp_path tmp; proxy_temp_path tmp; fastcgi_temp_path tmp;
   uwsgi_temp_path tmp; scgi_temp_path tmp;
   sluice_zone sl size=10m algorithm=gcra rate=10000000r/s burst=1000000;
@@ -72,7 +73,7 @@ for i in range(n):
 if bad:
     sys.exit("%d requests were not admitted" % bad)
 PY
-  kill -QUIT "$vg"
+  kill -QUIT "$vg" 2>/dev/null || { echo "nginx under valgrind died: $(tail -5 "$prefix/vg.log" "$prefix/logs/error.log")" >&2; exit 1; }
   wait "$vg" || true
   [ -n "${CALLGRIND_KEEP:-}" ] && cp "$prefix/callgrind.out" "$CALLGRIND_KEEP.$1.$2"
   awk '/^(summary|totals):/ { print $2; exit }' "$prefix/callgrind.out"
