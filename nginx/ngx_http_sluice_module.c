@@ -105,6 +105,7 @@ typedef struct {
 	ngx_str_t name;
 	ngx_str_t key;               /* the key expression's source, "" if unused */
 	ngx_uint_t defined;          /* a sluice_zone directive filled cfg      */
+	ngx_uint_t delayed;          /* a sluice_limit with delay= uses it      */
 	sluice_keyed_config_t cfg;
 	ngx_shm_zone_t *shm_zone;
 	ngx_http_sluice_sh_t *sh;
@@ -478,6 +479,12 @@ static char *ngx_http_sluice_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf
 		                   &name);
 		return NGX_CONF_ERROR;
 	}
+	if (z->delayed && !bucket_algo) {
+		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+		                   "%V \"%V\": sluice_limit delay= needs a gcra or leaky zone",
+		                   &cmd->name, &name);
+		return NGX_CONF_ERROR;
+	}
 	z->defined = 1;
 	z->cfg = c;
 	z->shm_zone->init = ngx_http_sluice_init_zone;
@@ -545,6 +552,19 @@ static char *ngx_http_sluice_limit(ngx_conf_t *cf, ngx_command_t *cmd, void *con
 		                   "%V: zone \"%V\" is used with the key \"%V\" and the key \"%V\"",
 		                   &cmd->name, &name, &z->key, &key);
 		return NGX_CONF_ERROR;
+	}
+
+	/* delay= books the GCRA slot the admission advanced to: only the
+	 * bucket algorithms have one.  Checked here when the zone came first,
+	 * in sluice_zone when it comes later. */
+	if (delay >= 0) {
+		if (z->defined && z->cfg.algo != SLUICE_ALGO_GCRA && z->cfg.algo != SLUICE_ALGO_LEAKY) {
+			ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+			                   "%V: delay= needs a gcra or leaky zone, \"%V\" is not",
+			                   &cmd->name, &name);
+			return NGX_CONF_ERROR;
+		}
+		z->delayed = 1;
 	}
 
 	if (slcf->limits == NULL) {
@@ -881,11 +901,12 @@ static ngx_int_t ngx_http_sluice_handler(ngx_http_request_t *r)
 			return NGX_HTTP_INTERNAL_SERVER_ERROR;
 		if (keys[i].len == 0)
 			continue; /* as limit_req: an empty key is not limited */
+		/* Every field known even on the errors that fill nothing. */
+		ngx_memzero(&ds[i], sizeof(ds[i]));
 		int rc = sluice_keyed_acquire_at(&z->keyed, keys[i].data, keys[i].len, 1, now, &ds[i]);
 		got[i] = rc;
 		if (rc == 1) {
-			if (limits[i].delay >= 0 && ds[i].limit != 0 &&
-			    (z->cfg.algo == SLUICE_ALGO_GCRA || z->cfg.algo == SLUICE_ALGO_LEAKY)) {
+			if (limits[i].delay >= 0 && ds[i].limit != 0) { /* gcra, leaky: checked */
 				sluice_keyed_params_t p;
 				if (sluice_keyed_params(&z->keyed, &p) == 0) {
 					uint64_t t = (p.period_ns + p.rate - 1) / p.rate;

@@ -325,6 +325,10 @@ bad_directive)
   check_bad "$ok_zone" 'sluice_limit zone=z key=$binary_remote_addr burst=3;' sluice_limit 'invalid parameter "burst=3"'
   check_bad "$ok_zone" 'sluice_limit zone=nope key=$binary_remote_addr;' nope
   check_bad "$ok_zone" 'sluice_limit zone=z key=$binary_remote_addr; sluice_limit zone=z key=$uri;' sluice_limit 'is used with the key'
+  check_bad "sluice_zone z size=1m algorithm=fixed limit=5 window=1s;" 'sluice_limit zone=z key=$binary_remote_addr delay=2;' sluice_limit 'delay= needs a gcra or leaky zone'
+  # The same when the zone comes after the limit that delays on it.
+  check_bad "$ok_zone server { listen 127.0.0.1:1; location /x { sluice_limit zone=late key=\$uri delay=1; } }
+  sluice_zone late size=1m algorithm=window limit=5 window=1s;" "$ok_limit" sluice_zone 'delay= needs a gcra or leaky zone'
   # And a good one passes.
   write_conf "$ok_zone" "$ok_limit"
   ngx -t -q || fail "nginx -t refused a good configuration"
