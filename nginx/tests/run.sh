@@ -268,6 +268,18 @@ reload)
   grep -q 'uses the "\$uri" key while previously' "$prefix/logs/error.log" ||
     fail "a changed key was not refused by name"
   expect_eq "$(code "$base/")" 429 "after the refused reload"
+  # So is a changed algorithm (it fixes the table's layout).
+  write_conf "sluice_zone rz size=1m algorithm=leaky rate=1r/m burst=5;" \
+    'sluice_limit zone=rz key=$binary_remote_addr;'
+  ngx -s reload || fail "nginx -s reload failed"
+  for _ in $(seq 50); do
+    grep -q 'sluice_zone "rz": the algorithm, policy, window and buckets of a running zone cannot change' \
+      "$prefix/logs/error.log" && break
+    sleep 0.1
+  done
+  grep -q 'sluice_zone "rz": the algorithm, policy, window and buckets' "$prefix/logs/error.log" ||
+    fail "a changed algorithm was not refused by name"
+  expect_eq "$(code "$base/")" 429 "after the refused algorithm change"
   # A change too soon after the previous one (within the larger tau of
   # the two parameter sets, here 5 min) is refused by name, and nothing
   # changes.
