@@ -37,10 +37,11 @@
  * a changed key; a new zone name (or size) starts a new table.
  *
  * Time.  Decisions read CLOCK_MONOTONIC (sluice_clock_monotonic: a vDSO
- * call, 1 ns steps).  Not nginx's ngx_current_msec: it moves in whole
- * milliseconds and only once per event-loop iteration, so a rate of
- * 2000r/s with no burst (T = 0.5 ms, tau = 0.5 ms) could not be validated,
- * let alone held.  Not sluice's cached clock: its ticker is a thread, a
+ * call, 1 ns steps).  Not nginx's ngx_current_msec (through the _at
+ * variants): it moves in whole milliseconds and only once per event-loop
+ * iteration, so every request of a millisecond would share one time, and
+ * at 2000r/s with no burst (T = 0.5 ms) at most one would pass per ms:
+ * 1,000 per second, limit_req's own rounding.  Not sluice's cached clock: its ticker is a thread, a
  * worker is forked without it (lib/clock.c falls back to CLOCK_MONOTONIC
  * in a fork child, exactly), and starting one per worker costs a thread
  * for a 1 ms clock that would also refuse sub-ms taus.
