@@ -67,7 +67,7 @@ EOF
   echo "   sluice_zone total algorithm=window limit=100 window=1s   (one key for everyone)"
   echo "   both apply to every request, all or nothing"
   echo
-  echo "alice sends 5 requests at once, bob 1:"
+  echo "alice sends 5 requests in a row, then bob 1:"
   for who in alice alice alice alice alice bob; do
     local h st
     h=$(curl -s -D - -o /dev/null -H "X-Client: $who" "$base/" | tr -d '\r')
