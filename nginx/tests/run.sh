@@ -161,11 +161,13 @@ burst)
   refused=$(count_log 429)
   expect_eq "$ok" "$L" "requests admitted"
   [ "$refused" -ge $((10 * L)) ] || fail "only $refused refusals: the burst was not far above L"
-  served=$(awk '$2 == 200 { print $1 }' "$prefix/logs/access.log" | sort -u | wc -l)
-  expect_eq "$served" 2 "workers that admitted requests"
+  # Both workers served the burst (each decided on the one table); which
+  # of them got the L admissions is up to the scheduler.
+  served=$(awk '{ print $1 }' "$prefix/logs/access.log" | sort -u | wc -l)
+  expect_eq "$served" 2 "workers that served the burst"
   expect_eq "$(metric z passed)" "$L" "metrics: passed"
   expect_eq "$(metric z rejected)" "$refused" "metrics: rejected"
-  echo "admitted $ok of $((ok + refused)) over 2 workers"
+  echo "admitted $ok of $((ok + refused)) over 2 workers ($(awk '$2 == 200 { print $1 }' "$prefix/logs/access.log" | sort | uniq -c | tr '\n' ' ')admissions per worker pid)"
   ;;
 
 headers)
