@@ -412,6 +412,25 @@ all_or_nothing)
   expect_eq "$(metric glob rejected)" 1 "glob refusals"
   ;;
 
+inflight)
+  # At most 1 request of the key in progress; a second limit delays every
+  # request after the first by 1 s (GCRA, delay=0), so a request holds its
+  # in-flight slot for that second, and releases it when it ends.
+  write_conf "sluice_zone inf size=1m algorithm=inflight limit=1;
+  sluice_zone slow size=1m algorithm=gcra rate=1r/s burst=5;" \
+    'sluice_limit zone=inf key=all; sluice_limit zone=slow key=all delay=0;'
+  start_nginx
+  expect_eq "$(code "$base/")" 200 "first (not delayed)"
+  for i in 1 2 3; do code "$base/" >"$prefix/par.$i" & done
+  wait
+  par=$(for i in 1 2 3; do cat "$prefix/par.$i"; echo; done | sort | tr '\n' ' ')
+  expect_eq "$par" "200 429 429 " "3 at once: one holds the slot (delayed), two refused"
+  # Every slot was released when its request ended: one more passes.
+  expect_eq "$(code "$base/")" 200 "after they ended"
+  expect_eq "$(metric inf rejected)" 2 "inf rejected"
+  expect_eq "$(curl -s "$base/metrics" | awk '$1 == "sluice_keys{zone=\"inf\"}" { print $2 }')" 1 "inflight keys"
+  ;;
+
 readme)
   # The README's complete configuration loads and limits (its ```nginx
   # block, with this build's module and a free port).
