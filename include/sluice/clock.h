@@ -117,6 +117,9 @@
  *   to get the master's period back: start(0) means the default period and
  *   is refused if the master's limiters were validated against a finer one.
  *   The master's ticker, if it started one, serves the master only.
+ *   (sluice's own nginx module, nginx/, starts no ticker: its workers
+ *   decide on sluice_clock_monotonic, whose 1 ns steps keep sub-ms rates
+ *   exact; docs/nginx.md says why.)
  *   Processes sharing a keyed table each read their own clock; all read
  *   the one CLOCK_MONOTONIC time base.
  *

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# nginx/callgrind.sh [MODULE.so] - instructions per request of sluice_limit
+# and of limit_req, counted by callgrind in one nginx process.
+#
+# nginx runs under valgrind --tool=callgrind with master_process off (one
+# process that serves everything, so callgrind sees every instruction of
+# the request path), with the same configuration as nginx/bench.sh.  A
+# Python client sends N requests on one keep-alive connection to one
+# location (/none/, /sluice/ or /lreq/), with 1 key or cycling over
+# 10,000 keys (X-Key), then nginx is stopped and callgrind's total Ir read.
+# Every run starts and stops the same nginx with the same configuration,
+# so (Ir(location) - Ir(/none/)) / N is what the limiter adds to a request:
+# a count of instructions, not a time, so the shared machine's load does
+# not move it (Debian's nginx binary is stripped, so its limit_req_handler
+# cannot be named to callgrind; the difference of totals needs no symbols).
+set -euo pipefail
+here=$(dirname "$(realpath "$0")")
+module=$(realpath "${1:-$here/../build/nginx/ngx_http_sluice_module.so}")
+nginx_bin=${NGINX_BIN:-/usr/sbin/nginx}
+n=${CALLGRIND_REQUESTS:-20000}
+prefix=$(mktemp -d /tmp/sluice-ngx-cg.XXXXXX)
+trap 'rm -rf "$prefix"' EXIT
+mkdir -p "$prefix/html/none" "$prefix/html/sluice" "$prefix/html/lreq" "$prefix/logs" "$prefix/tmp"
+chmod -R 755 "$prefix"
+for d in none sluice lreq; do echo "hello" >"$prefix/html/$d/index.html"; done
+
+run() { # run LOCATION KEYS: prints total Ir
+  local port
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  cat >"$prefix/nginx.conf" <<EOF
+load_module $module;
+master_process off;
+daemon off;
+pid nginx.pid;
+error_log logs/error.log warn;
+events { worker_connections 64; }
+http {
+  access_log off;
+  keepalive_requests 1000000; # one connection for the whole run
+  client_body_temp_path tmp; proxy_temp_path tmp; fastcgi_temp_path tmp;
+  uwsgi_temp_path tmp; scgi_temp_path tmp;
+  sluice_zone sl size=10m algorithm=gcra rate=10000000r/s burst=1000000;
+  limit_req_zone \$http_x_key zone=lr:10m rate=10000000r/s;
+  server {
+    listen 127.0.0.1:$port;
+    root html;
+    location /none/ { }
+    location /sluice/ { sluice_limit zone=sl key=\$http_x_key; }
+    location /lreq/ { limit_req zone=lr burst=1000000 nodelay; }
+  }
+}
+EOF
+  rm -f "$prefix"/callgrind.out
+  valgrind --tool=callgrind --callgrind-out-file="$prefix/callgrind.out" \
+    "$nginx_bin" -p "$prefix/" -c nginx.conf -e logs/error.log 2>"$prefix/vg.log" &
+  local vg=$!
+  python3 - "$port" "$1" "$2" "$n" <<'PY'
+import http.client, sys, time
+port, loc, keys, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+for _ in range(300):   # nginx under valgrind starts in a few seconds
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        c.request("GET", "/none/"); c.getresponse().read(); break
+    except OSError:
+        time.sleep(0.1)
+else:
+    sys.exit("nginx did not start under valgrind")
+bad = 0
+for i in range(n):
+    c.request("GET", "/%s/" % loc, headers={"X-Key": "client%d" % (i % keys)})
+    r = c.getresponse(); r.read()
+    bad += r.status != 200
+if bad:
+    sys.exit("%d requests were not admitted" % bad)
+PY
+  kill -QUIT "$vg" 2>/dev/null || { echo "nginx under valgrind died: $(tail -5 "$prefix/vg.log" "$prefix/logs/error.log")" >&2; exit 1; }
+  wait "$vg" || true
+  [ -n "${CALLGRIND_KEEP:-}" ] && cp "$prefix/callgrind.out" "$CALLGRIND_KEEP.$1.$2"
+  awk '/^(summary|totals):/ { print $2; exit }' "$prefix/callgrind.out"
+}
+
+declare -A ir
+for keys in 1 10000; do
+  for loc in none sluice lreq; do
+    ir[$loc,$keys]=$(run "$loc" "$keys")
+    echo "bench=nginx-callgrind limiter=$loc keys=$keys requests=$n total_Ir=${ir[$loc,$keys]}"
+  done
+done
+echo
+echo "Instructions per request added by the limiter (callgrind, $n requests + 1 on one connection, one nginx process):"
+for keys in 1 10000; do
+  for loc in sluice lreq; do
+    name=sluice_limit; [ "$loc" = lreq ] && name=limit_req
+    awk -v a="${ir[$loc,$keys]}" -v b="${ir[none,$keys]}" -v n="$n" -v who="$name" -v k="$keys" \
+      'BEGIN { printf "  %-12s keys=%-5s %6.0f\n", who, k, (a - b) / n }'
+  done
+done

@@ -1,0 +1,1209 @@
+/*
+ * ngx_http_sluice_module.c - sluice's keyed tables in front of nginx's
+ * content: per-key rate limits decided lock-free by every worker.
+ *
+ *   sluice_zone name size=10m algorithm=gcra rate=100r/s burst=20 [policy=evict];
+ *   sluice_limit zone=name key=$binary_remote_addr [status=429] [delay=N] [dry_run];
+ *   sluice_headers on | off;          (RateLimit headers on admissions)
+ *   sluice_metrics;                   (content handler: Prometheus text 0.0.4)
+ *   variables $sluice_status, $sluice_retry_after, $sluice_remaining.
+ *
+ * DESIGN
+ *
+ * State.  Each sluice_zone is an nginx shared-memory zone holding, in
+ * memory from its slab pool, a small header (this module's, with the
+ * outcome counters the metrics serve) and one pointer-free keyed table
+ * (sluice/keyed.h).  The master formats the table when the zone is new
+ * (init_zone, before the workers are forked) and attaches a handle to it;
+ * the handle is process-local memory in the cycle's pool, so every worker
+ * inherits it by fork(): the zone is mapped at the same address in all of
+ * them.  A decision is sluice_keyed_acquire_at(): lock-free (CASes on the
+ * key's slot), no allocation, no ngx_shmtx.  The slab pool's own mutex is
+ * taken only by init_zone in the master, never on a request.
+ *
+ * Several limits on one location are all or nothing: the limits are asked
+ * in order; when one refuses, every permit the earlier ones took for this
+ * request is given back with sluice_keyed_refund() (exact while the key's
+ * state is what the admission left; otherwise the permits stay counted:
+ * fewer admissions later, never more).  A dry_run limit that refuses lets
+ * the request go on and is counted as rejected_dry_run.
+ *
+ * Reload.  nginx hands init_zone the previous cycle's context when a zone
+ * keeps its name and size; the table is then kept (every key's state) and
+ * the parameters that can change live are applied with sluice_keyed_set_*
+ * (no refill, no reset: keyed.h, LIVE PARAMETERS).  What fixes the table's
+ * layout (algorithm, window, buckets, policy) and the key expression cannot
+ * change under a running table: the reload is refused, as limit_req refuses
+ * a changed key; a new zone name (or size) starts a new table.
+ *
+ * Time.  Decisions read CLOCK_MONOTONIC (sluice_clock_monotonic: a vDSO
+ * call, 1 ns steps).  Not nginx's ngx_current_msec (through the _at
+ * variants): it moves in whole milliseconds and only once per event-loop
+ * iteration, so every request of a millisecond would share one time, and
+ * at 2000r/s with no burst (T = 0.5 ms) at most one would pass per ms:
+ * 1,000 per second, limit_req's own rounding.  Not sluice's cached clock: its ticker is a thread, a
+ * worker is forked without it (lib/clock.c falls back to CLOCK_MONOTONIC
+ * in a fork child, exactly), and starting one per worker costs a thread
+ * for a 1 ms clock that would also refuse sub-ms taus.
+ *
+ * Delay.  delay=N on a GCRA or LEAKY zone: an admitted request whose key
+ * already held more than N + 1 permits' worth of debt (reset_ns, the time
+ * until its bucket is full again) waits reset_ns - (N + 1) T on an nginx
+ * timer (never a sleep), which is when its GCRA slot comes: the TAT the
+ * admission advanced is the booking.  This is limit_req's delay=N.
+ */
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include <sluice/sluice.h>
+
+#define NGX_HTTP_SLUICE_MAGIC 0x736c7569636e6778ULL /* "sluicngx" */
+#define NGX_HTTP_SLUICE_CELLS 16
+#define NGX_HTTP_SLUICE_LIMITS 8 /* sluice_limit directives per location */
+
+/* Outcomes, as $sluice_status names them and the metrics count them. */
+enum {
+	SLUICE_NGX_NONE = 0,
+	SLUICE_NGX_PASSED,
+	SLUICE_NGX_DELAYED,
+	SLUICE_NGX_REJECTED,
+	SLUICE_NGX_REJECTED_DRY_RUN,
+	SLUICE_NGX_REFUNDED,  /* admitted by this zone, refused by another   */
+	SLUICE_NGX_ERRORS,    /* the table failed (EBUSY, EKEYFULL, ...)     */
+	SLUICE_NGX_OUTCOMES
+};
+
+static ngx_str_t ngx_http_sluice_status_names[] = {
+	ngx_string(""),
+	ngx_string("PASSED"),
+	ngx_string("DELAYED"),
+	ngx_string("REJECTED"),
+	ngx_string("REJECTED_DRY_RUN"),
+};
+
+static const char *ngx_http_sluice_outcome_labels[] = {
+	"", "passed", "delayed", "rejected", "rejected_dry_run", "refunded", "error",
+};
+
+/* One statistics cell per worker (modulo 16), on its own cache line, so
+ * workers do not bounce one line on every request. */
+typedef struct {
+	_Alignas(64) _Atomic uint64_t count[SLUICE_NGX_OUTCOMES];
+} ngx_http_sluice_cell_t;
+
+/* In the shared zone: written once by init_zone (master), read by all. */
+typedef struct {
+	uint64_t magic;
+	sluice_keyed_config_t cfg; /* as the table was formatted */
+	void *table;               /* slab memory: same address in every process */
+	size_t table_bytes;
+	ngx_http_sluice_cell_t cells[NGX_HTTP_SLUICE_CELLS];
+} ngx_http_sluice_sh_t;
+
+/* Per zone, per cycle (cycle pool). */
+typedef struct {
+	ngx_str_t name;
+	ngx_str_t key;               /* the key expression's source, "" if unused */
+	ngx_uint_t defined;          /* a sluice_zone directive filled cfg      */
+	ngx_uint_t delayed;          /* a sluice_limit with delay= uses it      */
+	sluice_keyed_config_t cfg;
+	ngx_shm_zone_t *shm_zone;
+	ngx_http_sluice_sh_t *sh;
+	sluice_keyed_t keyed;        /* attached in init_zone, inherited by fork */
+} ngx_http_sluice_zone_t;
+
+typedef struct {
+	ngx_shm_zone_t *shm_zone;
+	ngx_http_complex_value_t key;
+	ngx_uint_t status;
+	ngx_int_t delay;             /* -1: no delay (pass or refuse at once) */
+	ngx_uint_t dry_run;
+} ngx_http_sluice_limit_t;
+
+typedef struct {
+	ngx_array_t *limits;         /* of ngx_http_sluice_limit_t */
+	ngx_flag_t headers;
+} ngx_http_sluice_loc_conf_t;
+
+typedef struct {
+	ngx_array_t zones;           /* of ngx_http_sluice_zone_t * */
+} ngx_http_sluice_main_conf_t;
+
+/* Per request, on r->main. */
+typedef struct {
+	ngx_uint_t status;           /* SLUICE_NGX_* */
+	uint64_t retry_after_ns;
+	uint64_t remaining;
+	ngx_uint_t have_remaining;
+} ngx_http_sluice_ctx_t;
+
+/* INFLIGHT slots held by a request, released when its pool goes. */
+typedef struct {
+	ngx_http_sluice_zone_t *zone;
+	ngx_str_t key;
+} ngx_http_sluice_release_t;
+
+static ngx_int_t ngx_http_sluice_init(ngx_conf_t *cf);
+static ngx_int_t ngx_http_sluice_add_variables(ngx_conf_t *cf);
+static void *ngx_http_sluice_create_main_conf(ngx_conf_t *cf);
+static void *ngx_http_sluice_create_loc_conf(ngx_conf_t *cf);
+static char *ngx_http_sluice_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child);
+static char *ngx_http_sluice_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *ngx_http_sluice_limit(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *ngx_http_sluice_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+
+static ngx_command_t ngx_http_sluice_commands[] = {
+	{ ngx_string("sluice_zone"), NGX_HTTP_MAIN_CONF | NGX_CONF_2MORE,
+	  ngx_http_sluice_zone, 0, 0, NULL },
+	{ ngx_string("sluice_limit"),
+	  NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_2MORE,
+	  ngx_http_sluice_limit, NGX_HTTP_LOC_CONF_OFFSET, 0, NULL },
+	{ ngx_string("sluice_headers"),
+	  NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_FLAG,
+	  ngx_conf_set_flag_slot, NGX_HTTP_LOC_CONF_OFFSET,
+	  offsetof(ngx_http_sluice_loc_conf_t, headers), NULL },
+	{ ngx_string("sluice_metrics"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS,
+	  ngx_http_sluice_metrics, NGX_HTTP_LOC_CONF_OFFSET, 0, NULL },
+	ngx_null_command
+};
+
+static ngx_http_module_t ngx_http_sluice_module_ctx = {
+	ngx_http_sluice_add_variables, /* preconfiguration */
+	ngx_http_sluice_init,          /* postconfiguration */
+	ngx_http_sluice_create_main_conf, NULL,
+	NULL, NULL,
+	ngx_http_sluice_create_loc_conf, ngx_http_sluice_merge_loc_conf
+};
+
+ngx_module_t ngx_http_sluice_module = {
+	NGX_MODULE_V1,
+	&ngx_http_sluice_module_ctx, ngx_http_sluice_commands, NGX_HTTP_MODULE,
+	NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+	NGX_MODULE_V1_PADDING
+};
+
+/* ---- parsing ------------------------------------------------------------- */
+
+static uint64_t ngx_http_sluice_gcd(uint64_t a, uint64_t b)
+{
+	while (b) {
+		uint64_t t = a % b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/*
+ * "100r/s", "0.5r/s", "2500.25r/s", "30r/m", "1r/h", "3r/ms": permits per
+ * period as two integers (0.5r/s is 5 per 10 s), reduced by their gcd.
+ * Up to 9 decimals, so sub-ms intervals and fractional rates are exact.
+ * NGX_ERROR on anything else (no clamp): the library then validates T.
+ */
+static ngx_int_t ngx_http_sluice_parse_rate(ngx_str_t *s, uint64_t *rate, uint64_t *period)
+{
+	u_char *p = s->data, *end = s->data + s->len;
+	uint64_t mant = 0, scale = 1, unit;
+	ngx_uint_t digits = 0, frac = 0, in_frac = 0;
+
+	for (; p < end && ((*p >= '0' && *p <= '9') || *p == '.'); p++) {
+		if (*p == '.') {
+			if (in_frac)
+				return NGX_ERROR;
+			in_frac = 1;
+			continue;
+		}
+		if (++digits > 18)
+			return NGX_ERROR;
+		mant = mant * 10 + (uint64_t)(*p - '0');
+		if (in_frac) {
+			if (++frac > 9)
+				return NGX_ERROR;
+			scale *= 10;
+		}
+	}
+	if (digits == 0 || mant == 0)
+		return NGX_ERROR;
+	if ((size_t)(end - p) == 3 && ngx_strncmp(p, "r/s", 3) == 0)
+		unit = 1000000000ULL;
+	else if ((size_t)(end - p) == 3 && ngx_strncmp(p, "r/m", 3) == 0)
+		unit = 60000000000ULL;
+	else if ((size_t)(end - p) == 3 && ngx_strncmp(p, "r/h", 3) == 0)
+		unit = 3600000000000ULL;
+	else if ((size_t)(end - p) == 4 && ngx_strncmp(p, "r/ms", 4) == 0)
+		unit = 1000000ULL;
+	else
+		return NGX_ERROR;
+	/* period = unit * scale, without overflow: divide out the gcd first. */
+	uint64_t g = ngx_http_sluice_gcd(mant, scale);
+	mant /= g;
+	scale /= g;
+	g = ngx_http_sluice_gcd(mant, unit);
+	mant /= g;
+	unit /= g;
+	if (scale != 0 && unit > UINT64_MAX / scale)
+		return NGX_ERROR;
+	*rate = mant;
+	*period = unit * scale;
+	return NGX_OK;
+}
+
+/* "1s", "250ms", "500us", "100ns", "2m", "1h": ns.  NGX_ERROR otherwise. */
+static ngx_int_t ngx_http_sluice_parse_ns(ngx_str_t *s, uint64_t *ns)
+{
+	u_char *p = s->data, *end = s->data + s->len;
+	uint64_t v = 0, unit;
+	ngx_uint_t digits = 0;
+
+	for (; p < end && *p >= '0' && *p <= '9'; p++) {
+		if (++digits > 18)
+			return NGX_ERROR;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	size_t rest = (size_t)(end - p);
+	if (digits == 0 || v == 0)
+		return NGX_ERROR;
+	if (rest == 2 && ngx_strncmp(p, "ns", 2) == 0)
+		unit = 1;
+	else if (rest == 2 && ngx_strncmp(p, "us", 2) == 0)
+		unit = 1000ULL;
+	else if (rest == 2 && ngx_strncmp(p, "ms", 2) == 0)
+		unit = 1000000ULL;
+	else if (rest == 1 && *p == 's')
+		unit = 1000000000ULL;
+	else if (rest == 1 && *p == 'm')
+		unit = 60000000000ULL;
+	else if (rest == 1 && *p == 'h')
+		unit = 3600000000000ULL;
+	else
+		return NGX_ERROR;
+	if (v > UINT64_MAX / unit)
+		return NGX_ERROR;
+	*ns = v * unit;
+	return NGX_OK;
+}
+
+static ngx_int_t ngx_http_sluice_parse_u64(u_char *p, size_t len, uint64_t *v)
+{
+	uint64_t x = 0;
+	if (len == 0 || len > 18)
+		return NGX_ERROR;
+	for (size_t i = 0; i < len; i++) {
+		if (p[i] < '0' || p[i] > '9')
+			return NGX_ERROR;
+		x = x * 10 + (uint64_t)(p[i] - '0');
+	}
+	*v = x;
+	return NGX_OK;
+}
+
+#define SLUICE_NGX_ARG(name) \
+	(value[i].len > sizeof(name) - 1 && ngx_strncmp(value[i].data, name, sizeof(name) - 1) == 0)
+
+static ngx_http_sluice_zone_t *ngx_http_sluice_get_zone(ngx_conf_t *cf, ngx_str_t *name,
+                                                        size_t size)
+{
+	ngx_shm_zone_t *shm_zone = ngx_shared_memory_add(cf, name, size, &ngx_http_sluice_module);
+	if (shm_zone == NULL)
+		return NULL;
+	if (shm_zone->data)
+		return shm_zone->data;
+	ngx_http_sluice_zone_t *z = ngx_pcalloc(cf->pool, sizeof(*z));
+	if (z == NULL)
+		return NULL;
+	z->name = *name;
+	z->shm_zone = shm_zone;
+	shm_zone->data = z;
+	return z;
+}
+
+static ngx_int_t ngx_http_sluice_init_zone(ngx_shm_zone_t *shm_zone, void *data);
+
+static char *ngx_http_sluice_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+	ngx_str_t *value = cf->args->elts, name = value[1], s;
+	ssize_t size = 0;
+	sluice_keyed_config_t c;
+	ngx_uint_t have_rate = 0, have_burst = 0, have_limit = 0, have_window = 0,
+	           have_policy = 0;
+	ngx_http_sluice_main_conf_t *smcf;
+
+	(void)conf;
+	ngx_memzero(&c, sizeof(c));
+	c.flags = SLUICE_KEYED_HASH_LONG_KEYS; /* any key length, as limit_req */
+
+	for (ngx_uint_t i = 2; i < cf->args->nelts; i++) {
+		if (SLUICE_NGX_ARG("size=")) {
+			s.data = value[i].data + 5;
+			s.len = value[i].len - 5;
+			size = ngx_parse_size(&s);
+			if (size == NGX_ERROR) {
+				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: invalid size \"%V\"",
+				                   &cmd->name, &value[i]);
+				return NGX_CONF_ERROR;
+			}
+			if (size < (ssize_t)(8 * ngx_pagesize)) {
+				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+				                   "%V: zone \"%V\" is too small (%V; at least %uz)",
+				                   &cmd->name, &name, &value[i], 8 * ngx_pagesize);
+				return NGX_CONF_ERROR;
+			}
+		} else if (SLUICE_NGX_ARG("algorithm=")) {
+			u_char *a = value[i].data + 10;
+			size_t n = value[i].len - 10;
+			if (n == 4 && ngx_strncmp(a, "gcra", 4) == 0)
+				c.algo = SLUICE_ALGO_GCRA;
+			else if (n == 5 && ngx_strncmp(a, "leaky", 5) == 0)
+				c.algo = SLUICE_ALGO_LEAKY;
+			else if (n == 5 && ngx_strncmp(a, "fixed", 5) == 0)
+				c.algo = SLUICE_ALGO_FIXED;
+			else if (n == 6 && ngx_strncmp(a, "window", 6) == 0)
+				c.algo = SLUICE_ALGO_WINDOW;
+			else if (n == 8 && ngx_strncmp(a, "inflight", 8) == 0)
+				c.algo = SLUICE_ALGO_INFLIGHT;
+			else {
+				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+				                   "%V: unknown \"%V\" (gcra, leaky, fixed, window, inflight)",
+				                   &cmd->name, &value[i]);
+				return NGX_CONF_ERROR;
+			}
+		} else if (SLUICE_NGX_ARG("rate=")) {
+			s.data = value[i].data + 5;
+			s.len = value[i].len - 5;
+			if (ngx_http_sluice_parse_rate(&s, &c.rate, &c.period_ns) != NGX_OK) {
+				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+				                   "%V: invalid rate \"%V\" (e.g. 100r/s, 0.5r/s, 30r/m)",
+				                   &cmd->name, &value[i]);
+				return NGX_CONF_ERROR;
+			}
+			have_rate = 1;
+		} else if (SLUICE_NGX_ARG("burst=")) {
+			if (ngx_http_sluice_parse_u64(value[i].data + 6, value[i].len - 6, &c.burst) != NGX_OK) {
+				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: invalid burst \"%V\"",
+				                   &cmd->name, &value[i]);
+				return NGX_CONF_ERROR;
+			}
+			c.depth = c.burst;
+			have_burst = 1;
+		} else if (SLUICE_NGX_ARG("limit=")) {
+			if (ngx_http_sluice_parse_u64(value[i].data + 6, value[i].len - 6, &c.limit) != NGX_OK) {
+				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: invalid limit \"%V\"",
+				                   &cmd->name, &value[i]);
+				return NGX_CONF_ERROR;
+			}
+			have_limit = 1;
+		} else if (SLUICE_NGX_ARG("window=")) {
+			s.data = value[i].data + 7;
+			s.len = value[i].len - 7;
+			if (ngx_http_sluice_parse_ns(&s, &c.window_ns) != NGX_OK) {
+				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+				                   "%V: invalid window \"%V\" (e.g. 1s, 250ms, 500us)",
+				                   &cmd->name, &value[i]);
+				return NGX_CONF_ERROR;
+			}
+			have_window = 1;
+		} else if (SLUICE_NGX_ARG("buckets=")) {
+			uint64_t b;
+			if (ngx_http_sluice_parse_u64(value[i].data + 8, value[i].len - 8, &b) != NGX_OK ||
+			    b > 0xffffffffULL) {
+				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: invalid buckets \"%V\"",
+				                   &cmd->name, &value[i]);
+				return NGX_CONF_ERROR;
+			}
+			c.buckets = (uint32_t)b;
+		} else if (SLUICE_NGX_ARG("policy=")) {
+			u_char *a = value[i].data + 7;
+			size_t n = value[i].len - 7;
+			if (n == 6 && ngx_strncmp(a, "reject", 6) == 0)
+				c.policy = SLUICE_KEYED_REJECT;
+			else if (n == 5 && ngx_strncmp(a, "allow", 5) == 0)
+				c.policy = SLUICE_KEYED_ALLOW;
+			else if (n == 5 && ngx_strncmp(a, "evict", 5) == 0)
+				c.policy = SLUICE_KEYED_EVICT;
+			else {
+				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+				                   "%V: unknown \"%V\" (reject, allow, evict)",
+				                   &cmd->name, &value[i]);
+				return NGX_CONF_ERROR;
+			}
+			have_policy = 1;
+		} else {
+			ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: invalid parameter \"%V\"",
+			                   &cmd->name, &value[i]);
+			return NGX_CONF_ERROR;
+		}
+	}
+
+	if (size == 0 || c.algo == SLUICE_ALGO_NONE) {
+		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V \"%V\" needs size= and algorithm=",
+		                   &cmd->name, &name);
+		return NGX_CONF_ERROR;
+	}
+	/* Each algorithm's parameters, and only those: a parameter the
+	 * algorithm would ignore is a mistake worth saying. */
+	ngx_uint_t bucket_algo = c.algo == SLUICE_ALGO_GCRA || c.algo == SLUICE_ALGO_LEAKY;
+	ngx_uint_t window_algo = c.algo == SLUICE_ALGO_FIXED || c.algo == SLUICE_ALGO_WINDOW;
+	if (bucket_algo ? (!have_rate || !have_burst || have_limit || have_window || c.buckets)
+	                : (have_rate || have_burst || !have_limit ||
+	                   (window_algo ? !have_window : have_window) ||
+	                   (c.algo != SLUICE_ALGO_WINDOW && c.buckets))) {
+		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+		                   "%V \"%V\": gcra and leaky take rate= and burst=; fixed takes "
+		                   "limit= and window=; window takes limit=, window= and buckets=; "
+		                   "inflight takes limit=",
+		                   &cmd->name, &name);
+		return NGX_CONF_ERROR;
+	}
+	if (c.algo == SLUICE_ALGO_WINDOW && c.buckets == 0)
+		c.buckets = 10;
+	if (!have_policy)
+		c.policy = c.algo == SLUICE_ALGO_INFLIGHT ? SLUICE_KEYED_REJECT : SLUICE_KEYED_EVICT;
+
+	/* Validate with the library's own validator now, so nginx -t names
+	 * the problem: a small private table, freed at once. */
+	sluice_keyed_t probe;
+	c.capacity = SLUICE_KEYED_CAPACITY_MIN;
+	int rc = sluice_keyed_new(&probe, &c, &sluice_clock_monotonic);
+	if (rc != 0) {
+		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V \"%V\": %s (%s)", &cmd->name, &name,
+		                   sluice_strerror(rc), sluice_err_name(rc));
+		return NGX_CONF_ERROR;
+	}
+	sluice_keyed_free(&probe);
+
+	ngx_http_sluice_zone_t *z = ngx_http_sluice_get_zone(cf, &name, (size_t)size);
+	if (z == NULL)
+		return NGX_CONF_ERROR;
+	if (z->defined) {
+		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V \"%V\" is already defined", &cmd->name,
+		                   &name);
+		return NGX_CONF_ERROR;
+	}
+	if (z->delayed && !bucket_algo) {
+		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+		                   "%V \"%V\": sluice_limit delay= needs a gcra or leaky zone",
+		                   &cmd->name, &name);
+		return NGX_CONF_ERROR;
+	}
+	z->defined = 1;
+	z->cfg = c;
+	z->shm_zone->init = ngx_http_sluice_init_zone;
+
+	smcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_sluice_module);
+	ngx_http_sluice_zone_t **slot = ngx_array_push(&smcf->zones);
+	if (slot == NULL)
+		return NGX_CONF_ERROR;
+	*slot = z;
+	return NGX_CONF_OK;
+}
+
+static char *ngx_http_sluice_limit(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+	ngx_http_sluice_loc_conf_t *slcf = conf;
+	ngx_str_t *value = cf->args->elts, name = ngx_null_string, key = ngx_null_string;
+	ngx_uint_t status = 429, dry_run = 0;
+	ngx_int_t delay = -1;
+
+	for (ngx_uint_t i = 1; i < cf->args->nelts; i++) {
+		if (SLUICE_NGX_ARG("zone=")) {
+			name.data = value[i].data + 5;
+			name.len = value[i].len - 5;
+		} else if (SLUICE_NGX_ARG("key=")) {
+			key.data = value[i].data + 4;
+			key.len = value[i].len - 4;
+		} else if (SLUICE_NGX_ARG("status=")) {
+			ngx_int_t st = ngx_atoi(value[i].data + 7, value[i].len - 7);
+			if (st < 400 || st > 599) {
+				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+				                   "%V: invalid status \"%V\" (400..599)", &cmd->name,
+				                   &value[i]);
+				return NGX_CONF_ERROR;
+			}
+			status = (ngx_uint_t)st;
+		} else if (SLUICE_NGX_ARG("delay=")) {
+			delay = ngx_atoi(value[i].data + 6, value[i].len - 6);
+			if (delay < 0) {
+				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: invalid delay \"%V\"",
+				                   &cmd->name, &value[i]);
+				return NGX_CONF_ERROR;
+			}
+		} else if (value[i].len == 7 && ngx_strcmp(value[i].data, "dry_run") == 0) {
+			dry_run = 1;
+		} else {
+			ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: invalid parameter \"%V\"",
+			                   &cmd->name, &value[i]);
+			return NGX_CONF_ERROR;
+		}
+	}
+	if (name.len == 0 || key.len == 0) {
+		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V needs zone= and key=", &cmd->name);
+		return NGX_CONF_ERROR;
+	}
+
+	ngx_http_sluice_zone_t *z = ngx_http_sluice_get_zone(cf, &name, 0);
+	if (z == NULL)
+		return NGX_CONF_ERROR;
+	/* One key expression per zone: the table's keys must mean one thing
+	 * (and a reload compares it, as limit_req's zone does). */
+	if (z->key.len == 0) {
+		z->key = key;
+	} else if (z->key.len != key.len || ngx_strncmp(z->key.data, key.data, key.len) != 0) {
+		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+		                   "%V: zone \"%V\" is used with the key \"%V\" and the key \"%V\"",
+		                   &cmd->name, &name, &z->key, &key);
+		return NGX_CONF_ERROR;
+	}
+
+	/* delay= books the GCRA slot the admission advanced to: only the
+	 * bucket algorithms have one.  Checked here when the zone came first,
+	 * in sluice_zone when it comes later. */
+	if (delay >= 0) {
+		if (z->defined && z->cfg.algo != SLUICE_ALGO_GCRA && z->cfg.algo != SLUICE_ALGO_LEAKY) {
+			ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+			                   "%V: delay= needs a gcra or leaky zone, \"%V\" is not",
+			                   &cmd->name, &name);
+			return NGX_CONF_ERROR;
+		}
+		z->delayed = 1;
+	}
+
+	if (slcf->limits == NULL) {
+		slcf->limits = ngx_array_create(cf->pool, 2, sizeof(ngx_http_sluice_limit_t));
+		if (slcf->limits == NULL)
+			return NGX_CONF_ERROR;
+	}
+	ngx_http_sluice_limit_t *l = slcf->limits->elts;
+	for (ngx_uint_t i = 0; i < slcf->limits->nelts; i++) {
+		if (l[i].shm_zone == z->shm_zone) {
+			ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: zone \"%V\" is used twice here",
+			                   &cmd->name, &name);
+			return NGX_CONF_ERROR;
+		}
+	}
+	if (slcf->limits->nelts == NGX_HTTP_SLUICE_LIMITS) {
+		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: more than %d limits in one place",
+		                   &cmd->name, NGX_HTTP_SLUICE_LIMITS);
+		return NGX_CONF_ERROR;
+	}
+	l = ngx_array_push(slcf->limits);
+	if (l == NULL)
+		return NGX_CONF_ERROR;
+	ngx_memzero(l, sizeof(*l));
+
+	ngx_http_compile_complex_value_t ccv;
+	ngx_memzero(&ccv, sizeof(ccv));
+	ccv.cf = cf;
+	ccv.value = &key;
+	ccv.complex_value = &l->key;
+	if (ngx_http_compile_complex_value(&ccv) != NGX_OK)
+		return NGX_CONF_ERROR;
+	l->shm_zone = z->shm_zone;
+	l->status = status;
+	l->delay = delay;
+	l->dry_run = dry_run;
+	return NGX_CONF_OK;
+}
+
+/* ---- zones --------------------------------------------------------------- */
+
+/* Apply a reloaded zone's parameters to the live table: keyed.h's
+ * set_rate / set_burst / set_limit keep every key's state. */
+static ngx_int_t ngx_http_sluice_apply_live(ngx_shm_zone_t *shm_zone, ngx_http_sluice_zone_t *z)
+{
+	sluice_keyed_params_t p;
+	const sluice_keyed_config_t *c = &z->cfg;
+	int rc = sluice_keyed_params(&z->keyed, &p);
+	const char *what = "params";
+
+	if (rc == 0) {
+		if (c->algo == SLUICE_ALGO_GCRA || c->algo == SLUICE_ALGO_LEAKY) {
+			/* rate/period as the parser reduced them: the same pair
+			 * for the same text, so an unchanged rate is no change. */
+			ngx_uint_t rate_changed = p.rate != c->rate || p.period_ns != c->period_ns;
+			if (rate_changed && p.burst != c->burst) {
+				/* Two changes need a tau between them (keyed.h, LIVE
+				 * PARAMETERS): the second would be refused after the
+				 * first was applied, leaving the old configuration
+				 * over a table with the new rate.  Refuse both. */
+				ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+				              "sluice_zone \"%V\": change the rate and the burst of a running "
+				              "zone in two reloads, one burst's time (b T) apart",
+				              &shm_zone->shm.name);
+				return NGX_ERROR;
+			}
+			if (rate_changed) {
+				what = "rate";
+				rc = sluice_keyed_set_rate(&z->keyed, c->rate, c->period_ns);
+			}
+			if (rc == 0 && p.burst != c->burst) {
+				what = "burst";
+				rc = sluice_keyed_set_burst(&z->keyed, c->burst);
+			}
+		} else if (p.limit != c->limit) {
+			what = "limit";
+			rc = sluice_keyed_set_limit(&z->keyed, c->limit);
+		}
+	}
+	if (rc != 0) {
+		ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+		              "sluice_zone \"%V\": cannot change the %s of the running zone: %s (%s)%s",
+		              &shm_zone->shm.name, what, sluice_strerror(rc), sluice_err_name(rc),
+		              rc == SLUICE_EBUSY ? "; the previous change is too recent: retry "
+		                                   "once a burst's time (b T) has passed"
+		                                 : "");
+		return NGX_ERROR;
+	}
+	return NGX_OK;
+}
+
+static ngx_int_t ngx_http_sluice_init_zone(ngx_shm_zone_t *shm_zone, void *data)
+{
+	ngx_http_sluice_zone_t *oz = data, *z = shm_zone->data;
+	ngx_slab_pool_t *shpool = (ngx_slab_pool_t *)shm_zone->shm.addr;
+	int rc;
+
+	if (oz) {
+		/* A reload with the zone's name and size unchanged: keep the
+		 * table.  Refuse what would change its meaning or layout. */
+		if (oz->key.len && z->key.len &&
+		    (oz->key.len != z->key.len || ngx_strncmp(oz->key.data, z->key.data, z->key.len) != 0)) {
+			ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+			              "sluice_zone \"%V\" uses the \"%V\" key while previously it used "
+			              "the \"%V\" key",
+			              &shm_zone->shm.name, &z->key, &oz->key);
+			return NGX_ERROR;
+		}
+		const sluice_keyed_config_t *a = &oz->sh->cfg, *b = &z->cfg;
+		if (a->algo != b->algo || a->policy != b->policy || a->window_ns != b->window_ns ||
+		    a->buckets != b->buckets) {
+			ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+			              "sluice_zone \"%V\": the algorithm, policy, window and buckets of "
+			              "a running zone cannot change (they fix its table's layout); "
+			              "give the zone a new name or size",
+			              &shm_zone->shm.name);
+			return NGX_ERROR;
+		}
+		z->sh = oz->sh;
+		z->keyed = oz->keyed;
+		if (z->key.len == 0)
+			z->key = oz->key;
+		return ngx_http_sluice_apply_live(shm_zone, z);
+	}
+
+	if (shm_zone->shm.exists) {
+		/* Windows-only in nginx (a zone inherited by a new process):
+		 * never on Linux. */
+		return NGX_ERROR;
+	}
+
+	z->sh = ngx_slab_alloc(shpool, sizeof(ngx_http_sluice_sh_t));
+	if (z->sh == NULL)
+		return NGX_ERROR;
+	ngx_memzero(z->sh, sizeof(ngx_http_sluice_sh_t));
+	shpool->data = z->sh;
+
+	/* The largest power-of-two capacity whose table fits in the slab:
+	 * large allocations are whole pages, so 64-byte aligned. */
+	sluice_keyed_config_t c = z->cfg;
+	void *mem = NULL;
+	size_t bytes = 0;
+	shpool->log_nomem = 0;
+	for (uint64_t cap = 1ULL << 32; cap >= SLUICE_KEYED_CAPACITY_MIN; cap >>= 1) {
+		c.capacity = cap;
+		bytes = sluice_keyed_region_bytes(&c);
+		if (bytes == 0 || bytes > shm_zone->shm.size)
+			continue;
+		mem = ngx_slab_alloc(shpool, bytes);
+		if (mem)
+			break;
+	}
+	if (mem == NULL) {
+		ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+		              "sluice_zone \"%V\": size %uz holds no table of 8 keys",
+		              &shm_zone->shm.name, shm_zone->shm.size);
+		return NGX_ERROR;
+	}
+	rc = sluice_keyed_init(mem, bytes, &c);
+	if (rc == 0)
+		rc = sluice_keyed_attach(mem, bytes, &sluice_clock_monotonic, &z->keyed);
+	if (rc != 0) {
+		ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0, "sluice_zone \"%V\": %s (%s)",
+		              &shm_zone->shm.name, sluice_strerror(rc), sluice_err_name(rc));
+		return NGX_ERROR;
+	}
+	z->sh->cfg = c;
+	z->sh->table = mem;
+	z->sh->table_bytes = bytes;
+	z->sh->magic = NGX_HTTP_SLUICE_MAGIC;
+	return NGX_OK;
+}
+
+/* ---- the decision (preaccess phase) -------------------------------------- */
+
+static void ngx_http_sluice_count(ngx_http_sluice_zone_t *z, ngx_uint_t outcome)
+{
+	/* Relaxed: a statistic, published with nothing. */
+	atomic_fetch_add_explicit(
+		&z->sh->cells[(ngx_uint_t)ngx_worker % NGX_HTTP_SLUICE_CELLS].count[outcome], 1,
+		memory_order_relaxed);
+}
+
+static void ngx_http_sluice_release_cleanup(void *data)
+{
+	ngx_http_sluice_release_t *rel = data;
+	(void)sluice_keyed_release(&rel->zone->keyed, rel->key.data, rel->key.len, 1);
+}
+
+static void ngx_http_sluice_delay_handler(ngx_http_request_t *r)
+{
+	ngx_event_t *wev = r->connection->write;
+
+	if (wev->delayed) {
+		/* Woken early (the client wrote): keep waiting for the timer. */
+		if (ngx_handle_write_event(wev, 0) != NGX_OK)
+			ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+		return;
+	}
+	if (ngx_handle_read_event(r->connection->read, 0) != NGX_OK) {
+		ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+		return;
+	}
+	r->read_event_handler = ngx_http_block_reading;
+	r->write_event_handler = ngx_http_core_run_phases;
+	ngx_http_core_run_phases(r);
+}
+
+static ngx_int_t ngx_http_sluice_add_header(ngx_http_request_t *r, const char *name,
+                                            const char *val, int len)
+{
+	if (len <= 0)
+		return NGX_OK; /* the helper refused: send no field rather than a wrong one */
+	ngx_table_elt_t *h = ngx_list_push(&r->headers_out.headers);
+	if (h == NULL)
+		return NGX_ERROR;
+	h->hash = 1;
+	h->key.data = (u_char *)name;
+	h->key.len = ngx_strlen(name);
+	h->value.data = ngx_pnalloc(r->pool, (size_t)len);
+	if (h->value.data == NULL)
+		return NGX_ERROR;
+	ngx_memcpy(h->value.data, val, (size_t)len);
+	h->value.len = (size_t)len;
+	return NGX_OK;
+}
+
+/* RateLimit-Policy and RateLimit for zone @z's decision @d.  The policy's
+ * window: GCRA/LEAKY advertise their bucket (q = b permits, w = b T, the
+ * time a drained bucket takes to refill; a rate no higher than the real
+ * one), FIXED/WINDOW their limit per window, INFLIGHT no policy (its slots
+ * come back on release, not at a time). */
+static ngx_int_t ngx_http_sluice_rate_headers(ngx_http_request_t *r, ngx_http_sluice_zone_t *z,
+                                              const sluice_decision_t *d)
+{
+	char buf[SLUICE_HTTP_FIELD_MAX], name[SLUICE_HTTP_NAME_MAX + 1];
+	size_t nlen = ngx_min(z->name.len, (size_t)SLUICE_HTTP_NAME_MAX);
+	sluice_keyed_params_t p;
+	uint64_t quota = 0, window = 0;
+
+	ngx_memcpy(name, z->name.data, nlen);
+	name[nlen] = '\0';
+	if (sluice_keyed_params(&z->keyed, &p) == 0) {
+		switch (z->cfg.algo) {
+		case SLUICE_ALGO_GCRA:
+		case SLUICE_ALGO_LEAKY: {
+			uint64_t b = z->cfg.algo == SLUICE_ALGO_LEAKY ? p.burst + 1 : p.burst;
+			uint64_t t = (p.period_ns + p.rate - 1) / p.rate;
+			quota = b;
+			window = b > UINT64_MAX / t ? UINT64_MAX : b * t;
+			break;
+		}
+		case SLUICE_ALGO_FIXED:
+		case SLUICE_ALGO_WINDOW:
+			quota = p.limit;
+			window = z->cfg.window_ns;
+			break;
+		default:
+			break;
+		}
+	}
+	if (window) {
+		int n = sluice_http_ratelimit_policy(buf, sizeof(buf), name, quota, window);
+		if (ngx_http_sluice_add_header(r, "RateLimit-Policy", buf, n) != NGX_OK)
+			return NGX_ERROR;
+	}
+	int n = sluice_http_ratelimit(buf, sizeof(buf), name, d);
+	return ngx_http_sluice_add_header(r, "RateLimit", buf, n);
+}
+
+/* The request's context lives in a pool cleanup, not only in r->ctx: an
+ * internal redirect zeroes r->ctx, and the decision must not run twice
+ * (ngx_http_realip_module finds its context the same way). */
+static void ngx_http_sluice_ctx_cleanup(void *data)
+{
+	(void)data;
+}
+
+static ngx_http_sluice_ctx_t *ngx_http_sluice_get_ctx(ngx_http_request_t *r)
+{
+	ngx_http_sluice_ctx_t *ctx = ngx_http_get_module_ctx(r->main, ngx_http_sluice_module);
+	if (ctx)
+		return ctx;
+	for (ngx_pool_cleanup_t *c = r->main->pool->cleanup; c; c = c->next) {
+		if (c->handler == ngx_http_sluice_ctx_cleanup) {
+			ctx = c->data;
+			ngx_http_set_ctx(r->main, ctx, ngx_http_sluice_module);
+			return ctx;
+		}
+	}
+	return NULL;
+}
+
+static ngx_int_t ngx_http_sluice_handler(ngx_http_request_t *r)
+{
+	ngx_http_sluice_loc_conf_t *slcf = ngx_http_get_module_loc_conf(r, ngx_http_sluice_module);
+	ngx_http_sluice_ctx_t *ctx;
+	ngx_http_sluice_limit_t *limits;
+	ngx_uint_t n, i, refused = (ngx_uint_t)-1, dry_refused = 0;
+	uint64_t now, delay_ns = 0;
+	/* On the stack: a location has at most NGX_HTTP_SLUICE_LIMITS limits
+	 * (sluice_limit refuses more), so a decision allocates only its
+	 * context (and, INFLIGHT, its release). */
+	sluice_decision_t ds[NGX_HTTP_SLUICE_LIMITS], best;
+	ngx_str_t keys[NGX_HTTP_SLUICE_LIMITS];
+	int got[NGX_HTTP_SLUICE_LIMITS];
+	ngx_http_sluice_zone_t *best_zone = NULL;
+
+	if (slcf->limits == NULL || slcf->limits->nelts == 0)
+		return NGX_DECLINED;
+	/* Once per request: not again after an internal redirect (the index
+	 * module's "/" -> "/index.html"), nor when the phases run again after
+	 * a delay. */
+	if (ngx_http_sluice_get_ctx(r) != NULL)
+		return NGX_DECLINED;
+	ngx_pool_cleanup_t *ccln = ngx_pool_cleanup_add(r->main->pool, sizeof(*ctx));
+	if (ccln == NULL)
+		return NGX_HTTP_INTERNAL_SERVER_ERROR;
+	ctx = ccln->data;
+	ngx_memzero(ctx, sizeof(*ctx));
+	ccln->handler = ngx_http_sluice_ctx_cleanup;
+	ngx_http_set_ctx(r->main, ctx, ngx_http_sluice_module);
+
+	limits = slcf->limits->elts;
+	n = slcf->limits->nelts;
+	for (i = 0; i < n; i++)
+		got[i] = 0;
+
+	/* One reading for every limit of the request. */
+	now = sluice_clock_monotonic_ns();
+	for (i = 0; i < n; i++) {
+		ngx_http_sluice_zone_t *z = limits[i].shm_zone->data;
+		if (ngx_http_complex_value(r, &limits[i].key, &keys[i]) != NGX_OK)
+			return NGX_HTTP_INTERNAL_SERVER_ERROR;
+		if (keys[i].len == 0)
+			continue; /* as limit_req: an empty key is not limited */
+		/* Every field known even on the errors that fill nothing. */
+		ngx_memzero(&ds[i], sizeof(ds[i]));
+		int rc = sluice_keyed_acquire_at(&z->keyed, keys[i].data, keys[i].len, 1, now, &ds[i]);
+		got[i] = rc;
+		if (rc == 1) {
+			if (limits[i].delay >= 0 && ds[i].limit != 0) { /* gcra, leaky: checked */
+				sluice_keyed_params_t p;
+				if (sluice_keyed_params(&z->keyed, &p) == 0) {
+					uint64_t t = (p.period_ns + p.rate - 1) / p.rate;
+					uint64_t free_ns = ((uint64_t)limits[i].delay + 1) * t;
+					if (ds[i].reset_ns > free_ns && ds[i].reset_ns - free_ns > delay_ns)
+						delay_ns = ds[i].reset_ns - free_ns;
+				}
+			}
+			continue;
+		}
+		if (rc < 0 && rc != SLUICE_EKEYFULL) {
+			/* EBUSY (the table kept changing for 4096 retries) or a
+			 * broken table: refuse, as a full table refuses, and say so. */
+			ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+			              "sluice_limit zone \"%V\": %s", &z->name, sluice_strerror(rc));
+			ngx_http_sluice_count(z, SLUICE_NGX_ERRORS);
+		}
+		if (limits[i].dry_run) {
+			dry_refused = 1;
+			continue;
+		}
+		refused = i;
+		break;
+	}
+
+	if (refused != (ngx_uint_t)-1) {
+		/* All or nothing: give back what the earlier limits took. */
+		for (i = 0; i < refused; i++) {
+			ngx_http_sluice_zone_t *z = limits[i].shm_zone->data;
+			if (got[i] == 1) {
+				if (ds[i].limit != 0)
+					(void)sluice_keyed_refund(&z->keyed, keys[i].data, keys[i].len, 1, &ds[i]);
+				ngx_http_sluice_count(z, SLUICE_NGX_REFUNDED);
+			} else if (keys[i].len) {
+				ngx_http_sluice_count(z, SLUICE_NGX_REJECTED_DRY_RUN);
+			}
+		}
+		ngx_http_sluice_zone_t *z = limits[refused].shm_zone->data;
+		ngx_http_sluice_count(z, SLUICE_NGX_REJECTED);
+		ctx->status = SLUICE_NGX_REJECTED;
+		ctx->retry_after_ns = ds[refused].retry_after_ns;
+		ctx->remaining = 0;
+		ctx->have_remaining = 1;
+		ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+		              "sluice: limiting requests by zone \"%V\"", &z->name);
+		char ra[SLUICE_HTTP_RETRY_AFTER_MAX];
+		int len = sluice_http_retry_after(ra, sizeof(ra), &ds[refused]);
+		if (ngx_http_sluice_add_header(r, "Retry-After", ra, len) != NGX_OK ||
+		    ngx_http_sluice_rate_headers(r, z, &ds[refused]) != NGX_OK)
+			return NGX_HTTP_INTERNAL_SERVER_ERROR;
+		return (ngx_int_t)limits[refused].status;
+	}
+
+	/* Admitted by every limit that is not dry_run. */
+	for (i = 0; i < n; i++) {
+		ngx_http_sluice_zone_t *z = limits[i].shm_zone->data;
+		if (keys[i].len == 0)
+			continue;
+		if (got[i] != 1) {
+			ngx_http_sluice_count(z, SLUICE_NGX_REJECTED_DRY_RUN);
+			continue;
+		}
+		ngx_http_sluice_count(z, delay_ns ? SLUICE_NGX_DELAYED : SLUICE_NGX_PASSED);
+		if (ds[i].limit != 0 && (!ctx->have_remaining || ds[i].remaining < ctx->remaining)) {
+			ctx->remaining = ds[i].remaining;
+			ctx->have_remaining = 1;
+			best = ds[i];
+			best_zone = z;
+		}
+		if (z->cfg.algo == SLUICE_ALGO_INFLIGHT && ds[i].limit != 0) {
+			ngx_pool_cleanup_t *cln = ngx_pool_cleanup_add(r->pool, sizeof(ngx_http_sluice_release_t));
+			if (cln == NULL) {
+				(void)sluice_keyed_release(&z->keyed, keys[i].data, keys[i].len, 1);
+				return NGX_HTTP_INTERNAL_SERVER_ERROR;
+			}
+			ngx_http_sluice_release_t *rel = cln->data;
+			rel->zone = z;
+			rel->key = keys[i];
+			cln->handler = ngx_http_sluice_release_cleanup;
+		}
+	}
+	ctx->status = dry_refused ? SLUICE_NGX_REJECTED_DRY_RUN
+	                          : delay_ns ? SLUICE_NGX_DELAYED : SLUICE_NGX_PASSED;
+	if (slcf->headers == 1 && best_zone &&
+	    ngx_http_sluice_rate_headers(r, best_zone, &best) != NGX_OK)
+		return NGX_HTTP_INTERNAL_SERVER_ERROR;
+	if (delay_ns == 0)
+		return NGX_DECLINED;
+
+	/* Wait for the slot on a timer (whole ms, rounded up: never early). */
+	ngx_msec_t ms = (ngx_msec_t)((delay_ns + 999999) / 1000000);
+	if (r->connection->read->ready) {
+		ngx_post_event(r->connection->read, &ngx_posted_events);
+	} else if (ngx_handle_read_event(r->connection->read, 0) != NGX_OK) {
+		return NGX_HTTP_INTERNAL_SERVER_ERROR;
+	}
+	r->read_event_handler = ngx_http_test_reading;
+	r->write_event_handler = ngx_http_sluice_delay_handler;
+	r->connection->write->delayed = 1;
+	ngx_add_timer(r->connection->write, ms);
+	return NGX_AGAIN;
+}
+
+/* ---- variables ----------------------------------------------------------- */
+
+static ngx_int_t ngx_http_sluice_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
+                                          uintptr_t data)
+{
+	ngx_http_sluice_ctx_t *ctx = ngx_http_sluice_get_ctx(r);
+	u_char *p;
+
+	if (ctx == NULL || ctx->status == SLUICE_NGX_NONE) {
+		v->not_found = 1;
+		return NGX_OK;
+	}
+	v->valid = 1;
+	v->no_cacheable = 0;
+	v->not_found = 0;
+	switch (data) {
+	case 0:
+		v->len = ngx_http_sluice_status_names[ctx->status].len;
+		v->data = ngx_http_sluice_status_names[ctx->status].data;
+		return NGX_OK;
+	case 1: {
+		if (ctx->status != SLUICE_NGX_REJECTED || ctx->retry_after_ns == SLUICE_NEVER) {
+			v->not_found = 1;
+			return NGX_OK;
+		}
+		/* Seconds, rounded up as Retry-After (sluice/http.h). */
+		p = ngx_pnalloc(r->pool, NGX_INT64_LEN);
+		if (p == NULL)
+			return NGX_ERROR;
+		uint64_t s = ctx->retry_after_ns / 1000000000ULL +
+		             (ctx->retry_after_ns % 1000000000ULL != 0);
+		v->len = (unsigned)(ngx_sprintf(p, "%uL", s) - p);
+		v->data = p;
+		return NGX_OK;
+	}
+	default:
+		if (!ctx->have_remaining) {
+			v->not_found = 1;
+			return NGX_OK;
+		}
+		p = ngx_pnalloc(r->pool, NGX_INT64_LEN);
+		if (p == NULL)
+			return NGX_ERROR;
+		v->len = (unsigned)(ngx_sprintf(p, "%uL", ctx->remaining) - p);
+		v->data = p;
+		return NGX_OK;
+	}
+}
+
+static ngx_http_variable_t ngx_http_sluice_vars[] = {
+	{ ngx_string("sluice_status"), NULL, ngx_http_sluice_variable, 0,
+	  NGX_HTTP_VAR_NOCACHEABLE, 0 },
+	{ ngx_string("sluice_retry_after"), NULL, ngx_http_sluice_variable, 1,
+	  NGX_HTTP_VAR_NOCACHEABLE, 0 },
+	{ ngx_string("sluice_remaining"), NULL, ngx_http_sluice_variable, 2,
+	  NGX_HTTP_VAR_NOCACHEABLE, 0 },
+	ngx_http_null_variable
+};
+
+static ngx_int_t ngx_http_sluice_add_variables(ngx_conf_t *cf)
+{
+	for (ngx_http_variable_t *v = ngx_http_sluice_vars; v->name.len; v++) {
+		ngx_http_variable_t *var = ngx_http_add_variable(cf, &v->name, v->flags);
+		if (var == NULL)
+			return NGX_ERROR;
+		var->get_handler = v->get_handler;
+		var->data = v->data;
+	}
+	return NGX_OK;
+}
+
+/* ---- metrics ------------------------------------------------------------- */
+
+static ngx_int_t ngx_http_sluice_metrics_handler(ngx_http_request_t *r)
+{
+	ngx_http_sluice_main_conf_t *smcf = ngx_http_get_module_main_conf(r, ngx_http_sluice_module);
+	ngx_http_sluice_zone_t **zones = smcf->zones.elts;
+	ngx_uint_t nz = smcf->zones.nelts;
+
+	if (!(r->method & (NGX_HTTP_GET | NGX_HTTP_HEAD)))
+		return NGX_HTTP_NOT_ALLOWED;
+	if (ngx_http_discard_request_body(r) != NGX_OK)
+		return NGX_HTTP_INTERNAL_SERVER_ERROR;
+
+	/* Bounded text: per zone, SLUICE_NGX_OUTCOMES + 8 lines of at most
+	 * 100 bytes plus the zone's name, and the HELP/TYPE lines. */
+	size_t size = 4096;
+	for (ngx_uint_t i = 0; i < nz; i++)
+		size += (SLUICE_NGX_OUTCOMES + 8) * (120 + zones[i]->name.len);
+	ngx_buf_t *b = ngx_create_temp_buf(r->pool, size);
+	if (b == NULL)
+		return NGX_HTTP_INTERNAL_SERVER_ERROR;
+	u_char *p = b->last;
+
+	p = ngx_sprintf(p, "# HELP sluice_requests_total Requests decided by a sluice zone, "
+	                   "by outcome, over every worker.\n"
+	                   "# TYPE sluice_requests_total counter\n");
+	for (ngx_uint_t i = 0; i < nz; i++) {
+		for (ngx_uint_t o = SLUICE_NGX_PASSED; o < SLUICE_NGX_OUTCOMES; o++) {
+			uint64_t sum = 0;
+			for (ngx_uint_t c = 0; c < NGX_HTTP_SLUICE_CELLS; c++)
+				sum += atomic_load_explicit(&zones[i]->sh->cells[c].count[o],
+				                            memory_order_relaxed);
+			p = ngx_sprintf(p, "sluice_requests_total{zone=\"%V\",outcome=\"%s\"} %uL\n",
+			                &zones[i]->name, ngx_http_sluice_outcome_labels[o], sum);
+		}
+	}
+	static const struct {
+		const char *name, *type, *help;
+	} kmetrics[] = {
+		{ "sluice_keys", "gauge", "Live keys in the zone's table." },
+		{ "sluice_capacity", "gauge", "Slots in the zone's table." },
+		{ "sluice_key_creations_total", "counter", "Keys given a slot." },
+		{ "sluice_key_reclaims_total", "counter", "Fresh-equivalent slots retaken (lossless)." },
+		{ "sluice_key_evictions_total", "counter", "Live keys reset by the evict policy." },
+		{ "sluice_key_rejections_total", "counter", "New keys refused by the reject policy." },
+		{ "sluice_key_untracked_total", "counter", "Requests passed untracked by the allow policy." },
+	};
+	for (size_t m = 0; m < sizeof(kmetrics) / sizeof(kmetrics[0]); m++) {
+		p = ngx_sprintf(p, "# HELP %s %s\n# TYPE %s %s\n", kmetrics[m].name, kmetrics[m].help,
+		                kmetrics[m].name, kmetrics[m].type);
+		for (ngx_uint_t i = 0; i < nz; i++) {
+			sluice_keyed_stats_t st;
+			if (sluice_keyed_stats(&zones[i]->keyed, &st) != 0)
+				continue;
+			uint64_t v[] = { st.occupancy, st.capacity, st.creations, st.reclaims,
+				         st.evictions, st.rejections, st.untracked };
+			p = ngx_sprintf(p, "%s{zone=\"%V\"} %uL\n", kmetrics[m].name, &zones[i]->name,
+			                v[m]);
+		}
+	}
+	b->last = p;
+	b->last_buf = (r == r->main);
+	b->last_in_chain = 1;
+
+	ngx_str_set(&r->headers_out.content_type, "text/plain; version=0.0.4; charset=utf-8");
+	r->headers_out.content_type_len = sizeof("text/plain") - 1;
+	r->headers_out.status = NGX_HTTP_OK;
+	r->headers_out.content_length_n = b->last - b->pos;
+	ngx_int_t rc = ngx_http_send_header(r);
+	if (rc == NGX_ERROR || rc > NGX_OK || r->header_only)
+		return rc;
+	ngx_chain_t out = { b, NULL };
+	return ngx_http_output_filter(r, &out);
+}
+
+static char *ngx_http_sluice_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+	ngx_http_core_loc_conf_t *clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+	(void)cmd;
+	(void)conf;
+	clcf->handler = ngx_http_sluice_metrics_handler;
+	return NGX_CONF_OK;
+}
+
+/* ---- configuration ------------------------------------------------------- */
+
+static void *ngx_http_sluice_create_main_conf(ngx_conf_t *cf)
+{
+	ngx_http_sluice_main_conf_t *smcf = ngx_pcalloc(cf->pool, sizeof(*smcf));
+	if (smcf == NULL)
+		return NULL;
+	if (ngx_array_init(&smcf->zones, cf->pool, 4, sizeof(ngx_http_sluice_zone_t *)) != NGX_OK)
+		return NULL;
+	return smcf;
+}
+
+static void *ngx_http_sluice_create_loc_conf(ngx_conf_t *cf)
+{
+	ngx_http_sluice_loc_conf_t *conf = ngx_pcalloc(cf->pool, sizeof(*conf));
+	if (conf == NULL)
+		return NULL;
+	conf->headers = NGX_CONF_UNSET;
+	return conf;
+}
+
+static char *ngx_http_sluice_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
+{
+	ngx_http_sluice_loc_conf_t *prev = parent, *conf = child;
+	(void)cf;
+	/* As limit_req: a level with no sluice_limit inherits its parent's. */
+	if (conf->limits == NULL)
+		conf->limits = prev->limits;
+	ngx_conf_merge_value(conf->headers, prev->headers, 0);
+	return NGX_CONF_OK;
+}
+
+static ngx_int_t ngx_http_sluice_init(ngx_conf_t *cf)
+{
+	ngx_http_core_main_conf_t *cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
+	ngx_http_handler_pt *h = ngx_array_push(&cmcf->phases[NGX_HTTP_PREACCESS_PHASE].handlers);
+	if (h == NULL)
+		return NGX_ERROR;
+	*h = ngx_http_sluice_handler;
+	return NGX_OK;
+}

@@ -1,0 +1,465 @@
+#!/usr/bin/env bash
+# nginx/tests/run.sh TEST - one test of the nginx module against Debian's
+# packaged nginx (meson suite 'nginx'; nginx/meson.build lists the tests).
+#
+# Each test starts a private nginx: its own prefix (a temp dir with its
+# conf, pid file, error and access logs, static files), listening on
+# 127.0.0.1 at a free port with reuseport, 2 workers, serving a static file
+# (not `return`, which answers in the rewrite phase, before sluice's
+# preaccess handler).  It is stopped by its pid file's pid only, on every
+# path out (trap).  Every wait is a bounded loop.
+#
+# Environment: SLUICE_NGX_MODULE (the .so), NGINX_BIN (the nginx binary;
+# not NGINX, which nginx itself reads as a list of inherited sockets).
+set -euo pipefail
+test_name=${1:?usage: run.sh TEST}
+module=${SLUICE_NGX_MODULE:?}
+nginx_bin=${NGINX_BIN:-/usr/sbin/nginx}
+prefix=$(mktemp -d /tmp/sluice-ngx-test.XXXXXX)
+mkdir -p "$prefix/html" "$prefix/logs" "$prefix/tmp"
+# Workers run as nobody when the tests run as root: let them read the files.
+chmod 755 "$prefix" "$prefix/html"
+echo "hello from the backend" >"$prefix/html/index.html"
+master_pid=
+
+fail() {
+  echo "FAIL ($test_name): $*" >&2
+  echo "--- error log" >&2
+  tail -20 "$prefix/logs/error.log" >&2 2>/dev/null || true
+  exit 1
+}
+
+# Stop nginx by the pid its pid file names, and no other process: QUIT
+# (graceful), then KILL of that pid after 5 s.
+stop_nginx() {
+  local pid=
+  [ -f "$prefix/nginx.pid" ] && pid=$(cat "$prefix/nginx.pid")
+  [ -z "$pid" ] && pid=$master_pid
+  [ -z "$pid" ] && return 0
+  kill -QUIT "$pid" 2>/dev/null || return 0
+  for _ in $(seq 50); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+  local rc=$?
+  stop_nginx
+  if [ "$rc" -eq 0 ]; then rm -rf "$prefix"; else echo "(kept $prefix)" >&2; fi
+}
+trap cleanup EXIT
+
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+base="http://127.0.0.1:$port"
+
+# write_conf HTTP-LEVEL LOCATION-BODY: the whole configuration.
+write_conf() {
+  cat >"$prefix/nginx.conf" <<EOF
+load_module $module;
+worker_processes 2;
+pid nginx.pid;
+error_log logs/error.log info;
+events { worker_connections 1024; }
+http {
+  log_format sluice '\$pid \$status \$sluice_status \$sluice_remaining \$sluice_retry_after';
+  access_log logs/access.log sluice;
+  client_body_temp_path tmp; proxy_temp_path tmp; fastcgi_temp_path tmp;
+  uwsgi_temp_path tmp; scgi_temp_path tmp;
+  $1
+  server {
+    listen 127.0.0.1:$port reuseport;
+    root html;
+    location / {
+      $2
+      add_header X-Sluice-Status \$sluice_status always;
+      add_header X-Sluice-Remaining \$sluice_remaining always;
+      add_header X-Sluice-Retry-After \$sluice_retry_after always;
+    }
+    location /metrics { sluice_metrics; access_log off; }
+  }
+}
+EOF
+}
+
+ngx() { "$nginx_bin" -p "$prefix/" -c nginx.conf -e logs/error.log "$@"; }
+
+worker_pids() {
+  [ -n "$master_pid" ] || return 0
+  # The master's children: its workers (and nothing else: no cache manager).
+  ps -o pid= --ppid "$master_pid" | tr -d ' ' | sort
+}
+
+wait_workers() { # wait_workers N: until the master has N workers (10 s)
+  for _ in $(seq 100); do
+    [ "$(worker_pids | wc -l)" -eq "$1" ] && return 0
+    sleep 0.1
+  done
+  fail "the master does not have $1 workers: $(worker_pids | tr '\n' ' ')"
+}
+
+start_nginx() {
+  ngx -t -q || fail "nginx -t refused the configuration"
+  ngx || fail "nginx did not start"
+  for _ in $(seq 100); do
+    [ -s "$prefix/nginx.pid" ] && break
+    sleep 0.05
+  done
+  master_pid=$(cat "$prefix/nginx.pid") || fail "no pid file"
+  wait_workers 2
+  for _ in $(seq 100); do
+    curl -s -o /dev/null "$base/metrics" && return 0
+    sleep 0.05
+  done
+  fail "nginx does not answer on $base"
+}
+
+# reload_nginx: -s reload, and wait until the old workers are gone and two
+# new ones serve (a changed configuration replaces every worker).
+reload_nginx() {
+  local old
+  old=$(worker_pids | tr '\n' ' ')
+  ngx -s reload || fail "nginx -s reload failed"
+  for _ in $(seq 100); do
+    local now
+    now=$(worker_pids | tr '\n' ' ')
+    if [ "$(worker_pids | wc -l)" -eq 2 ]; then
+      local stale=0
+      for p in $old; do [[ " $now " == *" $p "* ]] && stale=1; done
+      [ $stale -eq 0 ] && return 0
+    fi
+    sleep 0.1
+  done
+  return 1
+}
+
+code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
+
+metric() { # metric ZONE OUTCOME
+  curl -s "$base/metrics" |
+    awk -v z="$1" -v o="$2" '$1 == "sluice_requests_total{zone=\"" z "\",outcome=\"" o "\"}" { print $2 }'
+}
+
+count_log() { # count_log STATUS: access-log lines of that status for "/"
+  awk -v s="$1" '$2 == s' "$prefix/logs/access.log" | wc -l
+}
+
+expect_eq() { [ "$1" = "$2" ] || fail "$3: got '$1', want '$2'"; }
+
+case $test_name in
+
+burst)
+  # Exactly L admitted from a burst far above L, spread over both workers:
+  # one key, a rate slow enough (1 per hour) that nothing refills.
+  L=200
+  write_conf "sluice_zone z size=1m algorithm=gcra rate=1r/h burst=$L;" \
+    'sluice_limit zone=z key=one;'
+  start_nginx
+  wrk -t 2 -c 16 -d 2s "$base/" >"$prefix/wrk.txt" 2>&1 || fail "wrk failed: $(cat "$prefix/wrk.txt")"
+  ok=$(count_log 200)
+  refused=$(count_log 429)
+  expect_eq "$ok" "$L" "requests admitted"
+  [ "$refused" -ge $((10 * L)) ] || fail "only $refused refusals: the burst was not far above L"
+  # Both workers served the burst (each decided on the one table); which
+  # of them got the L admissions is up to the scheduler.
+  served=$(awk '{ print $1 }' "$prefix/logs/access.log" | sort -u | wc -l)
+  expect_eq "$served" 2 "workers that served the burst"
+  expect_eq "$(metric z passed)" "$L" "metrics: passed"
+  expect_eq "$(metric z rejected)" "$refused" "metrics: rejected"
+  echo "admitted $ok of $((ok + refused)) over 2 workers ($(awk '$2 == 200 { print $1 }' "$prefix/logs/access.log" | sort | uniq -c | tr '\n' ' ')admissions per worker pid)"
+  ;;
+
+headers)
+  # GCRA, 2 per minute (T = 30 s), burst 2; headers on admissions too.
+  write_conf "sluice_zone hz size=1m algorithm=gcra rate=2r/m burst=2;" \
+    'sluice_limit zone=hz key=$binary_remote_addr; sluice_headers on;'
+  start_nginx
+  h1=$(curl -s -D - -o /dev/null "$base/")
+  h2=$(curl -s -D - -o /dev/null "$base/")
+  h3=$(curl -s -D - -o /dev/null "$base/")
+  field() { printf '%s\n' "$1" | tr -d '\r' | awk -v f="$2:" 'tolower($1) == tolower(f) { sub(/^[^:]*: /, ""); print }'; }
+  st() { printf '%s\n' "$1" | head -1 | awk '{ print $2 }'; }
+  expect_eq "$(st "$h1")" 200 "first status"
+  expect_eq "$(field "$h1" RateLimit-Policy)" '"hz";q=2;w=60' "first RateLimit-Policy"
+  expect_eq "$(field "$h1" RateLimit)" '"hz";r=1;t=30' "first RateLimit"
+  expect_eq "$(field "$h1" X-Sluice-Status)" PASSED "first \$sluice_status"
+  expect_eq "$(field "$h1" X-Sluice-Remaining)" 1 "first \$sluice_remaining"
+  expect_eq "$(field "$h2" RateLimit)" '"hz";r=0;t=60' "second RateLimit"
+  expect_eq "$(st "$h3")" 429 "third status"
+  ra=$(field "$h3" Retry-After)
+  # The bucket is empty: the next permit is T = 30 s after the first
+  # admission, less the few ms the requests took (rounded up: never early).
+  [ "$ra" = 30 ] || [ "$ra" = 29 ] || fail "Retry-After: got '$ra', want 30 (or 29)"
+  expect_eq "$(field "$h3" RateLimit)" "\"hz\";r=0;t=$ra" "refused RateLimit"
+  expect_eq "$(field "$h3" RateLimit-Policy)" '"hz";q=2;w=60' "refused RateLimit-Policy"
+  expect_eq "$(field "$h3" X-Sluice-Status)" REJECTED "refused \$sluice_status"
+  expect_eq "$(field "$h3" X-Sluice-Retry-After)" "$ra" "refused \$sluice_retry_after"
+  # sluice_headers off (the default): no RateLimit on admissions, but
+  # always on refusals.
+  stop_nginx; master_pid=
+  write_conf "sluice_zone hz size=1m algorithm=fixed limit=1 window=1h;" \
+    'sluice_limit zone=hz key=$binary_remote_addr status=503;'
+  start_nginx
+  h1=$(curl -s -D - -o /dev/null "$base/")
+  h2=$(curl -s -D - -o /dev/null "$base/")
+  expect_eq "$(field "$h1" RateLimit)" "" "RateLimit on an admission with sluice_headers off"
+  expect_eq "$(st "$h2")" 503 "status= of a refusal"
+  expect_eq "$(field "$h2" RateLimit-Policy)" '"hz";q=1;w=3600' "fixed window RateLimit-Policy"
+  [ -n "$(field "$h2" Retry-After)" ] || fail "no Retry-After on a refusal"
+  ;;
+
+fractional)
+  # rate=0.5r/s is one request per 2 s (5 per 10 s, exactly); a sub-ms
+  # interval (2500.5r/s, T = 399,921 ns) is valid and loads.
+  write_conf "sluice_zone fz size=1m algorithm=gcra rate=0.5r/s burst=1;
+  sluice_zone sub size=1m algorithm=gcra rate=2500.5r/s burst=1;" \
+    'sluice_limit zone=fz key=$binary_remote_addr; sluice_limit zone=sub key=$binary_remote_addr;'
+  start_nginx
+  expect_eq "$(code "$base/")" 200 "first"
+  ra=$(curl -s -D - -o /dev/null "$base/" | tr -d '\r' | awk 'tolower($1) == "retry-after:" { print $2 }')
+  expect_eq "$ra" 2 "Retry-After at 0.5r/s"
+  ;;
+
+dry_run)
+  write_conf "sluice_zone dz size=1m algorithm=gcra rate=1r/h burst=3;" \
+    'sluice_limit zone=dz key=$binary_remote_addr dry_run;'
+  start_nginx
+  codes=
+  for _ in $(seq 10); do codes="$codes$(code "$base/") "; done
+  expect_eq "$codes" "200 200 200 200 200 200 200 200 200 200 " "statuses under dry_run"
+  expect_eq "$(metric dz passed)" 3 "metrics: passed"
+  expect_eq "$(metric dz rejected_dry_run)" 7 "metrics: rejected_dry_run"
+  expect_eq "$(metric dz rejected)" 0 "metrics: rejected"
+  expect_eq "$(awk '$3 == "REJECTED_DRY_RUN"' "$prefix/logs/access.log" | wc -l)" 7 "\$sluice_status REJECTED_DRY_RUN in the log"
+  ;;
+
+reload)
+  # 1 per 5 s, burst 5: drain the key, then reload with 1 per minute.
+  write_conf "sluice_zone rz size=1m algorithm=gcra rate=0.2r/s burst=5;" \
+    'sluice_limit zone=rz key=$binary_remote_addr;'
+  start_nginx
+  codes=
+  for _ in $(seq 6); do codes="$codes$(code "$base/") "; done
+  t_drain=$(date +%s%N)
+  expect_eq "$codes" "200 200 200 200 200 429 " "before the reload"
+  write_conf "sluice_zone rz size=1m algorithm=gcra rate=1r/m burst=5;" \
+    'sluice_limit zone=rz key=$binary_remote_addr;'
+  reload_nginx || fail "the reload did not replace the workers"
+  # State kept: no refill (a new table would admit 5 at once).
+  expect_eq "$(code "$base/")" 429 "right after the reload"
+  # New rate applied: at 1 per 5 s a permit is back 5 s after the drain;
+  # at 1 per minute it is not (the key holds what it had at the reload,
+  # under 1 permit if the reload took under 4.7 s, plus 1/60 per second).
+  el=$((($(date +%s%N) - t_drain) / 1000000))
+  [ "$el" -lt 4500 ] || fail "the reload took $el ms: too slow to tell the rates apart"
+  sleep "$(awk -v e="$el" 'BEGIN { printf "%.3f", (6000 - e) / 1000 }')"
+  expect_eq "$(code "$base/")" 429 "6 s after the drain (the new rate is 1/min)"
+  expect_eq "$(curl -s "$base/metrics" | awk '$1 == "sluice_key_creations_total{zone=\"rz\"}" { print $2 }')" 1 "keys created (the table was kept)"
+  expect_eq "$(metric rz passed)" 5 "metrics kept across the reload"
+  # A changed key expression is refused, as limit_req does; the running
+  # configuration and its state stay.
+  write_conf "sluice_zone rz size=1m algorithm=gcra rate=1r/m burst=5;" \
+    'sluice_limit zone=rz key=$uri;'
+  ngx -s reload || fail "nginx -s reload failed"
+  for _ in $(seq 50); do
+    grep -q 'sluice_zone "rz" uses the "\$uri" key while previously it used the "\$binary_remote_addr" key' \
+      "$prefix/logs/error.log" && break
+    sleep 0.1
+  done
+  grep -q 'uses the "\$uri" key while previously' "$prefix/logs/error.log" ||
+    fail "a changed key was not refused by name"
+  expect_eq "$(code "$base/")" 429 "after the refused reload"
+  # So is a changed algorithm (it fixes the table's layout).
+  write_conf "sluice_zone rz size=1m algorithm=leaky rate=1r/m burst=5;" \
+    'sluice_limit zone=rz key=$binary_remote_addr;'
+  ngx -s reload || fail "nginx -s reload failed"
+  for _ in $(seq 50); do
+    grep -q 'sluice_zone "rz": the algorithm, policy, window and buckets of a running zone cannot change' \
+      "$prefix/logs/error.log" && break
+    sleep 0.1
+  done
+  grep -q 'sluice_zone "rz": the algorithm, policy, window and buckets' "$prefix/logs/error.log" ||
+    fail "a changed algorithm was not refused by name"
+  expect_eq "$(code "$base/")" 429 "after the refused algorithm change"
+  # A change too soon after the previous one (within the larger tau of
+  # the two parameter sets, here 5 min) is refused by name, and nothing
+  # changes.
+  write_conf "sluice_zone rz size=1m algorithm=gcra rate=1r/m burst=7;" \
+    'sluice_limit zone=rz key=$binary_remote_addr;'
+  ngx -s reload || fail "nginx -s reload failed"
+  for _ in $(seq 50); do
+    grep -q 'sluice_zone "rz": cannot change the burst of the running zone' "$prefix/logs/error.log" && break
+    sleep 0.1
+  done
+  grep -q 'cannot change the burst of the running zone.*SLUICE_EBUSY' "$prefix/logs/error.log" ||
+    fail "a change too soon after the previous one was not refused by name"
+  expect_eq "$(code "$base/")" 429 "after the refused burst change"
+  ;;
+
+metrics)
+  write_conf "sluice_zone ma size=1m algorithm=gcra rate=1r/h burst=2;
+  sluice_zone mb size=1m algorithm=window limit=3 window=1s buckets=10;
+  sluice_zone mc size=1m algorithm=inflight limit=4;" \
+    'sluice_limit zone=ma key=$binary_remote_addr; sluice_limit zone=mb key=$http_x_user; sluice_limit zone=mc key=$binary_remote_addr;'
+  start_nginx
+  for _ in $(seq 5); do code -H 'X-User: u' "$base/" >/dev/null; done
+  curl -s -D "$prefix/mhdr" -o "$prefix/metrics.txt" "$base/metrics"
+  promtool check metrics <"$prefix/metrics.txt" >"$prefix/promtool.txt" 2>&1 ||
+    fail "promtool check metrics: $(cat "$prefix/promtool.txt")"
+  grep -qi '^content-type: text/plain; version=0.0.4' "$prefix/mhdr" || fail "content type: $(cat "$prefix/mhdr")"
+  expect_eq "$(metric ma passed)" 2 "ma passed"
+  expect_eq "$(metric ma rejected)" 3 "ma rejected"
+  expect_eq "$(metric mb passed)" 2 "mb passed"
+  expect_eq "$(metric mc passed)" 2 "mc passed"
+  grep -q '^sluice_keys{zone="mc"} ' "$prefix/metrics.txt" || fail "no sluice_keys for mc"
+  ;;
+
+bad_directive)
+  # check_bad HTTP-LEVEL LOCATION-BODY WORDS...: nginx -t fails and its
+  # message contains every word (the directive's name among them).
+  check_bad() {
+    write_conf "$1" "$2"
+    shift 2
+    if ngx -t >"$prefix/t.txt" 2>&1; then fail "nginx -t accepted: $(cat "$prefix/nginx.conf")"; fi
+    for w in "$@"; do
+      grep -qF -- "$w" "$prefix/t.txt" || fail "nginx -t said '$(cat "$prefix/t.txt")', not naming '$w'"
+    done
+  }
+  ok_zone="sluice_zone z size=1m algorithm=gcra rate=10r/s burst=5;"
+  ok_limit='sluice_limit zone=z key=$binary_remote_addr;'
+  check_bad "sluice_zone z size=1m algorithm=gcra rate=abc burst=5;" "$ok_limit" sluice_zone 'invalid rate "rate=abc"'
+  check_bad "sluice_zone z size=1m algorithm=gcra rate=10r/s burst=0;" "$ok_limit" sluice_zone SLUICE_EBURST
+  check_bad "sluice_zone z size=1m algorithm=rainbow rate=10r/s burst=5;" "$ok_limit" sluice_zone 'algorithm=rainbow'
+  check_bad "sluice_zone z size=1m algorithm=fixed rate=10r/s burst=5;" "$ok_limit" sluice_zone 'fixed takes limit= and window='
+  check_bad "sluice_zone z size=1k algorithm=gcra rate=10r/s burst=5;" "$ok_limit" sluice_zone 'too small'
+  check_bad "sluice_zone z size=1m algorithm=inflight limit=5 policy=evict;" "$ok_limit" sluice_zone SLUICE_EPOLICY
+  check_bad "$ok_zone" 'sluice_limit zone=z key=$binary_remote_addr status=700;' sluice_limit 'invalid status'
+  check_bad "$ok_zone" 'sluice_limit zone=z status=429;' sluice_limit 'needs zone= and key='
+  check_bad "$ok_zone" 'sluice_limit zone=z key=$binary_remote_addr burst=3;' sluice_limit 'invalid parameter "burst=3"'
+  check_bad "$ok_zone" 'sluice_limit zone=nope key=$binary_remote_addr;' nope
+  check_bad "$ok_zone" 'sluice_limit zone=z key=$binary_remote_addr; sluice_limit zone=z key=$uri;' sluice_limit 'is used with the key'
+  check_bad "sluice_zone z size=1m algorithm=fixed limit=5 window=1s;" 'sluice_limit zone=z key=$binary_remote_addr delay=2;' sluice_limit 'delay= needs a gcra or leaky zone'
+  # The same when the zone comes after the limit that delays on it.
+  check_bad "$ok_zone server { listen 127.0.0.1:1; location /x { sluice_limit zone=late key=\$uri delay=1; } }
+  sluice_zone late size=1m algorithm=window limit=5 window=1s;" "$ok_limit" sluice_zone 'delay= needs a gcra or leaky zone'
+  # And a good one passes.
+  write_conf "$ok_zone" "$ok_limit"
+  ngx -t -q || fail "nginx -t refused a good configuration"
+  ;;
+
+worker_kill)
+  # SIGKILL one worker in the middle of a load: the master respawns it,
+  # no more than L are ever admitted, and the table keeps deciding.
+  L=400
+  write_conf "sluice_zone kz size=1m algorithm=gcra rate=1r/h burst=$L;" \
+    'sluice_limit zone=kz key=$http_x_key;'
+  start_nginx
+  wrk -t 2 -c 16 -d 3s -H 'X-Key: load' "$base/" >"$prefix/wrk.txt" 2>&1 &
+  wrk_pid=$!
+  sleep 1
+  victim=$(worker_pids | head -1)
+  kill -KILL "$victim"
+  wait_workers 2
+  worker_pids | grep -qx "$victim" && fail "worker $victim was not replaced"
+  wait "$wrk_pid" || true
+  grep -q "worker process $victim exited on signal 9" "$prefix/logs/error.log" ||
+    fail "the master did not see worker $victim die"
+  ok=$(count_log 200)
+  # A worker killed between its admission and its log line loses the line
+  # (at most one per open connection, 16); none can admit beyond L.
+  [ "$ok" -le "$L" ] && [ "$ok" -ge $((L - 16)) ] || fail "admitted $ok, want $((L - 16))..$L"
+  expect_eq "$(code -H 'X-Key: load' "$base/")" 429 "the drained key after the kill"
+  expect_eq "$(code -H 'X-Key: fresh' "$base/")" 200 "a new key after the kill"
+  for _ in $(seq 20); do code -H "X-Key: k$RANDOM" "$base/" >/dev/null; done
+  expect_eq "$(code -H 'X-Key: fresh' "$base/")" 200 "the new key again"
+  echo "admitted $ok of L=$L with a worker killed; worker $victim replaced"
+  ;;
+
+delay)
+  # delay=0: every request beyond the first waits for its GCRA slot, on a
+  # timer: 10 per second, so 5 back-to-back requests take >= 0.4 s.
+  write_conf "sluice_zone yz size=1m algorithm=gcra rate=10r/s burst=10;" \
+    'sluice_limit zone=yz key=$binary_remote_addr delay=0;'
+  start_nginx
+  t0=$(date +%s%N)
+  codes=
+  for _ in $(seq 5); do codes="$codes$(code "$base/") "; done
+  t1=$(date +%s%N)
+  expect_eq "$codes" "200 200 200 200 200 " "delayed statuses"
+  [ $(((t1 - t0) / 1000000)) -ge 380 ] || fail "5 requests at 10/s with delay=0 took only $(((t1 - t0) / 1000000)) ms"
+  expect_eq "$(metric yz delayed)" 4 "metrics: delayed"
+  expect_eq "$(metric yz passed)" 1 "metrics: passed at once"
+  expect_eq "$(awk '$3 == "DELAYED"' "$prefix/logs/access.log" | wc -l)" 4 "\$sluice_status DELAYED"
+  ;;
+
+all_or_nothing)
+  # Two limits on one location: a global bucket of 4, then 1 per user.
+  # A request the per-user limit refuses gives its global permit back.
+  write_conf "sluice_zone glob size=1m algorithm=gcra rate=1r/h burst=4;
+  sluice_zone user size=1m algorithm=gcra rate=1r/h burst=1;" \
+    'sluice_limit zone=glob key=all; sluice_limit zone=user key=$http_x_user;'
+  start_nginx
+  expect_eq "$(code -H 'X-User: u1' "$base/")" 200 "u1 first"
+  for _ in $(seq 5); do
+    expect_eq "$(code -H 'X-User: u1' "$base/")" 429 "u1 again"
+  done
+  codes=
+  for u in u2 u3 u4 u5; do codes="$codes$(code -H "X-User: $u" "$base/") "; done
+  expect_eq "$codes" "200 200 200 429 " "u2..u5 (3 global permits left, not 0)"
+  expect_eq "$(metric glob refunded)" 5 "glob permits given back"
+  expect_eq "$(metric user rejected)" 5 "user refusals"
+  expect_eq "$(metric glob rejected)" 1 "glob refusals"
+  ;;
+
+inflight)
+  # At most 1 request of the key in progress; a second limit delays every
+  # request after the first by 1 s (GCRA, delay=0), so a request holds its
+  # in-flight slot for that second, and releases it when it ends.
+  write_conf "sluice_zone inf size=1m algorithm=inflight limit=1;
+  sluice_zone slow size=1m algorithm=gcra rate=1r/s burst=5;" \
+    'sluice_limit zone=inf key=all; sluice_limit zone=slow key=all delay=0;'
+  start_nginx
+  expect_eq "$(code "$base/")" 200 "first (not delayed)"
+  for i in 1 2 3; do code "$base/" >"$prefix/par.$i" & done
+  wait
+  par=$(for i in 1 2 3; do cat "$prefix/par.$i"; echo; done | sort | tr '\n' ' ')
+  expect_eq "$par" "200 429 429 " "3 at once: one holds the slot (delayed), two refused"
+  # Every slot was released when its request ended: one more passes.
+  expect_eq "$(code "$base/")" 200 "after they ended"
+  expect_eq "$(metric inf rejected)" 2 "inf rejected"
+  expect_eq "$(curl -s "$base/metrics" | awk '$1 == "sluice_keys{zone=\"inf\"}" { print $2 }')" 1 "inflight keys"
+  ;;
+
+readme)
+  # The README's complete configuration loads and limits (its ```nginx
+  # block, with this build's module and a free port).
+  readme=$(dirname "$(realpath "$0")")/../../README.md
+  python3 - "$readme" "$module" "$port" "$prefix/nginx.conf" <<'PY'
+import sys
+s = open(sys.argv[1]).read()
+i = s.index("```nginx\n") + len("```nginx\n")
+c = s[i:s.index("```", i)]
+c = c.replace("/path/to/build/nginx/ngx_http_sluice_module.so", sys.argv[2])
+c = c.replace("127.0.0.1:8080", "127.0.0.1:" + sys.argv[3])
+open(sys.argv[4], "w").write(c)
+PY
+  start_nginx
+  # 30 requests on one connection (one curl, a few ms): the burst of 20
+  # passes, then refusals (at most a refill or two at 10/s meanwhile).
+  urls=()
+  for _ in $(seq 30); do urls+=(-o /dev/null "$base/"); done
+  codes=$(curl -s -w "%{http_code} " "${urls[@]}")
+  case "$codes" in
+    "$(printf '200 %.0s' $(seq 20))"*429\ ) ;;
+    *) fail "README configuration: $codes" ;;
+  esac
+  expect_eq "$(code "$base/new-api")" 404 "the dry_run location (no file: 404, not 429)"
+  curl -s "$base/metrics" | promtool check metrics || fail "README metrics"
+  ;;
+
+*)
+  fail "unknown test"
+  ;;
+esac
+echo "ok $test_name"
