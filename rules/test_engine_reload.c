@@ -1,0 +1,2 @@
+#include <criterion/criterion.h>
+TestSuite(engine_reload, .timeout = 60);
