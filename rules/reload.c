@@ -297,6 +297,17 @@ static void layout_of(const sluice_rule_t *r, struct sluice__layout *L)
 }
 
 /* ceil(a * b / c), saturating (c > 0: the loader validated rates). */
+/* Can a state of layout @have hold a rule of layout @want?  Equal, but for
+ * the count's width: a table made for a limit of b bits takes any limit
+ * of at most b bits (keyed.h set_limit). */
+static int layout_fits(const struct sluice__layout *have, const struct sluice__layout *want)
+{
+	struct sluice__layout w = *want;
+	if (w.cbits <= have->cbits)
+		w.cbits = have->cbits;
+	return memcmp(have, &w, sizeof(w)) == 0;
+}
+
 static uint64_t div_ceil_mul(uint64_t a, uint64_t b, uint64_t c)
 {
 	__extension__ typedef unsigned __int128 u128;
@@ -594,7 +605,7 @@ static struct sluice__set *compile(sluice_engine_t *e, sluice_rules_t *rules,
 		layout_of(r, &L);
 		const struct sluice__crule *oc = old ? sluice__set_find(old, r->id) : NULL;
 		struct sluice__state *rs = retired_take(old, r->id);
-		if (oc && memcmp(&oc->st->layout, &L, sizeof(L)) == 0) {
+		if (oc && layout_fits(&oc->st->layout, &L)) {
 			c->st = ref(oc->st);
 			used_old[oc - old->cr] = 1;
 			if (oc->ghost && now < oc->ghost_until) {
@@ -603,7 +614,7 @@ static struct sluice__set *compile(sluice_engine_t *e, sluice_rules_t *rules,
 			}
 			continue;
 		}
-		if (rs && memcmp(&rs->layout, &L, sizeof(L)) == 0) {
+		if (rs && layout_fits(&rs->layout, &L)) {
 			c->st = ref(rs); /* removed, and back within its memory */
 			for (size_t k = 0; k < old->nretired; k++)
 				used_ret[k] |= old->retired[k] == rs;
