@@ -1,8 +1,9 @@
 /*
  * sluice/rules.h - rule files: YAML in, a validated, immutable description
- * of a rule set out (libsluice-rules; the format is docs/rules.md).
+ * of a rule set out (libsluice-rules; the format is docs/rules.md); and
+ * the engine that decides requests with them (THE ENGINE, below).
  *
- * This layer decides nothing.  sluice_rules_load_buffer() and
+ * The loader decides nothing.  sluice_rules_load_buffer() and
  * sluice_rules_load_file() turn a file into a sluice_rules_t: per rule its
  * id, match (exact path or prefix, host, methods), dimensions, the
  * algorithm and its parameters in sluice's own units (ns, permits), keys
