@@ -315,7 +315,9 @@ SLUICE_API const char *sluice_rules_algo_name(sluice_algo_t a);
  * DECIDE.  Each rule x dimension has its own keyed table (sluice/keyed.h)
  * of keys.capacity slots, keyed by the request's value of the dimension:
  * ip: the address bytes; user: the user id; route: the path; header:NAME,
- * query:NAME: the value the request's lookup callback returns.  A request
+ * query:NAME: the value the request's lookup callback returns (a value
+ * longer than keys.key_max is a limiter error, SLUICE_EKEYLEN, unless
+ * keys.hash_long_keys: size key_max for routes and headers).  A request
  * without a value (no user, no such header) is counted under one shared
  * key, a single 0 byte, so leaving a header out does not escape its
  * limit.  A global rule is one limiter (sluice/limiter.h).  Enforcing
@@ -391,8 +393,13 @@ SLUICE_API const char *sluice_rules_algo_name(sluice_algo_t a);
  * PARAMETERS); every process should load the same file.
  *
  * FORK.  The engine registers liburcu's fork handlers (urcu_bp_before_fork
- * and the two after handlers) with pthread_atfork once, and takes the load
- * mutex around fork: a child may decide and load at once.
+ * and the two after handlers) with pthread_atfork once per process, so a
+ * child's read sections and grace periods work.  A child inherits each
+ * engine as it was: it may decide at once, and load if no load was in
+ * progress in another thread at the fork (the load mutex would be held
+ * for ever in the child: pre-fork servers load in the master, then fork,
+ * and each worker reloads on its own).  With a region, parent and
+ * children share the keyed tables; without one each has its own copy.
  *
  * THREADS.  decide and complete: any number of threads, lock-free, no
  * allocation.  load, sync: any thread, serialised.  free: no other call
