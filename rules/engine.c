@@ -161,7 +161,9 @@ static int take_state(struct sluice__state *st, const sluice_rule_t *shape,
 			rc = sluice_keyed_acquire_at(&st->keyed[i], p->key, p->keylen, 1, now, &p->d);
 		} else {
 			p->dim = UINT32_MAX;
-			if (rule->fallback.type == SLUICE_RULES_FALLBACK_QUEUE) {
+			/* a shadow rule books nothing: it delays no request */
+			if (rule->fallback.type == SLUICE_RULES_FALLBACK_QUEUE &&
+			    rule->mode == SLUICE_RULES_ENFORCE) {
 				rc = sluice_limiter_reserve_at(st->lim, 1, now, rule->fallback.max_wait_ns,
 				                               &p->d);
 				p->booked = rc == 1;

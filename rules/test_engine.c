@@ -11,6 +11,7 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "sluice/error.h"
 #include "sluice/rules.h"
@@ -433,5 +434,70 @@ Test(engine, complete_releases_inflight)
 	load_ok(&k, inflight_yaml);
 	cr_assert_eq(sluice_engine_complete(k.e, &b, 1000, 1), 0);
 	cr_assert_eq(decide(&k, "PUT", "/u", NULL, NULL, "alice", &a), SLUICE_ACTION_PASS);
+	kit_free(&k);
+}
+
+/* ---- keys from the lookup callback --------------------------------- */
+
+struct kv {
+	const char *header, *query;
+	int calls;
+};
+
+static const void *kv_lookup(void *ctx, sluice_lookup_kind_t kind, const char *name, size_t *len)
+{
+	struct kv *k = ctx;
+	k->calls++;
+	const char *v = NULL;
+	if (kind == SLUICE_LOOKUP_HEADER && strcasecmp(name, "x-api-key") == 0)
+		v = k->header;
+	if (kind == SLUICE_LOOKUP_QUERY && strcmp(name, "tenant") == 0)
+		v = k->query;
+	if (v)
+		*len = strlen(v);
+	return v;
+}
+
+Test(engine, keys_from_headers_queries_and_routes)
+{
+	static const char y[] =
+		"rules:\n"
+		"  - id: by-key\n"
+		"    match: { prefix: /k/ }\n"
+		"    dimensions: [\"header:X-Api-Key\", \"query:tenant\"]\n"
+		"    limit: { algorithm: fixed_window, window: 1h, max_requests: 1 }\n"
+		"    keys: { capacity: 64 }\n"
+		"  - id: by-route\n"
+		"    match: { prefix: /r/ }\n"
+		"    dimensions: [route]\n"
+		"    limit: { algorithm: fixed_window, window: 1h, max_requests: 1 }\n"
+		"    keys: { capacity: 64 }\n";
+	struct kit k;
+	kit_load(&k, y);
+	sluice_verdict_t v;
+	struct kv a = { "A", "t1", 0 };
+	sluice_request_t q = { .method = "GET", .path = "/k/x", .lookup = kv_lookup, .ctx = &a };
+	cr_assert_eq(sluice_engine_decide(k.e, &q, &v), SLUICE_ACTION_PASS);
+	cr_assert_eq(a.calls, 2);
+	/* the header's key A is spent: refused even for another tenant */
+	a.query = "t2";
+	cr_assert_eq(sluice_engine_decide(k.e, &q, &v), SLUICE_ACTION_REJECT);
+	cr_assert_eq(v.rules[0].dim, 0);
+	/* key B, tenant t1 spent: refused by the second dimension */
+	a.header = "B";
+	a.query = "t1";
+	cr_assert_eq(sluice_engine_decide(k.e, &q, &v), SLUICE_ACTION_REJECT);
+	cr_assert_eq(v.rules[0].dim, 1);
+	/* ... and nothing taken from B's key: B with a new tenant passes */
+	a.query = "t3";
+	cr_assert_eq(sluice_engine_decide(k.e, &q, &v), SLUICE_ACTION_PASS);
+	/* no lookup callback: the shared absent key, once */
+	q.lookup = NULL;
+	cr_assert_eq(sluice_engine_decide(k.e, &q, &v), SLUICE_ACTION_PASS);
+	cr_assert_eq(sluice_engine_decide(k.e, &q, &v), SLUICE_ACTION_REJECT);
+	/* route: one limit per path */
+	cr_assert_eq(decide(&k, "GET", "/r/1", NULL, NULL, NULL, &v), SLUICE_ACTION_PASS);
+	cr_assert_eq(decide(&k, "GET", "/r/2", NULL, NULL, NULL, &v), SLUICE_ACTION_PASS);
+	cr_assert_eq(decide(&k, "GET", "/r/1", NULL, NULL, NULL, &v), SLUICE_ACTION_REJECT);
 	kit_free(&k);
 }
