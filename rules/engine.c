@@ -26,7 +26,14 @@
  * by state serial, so complete() gives them back only to the state that
  * took them, whatever was loaded in between.
  */
+/* The read side inlined (liburcu's _LGPL_SOURCE), except under UBSan:
+ * liburcu-bp 0.13 places each reader at offset 32 of a registry chunk
+ * (after the chunk's header) while its type says 128-byte alignment, so
+ * every inlined read lock is a misaligned member access to UBSan.  The
+ * out-of-line calls do the same thing in the (uninstrumented) library. */
+#ifndef SLUICE_URCU_OUT_OF_LINE
 #define _LGPL_SOURCE
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
