@@ -30,8 +30,8 @@
  * digest.  A process that meets CLAIMED with its fp waits for READY
  * (yielding, bounded by real time); a dead claimer leaves the entry
  * claimed and the load fails with SLUICE_EBUSY rather than guess.  Space
- * is a bump offset taken with fetch_add (relaxed: the entry's release
- * publishes the table, the offset only partitions).  Everything read from
+ * is a bump offset taken with a CAS when the table fits (relaxed: the
+ * entry's release publishes the table, the offset only partitions).  Everything read from
  * the region is checked (offsets and sizes against the region; attach
  * validates the table itself), so another process's bytes cannot make
  * this one read outside it.
@@ -198,13 +198,26 @@ static int region_table(sluice_engine_t *e, const char *id, const sluice_rules_d
 				probe--; /* lost the claim: look at this entry again */
 				continue;
 			}
-			uint64_t sz = (need + 63) & ~(uint64_t)63;
-			uint64_t off = atomic_fetch_add_explicit(&g->hdr->used, sz, memory_order_relaxed);
-			uint64_t at = g->hdr->data_off + off;
-			if (off > g->bytes || at + sz > g->bytes) {
-				atomic_store_explicit(&en->word, (fp << 2) | ENT_DEAD, memory_order_release);
-				return SLUICE_EMEMORY;
+			/* space: a CAS on the bump offset, taken only when the
+			 * table fits, so a table too large for what is left
+			 * takes nothing and a smaller one can still come; the
+			 * retries are bounded (other processes taking space) */
+			uint64_t sz = (need + 63) & ~(uint64_t)63, off, at;
+			uint64_t room = g->bytes - g->hdr->data_off;
+			int tries = 0, got = 0;
+			off = atomic_load_explicit(&g->hdr->used, memory_order_relaxed);
+			while (!got && tries++ < 4096) {
+				if (off > room || sz > room - off)
+					break;
+				got = atomic_compare_exchange_weak_explicit(&g->hdr->used, &off, off + sz,
+				                                            memory_order_relaxed,
+				                                            memory_order_relaxed);
 			}
+			if (!got) {
+				atomic_store_explicit(&en->word, (fp << 2) | ENT_DEAD, memory_order_release);
+				return tries > 4096 ? SLUICE_EBUSY : SLUICE_EMEMORY;
+			}
+			at = g->hdr->data_off + off;
 			en->digest = h;
 			en->off = at;
 			en->bytes = need;

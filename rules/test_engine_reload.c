@@ -362,3 +362,39 @@ Test(engine_reload, region_not_ours)
 	cr_assert_eq(sluice_engine_new(&o, &e), SLUICE_EINVAL);
 	munmap(reg, REGION_BYTES);
 }
+
+/* A table the region has no room for: the load fails at the rule's line
+ * with SLUICE_EMEMORY, and the rule set in force stays. */
+Test(engine_reload, region_full)
+{
+	size_t bytes = 1u << 20;
+	void *reg = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(reg, MAP_FAILED);
+	struct kit k;
+	kit_new_region(&k, reg, bytes);
+	load_ok(&k, shared_yaml);
+	static const char big[] = "rules:\n"
+		"  - id: big\n"
+		"    dimensions: [ip]\n"
+		"    limit: { algorithm: fixed_window, window: 1h, max_requests: 3 }\n"
+		"    keys: { capacity: 100000 }\n";
+	sluice_rules_errors_t *errs = NULL;
+	cr_assert_eq(sluice_engine_load_buffer(k.e, "big.yaml", big, strlen(big), &errs), 1);
+	cr_assert_eq(errs->errors[0].mark.line, 2);
+	cr_assert_eq(errs->errors[0].code, SLUICE_EMEMORY);
+	cr_assert(strstr(errs->errors[0].msg, "SLUICE_EMEMORY"), "%s", errs->errors[0].msg);
+	sluice_rules_errors_free(errs);
+	sluice_verdict_t v;
+	decide(&k, "GET", "/", NULL, "1.1.1.1", NULL, &v);
+	cr_assert_eq(v.version, 1);
+	cr_assert_str_eq(v.rules[0].id, "per-ip");
+	/* the refused table took no space: a small one still fits */
+	static const char small[] = "rules:\n"
+		"  - id: small\n"
+		"    dimensions: [user]\n"
+		"    limit: { algorithm: fixed_window, window: 1h, max_requests: 3 }\n"
+		"    keys: { capacity: 64 }\n";
+	load_ok(&k, small);
+	kit_free(&k);
+	munmap(reg, bytes);
+}
