@@ -337,7 +337,10 @@ SLUICE_API const char *sluice_rules_algo_name(sluice_algo_t a);
  * (nothing taken, outcome SLUICE_OUTCOME_ERROR_OPEN), reject refuses the
  * request through the rule's fallback (SLUICE_OUTCOME_ERROR_CLOSED).
  * No lock, no allocation, no system call but the clock's: one RCU read
- * section (urcu-bp, inlined) around the whole decision.
+ * section (urcu-bp, inlined) around the whole decision.  Once per thread,
+ * its first read section registers it with urcu-bp, inside liburcu (an
+ * allocation of its registry and liburcu's registry lock): warm each
+ * thread up, e.g. with one decision at its start, where that matters.
  *
  * RELOAD.  A load parses and validates (sluice_rules_load_*), compiles
  * the new set while decisions go on with the old one, publishes it with
