@@ -153,7 +153,7 @@ enum { R_PASS, R_REFUSED, R_ERROR_OPEN, R_ERROR_CLOSED };
 static int take_state(struct sluice__state *st, const sluice_rule_t *shape,
                       const sluice_rule_t *rule, const sluice_request_t *q, uint64_t now,
                       struct took *t, uint32_t *nt, uint32_t vrule, sluice_verdict_rule_t *vr,
-                      int *any_open)
+                      int *any_open, size_t *budget)
 {
 	uint32_t nd = shape->per_key ? shape->ndims : 1;
 	for (uint32_t i = 0; i < nd; i++) {
@@ -165,7 +165,17 @@ static int take_state(struct sluice__state *st, const sluice_rule_t *shape,
 		if (shape->per_key) {
 			p->dim = i;
 			dim_key(&shape->dims[i], q, &p->key, &p->keylen);
-			rc = sluice_keyed_acquire_at(&st->keyed[i], p->key, p->keylen, 1, now, &p->d);
+			/* an in-flight key must fit the verdict, for complete()
+			 * to give it back: the load bounded keys of up to
+			 * key_max; a longer, hashed key may not fit, and is then
+			 * this limit's error (nothing taken) */
+			if (shape->limit.algo == SLUICE_ALGO_INFLIGHT && p->keylen > *budget)
+				rc = SLUICE_EKEYLEN;
+			else
+				rc = sluice_keyed_acquire_at(&st->keyed[i], p->key, p->keylen, 1, now,
+				                             &p->d);
+			if (rc == 1 && shape->limit.algo == SLUICE_ALGO_INFLIGHT)
+				*budget -= p->keylen; /* not given back on a refund: a bound */
 		} else {
 			p->dim = UINT32_MAX;
 			/* a shadow rule books nothing: it delays no request */
@@ -206,17 +216,19 @@ static int take_state(struct sluice__state *st, const sluice_rule_t *shape,
 }
 
 static int take_rule(const struct sluice__crule *c, const sluice_request_t *q, uint64_t now,
-                     struct took *t, uint32_t *nt, uint32_t vrule, sluice_verdict_rule_t *vr)
+                     struct took *t, uint32_t *nt, uint32_t vrule, sluice_verdict_rule_t *vr,
+                     size_t *budget)
 {
 	int open = 0;
 	uint32_t start = *nt;
 	memset(&vr->d, 0, sizeof(vr->d));
-	int rc = take_state(c->st, c->r, c->r, q, now, t, nt, vrule, vr, &open);
+	int rc = take_state(c->st, c->r, c->r, q, now, t, nt, vrule, vr, &open, budget);
 	if (rc == R_PASS && c->ghost && now < c->ghost_until) {
 		/* the old layout's state, still in force (RELOAD): its
 		 * decision counts, the new state's is the one reported */
 		sluice_verdict_rule_t g = *vr;
-		rc = take_state(c->ghost, &c->ghost->shape, c->r, q, now, t, nt, vrule, &g, &open);
+		rc = take_state(c->ghost, &c->ghost->shape, c->r, q, now, t, nt, vrule, &g, &open,
+		                budget);
 		if (rc != R_PASS)
 			*vr = g;
 	}
@@ -244,15 +256,10 @@ static void hold(sluice_verdict_t *v, const struct sluice__set *s, const uint32_
 		h->dim = p->dim;
 		h->off = h->len = 0;
 		if (p->dim != UINT32_MAX) {
-			/* the load bounded these bytes (match.c); a key longer
-			 * than its table's key_max was refused (EKEYLEN) and
-			 * took nothing, so it is not here; hashed long keys are
-			 * a digest in the table but given whole here: keep only
-			 * what fits, and a key that does not fit is released
-			 * through nothing (counted as held: fewer admissions) */
+			/* fits: take_state admitted it only within the budget */
 			uint32_t used = v->held_used;
 			if (p->keylen > SLUICE_ENGINE_HELD_MAX - used)
-				continue;
+				continue; /* not reached */
 			memcpy(v->held_keys + used, p->key, p->keylen);
 			h->off = used;
 			h->len = (uint32_t)p->keylen;
@@ -338,13 +345,14 @@ int sluice_engine_decide_at(sluice_engine_t *e, const sluice_request_t *req, uin
 
 	struct took t[SLUICE_ENGINE_PARTS_MAX];
 	uint32_t nt = 0;
+	size_t budget = SLUICE_ENGINE_HELD_MAX; /* in-flight key bytes left */
 	int refused = 0;
 	for (uint32_t k = 0; k < nm && !refused; k++) {
 		const struct sluice__crule *c = &s->cr[matched[k]];
 		if (c->r->mode != SLUICE_RULES_ENFORCE)
 			continue;
 		sluice_verdict_rule_t *vr = &v->rules[k];
-		int rc = take_rule(c, &q, now, t, &nt, k, vr);
+		int rc = take_rule(c, &q, now, t, &nt, k, vr, &budget);
 		switch (rc) {
 		case R_PASS:
 		case R_ERROR_OPEN:
@@ -389,7 +397,7 @@ int sluice_engine_decide_at(sluice_engine_t *e, const sluice_request_t *req, uin
 			continue;
 		sluice_verdict_rule_t *vr = &v->rules[k];
 		nt = 0;
-		int rc = take_rule(c, &q, now, t, &nt, k, vr);
+		int rc = take_rule(c, &q, now, t, &nt, k, vr, &budget);
 		if (rc == R_PASS || rc == R_ERROR_OPEN) {
 			vr->outcome = rc == R_PASS ? SLUICE_OUTCOME_PASSED : SLUICE_OUTCOME_ERROR_OPEN;
 			hold(v, s, matched, t, 0, nt);
