@@ -501,3 +501,49 @@ Test(engine, keys_from_headers_queries_and_routes)
 	cr_assert_eq(decide(&k, "GET", "/r/1", NULL, NULL, NULL, &v), SLUICE_ACTION_REJECT);
 	kit_free(&k);
 }
+
+/* ---- every algorithm ----------------------------------------------- */
+
+/* examples/rules.yaml has one rule per algorithm: the engine builds each
+ * (keyed tables and global limiters), decides a request of each rule's
+ * route, and a reload of the same file keeps every state. */
+Test(engine, every_algorithm_of_the_example)
+{
+	struct kit k;
+	kit_new(&k);
+	cr_assert_eq(sluice_engine_load_file(k.e, RULES_EXAMPLE, NULL), 0);
+	static const struct {
+		const char *method, *path, *host, *id;
+	} reqs[] = {
+		{ "POST", "/api/order/create", NULL, "order-create" },
+		{ "GET", "/api/product/1", NULL, "product-list" },
+		{ "GET", "/api/search", NULL, "search" },
+		{ "GET", "/v2/items", "partners.example.com", "partner-api" },
+		{ "GET", "/api/export", NULL, "export" },
+		{ "PUT", "/upload/x", NULL, "upload" },
+		{ "POST", "/login", NULL, "login" },
+		{ "GET", "/reports/q", NULL, "reports" },
+		{ "GET", "/static/a.css", NULL, "static" },
+	};
+	uint64_t serial[9];
+	for (size_t i = 0; i < 9; i++) {
+		sluice_verdict_t v;
+		int rc = decide(&k, reqs[i].method, reqs[i].path, reqs[i].host, "1.2.3.4", "u", &v);
+		cr_assert_eq(v.nrules, 1, "%s: %u rules", reqs[i].path, v.nrules);
+		cr_assert_str_eq(v.rules[0].id, reqs[i].id);
+		cr_assert(rc == SLUICE_ACTION_PASS || rc == SLUICE_ACTION_SHADOW, "%s: %d", reqs[i].id,
+		          rc);
+		sluice_engine_complete(k.e, &v, 0, 1);
+		sluice_engine_rule_info_t ri;
+		cr_assert_eq(sluice_engine_rule_info(k.e, reqs[i].id, &ri), 0);
+		serial[i] = ri.serial;
+	}
+	cr_assert_eq(sluice_engine_load_file(k.e, RULES_EXAMPLE, NULL), 0);
+	for (size_t i = 0; i < 9; i++) {
+		sluice_engine_rule_info_t ri;
+		cr_assert_eq(sluice_engine_rule_info(k.e, reqs[i].id, &ri), 0);
+		cr_assert_eq(ri.serial, serial[i], "%s: a new state", reqs[i].id);
+		cr_assert_eq(ri.pending, 0);
+	}
+	kit_free(&k);
+}
