@@ -25,6 +25,15 @@
  *
  * Output: one `bench ...` line per case, then a human table with the
  * engine's overhead per request (decide - keyed).  Nothing asserts speed.
+ *
+ * Instructions, which a noisy machine does not move: `--instr=CASE:N`
+ * (CASE decide, keyed or empty-decide) builds the same engine and tables
+ * on a manual clock that stands still, runs 400,000 untimed requests of
+ * CASE (every key created), then N more, and exits; under callgrind, the
+ * instructions of N = 200,000 minus those of N = 100,000, over 100,000, are
+ * one request's (perf/instructions.sh does the same for the algorithms):
+ *   for n in 100000 200000; do valgrind --tool=callgrind \
+ *     --callgrind-out-file=cg.$n ./build/bench/bench_rules --instr=decide:$n; done
  */
 #define _LGPL_SOURCE
 #include <pthread.h>
@@ -73,11 +82,13 @@ static sluice_keyed_t base[NRULES][2]; /* the baseline: each rule's two tables *
 
 enum kind { K_DECIDE, K_KEYED, K_READ, K_EMPTY };
 
+static const sluice_clock_t *bclock = &sluice_clock_cached;
+
 struct run {
 	enum kind kind;
 	int thread;
 	sluice_engine_t *e;
-	uint64_t deadline, ops;
+	uint64_t deadline, ops, limit; /* limit: stop after that many (0: time) */
 	pthread_barrier_t *start;
 	volatile uint64_t sink;
 };
@@ -89,7 +100,7 @@ static void *worker(void *arg)
 	uint64_t i = 0, ops = 0, sink = 0;
 	sluice_verdict_t v;
 	pthread_barrier_wait(r->start);
-	while (mono_ns() < r->deadline) {
+	while (r->limit ? ops < r->limit : mono_ns() < r->deadline) {
 		for (int b = 0; b < BATCH; b++, i++) {
 			uint32_t x = d[i & (DRAWS - 1)], rule = x / NKEYS, k = x % NKEYS;
 			switch (r->kind) {
@@ -102,7 +113,7 @@ static void *worker(void *arg)
 				break;
 			}
 			case K_KEYED: {
-				uint64_t now = sluice_clock_now(&sluice_clock_cached);
+				uint64_t now = sluice_clock_now(bclock);
 				sluice_decision_t dd;
 				sink += (uint64_t)sluice_keyed_acquire_at(&base[rule][0], keys[k].ip, 4, 1,
 				                                          now, &dd);
@@ -172,14 +183,9 @@ static char *rules_file(int n, int per_key, size_t *len)
 	return y;
 }
 
-int main(int argc, char **argv)
+/* The keys, the paths and every thread's draws, before any timing. */
+static void setup_keys(void)
 {
-	struct bench_opts o;
-	int prc = bench_parse_args(argc, argv, "bench_rules", &o);
-	if (prc)
-		return prc;
-	if (sluice_clock_cached_start(0) != 0)
-		fprintf(stderr, "bench_rules: no ticker; the cached clock reads CLOCK_MONOTONIC\n");
 	for (int k = 0; k < NKEYS; k++) {
 		keys[k].ip[0] = 10;
 		keys[k].ip[1] = 0;
@@ -198,6 +204,64 @@ int main(int argc, char **argv)
 			uint32_t rule = (uint32_t)(seed % NRULES), k = (uint32_t)((seed >> 20) % NKEYS);
 			draws[t][i] = rule * NKEYS + k;
 		}
+}
+
+/* --instr=CASE:N (see the top). */
+static int instr(const char *arg)
+{
+	char name[32];
+	unsigned long long n = 0;
+	if (sscanf(arg, "%31[a-z-]:%llu", name, &n) != 2 || n == 0)
+		return 2;
+	enum kind kind = strcmp(name, "decide") == 0  ? K_DECIDE
+	                 : strcmp(name, "keyed") == 0 ? K_KEYED
+	                 : strcmp(name, "empty-decide") == 0 ? K_EMPTY
+	                                                      : (enum kind)-1;
+	if ((int)kind < 0)
+		return 2;
+	setup_keys();
+	static sluice_clock_t manual;
+	sluice_clock_manual_init(&manual, 1000 * SEC);
+	bclock = &manual;
+	sluice_engine_options_t eo = { .clock = &manual };
+	size_t len;
+	char *y = rules_file(NRULES, CAPACITY, &len);
+	sluice_engine_t *e;
+	if (sluice_engine_new(&eo, &e) ||
+	    (kind != K_EMPTY && sluice_engine_load_buffer(e, "bench.yaml", y, len, NULL)))
+		return 1;
+	free(y);
+	sluice_keyed_config_t kc = { .algo = SLUICE_ALGO_GCRA, .capacity = CAPACITY,
+		                     .rate = 1000000000, .period_ns = SEC, .burst = 1000000 };
+	for (int i = 0; kind == K_KEYED && i < NRULES; i++)
+		for (int j = 0; j < 2; j++)
+			if (sluice_keyed_new(&base[i][j], &kc, &manual))
+				return 1;
+	pthread_barrier_t start;
+	pthread_barrier_init(&start, NULL, 1);
+	struct run r = { .kind = kind, .e = e, .start = &start, .limit = 400000 };
+	worker(&r); /* warm */
+	r.limit = n;
+	worker(&r);
+	printf("instr case=%s n=%llu done\n", name, n);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 2 && strncmp(argv[1], "--instr=", 8) == 0) {
+		int rc = instr(argv[1] + 8);
+		if (rc == 2)
+			fprintf(stderr, "usage: bench_rules --instr=decide|keyed|empty-decide:N\n");
+		return rc;
+	}
+	struct bench_opts o;
+	int prc = bench_parse_args(argc, argv, "bench_rules", &o);
+	if (prc)
+		return prc;
+	if (sluice_clock_cached_start(0) != 0)
+		fprintf(stderr, "bench_rules: no ticker; the cached clock reads CLOCK_MONOTONIC\n");
+	setup_keys();
 
 	/* the engine: 20 rules x [ip, user], CAPACITY slots per table */
 	size_t len;

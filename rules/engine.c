@@ -156,11 +156,16 @@ static int take_state(struct sluice__state *st, const sluice_rule_t *shape,
                       int *any_open, size_t *budget)
 {
 	uint32_t nd = shape->per_key ? shape->ndims : 1;
+	const sluice_decision_t *best = NULL; /* the admission with least room */
 	for (uint32_t i = 0; i < nd; i++) {
 		struct took *p = &t[*nt];
-		memset(p, 0, sizeof(*p));
 		p->st = st;
 		p->vrule = vrule;
+		p->booked = 0;
+		p->key = NULL;
+		p->keylen = 0;
+		/* an error may leave it unwritten, and a refusal reports it */
+		p->d = (sluice_decision_t){ 0 };
 		int rc;
 		if (shape->per_key) {
 			p->dim = i;
@@ -190,9 +195,8 @@ static int take_state(struct sluice__state *st, const sluice_rule_t *shape,
 		}
 		if (rc == 1) {
 			(*nt)++;
-			if (p->d.delay_ns > vr->d.delay_ns || vr->d.limit == 0 ||
-			    p->d.remaining < vr->d.remaining)
-				vr->d = p->d;
+			if (!best || p->d.delay_ns > best->delay_ns || p->d.remaining < best->remaining)
+				best = &p->d;
 			continue;
 		}
 		/* a full table under when_full: reject is that policy's
@@ -212,6 +216,9 @@ static int take_state(struct sluice__state *st, const sluice_rule_t *shape,
 		}
 		*any_open = 1; /* nothing taken: this limit is passed */
 	}
+	if (best && (vr->d.limit == 0 || best->delay_ns > vr->d.delay_ns ||
+	             best->remaining < vr->d.remaining))
+		vr->d = *best;
 	return R_PASS;
 }
 
@@ -279,6 +286,11 @@ static uint32_t method_bit(const char *m)
 {
 	if (!m)
 		return 0;
+	/* the usual two first, without a call */
+	if (m[0] == 'G' && m[1] == 'E' && m[2] == 'T' && m[3] == '\0')
+		return SLUICE_RULES_METHOD(GET);
+	if (m[0] == 'P' && m[1] == 'O' && m[2] == 'S' && m[3] == 'T' && m[4] == '\0')
+		return SLUICE_RULES_METHOD(POST);
 #define SLUICE__M(x) \
 	if (strcmp(m, #x) == 0) \
 		return SLUICE_RULES_METHOD(x);
@@ -331,8 +343,7 @@ int sluice_engine_decide_at(sluice_engine_t *e, const sluice_request_t *req, uin
 		if (r->match.host && !host_eq(r->match.host, q.host))
 			continue;
 		sluice_verdict_rule_t *vr = &v->rules[nm];
-		size_t idl = strlen(r->id);
-		memcpy(vr->id, r->id, idl + 1);
+		memcpy(vr->id, r->id, s->cr[cand[i]].idlen + 1);
 		vr->outcome = SLUICE_OUTCOME_NOT_ASKED;
 		vr->error = 0;
 		vr->dim = 0;

@@ -70,6 +70,7 @@ struct sluice__crule {
 	struct sluice__state *ghost;   /* NULL, or in force until ghost_until */
 	uint64_t ghost_until;
 	uint32_t index;
+	uint32_t idlen;                /* strlen(r->id)                       */
 	uint64_t quota, window_ns;     /* RateLimit-Policy                    */
 };
 
@@ -83,6 +84,8 @@ struct sluice__route {
 struct sluice__index {
 	struct sluice__route *exact, *prefix;
 	size_t nexact, nprefix;
+	int32_t *exact_hash;     /* open addressing: exact route or -1      */
+	uint64_t hash_mask;      /* slots - 1 (a power of two >= 2 nexact)  */
 	uint32_t *cand;          /* rule indices, ascending per route         */
 	uint32_t any_first, any_count; /* rules without a path               */
 };
