@@ -490,13 +490,16 @@ struct sluice__verdict_held {
 typedef struct sluice_verdict {
 	/* read-only */
 	sluice_action_t action;
-	uint32_t status;         /* REJECT, QUEUE refused: the fallback's      */
+	uint32_t status;         /* REJECT: the refusing rule's fallback status
+	                          * (a queue that could not book: its status);
+	                          * else 0                                    */
 	uint64_t delay_ns;       /* QUEUE: wait this long, then serve          */
 	uint64_t retry_after_ns; /* REJECT: the refusing limit's retry_after   */
 	uint64_t version;        /* the rule set decided with (0: none loaded) */
 	uint64_t now_ns;         /* the clock reading used                     */
-	uint32_t refused_by;     /* REJECT, QUEUE, STALE, SHADOW: the rule in
-	                          * rules[] that made the action              */
+	uint32_t refused_by;     /* REJECT, STALE, SHADOW: the index in rules[]
+	                          * of the rule that made the action; else
+	                          * UINT32_MAX                                */
 	uint32_t nrules;         /* matched rules, in file order               */
 	sluice_verdict_rule_t rules[SLUICE_ENGINE_MATCH_MAX];
 	/* private: what complete() gives back */
