@@ -277,6 +277,46 @@ static void hold(sluice_verdict_t *v, const struct sluice__set *s, const uint32_
 	}
 }
 
+/*
+ * Count rule @c's outcome in its metrics (sluice_engine_metrics says what
+ * each counts) and tell its adaptive controller the time.  Relaxed stripe
+ * adds: a counter publishes nothing.
+ */
+static void account(const struct sluice__crule *c, const sluice_verdict_rule_t *vr, uint64_t now)
+{
+	sluice__metrics_t *m = &c->st->metrics;
+	switch (vr->outcome) {
+	case SLUICE_OUTCOME_NOT_ASKED:
+		return;
+	case SLUICE_OUTCOME_PASSED:
+	case SLUICE_OUTCOME_RETURNED:
+		sluice__metrics_count(m, SLUICE__METRICS_PASSED, 1);
+		break;
+	case SLUICE_OUTCOME_QUEUED:
+		sluice__metrics_count(m, SLUICE__METRICS_PASSED, 1);
+		sluice__metrics_count(m, SLUICE__METRICS_QUEUED, 1);
+		sluice__metrics_observe(&m->queue_wait, vr->d.delay_ns);
+		break;
+	case SLUICE_OUTCOME_ERROR_OPEN:
+		sluice__metrics_count(m, SLUICE__METRICS_PASSED, 1);
+		sluice__metrics_count(m, SLUICE__METRICS_ERRORS, 1);
+		break;
+	case SLUICE_OUTCOME_REFUSED:
+		sluice__metrics_count(m, SLUICE__METRICS_REFUSED, 1);
+		break;
+	case SLUICE_OUTCOME_ERROR_CLOSED:
+		sluice__metrics_count(m, SLUICE__METRICS_REFUSED, 1);
+		sluice__metrics_count(m, SLUICE__METRICS_ERRORS, 1);
+		break;
+	case SLUICE_OUTCOME_SHADOW_REFUSED:
+		sluice__metrics_count(m, SLUICE__METRICS_PASSED, 1);
+		sluice__metrics_count(m, SLUICE__METRICS_SHADOW_REFUSED, 1);
+		break;
+	}
+	if (c->adaptive)
+		(void)sluice__adaptive_tick(c->adaptive, now);
+}
+
 static int host_eq(const char *a, const char *b)
 {
 	return b && strcasecmp(a, b) == 0;
@@ -350,6 +390,8 @@ int sluice_engine_decide_at(sluice_engine_t *e, const sluice_request_t *req, uin
 		memset(&vr->d, 0, sizeof(vr->d));
 		vr->quota = s->cr[cand[i]].quota;
 		vr->window_ns = s->cr[cand[i]].window_ns;
+		v->rix[nm] = cand[i];
+		v->rserial[nm] = s->cr[cand[i]].st->serial;
 		matched[nm++] = cand[i];
 	}
 	v->nrules = nm;
@@ -420,6 +462,8 @@ int sluice_engine_decide_at(sluice_engine_t *e, const sluice_request_t *req, uin
 			}
 		}
 	}
+	for (uint32_t k = 0; k < nm; k++)
+		account(&s->cr[matched[k]], &v->rules[k], now);
 	read_end();
 	return (int)v->action;
 }
@@ -482,18 +526,38 @@ static struct sluice__state *held_state(const struct sluice__set *s, const sluic
 	return retired_find(s, v->rules[h->vrule].id, h->serial);
 }
 
+/* The state rule @i of @v was decided with, if still in @s. */
+static struct sluice__state *rule_state(const struct sluice__set *s, const sluice_verdict_t *v,
+                                        uint32_t i)
+{
+	const struct sluice__crule *c;
+	if (s->version == v->version && v->rix[i] < s->count)
+		c = &s->cr[v->rix[i]];
+	else
+		c = sluice__set_find(s, v->rules[i].id);
+	if (c && c->st->serial == v->rserial[i])
+		return c->st;
+	return retired_find(s, v->rules[i].id, v->rserial[i]);
+}
+
 int sluice_engine_complete(sluice_engine_t *e, sluice_verdict_t *v, uint64_t latency_ns, int ok)
 {
-	(void)latency_ns;
-	(void)ok;
-	if (!e || !v)
+	if (!e || !v || v->nrules > SLUICE_ENGINE_MATCH_MAX)
 		return SLUICE_EINVAL;
-	if (v->completed || v->nheld == 0) {
-		v->completed = 1;
+	if (v->completed)
 		return 0;
-	}
 	int first = 0;
 	struct sluice__set *s = read_begin(e);
+	/* the latency and the outcome, per rule that decided the request:
+	 * into the metrics of the state that decided it (a state replaced
+	 * since has none to give) */
+	for (uint32_t i = 0; s && i < v->nrules; i++) {
+		if (v->rules[i].outcome == SLUICE_OUTCOME_NOT_ASKED)
+			continue;
+		struct sluice__state *st = rule_state(s, v, i);
+		if (st)
+			sluice__metrics_complete(&st->metrics, latency_ns, ok);
+	}
 	for (uint32_t i = 0; s && i < v->nheld && i < SLUICE_ENGINE_PARTS_MAX; i++) {
 		const struct sluice__verdict_held *h = &v->held[i];
 		if (h->vrule >= v->nrules)
@@ -617,10 +681,42 @@ int sluice_engine_rule_info(sluice_engine_t *e, const char *id, sluice_engine_ru
 			                                             ? st->applied.depth
 			                                             : st->applied.burst,
 			                            .limit = st->applied.limit, .pending = st->pending,
+			                            .adaptive_limit = atomic_load_explicit(
+				                            &st->adapt_limit, memory_order_relaxed),
 			                            .ghost = c->ghost != NULL &&
 			                                     sluice_clock_now(e->clock) < c->ghost_until };
 		rc = 0;
 	}
+	pthread_mutex_unlock(&e->lock);
+	return rc;
+}
+
+int sluice_engine_metrics(sluice_engine_t *e, int (*write)(void *ctx, const char *buf, size_t len),
+                          void *ctx)
+{
+	if (!e || !write)
+		return SLUICE_EINVAL;
+	/* under the load mutex: no set or state is freed while it renders */
+	pthread_mutex_lock(&e->lock);
+	struct sluice__set *s = atomic_load_explicit(&e->set, memory_order_relaxed);
+	size_t n = s ? s->count : 0;
+	sluice__metrics_row_t *rows = calloc(n + 1, sizeof(*rows));
+	if (!rows) {
+		pthread_mutex_unlock(&e->lock);
+		return SLUICE_ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct sluice__crule *c = &s->cr[i];
+		const sluice_rules_limit_t *a = &c->st->applied, *f = &c->r->limit;
+		int rate = f->algo == SLUICE_ALGO_GCRA || f->algo == SLUICE_ALGO_LEAKY ||
+		           f->algo == SLUICE_ALGO_WARMUP;
+		rows[i] = (sluice__metrics_row_t){ .rule_id = c->r->id, .m = &c->st->metrics,
+			                           .limit = rate ? a->rate : a->limit,
+			                           .limit_configured = rate ? f->rate : f->limit };
+	}
+	sluice__metrics_view_t view = { .rows = rows, .nrows = n, .engine = &e->metrics };
+	int rc = sluice__metrics_write(&view, write, ctx);
+	free(rows);
 	pthread_mutex_unlock(&e->lock);
 	return rc;
 }

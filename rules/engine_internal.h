@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "adaptive_internal.h"
+#include "metrics_internal.h"
 #include "rules_internal.h"
 #include "sluice/rules.h"
 
@@ -55,7 +57,13 @@ struct sluice__state {
 	uint64_t retired_until;       /* on the retired list: kept until then */
 	unsigned owners;              /* sets + the retired list (load mutex) */
 	struct sluice__state *next;   /* the engine's list of every state     */
-	void *metrics;                /* the metrics branch's per-rule object */
+	sluice__metrics_t metrics;    /* counters and histograms: kept with the
+	                               * state, so they never go back across
+	                               * a reload that keeps it             */
+	int metrics_ok;               /* initialised (freed with the state) */
+	_Atomic uint64_t adapt_limit; /* the adaptive controller's limit (0:
+	                               * none yet): applied by load and sync,
+	                               * never by a decision (setters lock)  */
 	/* the state's own description of its dimensions and limit: a
 	 * ghost is decided with it after the description it came from is
 	 * freed (its strings point into this state) */
@@ -69,6 +77,8 @@ struct sluice__crule {
 	struct sluice__state *st;
 	struct sluice__state *ghost;   /* NULL, or in force until ghost_until */
 	uint64_t ghost_until;
+	sluice__adaptive_t *adaptive;  /* adaptive rules: the controller, one
+	                                * per set (freed with it)             */
 	uint32_t index;
 	uint32_t idlen;                /* strlen(r->id)                       */
 	uint64_t quota, window_ns;     /* RateLimit-Policy                    */
@@ -116,6 +126,7 @@ struct sluice_engine {
 	struct sluice__state *states;  /* every live state                   */
 	uint64_t next_serial;
 	uint64_t version, failed;
+	sluice__metrics_engine_t metrics; /* reloads, failures, version     */
 	struct sluice__region *region; /* NULL: process memory               */
 	size_t region_bytes;
 };

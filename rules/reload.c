@@ -359,6 +359,8 @@ uint64_t sluice__memory_ns(const sluice_rule_t *r)
 
 static void state_free(struct sluice__state *st)
 {
+	if (st->metrics_ok)
+		sluice__metrics_free(&st->metrics);
 	for (uint32_t i = 0; i < st->ndims; i++)
 		free(st->mem[i]);
 	sluice_limiter_free(st->lim);
@@ -393,6 +395,13 @@ static struct sluice__state *state_new(sluice_engine_t *e, const sluice_rule_t *
 	st->applied = r->limit;
 	st->target = r->limit;
 	st->owners = 1;
+	atomic_init(&st->adapt_limit, 0);
+	*rc = sluice__metrics_init(&st->metrics, 0);
+	if (*rc) {
+		free(st);
+		return NULL;
+	}
+	st->metrics_ok = 1;
 	/* the shape: what a ghost decides with, pointing into this state */
 	st->shape = *r;
 	st->shape.id = st->id;
@@ -460,7 +469,17 @@ static struct sluice__state *state_new(sluice_engine_t *e, const sluice_rule_t *
  * change is still pending, else 0. */
 static int apply(struct sluice__state *st, uint64_t now)
 {
-	sluice_rules_limit_t *a = &st->applied, *t = &st->target;
+	/* the adaptive controller's limit, when it has one, in place of the
+	 * file's: GCRA's rate (per the same period), the others' limit */
+	sluice_rules_limit_t want = st->target;
+	uint64_t al = atomic_load_explicit(&st->adapt_limit, memory_order_relaxed);
+	if (al) {
+		if (st->layout.algo == SLUICE_ALGO_GCRA)
+			want.rate = al;
+		else
+			want.limit = al;
+	}
+	sluice_rules_limit_t *a = &st->applied, *t = &want;
 	sluice_algo_t algo = st->layout.algo;
 	int gcra = algo == SLUICE_ALGO_GCRA || algo == SLUICE_ALGO_LEAKY;
 	int leaky = algo == SLUICE_ALGO_LEAKY;
@@ -517,10 +536,31 @@ int sluice__engine_sync_locked(sluice_engine_t *e, uint64_t now)
 {
 	struct sluice__set *s = atomic_load_explicit(&e->set, memory_order_relaxed);
 	int n = 0;
-	for (size_t i = 0; s && i < s->count; i++)
-		if (s->cr[i].st->pending)
-			n += apply(s->cr[i].st, now);
+	for (size_t i = 0; s && i < s->count; i++) {
+		struct sluice__state *st = s->cr[i].st;
+		/* pending, or an adaptive limit that moved */
+		if (st->pending || atomic_load_explicit(&st->adapt_limit, memory_order_relaxed))
+			n += apply(st, now);
+	}
 	return n;
+}
+
+/* The number the adaptive controller moves: GCRA's rate, else the limit. */
+static uint64_t adaptive_number(const sluice_rules_limit_t *l)
+{
+	return l->algo == SLUICE_ALGO_GCRA ? l->rate : l->limit;
+}
+
+/* The controller's callback, on a deciding thread: keep the new limit
+ * for the next sync or load (a setter takes the table's lock, which a
+ * decision must not).  Relaxed: a value, read under the load mutex. */
+static void adaptive_changed(void *ctx, uint64_t old_limit, uint64_t new_limit,
+                             const sluice__adaptive_window_t *w)
+{
+	(void)old_limit;
+	(void)w;
+	struct sluice__state *st = ctx;
+	atomic_store_explicit(&st->adapt_limit, new_limit, memory_order_relaxed);
 }
 
 /* ---- sets --------------------------------------------------------- */
@@ -532,6 +572,7 @@ void sluice__set_free(sluice_engine_t *e, struct sluice__set *s)
 	for (size_t i = 0; s->cr && i < s->count; i++) {
 		sluice__state_unref(e, s->cr[i].st);
 		sluice__state_unref(e, s->cr[i].ghost);
+		free(s->cr[i].adaptive);
 	}
 	for (size_t i = 0; i < s->nretired; i++)
 		sluice__state_unref(e, s->retired[i]);
@@ -680,6 +721,34 @@ static struct sluice__set *compile(sluice_engine_t *e, sluice_rules_t *rules,
 	 * it stays in force as a ghost or on the retired list after this */
 	for (size_t i = 0; i < s->count; i++)
 		s->cr[i].st->memory_ns = sluice__memory_ns(s->cr[i].r);
+	/* adaptive controllers: one per rule and set, starting from the
+	 * effective limit the state had (kept across the reload, within the
+	 * new file's floor and limit) */
+	for (size_t i = 0; i < s->count; i++) {
+		struct sluice__crule *c = &s->cr[i];
+		if (!c->r->adaptive.enabled)
+			continue;
+		uint64_t conf = adaptive_number(&c->r->limit);
+		uint64_t kept = atomic_load_explicit(&c->st->adapt_limit, memory_order_relaxed);
+		if (kept > conf)
+			kept = conf;
+		if (kept && kept < c->r->adaptive.floor)
+			kept = c->r->adaptive.floor;
+		c->adaptive = aligned_alloc(SLUICE_CACHELINE, (sizeof(*c->adaptive) + SLUICE_CACHELINE - 1) &
+		                                                      ~(size_t)(SLUICE_CACHELINE - 1));
+		if (!c->adaptive) {
+			x->oom = 1;
+			goto fail;
+		}
+		int rc = sluice__adaptive_init(c->adaptive, &c->r->adaptive, conf, kept,
+		                               &c->st->metrics, now, adaptive_changed, c->st);
+		if (rc) {
+			sluice__err(x, &c->r->adaptive.mark, rc,
+			            "rule '%s': adaptive refused by the controller: %s", c->r->id,
+			            sluice_err_name(rc));
+			goto fail;
+		}
+	}
 	qsort_r(s->by_id, s->count, sizeof(*s->by_id), by_id_cmp, rules);
 	int rc = sluice__index_build(&s->idx, s, x);
 	if (rc < 0)
@@ -730,6 +799,7 @@ int sluice__engine_load(sluice_engine_t *e, const char *name, const void *buf, s
 	                 : sluice_rules_load_buffer(name, buf, len, &ro, &rules, &le);
 	if (rc != 0) {
 		e->failed++;
+		sluice__metrics_engine_reload(&e->metrics, 0, e->version);
 		pthread_mutex_unlock(&e->lock);
 		if (errs)
 			*errs = le;
@@ -741,6 +811,7 @@ int sluice__engine_load(sluice_engine_t *e, const char *name, const void *buf, s
 	if (!x.e) {
 		sluice_rules_free(rules);
 		e->failed++;
+		sluice__metrics_engine_reload(&e->metrics, 0, e->version);
 		pthread_mutex_unlock(&e->lock);
 		return SLUICE_ENOMEM;
 	}
@@ -750,6 +821,7 @@ int sluice__engine_load(sluice_engine_t *e, const char *name, const void *buf, s
 	if (!s) {
 		sluice_rules_free(rules);
 		e->failed++;
+		sluice__metrics_engine_reload(&e->metrics, 0, e->version);
 		pthread_mutex_unlock(&e->lock);
 		if (x.oom) {
 			sluice_rules_errors_free(x.e);
@@ -770,6 +842,7 @@ int sluice__engine_load(sluice_engine_t *e, const char *name, const void *buf, s
 		apply(s->cr[i].st, now);
 	}
 	s->version = ++e->version;
+	sluice__metrics_engine_reload(&e->metrics, 1, s->version);
 	/* Publish: the release store makes the compiled set, its index and
 	 * every state it points at visible to a decision that acquires the
 	 * pointer (engine.c read_begin). */

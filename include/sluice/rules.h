@@ -395,6 +395,18 @@ SLUICE_API const char *sluice_rules_algo_name(sluice_algo_t a);
  * process reach every process at its next decision (keyed.h LIVE
  * PARAMETERS); every process should load the same file.
  *
+ * ADAPTIVE.  A rule with an adaptive section gets a controller
+ * (rules/adaptive_internal.h: AIMD between the floor and the file's
+ * limit, judged per window from the rule's latency histogram or failure
+ * ratio, which complete() feeds), told the time by every decision of the
+ * rule.  The limit it sets (GCRA: the rate, per the file's period; the
+ * windows and concurrency: the limit) is applied by the next
+ * sluice_engine_sync() or load with the tables' setters, state kept; not
+ * by the decision that closed the window, because a setter takes the
+ * table's lock.  Call sluice_engine_sync() periodically (each window) on
+ * an engine with adaptive rules.  A reload that keeps the rule's state
+ * keeps its effective limit (within the new floor and limit).
+ *
  * FORK.  The engine registers liburcu's fork handlers (urcu_bp_before_fork
  * and the two after handlers) with pthread_atfork once per process, so a
  * child's read sections and grace periods work.  A child inherits each
@@ -504,6 +516,8 @@ typedef struct sluice_verdict {
 	sluice_verdict_rule_t rules[SLUICE_ENGINE_MATCH_MAX];
 	/* private: what complete() gives back */
 	uint32_t nheld, completed, held_used;
+	uint32_t rix[SLUICE_ENGINE_MATCH_MAX];     /* rules[i]'s index in the set */
+	uint64_t rserial[SLUICE_ENGINE_MATCH_MAX]; /* and its state's serial      */
 	struct sluice__verdict_held held[SLUICE_ENGINE_PARTS_MAX];
 	unsigned char held_keys[SLUICE_ENGINE_HELD_MAX];
 } sluice_verdict_t;
@@ -596,6 +610,9 @@ typedef struct sluice_engine_rule_info {
 	                        * the state is kept                            */
 	uint64_t rate, period_ns, burst, limit; /* the parameters in force    */
 	int pending;           /* a live change waits (RELOAD)                 */
+	uint64_t adaptive_limit; /* the adaptive controller's limit (GCRA: the
+	                        * rate; else the limit), 0 before its first
+	                        * change; in force after the next sync or load */
 	int ghost;             /* an old layout's state is still in force      */
 } sluice_engine_rule_info_t;
 
@@ -615,6 +632,31 @@ SLUICE_API int sluice_engine_rule_info(sluice_engine_t *e, const char *id,
  */
 typedef void (*sluice_header_fn)(void *ctx, const char *name, const char *value);
 SLUICE_API int sluice_verdict_headers(const sluice_verdict_t *v, sluice_header_fn emit, void *ctx);
+
+/*
+ * sluice_engine_metrics - write the engine's metrics as Prometheus text
+ * (exposition format 0.0.4) through @write(ctx, buf, len) (pieces of the
+ * text; a non-zero return stops the write and is returned): per rule of
+ * the set in force, labelled {rule="<id>"} (no per-key labels),
+ * sluice_rule_requests_total (passed + refused), _passed_total,
+ * _refused_total, _shadow_refused_total, _queued_total, _errors_total,
+ * _failures_total, the latency histogram (from complete()) and the
+ * queue-wait histogram (a queued admission's delay), the effective and
+ * the configured limit as gauges; and the engine's reloads, failed
+ * reloads and version.  What a decision counts per rule it matched:
+ * passed (admitted, also when a later rule refused and its permit went
+ * back, and a shadow rule's admissions and would-be refusals), refused
+ * (enforce: refused, or a closed error), shadow_refused, queued (+ the
+ * wait), errors (a limiter error, open or closed); a rule not asked (an
+ * earlier rule refused) counts nothing.  A rule whose state is kept
+ * across a reload keeps its counters (they never go back).  The format's
+ * details are rules/metrics_internal.h's.  Takes the load mutex (a
+ * control path: loads wait for it); allocates one row per rule.
+ * Return: 0, SLUICE_EINVAL, SLUICE_ENOMEM, or @write's non-zero value.
+ */
+SLUICE_API int sluice_engine_metrics(sluice_engine_t *e,
+                                     int (*write)(void *ctx, const char *buf, size_t len),
+                                     void *ctx);
 
 /* Names of actions and outcomes ("pass", "reject", ...; "refused", ...). */
 SLUICE_API const char *sluice_action_name(sluice_action_t a);
