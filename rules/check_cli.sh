@@ -32,7 +32,8 @@ grep -qx 'no-such-file.yaml: cannot open: No such file or directory' "$out/stder
   fail "missing file: $(cat "$out/stderr")"
 
 # bad arguments: the usage line on stderr, exit 2
-usage='usage: sluice check RULES.yaml'
+usage="usage: sluice check RULES.yaml
+       sluice explain RULES.yaml 'METHOD PATH [ip=ADDR] [user=ID] [host=HOST] [header:NAME=VALUE] [query:NAME=VALUE]...'"
 for args in "" "check" "check a b" "explain errors.yaml" "chek errors.yaml" "--check"; do
   # shellcheck disable=SC2086
   "$sluice" $args >"$out/stdout" 2>"$out/stderr"

@@ -115,6 +115,11 @@ static int mark_cmp(const void *pa, const void *pb)
 	return a < b ? -1 : a > b;
 }
 
+void sluice__errors_sort(sluice_rules_errors_t *e)
+{
+	qsort(e->errors, e->count, sizeof(e->errors[0]), mark_cmp);
+}
+
 void sluice_rules_errors_free(sluice_rules_errors_t *e)
 {
 	if (!e)
@@ -124,7 +129,7 @@ void sluice_rules_errors_free(sluice_rules_errors_t *e)
 	free(e);
 }
 
-static sluice_rules_errors_t *errors_new(const char *name)
+sluice_rules_errors_t *sluice__errors_new(const char *name)
 {
 	sluice_rules_errors_t *e = calloc(1, sizeof(*e));
 	if (!e)
@@ -194,7 +199,7 @@ static int finish(const char *name, const unsigned char *buf, size_t len,
 	if (x->oom) {
 		rc = SLUICE_ENOMEM;
 	} else if (sluice__err_total(x) > 0) {
-		qsort(x->e->errors, x->e->count, sizeof(x->e->errors[0]), mark_cmp);
+		sluice__errors_sort(x->e);
 		rc = (int)(x->e->count > 0 ? x->e->count : 1);
 		if (errs) {
 			*errs = x->e;
@@ -246,7 +251,7 @@ int sluice_rules_load_buffer(const char *name, const void *buf, size_t len,
 		return rc;
 	if (!name)
 		name = "<buffer>";
-	struct sluice__errs x = { errors_new(name), 0 };
+	struct sluice__errs x = { sluice__errors_new(name), 0 };
 	if (!x.e)
 		return SLUICE_ENOMEM;
 	const void *in = buf ? buf : (const void *)"";
@@ -272,7 +277,7 @@ int sluice_rules_load_file(const char *path, const sluice_rules_options_t *opt,
 		*out = NULL;
 	if (rc)
 		return rc;
-	struct sluice__errs x = { errors_new(path), 0 };
+	struct sluice__errs x = { sluice__errors_new(path), 0 };
 	if (!x.e)
 		return SLUICE_ENOMEM;
 

@@ -34,6 +34,10 @@ struct sluice__errs {
 void sluice__err(struct sluice__errs *x, const sluice_rules_mark_t *m, int code,
                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 size_t sluice__err_total(const struct sluice__errs *x);
+/* An empty list naming @name (the engine's errors after a valid parse). */
+sluice_rules_errors_t *sluice__errors_new(const char *name);
+/* Sort a list by place, as a load hands it back. */
+void sluice__errors_sort(sluice_rules_errors_t *e);
 
 /* The document: scalars, mappings (children alternate key, value) and
  * sequences; BAD stands for an alias (refused, already reported). */

@@ -3,18 +3,50 @@
  *
  *   sluice check FILE   exit 0 when FILE is a valid rule file; else every
  *                       error as "FILE:line:col: message" on stderr, exit 1
+ *   sluice explain FILE 'METHOD PATH [ip=ADDR] [user=ID] [host=HOST]
+ *                       [header:NAME=VALUE] [query:NAME=VALUE]...'
+ *                       which rules the request matches, the key each of
+ *                       their dimensions uses, and what each would decide
+ *                       on a fresh engine (every key's state new), exit 0;
+ *                       an invalid FILE as check, exit 1
  *
  * Anything else (no subcommand, an unknown one, a missing or extra
- * argument) prints the usage line on stderr and exits 2; `sluice -h`
- * prints it on stdout and exits 0.  `explain` comes with the engine.
+ * argument, a request that does not parse) prints the usage on stderr and
+ * exits 2; `sluice -h` prints it on stdout and exits 0.
+ *
+ * explain decides with the engine itself (sluice_engine_decide), not with
+ * a model of it: what it prints is what a server embedding the engine
+ * would do with that request first.
  */
+#include <arpa/inet.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "sluice/error.h"
 #include "sluice/rules.h"
 
-static const char usage[] = "usage: sluice check RULES.yaml\n";
+static const char usage[] =
+	"usage: sluice check RULES.yaml\n"
+	"       sluice explain RULES.yaml 'METHOD PATH [ip=ADDR] [user=ID] [host=HOST] "
+	"[header:NAME=VALUE] [query:NAME=VALUE]...'\n";
+
+static void print_errors(const char *path, int rc, sluice_rules_errors_t *e)
+{
+	if (rc < 0 || !e) {
+		fprintf(stderr, "%s: %s (%s)\n", path, sluice_strerror(rc), sluice_err_name(rc));
+		return;
+	}
+	char line[1024 + SLUICE_RULES_MSG_MAX];
+	for (size_t i = 0; i < e->count; i++) {
+		sluice_rules_error_format(e, i, line, sizeof(line));
+		fprintf(stderr, "%s\n", line);
+	}
+	if (e->dropped)
+		fprintf(stderr, "%s: %zu more error%s not shown\n", path, e->dropped,
+		        e->dropped == 1 ? "" : "s");
+}
 
 static int check(const char *path)
 {
@@ -26,21 +58,290 @@ static int check(const char *path)
 		sluice_rules_free(r);
 		return 0;
 	}
-	if (rc < 0) {
-		fprintf(stderr, "%s: %s (%s)\n", path, sluice_strerror(rc), sluice_err_name(rc));
-		return 1;
-	}
-	char line[1024 + SLUICE_RULES_MSG_MAX];
-	for (size_t i = 0; i < e->count; i++) {
-		sluice_rules_error_format(e, i, line, sizeof(line));
-		fprintf(stderr, "%s\n", line);
-	}
-	if (e->dropped)
-		fprintf(stderr, "%s: %zu more error%s not shown\n", path, e->dropped,
-		        e->dropped == 1 ? "" : "s");
+	print_errors(path, rc, e);
 	sluice_rules_errors_free(e);
 	return 1;
 }
+
+/* ---- explain ------------------------------------------------------- */
+#if SLUICE_RULES_ENGINE
+
+#define ARGS_MAX 32
+
+struct req {
+	char *method, *path, *host;
+	unsigned char addr[16];
+	size_t addr_len;
+	char *ip_text, *user;
+	struct {
+		sluice_lookup_kind_t kind;
+		char *name, *value;
+	} args[ARGS_MAX];
+	int nargs;
+};
+
+static const void *lookup(void *ctx, sluice_lookup_kind_t kind, const char *name, size_t *len)
+{
+	struct req *q = ctx;
+	for (int i = 0; i < q->nargs; i++) {
+		if (q->args[i].kind != kind)
+			continue;
+		int eq = kind == SLUICE_LOOKUP_HEADER ? strcasecmp(q->args[i].name, name) == 0
+		                                      : strcmp(q->args[i].name, name) == 0;
+		if (eq) {
+			*len = strlen(q->args[i].value);
+			return q->args[i].value;
+		}
+	}
+	return NULL;
+}
+
+static int add_arg(struct req *q, sluice_lookup_kind_t kind, char *name, char *value)
+{
+	if (q->nargs == ARGS_MAX || !*name)
+		return -1;
+	q->args[q->nargs].kind = kind;
+	q->args[q->nargs].name = name;
+	q->args[q->nargs].value = value;
+	q->nargs++;
+	return 0;
+}
+
+/* Parse @s (modified in place).  Return: 0, or -1 with *@why set. */
+static int parse_request(char *s, struct req *q, const char **why)
+{
+	memset(q, 0, sizeof(*q));
+	char *save = NULL;
+	q->method = strtok_r(s, " \t", &save);
+	q->path = q->method ? strtok_r(NULL, " \t", &save) : NULL;
+	if (!q->method || !q->path || q->path[0] != '/') {
+		*why = "the request starts with a method and a path such as /api/order";
+		return -1;
+	}
+	char *qs = strchr(q->path, '?');
+	if (qs) {
+		*qs++ = '\0';
+		for (char *a = strtok_r(qs, "&", &qs); a; a = strtok_r(NULL, "&", &qs)) {
+			char *eq = strchr(a, '=');
+			if (!eq) {
+				*why = "a query argument is NAME=VALUE";
+				return -1;
+			}
+			*eq = '\0';
+			if (add_arg(q, SLUICE_LOOKUP_QUERY, a, eq + 1)) {
+				*why = "too many arguments, or an empty name";
+				return -1;
+			}
+		}
+	}
+	for (char *t = strtok_r(NULL, " \t", &save); t; t = strtok_r(NULL, " \t", &save)) {
+		char *eq = strchr(t, '=');
+		if (!eq) {
+			*why = "after the path: KEY=VALUE words (ip, user, host, header:NAME, query:NAME)";
+			return -1;
+		}
+		*eq = '\0';
+		char *v = eq + 1;
+		if (strcmp(t, "ip") == 0) {
+			q->ip_text = v;
+			if (inet_pton(AF_INET, v, q->addr) == 1) {
+				q->addr_len = 4;
+			} else if (inet_pton(AF_INET6, v, q->addr) == 1) {
+				q->addr_len = 16;
+			} else {
+				*why = "ip= takes an IPv4 or IPv6 address";
+				return -1;
+			}
+		} else if (strcmp(t, "user") == 0) {
+			q->user = v;
+		} else if (strcmp(t, "host") == 0) {
+			q->host = v;
+		} else if (strncmp(t, "header:", 7) == 0) {
+			if (add_arg(q, SLUICE_LOOKUP_HEADER, t + 7, v)) {
+				*why = "too many arguments, or an empty header name";
+				return -1;
+			}
+		} else if (strncmp(t, "query:", 6) == 0) {
+			if (add_arg(q, SLUICE_LOOKUP_QUERY, t + 6, v)) {
+				*why = "too many arguments, or an empty query name";
+				return -1;
+			}
+		} else {
+			*why = "unknown word: use ip=, user=, host=, header:NAME=, query:NAME=";
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* A duration as the file writes it: 1h, 1m, 1s, 250ms, ... */
+static const char *dur(uint64_t ns, char *b, size_t n)
+{
+	static const struct {
+		uint64_t ns;
+		const char *unit;
+	} u[] = { { 3600000000000ULL, "h" }, { 60000000000ULL, "m" }, { 1000000000ULL, "s" },
+		  { 1000000ULL, "ms" },        { 1000ULL, "us" },       { 1, "ns" } };
+	for (size_t i = 0; i < sizeof(u) / sizeof(u[0]); i++)
+		if (ns % u[i].ns == 0 || u[i].ns == 1) {
+			snprintf(b, n, "%llu%s", (unsigned long long)(ns / u[i].ns), u[i].unit);
+			break;
+		}
+	return b;
+}
+
+static void print_limit(const sluice_rule_t *r)
+{
+	char b1[32], b2[32];
+	const sluice_rules_limit_t *l = &r->limit;
+	const char *a = sluice_rules_algo_name(l->algo);
+	switch (l->algo) {
+	case SLUICE_ALGO_GCRA:
+		printf("%s, %llu per %s, burst %llu", a, (unsigned long long)l->rate,
+		       dur(l->period_ns, b1, sizeof(b1)), (unsigned long long)l->burst);
+		break;
+	case SLUICE_ALGO_LEAKY:
+		printf("%s, %llu per %s, depth %llu", a, (unsigned long long)l->rate,
+		       dur(l->period_ns, b1, sizeof(b1)), (unsigned long long)l->depth);
+		break;
+	case SLUICE_ALGO_WARMUP:
+		printf("%s, %llu per %s after a warm-up of %s", a, (unsigned long long)l->rate,
+		       dur(l->period_ns, b1, sizeof(b1)), dur(l->warmup_ns, b2, sizeof(b2)));
+		break;
+	case SLUICE_ALGO_DECAY:
+		printf("%s, %llu, half-life %s", a, (unsigned long long)l->limit,
+		       dur(l->half_life_ns, b1, sizeof(b1)));
+		break;
+	case SLUICE_ALGO_INFLIGHT:
+		printf("%s, %llu in flight", a, (unsigned long long)l->limit);
+		break;
+	default:
+		printf("%s, %llu per %s", a, (unsigned long long)l->limit,
+		       dur(l->window_ns, b1, sizeof(b1)));
+		break;
+	}
+}
+
+static void print_key(const sluice_rules_dim_t *d, const struct req *q)
+{
+	const char *val = NULL;
+	size_t len = 0;
+	switch (d->kind) {
+	case SLUICE_RULES_DIM_IP:
+		printf("  key ip");
+		val = q->ip_text;
+		break;
+	case SLUICE_RULES_DIM_USER:
+		printf("  key user");
+		val = q->user;
+		break;
+	case SLUICE_RULES_DIM_ROUTE:
+		printf("  key route");
+		val = q->path;
+		break;
+	case SLUICE_RULES_DIM_HEADER:
+	case SLUICE_RULES_DIM_QUERY:
+		printf("  key %s:%s", d->kind == SLUICE_RULES_DIM_HEADER ? "header" : "query", d->name);
+		val = lookup((void *)q,
+		             d->kind == SLUICE_RULES_DIM_HEADER ? SLUICE_LOOKUP_HEADER
+		                                                : SLUICE_LOOKUP_QUERY,
+		             d->name, &len);
+		break;
+	default:
+		printf("  key global\n");
+		return;
+	}
+	if (val && *val)
+		printf(" = %s\n", val);
+	else
+		printf(": none in the request (the one shared key of requests without it)\n");
+}
+
+static int explain(const char *path, const char *request)
+{
+	char *buf = strdup(request);
+	struct req q;
+	const char *why = NULL;
+	if (!buf || parse_request(buf, &q, &why)) {
+		fprintf(stderr, "sluice explain: %s\n%s", why ? why : "out of memory", usage);
+		free(buf);
+		return 2;
+	}
+	sluice_rules_t *rules = NULL;
+	sluice_rules_errors_t *e = NULL;
+	int rc = sluice_rules_load_file(path, NULL, &rules, &e);
+	sluice_engine_t *eng = NULL;
+	if (rc == 0) {
+		rc = sluice_engine_new(NULL, &eng);
+		if (rc == 0)
+			rc = sluice_engine_load_file(eng, path, &e);
+	}
+	if (rc != 0) {
+		print_errors(path, rc, e);
+		sluice_rules_errors_free(e);
+		sluice_rules_free(rules);
+		sluice_engine_free(eng);
+		free(buf);
+		return 1;
+	}
+	sluice_request_t r = { .method = q.method, .path = q.path, .host = q.host,
+		               .addr = q.addr_len ? q.addr : NULL, .addr_len = q.addr_len,
+		               .user = q.user, .user_len = q.user ? strlen(q.user) : 0,
+		               .lookup = lookup, .ctx = &q };
+	sluice_verdict_t v;
+	rc = sluice_engine_decide(eng, &r, &v);
+	if (rc < 0) {
+		fprintf(stderr, "sluice explain: %s (%s)\n%s", sluice_strerror(rc),
+		        sluice_err_name(rc), usage);
+		sluice_rules_free(rules);
+		sluice_engine_free(eng);
+		free(buf);
+		return 2;
+	}
+	printf("%s: %zu rule%s; %u match%s %s %s\n", path, rules->count,
+	       rules->count == 1 ? "" : "s", v.nrules, v.nrules == 1 ? "es" : "", q.method, q.path);
+	for (uint32_t i = 0; i < v.nrules; i++) {
+		const sluice_verdict_rule_t *vr = &v.rules[i];
+		const sluice_rule_t *ru = NULL;
+		for (size_t j = 0; j < rules->count; j++)
+			if (strcmp(rules->rules[j].id, vr->id) == 0)
+				ru = &rules->rules[j];
+		if (!ru)
+			continue;
+		printf("rule %s (%s:%u): ", vr->id, path, ru->mark.line);
+		print_limit(ru);
+		printf("%s\n", ru->mode == SLUICE_RULES_SHADOW ? ", shadow" : "");
+		if (ru->per_key)
+			for (uint32_t d = 0; d < ru->ndims; d++)
+				print_key(&ru->dims[d], &q);
+		else
+			printf("  key global\n");
+		printf("  decides: %s", sluice_outcome_name(vr->outcome));
+		if (vr->error)
+			printf(" (%s)", sluice_err_name(vr->error));
+		if (vr->outcome == SLUICE_OUTCOME_PASSED || vr->outcome == SLUICE_OUTCOME_QUEUED)
+			printf(", %llu left", (unsigned long long)vr->d.remaining);
+		if (vr->d.delay_ns) {
+			char db[32];
+			printf(", after %s", dur(vr->d.delay_ns, db, sizeof(db)));
+		}
+		printf("\n");
+	}
+	char b[32];
+	printf("action: %s", sluice_action_name(v.action));
+	if (v.action == SLUICE_ACTION_REJECT)
+		printf(" %u", v.status);
+	if (v.action == SLUICE_ACTION_QUEUE)
+		printf(" %s", dur(v.delay_ns, b, sizeof(b)));
+	printf("\n");
+	sluice_engine_complete(eng, &v, 0, 1);
+	sluice_rules_free(rules);
+	sluice_engine_free(eng);
+	free(buf);
+	return 0;
+}
+
+#endif /* SLUICE_RULES_ENGINE */
 
 int main(int argc, char **argv)
 {
@@ -50,6 +351,10 @@ int main(int argc, char **argv)
 	}
 	if (argc == 3 && strcmp(argv[1], "check") == 0)
 		return check(argv[2]);
+#if SLUICE_RULES_ENGINE
+	if (argc == 4 && strcmp(argv[1], "explain") == 0)
+		return explain(argv[2], argv[3]);
+#endif
 	fputs(usage, stderr);
 	return 2;
 }

@@ -1,0 +1,751 @@
+/*
+ * rules/engine.c - the engine's decision side: decide, complete, and the
+ * RCU read sections around them; new, free, info.
+ *
+ * DESIGN.  A decision reads the published rule set inside one urcu-bp
+ * read-side section (inlined: _LGPL_SOURCE; urcu-bp needs no thread
+ * registration, so any host thread may decide), and uses only that set
+ * and the states its rules point at.  The set pointer is published by the
+ * loader with a release store (reload.c) and read here with an acquire
+ * load: C11 atomics rather than rcu_assign_pointer / rcu_dereference
+ * (liburcu's volatile accesses), with the same ordering on every target
+ * sluice builds for and visible to ThreadSanitizer.  What TSan cannot see
+ * is the grace period: liburcu's synchronize_rcu (not instrumented) waits
+ * for every read section that might hold the old set, after which the
+ * loader frees it.  So each read section ends with __tsan_release on the
+ * engine's `gp` word and the loader, after synchronize_rcu, does
+ * __tsan_acquire on it: the reads of the old set happen before its free,
+ * in TSan's eyes as in fact (under __SANITIZE_THREAD__ only).
+ *
+ * A decision takes one permit from every limit of every enforcing rule it
+ * matches, in file order, and on the first refusal gives back what it
+ * took (reverse order: the refunds of keyed.h and the handles, cancel for
+ * a booking).  No lock, no allocation: the parts it took live in an array
+ * on the stack, bounded by SLUICE_ENGINE_PARTS_MAX, which the load
+ * guaranteed (match.c).  The in-flight permits a verdict keeps are named
+ * by state serial, so complete() gives them back only to the state that
+ * took them, whatever was loaded in between.
+ */
+/* The read side inlined (liburcu's _LGPL_SOURCE), except under UBSan:
+ * liburcu-bp 0.13 places each reader at offset 32 of a registry chunk
+ * (after the chunk's header) while its type says 128-byte alignment, so
+ * every inlined read lock is a misaligned member access to UBSan.  The
+ * out-of-line calls do the same thing in the (uninstrumented) library. */
+#ifndef SLUICE_URCU_OUT_OF_LINE
+#define _LGPL_SOURCE
+#endif
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic"
+#include <urcu-bp.h>
+#pragma GCC diagnostic pop
+
+#include "engine_internal.h"
+#include "sluice/error.h"
+
+#ifdef __SANITIZE_THREAD__
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#define TSAN_RELEASE(p) __tsan_release(p)
+#else
+#define TSAN_RELEASE(p) ((void)0)
+#endif
+
+/* The one address every read section releases and every grace period
+ * acquires (DESIGN). */
+extern int sluice__engine_gp;
+
+static inline struct sluice__set *read_begin(sluice_engine_t *e)
+{
+	urcu_bp_read_lock();
+	/* Pairs with the release store of the loader's publication
+	 * (reload.c): the compiled set and every state it points at were
+	 * written before it. */
+	return atomic_load_explicit(&e->set, memory_order_acquire);
+}
+
+static inline void read_end(void)
+{
+	TSAN_RELEASE(&sluice__engine_gp);
+	urcu_bp_read_unlock();
+}
+
+/* ---- keys --------------------------------------------------------- */
+
+/* The key of a request with no value for a dimension (rules.h DECIDE). */
+static const unsigned char absent_key[1] = { 0 };
+
+static void dim_key(const sluice_rules_dim_t *d, const sluice_request_t *q, const void **key,
+                    size_t *len)
+{
+	const void *k = NULL;
+	size_t n = 0;
+	switch (d->kind) {
+	case SLUICE_RULES_DIM_IP:
+		k = q->addr;
+		n = q->addr_len;
+		break;
+	case SLUICE_RULES_DIM_USER:
+		k = q->user;
+		n = q->user_len;
+		break;
+	case SLUICE_RULES_DIM_ROUTE:
+		k = q->path;
+		n = q->path_len;
+		break;
+	case SLUICE_RULES_DIM_HEADER:
+	case SLUICE_RULES_DIM_QUERY:
+		if (q->lookup)
+			k = q->lookup(q->ctx,
+			              d->kind == SLUICE_RULES_DIM_HEADER ? SLUICE_LOOKUP_HEADER
+			                                                 : SLUICE_LOOKUP_QUERY,
+			              d->name, &n);
+		break;
+	default:
+		break;
+	}
+	if (!k || n == 0) {
+		k = absent_key;
+		n = 1;
+	}
+	*key = k;
+	*len = n;
+}
+
+/* ---- the parts a decision took ------------------------------------ */
+
+struct took {
+	struct sluice__state *st;
+	uint32_t dim;          /* UINT32_MAX: the state's limiter */
+	int booked;            /* a reservation (cancel, not refund) */
+	const void *key;
+	size_t keylen;
+	uint32_t vrule;
+	sluice_decision_t d;
+};
+
+static void give_back(struct took *t)
+{
+	if (t->dim == UINT32_MAX) {
+		if (t->booked)
+			(void)sluice_limiter_cancel(t->st->lim, 1, &t->d);
+		else
+			(void)sluice_limiter_refund(t->st->lim, 1, &t->d);
+	} else {
+		/* exact while the key's state is what this admission left;
+		 * otherwise the permit stays counted (keyed.h) */
+		(void)sluice_keyed_refund(&t->st->keyed[t->dim], t->key, t->keylen, 1, &t->d);
+	}
+}
+
+/* The outcome of one rule over its limits. */
+enum { R_PASS, R_REFUSED, R_ERROR_OPEN, R_ERROR_CLOSED };
+
+/*
+ * Take one permit from every limit of state @st (its dimensions per
+ * @shape) for @q at @now.  Appends what it took to @t (*@nt).  On a
+ * refusal or a closed error, stops and leaves the caller to give back.
+ * @vr gets the refusing (or the least remaining) decision.
+ */
+static int take_state(struct sluice__state *st, const sluice_rule_t *shape,
+                      const sluice_rule_t *rule, const sluice_request_t *q, uint64_t now,
+                      struct took *t, uint32_t *nt, uint32_t vrule, sluice_verdict_rule_t *vr,
+                      int *any_open, size_t *budget)
+{
+	uint32_t nd = shape->per_key ? shape->ndims : 1;
+	const sluice_decision_t *best = NULL; /* the admission with least room */
+	for (uint32_t i = 0; i < nd; i++) {
+		struct took *p = &t[*nt];
+		p->st = st;
+		p->vrule = vrule;
+		p->booked = 0;
+		p->key = NULL;
+		p->keylen = 0;
+		/* an error may leave it unwritten, and a refusal reports it */
+		p->d = (sluice_decision_t){ 0 };
+		int rc;
+		if (shape->per_key) {
+			p->dim = i;
+			dim_key(&shape->dims[i], q, &p->key, &p->keylen);
+			/* an in-flight key must fit the verdict, for complete()
+			 * to give it back: the load bounded keys of up to
+			 * key_max; a longer, hashed key may not fit, and is then
+			 * this limit's error (nothing taken) */
+			if (shape->limit.algo == SLUICE_ALGO_INFLIGHT && p->keylen > *budget)
+				rc = SLUICE_EKEYLEN;
+			else
+				rc = sluice_keyed_acquire_at(&st->keyed[i], p->key, p->keylen, 1, now,
+				                             &p->d);
+			if (rc == 1 && shape->limit.algo == SLUICE_ALGO_INFLIGHT)
+				*budget -= p->keylen; /* not given back on a refund: a bound */
+		} else {
+			p->dim = UINT32_MAX;
+			/* a shadow rule books nothing: it delays no request */
+			if (rule->fallback.type == SLUICE_RULES_FALLBACK_QUEUE &&
+			    rule->mode == SLUICE_RULES_ENFORCE) {
+				rc = sluice_limiter_reserve_at(st->lim, 1, now, rule->fallback.max_wait_ns,
+				                               &p->d);
+				p->booked = rc == 1;
+			} else {
+				rc = sluice_limiter_acquire_at(st->lim, 1, now, &p->d);
+			}
+		}
+		if (rc == 1) {
+			(*nt)++;
+			if (!best || p->d.delay_ns > best->delay_ns || p->d.remaining < best->remaining)
+				best = &p->d;
+			continue;
+		}
+		/* a full table under when_full: reject is that policy's
+		 * refusal, not a limiter failure */
+		if (rc == 0 || rc == SLUICE_EKEYFULL) {
+			vr->d = p->d;
+			vr->dim = i;
+			vr->error = rc;
+			return R_REFUSED;
+		}
+		vr->error = rc;
+		vr->dim = i;
+		if (rule->on_error == SLUICE_RULES_FAIL_CLOSED) {
+			vr->d = p->d;
+			vr->d.allowed = 0;
+			return R_ERROR_CLOSED;
+		}
+		*any_open = 1; /* nothing taken: this limit is passed */
+	}
+	if (best && (vr->d.limit == 0 || best->delay_ns > vr->d.delay_ns ||
+	             best->remaining < vr->d.remaining))
+		vr->d = *best;
+	return R_PASS;
+}
+
+static int take_rule(const struct sluice__crule *c, const sluice_request_t *q, uint64_t now,
+                     struct took *t, uint32_t *nt, uint32_t vrule, sluice_verdict_rule_t *vr,
+                     size_t *budget)
+{
+	int open = 0;
+	uint32_t start = *nt;
+	memset(&vr->d, 0, sizeof(vr->d));
+	int rc = take_state(c->st, c->r, c->r, q, now, t, nt, vrule, vr, &open, budget);
+	if (rc == R_PASS && c->ghost && now < c->ghost_until) {
+		/* the old layout's state, still in force (RELOAD): its
+		 * decision counts, the new state's is the one reported */
+		sluice_verdict_rule_t g = *vr;
+		rc = take_state(c->ghost, &c->ghost->shape, c->r, q, now, t, nt, vrule, &g, &open,
+		                budget);
+		if (rc != R_PASS)
+			*vr = g;
+	}
+	if (rc != R_PASS) {
+		while (*nt > start)
+			give_back(&t[--*nt]);
+		return rc;
+	}
+	return open ? R_ERROR_OPEN : R_PASS;
+}
+
+/* Record the in-flight permits of parts [from, to) for complete(). */
+static void hold(sluice_verdict_t *v, const struct sluice__set *s, const uint32_t *matched,
+                 const struct took *t, uint32_t from, uint32_t to)
+{
+	for (uint32_t i = from; i < to; i++) {
+		const struct took *p = &t[i];
+		sluice_algo_t a = p->st->layout.algo;
+		if (a != SLUICE_ALGO_INFLIGHT)
+			continue;
+		struct sluice__verdict_held *h = &v->held[v->nheld];
+		h->serial = p->st->serial;
+		h->vrule = p->vrule;
+		h->rule = matched[p->vrule];
+		h->dim = p->dim;
+		h->off = h->len = 0;
+		if (p->dim != UINT32_MAX) {
+			/* fits: take_state admitted it only within the budget */
+			uint32_t used = v->held_used;
+			if (p->keylen > SLUICE_ENGINE_HELD_MAX - used)
+				continue; /* not reached */
+			memcpy(v->held_keys + used, p->key, p->keylen);
+			h->off = used;
+			h->len = (uint32_t)p->keylen;
+			v->held_used = used + h->len;
+		}
+		(void)s;
+		v->nheld++;
+	}
+}
+
+/*
+ * Count rule @c's outcome in its metrics (sluice_engine_metrics says what
+ * each counts) and tell its adaptive controller the time.  Relaxed stripe
+ * adds: a counter publishes nothing.
+ */
+static void account(const struct sluice__crule *c, const sluice_verdict_rule_t *vr, uint64_t now)
+{
+	sluice__metrics_t *m = &c->st->metrics;
+	switch (vr->outcome) {
+	case SLUICE_OUTCOME_NOT_ASKED:
+		return;
+	case SLUICE_OUTCOME_PASSED:
+	case SLUICE_OUTCOME_RETURNED:
+		sluice__metrics_count(m, SLUICE__METRICS_PASSED, 1);
+		break;
+	case SLUICE_OUTCOME_QUEUED:
+		sluice__metrics_count(m, SLUICE__METRICS_PASSED, 1);
+		sluice__metrics_count(m, SLUICE__METRICS_QUEUED, 1);
+		sluice__metrics_observe(&m->queue_wait, vr->d.delay_ns);
+		break;
+	case SLUICE_OUTCOME_ERROR_OPEN:
+		sluice__metrics_count(m, SLUICE__METRICS_PASSED, 1);
+		sluice__metrics_count(m, SLUICE__METRICS_ERRORS, 1);
+		break;
+	case SLUICE_OUTCOME_REFUSED:
+		sluice__metrics_count(m, SLUICE__METRICS_REFUSED, 1);
+		break;
+	case SLUICE_OUTCOME_ERROR_CLOSED:
+		sluice__metrics_count(m, SLUICE__METRICS_REFUSED, 1);
+		sluice__metrics_count(m, SLUICE__METRICS_ERRORS, 1);
+		break;
+	case SLUICE_OUTCOME_SHADOW_REFUSED:
+		sluice__metrics_count(m, SLUICE__METRICS_PASSED, 1);
+		sluice__metrics_count(m, SLUICE__METRICS_SHADOW_REFUSED, 1);
+		break;
+	}
+	if (c->adaptive)
+		(void)sluice__adaptive_tick(c->adaptive, now);
+}
+
+static int host_eq(const char *a, const char *b)
+{
+	return b && strcasecmp(a, b) == 0;
+}
+
+static uint32_t method_bit(const char *m)
+{
+	if (!m)
+		return 0;
+	/* the usual two first, without a call */
+	if (m[0] == 'G' && m[1] == 'E' && m[2] == 'T' && m[3] == '\0')
+		return SLUICE_RULES_METHOD(GET);
+	if (m[0] == 'P' && m[1] == 'O' && m[2] == 'S' && m[3] == 'T' && m[4] == '\0')
+		return SLUICE_RULES_METHOD(POST);
+#define SLUICE__M(x) \
+	if (strcmp(m, #x) == 0) \
+		return SLUICE_RULES_METHOD(x);
+	SLUICE_RULES_METHODS(SLUICE__M)
+#undef SLUICE__M
+	return 0;
+}
+
+static sluice_action_t fallback_action(const sluice_rule_t *r, sluice_verdict_t *v)
+{
+	if (r->fallback.type == SLUICE_RULES_FALLBACK_STALE)
+		return SLUICE_ACTION_STALE;
+	v->status = r->fallback.status;
+	return SLUICE_ACTION_REJECT;
+}
+
+int sluice_engine_decide_at(sluice_engine_t *e, const sluice_request_t *req, uint64_t now,
+                            sluice_verdict_t *v)
+{
+	if (!e || !req || !v || !req->path || req->path[0] != '/')
+		return SLUICE_EINVAL;
+	sluice_request_t q = *req;
+	if (!q.path_len)
+		q.path_len = strlen(q.path);
+	v->action = SLUICE_ACTION_PASS;
+	v->status = 0;
+	v->delay_ns = 0;
+	v->retry_after_ns = 0;
+	v->version = 0;
+	v->now_ns = now;
+	v->refused_by = UINT32_MAX;
+	v->nrules = 0;
+	v->nheld = 0;
+	v->completed = 0;
+	v->held_used = 0;
+
+	struct sluice__set *s = read_begin(e);
+	if (!s) {
+		read_end();
+		return SLUICE_ACTION_PASS;
+	}
+	v->version = s->version;
+	uint32_t cand[SLUICE_ENGINE_MATCH_MAX], matched[SLUICE_ENGINE_MATCH_MAX];
+	uint32_t nc = sluice__index_lookup(&s->idx, q.path, q.path_len, cand), nm = 0;
+	uint32_t mbit = method_bit(q.method);
+	for (uint32_t i = 0; i < nc; i++) {
+		const sluice_rule_t *r = s->cr[cand[i]].r;
+		if (r->match.methods && !(r->match.methods & mbit))
+			continue;
+		if (r->match.host && !host_eq(r->match.host, q.host))
+			continue;
+		sluice_verdict_rule_t *vr = &v->rules[nm];
+		memcpy(vr->id, r->id, s->cr[cand[i]].idlen + 1);
+		vr->outcome = SLUICE_OUTCOME_NOT_ASKED;
+		vr->error = 0;
+		vr->dim = 0;
+		memset(&vr->d, 0, sizeof(vr->d));
+		vr->quota = s->cr[cand[i]].quota;
+		vr->window_ns = s->cr[cand[i]].window_ns;
+		v->rix[nm] = cand[i];
+		v->rserial[nm] = s->cr[cand[i]].st->serial;
+		matched[nm++] = cand[i];
+	}
+	v->nrules = nm;
+
+	struct took t[SLUICE_ENGINE_PARTS_MAX];
+	uint32_t nt = 0;
+	size_t budget = SLUICE_ENGINE_HELD_MAX; /* in-flight key bytes left */
+	int refused = 0;
+	for (uint32_t k = 0; k < nm && !refused; k++) {
+		const struct sluice__crule *c = &s->cr[matched[k]];
+		if (c->r->mode != SLUICE_RULES_ENFORCE)
+			continue;
+		sluice_verdict_rule_t *vr = &v->rules[k];
+		int rc = take_rule(c, &q, now, t, &nt, k, vr, &budget);
+		switch (rc) {
+		case R_PASS:
+		case R_ERROR_OPEN:
+			vr->outcome = rc == R_PASS ? SLUICE_OUTCOME_PASSED : SLUICE_OUTCOME_ERROR_OPEN;
+			if (vr->d.delay_ns) {
+				vr->outcome = SLUICE_OUTCOME_QUEUED;
+				if (vr->d.delay_ns > v->delay_ns)
+					v->delay_ns = vr->d.delay_ns;
+			}
+			break;
+		default:
+			refused = 1;
+			vr->outcome = rc == R_REFUSED ? SLUICE_OUTCOME_REFUSED
+			                              : SLUICE_OUTCOME_ERROR_CLOSED;
+			v->refused_by = k;
+			v->action = fallback_action(c->r, v);
+			v->retry_after_ns = rc == R_REFUSED ? vr->d.retry_after_ns : SLUICE_NEVER;
+			break;
+		}
+	}
+	if (refused) {
+		/* all or nothing: what the rules before the refusal took goes
+		 * back, newest first (as the composite) */
+		while (nt > 0) {
+			struct took *p = &t[--nt];
+			if (v->rules[p->vrule].outcome == SLUICE_OUTCOME_PASSED ||
+			    v->rules[p->vrule].outcome == SLUICE_OUTCOME_QUEUED)
+				v->rules[p->vrule].outcome = SLUICE_OUTCOME_RETURNED;
+			give_back(p);
+		}
+		v->delay_ns = 0;
+	} else {
+		hold(v, s, matched, t, 0, nt);
+		if (v->delay_ns)
+			v->action = SLUICE_ACTION_QUEUE;
+	}
+
+	/* shadow rules: each on its own, refusing nothing */
+	for (uint32_t k = 0; k < nm; k++) {
+		const struct sluice__crule *c = &s->cr[matched[k]];
+		if (c->r->mode != SLUICE_RULES_SHADOW)
+			continue;
+		sluice_verdict_rule_t *vr = &v->rules[k];
+		nt = 0;
+		int rc = take_rule(c, &q, now, t, &nt, k, vr, &budget);
+		if (rc == R_PASS || rc == R_ERROR_OPEN) {
+			vr->outcome = rc == R_PASS ? SLUICE_OUTCOME_PASSED : SLUICE_OUTCOME_ERROR_OPEN;
+			hold(v, s, matched, t, 0, nt);
+		} else {
+			vr->outcome = SLUICE_OUTCOME_SHADOW_REFUSED;
+			if (v->action == SLUICE_ACTION_PASS) {
+				v->action = SLUICE_ACTION_SHADOW;
+				v->refused_by = k;
+			}
+		}
+	}
+	for (uint32_t k = 0; k < nm; k++)
+		account(&s->cr[matched[k]], &v->rules[k], now);
+	read_end();
+	return (int)v->action;
+}
+
+int sluice_engine_decide(sluice_engine_t *e, const sluice_request_t *req, sluice_verdict_t *v)
+{
+	if (!e)
+		return SLUICE_EINVAL;
+	return sluice_engine_decide_at(e, req, sluice_clock_now(e->clock), v);
+}
+
+/* ---- complete ----------------------------------------------------- */
+
+const struct sluice__crule *sluice__set_find(const struct sluice__set *s, const char *id)
+{
+	size_t lo = 0, hi = s->count;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct sluice__crule *c = &s->cr[s->by_id[mid]];
+		int cmp = strcmp(c->r->id, id);
+		if (cmp == 0)
+			return c;
+		if (cmp < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static struct sluice__state *retired_find(const struct sluice__set *s, const char *id,
+                                          uint64_t serial)
+{
+	size_t lo = 0, hi = s->nretired;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int cmp = strcmp(s->retired[mid]->id, id);
+		if (cmp == 0)
+			return s->retired[mid]->serial == serial ? s->retired[mid] : NULL;
+		if (cmp < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static struct sluice__state *held_state(const struct sluice__set *s, const sluice_verdict_t *v,
+                                        const struct sluice__verdict_held *h)
+{
+	const struct sluice__crule *c;
+	if (s->version == v->version && h->rule < s->count)
+		c = &s->cr[h->rule];
+	else
+		c = sluice__set_find(s, v->rules[h->vrule].id);
+	if (c && c->st->serial == h->serial)
+		return c->st;
+	if (c && c->ghost && c->ghost->serial == h->serial)
+		return c->ghost;
+	return retired_find(s, v->rules[h->vrule].id, h->serial);
+}
+
+/* The state rule @i of @v was decided with, if still in @s. */
+static struct sluice__state *rule_state(const struct sluice__set *s, const sluice_verdict_t *v,
+                                        uint32_t i)
+{
+	const struct sluice__crule *c;
+	if (s->version == v->version && v->rix[i] < s->count)
+		c = &s->cr[v->rix[i]];
+	else
+		c = sluice__set_find(s, v->rules[i].id);
+	if (c && c->st->serial == v->rserial[i])
+		return c->st;
+	return retired_find(s, v->rules[i].id, v->rserial[i]);
+}
+
+int sluice_engine_complete(sluice_engine_t *e, sluice_verdict_t *v, uint64_t latency_ns, int ok)
+{
+	if (!e || !v || v->nrules > SLUICE_ENGINE_MATCH_MAX)
+		return SLUICE_EINVAL;
+	if (v->completed)
+		return 0;
+	int first = 0;
+	struct sluice__set *s = read_begin(e);
+	/* the latency and the outcome, per rule that decided the request:
+	 * into the metrics of the state that decided it (a state replaced
+	 * since has none to give) */
+	for (uint32_t i = 0; s && i < v->nrules; i++) {
+		if (v->rules[i].outcome == SLUICE_OUTCOME_NOT_ASKED)
+			continue;
+		struct sluice__state *st = rule_state(s, v, i);
+		if (st)
+			sluice__metrics_complete(&st->metrics, latency_ns, ok);
+	}
+	for (uint32_t i = 0; s && i < v->nheld && i < SLUICE_ENGINE_PARTS_MAX; i++) {
+		const struct sluice__verdict_held *h = &v->held[i];
+		if (h->vrule >= v->nrules)
+			continue;
+		struct sluice__state *st = held_state(s, v, h);
+		if (!st)
+			continue; /* the permit went with a freed state */
+		int rc;
+		if (h->dim == UINT32_MAX) {
+			rc = st->lim ? sluice_limiter_release(st->lim, 1) : 0;
+		} else if (h->dim < st->ndims && h->len > 0 && h->off + h->len <= SLUICE_ENGINE_HELD_MAX) {
+			rc = sluice_keyed_release(&st->keyed[h->dim], v->held_keys + h->off, h->len, 1);
+		} else {
+			continue;
+		}
+		if (rc < 0 && !first)
+			first = rc;
+	}
+	read_end();
+	v->completed = 1;
+	return first;
+}
+
+/* ---- new, free, info ---------------------------------------------- */
+
+int sluice__engine_gp;
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+/* liburcu-bp's own fork handlers: they hold its registry lock across
+ * fork(), so the child's first read section or grace period does not
+ * meet a lock some other thread of the parent held (urcu-bp.h). */
+static void fork_handlers(void)
+{
+	(void)pthread_atfork(urcu_bp_before_fork, urcu_bp_after_fork_parent,
+	                     urcu_bp_after_fork_child);
+}
+
+int sluice_engine_new(const sluice_engine_options_t *opt, sluice_engine_t **out)
+{
+	if (!out)
+		return SLUICE_EINVAL;
+	sluice_engine_options_t o = { 0 };
+	if (opt)
+		o = *opt;
+	if (o.max_bytes > SLUICE_RULES_MAX_BYTES)
+		return SLUICE_EINVAL;
+	const sluice_clock_t *clk = o.clock ? o.clock : &sluice_clock_cached;
+	if (clk->kind != SLUICE_CLOCK_MONOTONIC && clk->kind != SLUICE_CLOCK_COARSE &&
+	    clk->kind != SLUICE_CLOCK_CACHED && clk->kind != SLUICE_CLOCK_MANUAL)
+		return SLUICE_ECLOCK;
+	if (o.region && (o.region_bytes < (1u << 20) || ((uintptr_t)o.region & 63)))
+		return SLUICE_EINVAL;
+	sluice_engine_t *e = calloc(1, sizeof(*e));
+	if (!e)
+		return SLUICE_ENOMEM;
+	e->clock = clk;
+	e->max_bytes = o.max_bytes;
+	e->next_serial = 1;
+	if (pthread_mutex_init(&e->lock, NULL) != 0) {
+		free(e);
+		return SLUICE_ENOMEM;
+	}
+	if (o.region) {
+		int rc = sluice__region_open(e, o.region, o.region_bytes);
+		if (rc) {
+			pthread_mutex_destroy(&e->lock);
+			free(e);
+			return rc;
+		}
+	}
+	atomic_init(&e->set, NULL);
+	(void)pthread_once(&fork_once, fork_handlers);
+	*out = e;
+	return 0;
+}
+
+void sluice_engine_free(sluice_engine_t *e)
+{
+	if (!e)
+		return;
+	struct sluice__set *s = atomic_load_explicit(&e->set, memory_order_relaxed);
+	atomic_store_explicit(&e->set, NULL, memory_order_relaxed);
+	if (s)
+		sluice__set_free(e, s);
+	pthread_mutex_destroy(&e->lock);
+	free(e->region);
+	free(e);
+}
+
+int sluice_engine_info(sluice_engine_t *e, sluice_engine_info_t *out)
+{
+	if (!e || !out)
+		return SLUICE_EINVAL;
+	pthread_mutex_lock(&e->lock);
+	struct sluice__set *s = atomic_load_explicit(&e->set, memory_order_relaxed);
+	*out = (sluice_engine_info_t){ .version = e->version, .failed_loads = e->failed };
+	if (s) {
+		out->rules = s->count;
+		for (size_t i = 0; i < s->count; i++)
+			out->pending += s->cr[i].st->pending != 0;
+	}
+	out->region_used = sluice__region_used(e);
+	pthread_mutex_unlock(&e->lock);
+	return 0;
+}
+
+int sluice_engine_rule_info(sluice_engine_t *e, const char *id, sluice_engine_rule_info_t *out)
+{
+	if (!e || !id || !out)
+		return SLUICE_EINVAL;
+	pthread_mutex_lock(&e->lock);
+	struct sluice__set *s = atomic_load_explicit(&e->set, memory_order_relaxed);
+	const struct sluice__crule *c = s ? sluice__set_find(s, id) : NULL;
+	int rc = SLUICE_EINVAL;
+	if (c) {
+		const struct sluice__state *st = c->st;
+		*out = (sluice_engine_rule_info_t){ .serial = st->serial, .rate = st->applied.rate,
+			                            .period_ns = st->applied.period_ns,
+			                            .burst = st->applied.algo == SLUICE_ALGO_LEAKY
+			                                             ? st->applied.depth
+			                                             : st->applied.burst,
+			                            .limit = st->applied.limit, .pending = st->pending,
+			                            .adaptive_limit = atomic_load_explicit(
+				                            &st->adapt_limit, memory_order_relaxed),
+			                            .ghost = c->ghost != NULL &&
+			                                     sluice_clock_now(e->clock) < c->ghost_until };
+		rc = 0;
+	}
+	pthread_mutex_unlock(&e->lock);
+	return rc;
+}
+
+int sluice_engine_metrics(sluice_engine_t *e, int (*write)(void *ctx, const char *buf, size_t len),
+                          void *ctx)
+{
+	if (!e || !write)
+		return SLUICE_EINVAL;
+	/* under the load mutex: no set or state is freed while it renders */
+	pthread_mutex_lock(&e->lock);
+	struct sluice__set *s = atomic_load_explicit(&e->set, memory_order_relaxed);
+	size_t n = s ? s->count : 0;
+	sluice__metrics_row_t *rows = calloc(n + 1, sizeof(*rows));
+	if (!rows) {
+		pthread_mutex_unlock(&e->lock);
+		return SLUICE_ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct sluice__crule *c = &s->cr[i];
+		const sluice_rules_limit_t *a = &c->st->applied, *f = &c->r->limit;
+		int rate = f->algo == SLUICE_ALGO_GCRA || f->algo == SLUICE_ALGO_LEAKY ||
+		           f->algo == SLUICE_ALGO_WARMUP;
+		rows[i] = (sluice__metrics_row_t){ .rule_id = c->r->id, .m = &c->st->metrics,
+			                           .limit = rate ? a->rate : a->limit,
+			                           .limit_configured = rate ? f->rate : f->limit };
+	}
+	sluice__metrics_view_t view = { .rows = rows, .nrows = n, .engine = &e->metrics };
+	int rc = sluice__metrics_write(&view, write, ctx);
+	free(rows);
+	pthread_mutex_unlock(&e->lock);
+	return rc;
+}
+
+int sluice_engine_sync(sluice_engine_t *e)
+{
+	if (!e)
+		return SLUICE_EINVAL;
+	pthread_mutex_lock(&e->lock);
+	int rc = sluice__engine_sync_locked(e, sluice_clock_now(e->clock));
+	pthread_mutex_unlock(&e->lock);
+	return rc;
+}
+
+int sluice_engine_load_buffer(sluice_engine_t *e, const char *name, const void *buf, size_t len,
+                              sluice_rules_errors_t **errs)
+{
+	if (errs)
+		*errs = NULL;
+	if (!e)
+		return SLUICE_EINVAL;
+	return sluice__engine_load(e, name, buf, len, 0, errs);
+}
+
+int sluice_engine_load_file(sluice_engine_t *e, const char *path, sluice_rules_errors_t **errs)
+{
+	if (errs)
+		*errs = NULL;
+	if (!e || !path)
+		return SLUICE_EINVAL;
+	return sluice__engine_load(e, path, NULL, 0, 1, errs);
+}
