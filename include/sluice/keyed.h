@@ -336,7 +336,7 @@
 #define SLUICE_KEYED_TAU_MAX ((1ULL << 61) - 1) /* GCRA, LEAKY: b * T, ns */
 #define SLUICE_KEYED_TIME_MAX ((1ULL << 62) - 1) /* latest reading        */
 #define SLUICE_KEYED_LEASE_MS 100u    /* a stalled claim may be stolen after */
-#define SLUICE_KEYED_VERSION 7u /* 7: key words paired with claim counters */
+#define SLUICE_KEYED_VERSION 8u /* 8: 8 key bytes a word, no generation in it */
 
 typedef enum sluice_keyed_policy {
 	SLUICE_KEYED_REJECT = 0,
