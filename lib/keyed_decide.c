@@ -602,7 +602,7 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
 	int rc = make_kid(k, key, keylen, &id);
 	if (rc != 0)
 		return rc;
-	STAT(k, lookups, 1);
+	stat_lookup(k);
 	int recreate = 0;
 	unsigned tries = 0; /* the call's retry bound (RETRY_MAX) */
 	for (;; tries++) {
@@ -651,7 +651,7 @@ int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen, uint
 	int rc = make_kid(k, key, keylen, &id);
 	if (rc != 0)
 		return rc;
-	STAT(k, lookups, 1);
+	stat_lookup(k);
 	for (unsigned tries = 0;; tries++) {
 		if (tries > RETRY_MAX)
 			return SLUICE_EBUSY;

@@ -208,6 +208,22 @@ static inline void stat_add(const sluice_keyed_t *k, unsigned counter, uint64_t 
 }
 #define STAT(k, f, v) stat_add((k), KS_##f, (uint64_t)(v))
 
+/*
+ * The lookups counter, on every decision: a relaxed load and store of this
+ * CPU's word, not an atomic read-modify-write (a locked add was about 6 ns,
+ * a sixth of a keyed decision, for a statistic; docs/performance.md).  A
+ * count is lost only when another call adds to the same cell between this
+ * call's load and store (it was preempted or migrated there, or another
+ * process runs on the same CPU number): lookups may then undercount, never
+ * overcount (keyed.h, sluice_keyed_stats_t).
+ */
+static inline void stat_lookup(const sluice_keyed_t *k)
+{
+	_Atomic int64_t *w = &k->cells[sluice__stripe_pick(k->cell_mask)].word[KS_lookups];
+	int64_t v = atomic_load_explicit(w, memory_order_relaxed);
+	atomic_store_explicit(w, (int64_t)((uint64_t)v + 1), memory_order_relaxed);
+}
+
 /* A counter's total over the cells (relaxed: ordered with nothing). */
 static inline uint64_t stat_sum(const sluice_keyed_t *k, unsigned counter)
 {
@@ -246,18 +262,28 @@ static inline int make_kid(const sluice_keyed_t *k, const void *key, size_t len,
 	id->group = h & k->group_mask;
 	id->start = (unsigned)(h >> 32) & (G - 1);
 	id->id = ((uint64_t)lencode << 38) | ((h >> 40) << 14);
-	/* 8 bytes per word, zero-padded past the key: the key's own 8-byte
-	 * loads, the tail word through siphash's tail load (no copy, no
-	 * memset).  The words past the key (up to key_words) are 0. */
+	/* 8 bytes per word, the last one zero-padded: the key's own 8-byte
+	 * loads, the tail word through siphash's tail load (no copy).  The
+	 * words past the key (up to key_words) are 0: kid_word(). */
+	/* The key's first slot: its line is loaded next (find_live()), so
+	 * start the load now, under the key words' extraction below and the
+	 * statistics' add (a hint: no fault, no effect on any result). */
+	__builtin_prefetch(k->slots + (id->group * G + id->start) * k->slot_bytes);
 	id->used = (unsigned)((len + 7) / 8);
 	size_t whole = len / 8;
 	for (size_t j = 0; j < whole; j++)
 		id->pw[j] = sluice__keyed_load_le64(p + 8 * j);
 	if (len % 8)
 		id->pw[whole] = sluice__siphash_tail(p + 8 * whole, len % 8);
-	for (uint32_t j = id->used; j < k->key_words; j++)
-		id->pw[j] = 0;
 	return 0;
+}
+
+/* Key word @j of @id (0..key_words - 1): the words past the key are 0
+ * (make_kid() fills only the used ones: zeroing the rest was a memset
+ * call on every decision, and only creations read them). */
+static inline uint64_t kid_word(const struct kid *id, uint32_t j)
+{
+	return j < id->used ? id->pw[j] : 0;
 }
 
 static inline uint64_t slot_index(const struct kid *id, unsigned pos)
@@ -318,7 +344,7 @@ static inline int words_foreign(const sluice_keyed_t *k, _Atomic uint64_t *s,
 		 * first, so the word half is that write's or later). */
 		uint64_t wc = atomic_load_explicit(&kw[1], memory_order_acquire);
 		uint64_t w = atomic_load_explicit(kw, memory_order_acquire);
-		if (wc == c && w != id->pw[j])
+		if (wc == c && w != kid_word(id, j))
 			return 1;
 	}
 	return 0;

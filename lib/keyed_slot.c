@@ -141,7 +141,7 @@ static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t 
 		    atomic_load_explicit(&s[1], memory_order_acquire) != myc)
 			return -1;
 		for (uint32_t j = 0; j < k->key_words; j++) {
-			uint64_t want = id->pw[j];
+			uint64_t want = kid_word(id, j);
 			_Atomic uint64_t *kw = key_word(s, j);
 			for (;;) {
 				/* Acquire on both halves: pair with the pair CAS
