@@ -320,9 +320,11 @@ static inline int words_match(const sluice_keyed_t *k, _Atomic uint64_t *s,
 	 * wrote the word (see above); the word half is then that write's or
 	 * a later one's, which the final counter load catches. */
 	uint64_t c = atomic_load_explicit(&key_word(s, 0)[1], memory_order_acquire);
-	for (uint32_t j = 0; j < id->used; j++) {
+	if (atomic_load_explicit(key_word(s, 0), memory_order_acquire) != id->pw[0])
+		return 0;
+	for (uint32_t j = 1; j < id->used; j++) {
 		_Atomic uint64_t *kw = key_word(s, j);
-		if ((j && atomic_load_explicit(&kw[1], memory_order_acquire) != c) ||
+		if (atomic_load_explicit(&kw[1], memory_order_acquire) != c ||
 		    atomic_load_explicit(kw, memory_order_acquire) != id->pw[j])
 			return 0;
 	}
