@@ -143,7 +143,7 @@ read_state(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, const str
 		return ++*tries > RETRY_MAX ? BUSY : AGAIN;
 	/* Then the tag and key words (as sluice_keyed_release() says why):
 	 * the state belonged to this key. */
-	if (!same_owner(s, tag) || !words_match(k, s, GEN(tag), id))
+	if (!same_owner(s, tag) || !words_match(k, s, id))
 		return STALE;
 	if (*a & S_RET)
 		return RETIRED;
@@ -602,7 +602,7 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
 	int rc = make_kid(k, key, keylen, &id);
 	if (rc != 0)
 		return rc;
-	STAT(k, lookups, 1);
+	stat_lookup(k);
 	int recreate = 0;
 	unsigned tries = 0; /* the call's retry bound (RETRY_MAX) */
 	for (;; tries++) {
@@ -651,7 +651,7 @@ int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen, uint
 	int rc = make_kid(k, key, keylen, &id);
 	if (rc != 0)
 		return rc;
-	STAT(k, lookups, 1);
+	stat_lookup(k);
 	for (unsigned tries = 0;; tries++) {
 		if (tries > RETRY_MAX)
 			return SLUICE_EBUSY;
@@ -680,7 +680,7 @@ int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen, uint
 			 * with the acquires' CASes on the state. */
 			uint64_t o = atomic_load_explicit(&st[1], memory_order_acquire);
 			uint64_t a = atomic_load_explicit(st, memory_order_acquire);
-			if (!same_owner(s, tag) || !words_match(k, s, GEN(tag), &id))
+			if (!same_owner(s, tag) || !words_match(k, s, &id))
 				break; /* look it up again */
 			if ((a & S_RET) || (a & ((1ULL << k->cbits) - 1)) < n)
 				return SLUICE_ERELEASE; /* nothing changed */

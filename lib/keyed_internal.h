@@ -58,7 +58,6 @@
 #define S_VIRGIN (1ULL << 62)
 #define S_VAL ((1ULL << 62) - 1)
 #define TMAX SLUICE_KEYED_TIME_MAX
-#define M48 ((1ULL << 48) - 1)
 
 /* decide() results besides 1 and 0 */
 #define STALE 2     /* the slot changed owner: look the key up again */
@@ -126,7 +125,7 @@ _Static_assert(sizeof(struct sluice_stripe_cell) == SLUICE_CACHELINE, "a cell is
 struct kid {
 	uint64_t group, id;
 	unsigned start, used; /* used: words holding key bytes (the rest 0) */
-	uint64_t pw[(SLUICE_KEYED_KEY_MAX + 5) / 6];
+	uint64_t pw[(SLUICE_KEYED_KEY_MAX + 7) / 8];
 };
 
 /* Validated parameters and the layout they imply. */
@@ -167,8 +166,8 @@ static inline _Atomic uint64_t *state_at(const sluice_keyed_t *k, _Atomic uint64
 	return &s[pair_state_word(k->key_words)];
 }
 
-/* Key word @j, the first of a 16-byte pair whose second word is the claim
- * counter of the claim that wrote it (keyed_slot.c, "Claims"). */
+/* Key word @j: 8 key bytes, the first of a 16-byte pair whose second word
+ * is the claim counter of the claim that wrote it (keyed_slot.c, "Claims"). */
 static inline _Atomic uint64_t *key_word(_Atomic uint64_t *s, uint32_t j)
 {
 	return &s[2 + 2 * j];
@@ -209,6 +208,22 @@ static inline void stat_add(const sluice_keyed_t *k, unsigned counter, uint64_t 
 }
 #define STAT(k, f, v) stat_add((k), KS_##f, (uint64_t)(v))
 
+/*
+ * The lookups counter, on every decision: a relaxed load and store of this
+ * CPU's word, not an atomic read-modify-write (a locked add was about 6 ns,
+ * a sixth of a keyed decision, for a statistic; docs/performance.md).  A
+ * count is lost only when another call adds to the same cell between this
+ * call's load and store (it was preempted or migrated there, or another
+ * process runs on the same CPU number): lookups may then undercount, never
+ * overcount (keyed.h, sluice_keyed_stats_t).
+ */
+static inline void stat_lookup(const sluice_keyed_t *k)
+{
+	_Atomic int64_t *w = &k->cells[sluice__stripe_pick(k->cell_mask)].word[KS_lookups];
+	int64_t v = atomic_load_explicit(w, memory_order_relaxed);
+	atomic_store_explicit(w, (int64_t)((uint64_t)v + 1), memory_order_relaxed);
+}
+
 /* A counter's total over the cells (relaxed: ordered with nothing). */
 static inline uint64_t stat_sum(const sluice_keyed_t *k, unsigned counter)
 {
@@ -243,25 +258,32 @@ static inline int make_kid(const sluice_keyed_t *k, const void *key, size_t len,
 		len = 16;
 		lencode = LEN_HASHED; /* never a short key's length */
 	}
-	uint64_t h = sluice__siphash13(k->k0, k->k1, p, len);
+	uint64_t h = sluice__siphash13_short(k->k0, k->k1, p, len);
 	id->group = h & k->group_mask;
 	id->start = (unsigned)(h >> 32) & (G - 1);
 	id->id = ((uint64_t)lencode << 38) | ((h >> 40) << 14);
-	/* 6 bytes per word, zero-padded: 8-byte loads where the key has
-	 * them, the tail byte by byte (no copy, no memset) */
-	id->used = (unsigned)((len + 5) / 6);
-	for (uint32_t j = 0; j < k->key_words; j++) {
-		size_t o = 6 * (size_t)j;
-		uint64_t w = 0;
-		if (o + 8 <= len) {
-			w = sluice__keyed_load_le64(p + o) & M48;
-		} else if (o < len) {
-			for (size_t b = o; b < len && b < o + 6; b++)
-				w |= (uint64_t)p[b] << (8 * (b - o));
-		}
-		id->pw[j] = w;
-	}
+	/* 8 bytes per word, the last one zero-padded: the key's own 8-byte
+	 * loads, the tail word through siphash's tail load (no copy).  The
+	 * words past the key (up to key_words) are 0: kid_word(). */
+	/* The key's first slot: its line is loaded next (find_live()), so
+	 * start the load now, under the key words' extraction below and the
+	 * statistics' add (a hint: no fault, no effect on any result). */
+	__builtin_prefetch(k->slots + (id->group * G + id->start) * k->slot_bytes);
+	id->used = (unsigned)((len + 7) / 8);
+	size_t whole = len / 8;
+	for (size_t j = 0; j < whole; j++)
+		id->pw[j] = sluice__keyed_load_le64(p + 8 * j);
+	if (len % 8)
+		id->pw[whole] = sluice__siphash_tail(p + 8 * whole, len % 8);
 	return 0;
+}
+
+/* Key word @j of @id (0..key_words - 1): the words past the key are 0
+ * (make_kid() fills only the used ones: zeroing the rest was a memset
+ * call on every decision, and only creations read them). */
+static inline uint64_t kid_word(const struct kid *id, uint32_t j)
+{
+	return j < id->used ? id->pw[j] : 0;
 }
 
 static inline uint64_t slot_index(const struct kid *id, unsigned pos)
@@ -269,29 +291,62 @@ static inline uint64_t slot_index(const struct kid *id, unsigned pos)
 	return id->group * G + ((id->start + pos) & (G - 1));
 }
 
-/* Do the key words of @s, under generation @gen, hold @id's key?  Relaxed
- * loads: words of gen g only ever hold claim g's key (DESIGN), so no
- * bracketing is needed; the caller loaded the tag with acquire first and
- * checked the length in it.  Only the words that hold key bytes are read:
- * a published claim wrote every word (zeros past the key) before its tag. */
-static inline int words_match(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t gen,
+/*
+ * Do the key words of @s hold @id's key, as written by the slot's current
+ * claim?  Each used word pair must hold @id's bytes and one common claim
+ * counter c, and the slot's claim counter, loaded after them, must still be
+ * c.  Every claim bumps the slot's counter (in the pair CAS that takes the
+ * tag) before it writes any word, and writes each word pair with its own
+ * counter in one pair CAS, so a word read from a later claim (or a pair
+ * torn between claims: the halves are loaded one by one) makes the counter
+ * load that follows it show that later claim (acquire: pairs with the
+ * words' pair CASes, full barriers after the counter's bump), and the
+ * match fails.  So a match means: at the counter load, the slot's claim
+ * was c and its words (written only by claim c's completers) held our key
+ * (see "Claims" in keyed_slot.c for the one exception, a hijack, which
+ * only happens between keys of equal (len, fp) before publication and ends
+ * with words and tag agreeing).  No 16-bit generation is involved: the
+ * 64-bit counter never repeats, so no stop of any length and no number of
+ * claims since makes an old claim's words look current.  The caller loaded
+ * the tag (acquire) and checked the length in it.  Only the words that hold
+ * key bytes are read: a published claim wrote every word (zeros past the
+ * key) before its tag.
+ */
+static inline int words_match(const sluice_keyed_t *k, _Atomic uint64_t *s,
                               const struct kid *id)
 {
 	(void)k;
-	for (uint32_t j = 0; j < id->used; j++)
-		if (atomic_load_explicit(key_word(s, j), memory_order_relaxed) !=
-		    ((gen << 48) | id->pw[j]))
+	/* Acquire on the counter halves: each pairs with the pair CAS that
+	 * wrote the word (see above); the word half is then that write's or
+	 * a later one's, which the final counter load catches. */
+	uint64_t c = atomic_load_explicit(&key_word(s, 0)[1], memory_order_acquire);
+	if (atomic_load_explicit(key_word(s, 0), memory_order_acquire) != id->pw[0])
+		return 0;
+	for (uint32_t j = 1; j < id->used; j++) {
+		_Atomic uint64_t *kw = key_word(s, j);
+		if (atomic_load_explicit(&kw[1], memory_order_acquire) != c ||
+		    atomic_load_explicit(kw, memory_order_acquire) != id->pw[j])
 			return 0;
-	return 1;
+	}
+	/* Acquire: ordered after the word loads above (see above). */
+	return atomic_load_explicit(&s[1], memory_order_acquire) == c;
 }
 
-/* Some key word of claim @gen already holds another key: not ours. */
-static inline int words_foreign(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t gen,
-                         const struct kid *id)
+/* Some key word of the slot's current claim already holds another key:
+ * not ours.  The claim counter first (acquire: pairs with the claim's pair
+ * CAS), then each word pair of that counter; a later claim meanwhile makes
+ * the caller's tag CAS or check fail. */
+static inline int words_foreign(const sluice_keyed_t *k, _Atomic uint64_t *s,
+                                const struct kid *id)
 {
+	uint64_t c = atomic_load_explicit(&s[1], memory_order_acquire);
 	for (uint32_t j = 0; j < k->key_words; j++) {
-		uint64_t w = atomic_load_explicit(key_word(s, j), memory_order_relaxed);
-		if ((w >> 48) == gen && (w & M48) != id->pw[j])
+		_Atomic uint64_t *kw = key_word(s, j);
+		/* Acquire: pairs with the word's pair CAS (the counter half
+		 * first, so the word half is that write's or later). */
+		uint64_t wc = atomic_load_explicit(&kw[1], memory_order_acquire);
+		uint64_t w = atomic_load_explicit(kw, memory_order_acquire);
+		if (wc == c && w != kid_word(id, j))
 			return 1;
 	}
 	return 0;
@@ -331,7 +386,7 @@ static inline int64_t find_live(const sluice_keyed_t *k, const struct kid *id, u
 		uint64_t t = atomic_load_explicit(&s[0], memory_order_acquire);
 		if (t == 0)
 			break; /* never used: the key is not further (see create()) */
-		if ((t & ((3ULL << 62) | ID_MASK)) != want || !words_match(k, s, GEN(t), id))
+		if ((t & ((3ULL << 62) | ID_MASK)) != want || !words_match(k, s, id))
 			continue;
 		*tag = t;
 		return (int64_t)i;

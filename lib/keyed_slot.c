@@ -141,7 +141,7 @@ static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t 
 		    atomic_load_explicit(&s[1], memory_order_acquire) != myc)
 			return -1;
 		for (uint32_t j = 0; j < k->key_words; j++) {
-			uint64_t want = (g << 48) | id->pw[j];
+			uint64_t want = kid_word(id, j);
 			_Atomic uint64_t *kw = key_word(s, j);
 			for (;;) {
 				/* Acquire on both halves: pair with the pair CAS
@@ -196,13 +196,13 @@ static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t 
 				if (KIND(ty) == K_LIVE) {
 					uint64_t sty = atomic_load_explicit(state_at(k, sy),
 					                                    memory_order_acquire);
-					if ((sty & S_RET) || !words_match(k, sy, GEN(ty), id))
+					if ((sty & S_RET) || !words_match(k, sy, id))
 						break;
 					abandon(s, bt); /* a live copy wins */
 					*tag = ty;
 					return (int64_t)y;
 				}
-				if (KIND(ty) != K_BUSY || words_foreign(k, sy, GEN(ty), id))
+				if (KIND(ty) != K_BUSY || words_foreign(k, sy, id))
 					break;
 				if (pos < mypos) {
 					help = (int64_t)y; /* the earlier claim wins */
@@ -346,7 +346,7 @@ int64_t sluice__keyed_create(const sluice_keyed_t *k, const struct kid *id, uint
 				continue;
 			}
 			if (KIND(t) == K_BUSY) {
-				if ((t & ID_MASK) == id->id && !words_foreign(k, s, GEN(t), id)) {
+				if ((t & ID_MASK) == id->id && !words_foreign(k, s, id)) {
 					if (pending.i < 0)
 						pending = (struct cand){ (int64_t)i, t, 0 };
 					continue;
@@ -369,7 +369,7 @@ int64_t sluice__keyed_create(const sluice_keyed_t *k, const struct kid *id, uint
 					open = (struct cand){ (int64_t)i, t, st };
 				continue;
 			}
-			if ((t & ID_MASK) == id->id && words_match(k, s, GEN(t), id)) {
+			if ((t & ID_MASK) == id->id && words_match(k, s, id)) {
 				*tag = t; /* created meanwhile */
 				return (int64_t)i;
 			}

@@ -43,7 +43,7 @@ static uint32_t fixed_cbits(uint64_t limit)
 void sluice__keyed_layout(const struct params *p, struct layout *l)
 {
 	l->groups = p->capacity / G;
-	l->key_words = (p->key_max + 5) / 6;
+	l->key_words = (p->key_max + 7) / 8; /* 8 key bytes a word */
 	l->bucket_words = p->algo == SLUICE_ALGO_WINDOW ? (uint32_t)sluice__pow2_at_least(p->buckets) : 0;
 	l->state_word = pair_state_word(l->key_words);
 	uint64_t words = l->state_word + 2ULL /* state, owner */ + l->bucket_words;

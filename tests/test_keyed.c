@@ -161,8 +161,8 @@ Test(keyed, invalid_config)
 Test(keyed, size_and_memory_per_slot)
 {
 	/* 128 bytes per slot for GCRA with the default 32-byte keys (tag and
-	 * claim counter, 6 key words each with its claim's counter, state and
-	 * owner: 128 bytes) */
+	 * claim counter, 4 key words of 8 bytes each with its claim's counter,
+	 * state and owner: 96 bytes, rounded to two lines) */
 	sluice_keyed_config_t c = gcra_cfg(100000, 10, SEC, 10, SLUICE_KEYED_REJECT);
 	size_t s = sluice_keyed_region_bytes(&c);
 	cr_assert_eq(s, 256 + LIVE + 1024 + 131072 / 8 * 8 + 131072 * 128ULL, "size %zu", s);
@@ -170,15 +170,21 @@ Test(keyed, size_and_memory_per_slot)
 	cr_assert_eq(sluice_keyed_region_bytes(&c), 256 + LIVE + 1024 + 262144 / 8 * 8 + 262144 * 128ULL);
 	sluice_keyed_config_t w = { .algo = SLUICE_ALGO_WINDOW, .capacity = 8, .limit = 5,
 		                    .window_ns = SEC, .buckets = 10 };
-	cr_assert_eq(sluice_keyed_region_bytes(&w), 256 + LIVE + 1024 + 64 + 8 * 256ULL); /* 16 + 16 words */
+	cr_assert_eq(sluice_keyed_region_bytes(&w), 256 + LIVE + 1024 + 64 + 8 * 256ULL); /* 12 + 16 words */
 	w.buckets = 8;
-	cr_assert_eq(sluice_keyed_region_bytes(&w), 256 + LIVE + 1024 + 64 + 8 * 192ULL); /* 16 + 8 words */
+	cr_assert_eq(sluice_keyed_region_bytes(&w), 256 + LIVE + 1024 + 64 + 8 * 192ULL); /* 12 + 8 words */
 	c.capacity = 8;
-	c.key_max = 60; /* 10 key word pairs: 16 + 160 + 16 = 192 bytes */
+	c.key_max = 60; /* 8 key word pairs: 16 + 128 + 16 = 160 -> 192 bytes */
 	cr_assert_eq(sluice_keyed_region_bytes(&c), 256 + LIVE + 1024 + 64 + 8 * 192ULL);
 	c.key_max = 12; /* 2 pairs: 64 bytes */
 	cr_assert_eq(sluice_keyed_region_bytes(&c), 256 + LIVE + 1024 + 64 + 8 * 64ULL);
-	c.key_max = 13; /* 3 pairs: 80 -> 128 bytes (format 6: 64) */
+	/* issue 15: an IPv6 address, or an IPv4 address and a route id, in
+	 * one cache line (format 7: keys of 13..16 bytes took 128) */
+	c.key_max = 13;
+	cr_assert_eq(sluice_keyed_region_bytes(&c), 256 + LIVE + 1024 + 64 + 8 * 64ULL);
+	c.key_max = 16;
+	cr_assert_eq(sluice_keyed_region_bytes(&c), 256 + LIVE + 1024 + 64 + 8 * 64ULL);
+	c.key_max = 17; /* 3 pairs: 80 -> 128 bytes */
 	cr_assert_eq(sluice_keyed_region_bytes(&c), 256 + LIVE + 1024 + 64 + 8 * 128ULL);
 	cr_assert_eq(sluice_keyed_size(), sizeof(sluice_keyed_t));
 }

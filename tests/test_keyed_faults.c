@@ -408,10 +408,13 @@ Test(keyed_faults, forged_slots_never_crash_or_hang, .timeout = 60)
 					case 2: /* our key's id, any kind and gen */
 						if (j == 0)
 							v = MK_TAG(r >> 8, r >> 16, id.id, r >> 40 & UNIT_MASK);
-						else if (j >= 2 && j < 2 + tk.key_words)
-							v = ((r >> 8 & 0xffffu) << 48) | id.pw[j - 2];
+						else if (j >= 2 && j < 2 + 2 * tk.key_words && j % 2 == 0)
+							v = kid_word(&id, (j - 2) / 2); /* our key's bytes */
 						break;
-					case 3: v = (v & ~(0xffffULL << 48)) | ((r >> 8 & 0xffffu) << 48); break;
+					case 3: /* a counter (the slot's or a word's) moved a little */
+						if (j % 2 == 1 && j < 2 + 2 * tk.key_words)
+							v += (r >> 8) % 3 - 1;
+						break;
 					default: break;
 					}
 					atomic_store(&s[j], v);
@@ -515,8 +518,8 @@ static uint64_t residual_no;
 
 static int flood_one_prefixed(uint64_t now)
 {
-	/* every flood key starts with the same 6 bytes: key word 0 repeats */
-	snprintf(residual_last, sizeof(residual_last), "floodk%llu",
+	/* every flood key starts with the same 8 bytes: key word 0 repeats */
+	snprintf(residual_last, sizeof(residual_last), "floodkey%llu",
 	         (unsigned long long)residual_no++);
 	return acq(&tk, residual_last, 1, now, NULL);
 }
@@ -524,17 +527,21 @@ static int flood_one_prefixed(uint64_t now)
 static void residual_wrap(_Atomic uint64_t *word)
 {
 	/* the stalled claimer has read this word and seen its claim in the
-	 * tag; the slot is now claimed until, 65,535 claims later, a key with
-	 * the same first 6 bytes holds it under the same 16-bit generation:
-	 * the word is then exactly what the claimer read */
+	 * tag; the slot is now claimed until a later claim of a key with the
+	 * same first 8 bytes holds it (format 7: 65,535 claims later, under
+	 * the same 16-bit generation; format 8 has no generation in the word,
+	 * so the next such claim): the word is then exactly what the claimer
+	 * read, and only its claim counter differs */
 	uint64_t i = (uint64_t)((unsigned char *)word - tk.slots) / tk.slot_bytes;
 	_Atomic uint64_t *s = slot_at(&tk, i);
-	uint64_t w = atomic_load(word);
+	uint64_t w = atomic_load(word), c0 = atomic_load(&s[1]);
 	for (;;) {
 		int rc = flood_one_prefixed(SEC);
 		cr_assert(rc == 0 || rc == 1, "%s", sluice_err_name(rc));
 		uint64_t t = atomic_load(&s[0]);
-		if (KIND(t) == K_LIVE && atomic_load(word) == w)
+		/* and still a stop across 65,535 claims of the slot, so that
+		 * the 16-bit generation in the tag repeats too */
+		if (KIND(t) == K_LIVE && atomic_load(word) == w && atomic_load(&s[1]) - c0 > 65535)
 			break;
 		cr_assert_lt(residual_no, 1u << 21, "never came back");
 	}
@@ -547,8 +554,9 @@ Test(keyed_faults, a_claim_stopped_across_65535_claims_writes_nothing, .timeout 
 {
 	/* keyed.h (SHARED MEMORY, CRASHES, STOPS): a claimer stopped between
 	 * its tag check and a key word's CAS, while its slot is claimed 65,535
-	 * times, whose word then holds exactly what it read (the same 6 key
-	 * bytes under the same 16-bit generation), writes nothing: the key
+	 * times, whose word then holds exactly what it read (the same 8 key
+	 * bytes; format 7: the same 6 bytes under the same 16-bit generation),
+	 * writes nothing: the key
 	 * word is paired with the counter of the claim that wrote it, which
 	 * the later claims moved on.  The key now in the slot keeps its word
 	 * and its state (format 6 and before: that word was replaced, the key

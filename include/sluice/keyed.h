@@ -112,7 +112,12 @@
  * HASHING.  SipHash-1-3 with a 128-bit seed per table (getrandom() at init,
  * or config.seed with SLUICE_KEYED_SEEDED) picks the group, the start of the
  * probe order in it and a 24-bit fingerprint; without the seed an attacker
- * cannot make keys collide, so flooding degrades into the random case.  Past
+ * cannot make keys collide, so flooding degrades into the random case.
+ * SipHash is a pseudorandom function: a client that learns which of its keys
+ * share a group (from refusals, evictions or timing) learns nothing about
+ * where any other key lands, so adaptive probing does not help either
+ * (docs/performance.md, "Keyed lookups", says why the faster keyed
+ * multiply hash measured there does not have that property).  Past
  * the probe bound nothing is searched: a full group is a full table for that
  * key (the policy above).  With one group per key, groups fill unevenly: at
  * 50% occupancy of random keys about 5% of groups of 8 are full, at 25%
@@ -168,7 +173,10 @@
  *     double-width CAS expecting the pair it read, so a claimer's write
  *     after any later claim fails, even when the word repeats, bit for
  *     bit, what it read (tests/test_keyed_faults.c: 65,535 claims later,
- *     same 6 key bytes, same 16-bit generation).  Its lease time is 14
+ *     same 8 key bytes).  Readers match a key against the words of the
+ *     slot's current claim only (each word's counter is the slot's, loaded
+ *     after the words), never against a 16-bit generation, so no number of
+ *     claims makes an old claim's words pass for the current key's.  Its lease time is 14
  *     bits of 2^24 ns: a claim stopped for a multiple of 275 s looks fresh
  *     again for up to the lease, which only delays its steal.  A claimer stopped between reading a retired state and the
  *     CAS that initialises it initialises nothing if any other
@@ -293,22 +301,26 @@
  * pairs), 1 KiB of statistics
  * (16 cells of 64 bytes, picked by CPU), 8 bytes per group of 8 slots (the
  * reclaim floor), and per slot: 16 bytes (the tag and the claim counter),
- * 16 bytes per 6 key bytes (the key word and the counter of the claim that
+ * 16 bytes per 8 key bytes (the key word and the counter of the claim that
  * wrote it), 16 bytes of state and owner counter, and (WINDOW) 8 bytes per
- * bucket (N rounded up to a power of two), rounded up to 64 bytes: with the
- * default 32-byte keys, 128 bytes for GCRA, LEAKY, FIXED and INFLIGHT (64
- * with keys of up to 12 bytes, 128 up to 36), and for WINDOW 192 bytes for
- * N <= 8, 256 for N <= 16 (format 6 had 8 bytes per 6 key bytes: the same
- * sizes for 32-byte keys, 64 bytes for keys of 13 to 24 bytes).  A 100,000-key GCRA table
- * (capacity 131,072) takes 16.1 MiB.  No allocation after init, ever
+ * bucket (N rounded up to a power of two), rounded up to 64 bytes: for
+ * GCRA, LEAKY, FIXED and INFLIGHT one 64-byte line with key_max up to 16
+ * (an IPv6 address; an IPv4 address and a route id), 128 bytes up to 48
+ * (the default 32 included); for WINDOW with the default keys 192 bytes
+ * for N <= 8, 256 for N <= 16.  Format 7 had 16 bytes per 6 key bytes
+ * (128-byte slots from 13-byte keys), format 6 8 bytes per 6.  Set key_max
+ * to the longest key the table will see: it fixes the slot's size.  A
+ * 100,000-key GCRA table (capacity 131,072) takes 16.1 MiB with the
+ * default key_max, 8.1 MiB with key_max 16.  No allocation after init, ever
  * (sluice_keyed_new() allocates the region once).
  *
- * COST: a decision on an existing key hashes the key (SipHash-1-3),
- * reads its slot's line (usually the first probed), loads the era of the
+ * COST: a decision on an existing key hashes the key (SipHash-1-3, inline:
+ * no call), prefetches its first probed slot, reads that slot's line
+ * (usually the key's: one line a key with key_max <= 16), loads the era of the
  * parameters, the era's block (one or two lines that only changes write)
  * and the owner counter, the state and the era again, compares the key
- * words, does one double-width CAS on the state and owner and one relaxed
- * add on this CPU's statistics line (WINDOW: an admission's CAS is on its
+ * words, does one double-width CAS on the state and owner (none on a refusal)
+ * and a relaxed load and store on this CPU's statistics line (WINDOW: an admission's CAS is on its
  * bucket word, followed by loads of the owner and head).  A new key scans
  * its group and claims a slot with a few CASes.  Measured figures (ns,
  * instructions per decision) are in docs/performance.md.
@@ -336,7 +348,7 @@
 #define SLUICE_KEYED_TAU_MAX ((1ULL << 61) - 1) /* GCRA, LEAKY: b * T, ns */
 #define SLUICE_KEYED_TIME_MAX ((1ULL << 62) - 1) /* latest reading        */
 #define SLUICE_KEYED_LEASE_MS 100u    /* a stalled claim may be stolen after */
-#define SLUICE_KEYED_VERSION 7u /* 7: key words paired with claim counters */
+#define SLUICE_KEYED_VERSION 8u /* 8: 8 key bytes a word, matched by claim counter */
 
 typedef enum sluice_keyed_policy {
 	SLUICE_KEYED_REJECT = 0,
@@ -396,7 +408,10 @@ typedef struct sluice_keyed {
 } sluice_keyed_t;
 
 typedef struct sluice_keyed_stats {
-	uint64_t lookups;    /* acquire and release calls on valid input      */
+	uint64_t lookups;    /* acquire and release calls on valid input; may
+	                      * undercount (never overcount) when two calls
+	                      * count on one CPU's line at once: it is a load
+	                      * and a store, not an atomic add (6 ns a call) */
 	uint64_t creations;  /* keys given a slot                             */
 	uint64_t reclaims;   /* fresh-equivalent slots retaken (lossless)     */
 	uint64_t evictions;  /* live keys reset by the EVICT policy           */
