@@ -569,7 +569,7 @@ int sluice_warmup_set_rate(sluice_warmup_t *w, uint64_t rate, uint64_t period_ns
 		return rc;
 	if (fresh_ns(&np) > w->fresh_max)
 		return SLUICE_ERATE; /* the grid was sized for less (init, I > P) */
-	if ((sluice__u128)w->unit_ns * 512 * rate > period_ns)
+	if (w->unit_ns > 1 && (sluice__u128)w->unit_ns * 512 * rate > period_ns)
 		return SLUICE_ERATE; /* unit_ns / I' > 2^-9 (PRECISION): same case */
 	/* Acquire: pairs with the release that ends the previous change.
 	 * Bounded, as GCRA's: a holder stopped mid-change would otherwise

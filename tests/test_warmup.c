@@ -789,6 +789,9 @@ static struct tdecider *tdeciders;
 static int ntdeciders;
 static _Atomic int trunning;
 static uint64_t tsteps, tjumps; /* anchor moves seen by the clock thread */
+static int tset_rate;           /* the clock thread also changes the rate */
+static uint64_t tchanges;       /* set_rate calls that returned 0         */
+static int tset_err;            /* the first set_rate error, if any       */
 
 static void *tdecider_main(void *arg)
 {
@@ -821,10 +824,20 @@ static void *tdecider_main(void *arg)
 static void *tclock_main(void *arg)
 {
 	sluice_warmup_t *w = arg;
-	uint64_t x = 99, last = atomic_load(&w->anchor);
-	tsteps = tjumps = 0;
+	/* bit 0 is the parameter era (set_rate flips it): not a move */
+	uint64_t x = 99, last = atomic_load(&w->anchor) & ~1ULL;
+	tsteps = tjumps = tchanges = 0;
+	tset_err = 0;
 	for (int i = 0; i < T_CLOCK_STEPS; i++) {
-		uint64_t a = atomic_load(&w->anchor);
+		uint64_t a = atomic_load(&w->anchor) & ~1ULL;
+		if (tset_rate && i % 64 == 63) {
+			/* 2 per us and back (M = 16 and 8) while bookings race */
+			int rc = sluice_warmup_set_rate(w, tchanges % 2 ? 1 : 2, US);
+			if (rc == 0)
+				tchanges++;
+			else if (!tset_err)
+				tset_err = rc;
+		}
 		if (a - last == w->unit_ns << 33)
 			tsteps++;
 		else if (a != last)
@@ -856,10 +869,14 @@ static int by_start(const void *a, const void *b)
 	return x->start < y->start ? -1 : x->start > y->start;
 }
 
+struct tparams {
+	int threads, set_rate;
+};
+
 ParameterizedTestParameters(warmup, threads_respect_the_ticket_chain)
 {
-	static int threads[] = { 2, 4 };
-	return cr_make_param_array(int, threads, 2);
+	static struct tparams p[] = { { 2, 0 }, { 4, 0 }, { 2, 1 }, { 4, 1 } };
+	return cr_make_param_array(struct tparams, p, sizeof(p) / sizeof(p[0]));
 }
 
 /*
@@ -867,10 +884,16 @@ ParameterizedTestParameters(warmup, threads_respect_the_ticket_chain)
  * just before it, and its own ticket is at least n I after its start: in
  * start order, start(k+1) >= ticket(k) >= start(k) + n(k) I.  From that the
  * rate bound (a) follows, and it is checked too over 10 I windows.
+ * With set_rate racing (1 and 2 per us, in turn), the same with I the
+ * smaller interval (SET_RATE: each cost is paid at its booking's rate, and
+ * a change never moves the ticket back).
  */
-ParameterizedTest(int *nthreads, warmup, threads_respect_the_ticket_chain)
+ParameterizedTest(struct tparams *tp, warmup, threads_respect_the_ticket_chain)
 {
 	/* 1 permit per us, warm-up 8 us: M = 8 */
+	const int *nthreads = &tp->threads;
+	const uint64_t imin = tp->set_rate ? US / 2 : US;
+	tset_rate = tp->set_rate;
 	sluice_warmup_t w;
 	make(&w, 1, US, 8 * US, 1000 * SEC);
 	struct tdecider *d = calloc((size_t)*nthreads, sizeof(*d));
@@ -908,7 +931,7 @@ ParameterizedTest(int *nthreads, warmup, threads_respect_the_ticket_chain)
 	}
 	qsort(all, total, sizeof(*all), by_start);
 	for (size_t i = 0; i < total; i++) {
-		cr_assert_geq(all[i].ticket, all[i].start + all[i].n * US, "ticket closer than n I");
+		cr_assert_geq(all[i].ticket, all[i].start + all[i].n * imin, "ticket closer than n I");
 		if (i > 0)
 			cr_assert_geq(all[i].start, all[i - 1].ticket,
 			              "start %llu before the previous ticket %llu",
@@ -920,19 +943,22 @@ ParameterizedTest(int *nthreads, warmup, threads_respect_the_ticket_chain)
 	uint64_t sum = 0, worst = 0;
 	for (size_t i = 0; i < total; i++) {
 		sum += all[i].n;
-		while (all[i].start - all[lo].start >= 10 * US)
+		while (all[i].start - all[lo].start >= 10 * imin)
 			sum -= all[lo++].n;
 		worst = sum > worst ? sum : worst;
 	}
 	/* n_k I summed over all but the last start in the window is < 10 I */
 	cr_assert_leq(worst, 9 + 3, "window of 10 I held %llu", (unsigned long long)worst);
+	cr_assert_eq(tset_err, 0, "set_rate failed: %s", sluice_err_name(tset_err));
+	if (tp->set_rate)
+		cr_assert_gt(tchanges, 50, "rate changes raced with bookings");
 	cr_assert_gt(total, 500, "admitted %zu", total);
 	cr_assert_gt(refused, 500, "the limit must bite");
 	cr_assert_gt(atomic_load(&w.anchor), anchor0, "the anchor moved under load");
 	cr_assert_gt(tsteps, 0, "anchor steps (busy) raced with bookings");
 	cr_assert_gt(tjumps, 0, "anchor jumps (cold) raced with bookings");
-	cr_log_info("threads=%d admitted=%zu refused=%llu worst10I=%llu anchor steps=%llu jumps=%llu",
-	            *nthreads, total, (unsigned long long)refused, (unsigned long long)worst,
+	cr_log_info("threads=%d set_rate=%d changes=%llu admitted=%zu refused=%llu worst10I=%llu anchor steps=%llu jumps=%llu",
+	            *nthreads, tp->set_rate, (unsigned long long)tchanges, total, (unsigned long long)refused, (unsigned long long)worst,
 	            (unsigned long long)tsteps, (unsigned long long)tjumps);
 	for (int i = 0; i < *nthreads; i++)
 		free(d[i].rec);

@@ -357,9 +357,9 @@ SLUICE_API uint64_t sluice_warmup_available(sluice_warmup_t *w);
  * SLUICE_EWARMUP when M = P / I exceeds SLUICE_WARMUP_STORED_MAX,
  * SLUICE_ERESOLUTION); SLUICE_ERATE also when L I, the cost of the
  * largest request at the stable rate, exceeds max(P, L I at init), the
- * span the time grid was sized for, or when the new I is below 512
- * unit_ns, the grid's precision bound (PRECISION); both are possible only
- * when I > P at init or after;
+ * span the time grid was sized for, or when unit_ns > 1 and the new I is
+ * below 512 unit_ns, the grid's precision bound (PRECISION); both are
+ * possible only when I > P at init or after;
  * SLUICE_ETIMEDOUT when another set_rate held the flag that long (stopped
  * mid-change: its change completes when it resumes); SLUICE_EBUSY when
  * the ticket, moved one unit per change, would leave the range the state
