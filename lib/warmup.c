@@ -98,7 +98,10 @@ struct params {
  * and the parameter set it is written under. */
 struct snap {
 	struct sluice__anchor_snap a; /* word, anchor, as the protocol read them */
-	struct params p; /* the set the anchor's era bit names            */
+	const struct sluice__warmup_params *sl; /* the slot the era bit names */
+	uint64_t seq;    /* sl's seq when the snapshot was taken (even)   */
+	struct params p; /* its set: limit (and max_q) by snapshot(), the
+	                  * rest by full() when a decision books          */
 	uint64_t next;   /* decoded next free ticket                      */
 	uint64_t sq;     /* stored permits, units of 2^-F                 */
 	int cold;        /* the word is COLD                              */
@@ -186,12 +189,50 @@ static inline __attribute__((always_inline)) int snapshot(sluice_warmup_t *w, st
 {
 	if (!sluice__anchor_snapshot(&w->anchor, &w->word, GEOM(w), &s->a))
 		return 0;
-	if (!load_params(&w->params[s->a.raw & SLUICE__ANCHOR_ERA], &s->p))
+	/* Acquires, as in load_params(): what a refusal reports is then
+	 * checked by same_set() after them. */
+	s->sl = &w->params[s->a.raw & SLUICE__ANCHOR_ERA];
+	struct sluice__warmup_params *m = (struct sluice__warmup_params *)s->sl;
+	s->seq = atomic_load_explicit(&m->seq, memory_order_acquire);
+	if (s->seq & 1)
 		return 0; /* rewritten for a later change: this snapshot is stale */
+	s->p.limit = atomic_load_explicit(&m->limit, memory_order_acquire);
 	s->next = s->a.time;
-	s->sq = s->a.kind == SLUICE__ANCHOR_HOT ? s->a.low : s->p.max_q;
+	if (s->a.kind == SLUICE__ANCHOR_HOT) {
+		s->sq = s->a.low;
+	} else {
+		s->p.max_q = atomic_load_explicit(&m->max_q, memory_order_acquire);
+		s->sq = s->p.max_q;
+	}
 	s->cold = s->a.kind == SLUICE__ANCHOR_SELF;
 	return 1;
+}
+
+/*
+ * Did the slot stay as the snapshot found it?  Checked before anything
+ * computed from the set leaves without a CAS (a refusal, ETOOBIG,
+ * available): after the acquire loads of the fields, a rewrite that
+ * overlapped them shows as another seq (load_params()).  A booking needs
+ * no check: a rewrite of its slot means the era moved on since its
+ * snapshot, so its pair CAS fails (DESIGN).
+ */
+static inline __attribute__((always_inline)) int same_set(const struct snap *s)
+{
+	return atomic_load_explicit(&((struct sluice__warmup_params *)s->sl)->seq,
+	                            memory_order_relaxed) == s->seq;
+}
+
+/* The rest of the snapshot's set, for a decision that computes a cost
+ * (acquire loads, as in load_params()). */
+static inline __attribute__((always_inline)) void full(struct snap *s)
+{
+	struct sluice__warmup_params *m = (struct sluice__warmup_params *)s->sl;
+	s->p.rate = atomic_load_explicit(&m->rate, memory_order_acquire);
+	s->p.period = atomic_load_explicit(&m->period_ns, memory_order_acquire);
+	s->p.frac_bits = atomic_load_explicit(&m->frac_bits, memory_order_acquire);
+	s->p.max_q = atomic_load_explicit(&m->max_q, memory_order_acquire);
+	s->p.thresh = atomic_load_explicit(&m->thresh, memory_order_acquire);
+	s->p.curve_k = atomic_load_explicit(&m->curve_k, memory_order_acquire);
 }
 
 /* Stored permits after @dt ns of idleness: one per I, rounded up, capped. */
@@ -257,8 +298,9 @@ static void fill(const struct params *p, sluice_decision_t *d, int allowed, uint
 
 /* Move the anchor so that @t is less than R/2 past it (one step or jump):
  * a jump when the limiter is fully cold at the jump's anchor. */
-static void reanchor(sluice_warmup_t *w, const struct snap *s, uint64_t t)
+static void reanchor(sluice_warmup_t *w, struct snap *s, uint64_t t)
 {
+	full(s); /* a torn set only makes its CASes fail, as a booking's */
 	uint64_t to = sluice__anchor_jump_to(GEOM(w), t);
 	int cold = s->next <= to && accrue(w, &s->p, s->sq, to - s->next) == s->p.max_q;
 	sluice__anchor_move(&w->anchor, GEOM(w), &s->a, t, cold);
@@ -278,6 +320,8 @@ int sluice_warmup_reserve_at(sluice_warmup_t *w, uint64_t n, uint64_t now, uint6
 		/* The L of the set in force (SET_RATE: a request the new set
 		 * cannot take is refused as it would be by a new limiter). */
 		if (n > s.p.limit) {
+			if (!same_set(&s))
+				continue;
 			sluice__decision_never(d, s.p.limit, now);
 			return SLUICE_ETOOBIG;
 		}
@@ -290,9 +334,12 @@ int sluice_warmup_reserve_at(sluice_warmup_t *w, uint64_t n, uint64_t now, uint6
 		}
 		uint64_t wait = s.next > t ? s.next - t : 0;
 		if (wait > maxd) {
+			if (!same_set(&s))
+				continue;
 			fill(&s.p, d, 0, t, wait - maxd, wait);
 			return 0;
 		}
+		full(&s);
 		/* Resync (Guava): idle time since next becomes stored permits. */
 		uint64_t start = s.next > t ? s.next : t;
 		uint64_t sq = s.next < t ? accrue(w, &s.p, s.sq, t - s.next) : s.sq;
@@ -300,6 +347,8 @@ int sluice_warmup_reserve_at(sluice_warmup_t *w, uint64_t n, uint64_t now, uint6
 		sq -= taken;
 		if (SLUICE_UNLIKELY(cost > end - start)) {
 			/* The ticket would pass the end of the time base. */
+			if (!same_set(&s))
+				continue;
 			fill(&s.p, d, 0, t, SLUICE_NEVER, wait);
 			return 0;
 		}
@@ -340,8 +389,11 @@ int sluice_warmup_cancel(sluice_warmup_t *w, uint64_t n, const sluice_decision_t
 		struct snap s;
 		if (!snapshot(w, &s))
 			continue;
-		if (n > s.p.limit)
+		if (n > s.p.limit) {
+			if (!same_set(&s))
+				continue;
 			return SLUICE_EINVAL;
+		}
 		/* Only the latest booking can be taken back exactly; an older
 		 * one has later bookings chained on its ticket, and one made
 		 * before a set_rate has the change's moved ticket after it. */
@@ -356,6 +408,7 @@ int sluice_warmup_cancel(sluice_warmup_t *w, uint64_t n, const sluice_decision_t
 		 * reading at or after the start.
 		 */
 		uint64_t next = grid_down(w, start);
+		full(&s);
 		uint64_t sq = s.sq + (n << s.p.frac_bits);
 		if (sq > s.p.max_q)
 			sq = s.p.max_q;
@@ -379,27 +432,32 @@ uint64_t sluice_warmup_available_at(sluice_warmup_t *w, uint64_t now)
 	if (!w)
 		return 0;
 	uint64_t end = grid_down(w, UINT64_MAX);
-	struct snap s;
-	/* Bounded by others' progress, as a decision's snapshot. */
-	while (!snapshot(w, &s))
-		;
-	uint64_t t = now > s.a.anchor ? now : s.a.anchor;
-	if (t > end)
-		t = end;
-	if (s.next > t)
-		return 0; /* the ticket has not come: acquire refuses every n */
-	uint64_t sq = accrue(w, &s.p, s.sq, t - s.next), taken;
-	if (cost_of(&s.p, sq, s.p.limit, &taken) <= end - t)
-		return s.p.limit;
-	uint64_t lo = 0, hi = s.p.limit; /* cost(lo) fits (lo = 0: nothing), cost(hi) not */
-	while (hi - lo > 1) {
-		uint64_t mid = lo + (hi - lo) / 2;
-		if (cost_of(&s.p, sq, mid, &taken) <= end - t)
-			lo = mid;
-		else
-			hi = mid;
+	for (;;) {
+		struct snap s;
+		/* Bounded by others' progress, as a decision's snapshot. */
+		if (!snapshot(w, &s))
+			continue;
+		uint64_t t = now > s.a.anchor ? now : s.a.anchor;
+		if (t > end)
+			t = end;
+		if (s.next > t)
+			return 0; /* the ticket has not come: acquire refuses every n */
+		full(&s);
+		uint64_t sq = accrue(w, &s.p, s.sq, t - s.next), taken, lo = s.p.limit;
+		if (cost_of(&s.p, sq, s.p.limit, &taken) > end - t) {
+			/* cost(lo) fits (lo = 0: nothing), cost(hi) not */
+			uint64_t hi = s.p.limit;
+			for (lo = 0; hi - lo > 1;) {
+				uint64_t mid = lo + (hi - lo) / 2;
+				if (cost_of(&s.p, sq, mid, &taken) <= end - t)
+					lo = mid;
+				else
+					hi = mid;
+			}
+		}
+		if (same_set(&s)) /* else a change overlapped: look again */
+			return lo;
 	}
-	return lo;
 }
 
 uint64_t sluice_warmup_available(sluice_warmup_t *w)
