@@ -1389,3 +1389,30 @@ Test(warmup, set_rate_under_a_stalled_booking)
 	cr_assert_eq(atomic_load(&w->word), atomic_load(&twin.word));
 	munmap(w, page);
 }
+
+/* The era bit rides along every anchor move: a step (busy across the
+ * re-anchoring point) and a jump (idle past it, cold) keep the new set. */
+Test(warmup, set_rate_survives_anchor_moves)
+{
+	sluice_warmup_t w;
+	make(&w, 2, SEC, 4 * SEC, 0);
+	cr_assert_eq(sluice_warmup_set_rate(&w, 3, SEC), 0);
+	sluice_decision_t d;
+	uint64_t half = w.unit_ns << 34; /* R/2 */
+	/* step: book just before R/2, then at it (the state is live) */
+	uint64_t a0 = atomic_load(&w.anchor) & ~1ULL;
+	cr_assert_eq(sluice_warmup_reserve_at(&w, 1, a0 + half - SEC, UINT64_MAX, &d), 1);
+	cr_assert_eq(sluice_warmup_reserve_at(&w, 1, a0 + half, UINT64_MAX, &d), 1);
+	uint64_t a1 = atomic_load(&w.anchor);
+	cr_assert_eq(a1 & ~1ULL, a0 + (half >> 1), "stepped one quarter");
+	cr_assert_eq(a1 & 1, 1, "era kept by the step");
+	cr_assert_eq(d.limit, 12);
+	/* jump: idle for far more than R (fully cold) */
+	uint64_t t = (a1 & ~1ULL) + 4 * half + 12345;
+	cr_assert_eq(sluice_warmup_reserve_at(&w, 2, t, UINT64_MAX, &d), 1);
+	uint64_t a2 = atomic_load(&w.anchor);
+	cr_assert_gt(a2 & ~1ULL, a1, "jumped");
+	cr_assert_eq(a2 & 1, 1, "era kept by the jump");
+	cr_assert_eq(d.limit, 12);
+	cr_assert_eq(sluice_warmup_limit(&w), 12);
+}
