@@ -283,21 +283,17 @@ static void setup_fixed(const struct params *p)
 		die("fixed init", rc);
 }
 
-static void window_setup(const struct params *p, sluice_window_mode_t mode, uint32_t lease)
+static void window_setup(const struct params *p, uint32_t lease)
 {
 	sluice_window_config_t c = { .limit = p->limit, .window_ns = p->window_ns,
-		                     .buckets = BUCKETS, .mode = mode, .lease = lease };
+		                     .buckets = BUCKETS, .lease = lease };
 	int rc = sluice_window_init(&g.window, &c);
 	if (rc)
 		die("window init", rc);
 }
-static void setup_exact(const struct params *p) { window_setup(p, SLUICE_EXACT, 0); }
-static void setup_lease(const struct params *p) { window_setup(p, SLUICE_EXACT, LEASE); }
-static void setup_lease_small(const struct params *p)
-{
-	window_setup(p, SLUICE_EXACT, LEASE_SMALL);
-}
-static void setup_striped(const struct params *p) { window_setup(p, SLUICE_STRIPED, 0); }
+static void setup_exact(const struct params *p) { window_setup(p, 0); }
+static void setup_lease(const struct params *p) { window_setup(p, LEASE); }
+static void setup_lease_small(const struct params *p) { window_setup(p, LEASE_SMALL); }
 static void teardown_window(void) { sluice_window_destroy(&g.window); }
 
 /* One permit per whole-ns interval (a rate in permits per second would
@@ -382,7 +378,7 @@ static void setup_composite(const struct params *p)
 {
 	sluice_limiter_config_t ring = { .algo = SLUICE_ALGO_WINDOW };
 	ring.window = (sluice_window_config_t){ .limit = p->limit, .window_ns = p->window_ns,
-		                                .buckets = BUCKETS, .mode = SLUICE_EXACT };
+		                                .buckets = BUCKETS };
 	sluice_limiter_config_t gcra = { .algo = SLUICE_ALGO_GCRA };
 	gcra.gcra = gcra_config(p);
 	int rc = sluice_limiter_new(&ring, &g.parts[0]);
@@ -645,7 +641,6 @@ static struct series series[] = {
 	S("ring", "exact", K_RING, setup_exact, loop_window, teardown_window),
 	S("ring", "exact-lease", K_RING, setup_lease, loop_window, teardown_window),
 	S("ring", "exact-lease64", K_RING, setup_lease_small, loop_window, teardown_window),
-	S("ring", "striped", K_RING, setup_striped, loop_window, teardown_window),
 	BASES("gcra", K_GCRA, gcra, setup_b_gcra, teardown_locks),
 	S("gcra", "-", K_GCRA, setup_gcra, loop_gcra, NULL),
 	S("leaky", "meter", K_GCRA, setup_leaky, loop_leaky, NULL),

@@ -1,9 +1,9 @@
 /*
  * bench_window.c - ns per decision, one thread, allow-mostly regime, for the
- * fixed window and the sliding window ring (EXACT and STRIPED) on every
- * clock source, against lock-based fixed-window baselines and the striped
- * read-check-add baseline (striped_baseline.h) run in the same process and
- * the same run.
+ * fixed window and the sliding window ring on every clock source, against
+ * lock-based fixed-window baselines and the striped read-check-add
+ * baseline (striped_baseline.h: the library's former SLUICE_STRIPED mode,
+ * kept here for comparison) run in the same process and the same run.
  *
  * Regime: W = 1 s, N = 10 buckets (100 ms, above the coarse clock's 4 ms),
  * limits as high as the limiters take (SLUICE_WINDOW_LIMIT_MAX, ~1.07e9 per
@@ -24,7 +24,7 @@
  *   mutex_cached  the same, reading sluice_clock_cached_ns().
  *   spin          ck_spinlock_fas instead of the mutex, CLOCK_MONOTONIC.
  * They fill the same sluice_decision_t as the sluice variants do, so every
- * case does the same bookkeeping; one extra case passes NULL (EXACT ring,
+ * case does the same bookkeeping; one extra case passes NULL (the ring,
  * cached clock) to show what the bookkeeping costs.
  *
  * Method: batches of BATCH decisions timed with CLOCK_MONOTONIC around the
@@ -154,12 +154,11 @@ static void setup_fixed(const sluice_clock_t *clock)
 		die("sluice_fixed_init", rc);
 }
 
-static void setup_window(sluice_window_mode_t mode, const sluice_clock_t *clock)
+static void setup_window(const sluice_clock_t *clock)
 {
 	sluice_window_config_t cfg = { .limit = SLUICE_WINDOW_LIMIT_MAX,
 		                       .window_ns = WINDOW_NS,
 		                       .buckets = BUCKETS,
-		                       .mode = mode,
 		                       .clock = clock };
 	int rc = sluice_window_init(&g_window, &cfg);
 	if (rc != 0)
@@ -169,12 +168,9 @@ static void setup_window(sluice_window_mode_t mode, const sluice_clock_t *clock)
 static void setup_fixed_mono(void) { setup_fixed(&sluice_clock_monotonic); }
 static void setup_fixed_coarse(void) { setup_fixed(&sluice_clock_coarse); }
 static void setup_fixed_cached(void) { setup_fixed(&sluice_clock_cached); }
-static void setup_exact_mono(void) { setup_window(SLUICE_EXACT, &sluice_clock_monotonic); }
-static void setup_exact_coarse(void) { setup_window(SLUICE_EXACT, &sluice_clock_coarse); }
-static void setup_exact_cached(void) { setup_window(SLUICE_EXACT, &sluice_clock_cached); }
-static void setup_striped_mono(void) { setup_window(SLUICE_STRIPED, &sluice_clock_monotonic); }
-static void setup_striped_coarse(void) { setup_window(SLUICE_STRIPED, &sluice_clock_coarse); }
-static void setup_striped_cached(void) { setup_window(SLUICE_STRIPED, &sluice_clock_cached); }
+static void setup_exact_mono(void) { setup_window(&sluice_clock_monotonic); }
+static void setup_exact_coarse(void) { setup_window(&sluice_clock_coarse); }
+static void setup_exact_cached(void) { setup_window(&sluice_clock_cached); }
 static void teardown_window(void) { sluice_window_destroy(&g_window); }
 
 /* The striped read-check-add baseline (striped_baseline.h), same regime. */
@@ -288,7 +284,7 @@ static struct bench_case cases[] = {
 	CASE("fixed", "exact", "coarse", "out", setup_fixed_coarse, run_fixed_clock, NULL),
 	CASE("fixed", "exact", "cached", "out", setup_fixed_cached, run_fixed_clock, NULL),
 	CASE("fixed", "exact", "caller", "out", setup_fixed_mono, run_fixed_caller, NULL),
-	/* sliding window ring, EXACT */
+	/* sliding window ring (one CAS on the bucket word) */
 	CASE("window", "exact", "monotonic", "out", setup_exact_mono, run_window_clock,
 	     teardown_window),
 	CASE("window", "exact", "coarse", "out", setup_exact_coarse, run_window_clock,
@@ -298,15 +294,6 @@ static struct bench_case cases[] = {
 	CASE("window", "exact", "caller", "out", setup_exact_mono, run_window_caller,
 	     teardown_window),
 	CASE("window", "exact", "cached", "null", setup_exact_cached, run_window_clock_null,
-	     teardown_window),
-	/* sliding window ring, STRIPED */
-	CASE("window", "striped", "monotonic", "out", setup_striped_mono, run_window_clock,
-	     teardown_window),
-	CASE("window", "striped", "coarse", "out", setup_striped_coarse, run_window_clock,
-	     teardown_window),
-	CASE("window", "striped", "cached", "out", setup_striped_cached, run_window_clock,
-	     teardown_window),
-	CASE("window", "striped", "caller", "out", setup_striped_mono, run_window_caller,
 	     teardown_window),
 	/* the striped read-check-add baseline (striped_baseline.h) */
 	CASE("window", "striped_base", "cached", "out", setup_sbase_cached, run_sbase_clock,

@@ -80,6 +80,19 @@
  * later one.  An anchor CAS is a release of the announcing word it was read
  * after, so a reader who sees the new anchor sees that word or a later one.
  * The pair CAS is a full barrier (LOCK CMPXCHG16B), so a release.
+ *
+ * THE ERA BIT (warm-up only; decay never sets it, and for it everything
+ * below is exactly as if the bit did not exist).  Every anchor a move
+ * produces is even (a jump rounds T down to even, a step adds R/4), so bit
+ * 0 of the anchor word is free: warm-up keeps there the parity of the
+ * parameter set its word is written under (warmup.c, SET_RATE).  Times are
+ * taken from the anchor word with the bit cleared (snap.anchor); the CASes
+ * compare and keep the whole word (snap.raw), so a move keeps the era and
+ * a write fails if the era changed since its snapshot.  Only
+ * sluice__anchor_write_era() flips the bit, together with the word.  The
+ * anchor word can then come back to a value it had (two flips, no move in
+ * between); warmup.c's DESIGN says why that is harmless there: the flip
+ * writes a word no earlier state had.
  */
 #ifndef SLUICE_ANCHOR_INTERNAL_H
 #define SLUICE_ANCHOR_INTERNAL_H
@@ -92,6 +105,7 @@
 #define SLUICE__ANCHOR_SELF_BIT (1ULL << 63)
 #define SLUICE__ANCHOR_TAG_SHIFT 61
 #define SLUICE__ANCHOR_TAG_MASK (3ULL << SLUICE__ANCHOR_TAG_SHIFT)
+#define SLUICE__ANCHOR_ERA 1ULL /* bit 0 of the anchor word: see THE ERA BIT */
 
 /*
  * A module's layout of the HOT word: the field of FB bits at FS (the
@@ -115,7 +129,8 @@ enum sluice__anchor_kind {
 /* A consistent view of the state, against the anchor it was read with. */
 struct sluice__anchor_snap {
 	uint64_t word;   /* the word as loaded: the CAS's expected value      */
-	uint64_t anchor; /* the anchor it is read against                     */
+	uint64_t anchor; /* the anchor it is read against (a time: era clear) */
+	uint64_t raw;    /* the anchor word as loaded, era bit included       */
 	uint64_t time;   /* HOT/STALE: the field decoded; SELF: the anchor     */
 	uint64_t low;    /* HOT/STALE: the word's low FS bits; SELF: 0         */
 	int kind;        /* enum sluice__anchor_kind                          */
@@ -218,14 +233,16 @@ static inline __attribute__((always_inline)) int sluice__anchor_snapshot(_Atomic
                                           struct sluice__anchor_snap *s)
 {
 	/* Acquires: pair with the release CASes on both words (see above). */
-	uint64_t a = atomic_load_explicit(anchor, memory_order_acquire);
+	uint64_t raw = atomic_load_explicit(anchor, memory_order_acquire);
 	uint64_t x = atomic_load_explicit(word, memory_order_acquire);
-	if (atomic_load_explicit(anchor, memory_order_acquire) != a)
+	if (atomic_load_explicit(anchor, memory_order_acquire) != raw)
 		return 0;
+	uint64_t a = raw & ~SLUICE__ANCHOR_ERA; /* the time; the era stays in raw */
 	if (x & SLUICE__ANCHOR_SELF_BIT) {
 		uint64_t sa = sluice__anchor_self_anchor(g, x);
 		if (sa > a) {
-			sluice__anchor_help(anchor, a, sa); /* a jump is pending */
+			/* a jump is pending (keeping the era) */
+			sluice__anchor_help(anchor, raw, sa | (raw & SLUICE__ANCHOR_ERA));
 			return 0;
 		}
 		s->time = a; /* sa < a only after a stalled writer: see above */
@@ -234,7 +251,7 @@ static inline __attribute__((always_inline)) int sluice__anchor_snapshot(_Atomic
 	} else {
 		uint64_t tg = (x >> SLUICE__ANCHOR_TAG_SHIFT) & 3, ta = sluice__anchor_tag(g, a);
 		if (tg == ((ta + 1) & 3)) {
-			sluice__anchor_help(anchor, a, a + sluice__anchor_quarter(g)); /* step */
+			sluice__anchor_help(anchor, raw, raw + sluice__anchor_quarter(g)); /* step */
 			return 0;
 		}
 		s->time = sluice__anchor_decode(g, x, a);
@@ -244,6 +261,7 @@ static inline __attribute__((always_inline)) int sluice__anchor_snapshot(_Atomic
 	}
 	s->word = x;
 	s->anchor = a;
+	s->raw = raw;
 	return 1;
 }
 
@@ -256,7 +274,18 @@ static inline __attribute__((always_inline)) int sluice__anchor_snapshot(_Atomic
 static inline _Bool sluice__anchor_write(_Atomic uint64_t *anchor,
                                          const struct sluice__anchor_snap *s, uint64_t x)
 {
-	return sluice__pair_cas(anchor, s->anchor, s->word, s->anchor, x);
+	return sluice__pair_cas(anchor, s->raw, s->word, s->raw, x);
+}
+
+/*
+ * sluice__anchor_write_era - as sluice__anchor_write(), and flip the era
+ * bit in the same double-width CAS (warm-up's set_rate: the word @x is
+ * written under the other parameter set).  Fails if either word moved.
+ */
+static inline _Bool sluice__anchor_write_era(_Atomic uint64_t *anchor,
+                                             const struct sluice__anchor_snap *s, uint64_t x)
+{
+	return sluice__pair_cas(anchor, s->raw, s->word, s->raw ^ SLUICE__ANCHOR_ERA, x);
 }
 
 /* The anchor a jump at time @t announces (what SELF(@t) names). */
@@ -281,7 +310,9 @@ static inline void sluice__anchor_move(_Atomic uint64_t *anchor, struct sluice__
 		/* Pair CAS (a release): a reader of SELF(t) then sees an
 		 * anchor at least as new as ours. */
 		if (sluice__anchor_write(anchor, s, sluice__anchor_self_word(t)))
-			sluice__anchor_help(anchor, s->anchor, sluice__anchor_jump_to(g, t));
+			sluice__anchor_help(anchor, s->raw,
+			                    sluice__anchor_jump_to(g, t) |
+			                            (s->raw & SLUICE__ANCHOR_ERA));
 		return;
 	}
 	/* Live at `to`: its time is >= A + R/4, and the field reads the same
@@ -289,7 +320,7 @@ static inline void sluice__anchor_move(_Atomic uint64_t *anchor, struct sluice__
 	uint64_t tg = (sluice__anchor_tag(g, s->anchor) + 1) & 3;
 	uint64_t stepped = (s->word & ~SLUICE__ANCHOR_TAG_MASK) | (tg << SLUICE__ANCHOR_TAG_SHIFT);
 	if (sluice__anchor_write(anchor, s, stepped))
-		sluice__anchor_help(anchor, s->anchor, s->anchor + sluice__anchor_quarter(g));
+		sluice__anchor_help(anchor, s->raw, s->raw + sluice__anchor_quarter(g));
 }
 
 #endif /* SLUICE_ANCHOR_INTERNAL_H */

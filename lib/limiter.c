@@ -366,12 +366,13 @@ int sluice_limiter_set_rate(sluice_limiter_t *l, uint64_t rate, uint64_t period_
 		return sluice_gcra_set_rate(&l->u.gcra, rate, period_ns);
 	case SLUICE_ALGO_LEAKY:
 		return sluice_leaky_set_rate(&l->u.leaky, rate, period_ns);
+	case SLUICE_ALGO_WARMUP:
+		return sluice_warmup_set_rate(&l->u.warmup, rate, period_ns);
 	case SLUICE_ALGO_NONE:
 		return SLUICE_EALGO;
 	default:
 		/* windows, log, decay, in-flight: a limit, not a rate (set_limit);
-		 * warm-up: no live setter yet (warmup.h says why); a
-		 * composite: which part's? change the part's own handle */
+		 * a composite: which part's? change the part's own handle */
 		return SLUICE_ENOTSUP;
 	}
 }
@@ -411,7 +412,7 @@ int sluice_limiter_set_limit(sluice_limiter_t *l, uint64_t limit)
 		return SLUICE_EALGO;
 	default:
 		/* GCRA, leaky: a rate and a burst (set_rate, set_burst);
-		 * warm-up: a rate, which has no live setter yet (warmup.h);
+		 * warm-up: a rate (set_rate), whose limit follows from it;
 		 * a composite: which part's? */
 		return SLUICE_ENOTSUP;
 	}

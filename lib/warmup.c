@@ -1,6 +1,7 @@
 /*
  * warmup.c - smooth warm-up limiter (Guava SmoothWarmingUp, cold factor 3):
- * validation, the packed state, bookings, re-anchoring and refunds.
+ * validation, the packed state, bookings, re-anchoring, refunds and live
+ * rate changes.
  *
  * DESIGN
  *
@@ -46,7 +47,31 @@
  * module adds: a snapshot of a stale HOT word (tag two or three quarters
  * off, left by a stalled writer) is read fully cold (sq = M), the most
  * expensive state, since stored permits of unknown age could be anything.
+ *
+ * Parameter sets (SET_RATE).  Everything that depends on the rate (I, M's
+ * fixed point F and max_q, L, the curve) lives in one of two slots; the
+ * anchor's bit 0 (the era: anchor_internal.h) says which one the word is
+ * written under, so a snapshot of (anchor, word) names its set and every
+ * write from it (a pair CAS comparing the era too) fails once the set
+ * changed.  The grid u, the horizon and cost_max are fixed at init for
+ * every rate set_rate accepts (L I <= max(P, L I at init)), so the
+ * anchor protocol's ranges hold across changes.  set_rate writes the slot
+ * not in force (a seqlock: seq odd while written), then converts the word
+ * and flips the era in one pair CAS (sluice_warmup_set_rate() says how).
+ * Why a decision cannot mix a set with a state of another: it reads the
+ * slot its snapshot's era names.  If set_rate has not flipped since, that
+ * slot is the one in force, never written while in force.  If it has, the
+ * decision's CAS fails, because the flip wrote a word no earlier state had
+ * (the ticket moved past every earlier one), even when a second change
+ * brought the era bit, and so the anchor word, back to its old value; and
+ * a slot rewritten for that second change while being read fails the seq
+ * check.  So a booking lands only on the state of the set it was
+ * computed with.  A refusal writes nothing; one by a decision overlapping
+ * two changes may judge n against (and report) the later set's L while
+ * reading the earlier state: a limit that was in force during the call.
  */
+#include <sched.h>
+
 #include "sluice/error.h"
 #include "anchor_internal.h"
 #include "util_internal.h"
@@ -63,9 +88,20 @@
 #define GEOM(w) \
 	((struct sluice__anchor_geom){ FIELD_SHIFT, FIELD_BITS, (w)->unit_shift })
 
-/* A consistent view of the state, against the anchor it was read with. */
+/* One parameter set, as a decision uses it (a copy of a stable slot). */
+struct params {
+	uint64_t rate, period, limit, frac_bits, max_q;
+	double interval, thresh, curve_k;
+};
+
+/* A consistent view of the state, against the anchor it was read with,
+ * and the parameter set it is written under. */
 struct snap {
 	struct sluice__anchor_snap a; /* word, anchor, as the protocol read them */
+	const struct sluice__warmup_params *sl; /* the slot the era bit names */
+	uint64_t seq;    /* sl's seq when the snapshot was taken (even)   */
+	struct params p; /* its set: limit (and max_q) by snapshot(), the
+	                  * rest by full() when a decision books          */
 	uint64_t next;   /* decoded next free ticket                      */
 	uint64_t sq;     /* stored permits, units of 2^-F                 */
 	int cold;        /* the word is COLD                              */
@@ -92,6 +128,53 @@ static inline uint64_t grid_down(const sluice_warmup_t *w, uint64_t t)
 }
 
 /*
+ * Read one parameter slot, seqlock style; 0 when it was being rewritten
+ * (then the anchor has moved to the other era since the caller's snapshot:
+ * set_rate rewrites only the slot not in force).  No fences (which
+ * ThreadSanitizer cannot see): the field loads are acquires, pairing with
+ * the writer's release stores of them (store_params()), so a load that
+ * sees a new field also sees the odd seq stored before it, and the second
+ * load of seq (after them) differs; the first load of seq is an acquire
+ * pairing with the release store of the even seq that ends a rewrite.
+ * Free on x86-64 (plain loads).
+ */
+static inline __attribute__((always_inline)) int load_params(
+	const struct sluice__warmup_params *sl, struct params *p)
+{
+	struct sluice__warmup_params *m = (struct sluice__warmup_params *)sl;
+	uint64_t q = atomic_load_explicit(&m->seq, memory_order_acquire);
+	if (q & 1)
+		return 0;
+	p->rate = atomic_load_explicit(&m->rate, memory_order_acquire);
+	p->period = atomic_load_explicit(&m->period_ns, memory_order_acquire);
+	p->limit = atomic_load_explicit(&m->limit, memory_order_acquire);
+	p->frac_bits = atomic_load_explicit(&m->frac_bits, memory_order_acquire);
+	p->max_q = atomic_load_explicit(&m->max_q, memory_order_acquire);
+	p->interval = atomic_load_explicit(&m->interval, memory_order_acquire);
+	p->thresh = atomic_load_explicit(&m->thresh, memory_order_acquire);
+	p->curve_k = atomic_load_explicit(&m->curve_k, memory_order_acquire);
+	return atomic_load_explicit(&m->seq, memory_order_relaxed) == q;
+}
+
+/* Rewrite a slot (the spare one, under the writer flag): seq odd, the
+ * fields, seq even.  Each field store is a release (so it comes after the
+ * odd seq: see load_params()); the even seq's release publishes them. */
+static void store_params(struct sluice__warmup_params *sl, const struct params *p)
+{
+	uint64_t q = atomic_load_explicit(&sl->seq, memory_order_relaxed);
+	atomic_store_explicit(&sl->seq, q + 1, memory_order_relaxed);
+	atomic_store_explicit(&sl->rate, p->rate, memory_order_release);
+	atomic_store_explicit(&sl->period_ns, p->period, memory_order_release);
+	atomic_store_explicit(&sl->limit, p->limit, memory_order_release);
+	atomic_store_explicit(&sl->frac_bits, p->frac_bits, memory_order_release);
+	atomic_store_explicit(&sl->max_q, p->max_q, memory_order_release);
+	atomic_store_explicit(&sl->interval, p->interval, memory_order_release);
+	atomic_store_explicit(&sl->thresh, p->thresh, memory_order_release);
+	atomic_store_explicit(&sl->curve_k, p->curve_k, memory_order_release);
+	atomic_store_explicit(&sl->seq, q + 2, memory_order_release);
+}
+
+/*
  * Take a consistent snapshot; 0 when the caller must look again.  The
  * protocol's snapshot (anchor_internal.h) says what it found; what it
  * means here: COLD (the SELF word, as of the anchor or before: cold stays
@@ -106,23 +189,64 @@ static inline __attribute__((always_inline)) int snapshot(sluice_warmup_t *w, st
 {
 	if (!sluice__anchor_snapshot(&w->anchor, &w->word, GEOM(w), &s->a))
 		return 0;
+	/* Acquires, as in load_params(): what a refusal reports is then
+	 * checked by same_set() after them. */
+	s->sl = &w->params[s->a.raw & SLUICE__ANCHOR_ERA];
+	struct sluice__warmup_params *m = (struct sluice__warmup_params *)s->sl;
+	s->seq = atomic_load_explicit(&m->seq, memory_order_acquire);
+	if (s->seq & 1)
+		return 0; /* rewritten for a later change: this snapshot is stale */
+	s->p.limit = atomic_load_explicit(&m->limit, memory_order_acquire);
 	s->next = s->a.time;
-	s->sq = s->a.kind == SLUICE__ANCHOR_HOT ? s->a.low : w->max_q;
+	if (s->a.kind == SLUICE__ANCHOR_HOT) {
+		s->sq = s->a.low;
+	} else {
+		s->p.max_q = atomic_load_explicit(&m->max_q, memory_order_acquire);
+		s->sq = s->p.max_q;
+	}
 	s->cold = s->a.kind == SLUICE__ANCHOR_SELF;
 	return 1;
 }
 
+/*
+ * Did the slot stay as the snapshot found it?  Checked before anything
+ * computed from the set leaves without a CAS (a refusal, ETOOBIG,
+ * available): after the acquire loads of the fields, a rewrite that
+ * overlapped them shows as another seq (load_params()).  A booking needs
+ * no check: a rewrite of its slot means the era moved on since its
+ * snapshot, so its pair CAS fails (DESIGN).
+ */
+static inline __attribute__((always_inline)) int same_set(const struct snap *s)
+{
+	return atomic_load_explicit(&((struct sluice__warmup_params *)s->sl)->seq,
+	                            memory_order_relaxed) == s->seq;
+}
+
+/* The rest of the snapshot's set, for a decision that computes a cost
+ * (acquire loads, as in load_params()). */
+static inline __attribute__((always_inline)) void full(struct snap *s)
+{
+	struct sluice__warmup_params *m = (struct sluice__warmup_params *)s->sl;
+	s->p.rate = atomic_load_explicit(&m->rate, memory_order_acquire);
+	s->p.period = atomic_load_explicit(&m->period_ns, memory_order_acquire);
+	s->p.frac_bits = atomic_load_explicit(&m->frac_bits, memory_order_acquire);
+	s->p.max_q = atomic_load_explicit(&m->max_q, memory_order_acquire);
+	s->p.thresh = atomic_load_explicit(&m->thresh, memory_order_acquire);
+	s->p.curve_k = atomic_load_explicit(&m->curve_k, memory_order_acquire);
+}
+
 /* Stored permits after @dt ns of idleness: one per I, rounded up, capped. */
-static uint64_t accrue(const sluice_warmup_t *w, uint64_t sq, uint64_t dt)
+static uint64_t accrue(const sluice_warmup_t *w, const struct params *p, uint64_t sq,
+                       uint64_t dt)
 {
 	if (dt == 0)
 		return sq;
 	if (dt >= w->warmup_ns)
-		return w->max_q; /* P / I = M: fully cold from anywhere */
+		return p->max_q; /* P / I = M: fully cold from anywhere */
 	/* dt < 2^46, rate <= 2^46, 2^F <= 2^25: fits in 128 bits. */
-	sluice__u128 num = ((sluice__u128)dt * w->rate) << w->frac_bits;
-	uint64_t add = (uint64_t)((num + w->period_ns - 1) / w->period_ns);
-	return sq + add >= w->max_q ? w->max_q : sq + add;
+	sluice__u128 num = ((sluice__u128)dt * p->rate) << p->frac_bits;
+	uint64_t add = (uint64_t)((num + p->period - 1) / p->period);
+	return sq + add >= p->max_q ? p->max_q : sq + add;
 }
 
 /*
@@ -134,36 +258,36 @@ static uint64_t accrue(const sluice_warmup_t *w, uint64_t sq, uint64_t dt)
  * (by less than 2^-F) and are charged I, as the curve's last point would
  * overcharge them wildly when M is tiny; so the area is at most P/2.
  */
-static uint64_t cost_of(const sluice_warmup_t *w, uint64_t sq, uint64_t n, uint64_t *taken)
+static uint64_t cost_of(const struct params *p, uint64_t sq, uint64_t n, uint64_t *taken)
 {
-	uint64_t nq = n << w->frac_bits;
+	uint64_t nq = n << p->frac_bits;
 	uint64_t tk = nq < sq ? nq : sq;
 	*taken = tk;
-	uint64_t cost = (uint64_t)(((sluice__u128)n * w->period_ns + w->rate - 1) / w->rate);
-	double scale = 1.0 / (double)(1ULL << w->frac_bits); /* exact */
-	double b = (double)sq * scale, top = 2.0 * w->thresh;
+	uint64_t cost = (uint64_t)(((sluice__u128)n * p->period + p->rate - 1) / p->rate);
+	double scale = 1.0 / (double)(1ULL << p->frac_bits); /* exact */
+	double b = (double)sq * scale, top = 2.0 * p->thresh;
 	if (b > top)
 		b = top;
-	if (tk > 0 && b > w->thresh) {
+	if (tk > 0 && b > p->thresh) {
 		double a = (double)(sq - tk) * scale;
-		if (a < w->thresh)
-			a = w->thresh;
+		if (a < p->thresh)
+			a = p->thresh;
 		if (a > b)
 			a = b;
-		double x = w->curve_k * (b - a) * (a + b - 2.0 * w->thresh);
+		double x = p->curve_k * (b - a) * (a + b - 2.0 * p->thresh);
 		if (x > 0)
 			cost += sluice__ceil_u64(x + x * 0x1p-40) + 1;
 	}
 	return cost;
 }
 
-static void fill(const sluice_warmup_t *w, sluice_decision_t *d, int allowed, uint64_t t,
+static void fill(const struct params *p, sluice_decision_t *d, int allowed, uint64_t t,
                  uint64_t retry, uint64_t reset)
 {
 	if (!d)
 		return;
 	d->allowed = allowed;
-	d->limit = w->limit;
+	d->limit = p->limit;
 	d->remaining = 0; /* one request at a time: the ticket is now ahead */
 	/* @retry: a booking's delay when allowed, the wait when refused */
 	d->retry_after_ns = allowed ? 0 : retry;
@@ -174,10 +298,11 @@ static void fill(const sluice_warmup_t *w, sluice_decision_t *d, int allowed, ui
 
 /* Move the anchor so that @t is less than R/2 past it (one step or jump):
  * a jump when the limiter is fully cold at the jump's anchor. */
-static void reanchor(sluice_warmup_t *w, const struct snap *s, uint64_t t)
+static void reanchor(sluice_warmup_t *w, struct snap *s, uint64_t t)
 {
+	full(s); /* a torn set only makes its CASes fail, as a booking's */
 	uint64_t to = sluice__anchor_jump_to(GEOM(w), t);
-	int cold = s->next <= to && accrue(w, s->sq, to - s->next) == w->max_q;
+	int cold = s->next <= to && accrue(w, &s->p, s->sq, to - s->next) == s->p.max_q;
 	sluice__anchor_move(&w->anchor, GEOM(w), &s->a, t, cold);
 }
 
@@ -186,16 +311,20 @@ int sluice_warmup_reserve_at(sluice_warmup_t *w, uint64_t n, uint64_t now, uint6
 {
 	if (!w || n == 0)
 		return SLUICE_EINVAL;
-	if (n > w->limit) {
-		sluice__decision_never(d, w->limit, now);
-		return SLUICE_ETOOBIG;
-	}
 	uint64_t maxd = max_delay_ns < w->horizon_ns ? max_delay_ns : w->horizon_ns;
 	uint64_t end = grid_down(w, UINT64_MAX); /* the last representable ticket */
 	for (;;) {
 		struct snap s;
 		if (!snapshot(w, &s))
 			continue;
+		/* The L of the set in force (SET_RATE: a request the new set
+		 * cannot take is refused as it would be by a new limiter). */
+		if (n > s.p.limit) {
+			if (!same_set(&s))
+				continue;
+			sluice__decision_never(d, s.p.limit, now);
+			return SLUICE_ETOOBIG;
+		}
 		uint64_t t = now > s.a.anchor ? now : s.a.anchor; /* never before the anchor */
 		if (t > end)
 			t = end;
@@ -205,27 +334,33 @@ int sluice_warmup_reserve_at(sluice_warmup_t *w, uint64_t n, uint64_t now, uint6
 		}
 		uint64_t wait = s.next > t ? s.next - t : 0;
 		if (wait > maxd) {
-			fill(w, d, 0, t, wait - maxd, wait);
+			if (!same_set(&s))
+				continue;
+			fill(&s.p, d, 0, t, wait - maxd, wait);
 			return 0;
 		}
+		full(&s);
 		/* Resync (Guava): idle time since next becomes stored permits. */
 		uint64_t start = s.next > t ? s.next : t;
-		uint64_t sq = s.next < t ? accrue(w, s.sq, t - s.next) : s.sq;
-		uint64_t taken, cost = cost_of(w, sq, n, &taken);
+		uint64_t sq = s.next < t ? accrue(w, &s.p, s.sq, t - s.next) : s.sq;
+		uint64_t taken, cost = cost_of(&s.p, sq, n, &taken);
 		sq -= taken;
 		if (SLUICE_UNLIKELY(cost > end - start)) {
 			/* The ticket would pass the end of the time base. */
-			fill(w, d, 0, t, SLUICE_NEVER, wait);
+			if (!same_set(&s))
+				continue;
+			fill(&s.p, d, 0, t, SLUICE_NEVER, wait);
 			return 0;
 		}
 		uint64_t raw = start + cost;
 		uint64_t next = (raw + w->unit_ns - 1) & ~(w->unit_ns - 1); /* <= end */
-		sq = accrue(w, sq, next - raw); /* the rounded-off time cools */
+		sq = accrue(w, &s.p, sq, next - raw); /* the rounded-off time cools */
 		uint64_t x = sluice__anchor_hot_word(GEOM(w), s.a.anchor, next, sq);
 		/* Pair CAS (full barrier, so a release): publishes which anchor
-		 * x is relative to, and fails if the anchor moved (DESIGN). */
+		 * x is relative to, and fails if the anchor or its era moved
+		 * (DESIGN, SET_RATE). */
 		if (sluice__anchor_write(&w->anchor, &s.a, x)) {
-			fill(w, d, 1, t, wait, next - t);
+			fill(&s.p, d, 1, t, wait, next - t);
 			return 1;
 		}
 	}
@@ -243,7 +378,7 @@ int sluice_warmup_refund(sluice_warmup_t *w, uint64_t n, const sluice_decision_t
 
 int sluice_warmup_cancel(sluice_warmup_t *w, uint64_t n, const sluice_decision_t *admitted)
 {
-	if (!w || !admitted || n == 0 || n > w->limit || !admitted->allowed)
+	if (!w || !admitted || n == 0 || !admitted->allowed)
 		return SLUICE_EINVAL;
 	uint64_t t = admitted->now_ns;
 	if (admitted->delay_ns > admitted->reset_ns || admitted->reset_ns > UINT64_MAX - t)
@@ -254,8 +389,14 @@ int sluice_warmup_cancel(sluice_warmup_t *w, uint64_t n, const sluice_decision_t
 		struct snap s;
 		if (!snapshot(w, &s))
 			continue;
+		if (n > s.p.limit) {
+			if (!same_set(&s))
+				continue;
+			return SLUICE_EINVAL;
+		}
 		/* Only the latest booking can be taken back exactly; an older
-		 * one has later bookings chained on its ticket. */
+		 * one has later bookings chained on its ticket, and one made
+		 * before a set_rate has the change's moved ticket after it. */
 		if (s.cold || s.next != booked || start < s.a.anchor)
 			return SLUICE_ECANCEL;
 		/*
@@ -267,9 +408,10 @@ int sluice_warmup_cancel(sluice_warmup_t *w, uint64_t n, const sluice_decision_t
 		 * reading at or after the start.
 		 */
 		uint64_t next = grid_down(w, start);
-		uint64_t sq = s.sq + (n << w->frac_bits);
-		if (sq > w->max_q)
-			sq = w->max_q;
+		full(&s);
+		uint64_t sq = s.sq + (n << s.p.frac_bits);
+		if (sq > s.p.max_q)
+			sq = s.p.max_q;
 		uint64_t x = sluice__anchor_hot_word(GEOM(w), s.a.anchor, next, sq);
 		/* Pair CAS: as for a booking. */
 		if (sluice__anchor_write(&w->anchor, &s.a, x))
@@ -290,27 +432,32 @@ uint64_t sluice_warmup_available_at(sluice_warmup_t *w, uint64_t now)
 	if (!w)
 		return 0;
 	uint64_t end = grid_down(w, UINT64_MAX);
-	struct snap s;
-	/* Bounded by others' progress, as a decision's snapshot. */
-	while (!snapshot(w, &s))
-		;
-	uint64_t t = now > s.a.anchor ? now : s.a.anchor;
-	if (t > end)
-		t = end;
-	if (s.next > t)
-		return 0; /* the ticket has not come: acquire refuses every n */
-	uint64_t sq = accrue(w, s.sq, t - s.next), taken;
-	if (cost_of(w, sq, w->limit, &taken) <= end - t)
-		return w->limit;
-	uint64_t lo = 0, hi = w->limit; /* cost(lo) fits (lo = 0: nothing), cost(hi) not */
-	while (hi - lo > 1) {
-		uint64_t mid = lo + (hi - lo) / 2;
-		if (cost_of(w, sq, mid, &taken) <= end - t)
-			lo = mid;
-		else
-			hi = mid;
+	for (;;) {
+		struct snap s;
+		/* Bounded by others' progress, as a decision's snapshot. */
+		if (!snapshot(w, &s))
+			continue;
+		uint64_t t = now > s.a.anchor ? now : s.a.anchor;
+		if (t > end)
+			t = end;
+		if (s.next > t)
+			return 0; /* the ticket has not come: acquire refuses every n */
+		full(&s);
+		uint64_t sq = accrue(w, &s.p, s.sq, t - s.next), taken, lo = s.p.limit;
+		if (cost_of(&s.p, sq, s.p.limit, &taken) > end - t) {
+			/* cost(lo) fits (lo = 0: nothing), cost(hi) not */
+			uint64_t hi = s.p.limit;
+			for (lo = 0; hi - lo > 1;) {
+				uint64_t mid = lo + (hi - lo) / 2;
+				if (cost_of(&s.p, sq, mid, &taken) <= end - t)
+					lo = mid;
+				else
+					hi = mid;
+			}
+		}
+		if (same_set(&s)) /* else a change overlapped: look again */
+			return lo;
 	}
-	return lo;
 }
 
 uint64_t sluice_warmup_available(sluice_warmup_t *w)
@@ -318,19 +465,17 @@ uint64_t sluice_warmup_available(sluice_warmup_t *w)
 	return sluice_warmup_available_at(w, sluice_clock_now(w->clock));
 }
 
-int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg)
+/*
+ * The parameter set of a stable rate of @rate per @period with warm-up @p
+ * on @clock, validated as init does (init's codes, in init's order after
+ * the warm-up period's own range, which only init checks).
+ */
+static int make_params(uint64_t rate, uint64_t period, uint64_t p, const sluice_clock_t *clock,
+                       struct params *o)
 {
-	if (!w || !cfg)
-		return SLUICE_EINVAL;
-	const sluice_clock_t *clock = cfg->clock ? cfg->clock : &sluice_clock_cached;
-	if (clock->kind > SLUICE_CLOCK_MANUAL)
-		return SLUICE_ECLOCK;
-	uint64_t rate = cfg->rate, period = cfg->period_ns, p = cfg->warmup_ns;
 	/* I = period / rate must be at least 1 ns. */
 	if (rate == 0 || period == 0 || period > SLUICE_WARMUP_PERIOD_MAX_NS || period < rate)
 		return SLUICE_ERATE;
-	if (p < SLUICE_WARMUP_MIN_NS || p > SLUICE_WARMUP_MAX_NS)
-		return SLUICE_EWARMUP;
 	/* An acquire passes only when the next free ticket is <= now, so at
 	 * most one request passes per clock reading: an interval below the
 	 * clock's step would cap the rate silently (warmup.h, LIMITS). */
@@ -341,37 +486,78 @@ int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg)
 		return SLUICE_EWARMUP;
 	uint64_t m_floor = (uint64_t)(pr / period);
 	uint64_t m_ceil = (uint64_t)((pr + period - 1) / period); /* 1 .. 2^20 */
-	uint64_t limit = m_floor ? m_floor : 1;
 	/* F: M in units of 2^-F below 2^26, so sq fits its field. */
 	uint32_t frac = SQ_BITS - sluice__bit_width(m_ceil);
-	uint64_t max_q = (uint64_t)(((pr << frac) + period - 1) / period);
+	double interval = (double)period / (double)rate;
+	double m = (double)pr / (double)period;
+	o->rate = rate;
+	o->period = period;
+	o->limit = m_floor ? m_floor : 1;
+	o->frac_bits = frac;
+	o->max_q = (uint64_t)(((pr << frac) + period - 1) / period);
+	o->interval = interval;
+	o->thresh = m / 2.0;
+	o->curve_k = 2.0 * interval / m;
+	return 0;
+}
+
+/* L I rounded up: what the largest request costs at the stable rate. */
+static uint64_t fresh_ns(const struct params *o)
+{
+	return (uint64_t)(((sluice__u128)o->limit * o->period + o->rate - 1) / o->rate);
+}
+
+int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg)
+{
+	if (!w || !cfg)
+		return SLUICE_EINVAL;
+	const sluice_clock_t *clock = cfg->clock ? cfg->clock : &sluice_clock_cached;
+	if (clock->kind > SLUICE_CLOCK_MANUAL)
+		return SLUICE_ECLOCK;
+	uint64_t rate = cfg->rate, period = cfg->period_ns, p = cfg->warmup_ns;
+	if (rate == 0 || period == 0 || period > SLUICE_WARMUP_PERIOD_MAX_NS || period < rate)
+		return SLUICE_ERATE;
+	if (p < SLUICE_WARMUP_MIN_NS || p > SLUICE_WARMUP_MAX_NS)
+		return SLUICE_EWARMUP;
+	struct params o;
+	int rc = make_params(rate, period, p, clock, &o);
+	if (rc != 0)
+		return rc;
 	/* Any one cost: n I <= L I, plus at most the area above I, P/2 (the
-	 * curve is capped at M), plus its rounding margin. */
-	uint64_t cost_max = (uint64_t)(((sluice__u128)limit * period + rate - 1) / rate) + p / 2 +
-	                    (p >> 30) + 4;
+	 * curve is capped at M), plus its rounding margin.  L I is bounded
+	 * by max(P, L I now) rather than by L I itself, so the grid below
+	 * holds for every rate set_rate accepts: L I <= P whenever M >= 1. */
+	uint64_t fresh_max = fresh_ns(&o) > p ? fresh_ns(&o) : p;
+	uint64_t cost_max = fresh_max + p / 2 + (p >> 30) + 4;
 	/* The smallest grid whose quarter range covers an idle of P plus two
 	 * maximal bookings (one waited for, one booked). */
 	uint32_t g = 0;
 	while ((1ULL << (QUARTER_BITS + g)) < p + 2 * cost_max + (2ULL << g))
 		g++;
 	uint64_t unit = 1ULL << g;
-	double interval = (double)period / (double)rate;
-	double m = (double)pr / (double)period;
 
-	w->rate = rate;
-	w->period_ns = period;
 	w->warmup_ns = p;
-	w->limit = limit;
 	w->unit_ns = unit;
 	w->horizon_ns = (1ULL << (QUARTER_BITS + g)) - cost_max - unit;
 	w->clock = clock;
 	w->unit_shift = g;
-	w->frac_bits = frac;
-	w->max_q = max_q;
+	w->fresh_max = fresh_max;
 	w->cost_max = cost_max;
-	w->interval = interval;
-	w->thresh = m / 2.0;
-	w->curve_k = 2.0 * interval / m;
+	/* Era 0 (the anchor's bit 0) names slot 0; slot 1 is the spare,
+	 * holding a copy until the first set_rate rewrites it. */
+	for (int i = 0; i < 2; i++) {
+		struct sluice__warmup_params *sl = &w->params[i];
+		atomic_init(&sl->seq, 0);
+		atomic_init(&sl->rate, o.rate);
+		atomic_init(&sl->period_ns, o.period);
+		atomic_init(&sl->limit, o.limit);
+		atomic_init(&sl->frac_bits, o.frac_bits);
+		atomic_init(&sl->max_q, o.max_q);
+		atomic_init(&sl->interval, o.interval);
+		atomic_init(&sl->thresh, o.thresh);
+		atomic_init(&sl->curve_k, o.curve_k);
+	}
+	atomic_init(&w->writer, 0);
 	/* Cold as of time 0, the start of every time base, as Guava starts:
 	 * cold stays cold, so this is the state at every reading, and the
 	 * first reading (whatever clock it comes from) re-anchors there.  The
@@ -380,5 +566,112 @@ int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg)
 	 * anchor was taken as the anchor, so the first ticket never came). */
 	atomic_init(&w->anchor, 0);
 	atomic_init(&w->word, sluice__anchor_self_word(0));
+	return 0;
+}
+
+/* The parameter set in force (the anchor's era), read until stable:
+ * bounded by set_rate calls completing, as a snapshot is. */
+static void params_in_force(sluice_warmup_t *w, struct params *p)
+{
+	/* Acquire: pairs with the pair CAS that flipped the era, which came
+	 * after the slot's rewrite. */
+	while (!load_params(&w->params[atomic_load_explicit(&w->anchor, memory_order_acquire) &
+	                                SLUICE__ANCHOR_ERA],
+	                    p))
+		;
+}
+
+uint64_t sluice_warmup_limit(sluice_warmup_t *w)
+{
+	struct params p;
+	params_in_force(w, &p);
+	return p.limit;
+}
+
+void sluice_warmup_rate(sluice_warmup_t *w, uint64_t *rate, uint64_t *period_ns)
+{
+	struct params p;
+	params_in_force(w, &p);
+	*rate = p.rate;
+	*period_ns = p.period;
+}
+
+/*
+ * set_rate (warmup.h SET_RATE).  Under the writer flag: rewrite the spare
+ * slot with the new set, then convert the state into it with ONE pair CAS
+ * that also flips the anchor's era bit, so no decision ever sees the new
+ * set with the old word or the reverse:
+ *   - the ticket moves one unit later and the stored permits gain that
+ *     unit's cooling (so every reading at or after the new ticket sees the
+ *     state it saw before, and the readings in between are refused: the
+ *     change hands out nothing).  This makes the word written differ from
+ *     every word written before the change: tickets only grow past it
+ *     (bookings), refunds go back only to a later booking's start, and a
+ *     COLD word becomes a HOT one at anchor + u.  So a decision or refund
+ *     whose snapshot predates the change fails its CAS even after two
+ *     changes bring the era bit back, and a refund of a booking made
+ *     before it finds another ticket (SLUICE_ECANCEL).
+ *   - the stored permits keep their fraction of M (Guava's proportional
+ *     rule), rounded up: sq' = ceil(sq * max_q' / max_q), fully cold and
+ *     fully warm stay exactly that.
+ * A decision that snapshots the old era after the spare slot was rewritten
+ * for a later change reads a torn or newer slot; load_params() notices the
+ * first, and with the second its CAS fails (the era moved since), so it
+ * decides again.
+ */
+int sluice_warmup_set_rate(sluice_warmup_t *w, uint64_t rate, uint64_t period_ns)
+{
+	if (!w)
+		return SLUICE_EINVAL;
+	struct params np, o;
+	int rc = make_params(rate, period_ns, w->warmup_ns, w->clock, &np);
+	if (rc != 0)
+		return rc;
+	if (fresh_ns(&np) > w->fresh_max)
+		return SLUICE_ERATE; /* the grid was sized for less (init, I > P) */
+	if (w->unit_ns > 1 && (sluice__u128)w->unit_ns * 512 * rate > period_ns)
+		return SLUICE_ERATE; /* unit_ns / I' > 2^-9 (PRECISION): same case */
+	/* Acquire: pairs with the release that ends the previous change.
+	 * Bounded, as GCRA's: a holder stopped mid-change would otherwise
+	 * keep every later call spinning; decisions never wait for it. */
+	uint64_t since = 0;
+	while (atomic_exchange_explicit(&w->writer, 1, memory_order_acquire)) {
+		uint64_t t = sluice_clock_monotonic_ns();
+		if (since == 0)
+			since = t;
+		else if (t - since >= SLUICE_WARMUP_WRITER_WAIT_NS)
+			return SLUICE_ETIMEDOUT;
+		sched_yield();
+	}
+	/* Only writers flip the era, so under the flag it is stable, and so
+	 * is the slot it names (relaxed: the flag's acquire ordered us after
+	 * the previous writer's flip). */
+	uint64_t e = atomic_load_explicit(&w->anchor, memory_order_relaxed) & SLUICE__ANCHOR_ERA;
+	while (!load_params(&w->params[e], &o))
+		; /* never rewritten while in force: succeeds at once */
+	store_params(&w->params[e ^ SLUICE__ANCHOR_ERA], &np);
+	for (;;) {
+		struct snap s;
+		if (!snapshot(w, &s))
+			continue;
+		uint64_t next = s.next + w->unit_ns;
+		if (next - s.a.anchor >= 3 * quarter(w)) {
+			/* past what bookings may write (DESIGN): refuse */
+			atomic_store_explicit(&w->writer, 0, memory_order_release);
+			return SLUICE_EBUSY;
+		}
+		uint64_t sq = (uint64_t)(((sluice__u128)s.sq * np.max_q + o.max_q - 1) / o.max_q);
+		if (sq > np.max_q)
+			sq = np.max_q;
+		sq = accrue(w, &np, sq, w->unit_ns); /* the moved unit cools */
+		uint64_t x = sluice__anchor_hot_word(GEOM(w), s.a.anchor, next, sq);
+		/* Pair CAS (full barrier, so a release): publishes the new slot
+		 * with the era that names it; fails when a decision wrote the
+		 * state since the snapshot (its progress: look again). */
+		if (sluice__anchor_write_era(&w->anchor, &s.a, x))
+			break;
+	}
+	/* Release: the next writer starts after this change is complete. */
+	atomic_store_explicit(&w->writer, 0, memory_order_release);
 	return 0;
 }

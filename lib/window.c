@@ -1,6 +1,7 @@
 /*
  * window.c - sliding window ring: validation, opening and sealing epochs,
- * the STRIPED admission path, and refusal bookkeeping.
+ * the slow admission paths (with and without leases), and refusal
+ * bookkeeping.
  *
  * DESIGN
  *
@@ -17,11 +18,10 @@
  *      h-N+1 .. h-1 (open_cur()).
  *   3. open slot: (tag h, own 0) replacing the slot's old, sealed content
  *      (open_slot()).
- *   4. admissions: CAS own += n while base + own + n <= L (EXACT), or adds
- *      to per-CPU cells (STRIPED).
- *   5. seal: set SEALED; after it no admission can land in this bucket.
- *      EXACT sets FOLDED at the same time: own is final.  STRIPED then sums
- *      the cells tagged h into own and sets FOLDED (seal_and_fold()).
+ *   4. admissions: CAS own += n while base + own + n <= L (a lease take
+ *      adds its lease to own in the same CAS).
+ *   5. seal: set SEALED and FOLDED in one CAS; after it no admission can
+ *      land in this bucket and own is final (seal_and_fold()).
  *   6. head: h -> e (release), only after 2, 3 and 5.
  *
  * Why base(h) is right: step 2 for h reads slots of epochs < h.  Each was
@@ -46,7 +46,7 @@
  * reading a word and CASing it while the ring goes round 2^32 times can
  * find a word of epoch h + k * 2^32 that looks exactly like the one it
  * read.  Two mechanisms close that, chosen by what the write does:
- *   - a write that only counts (an admission, a lease take, a STRIPED add)
+ *   - a write that only counts (an admission, a lease take)
  *     keeps its single-width CAS, made an acquire, and loads head after
  *     it: a reused word exists only once head has reached its epoch, so
  *     head fewer than 2^32 epochs past h proves the CAS hit h's word
@@ -66,13 +66,16 @@
  * The full epoch also says whether a bucket is open (slot_of()), so a
  * clock jump of exactly k * 2^32 buckets is not mistaken for the old one.
  *
- * Memory orders: the EXACT admission path's CAS is an acquire only for the
- * head check after it (see window.h).  Slot
- * and cur opens are releases and their loads in this file acquires, so a
- * reader that sees an open word also sees head at least as new as the
- * opener saw it (which is what the staleness checks rely on).  STRIPED uses
- * seq_cst for the cell add and the seal and their following loads: a
- * Dekker pair (see striped_acquire()).
+ * Memory orders: the admission CAS is an acquire only for the head check
+ * after it (see window.h).  Slot and cur opens are releases and their
+ * loads in this file acquires, so a reader that sees an open word also
+ * sees head at least as new as the opener saw it (which is what the
+ * staleness checks rely on).
+ *
+ * A striped mode (read every CPU's cell, add to one's own) lived here
+ * until 1.0; it never beat the single bucket word, and leases serve hot
+ * keys exactly.  It is kept as a benchmark baseline in
+ * bench/striped_baseline.h, reported by bench_window.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -102,9 +105,7 @@ int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
 	const sluice_clock_t *clock = cfg->clock ? cfg->clock : &sluice_clock_cached;
 	if (clock->kind > SLUICE_CLOCK_MANUAL)
 		return SLUICE_ECLOCK;
-	if (cfg->mode != SLUICE_EXACT && cfg->mode != SLUICE_STRIPED)
-		return SLUICE_EMODE;
-	if (cfg->lease > SLUICE_WINDOW_LEASE_MAX || (cfg->lease && cfg->mode != SLUICE_EXACT))
+	if (cfg->lease > SLUICE_WINDOW_LEASE_MAX)
 		return SLUICE_ELEASE;
 	int vrc = sluice__window_validate(cfg->limit, cfg->buckets, cfg->window_ns);
 	if (vrc != 0)
@@ -121,7 +122,7 @@ int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
 		return SLUICE_ENOMEM;
 	struct sluice_window_cell *cells = NULL;
 	uint32_t ncells = 1;
-	if (cfg->mode == SLUICE_STRIPED || cfg->lease) {
+	if (cfg->lease) {
 		/* one per possible CPU, as a stripe's (stripe.h's allocation) */
 		int arc;
 		ncells = 0;
@@ -153,8 +154,7 @@ int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
 	w->mask = nslots - 1;
 	w->cell_mask = ncells - 1;
 	w->lease = cfg->lease;
-	atomic_init(&w->fast_limit, cfg->mode == SLUICE_EXACT && !cfg->lease ? cfg->limit : 0);
-	w->mode = cfg->mode;
+	atomic_init(&w->fast_limit, cfg->lease ? 0 : cfg->limit);
 	w->clock = clock;
 	w->slots = slots;
 	w->cells = cells;
@@ -232,46 +232,17 @@ static int slot_of(const sluice_window_t *w, uint64_t h, uint64_t *s, uint64_t *
 static void seal_and_fold(sluice_window_t *w, uint64_t h)
 {
 	_Atomic uint64_t *slot = &w->slots[h & w->mask].word;
-	uint64_t s = atomic_load_explicit(slot, memory_order_seq_cst);
-	if (atomic_load_explicit(&w->slots[h & w->mask].epoch, memory_order_seq_cst) != h)
+	/* Acquire, both, as in slot_of(): pair with the opening CAS
+	 * (open_slot()); the word is read first, as there. */
+	uint64_t s = atomic_load_explicit(slot, memory_order_acquire);
+	if (atomic_load_explicit(&w->slots[h & w->mask].epoch, memory_order_acquire) != h)
 		return; /* not opened (skipped: nothing to seal), or reused */
-	if (w->mode == SLUICE_EXACT) {
-		/* window_step.h's seal, as the keyed tables': own is final
-		 * once sealed (SEALED and FOLDED in one CAS, a release: head's
-		 * release CAS in advance() comes after it).  Unbounded but
-		 * lock-free: each failure is an admission into the bucket. */
-		unsigned tries = 0;
-		(void)sluice__window_seal(slot, s, h, &tries, UINT_MAX);
-		return;
-	}
-	for (;;) {
-		if (TAG_OF(s) != SLUICE__LO32(h) || (s & SLUICE__SLOT_FOLDED))
-			return; /* already done, or reused: someone finished */
-		uint64_t next = s | SLUICE__SLOT_SEALED;
-		if (s & SLUICE__SLOT_SEALED) {
-			/* STRIPED: sealed, so every add that will count is
-			 * already in a cell (see striped_acquire()).  seq_cst
-			 * loads: the second half of the Dekker pair. */
-			uint64_t sum = s & SLUICE__SLOT_OWN;
-			for (uint32_t i = 0; i <= w->cell_mask; i++) {
-				uint64_t v = atomic_load_explicit(&w->cells[i].word,
-				                                  memory_order_seq_cst);
-				if (TAG_OF(v) == SLUICE__LO32(h))
-					sum += v & 0xffffffffu;
-			}
-			if (sum > SLUICE__SLOT_OWN)
-				sum = SLUICE__SLOT_OWN; /* >= L: still refuses all */
-			next = (s & ~SLUICE__SLOT_OWN) | SLUICE__SLOT_FOLDED | sum;
-		}
-		/* seq_cst: the seal is the first half of the Dekker pair with
-		 * striped_acquire(). */
-		if (atomic_compare_exchange_weak_explicit(slot, &s, next, memory_order_seq_cst,
-		                                          memory_order_seq_cst) &&
-		    (next & SLUICE__SLOT_FOLDED))
-			return;
-		/* Lost a race or only sealed: look again. */
-		s = atomic_load_explicit(slot, memory_order_seq_cst);
-	}
+	/* window_step.h's seal, as the keyed tables': own is final once
+	 * sealed (SEALED and FOLDED in one CAS, a release: head's release CAS
+	 * in advance() comes after it).  Unbounded but lock-free: each
+	 * failure is an admission into the bucket. */
+	unsigned tries = 0;
+	(void)sluice__window_seal(slot, s, h, &tries, UINT_MAX);
 }
 
 /* Steps 2, 3, 5 for h, then 6: head h -> e. */
@@ -334,74 +305,6 @@ static uint64_t ready_head(sluice_window_t *w, uint64_t now, uint64_t *cur_out,
 	}
 }
 
-static uint64_t cells_count(const sluice_window_t *w, uint64_t h)
-{
-	uint64_t sum = 0;
-	for (uint32_t i = 0; i <= w->cell_mask; i++) {
-		uint64_t v = atomic_load_explicit(&w->cells[i].word, memory_order_relaxed);
-		if (TAG_OF(v) == SLUICE__LO32(h))
-			sum += v & 0xffffffffu;
-	}
-	return sum;
-}
-
-/*
- * STRIPED: read every cell, check, add to this CPU's cell, then confirm the
- * bucket was not sealed in between.  The add (seq_cst CAS) and the seal
- * (seq_cst CAS in seal_and_fold()) each precede a seq_cst load of the
- * other's location, so at least one side sees the other: either our
- * confirming load sees the bucket still open, and then the sealer's cell
- * scan will see our add, or we see it sealed, and then we decide again in
- * the next epoch.  The add that raced is left where it is, never taken
- * back: taking it back would be a liberal write to a cell a stalled thread
- * can no longer tell from a reused one.  It counts against h if the fold
- * saw it (h is over: nothing more to admit there), and otherwise against
- * nothing but a later epoch with the same 32-bit tag that finds the cell
- * unrestarted (a conservative miscount).  Every admission we report is
- * folded.
- */
-static int striped_acquire(sluice_window_t *w, uint64_t n, uint64_t now, sluice_decision_t *d,
-                           uint64_t L)
-{
-	for (;;) {
-		uint64_t c, s;
-		uint64_t h = ready_head(w, now, &c, &s);
-		uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN) + cells_count(w, h);
-		if (counted + n > L) {
-			if (d)
-				sluice__window_fill_refused(w, d, L, counted, c & 0xffffffffu, n, h, now);
-			return 0;
-		}
-		_Atomic uint64_t *cell = &w->cells[sluice__stripe_pick(w->cell_mask)].word;
-		uint64_t v = atomic_load_explicit(cell, memory_order_relaxed);
-		uint64_t next;
-		if (TAG_OF(v) == SLUICE__LO32(h)) {
-			next = v + n;
-		} else {
-			/* The cell counts an older epoch (never a newer one
-			 * while head is still h): restart it at n. */
-			if (atomic_load_explicit(&w->head, memory_order_acquire) != h)
-				continue;
-			next = (SLUICE__LO32(h) << 32) | n;
-		}
-		if (!atomic_compare_exchange_strong_explicit(cell, &v, next, memory_order_seq_cst,
-		                                             memory_order_relaxed))
-			continue; /* another thread on this CPU's cell: check again */
-		uint64_t s2 = atomic_load_explicit(&w->slots[h & w->mask].word, memory_order_seq_cst);
-		if (TAG_OF(s2) == SLUICE__LO32(h) && !(s2 & SLUICE__SLOT_SEALED)) {
-			/* The seq_cst CAS and load order like acquires: the
-			 * check sees any head a reused cell implies. */
-			if (SLUICE_UNLIKELY(!sluice__window_cas_was_current(w, h))) {
-				sluice__window_fill_stale(w, d, L, now);
-				return 0;
-			}
-			if (d)
-				sluice__window_fill_allowed(w, d, L, counted + n, h * w->width_ns, now);
-			return 1;
-		}
-	}
-}
-
 static int bucket_take(sluice_window_t *w, uint64_t n, uint64_t now, sluice_decision_t *d,
                        uint64_t h, uint64_t c, uint64_t s, struct sluice_window_cell *cell,
                        uint64_t v, uint64_t ev, uint64_t L);
@@ -418,8 +321,6 @@ int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
 		sluice__decision_never(d, L, now);
 		return SLUICE_ETOOBIG;
 	}
-	if (w->mode == SLUICE_STRIPED)
-		return striped_acquire(w, n, now, d, L);
 	if (w->lease)
 		return sluice__window_lease_take(w, n, now, d);
 	for (;;) {
@@ -432,7 +333,7 @@ int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
 }
 
 /*
- * Leases (EXACT mode, w->lease = B > 0).
+ * Leases (w->lease = B > 0).
  *
  * A cell holds tag32(epoch) | permits leased to this CPU in that epoch,
  * and beside it the full 64-bit epoch, written together with the word by
@@ -440,7 +341,7 @@ int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
  * Invariant: every permit in a cell of epoch h was added to h's bucket word
  * (own) by the CAS that leased it, before it was deposited, and is spent
  * only by a decision whose epoch is h.  So admissions in h never exceed
- * own(h) and the EXACT bound carries over unchanged.
+ * own(h) and the bound without leases carries over unchanged.
  *
  * Why the full epoch: the 32-bit tag alone cannot tell a lease of h from
  * one of h - 2^32, and a taker that stalls between its bucket CAS and its
@@ -600,10 +501,8 @@ void sluice__window_fill_refused(sluice_window_t *w, sluice_decision_t *d, uint6
  * (pair_internal.h), which fails on a reused slot however long the refund
  * stalled.  The admission's epoch e is compared with head in 64 bits, so a
  * decision of any age is judged by its full epoch, not by a wrapped tag.
- * EXACT: the open bucket's own count drops by n.  STRIPED: the count is
- * spread over cells tagged with 32 bits, which a stalled refund could not
- * tell from reused ones; it gives nothing back (SLUICE_ECANCEL: the
- * permits stay counted until the bucket leaves the window).
+ * The open bucket's own count drops by n (a lease's permits were counted
+ * there too, so the same holds with leases).
  */
 int sluice_window_refund(sluice_window_t *w, uint64_t n, const sluice_decision_t *admitted)
 {
@@ -617,8 +516,6 @@ int sluice_window_refund(sluice_window_t *w, uint64_t n, const sluice_decision_t
 		return SLUICE_EINVAL; /* newer than any epoch opened: not ours */
 	if (h - e >= w->buckets)
 		return 0; /* e has left the window: its permits count no more */
-	if (w->mode == SLUICE_STRIPED)
-		return SLUICE_ECANCEL;
 	struct sluice__window_slot *slot = &w->slots[e & w->mask];
 	for (;;) {
 		uint64_t s = atomic_load_explicit(&slot->word, memory_order_acquire);
@@ -647,7 +544,7 @@ int sluice_window_refund(sluice_window_t *w, uint64_t n, const sluice_decision_t
  * What a decision at @now would see, read as the decision paths read it:
  * ready_head() opens now's epoch (the step a decision there would take
  * first, and nothing else: it never counts a permit), then the limit
- * minus base + own (+ the STRIPED cells).  With leases, a decision on a
+ * minus base + own.  With leases, a decision on a
  * CPU whose lease holds more than that spends it without touching the
  * bucket: the calling CPU's lease of epoch h counts too.
  */
@@ -658,8 +555,6 @@ uint64_t sluice_window_available_at(sluice_window_t *w, uint64_t now)
 	/* Relaxed: the limit publishes nothing. */
 	uint64_t L = atomic_load_explicit(&w->limit, memory_order_relaxed);
 	uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
-	if (w->mode == SLUICE_STRIPED)
-		counted += cells_count(w, h);
 	uint64_t room = counted >= L ? 0 : L - counted;
 	if (w->lease) {
 		struct sluice_window_cell *cell = &w->cells[sluice__stripe_pick(w->cell_mask)];
@@ -679,7 +574,7 @@ uint64_t sluice_window_available(sluice_window_t *w)
 }
 
 /*
- * set_limit stores the limit and, for EXACT without leases, the inline
+ * set_limit stores the limit and, without leases, the inline
  * path's copy.  Buckets, cur and leases are not touched: what is counted
  * stays counted (nothing forgotten, nothing minted), and each decision
  * compares it with the one limit it read.  Two concurrent calls could
@@ -696,7 +591,7 @@ int sluice_window_set_limit(sluice_window_t *w, uint64_t limit)
 	if (sluice__window_limit_ok(limit) != 0)
 		return SLUICE_ELIMIT; /* the validator's range, as init */
 	atomic_store_explicit(&w->limit, limit, memory_order_seq_cst);
-	if (w->mode != SLUICE_EXACT || w->lease)
+	if (w->lease)
 		return 0; /* fast_limit stays 0: every decision takes the slow path */
 	uint64_t L;
 	do {

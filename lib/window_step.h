@@ -28,7 +28,7 @@ static inline int sluice__window_limit_ok(uint64_t limit)
 
 /* sluice__window_validate - L in 1..SLUICE_WINDOW_LIMIT_MAX (SLUICE_ELIMIT),
  * N in 1..SLUICE_WINDOW_BUCKETS_MAX (SLUICE_EBUCKETS), W > 0 and a multiple
- * of N (SLUICE_EWINDOW).  Mode, lease and the clock's resolution are the
+ * of N (SLUICE_EWINDOW).  Lease and the clock's resolution are the
  * caller's checks. */
 static inline int sluice__window_validate(uint64_t limit, uint64_t buckets, uint64_t window_ns)
 {

@@ -5,7 +5,7 @@
  *
  *   decide_n ALGO COUNT
  *
- * ALGO: null (the loop alone, to subtract), fixed, ring-exact, ring-lease, ring-striped, gcra, leaky, log,
+ * ALGO: null (the loop alone, to subtract), fixed, ring-exact, ring-lease, gcra, leaky, log,
  * warmup, decay, inflight, composite, keyed-gcra, keyed-fixed, keyed-window,
  * keyed-inflight (a keyed table, one existing 11-byte key: the hash, the
  * probe and the per-key decision), or mutex-fixed (the published-style
@@ -142,12 +142,8 @@ int main(int argc, char **argv)
 		sluice_window_t w;
 		sluice_window_config_t c = { .limit = SLUICE_WINDOW_LIMIT_MAX, .window_ns = SEC,
 			                     .buckets = 10, .clock = &clk,
-			                     .mode = strcmp(algo, "ring-striped") == 0 ?
-			                                     SLUICE_STRIPED :
-			                                     SLUICE_EXACT,
 			                     .lease = strcmp(algo, "ring-lease") == 0 ? 1024 : 0 };
-		if (strcmp(algo, "ring-exact") && strcmp(algo, "ring-lease") &&
-		    strcmp(algo, "ring-striped")) {
+		if (strcmp(algo, "ring-exact") && strcmp(algo, "ring-lease")) {
 			fprintf(stderr, "decide_n: unknown ring mode %s\n", algo);
 			return 2;
 		}

@@ -10,8 +10,8 @@
 # decision filled, time from the caller (no clock read; see decide_n.c).
 # `null` is the loop alone (time, sums, the admitted count): subtract it.
 # Under valgrind the kernel's rseq area is not registered, so sluice_cpu()
-# falls back to sched_getcpu(): ring-lease and ring-striped count that
-# fallback, which a native run does not pay.
+# falls back to sched_getcpu(): ring-lease counts that fallback, which a
+# native run does not pay.
 # Prints one line per algorithm:
 #   instr algo=... instructions_per_decision=... admitted=...
 set -euo pipefail
@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 shift || true
 algos=("$@")
-[ ${#algos[@]} -gt 0 ] || algos=(null fixed ring-exact ring-lease ring-striped gcra leaky log warmup
+[ ${#algos[@]} -gt 0 ] || algos=(null fixed ring-exact ring-lease gcra leaky log warmup
                                   decay inflight composite keyed-gcra keyed-fixed keyed-window
                                   keyed-inflight mutex-fixed)
 command -v valgrind >/dev/null ||

@@ -121,7 +121,7 @@ static int make_local(const sluice_redis_limit_config_t *cfg, sluice_limiter_t *
 		lc.algo = SLUICE_ALGO_WINDOW;
 		lc.window = (sluice_window_config_t){ .limit = cfg->limit / k,
 			                              .window_ns = cfg->window_ns,
-			                              .buckets = cfg->buckets, .mode = SLUICE_EXACT,
+			                              .buckets = cfg->buckets,
 			                              .clock = clk };
 		break;
 	case SLUICE_REDIS_LOG:

@@ -1059,7 +1059,7 @@ int sluice_rule_limiter_config(const sluice_rule_t *r, const sluice_clock_t *clk
 		break;
 	case SLUICE_ALGO_WINDOW:
 		out->window = (sluice_window_config_t){ .limit = l->limit, .window_ns = l->window_ns,
-			                                .buckets = l->buckets, .mode = SLUICE_EXACT,
+			                                .buckets = l->buckets,
 			                                .clock = clk };
 		break;
 	case SLUICE_ALGO_LOG:

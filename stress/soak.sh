@@ -26,11 +26,11 @@ bin=$build/stress
 # program and arguments, one run per line
 runs=(
   "fixed --clock=cached --threads=8 --window-ms=20"
-  "window --mode=exact --clock=monotonic --threads=8"
-  "window --mode=exact --clock=monotonic --threads=2 --limit=2000 --pause-us=1000"
-  "window --mode=striped --clock=cached --threads=8"
-  "window --mode=exact --lease=4 --clock=cached --threads=8"
-  "window --mode=exact --lease=16 --clock=monotonic --threads=8 --limit=2000 --pause-us=4000"
+  "window --clock=monotonic --threads=8"
+  "window --clock=monotonic --threads=2 --limit=2000 --pause-us=1000"
+  "window --clock=cached --threads=8"
+  "window --lease=4 --clock=cached --threads=8"
+  "window --lease=16 --clock=monotonic --threads=8 --limit=2000 --pause-us=4000"
   "gcra --clock=coarse --threads=8 --burst=512"
   "gcra --clock=monotonic --threads=2"
   "leaky --mode=meter --clock=cached --threads=8 --depth=63"

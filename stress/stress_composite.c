@@ -136,7 +136,7 @@ int main(int argc, char **argv)
 	sluice_limiter_config_t rc_cfg = { .algo = SLUICE_ALGO_WINDOW };
 	rc_cfg.window = (sluice_window_config_t){ .limit = limit, .window_ns = window_ns,
 		                                  .buckets = (uint32_t)buckets,
-		                                  .mode = SLUICE_EXACT, .clock = o.clock };
+		                                  .clock = o.clock };
 	sluice_limiter_config_t gc_cfg = { .algo = SLUICE_ALGO_GCRA };
 	gc_cfg.gcra = (sluice_gcra_config_t){ .rate = rate, .period_ns = 1000000000ULL,
 		                              .burst = burst, .clock = o.clock };

@@ -9,7 +9,7 @@
  *
  * An admission's START is now_ns + delay_ns; its TICKET (the next free
  * ticket it booked) is now_ns + reset_ns.  Checked, as warmup.h states them
- * (I = 1 s / R, M = P / I, L = sluice_warmup_t.limit):
+ * (I = 1 s / R, M = P / I, L = sluice_warmup_limit()):
  *   chain  admissions in start order each start at or after the ticket the
  *          one before booked ("start(k+1) >= start(k) + cost(k)"; the starts
  *          strictly increase in booking order, so start order is booking
@@ -226,7 +226,7 @@ int main(int argc, char **argv)
 	sluice_warmup_config_t c = { .rate = rate, .period_ns = period, .warmup_ns = p,
 		                     .clock = o.clock };
 	stress_check_init("sluice_warmup_init", sluice_warmup_init(&warm, &c));
-	n_max = stress_n_max(warm.limit);
+	n_max = stress_n_max(sluice_warmup_limit(&warm));
 	double interval = (double)period / (double)rate;
 	double m = (double)p / interval;
 	max_delay = (uint64_t)(3 * interval);
@@ -234,7 +234,7 @@ int main(int argc, char **argv)
 
 	/* (a) over the run: D / I + L */
 	size_t caps[STRESS_STREAMS] = {
-		stress_cap((o.seconds + 1) * 1e9 / interval + (double)warm.limit), 0
+		stress_cap((o.seconds + 1) * 1e9 / interval + (double)sluice_warmup_limit(&warm)), 0
 	};
 	struct stress_worker *w = stress_run(&o, step, caps);
 	stress_clock_stop(&o);
@@ -243,7 +243,7 @@ int main(int argc, char **argv)
 	uint64_t admitted;
 	int incomplete = 0;
 	struct stress_rec *all = stress_merge(&o, w, 0, &n, &admitted, &incomplete);
-	struct wcheck k = check(all, n, period, rate, p, m, warm.limit);
+	struct wcheck k = check(all, n, period, rate, p, m, sluice_warmup_limit(&warm));
 	uint64_t worst = stress_worst_conform(all, n, period, rate);
 	char extra[256], ws[32], bs[32];
 	snprintf(extra, sizeof(extra),
@@ -253,8 +253,8 @@ int main(int argc, char **argv)
 	         (unsigned long long)k.cold_starts, k.cold_worst, (unsigned long long)k.cold_b,
 	         k.cold_slack, (unsigned long long)k.cold_tight);
 	snprintf(ws, sizeof(ws), "%llu", (unsigned long long)worst);
-	snprintf(bs, sizeof(bs), "%llu", (unsigned long long)warm.limit);
-	int ok = worst <= warm.limit && !k.chain && !k.cost && !k.cold_b && !k.cold_tight;
+	snprintf(bs, sizeof(bs), "%llu", (unsigned long long)sluice_warmup_limit(&warm));
+	int ok = worst <= sluice_warmup_limit(&warm) && !k.chain && !k.cost && !k.cold_b && !k.cold_tight;
 	int rc = stress_report(&o, stress_decisions(w, o.threads), admitted, extra, ws, bs, ok,
 	                       incomplete);
 	free(all);

@@ -3,16 +3,14 @@
  * window.h's GUARANTEE over every admission recorded.
  *
  *   stress_window [--threads=T] [--seconds=S] [--clock=monotonic|coarse|cached]
- *                 [--mode=exact|striped] [--limit=L] [--window-ms=W]
- *                 [--buckets=N] [--lease=B] [--self-test]
+ *                 [--limit=L] [--window-ms=W] [--buckets=N] [--lease=B]
+ *                 [--self-test]
  *
  * GUARANTEE checked (window.h): for every run of N consecutive epochs
- * (epoch = now_ns / (W/N)), the permits admitted total at most L in EXACT
- * mode and at most L + (T-1) * n_max in STRIPED mode, T the threads
- * deciding at once (here: --threads) and n_max the largest n asked (3,
- * or L when smaller).
- * With --lease=B (EXACT only: per-CPU leases of up to B permits) the
- * header promises the same bound, L per N consecutive epochs, and that is
+ * (epoch = now_ns / (W/N)), the permits admitted total at most L, with
+ * n in 1..n_max (3, or L when smaller).
+ * With --lease=B (per-CPU leases of up to B permits) the header promises
+ * the same bound, L per N consecutive epochs, and that is
  * what is checked.  Its other statement, that leases lose at most
  * cells * (B + n_max - 1) + T * B permits per epoch, bounds UNDER-admission:
  * an admission stream cannot show it (how much more would have passed
@@ -34,19 +32,14 @@ static uint64_t n_max; /* largest n asked: stress_n_max() */
 
 static const char usage[] =
 	"usage: stress_window [--threads=T] [--seconds=S] [--clock=monotonic|coarse|cached]\n"
-	"                     [--mode=exact|striped] [--limit=L] [--window-ms=W] [--buckets=N]\n"
-	"                     [--lease=B] [--self-test]\n";
+	"                     [--limit=L] [--window-ms=W] [--buckets=N] [--lease=B]\n"
+	"                     [--self-test]\n";
 
 static uint64_t limit = 50, window_ms = 100, buckets = 10, lease;
-static const char *mode = "exact";
 static sluice_window_t window;
 
 static int opt(const char *key, const char *val)
 {
-	if (strcmp(key, "mode") == 0) {
-		mode = val;
-		return strcmp(val, "exact") == 0 || strcmp(val, "striped") == 0 ? 0 : -1;
-	}
 	if (strcmp(key, "limit") == 0)
 		return stress_u64(val, &limit);
 	if (strcmp(key, "window-ms") == 0)
@@ -68,7 +61,7 @@ static int step(struct stress_worker *w)
 	return rc == 1 && !stress_record(w, 0, d.now_ns, n, 0);
 }
 
-/* Buckets of 10 ns, N = 3, L = 5 (STRIPED with T = 2: bound 5 + 3 = 8). */
+/* Buckets of 10 ns, N = 3, L = 5. */
 static int self_test(void)
 {
 	struct stress_selftest st = { "window", 0, 0 };
@@ -84,9 +77,6 @@ static int self_test(void)
 		                                  { 49, 3, 0 } };
 	/* 2L over an unaligned interval of length W (not promised) */
 	static const struct stress_rec unaligned[] = { { 9, 5, 0 }, { 30, 5, 0 } };
-	/* STRIPED: exactly L + (T-1) n_max, then one more */
-	static const struct stress_rec slack[] = { { 0, 3, 0 }, { 10, 3, 0 }, { 20, 2, 0 } };
-	static const struct stress_rec slack1[] = { { 0, 3, 0 }, { 10, 3, 0 }, { 20, 3, 0 } };
 	char det[64];
 	uint64_t wst;
 #define CASE(name, want, s, bound)                                                        \
@@ -98,8 +88,6 @@ static int self_test(void)
 	CASE("exact: 2L in an unaligned W (not promised)", 1, unaligned, 5);
 	CASE("exact: L+1 in epochs 0..2", 0, over, 5);
 	CASE("exact: L+1 in epochs 2..4", 0, late, 5);
-	CASE("striped: L+(T-1)n_max", 1, slack, 8);
-	CASE("striped: L+(T-1)n_max+1", 0, slack1, 8);
 #undef CASE
 	return stress_self_report(&st);
 }
@@ -110,22 +98,20 @@ int main(int argc, char **argv)
 	stress_parse(argc, argv, &o, usage, opt);
 	if (o.self_test)
 		return self_test();
-	o.mode = mode;
-	int striped = strcmp(mode, "striped") == 0;
+	o.mode = lease ? "lease" : "bucket"; /* where admissions are taken from */
 	if (window_ms == 0 || window_ms > 3600000 || buckets == 0 || buckets > 4096)
 		stress_die("--window-ms: 1..3600000, --buckets: 1..4096");
-	if (lease > UINT32_MAX || (lease && striped))
-		stress_die("--lease: EXACT mode only, 0..%u", SLUICE_WINDOW_LEASE_MAX);
+	if (lease > UINT32_MAX)
+		stress_die("--lease: 0..%u", SLUICE_WINDOW_LEASE_MAX);
 	uint64_t window_ns = window_ms * 1000000ULL;
 	stress_clock_start(&o);
 	sluice_window_config_t c = { .limit = limit, .window_ns = window_ns,
 		                     .buckets = (uint32_t)buckets,
-		                     .mode = striped ? SLUICE_STRIPED : SLUICE_EXACT,
 		                     .clock = o.clock, .lease = (uint32_t)lease };
 	stress_check_init("sluice_window_init", sluice_window_init(&window, &c));
 	n_max = stress_n_max(limit);
 	uint64_t width_ns = window_ns / buckets;
-	uint64_t bound = limit + (striped ? (uint64_t)(o.threads - 1) * n_max : 0);
+	uint64_t bound = limit;
 
 	double windows = (o.seconds + 1) * 1e9 / (double)window_ns + 2;
 	size_t caps[STRESS_STREAMS] = { stress_cap((double)bound * windows), 0 };

@@ -644,7 +644,7 @@ static int make_with_step(enum floor_module m, uint64_t step)
 	case FM_WINDOW: {
 		sluice_window_t w;
 		sluice_window_config_t cfg = { .limit = 10, .window_ns = 4 * step, .buckets = 4,
-			                       .mode = SLUICE_EXACT, .clock = ck };
+			                       .clock = ck };
 		rc = sluice_window_init(&w, &cfg);
 		if (rc == 0)
 			sluice_window_destroy(&w);
@@ -832,7 +832,7 @@ Test(clock, floor_refused_start_leaves_the_ring_at_its_rate, .fini = stop_ticker
 	cr_assert_eq(sluice_clock_cached_start(ms), 0, "start(1 ms)");
 	sluice_window_t w;
 	sluice_window_config_t cfg = { .limit = 10, .window_ns = 100 * ms, .buckets = 100,
-		                       .mode = SLUICE_EXACT, .clock = &sluice_clock_cached };
+		                       .clock = &sluice_clock_cached };
 	cr_assert_eq(sluice_window_init(&w, &cfg), 0, "ring with 1 ms buckets refused");
 	int rc = sluice_clock_cached_start(SLUICE_CACHED_PERIOD_MAX_NS);
 	cr_assert_eq(rc, SLUICE_ERESOLUTION, "start(1 s) under a 1 ms ring: %d (%s)", rc,

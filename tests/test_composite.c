@@ -28,7 +28,7 @@ static sluice_limiter_t *ring(uint64_t limit, uint64_t window_ns, uint32_t bucke
 {
 	sluice_limiter_config_t cfg = { .algo = SLUICE_ALGO_WINDOW,
 		                        .window = { .limit = limit, .window_ns = window_ns,
-		                                    .buckets = buckets, .mode = SLUICE_EXACT,
+		                                    .buckets = buckets,
 		                                    .clock = &mclock } };
 	sluice_limiter_t *l = NULL;
 	int rc = sluice_limiter_new(&cfg, &l);

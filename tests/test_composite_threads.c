@@ -74,7 +74,7 @@ ParameterizedTest(struct params *p, composite_threads, exact_ledger)
 	const uint64_t LA = 40000, LB = 25000;
 	sluice_limiter_config_t ca = { .algo = SLUICE_ALGO_WINDOW,
 		                       .window = { .limit = LA, .window_ns = 10 * HOUR, .buckets = 10,
-		                                   .mode = SLUICE_EXACT, .clock = &mclock } };
+		                                   .clock = &mclock } };
 	sluice_limiter_config_t cb = { .algo = SLUICE_ALGO_FIXED,
 		                       .fixed = { .limit = LB, .window_ns = 10 * HOUR, .clock = &mclock } };
 	sluice_limiter_t *a, *b, *c;
@@ -233,10 +233,10 @@ ParameterizedTest(int *threads, composite_threads, moving_clock_each_part_bound)
 	sluice_clock_manual_init(&mclock, 1000 * W1);
 	sluice_limiter_config_t ca = { .algo = SLUICE_ALGO_WINDOW,
 		                       .window = { .limit = 24, .window_ns = 8 * W1, .buckets = 8,
-		                                   .mode = SLUICE_EXACT, .clock = &mclock } };
+		                                   .clock = &mclock } };
 	sluice_limiter_config_t cb = { .algo = SLUICE_ALGO_WINDOW,
 		                       .window = { .limit = 7, .window_ns = 2 * W1, .buckets = 2,
-		                                   .mode = SLUICE_EXACT, .clock = &mclock } };
+		                                   .clock = &mclock } };
 	sluice_limiter_t *a, *b;
 	cr_assert_eq(sluice_limiter_new(&ca, &a), 0);
 	cr_assert_eq(sluice_limiter_new(&cb, &b), 0);

@@ -192,7 +192,7 @@ Test(fork, child_inherits_the_validated_step, .fini = stop_ticker)
 	cr_assert_eq(sluice_clock_cached_start(1000000), 0, "start(1 ms) failed");
 	sluice_window_t w;
 	sluice_window_config_t cfg = { .limit = 1000, .window_ns = 100000000, .buckets = 100,
-		                       .mode = SLUICE_EXACT, .clock = &sluice_clock_cached };
+		                       .clock = &sluice_clock_cached };
 	cr_assert_eq(sluice_window_init(&w, &cfg), 0, "ring with 1 ms buckets refused");
 	run_child("ring validated at 1 ms", child_record_fn, &w);
 	sluice_window_destroy(&w);

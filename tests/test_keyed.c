@@ -236,7 +236,7 @@ static void module_init(union module *m, sluice_algo_t a, const sluice_keyed_con
 	}
 	case SLUICE_ALGO_WINDOW: {
 		sluice_window_config_t w = { .limit = c->limit, .window_ns = c->window_ns,
-			                     .buckets = c->buckets, .mode = SLUICE_EXACT,
+			                     .buckets = c->buckets,
 			                     .clock = &mclock };
 		rc = sluice_window_init(&m->w, &w);
 		break;

@@ -358,7 +358,7 @@ Test(limiter, setters_for_every_kind)
 	static const int has[K_COUNT][3] = {
 		[K_FIXED] = { 0, 0, 1 }, [K_WINDOW] = { 0, 0, 1 }, [K_GCRA] = { 1, 1, 0 },
 		[K_METER] = { 1, 1, 0 }, [K_SHAPER] = { 1, 0, 0 }, [K_LOG] = { 0, 0, 1 },
-		[K_WARMUP] = { 0, 0, 0 } /* no live set_rate yet */, [K_DECAY] = { 0, 0, 1 }, [K_INFLIGHT] = { 0, 0, 1 },
+		[K_WARMUP] = { 1, 0, 0 }, [K_DECAY] = { 0, 0, 1 }, [K_INFLIGHT] = { 0, 0, 1 },
 		[K_COMPOSITE] = { 0, 0, 0 },
 	};
 	for (int i = 0; i < K_COUNT; i++) {

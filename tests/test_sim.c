@@ -747,10 +747,10 @@ Test(sim, algorithm_specs)
 {
 	sim_algo_t a;
 	char err[256];
-	cr_assert_eq(sim_algo_parse("ring:buckets=50,mode=striped", 100, SEC, &a, err, sizeof(err)), 0);
+	cr_assert_eq(sim_algo_parse("ring:buckets=50,lease=8", 100, SEC, &a, err, sizeof(err)), 0);
 	cr_assert_eq(a.cfg.algo, SLUICE_ALGO_WINDOW);
 	cr_assert_eq(a.cfg.window.buckets, 50);
-	cr_assert_eq(a.cfg.window.mode, SLUICE_STRIPED);
+	cr_assert_eq(a.cfg.window.lease, 8);
 	cr_assert_eq(a.cfg.window.limit, 100, "defaults from the policy");
 	cr_assert_eq(sim_algo_parse("window", 100, SEC, &a, err, sizeof(err)), 0, "alias");
 	cr_assert_eq(a.cfg.window.buckets, 10);
@@ -771,7 +771,8 @@ Test(sim, algorithm_specs)
 		{ "gcra:burst", "is not KEY=VALUE" },
 		{ "log:limit=0", "SLUICE_ELIMIT" },
 		{ "fixed:window=1parsec", "window=1parsec" },
-		{ "ring:mode=fast", "use exact or striped" },
+		{ "ring:mode=exact", "unknown parameter 'mode' (ring takes buckets, limit, window, lease)" },
+		{ "leaky:mode=fast", "use meter or shaper" },
 		{ "leaky:mode=shaper,depth=3", "depth is the meter's burst" },
 		{ "inflight:hold=0", "hold must be above 0" },
 	};
@@ -904,7 +905,7 @@ Test(sim, csv_and_plot_script_without_gnuplot)
 	sim_result_t res[2];
 	sim_worst_t ww[2], ws[2];
 	char err[256];
-	const char *specs[] = { "fixed", "ring:buckets=10,mode=exact" };
+	const char *specs[] = { "fixed", "ring:buckets=10" };
 	for (int i = 0; i < 2; i++) {
 		cr_assert_eq(sim_algo_parse(specs[i], L, W, &algos[i], err, sizeof(err)), 0);
 		cr_assert_eq(sim_run(&rc, &algos[i], &res[i], err, sizeof(err)), 0);
@@ -928,8 +929,8 @@ Test(sim, csv_and_plot_script_without_gnuplot)
 	char line[512];
 	cr_assert_not_null(fgets(line, sizeof(line), f));
 	cr_assert_str_eq(line, "t_s,bin_start_ns,\"offered:fixed\",\"admitted:fixed\","
-	                       "\"offered:ring:buckets=10,mode=exact\","
-	                       "\"admitted:ring:buckets=10,mode=exact\"\n");
+	                       "\"offered:ring:buckets=10\","
+	                       "\"admitted:ring:buckets=10\"\n");
 	int rows = 0;
 	uint64_t offered = 0, admitted = 0;
 	while (fgets(line, sizeof(line), f)) {

@@ -26,6 +26,7 @@
 
 #include "test_pace.h"
 #include "test_rng.h"
+#include "test_stall.h"
 
 #define US 1000ULL
 #define MS 1000000ULL
@@ -190,7 +191,7 @@ Test(warmup, n_above_one_pays_the_integral)
 	/* the largest request, L = M = 8 from cold: P (down to T) + P/2 */
 	sluice_warmup_t c;
 	make(&c, 2, SEC, 4 * SEC, 0);
-	cr_assert_eq(c.limit, 8);
+	cr_assert_eq(sluice_warmup_limit(&c), 8);
 	cr_assert_eq(sluice_warmup_acquire_at(&c, 8, 0, &d), 1);
 	cr_assert_geq(d.reset_ns, 6 * SEC);
 	cr_assert_lt(d.reset_ns, 6 * SEC + US);
@@ -218,7 +219,7 @@ Test(warmup, n_above_limit_and_zero)
 	/* a limiter with M < 1 still takes single permits */
 	sluice_warmup_t s;
 	make(&s, 1, SEC, 100 * MS, 0);
-	cr_assert_eq(s.limit, 1);
+	cr_assert_eq(sluice_warmup_limit(&s), 1);
 	cr_assert_eq(sluice_warmup_acquire_at(&s, 2, 0, &d), SLUICE_ETOOBIG);
 	cr_assert_eq(sluice_warmup_acquire_at(&s, 1, 0, &d), 1);
 }
@@ -442,7 +443,7 @@ Test(warmup, reserve_books_only_within_max_delay)
 		booked++;
 	cr_assert_gt(d.retry_after_ns, 0);
 	cr_assert_gt(d.reset_ns, w.horizon_ns, "refused only past the horizon");
-	cr_assert_geq(w.horizon_ns, w.warmup_ns + w.limit * 500 * MS);
+	cr_assert_geq(w.horizon_ns, w.warmup_ns + sluice_warmup_limit(&w) * 500 * MS);
 	cr_assert_gt(booked, 10);
 }
 
@@ -579,12 +580,12 @@ ParameterizedTest(struct bad_cfg *p, warmup, invalid_config)
 	}
 	/* valid extremes work: a few decisions, and the documented bounds */
 	sluice_decision_t d;
-	cr_assert_eq(sluice_warmup_acquire_at(&w, w.limit, 5, &d), 1);
+	cr_assert_eq(sluice_warmup_acquire_at(&w, sluice_warmup_limit(&w), 5, &d), 1);
 	cr_assert_eq(sluice_warmup_acquire_at(&w, 1, 5 + d.reset_ns, &d), 1);
 	double interval = (double)p->period / (double)p->rate;
 	cr_assert_leq((double)w.unit_ns, interval / 512.0 + 1.0, "unit %llu ns, I %.1f",
 	              (unsigned long long)w.unit_ns, interval);
-	cr_assert_geq((double)w.horizon_ns, (double)w.warmup_ns + (double)w.limit * interval);
+	cr_assert_geq((double)w.horizon_ns, (double)w.warmup_ns + (double)sluice_warmup_limit(&w) * interval);
 	sluice_warmup_destroy(&w);
 }
 
@@ -668,7 +669,7 @@ ParameterizedTest(struct schedule *p, warmup, matches_exact_model)
 	 * sluice's stored permits exceed the model's by < 2 units a booking
 	 * (reset when the model's reach 0 or M: so do sluice's, within one
 	 * unit), each excess permit costing at most 2 I more. */
-	long double drift = 0, excess = 1, unit_q = 1.0L / (long double)(1ULL << w.frac_bits);
+	long double drift = 0, excess = 1, unit_q = 1.0L / (long double)(1ULL << atomic_load(&w.params[0].frac_bits));
 	long double carried = 0; /* what the last gap may have converted */
 	int gapped = 0;          /* a gap since the limiter was last cold */
 	int booked = 0, refused = 0, differ = 0;
@@ -684,7 +685,7 @@ ParameterizedTest(struct schedule *p, warmup, matches_exact_model)
 			t -= r % (3 * span);                     /* a reading from the past */
 		else
 			t += (r >> 8) % span;
-		uint64_t n = 1 + (r >> 40) % (w.limit < 3 ? w.limit : 3);
+		uint64_t n = 1 + (r >> 40) % (sluice_warmup_limit(&w) < 3 ? sluice_warmup_limit(&w) : 3);
 		uint64_t kind = (r >> 20) % 4; /* wait for any, none, or 3 I */
 		uint64_t maxd = kind == 0 ? UINT64_MAX : kind == 1 ? 0 : (uint64_t)(m.I * 3);
 		sluice_decision_t d;
@@ -699,12 +700,12 @@ ParameterizedTest(struct schedule *p, warmup, matches_exact_model)
 		/* available: all of L or nothing (pay later), as the model's
 		 * ticket says within the PRECISION bound, and exactly what an
 		 * acquire (max_delay 0) at the same reading decided */
-		cr_assert(av == 0 || av == w.limit, "step %d: available %llu", i,
+		cr_assert(av == 0 || av == sluice_warmup_limit(&w), "step %d: available %llu", i,
 		          (unsigned long long)av);
 		if (mwait > tol)
 			cr_assert_eq(av, 0, "step %d: model waits %.0Lf", i, mwait);
 		if (m.next + early < tt)
-			cr_assert_eq(av, w.limit, "step %d: model's ticket passed", i);
+			cr_assert_eq(av, sluice_warmup_limit(&w), "step %d: model's ticket passed", i);
 		if (maxd == 0)
 			cr_assert_eq(av > 0, rc == 1, "step %d: available %llu, acquire %d", i,
 			             (unsigned long long)av, rc);
@@ -788,6 +789,9 @@ static struct tdecider *tdeciders;
 static int ntdeciders;
 static _Atomic int trunning;
 static uint64_t tsteps, tjumps; /* anchor moves seen by the clock thread */
+static int tset_rate;           /* the clock thread also changes the rate */
+static uint64_t tchanges;       /* set_rate calls that returned 0         */
+static int tset_err;            /* the first set_rate error, if any       */
 
 static void *tdecider_main(void *arg)
 {
@@ -820,10 +824,20 @@ static void *tdecider_main(void *arg)
 static void *tclock_main(void *arg)
 {
 	sluice_warmup_t *w = arg;
-	uint64_t x = 99, last = atomic_load(&w->anchor);
-	tsteps = tjumps = 0;
+	/* bit 0 is the parameter era (set_rate flips it): not a move */
+	uint64_t x = 99, last = atomic_load(&w->anchor) & ~1ULL;
+	tsteps = tjumps = tchanges = 0;
+	tset_err = 0;
 	for (int i = 0; i < T_CLOCK_STEPS; i++) {
-		uint64_t a = atomic_load(&w->anchor);
+		uint64_t a = atomic_load(&w->anchor) & ~1ULL;
+		if (tset_rate && i % 64 == 63) {
+			/* 2 per us and back (M = 16 and 8) while bookings race */
+			int rc = sluice_warmup_set_rate(w, tchanges % 2 ? 1 : 2, US);
+			if (rc == 0)
+				tchanges++;
+			else if (!tset_err)
+				tset_err = rc;
+		}
 		if (a - last == w->unit_ns << 33)
 			tsteps++;
 		else if (a != last)
@@ -855,10 +869,14 @@ static int by_start(const void *a, const void *b)
 	return x->start < y->start ? -1 : x->start > y->start;
 }
 
+struct tparams {
+	int threads, set_rate;
+};
+
 ParameterizedTestParameters(warmup, threads_respect_the_ticket_chain)
 {
-	static int threads[] = { 2, 4 };
-	return cr_make_param_array(int, threads, 2);
+	static struct tparams p[] = { { 2, 0 }, { 4, 0 }, { 2, 1 }, { 4, 1 } };
+	return cr_make_param_array(struct tparams, p, sizeof(p) / sizeof(p[0]));
 }
 
 /*
@@ -866,10 +884,16 @@ ParameterizedTestParameters(warmup, threads_respect_the_ticket_chain)
  * just before it, and its own ticket is at least n I after its start: in
  * start order, start(k+1) >= ticket(k) >= start(k) + n(k) I.  From that the
  * rate bound (a) follows, and it is checked too over 10 I windows.
+ * With set_rate racing (1 and 2 per us, in turn), the same with I the
+ * smaller interval (SET_RATE: each cost is paid at its booking's rate, and
+ * a change never moves the ticket back).
  */
-ParameterizedTest(int *nthreads, warmup, threads_respect_the_ticket_chain)
+ParameterizedTest(struct tparams *tp, warmup, threads_respect_the_ticket_chain)
 {
 	/* 1 permit per us, warm-up 8 us: M = 8 */
+	const int *nthreads = &tp->threads;
+	const uint64_t imin = tp->set_rate ? US / 2 : US;
+	tset_rate = tp->set_rate;
 	sluice_warmup_t w;
 	make(&w, 1, US, 8 * US, 1000 * SEC);
 	struct tdecider *d = calloc((size_t)*nthreads, sizeof(*d));
@@ -907,7 +931,7 @@ ParameterizedTest(int *nthreads, warmup, threads_respect_the_ticket_chain)
 	}
 	qsort(all, total, sizeof(*all), by_start);
 	for (size_t i = 0; i < total; i++) {
-		cr_assert_geq(all[i].ticket, all[i].start + all[i].n * US, "ticket closer than n I");
+		cr_assert_geq(all[i].ticket, all[i].start + all[i].n * imin, "ticket closer than n I");
 		if (i > 0)
 			cr_assert_geq(all[i].start, all[i - 1].ticket,
 			              "start %llu before the previous ticket %llu",
@@ -919,19 +943,22 @@ ParameterizedTest(int *nthreads, warmup, threads_respect_the_ticket_chain)
 	uint64_t sum = 0, worst = 0;
 	for (size_t i = 0; i < total; i++) {
 		sum += all[i].n;
-		while (all[i].start - all[lo].start >= 10 * US)
+		while (all[i].start - all[lo].start >= 10 * imin)
 			sum -= all[lo++].n;
 		worst = sum > worst ? sum : worst;
 	}
 	/* n_k I summed over all but the last start in the window is < 10 I */
 	cr_assert_leq(worst, 9 + 3, "window of 10 I held %llu", (unsigned long long)worst);
+	cr_assert_eq(tset_err, 0, "set_rate failed: %s", sluice_err_name(tset_err));
+	if (tp->set_rate)
+		cr_assert_gt(tchanges, 50, "rate changes raced with bookings");
 	cr_assert_gt(total, 500, "admitted %zu", total);
 	cr_assert_gt(refused, 500, "the limit must bite");
 	cr_assert_gt(atomic_load(&w.anchor), anchor0, "the anchor moved under load");
 	cr_assert_gt(tsteps, 0, "anchor steps (busy) raced with bookings");
 	cr_assert_gt(tjumps, 0, "anchor jumps (cold) raced with bookings");
-	cr_log_info("threads=%d admitted=%zu refused=%llu worst10I=%llu anchor steps=%llu jumps=%llu",
-	            *nthreads, total, (unsigned long long)refused, (unsigned long long)worst,
+	cr_log_info("threads=%d set_rate=%d changes=%llu admitted=%zu refused=%llu worst10I=%llu anchor steps=%llu jumps=%llu",
+	            *nthreads, tp->set_rate, (unsigned long long)tchanges, total, (unsigned long long)refused, (unsigned long long)worst,
 	            (unsigned long long)tsteps, (unsigned long long)tjumps);
 	for (int i = 0; i < *nthreads; i++)
 		free(d[i].rec);
@@ -1084,7 +1111,7 @@ Test(warmup, available_and_cancel)
 {
 	sluice_warmup_t w;
 	make(&w, 2, SEC, 4 * SEC, 0); /* Guava's: L = 8 */
-	cr_assert_eq(w.limit, 8);
+	cr_assert_eq(sluice_warmup_limit(&w), 8);
 	cr_assert_eq(sluice_warmup_available_at(&w, 0), 8);
 	sluice_decision_t a;
 	cr_assert_eq(sluice_warmup_acquire_at(&w, 1, 0, &a), 1);
@@ -1104,14 +1131,288 @@ Test(warmup, available_and_cancel)
 		make(&z, 2, SEC, 4 * SEC, 0);
 		uint64_t t = UINT64_MAX - back;
 		uint64_t av = sluice_warmup_available_at(&z, t);
-		if (av < z.limit)
+		if (av < sluice_warmup_limit(&z))
 			cr_assert_eq(sluice_warmup_acquire_at(&z, av + 1, t, NULL), 0, "back %llu",
 			             (unsigned long long)back);
-		if (av > 0 && av < z.limit)
+		if (av > 0 && av < sluice_warmup_limit(&z))
 			seen_partial = 1;
 		if (av > 0)
 			cr_assert_eq(sluice_warmup_acquire_at(&z, av, t, NULL), 1, "back %llu",
 			             (unsigned long long)back);
 	}
 	cr_assert(seen_partial, "no reading where only some n fit");
+}
+
+/* ---- set_rate ------------------------------------------------------------- */
+
+/* The exact model, booking what sluice booked: resync, then pay. */
+static void model_book(struct model *m, long double t, long double n)
+{
+	if (t > m->next) {
+		m->s += (t - m->next) / m->I;
+		if (m->s > m->M)
+			m->s = m->M;
+		m->next = t;
+	}
+	long double s_after;
+	m->next += model_cost(m, n, &s_after);
+	m->s = s_after;
+}
+
+/* Guava's setRate: the same ticket, the same fraction of M stored. */
+static void model_set_rate(struct model *m, long double I)
+{
+	long double M = m->P / I;
+	m->s = m->s * M / m->M;
+	m->M = M;
+	m->T = M / 2;
+	m->I = I;
+}
+
+/* Book @n at @t on both; the waits must agree within @tol ns (sluice
+ * never earlier).  Returns the time the caller may use the permits. */
+static uint64_t book_both(sluice_warmup_t *w, struct model *m, uint64_t t, uint64_t n,
+                          long double tol, const char *what)
+{
+	sluice_decision_t d;
+	cr_assert_eq(sluice_warmup_reserve_at(w, n, t, UINT64_MAX, &d), 1, "%s", what);
+	long double mwait = m->next > (long double)t ? m->next - (long double)t : 0;
+	cr_assert_geq((long double)d.delay_ns + 1, mwait, "%s: sluice early: %llu vs %.0Lf", what,
+	              (unsigned long long)d.delay_ns, mwait);
+	cr_assert_leq((long double)d.delay_ns, mwait + tol, "%s: sluice late: %llu vs %.0Lf", what,
+	              (unsigned long long)d.delay_ns, mwait);
+	model_book(m, (long double)t, (long double)n);
+	return t + d.delay_ns;
+}
+
+/*
+ * SET_RATE's rule, against the exact model of Guava's setRate (the ticket
+ * kept, stored permits scaled by M'/M): cold, part-warm and warm, raising
+ * and lowering, then idling at the new rate.  A version that kept the
+ * stored permits' count (not their fraction), or started a new limiter
+ * (cold), or moved the ticket to the change's time, fails here by far more
+ * than the tolerance (which is the roundings: a unit per change, ns per
+ * booking).
+ */
+Test(warmup, set_rate_keeps_ticket_and_temperature)
+{
+	sluice_warmup_t w;
+	make(&w, 2, SEC, 4 * SEC, 0);
+	struct model m = { .next = 0, .I = (long double)SEC / 2, .P = 4.0L * SEC };
+	m.M = m.P / m.I;
+	m.T = m.M / 2;
+	m.s = m.M;
+	const long double tol = 20 * US;
+	char what[64];
+	/* cold, raised to 3/s: still fully cold, on the new curve */
+	cr_assert_eq(sluice_warmup_set_rate(&w, 3, SEC), 0);
+	model_set_rate(&m, (long double)SEC / 3);
+	cr_assert_eq(sluice_warmup_limit(&w), 12);
+	uint64_t t = 1 * SEC;
+	for (int i = 0; i < 4; i++) {
+		snprintf(what, sizeof(what), "cold, 3/s, #%d", i);
+		t = book_both(&w, &m, t, 1, tol, what);
+	}
+	/* part-warm (stored permits between T and M), lowered to 1/s */
+	cr_assert_gt(m.s, m.T, "the model must still be above the threshold");
+	cr_assert_eq(sluice_warmup_set_rate(&w, 1, SEC), 0);
+	model_set_rate(&m, (long double)SEC);
+	for (int i = 0; i < 3; i++) {
+		snprintf(what, sizeof(what), "part-warm, 1/s, #%d", i);
+		t = book_both(&w, &m, t, 1, tol, what);
+	}
+	/* saturate until warm at 1/s, then raise to 10/s: the ticket booked
+	 * at 1/s is kept (no earlier start) and the spacing is 10/s at once */
+	for (int i = 0; i < 12; i++) {
+		snprintf(what, sizeof(what), "warming, 1/s, #%d", i);
+		t = book_both(&w, &m, t, 1, tol, what);
+	}
+	cr_assert_lt(m.s, 1e-9L, "the model must be warm");
+	sluice_decision_t d;
+	cr_assert_eq(sluice_warmup_reserve_at(&w, 1, t, UINT64_MAX, &d), 1);
+	model_book(&m, (long double)t, 1);
+	t += d.delay_ns;
+	cr_assert_eq(sluice_warmup_set_rate(&w, 10, SEC), 0);
+	model_set_rate(&m, (long double)SEC / 10);
+	cr_assert_eq(sluice_warmup_reserve_at(&w, 1, t, 0, NULL), 0, "the 1/s ticket is kept");
+	cr_assert_eq(sluice_warmup_reserve_at(&w, 1, t + SEC - 2 * w.unit_ns, 0, NULL), 0);
+	t += SEC;
+	for (int i = 0; i < 5; i++) {
+		snprintf(what, sizeof(what), "warm, 10/s, #%d", i);
+		uint64_t u = book_both(&w, &m, t, 1, tol, what);
+		if (i > 0)
+			cr_assert_leq(u - t, 100 * MS + tol, "warm stays warm: %llu ns",
+			              (unsigned long long)(u - t));
+		t = u;
+	}
+	/* idle 2 s: it cools at the new rate (half of P: 20 of M = 40) */
+	t += 2 * SEC;
+	for (int i = 0; i < 4; i++) {
+		snprintf(what, sizeof(what), "cooled, 10/s, #%d", i);
+		t = book_both(&w, &m, t, 2, tol, what);
+	}
+}
+
+/* A change moves the ticket: a booking from before it can no longer be
+ * given back (its cost was the old set's), one from after it can. */
+Test(warmup, set_rate_refuses_refunds_from_before_it)
+{
+	sluice_warmup_t w;
+	make(&w, 2, SEC, 4 * SEC, 0);
+	sluice_decision_t a, b;
+	cr_assert_eq(sluice_warmup_reserve_at(&w, 2, SEC, UINT64_MAX, &a), 1);
+	cr_assert_eq(sluice_warmup_set_rate(&w, 4, SEC), 0);
+	uint64_t anchor = atomic_load(&w.anchor), word = atomic_load(&w.word);
+	cr_assert_eq(sluice_warmup_cancel(&w, 2, &a), SLUICE_ECANCEL);
+	cr_assert_eq(atomic_load(&w.anchor), anchor, "ECANCEL changes nothing");
+	cr_assert_eq(atomic_load(&w.word), word);
+	cr_assert_eq(sluice_warmup_reserve_at(&w, 1, 2 * SEC, UINT64_MAX, &b), 1);
+	cr_assert_eq(sluice_warmup_cancel(&w, 1, &b), 0, "booked after the change");
+	/* back and forth: the era bit returns, the ticket does not */
+	cr_assert_eq(sluice_warmup_reserve_at(&w, 1, 3 * SEC, UINT64_MAX, &b), 1);
+	cr_assert_eq(sluice_warmup_set_rate(&w, 2, SEC), 0);
+	cr_assert_eq(sluice_warmup_set_rate(&w, 4, SEC), 0);
+	cr_assert_eq(atomic_load(&w.anchor) & 1, anchor & 1, "two flips");
+	cr_assert_eq(sluice_warmup_cancel(&w, 1, &b), SLUICE_ECANCEL);
+}
+
+/* Bad parameters: init's codes, the grid's bound, and nothing changes. */
+Test(warmup, set_rate_invalid)
+{
+	sluice_warmup_t w;
+	make(&w, 2, SEC, 4 * SEC, 0);
+	cr_assert_eq(sluice_warmup_reserve_at(&w, 1, SEC, UINT64_MAX, NULL), 1);
+	uint64_t anchor = atomic_load(&w.anchor), word = atomic_load(&w.word);
+	cr_assert_eq(sluice_warmup_set_rate(NULL, 1, SEC), SLUICE_EINVAL);
+	cr_assert_eq(sluice_warmup_set_rate(&w, 0, SEC), SLUICE_ERATE);
+	cr_assert_eq(sluice_warmup_set_rate(&w, 2, 1), SLUICE_ERATE); /* I < 1 ns */
+	cr_assert_eq(sluice_warmup_set_rate(&w, 1, SLUICE_WARMUP_PERIOD_MAX_NS + 1), SLUICE_ERATE);
+	/* M = P / I = 4e6 > 2^20 */
+	cr_assert_eq(sluice_warmup_set_rate(&w, 1000000, SEC), SLUICE_EWARMUP);
+	/* I = 10 s > P: L I = 10 s > max(P, L I at init) = 4 s */
+	cr_assert_eq(sluice_warmup_set_rate(&w, 1, 10 * SEC), SLUICE_ERATE);
+	cr_assert_eq(atomic_load(&w.anchor), anchor, "nothing changed");
+	cr_assert_eq(atomic_load(&w.word), word);
+	uint64_t r, per;
+	sluice_warmup_rate(&w, &r, &per);
+	cr_assert(r == 2 && per == SEC);
+	cr_assert_eq(sluice_warmup_limit(&w), 8);
+	/* exactly P: L I = 4 s, accepted (M = 1) */
+	cr_assert_eq(sluice_warmup_set_rate(&w, 1, 4 * SEC), 0);
+	cr_assert_eq(sluice_warmup_limit(&w), 1);
+	sluice_warmup_rate(&w, &r, &per);
+	cr_assert(r == 1 && per == 4 * SEC);
+	/* built with I > P (1 per 10 s, P = 1 ms): the grid (4 ns) is sized
+	 * for L I = 10 s, and 512 units must fit in the new I */
+	sluice_warmup_t g;
+	make(&g, 1, 10 * SEC, 1 * MS, 0);
+	cr_assert_eq(g.unit_ns, 4);
+	cr_assert_eq(sluice_warmup_set_rate(&g, 1, 11 * SEC), SLUICE_ERATE, "L I > 10 s");
+	cr_assert_eq(sluice_warmup_set_rate(&g, 1, 10 * SEC), 0);
+	cr_assert_eq(sluice_warmup_set_rate(&g, 1, 2 * US), SLUICE_ERATE, "4 ns > 2 us / 512");
+	cr_assert_eq(sluice_warmup_set_rate(&g, 1, 3 * US), 0, "4 ns <= 3 us / 512");
+	cr_assert_eq(sluice_warmup_limit(&g), 333);
+	/* a coarse clock refuses an interval below its step, as init */
+	if (sluice_clock_resolution_ns(&sluice_clock_coarse) > 1 * MS) {
+		sluice_warmup_t c;
+		sluice_warmup_config_t cfg = { .rate = 10, .period_ns = SEC, .warmup_ns = 4 * SEC,
+			                       .clock = &sluice_clock_coarse };
+		cr_assert_eq(sluice_warmup_init(&c, &cfg), 0);
+		cr_assert_eq(sluice_warmup_set_rate(&c, 10000, SEC), SLUICE_ERESOLUTION);
+	}
+}
+
+/* The ticket moves one unit per change: where that would leave the range
+ * bookings keep (3 quarters past the anchor), the change is refused. */
+Test(warmup, set_rate_ticket_range_is_bounded)
+{
+	sluice_warmup_t w;
+	make(&w, 2, SEC, 4 * SEC, 0);
+	uint64_t q = w.unit_ns << 33, a = atomic_load(&w.anchor);
+	uint64_t next = a + 3 * q - w.unit_ns; /* the last ticket a change may leave */
+	uint64_t field = ((next >> w.unit_shift) & ((1ULL << 35) - 1)) << 26;
+	uint64_t tag = (a >> (33 + w.unit_shift)) & 3;
+	atomic_store(&w.word, (tag << 61) | field); /* white-box: warm, ticket there */
+	cr_assert_eq(sluice_warmup_set_rate(&w, 3, SEC), SLUICE_EBUSY);
+	cr_assert_eq(atomic_load(&w.word), (tag << 61) | field, "nothing changed");
+	cr_assert_eq(sluice_warmup_limit(&w), 8);
+	next -= w.unit_ns;
+	field = ((next >> w.unit_shift) & ((1ULL << 35) - 1)) << 26;
+	atomic_store(&w.word, (tag << 61) | field);
+	cr_assert_eq(sluice_warmup_set_rate(&w, 3, SEC), 0);
+	cr_assert_eq(sluice_warmup_limit(&w), 12);
+}
+
+/*
+ * A booking stalled between its snapshot (old parameter set) and its CAS
+ * while set_rate runs: its CAS fails and it decides again under the new
+ * set, exactly as a booking made after the change.  A set_rate that only
+ * swapped the parameters (without the era bit and the converted word in
+ * one pair CAS) lets it book with the old set: d.limit 8, the old cost.
+ */
+struct rate_attack {
+	sluice_warmup_t *w;
+};
+
+static void attack_set_rate(void *arg)
+{
+	struct rate_attack *a = arg;
+	cr_assert_eq(sluice_warmup_set_rate(a->w, 3, SEC), 0);
+}
+
+Test(warmup, set_rate_under_a_stalled_booking)
+{
+	if (!stall_supported())
+		cr_skip_test("the stall needs x86-64 Linux (and no ThreadSanitizer)");
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	cr_assert_leq(sizeof(sluice_warmup_t), page);
+	sluice_warmup_t *w = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+	                          -1, 0);
+	cr_assert_neq(w, MAP_FAILED);
+	sluice_warmup_t twin;
+	make(w, 2, SEC, 4 * SEC, 0);
+	make(&twin, 2, SEC, 4 * SEC, 0);
+	cr_assert_eq(sluice_warmup_reserve_at(w, 1, SEC, UINT64_MAX, NULL), 1);
+	cr_assert_eq(sluice_warmup_reserve_at(&twin, 1, SEC, UINT64_MAX, NULL), 1);
+	struct rate_attack a = { w };
+	stall_arm(&w->anchor, 16, attack_set_rate, &a);
+	sluice_decision_t d, e;
+	int rc = sluice_warmup_reserve_at(w, 3, 2 * SEC, UINT64_MAX, &d);
+	cr_assert(stall_fired(), "the booking never wrote the state");
+	cr_assert_eq(rc, 1);
+	cr_assert_eq(sluice_warmup_set_rate(&twin, 3, SEC), 0);
+	cr_assert_eq(sluice_warmup_reserve_at(&twin, 3, 2 * SEC, UINT64_MAX, &e), 1);
+	cr_assert_eq(d.limit, 12, "decided under the new set");
+	cr_assert_eq(d.delay_ns, e.delay_ns);
+	cr_assert_eq(d.reset_ns, e.reset_ns, "the new set's cost: %llu vs %llu",
+	             (unsigned long long)d.reset_ns, (unsigned long long)e.reset_ns);
+	cr_assert_eq(atomic_load(&w->word), atomic_load(&twin.word));
+	munmap(w, page);
+}
+
+/* The era bit rides along every anchor move: a step (busy across the
+ * re-anchoring point) and a jump (idle past it, cold) keep the new set. */
+Test(warmup, set_rate_survives_anchor_moves)
+{
+	sluice_warmup_t w;
+	make(&w, 2, SEC, 4 * SEC, 0);
+	cr_assert_eq(sluice_warmup_set_rate(&w, 3, SEC), 0);
+	sluice_decision_t d;
+	uint64_t half = w.unit_ns << 34; /* R/2 */
+	/* step: book just before R/2, then at it (the state is live) */
+	uint64_t a0 = atomic_load(&w.anchor) & ~1ULL;
+	cr_assert_eq(sluice_warmup_reserve_at(&w, 1, a0 + half - SEC, UINT64_MAX, &d), 1);
+	cr_assert_eq(sluice_warmup_reserve_at(&w, 1, a0 + half, UINT64_MAX, &d), 1);
+	uint64_t a1 = atomic_load(&w.anchor);
+	cr_assert_eq(a1 & ~1ULL, a0 + (half >> 1), "stepped one quarter");
+	cr_assert_eq(a1 & 1, 1, "era kept by the step");
+	cr_assert_eq(d.limit, 12);
+	/* jump: idle for far more than R (fully cold) */
+	uint64_t t = (a1 & ~1ULL) + 4 * half + 12345;
+	cr_assert_eq(sluice_warmup_reserve_at(&w, 2, t, UINT64_MAX, &d), 1);
+	uint64_t a2 = atomic_load(&w.anchor);
+	cr_assert_gt(a2 & ~1ULL, a1, "jumped");
+	cr_assert_eq(a2 & 1, 1, "era kept by the jump");
+	cr_assert_eq(d.limit, 12);
+	cr_assert_eq(sluice_warmup_limit(&w), 12);
 }

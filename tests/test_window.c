@@ -3,8 +3,8 @@
  *
  * The strongest check here is a reference model: a plain array of per-epoch
  * counts with the documented rules (time never runs back; admit when the
- * last N buckets plus n fit in L).  Every decision the ring makes, in both
- * modes, over long pseudo-random schedules with clock jumps, must equal the
+ * last N buckets plus n fit in L).  Every decision the ring makes, with and
+ * without leases, over long pseudo-random schedules with clock jumps, must equal the
  * model's, and so must retry_after_ns.  Then the guarantee itself is checked
  * directly: no run of N consecutive epochs holds more than L.
  */
@@ -26,19 +26,18 @@ TestSuite(window, .timeout = 60);
 static sluice_clock_t mclock;
 
 static void make_leased(sluice_window_t *w, uint64_t limit, uint64_t window_ns,
-                        uint32_t buckets, sluice_window_mode_t mode, uint32_t lease)
+                        uint32_t buckets, uint32_t lease)
 {
 	sluice_clock_manual_init(&mclock, 0);
 	sluice_window_config_t cfg = { .limit = limit, .window_ns = window_ns, .buckets = buckets,
-		                       .mode = mode, .clock = &mclock, .lease = lease };
+		                       .clock = &mclock, .lease = lease };
 	int rc = sluice_window_init(w, &cfg);
 	cr_assert_eq(rc, 0, "init: %s", sluice_strerror(rc));
 }
 
-static void make(sluice_window_t *w, uint64_t limit, uint64_t window_ns, uint32_t buckets,
-                 sluice_window_mode_t mode)
+static void make(sluice_window_t *w, uint64_t limit, uint64_t window_ns, uint32_t buckets)
 {
-	make_leased(w, limit, window_ns, buckets, mode, 0);
+	make_leased(w, limit, window_ns, buckets, 0);
 }
 
 /* Stay on one CPU, so every decision uses the same lease cell. */
@@ -173,28 +172,25 @@ static int model_acquire(struct model *m, uint64_t n, uint64_t now, uint64_t *re
 struct schedule {
 	uint64_t limit, window_ns, start_ns;
 	uint32_t buckets;
-	sluice_window_mode_t mode;
 	uint64_t seed;
-	uint32_t lease; /* > 0: EXACT with leases, n = 1, one CPU (see below) */
+	uint32_t lease; /* > 0: with leases, n = 1, one CPU (see below) */
 };
 
 ParameterizedTestParameters(window, matches_reference_model)
 {
 	static struct schedule params[] = {
-		{ 10, SEC, 0, 10, SLUICE_EXACT, 1, 0 },
-		{ 10, SEC, 0, 10, SLUICE_STRIPED, 1, 0 },
-		{ 100, 700 * MS, 5 * SEC, 7, SLUICE_EXACT, 2, 0 }, /* N not a power of two */
-		{ 100, 700 * MS, 5 * SEC, 7, SLUICE_STRIPED, 2, 0 },
-		{ 1, 10 * MS, 0, 1, SLUICE_EXACT, 3, 0 },          /* N = 1: a fixed window */
-		{ 37, 4096 * 1000ULL, 123, 4096, SLUICE_EXACT, 4, 0 }, /* N = max */
-		{ 5, 3 * SEC, 0, 3, SLUICE_EXACT, 5, 0 },
+		{ 10, SEC, 0, 10, 1, 0 },
+		{ 100, 700 * MS, 5 * SEC, 7, 2, 0 }, /* N not a power of two */
+		{ 1, 10 * MS, 0, 1, 3, 0 },          /* N = 1: a fixed window */
+		{ 37, 4096 * 1000ULL, 123, 4096, 4, 0 }, /* N = max */
+		{ 5, 3 * SEC, 0, 3, 5, 0 },
 		/* near the top of the 64-bit time base */
-		{ 20, SEC, (UINT64_MAX / SEC - 4000) * SEC, 8, SLUICE_EXACT, 6, 0 },
+		{ 20, SEC, (UINT64_MAX / SEC - 4000) * SEC, 8, 6, 0 },
 		/* Leases, one thread on one CPU: the model tracks that CPU's
 		 * cell (spend, take n + min(B, room / (2 cells)), deposit). */
-		{ 100, 700 * MS, 5 * SEC, 7, SLUICE_EXACT, 2, 16 },
-		{ 1000, SEC, 0, 10, SLUICE_EXACT, 7, 64 },
-		{ 20, SEC, (UINT64_MAX / SEC - 4000) * SEC, 8, SLUICE_EXACT, 6, 3 },
+		{ 100, 700 * MS, 5 * SEC, 7, 2, 16 },
+		{ 1000, SEC, 0, 10, 7, 64 },
+		{ 20, SEC, (UINT64_MAX / SEC - 4000) * SEC, 8, 6, 3 },
 	};
 	return cr_make_param_array(struct schedule, params, sizeof(params) / sizeof(params[0]));
 }
@@ -202,7 +198,7 @@ ParameterizedTestParameters(window, matches_reference_model)
 ParameterizedTest(struct schedule *p, window, matches_reference_model)
 {
 	sluice_window_t w;
-	make_leased(&w, p->limit, p->window_ns, p->buckets, p->mode, p->lease);
+	make_leased(&w, p->limit, p->window_ns, p->buckets, p->lease);
 	if (p->lease)
 		pin_to_this_cpu();
 	uint64_t width = p->window_ns / p->buckets;
@@ -314,7 +310,7 @@ Test(window, boundary_burst_bounded_per_aligned_window)
 	const uint64_t L = 100, W = SEC;
 	const uint32_t N = 10;
 	sluice_window_t w;
-	make(&w, L, W, N, SLUICE_EXACT);
+	make(&w, L, W, N);
 	uint64_t admitted = 0;
 	/* L at the last ms of bucket 9, then hammer every ms until bucket 19 */
 	for (uint64_t i = 0; i < L; i++)
@@ -342,7 +338,7 @@ Test(window, rollover_through_every_slot)
 	const uint32_t N = 7; /* 8 slots: epoch e uses slot e % 8, so 7-bucket
 	                       * windows start in every slot in turn */
 	sluice_window_t w;
-	make(&w, 70, 70 * MS, N, SLUICE_EXACT);
+	make(&w, 70, 70 * MS, N);
 	uint64_t width = 10 * MS;
 	/* 10 per bucket: any 7 buckets hold exactly L once the ring is full */
 	for (uint64_t e = 0; e < 8 * 6; e++) {
@@ -360,7 +356,7 @@ Test(window, rollover_through_every_slot)
 Test(window, long_idle_then_burst)
 {
 	sluice_window_t w;
-	make(&w, 50, SEC, 10, SLUICE_EXACT);
+	make(&w, 50, SEC, 10);
 	cr_assert_eq(sluice_window_acquire_at(&w, 50, 1, NULL), 1);
 	cr_assert_eq(sluice_window_acquire_at(&w, 1, 2, NULL), 0);
 	uint64_t later = 24 * 3600 * SEC + 3; /* a day idle: every slot stale */
@@ -375,7 +371,7 @@ Test(window, long_idle_then_burst)
 Test(window, clock_backwards_by_seconds)
 {
 	sluice_window_t w;
-	make(&w, 20, SEC, 10, SLUICE_EXACT);
+	make(&w, 20, SEC, 10);
 	cr_assert_eq(sluice_window_acquire_at(&w, 20, 30 * SEC + 50 * MS, NULL), 1);
 	sluice_decision_t d;
 	for (uint64_t back = 1; back <= 10; back++) {
@@ -397,7 +393,7 @@ Test(window, clock_backwards_by_seconds)
 Test(window, n_above_limit_and_zero)
 {
 	sluice_window_t w;
-	make(&w, 10, SEC, 10, SLUICE_EXACT);
+	make(&w, 10, SEC, 10);
 	sluice_decision_t d;
 	cr_assert_eq(sluice_window_acquire_at(&w, 11, 1, &d), SLUICE_ETOOBIG);
 	cr_assert_eq(d.retry_after_ns, SLUICE_NEVER);
@@ -412,7 +408,7 @@ Test(window, n_above_limit_and_zero)
 Test(window, retry_after_is_exact)
 {
 	sluice_window_t w;
-	make(&w, 10, SEC, 10, SLUICE_EXACT);
+	make(&w, 10, SEC, 10);
 	cr_assert_eq(sluice_window_acquire_at(&w, 4, 150 * MS, NULL), 1); /* bucket 1 */
 	cr_assert_eq(sluice_window_acquire_at(&w, 6, 420 * MS, NULL), 1); /* bucket 4 */
 	sluice_decision_t d;
@@ -431,7 +427,7 @@ Test(window, retry_after_is_exact)
 struct bad_cfg {
 	uint64_t limit, window_ns;
 	uint32_t buckets;
-	int mode, clock; /* clock: 0 manual, 1 coarse */
+	int clock; /* 0 manual, 1 coarse */
 	int want;
 	uint32_t lease;
 };
@@ -439,19 +435,17 @@ struct bad_cfg {
 ParameterizedTestParameters(window, invalid_config)
 {
 	static struct bad_cfg params[] = {
-		{ 0, SEC, 10, SLUICE_EXACT, 0, SLUICE_ELIMIT, 0 },
-		{ SLUICE_WINDOW_LIMIT_MAX + 1, SEC, 10, SLUICE_EXACT, 0, SLUICE_ELIMIT, 0 },
-		{ 10, SEC, 0, SLUICE_EXACT, 0, SLUICE_EBUCKETS, 0 },
-		{ 10, SEC * 4097, 4097, SLUICE_EXACT, 0, SLUICE_EBUCKETS, 0 },
-		{ 10, 0, 10, SLUICE_EXACT, 0, SLUICE_EWINDOW, 0 },
-		{ 10, SEC + 1, 10, SLUICE_EXACT, 0, SLUICE_EWINDOW, 0 },  /* not whole ns per bucket */
-		{ 10, 10 * MS, 10, SLUICE_EXACT, 1, SLUICE_ERESOLUTION, 0 }, /* 1 ms < coarse tick */
-		{ 10, SEC, 10, 7, 0, SLUICE_EMODE, 0 },
-		{ 1, 1, 1, SLUICE_EXACT, 0, 0, 0 },                      /* smallest valid */
-		{ SLUICE_WINDOW_LIMIT_MAX, 4096, 4096, SLUICE_STRIPED, 0, 0, 0 }, /* largest */
-		{ 10, SEC, 10, SLUICE_EXACT, 0, SLUICE_ELEASE, SLUICE_WINDOW_LEASE_MAX + 1 },
-		{ 10, SEC, 10, SLUICE_STRIPED, 0, SLUICE_ELEASE, 1 }, /* leases are EXACT's */
-		{ 10, SEC, 10, SLUICE_EXACT, 0, 0, SLUICE_WINDOW_LEASE_MAX },
+		{ 0, SEC, 10, 0, SLUICE_ELIMIT, 0 },
+		{ SLUICE_WINDOW_LIMIT_MAX + 1, SEC, 10, 0, SLUICE_ELIMIT, 0 },
+		{ 10, SEC, 0, 0, SLUICE_EBUCKETS, 0 },
+		{ 10, SEC * 4097, 4097, 0, SLUICE_EBUCKETS, 0 },
+		{ 10, 0, 10, 0, SLUICE_EWINDOW, 0 },
+		{ 10, SEC + 1, 10, 0, SLUICE_EWINDOW, 0 },  /* not whole ns per bucket */
+		{ 10, 10 * MS, 10, 1, SLUICE_ERESOLUTION, 0 }, /* 1 ms < coarse tick */
+		{ 1, 1, 1, 0, 0, 0 },                      /* smallest valid */
+		{ SLUICE_WINDOW_LIMIT_MAX, 4096, 4096, 0, 0, SLUICE_WINDOW_LEASE_MAX }, /* largest */
+		{ 10, SEC, 10, 0, SLUICE_ELEASE, SLUICE_WINDOW_LEASE_MAX + 1 },
+		{ 10, SEC, 10, 0, 0, SLUICE_WINDOW_LEASE_MAX },
 	};
 	return cr_make_param_array(struct bad_cfg, params, sizeof(params) / sizeof(params[0]));
 }
@@ -463,7 +457,7 @@ ParameterizedTest(struct bad_cfg *p, window, invalid_config)
 	sluice_clock_t m;
 	sluice_clock_manual_init(&m, 0);
 	sluice_window_config_t cfg = { .limit = p->limit, .window_ns = p->window_ns,
-		                       .buckets = p->buckets, .mode = (sluice_window_mode_t)p->mode,
+		                       .buckets = p->buckets,
 		                       .clock = p->clock ? &sluice_clock_coarse : &m,
 		                       .lease = p->lease };
 	sluice_window_t w, before;
@@ -489,34 +483,10 @@ Test(window, null_arguments)
 	cr_assert_eq(sluice_window_size(), sizeof(sluice_window_t));
 }
 
-struct refund_mode {
-	sluice_window_mode_t mode;
-};
-
-ParameterizedTestParameters(window, refund)
-{
-	static struct refund_mode p[] = { { SLUICE_EXACT } };
-	return cr_make_param_array(struct refund_mode, p, 1);
-}
-
-/* STRIPED counts in cells tagged with 32 bits, which a stalled refund could
- * not tell from reused ones: it gives nothing back, and says so. */
-Test(window, striped_refund_gives_nothing_back)
+Test(window, refund)
 {
 	sluice_window_t w;
-	make(&w, 10, SEC, 10, SLUICE_STRIPED);
-	sluice_decision_t a, d;
-	cr_assert_eq(sluice_window_acquire_at(&w, 10, 150 * MS, &a), 1);
-	cr_assert_eq(sluice_window_refund(&w, 4, &a), SLUICE_ECANCEL);
-	cr_assert_eq(sluice_window_acquire_at(&w, 1, 160 * MS, &d), 0, "nothing came back");
-	cr_assert_eq(sluice_window_refund(&w, 4, &a), SLUICE_ECANCEL);
-	sluice_window_destroy(&w);
-}
-
-ParameterizedTest(struct refund_mode *p, window, refund)
-{
-	sluice_window_t w;
-	make(&w, 10, SEC, 10, p->mode);
+	make(&w, 10, SEC, 10);
 	sluice_decision_t a, b, d;
 	cr_assert_eq(sluice_window_acquire_at(&w, 6, 150 * MS, &a), 1); /* bucket 1 */
 	cr_assert_eq(sluice_window_acquire_at(&w, 4, 160 * MS, &b), 1);
@@ -541,7 +511,7 @@ ParameterizedTest(struct refund_mode *p, window, refund)
 Test(window, lease_shrinks_to_exact_near_limit)
 {
 	sluice_window_t w;
-	make_leased(&w, 1000, SEC, 10, SLUICE_EXACT, 64);
+	make_leased(&w, 1000, SEC, 10, 64);
 	pin_to_this_cpu();
 	uint64_t admitted = 0;
 	for (int i = 0; i < 1100; i++)
@@ -561,7 +531,7 @@ Test(window, lease_shrinks_to_exact_near_limit)
 Test(window, lease_dies_with_its_epoch)
 {
 	sluice_window_t w;
-	make_leased(&w, 1000, SEC, 10, SLUICE_EXACT, 64);
+	make_leased(&w, 1000, SEC, 10, 64);
 	pin_to_this_cpu();
 	cr_assert_eq(sluice_window_acquire_at(&w, 1, 10 * MS, NULL), 1);
 	uint64_t taken = counted_at(&w, 10 * MS);
@@ -578,7 +548,7 @@ Test(window, lease_dies_with_its_epoch)
 Test(window, lease_refusal_writes_nothing)
 {
 	sluice_window_t w;
-	make_leased(&w, 100, SEC, 10, SLUICE_EXACT, 8);
+	make_leased(&w, 100, SEC, 10, 8);
 	pin_to_this_cpu();
 	while (sluice_window_acquire_at(&w, 1, 20 * MS, NULL) == 1)
 		;
@@ -603,7 +573,7 @@ Test(window, lease_refusal_writes_nothing)
 Test(window, lease_refund)
 {
 	sluice_window_t w;
-	make_leased(&w, 10, SEC, 10, SLUICE_EXACT, 4);
+	make_leased(&w, 10, SEC, 10, 4);
 	pin_to_this_cpu();
 	sluice_decision_t a, d;
 	cr_assert_eq(sluice_window_acquire_at(&w, 5, 150 * MS, &a), 1);
@@ -620,7 +590,7 @@ Test(window, lease_refund)
 Test(window, idle_lease_cannot_pass_for_a_wrapped_epoch)
 {
 	sluice_window_t w;
-	make_leased(&w, 100, 1000, 1, SLUICE_EXACT, 64);
+	make_leased(&w, 100, 1000, 1, 64);
 	pin_to_this_cpu();
 	cr_assert_eq(sluice_window_acquire_at(&w, 1, 1000, NULL), 1); /* epoch 1 */
 	uint64_t wrapped = (1ULL << 32) + 1;                          /* same tag */
@@ -637,16 +607,10 @@ Test(window, idle_lease_cannot_pass_for_a_wrapped_epoch)
 
 /* ---- set_limit -------------------------------------------------------- */
 
-ParameterizedTestParameters(window, set_limit_keeps_every_bucket)
-{
-	static struct refund_mode p[] = { { SLUICE_EXACT }, { SLUICE_STRIPED } };
-	return cr_make_param_array(struct refund_mode, p, sizeof(p) / sizeof(p[0]));
-}
-
-ParameterizedTest(struct refund_mode *p, window, set_limit_keeps_every_bucket)
+Test(window, set_limit_keeps_every_bucket)
 {
 	sluice_window_t w;
-	make(&w, 10, SEC, 10, p->mode);
+	make(&w, 10, SEC, 10);
 	sluice_decision_t d;
 	/* 4 in bucket 1, 6 in bucket 5 */
 	cr_assert_eq(sluice_window_acquire_at(&w, 4, 100 * MS, NULL), 1);
@@ -683,7 +647,7 @@ Test(window, available_near_2_64_and_after_jumps)
 {
 	sluice_window_t w;
 	const uint64_t W = SEC;
-	make(&w, 10, W, 10, SLUICE_EXACT);
+	make(&w, 10, W, 10);
 	uint64_t t = (UINT64_MAX / (W / 10) - 1) * (W / 10); /* the last bucket but one */
 	cr_assert_eq(sluice_window_available_at(&w, t), 10);
 	cr_assert_eq(sluice_window_acquire_at(&w, 7, t, NULL), 1);

@@ -94,16 +94,13 @@ static void *clock_main(void *arg)
 
 struct params {
 	int threads;
-	sluice_window_mode_t mode;
-	uint32_t lease; /* EXACT with per-CPU leases of up to this many */
+	uint32_t lease; /* per-CPU leases of up to this many; 0 = none */
 };
 
 ParameterizedTestParameters(window_threads, ledger_respects_bound)
 {
 	static struct params p[] = {
-		{ 2, SLUICE_EXACT, 0 }, { 4, SLUICE_EXACT, 0 }, { 8, SLUICE_EXACT, 0 },
-		{ 2, SLUICE_STRIPED, 0 }, { 4, SLUICE_STRIPED, 0 }, { 8, SLUICE_STRIPED, 0 },
-		{ 2, SLUICE_EXACT, 4 }, { 8, SLUICE_EXACT, 4 }, { 4, SLUICE_EXACT, 64 },
+		{ 2, 0 }, { 4, 0 }, { 8, 0 }, { 2, 4 }, { 8, 4 }, { 4, 64 },
 	};
 	return cr_make_param_array(struct params, p, sizeof(p) / sizeof(p[0]));
 }
@@ -113,7 +110,7 @@ ParameterizedTest(struct params *p, window_threads, ledger_respects_bound)
 	sluice_clock_manual_init(&mclock, 1000 * WIDTH);
 	sluice_window_t w;
 	sluice_window_config_t cfg = { .limit = LIMIT, .window_ns = WIDTH * BUCKETS,
-		                       .buckets = BUCKETS, .mode = p->mode, .clock = &mclock,
+		                       .buckets = BUCKETS, .clock = &mclock,
 		                       .lease = p->lease };
 	cr_assert_eq(sluice_window_init(&w, &cfg), 0);
 
@@ -155,9 +152,7 @@ ParameterizedTest(struct params *p, window_threads, ledger_respects_bound)
 		for (size_t k = 0; k < d[i].nrec; k++)
 			per[d[i].rec[k].epoch - lo] += d[i].rec[k].n;
 
-	uint64_t bound = LIMIT;
-	if (p->mode == SLUICE_STRIPED)
-		bound += (uint64_t)(p->threads - 1) * N_MAX; /* the header's bound */
+	const uint64_t bound = LIMIT; /* the header's bound */
 	uint64_t worst = 0, admitted = 0;
 	for (uint64_t e = 0; e < span; e++) {
 		admitted += per[e];
@@ -173,7 +168,7 @@ ParameterizedTest(struct params *p, window_threads, ledger_respects_bound)
 	cr_assert_gt(admitted, 10 * LIMIT);
 
 	/* quiescent: the ring's count equals the ledger of its last N epochs
-	 * (STRIPED may over-count an add it took back: never under-count) */
+	 * (with leases it may count leased, unspent permits: never fewer) */
 	uint64_t now = sluice_clock_now(&mclock);
 	/* available is the room under the limit, or the calling CPU's own
 	 * lease when that is larger (a decision here spends it first), so it
@@ -189,15 +184,12 @@ ParameterizedTest(struct params *p, window_threads, ledger_respects_bound)
 	for (uint64_t k = 0; k < BUCKETS && k <= head - lo; k++)
 		if (head - k <= hi)
 			ledger += per[head - k - lo];
-	if (p->mode == SLUICE_EXACT && !p->lease) {
+	if (!p->lease)
 		cr_assert_eq(counted, ledger, "ring count %llu vs ledger %llu",
 		             (unsigned long long)counted, (unsigned long long)ledger);
-	} else {
-		/* available reads no count above the limit, which STRIPED's
-		 * bound allows (L + (T - 1) n_max): compare up to L */
-		cr_assert_geq(counted, ledger < LIMIT ? ledger : LIMIT, "ring count %llu vs ledger %llu",
+	else
+		cr_assert_geq(counted, ledger, "ring count %llu vs ledger %llu",
 		              (unsigned long long)counted, (unsigned long long)ledger);
-	}
 	if (p->lease) {
 		/* leased but never spent: the header's per-epoch bound,
 		 * cells * (B + n_max - 1) + T * B, over the N epochs counted */
@@ -207,8 +199,8 @@ ParameterizedTest(struct params *p, window_threads, ledger_respects_bound)
 		cr_assert_leq(counted - ledger, waste, "leases lost %llu > bound %llu",
 		              (unsigned long long)(counted - ledger), (unsigned long long)waste);
 	}
-	cr_log_info("threads=%d mode=%s lease=%u decisions=%llu admitted=%llu worst=%llu bound=%llu epochs=%llu",
-	            p->threads, p->mode == SLUICE_EXACT ? "exact" : "striped", p->lease,
+	cr_log_info("threads=%d lease=%u decisions=%llu admitted=%llu worst=%llu bound=%llu epochs=%llu",
+	            p->threads, p->lease,
 	            (unsigned long long)decisions, (unsigned long long)admitted,
 	            (unsigned long long)worst, (unsigned long long)bound, (unsigned long long)span);
 
@@ -225,7 +217,7 @@ ParameterizedTest(struct params *p, window_threads, ledger_respects_bound)
  * raising past it).  Every admission records the limit its decision was
  * judged against (d.limit); the header's SET_LIMIT bound, checked exactly:
  * in every run of N consecutive epochs the permits admitted total at most
- * the largest d.limit among that run's admissions (+ STRIPED's slack).
+ * the largest d.limit among that run's admissions.
  * Every d.limit must be a limit that was set, and the run must see
  * several, or the change tested nothing.
  */
@@ -294,8 +286,7 @@ static void *lclock_main(void *arg)
 ParameterizedTestParameters(window_threads, set_limit_bound)
 {
 	static struct params p[] = {
-		{ 2, SLUICE_EXACT, 0 }, { 4, SLUICE_EXACT, 0 }, { 4, SLUICE_STRIPED, 0 },
-		{ 4, SLUICE_EXACT, 4 },
+		{ 2, 0 }, { 4, 0 }, { 4, 4 },
 	};
 	return cr_make_param_array(struct params, p, sizeof(p) / sizeof(p[0]));
 }
@@ -305,7 +296,7 @@ ParameterizedTest(struct params *p, window_threads, set_limit_bound)
 	sluice_clock_manual_init(&mclock, 1000 * WIDTH);
 	sluice_window_t w;
 	sluice_window_config_t cfg = { .limit = LIMITS[0], .window_ns = WIDTH * BUCKETS,
-		                       .buckets = BUCKETS, .mode = p->mode, .clock = &mclock,
+		                       .buckets = BUCKETS, .clock = &mclock,
 		                       .lease = p->lease };
 	cr_assert_eq(sluice_window_init(&w, &cfg), 0);
 	struct ldecider *d = calloc((size_t)p->threads, sizeof(*d));
@@ -356,7 +347,6 @@ ParameterizedTest(struct params *p, window_threads, set_limit_bound)
 			if (r.limit > lim[r.epoch - lo])
 				lim[r.epoch - lo] = r.limit;
 		}
-	uint64_t slack = p->mode == SLUICE_STRIPED ? (uint64_t)(p->threads - 1) * N_MAX : 0;
 	uint64_t admitted = 0, tight = 0;
 	for (uint64_t e = 0; e < span; e++) {
 		admitted += per[e];
@@ -366,7 +356,7 @@ ParameterizedTest(struct params *p, window_threads, set_limit_bound)
 			bound = lim[e - k] > bound ? lim[e - k] : bound;
 		}
 		tight += sum == bound;
-		cr_assert_leq(sum, bound + slack,
+		cr_assert_leq(sum, bound,
 		              "%d threads: %llu admitted in the %u epochs ending at %llu, "
 		              "largest d.limit among them %llu",
 		              p->threads, (unsigned long long)sum, BUCKETS,
@@ -374,8 +364,8 @@ ParameterizedTest(struct params *p, window_threads, set_limit_bound)
 	}
 	cr_assert_gt(refused, 0, "the limit must bite");
 	cr_assert_gt(tight, 0, "some runs must reach their bound, or it tests nothing");
-	cr_log_info("set_limit threads=%d mode=%s lease=%u admitted=%llu refused=%llu tight=%llu",
-	            p->threads, p->mode == SLUICE_EXACT ? "exact" : "striped", p->lease,
+	cr_log_info("set_limit threads=%d lease=%u admitted=%llu refused=%llu tight=%llu",
+	            p->threads, p->lease,
 	            (unsigned long long)admitted, (unsigned long long)refused,
 	            (unsigned long long)tight);
 	for (int i = 0; i < p->threads; i++)

@@ -57,7 +57,6 @@ static void make_ring(sluice_window_t *w, uint64_t width, uint32_t lease)
 		.limit = L,
 		.window_ns = width,
 		.buckets = 1,
-		.mode = SLUICE_EXACT,
 		.clock = &mclock,
 		.lease = lease,
 	};

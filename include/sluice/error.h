@@ -41,7 +41,7 @@
 	X(ECANCEL, 23, "booking could not be cancelled exactly")               \
 	X(ENOTSUP, 24, "operation not supported by this limiter kind")          \
 	X(ETRUNC, 25, "output buffer too small; nothing usable was written")   \
-	X(ELEASE, 26, "lease out of range (0..65536, and only with SLUICE_EXACT)") \
+	X(ELEASE, 26, "lease out of range (0..65536)")                         \
 	X(EKEYLEN, 27, "key empty, or longer than the table's maximum key length") \
 	X(EKEYFULL, 28, "no room for a new key in its probe group (policy reject)") \
 	X(ELAYOUT, 29, "memory does not hold a keyed table of this version and layout") \

@@ -152,8 +152,8 @@ SLUICE_API int sluice_limiter_available_at(sluice_limiter_t *l, uint64_t now, ui
 SLUICE_API int sluice_limiter_available(sluice_limiter_t *l, uint64_t *out);
 
 /*
- * sluice_limiter_set_rate - @rate per @period_ns: GCRA, leaky (its drain);
- *   warm-up has no live setter (warmup.h): SLUICE_ENOTSUP.
+ * sluice_limiter_set_rate - @rate per @period_ns: GCRA, leaky (its drain),
+ *   warm-up (its stable rate; warmup.h SET_RATE).
  * sluice_limiter_set_burst - @burst: GCRA's b; the leaky meter's depth D
  *   (the value its config names, so the meter holds D + 1 at once).
  * sluice_limiter_set_limit - @limit: fixed, window, log, in-flight, decay.

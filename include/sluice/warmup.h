@@ -34,12 +34,15 @@
  *   n(k) * I, where d->now_ns + d->reset_ns of admission k is exactly that
  *   ticket.  Hence:
  *     (a) rate: the starts inside any interval of length D total at most
- *         D / I + L permits (L = the largest n, sluice_warmup_t.limit);
+ *         D / I + L permits (L = the largest n, sluice_warmup_limit());
  *     (b) cold start: after init, or once next lies P or more in the past
  *         (an idle limiter), the starts within D <= P of the first one total
  *         at most X(D) + L permits, X(D) = M * (3 - sqrt(9 - 8 D / P)) / 4:
  *         X(P) = M / 2, half what the stable rate passes in P.
  *   Refunded admissions (sluice_warmup_refund() returned 0) do not count.
+ *   Across set_rate changes the chain still holds, each cost paid at the
+ *   rate in force when it was booked, so (a) holds with I the smallest
+ *   interval and L the largest limit in force during the interval.
  *
  * WORST CASE.  Warm-up is a ramp, not a burst allowance: the limiter never
  *   passes more than one request at an instant and never faster than the
@@ -115,16 +118,42 @@
  *   leaves can make a call spin: such a state is read toward fewer
  *   admissions (a later ticket, fully cold).
  *
- * SET_RATE: not offered.  The stable rate fixes the packed word's grid
- *   (unit_ns), the stored permits' fixed point (frac_bits, from M = P / I)
- *   and the curve, and a decision reads them beside the word with no way to
- *   tell which rate a word was written under; a live change needs the word
- *   to name its parameter set (as GCRA's seal does), which this version
- *   does not have.  sluice_limiter_set_rate() says SLUICE_ENOTSUP; build a
- *   new limiter (it starts cold, as Guava's does at construction).
+ * SET_RATE (sluice_warmup_set_rate(), live, from any thread, while
+ *   decisions run).  Guava's setRate rule: the limiter keeps its place on
+ *   the warm-up ramp.  The next free ticket is kept, and the stored permits
+ *   keep their fraction of M: s' = s * M' / M (M' = P / I'), rounded up
+ *   (colder).  So a change hands out nothing, as gcra.h's SET_RATE: no
+ *   request can start before the ticket booked before the change (no fresh
+ *   burst), the pending cost stays paid at the old rate, and the requests
+ *   after it pay the new curve from the same temperature: a warm limiter
+ *   raised from 1/s to 10/s passes its next request at the 1/s ticket and
+ *   the ones after 100 ms apart; a fully cold one stays fully cold and
+ *   warms up over P at the new rate.  Idle time cools the limiter by the
+ *   same fraction per ns at any rate (M per P), so a change needs no time
+ *   (no _at variant): converting before or after an idle gap is the same.
+ *   The ticket also moves one unit_ns later per change (the stored permits
+ *   gaining that unit's cooling, so every reading at or after the new
+ *   ticket sees the state it would have seen; readings before it are
+ *   refused): every state after a change then differs from every state
+ *   before it, which is how decisions tell them apart, and a booking made
+ *   before a change can no longer be given back (SLUICE_ECANCEL: its cost
+ *   was the old rate's).  L follows the rate (max(1, floor(M'))); a request
+ *   above the new L is SLUICE_ETOOBIG.  Each booking uses one consistent
+ *   pair (parameter set, state): the anchor's bit 0 names the set the word
+ *   is written under, flipped by the same double-width CAS that converts
+ *   the word, so a decision that read the old set when the change lands
+ *   fails its CAS and decides again (a refusal, which writes nothing, by
+ *   a decision overlapping two changes may report the later set's L);
+ *   a stalled set_rate never blocks a
+ *   decision (the decisions read the set in force, which no call
+ *   rewrites).  The time grid (unit_ns, horizon_ns) stays the one init
+ *   chose: it was sized for any L I up to max(P, L I at init), and
+ *   set_rate refuses a rate whose L I exceeds that (SLUICE_ERATE; only
+ *   possible with I > P).
  *
- * MEMORY: one cache line of hot state (the anchor and the state word), in
- *   a caller-allocated struct; nothing is allocated.
+ * MEMORY: one cache line of hot state (the anchor and the state word), two
+ *   parameter sets read by decisions and written only by set_rate, in a
+ *   caller-allocated struct; nothing is allocated.
  */
 #ifndef SLUICE_WARMUP_H
 #define SLUICE_WARMUP_H
@@ -142,6 +171,7 @@
 #define SLUICE_WARMUP_PERIOD_MAX_NS (1ULL << 46)
 #define SLUICE_WARMUP_STORED_MAX (1ULL << 20) /* M = P / I at most this */
 #define SLUICE_WARMUP_COLD_FACTOR 3
+#define SLUICE_WARMUP_WRITER_WAIT_NS 1000000000ULL /* set_rate's wait, 1 s */
 
 typedef struct sluice_warmup_config {
 	uint64_t rate;               /* stable rate: `rate` permits ...          */
@@ -150,26 +180,43 @@ typedef struct sluice_warmup_config {
 	const sluice_clock_t *clock; /* NULL: &sluice_clock_cached               */
 } sluice_warmup_config_t;
 
+/*
+ * private: one parameter set (the rate's: everything that depends on I).
+ * Two of them; bit 0 of the anchor says which one the state is written
+ * under (lib/warmup.c, SET_RATE).  @seq is even while the set is stable
+ * and odd while set_rate rewrites it (a seqlock, for the spare set only).
+ */
+struct sluice__warmup_params {
+	_Atomic uint64_t seq;
+	_Atomic uint64_t rate, period_ns;
+	_Atomic uint64_t limit;     /* L: the largest n one request may take */
+	_Atomic uint64_t frac_bits; /* F: stored permits in units of 2^-F    */
+	_Atomic uint64_t max_q;     /* M in units of 2^-F, rounded up        */
+	_Atomic double interval;    /* I in ns                               */
+	_Atomic double thresh;      /* T = M / 2, permits                    */
+	_Atomic double curve_k;     /* 2 I / M: area above I is
+	                             * k((b-T)^2 - (a-T)^2)                  */
+};
+
 typedef struct sluice_warmup {
-	/* read-only after init */
-	uint64_t rate;
-	uint64_t period_ns;
+	/* read-only after init (the rate's parameters: params below, and
+	 * sluice_warmup_limit(), sluice_warmup_rate()) */
 	uint64_t warmup_ns;
-	uint64_t limit;      /* L: the largest n one request may take         */
 	uint64_t horizon_ns; /* the longest delay a reservation can book       */
 	uint64_t unit_ns;    /* grid of the next free ticket (power of two)    */
 	const sluice_clock_t *clock;
 	/* private, read-only after init */
 	uint32_t unit_shift; /* log2(unit_ns)                                  */
-	uint32_t frac_bits;  /* F: stored permits are in units of 2^-F         */
-	uint64_t max_q;      /* M in units of 2^-F, rounded up                 */
+	uint64_t fresh_max;  /* bound on L I for every rate set_rate accepts:
+	                      * max(P, L I at init), ns; it sized the grid      */
 	uint64_t cost_max;   /* bound on any one cost, ns                      */
-	double interval;     /* I in ns                                        */
-	double thresh;       /* T = M / 2, permits                             */
-	double curve_k;      /* 2 I / M: area above I is k((b-T)^2 - (a-T)^2)  */
+	/* private: read by every decision, written by set_rate */
+	struct sluice__warmup_params params[2];
+	_Atomic int writer;  /* set_rate calls serialise on it                 */
 	/* private: written by decisions, on a line of their own */
 	/* anchor and word are one 16-byte pair, CASed together (lib/warmup.c) */
-	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t anchor; /* time base, only grows */
+	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t anchor; /* time base, only grows;
+	                                                     * bit 0: the era */
 	_Atomic uint64_t word; /* packed state, see lib/warmup.c                  */
 } sluice_warmup_t;
 
@@ -203,6 +250,7 @@ SLUICE_API size_t sluice_warmup_size(void);
  * passed) before using the permits, and the ticket moves on by their cost.
  * Otherwise books nothing and refuses; d->retry_after_ns is then the time
  * from d->now_ns until the same reservation would be booked.
+ * d->limit: L of the parameter set the decision used.
  * d->reset_ns: time from now_ns to the next free ticket after the decision;
  * d->remaining: always 0 (one request at a time: after any decision the
  * next free ticket is ahead of now_ns).
@@ -281,7 +329,7 @@ SLUICE_API int sluice_warmup_cancel(sluice_warmup_t *w, uint64_t n,
 
 /*
  * sluice_warmup_available_at - the largest n that sluice_warmup_acquire_at()
- * at @now would admit, taking nothing: L (sluice_warmup_t.limit) once the
+ * at @now would admit, taking nothing: L (sluice_warmup_limit()) once the
  * next free ticket is at or before @now (Guava's pay-later rule: any n up
  * to L passes then, and the next request pays), 0 before it; near the end
  * of the time base (LIMITS), only the n whose ticket still fits.  Lock-free,
@@ -291,5 +339,41 @@ SLUICE_API int sluice_warmup_cancel(sluice_warmup_t *w, uint64_t n,
 SLUICE_API uint64_t sluice_warmup_available_at(sluice_warmup_t *w, uint64_t now);
 /* sluice_warmup_available - as _at, reading the limiter's clock. */
 SLUICE_API uint64_t sluice_warmup_available(sluice_warmup_t *w);
+
+/*
+ * sluice_warmup_set_rate - change the stable rate to @rate permits per
+ * @period_ns, keeping the state (SET_RATE above says exactly how).
+ * @w: the limiter.  @rate, @period_ns: as in the config.
+ *
+ * Safe while decisions run on any number of threads: they never wait for
+ * it (a decision that read the old set when the change lands fails its
+ * CAS and decides again, against the new one).  Calls serialise among
+ * themselves on a flag, waiting with sched_yield for at most
+ * SLUICE_WARMUP_WRITER_WAIT_NS: a control-path operation.  The change
+ * itself is one double-width CAS of (anchor, word), retried only when a
+ * decision wrote the state in between (lock-free).  No allocation.
+ * Return: 0; SLUICE_EINVAL (NULL); what init returns for these parameters
+ * with this limiter's warm-up period and clock (SLUICE_ERATE,
+ * SLUICE_EWARMUP when M = P / I exceeds SLUICE_WARMUP_STORED_MAX,
+ * SLUICE_ERESOLUTION); SLUICE_ERATE also when L I, the cost of the
+ * largest request at the stable rate, exceeds max(P, L I at init), the
+ * span the time grid was sized for, or when unit_ns > 1 and the new I is
+ * below 512 unit_ns, the grid's precision bound (PRECISION); both are
+ * possible only when I > P at init or after;
+ * SLUICE_ETIMEDOUT when another set_rate held the flag that long (stopped
+ * mid-change: its change completes when it resumes); SLUICE_EBUSY when
+ * the ticket, moved one unit per change, would leave the range the state
+ * word can hold (only after about 2^33 changes with no decision that
+ * moves the anchor).  Nothing changes on error.
+ */
+SLUICE_API int sluice_warmup_set_rate(sluice_warmup_t *w, uint64_t rate, uint64_t period_ns);
+
+/*
+ * sluice_warmup_limit - L in force, the largest n one request may take.
+ * sluice_warmup_rate - the stable rate in force (*@rate per *@period_ns).
+ * Lock-free snapshots; a concurrent set_rate may make them stale at once.
+ */
+SLUICE_API uint64_t sluice_warmup_limit(sluice_warmup_t *w);
+SLUICE_API void sluice_warmup_rate(sluice_warmup_t *w, uint64_t *rate, uint64_t *period_ns);
 
 #endif /* SLUICE_WARMUP_H */

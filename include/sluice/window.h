@@ -7,22 +7,14 @@
  *
  * GUARANTEES (L the limit; while set_limit changes it, read SET_LIMIT below)
  *
- *   SLUICE_EXACT (any number of threads, any timing):
+ *   Any number of threads, any timing:
  *     for every run of N consecutive epochs, the permits admitted total at
  *     most L.  Check-and-count is one CAS on the current bucket's word; the
  *     sum of the N-1 closed buckets is computed once per epoch (when the
  *     epoch opens) from buckets that are sealed before the ring advances, so
  *     no late writer can add to a count that a newer epoch already summed.
  *
- *   SLUICE_STRIPED (read-check-add on per-CPU cells):
- *     for every run of N consecutive epochs, admitted <= L + (T-1) * n_max,
- *     where T is the number of threads deciding on this window at once and
- *     n_max the largest n they ask for.  The check reads every cell, the add
- *     touches only this CPU's cell, so up to T-1 concurrent adds can be
- *     missing from what a thread checked.  Every admission is counted:
- *     an add that races with the bucket's seal is detected and retried.
- *
- *   SLUICE_EXACT with leases (config.lease = B > 0), for hot keys:
+ *   With leases (config.lease = B > 0), for hot keys:
  *     the same bound, at most L per N consecutive epochs, any timing.  A
  *     decision first spends from its CPU's lease: a cache line of its own
  *     holding (epoch tag, permits), decremented by CAS.  When the lease is
@@ -48,7 +40,7 @@
  *     lease, or one deposited by a taker that stalled for any time, is
  *     never spent in another epoch.
  *
- *   STALLS AND WRAP, every mode: the bounds above hold for threads stalled
+ *   STALLS AND WRAP, with or without leases: the bounds above hold for threads stalled
  *   for any time at any instruction (preempted, in a signal handler, their
  *   process stopped) and for readings anywhere in 0..2^64-1.  Words that
  *   decisions CAS carry 32 bits of their epoch; head and the full epoch
@@ -61,7 +53,7 @@
  *   which give permits out, compare and CAS full epochs and fail on a
  *   reused word however long they stalled.
  *
- *   NOT GUARANTEED, in either mode (the worst case, not the friendly one):
+ *   NOT GUARANTEED, with or without leases (the worst case, not the friendly one):
  *   the ring bounds bucket-aligned windows only.  An arbitrary interval of
  *   length W can see up to 2L with adversarial timing: L admitted at the very
  *   end of bucket k, then L again at the start of bucket k+N, when bucket k
@@ -87,7 +79,7 @@
  *   above hold with L = the largest decision.limit among the admissions
  *   of the N epochs: at most max(old, new) across one change (a decision
  *   that read the old limit just before the change may still admit
- *   against it; STRIPED adds its (T-1) * n_max).  A decision that stalled
+ *   against it).  A decision that stalled
  *   between reading the limit and its CAS across several changes is
  *   judged against the limit it read.  A spend from a lease checks no
  *   limit: its permits were counted against its taker's, and it reports
@@ -101,22 +93,22 @@
  *   buckets or mint permits.  A forward jump opens a new epoch; buckets it
  *   skips count zero.
  *
- * COST: admission (EXACT) is three relaxed loads and one CAS, no division.
+ * COST: admission (no leases) is three relaxed loads and one CAS, no division.
  *   With leases, an admission from the lease is one CAS on this CPU's own
  *   line (plus two shared reads when @d is filled); one in B touches the
  *   bucket word.
  *   Opening an epoch reads the N-1 previous bucket words (O(N), once per
  *   bucket width, by whichever thread gets there first; others may help).
  *   A refusal that fills a decision scans up to N buckets to compute
- *   retry_after_ns.  STRIPED admissions read every cell (O(CPUs)).
+ *   retry_after_ns.
  *
  * LIMITS: L in 1..SLUICE_WINDOW_LIMIT_MAX (2^30 - 1); N in 1..4096; W a
  *   whole multiple of N ns; W/N >= the clock's resolution.
- *   Leases: B in 0..SLUICE_WINDOW_LEASE_MAX, EXACT mode only.
+ *   Leases: B in 0..SLUICE_WINDOW_LEASE_MAX.
  *   Needs a 16-byte compare-and-swap (x86-64 CMPXCHG16B, arm64).
  * MEMORY: 16 bytes per bucket (rounded up to a power of two) plus 128 bytes;
- *   STRIPED and leases add 64 bytes per possible CPU (cells are a power of
- *   two).  Allocated at init only.
+ *   leases add 64 bytes per possible CPU (cells are a power of two).
+ *   Allocated at init only.
  */
 #ifndef SLUICE_WINDOW_H
 #define SLUICE_WINDOW_H
@@ -134,19 +126,13 @@
 #define SLUICE_WINDOW_BUCKETS_MAX 4096u
 #define SLUICE_WINDOW_LEASE_MAX 65536u
 
-typedef enum sluice_window_mode {
-	SLUICE_EXACT = 0,
-	SLUICE_STRIPED = 1,
-} sluice_window_mode_t;
-
 typedef struct sluice_window_config {
 	uint64_t limit;              /* L: permits per window, >= 1        */
 	uint64_t window_ns;          /* W                                  */
 	uint32_t buckets;            /* N: 1..4096; W % N == 0             */
-	sluice_window_mode_t mode;   /* SLUICE_EXACT or SLUICE_STRIPED     */
 	const sluice_clock_t *clock; /* NULL: &sluice_clock_cached         */
-	uint32_t lease;              /* EXACT only: per-CPU lease of up to
-	                              * this many permits; 0 = no leases   */
+	uint32_t lease;              /* per-CPU lease of up to this many
+	                              * permits; 0 = no leases             */
 } sluice_window_config_t;
 
 /*
@@ -181,20 +167,19 @@ typedef struct sluice_window {
 	/* written only by sluice_window_set_limit() (relaxed); a decision
 	 * reads one of them once and is judged against it (SET_LIMIT) */
 	_Atomic uint64_t limit;
-	_Atomic uint64_t fast_limit;       /* L for EXACT without leases, else
-	                                    * 0: one compare gates the inline
-	                                    * path on n, mode and leases   */
+	_Atomic uint64_t fast_limit;       /* L without leases, else 0: one
+	                                    * compare gates the inline path
+	                                    * on n and leases              */
 	/* read-only after init */
 	uint64_t window_ns;
 	uint64_t width_ns;                 /* W / N                        */
 	uint32_t buckets;                  /* N                            */
 	uint32_t mask;                     /* slots - 1 (slots = 2^k >= N) */
-	uint32_t cell_mask;                /* STRIPED, leases: cells - 1   */
+	uint32_t cell_mask;                /* leases: cells - 1            */
 	uint32_t lease;                    /* B; 0 = no leases             */
-	sluice_window_mode_t mode;
 	const sluice_clock_t *clock;
 	struct sluice__window_slot *slots; /* one per bucket               */
-	struct sluice_window_cell *cells;  /* STRIPED counts, or leases    */
+	struct sluice_window_cell *cells;  /* leases; NULL without         */
 	/* private: read by every decision, written once per epoch */
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t head; /* newest epoch  */
 	_Atomic uint64_t cur;              /* tag32(head) | base32: sum of the
@@ -212,8 +197,8 @@ typedef struct sluice_window {
  * sluice_window_init - validate @cfg and allocate the ring.
  * Return: 0; SLUICE_EINVAL (NULL), SLUICE_ELIMIT, SLUICE_EBUCKETS,
  * SLUICE_EWINDOW (W = 0 or W % N != 0), SLUICE_ERESOLUTION (W/N below the
- * clock's resolution), SLUICE_EMODE, SLUICE_ELEASE (lease above
- * SLUICE_WINDOW_LEASE_MAX, or with STRIPED), SLUICE_ECLOCK, SLUICE_ENOMEM.
+ * clock's resolution), SLUICE_ELEASE (lease above SLUICE_WINDOW_LEASE_MAX),
+ * SLUICE_ECLOCK, SLUICE_ENOMEM.
  * On error @w is left untouched and nothing is allocated.  Allocates the
  * ring (the only allocation a window ever makes); not thread-safe for the
  * same @w, and no decision may run on @w before it returns.
@@ -227,16 +212,16 @@ SLUICE_API size_t sluice_window_size(void);
  * sluice_window_refund - give back @n permits of the admission @admitted
  * describes (its decision, as filled by acquire).
  *
- * EXACT: while the admission's bucket is still open, its count drops by n
+ * While the admission's bucket is still open, its count drops by n
  * at once (one double-width CAS of the bucket word with its full epoch:
  * it fails on a reused bucket, however long this call stalled).  Once the
  * bucket is sealed its count is final: the permits stay counted until the
  * bucket leaves the window (fewer future admissions, never more) and
  * SLUICE_ECANCEL says so.  Once the bucket has left the window there is
  * nothing left to give back.  The admission's epoch is compared in full,
- * so a decision of any age is judged right.  STRIPED: SLUICE_ECANCEL
- * always (its counts live in cells a stalled refund could not tell from
- * reused ones; the permits stay counted until the bucket leaves).
+ * so a decision of any age is judged right.  With leases the same holds:
+ * an admission's permits, spent from a lease or not, were counted in its
+ * bucket, and are given back there.
  * Caller's contract: refund each admission at most once, and at most the
  * n it took; the window keeps no record per admission, so it cannot tell
  * a repeated refund from another admission's (the count never goes below
@@ -385,7 +370,7 @@ static inline int sluice__window_lease_spend(sluice_window_t *w, struct sluice_w
 	return 0;
 }
 
-/* private: EXACT with leases, inline; see the GUARANTEES above. */
+/* private: the leased path, inline; see the GUARANTEES above. */
 static inline int sluice__window_acquire_leased(sluice_window_t *w, uint64_t n, uint64_t now,
                                                 sluice_decision_t *d)
 {
@@ -432,7 +417,7 @@ static inline int sluice__window_acquire_leased(sluice_window_t *w, uint64_t n, 
  * Lock-free: a thread that finds the epoch half-opened or half-sealed
  * finishes that step itself instead of waiting, so a stalled thread never
  * blocks the others.  No allocation.  Safe from any number of threads.
- * EXACT: relaxed CAS on the bucket word; the admission depends only on that
+ * Without leases: relaxed CAS on the bucket word; the admission depends only on that
  * word and on `cur`, whose base is a pure function of the epoch it tags.
  * Leases: relaxed CAS on this CPU's cell; every permit in a cell tagged
  * with epoch h was first counted in h's bucket by the CAS that leased it.
@@ -444,7 +429,7 @@ static inline int sluice__window_acquire_leased(sluice_window_t *w, uint64_t n, 
 static inline int sluice_window_acquire_at(sluice_window_t *w, uint64_t n, uint64_t now,
                                            sluice_decision_t *d)
 {
-	/* n = 0, n > L, STRIPED and leases all fail this one compare.
+	/* n = 0, n > L and leases all fail this one compare.
 	 * Relaxed: the limit publishes nothing; the one value read here is
 	 * what this decision is judged against (SET_LIMIT). */
 	uint64_t L = atomic_load_explicit(&w->fast_limit, memory_order_relaxed);
@@ -500,8 +485,7 @@ static inline int sluice_window_acquire(sluice_window_t *w, uint64_t n, sluice_d
  * than the newest bucket is read as that bucket (CLOCK JUMPS).
  *
  * The current limit minus what the N buckets up to now's bucket count (0
- * when they count a lowered limit or more); STRIPED adds its cells, as its
- * check does.  With leases, leased and unspent permits count as taken, and
+ * when they count a lowered limit or more).  With leases, leased and unspent permits count as taken, and
  * the calling CPU's own lease of that epoch counts as available when it
  * holds more (a decision on this CPU spends it first).  Exact when no
  * decision or set_limit runs on another thread; otherwise a snapshot.
@@ -520,9 +504,9 @@ SLUICE_API uint64_t sluice_window_available(sluice_window_t *w);
  * count and every lease (see SET_LIMIT above for what it means for permits
  * already counted and for decisions running meanwhile).
  * Safe while decisions run on any number of threads: they read the limit
- * without a lock (relaxed); the call stores it (and, for EXACT without
- * leases, the inline path's copy of it, made consistent with it when
- * calls race).  No allocation.  It takes effect at once for the window
+ * without a lock (relaxed); the call stores it (and, without leases, the
+ * inline path's copy of it, made consistent with it when calls race).
+ * No allocation.  It takes effect at once for the window
  * ending in the current bucket: there is no time to anchor it to, so
  * there is no _at variant.
  * Return: 0; SLUICE_EINVAL (NULL), SLUICE_ELIMIT (outside

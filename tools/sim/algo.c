@@ -39,8 +39,7 @@ static const struct algo_def defs[] = {
 	  { { "buckets", COUNT, "10" },
 	    { "limit", COUNT, "L" },
 	    { "window", DURATION, "W" },
-	    { "mode", WORD, "exact (or striped)" },
-	    { "lease", COUNT, "0 (exact: per-CPU lease cap B)" } } },
+	    { "lease", COUNT, "0 (per-CPU lease cap B)" } } },
 	{ "gcra", NULL, SLUICE_ALGO_GCRA, "token bucket (GCRA), rate per period, burst b",
 	  { { "rate", COUNT, "L" }, { "period", DURATION, "W" }, { "burst", COUNT, "L" } } },
 	{ "leaky", NULL, SLUICE_ALGO_LEAKY, "leaky bucket: meter (burst D+1) or shaper (paced)",
@@ -146,20 +145,14 @@ static const char *apply(const struct algo_def *def, sim_algo_t *a, const char *
 		return why;
 	}
 	sluice_limiter_config_t *c = &a->cfg;
-	if (strcmp(key, "mode") == 0) {
-		int ring = def->kind == SLUICE_ALGO_WINDOW;
-		const char *m0 = ring ? "exact" : "meter", *m1 = ring ? "striped" : "shaper";
-		int m = strcmp(val, m0) == 0 ? 0 : strcmp(val, m1) == 0 ? 1 : -1;
+	if (strcmp(key, "mode") == 0) { /* only the leaky bucket has modes */
+		int m = strcmp(val, "meter") == 0 ? 0 : strcmp(val, "shaper") == 0 ? 1 : -1;
 		if (m < 0) {
-			snprintf(why, len, "mode=%s: use %s or %s", val, m0, m1);
+			snprintf(why, len, "mode=%s: use meter or shaper", val);
 			return why;
 		}
-		if (ring) {
-			c->window.mode = m ? SLUICE_STRIPED : SLUICE_EXACT;
-		} else {
-			a->shaper = m;
-			c->leaky.mode = m ? SLUICE_LEAKY_SHAPER : SLUICE_LEAKY_METER;
-		}
+		a->shaper = m;
+		c->leaky.mode = m ? SLUICE_LEAKY_SHAPER : SLUICE_LEAKY_METER;
 		return NULL;
 	}
 	if (strcmp(key, "lease") == 0) {
@@ -253,7 +246,7 @@ int sim_algo_parse(const char *spec, uint64_t limit, uint64_t window_ns, sim_alg
 		break;
 	case SLUICE_ALGO_WINDOW:
 		c->window = (sluice_window_config_t){ .limit = limit, .window_ns = window_ns,
-			                              .buckets = 10, .mode = SLUICE_EXACT };
+			                              .buckets = 10 };
 		break;
 	case SLUICE_ALGO_GCRA:
 		c->gcra = (sluice_gcra_config_t){ .rate = limit, .period_ns = window_ns,
