@@ -707,7 +707,7 @@ int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen, uint
  *   FIXED: while the key's window is still the admission's, its count
  *     drops by n.
  *   WINDOW: never (its buckets are shared by every decision of the key
- *     and the ring moves on; as window.h's STRIPED refunds): ECANCEL.
+ *     and the ring moves on): ECANCEL.
  * The CAS is the decisions' pair CAS of (state, owner), after the same
  * reads and key checks (read_state), so a refund stopped for any time gives
  * nothing to a later owner of the slot, nor to a later state of this key.

@@ -550,7 +550,7 @@ SLUICE_API int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t k
  * drops by n; INFLIGHT: a release of n.  Otherwise nothing is given back
  * and the permits stay counted (fewer admissions later, never more):
  * SLUICE_ECANCEL, also always for WINDOW (its buckets move on under every
- * decision of the key, as window.h's STRIPED refunds) and when the key is
+ * decision of the key) and when the key is
  * no longer in the table (reclaimed fresh, or evicted).  The caller's
  * contract: each admission at most once, with at most the n it took.
  * Never creates a key.  Lock-free, no allocation; after a stop of any

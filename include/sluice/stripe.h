@@ -13,7 +13,7 @@
  * A stripe is an array of 64-bit cells, each on its own cache line.  add()
  * touches one cell, so threads on different CPUs never write the same line;
  * sum() reads every cell.  Use it for counts that are written far more often
- * than read (statistics, the striped window mode).
+ * than read (statistics: keyed tables, the rules engine's metrics).
  *
  * Cell choice (fixed at init):
  *   SLUICE_STRIPE_BY_CPU    the cell of the CPU the thread runs on, read
