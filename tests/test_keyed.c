@@ -212,7 +212,7 @@ static void module_init(union module *m, sluice_algo_t a, const sluice_keyed_con
 	int rc = -1;
 	switch (a) {
 	case SLUICE_ALGO_GCRA: {
-		sluice_gcra_config_t g = { c->rate, c->period_ns, c->burst, &mclock };
+		sluice_gcra_config_t g = { c->rate, c->period_ns, c->burst, &mclock, 0, 0 };
 		rc = sluice_gcra_init(&m->g, &g);
 		break;
 	}

@@ -169,12 +169,43 @@
 /* The latest TAT: admissions never book past it. */
 #define SLUICE_GCRA_TIME_MAX (SLUICE__GCRA_SEAL_MIN - 1)
 
+/* Most permits one lease takes (B); a cell's count fits 17 bits. */
+#define SLUICE_GCRA_LEASE_MAX 65536u
+/* V when a lease is asked for with lease_ns = 0: 100 us. */
+#define SLUICE_GCRA_LEASE_NS_DEFAULT 100000ULL
+/* Longest V: 1 s. */
+#define SLUICE_GCRA_LEASE_NS_MAX 1000000000ULL
+/* Longest tolerance b * T with leases: 2^47 - 1 ns (39 hours); a cell
+ * keeps its take's TAT as 47 bits beside its 17-bit count. */
+#define SLUICE_GCRA_LEASE_SPAN_MAX ((1ULL << 47) - 1)
+/* private: a cell's `held` word: (TAT the take left - take time) << 17 | count */
+#define SLUICE__GCRA_HELD_BITS 17
+#define SLUICE__GCRA_HELD_COUNT ((1ULL << SLUICE__GCRA_HELD_BITS) - 1)
+
 typedef struct sluice_gcra_config {
 	uint64_t rate;               /* permits per period, >= 1                 */
 	uint64_t period_ns;          /* >= rate: T = period_ns / rate >= 1 ns    */
 	uint64_t burst;              /* b >= 1: the most that pass at once, full */
 	const sluice_clock_t *clock; /* NULL: &sluice_clock_cached               */
+	uint32_t lease;              /* B: per-CPU leases of up to B permits;
+	                              * 0 (the default) = no leases, exact b + t/T */
+	uint64_t lease_ns;           /* V: a lease is spent only within V of its
+	                              * take; 0 = SLUICE_GCRA_LEASE_NS_DEFAULT  */
 } sluice_gcra_config_t;
+
+/*
+ * A per-CPU lease cell: picked (sluice__stripe_pick) and allocated
+ * (sluice__stripe_alloc) as stripe.h's cells are, one line per CPU, but not
+ * a line of counters: @stamp and @held are one 16-byte pair, spent and
+ * deposited by a double-width CAS of both, so a spend can never take a
+ * permit of another lease than the one whose take time it checked
+ * (lib/gcra.c, "Leases").
+ */
+struct sluice_gcra_cell {
+	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t stamp; /* the take's reading t0 */
+	_Atomic uint64_t held; /* (left - t0) << 17 | permits left in the lease */
+	char pad[SLUICE_CACHELINE - 2 * sizeof(uint64_t)];
+};
 
 /* private: one parameter set.  Two slots; the era's parity picks one. */
 struct sluice__gcra_params {
@@ -194,6 +225,11 @@ typedef struct sluice_gcra {
 	const sluice_clock_t *clock;
 	uint32_t booking;         /* made for bookings (pacing), so tau below
 	                           * the clock's resolution is fine         */
+	uint32_t lease;           /* B; 0: no leases (cells is NULL)        */
+	uint32_t cell_mask;       /* leases: cells - 1 (a power of two)     */
+	uint32_t cell_shift;      /* leases: log2(cells) + 1                */
+	uint64_t lease_ns;        /* leases: V                              */
+	struct sluice_gcra_cell *cells; /* leases: one per possible CPU     */
 	/* private: read by every decision, written only by reconfigurations */
 	_Atomic uint64_t era;     /* current era; params[era & 1] in force */
 	struct sluice__gcra_params params[2];
@@ -234,6 +270,9 @@ SLUICE_API int sluice__gcra_init_booking(sluice_gcra_t *g, const sluice_gcra_con
 #define SLUICE__GCRA_SLOW 2
 SLUICE_API int sluice__gcra_take_slow(sluice_gcra_t *g, uint64_t n, uint64_t now,
                                       uint64_t max_delay, sluice_decision_t *d);
+/* private: acquire with leases on (lib/gcra.c, "Leases") */
+SLUICE_API int sluice__gcra_acquire_leased(sluice_gcra_t *g, uint64_t n, uint64_t now,
+                                           sluice_decision_t *d);
 
 /* private: floor(x / T) for x < 2^62, with the precomputed reciprocal
  * (Granlund-Montgomery: the error x*e/2^(62+shift) < 1/T, see gcra.c). */
@@ -413,6 +452,8 @@ sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_decisi
 	 * called twice GCC's size estimate stops inlining this function and
 	 * calls a copy (perf/instructions.sh gcra: 58 -> 89 instructions per
 	 * decision); forced, it is 59. */
+	if (SLUICE_UNLIKELY(g->cells != NULL))
+		return sluice__gcra_acquire_leased(g, n, now, d);
 	uint64_t a = atomic_load_explicit(&g->tat, memory_order_acquire);
 	/* Acquire: pairs with the era flip (sluice__gcra_try()'s note). */
 	const struct sluice__gcra_params *p =
