@@ -328,6 +328,28 @@ static void setup_leaky(const struct params *p)
 		die("leaky init", rc);
 }
 
+/* The leased series of issue 15: GCRA and the leaky meter with per-CPU
+ * leases of up to LEASE permits and the default V (gcra.h, LEASES). */
+static void setup_gcra_lease(const struct params *p)
+{
+	sluice_gcra_config_t c = gcra_config(p);
+	c.lease = LEASE;
+	int rc = sluice_gcra_init(&g.gcra, &c);
+	if (rc)
+		die("gcra init", rc);
+}
+static void teardown_gcra(void) { sluice_gcra_destroy(&g.gcra); }
+static void setup_leaky_lease(const struct params *p)
+{
+	sluice_gcra_config_t gc = gcra_config(p);
+	sluice_leaky_config_t c = { .rate = 1, .period_ns = p->interval, .mode = SLUICE_LEAKY_METER,
+		                    .depth = gc.burst - 1, .lease = LEASE };
+	int rc = sluice_leaky_init(&g.leaky, &c);
+	if (rc)
+		die("leaky init", rc);
+}
+static void teardown_leaky(void) { sluice_leaky_destroy(&g.leaky); }
+
 static void setup_log(const struct params *p)
 {
 	sluice_log_config_t c = { .limit = p->limit, .window_ns = p->window_ns };
@@ -649,6 +671,8 @@ static struct series series[] = {
 	BASES("gcra", K_GCRA, gcra, setup_b_gcra, teardown_locks),
 	S("gcra", "-", K_GCRA, setup_gcra, loop_gcra, NULL),
 	S("leaky", "meter", K_GCRA, setup_leaky, loop_leaky, NULL),
+	S("gcra", "lease", K_GCRA, setup_gcra_lease, loop_gcra, teardown_gcra),
+	S("leaky", "lease", K_GCRA, setup_leaky_lease, loop_leaky, teardown_leaky),
 	BASES("log", K_LOG, log, setup_b_log, teardown_b_log),
 	S("log", "-", K_LOG, setup_log, loop_log, teardown_log),
 	BASES("warmup", K_WARMUP, warmup, setup_b_warmup, teardown_warmup_base),

@@ -352,16 +352,15 @@ static uint64_t lease_live(sluice_gcra_t *g, uint64_t now, uint64_t burst)
 	return c < burst ? c : burst;
 }
 
-/* Fill @d for a spend at @now from a lease whose take left TAT @left. */
-static void fill_spent(sluice_gcra_t *g, sluice_decision_t *d, uint64_t now, uint64_t left)
+/* Fill @d for a spend at @now from a lease whose take left TAT @left,
+ * with the parameter set @p (b = @burst).  A snapshot: remaining and
+ * reset_ns are as the lease's take left the TAT, stale by what others
+ * booked since (gcra.h, LEASES). */
+static void fill_spent(const struct sluice__gcra_params *p, uint64_t burst, sluice_decision_t *d,
+                       uint64_t now, uint64_t left)
 {
-	/* Acquire: pairs with the era flip (sluice__gcra_try()'s note).
-	 * A snapshot: remaining and reset_ns are as the lease's take left
-	 * the TAT, stale by what others booked since (gcra.h, LEASES). */
-	const struct sluice__gcra_params *p =
-		&g->params[atomic_load_explicit(&g->era, memory_order_acquire) & 1];
-	sluice__gcra_fill(d, 1, atomic_load_explicit(&p->burst, memory_order_acquire),
-	                  atomic_load_explicit(&p->tau, memory_order_acquire),
+	/* Acquire, as every parameter load (sluice__gcra_try()'s note). */
+	sluice__gcra_fill(d, 1, burst, atomic_load_explicit(&p->tau, memory_order_acquire),
 	                  atomic_load_explicit(&p->recip, memory_order_acquire),
 	                  atomic_load_explicit(&p->shift, memory_order_acquire), now, left, 0);
 }
@@ -390,14 +389,18 @@ int sluice__gcra_acquire_leased(sluice_gcra_t *g, uint64_t n, uint64_t now,
 	uint64_t stamp = atomic_load_explicit(&cell->stamp, memory_order_relaxed);
 	uint64_t held = atomic_load_explicit(&cell->held, memory_order_relaxed);
 	/* n = 0 and n above b go the general way (EINVAL, ETOOBIG).  n > b
-	 * needs b of the era in force: a lease may outlive a set_burst. */
-	if (SLUICE_LIKELY(n != 0 && n <= sluice_gcra_burst(g))) {
+	 * needs b of the era in force: a lease may outlive a set_burst.
+	 * Acquire: pairs with the era flip (sluice__gcra_try()'s note). */
+	const struct sluice__gcra_params *ps =
+		&g->params[atomic_load_explicit(&g->era, memory_order_acquire) & 1];
+	uint64_t b = atomic_load_explicit(&ps->burst, memory_order_acquire);
+	if (SLUICE_LIKELY(n - 1 < b)) {
 		for (int i = 0; i < LEASE_TRIES; i++) {
 			if (!lease_fits(g, stamp, held, n, now))
 				break;
 			if (sluice__pair_cas(&cell->stamp, stamp, held, stamp, held - n)) {
 				if (d)
-					fill_spent(g, d, now,
+					fill_spent(ps, b, d, now,
 					           stamp + (held >> SLUICE__GCRA_HELD_BITS));
 				return 1;
 			}
@@ -421,10 +424,20 @@ int sluice__gcra_acquire_leased(sluice_gcra_t *g, uint64_t n, uint64_t now,
 			uint64_t burst = atomic_load_explicit(&p->burst, memory_order_acquire);
 			uint64_t recip = atomic_load_explicit(&p->recip, memory_order_acquire);
 			uint64_t shift = atomic_load_explicit(&p->shift, memory_order_acquire);
+			if (n > burst)
+				break; /* b changed: the general path decides */
 			uint64_t tat;
-			if (n > burst ||
-			    sluice__gcra_step(a, n * T, now, tau, SLUICE_GCRA_TIME_MAX, &tat) != 0)
-				break; /* refused (or b changed): decided without a lease */
+			uint64_t delay = sluice__gcra_step(a, n * T, now, tau, SLUICE_GCRA_TIME_MAX, &tat);
+			if (delay != 0) {
+				/* Refused from reads, as sluice__gcra_try() refuses:
+				 * if the TAT moved, (a, p) may not have been one
+				 * state; decide again on the fresh one. */
+				if (atomic_load_explicit(&g->tat, memory_order_acquire) != a)
+					continue;
+				if (d) /* delay: the exact wait, or SLUICE_NEVER */
+					sluice__gcra_fill(d, 0, burst, tau, recip, shift, now, a, delay);
+				return 0;
+			}
 			uint64_t extra = 0;
 			if (!lease_fits(g, stamp, held, n, now))
 				extra = sluice__gcra_lease_extra(tat, now, tau, recip, shift, g->lease,
