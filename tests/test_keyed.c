@@ -224,7 +224,7 @@ static void module_init(union module *m, sluice_algo_t a, const sluice_keyed_con
 		break;
 	}
 	case SLUICE_ALGO_FIXED: {
-		sluice_fixed_config_t f = { c->limit, c->window_ns, &mclock };
+		sluice_fixed_config_t f = { c->limit, c->window_ns, &mclock, 0 };
 		rc = sluice_fixed_init(&m->f, &f);
 		break;
 	}
