@@ -349,6 +349,18 @@ static void setup_leaky_lease(const struct params *p)
 		die("leaky init", rc);
 }
 static void teardown_leaky(void) { sluice_leaky_destroy(&g.leaky); }
+/* The fixed window with leases of LEASE: the ring's N = 1 case (fixed.h). */
+static void setup_fixed_lease(const struct params *p)
+{
+	/* The ring's limit range (2^30 - 1), below the fixed window's: allow's
+	 * limit is capped to it, still far above what 1 s of threads offer. */
+	uint64_t limit = p->limit < SLUICE_WINDOW_LIMIT_MAX ? p->limit : SLUICE_WINDOW_LIMIT_MAX;
+	sluice_fixed_config_t c = { .limit = limit, .window_ns = p->window_ns, .lease = LEASE };
+	int rc = sluice_fixed_init(&g.fixed, &c);
+	if (rc)
+		die("fixed init", rc);
+}
+static void teardown_fixed(void) { sluice_fixed_destroy(&g.fixed); }
 
 static void setup_log(const struct params *p)
 {
@@ -663,6 +675,7 @@ static struct series series[] = {
 	{ "rmw", "fetch_add", PROBE, K_PROBE, setup_none, loop_rmw, NULL, -1, 1, { { 0 } }, { { 0 } } },
 	BASES("fixed", K_FIXED, fixed, setup_b_fixed, teardown_locks),
 	S("fixed", "exact", K_FIXED, setup_fixed, loop_fixed, NULL),
+	S("fixed", "lease", K_FIXED, setup_fixed_lease, loop_fixed, teardown_fixed),
 	BASES("ring", K_RING, ring, setup_b_ring, teardown_locks),
 	S("ring", "exact", K_RING, setup_exact, loop_window, teardown_window),
 	S("ring", "exact-lease", K_RING, setup_lease, loop_window, teardown_window),
