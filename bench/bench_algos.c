@@ -324,6 +324,40 @@ static void setup_leaky(const struct params *p)
 		die("leaky init", rc);
 }
 
+/* The leased series of issue 15: GCRA and the leaky meter with per-CPU
+ * leases of up to LEASE permits and the default V (gcra.h, LEASES). */
+static void setup_gcra_lease(const struct params *p)
+{
+	sluice_gcra_config_t c = gcra_config(p);
+	c.lease = LEASE;
+	int rc = sluice_gcra_init(&g.gcra, &c);
+	if (rc)
+		die("gcra init", rc);
+}
+static void teardown_gcra(void) { sluice_gcra_destroy(&g.gcra); }
+static void setup_leaky_lease(const struct params *p)
+{
+	sluice_gcra_config_t gc = gcra_config(p);
+	sluice_leaky_config_t c = { .rate = 1, .period_ns = p->interval, .mode = SLUICE_LEAKY_METER,
+		                    .depth = gc.burst - 1, .lease = LEASE };
+	int rc = sluice_leaky_init(&g.leaky, &c);
+	if (rc)
+		die("leaky init", rc);
+}
+static void teardown_leaky(void) { sluice_leaky_destroy(&g.leaky); }
+/* The fixed window with leases of LEASE: the ring's N = 1 case (fixed.h). */
+static void setup_fixed_lease(const struct params *p)
+{
+	/* The ring's limit range (2^30 - 1), below the fixed window's: allow's
+	 * limit is capped to it, still far above what 1 s of threads offer. */
+	uint64_t limit = p->limit < SLUICE_WINDOW_LIMIT_MAX ? p->limit : SLUICE_WINDOW_LIMIT_MAX;
+	sluice_fixed_config_t c = { .limit = limit, .window_ns = p->window_ns, .lease = LEASE };
+	int rc = sluice_fixed_init(&g.fixed, &c);
+	if (rc)
+		die("fixed init", rc);
+}
+static void teardown_fixed(void) { sluice_fixed_destroy(&g.fixed); }
+
 static void setup_log(const struct params *p)
 {
 	sluice_log_config_t c = { .limit = p->limit, .window_ns = p->window_ns };
@@ -637,6 +671,7 @@ static struct series series[] = {
 	{ "rmw", "fetch_add", PROBE, K_PROBE, setup_none, loop_rmw, NULL, -1, 1, { { 0 } }, { { 0 } } },
 	BASES("fixed", K_FIXED, fixed, setup_b_fixed, teardown_locks),
 	S("fixed", "exact", K_FIXED, setup_fixed, loop_fixed, NULL),
+	S("fixed", "lease", K_FIXED, setup_fixed_lease, loop_fixed, teardown_fixed),
 	BASES("ring", K_RING, ring, setup_b_ring, teardown_locks),
 	S("ring", "exact", K_RING, setup_exact, loop_window, teardown_window),
 	S("ring", "exact-lease", K_RING, setup_lease, loop_window, teardown_window),
@@ -644,6 +679,8 @@ static struct series series[] = {
 	BASES("gcra", K_GCRA, gcra, setup_b_gcra, teardown_locks),
 	S("gcra", "-", K_GCRA, setup_gcra, loop_gcra, NULL),
 	S("leaky", "meter", K_GCRA, setup_leaky, loop_leaky, NULL),
+	S("gcra", "lease", K_GCRA, setup_gcra_lease, loop_gcra, teardown_gcra),
+	S("leaky", "lease", K_GCRA, setup_leaky_lease, loop_leaky, teardown_leaky),
 	BASES("log", K_LOG, log, setup_b_log, teardown_b_log),
 	S("log", "-", K_LOG, setup_log, loop_log, teardown_log),
 	BASES("warmup", K_WARMUP, warmup, setup_b_warmup, teardown_warmup_base),

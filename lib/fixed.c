@@ -19,7 +19,20 @@
  * A refund, which gives permits out and cannot be taken back, CASes the
  * pair and fails on a reused word.  The same two mechanisms as the ring
  * (window.c, "Stalls of any length"), for the same reasons.
+ *
+ * Leases (config.lease > 0): the fixed window is the ring's N = 1 case,
+ * so the lease code stays one implementation (window.c's).  init builds
+ * a ring of one bucket of width W with leases of B, and stores limit = 0:
+ * the inline acquire's first compare (n - 1 >= limit) then always sends
+ * the decision to sluice__fixed_bad_n(), which hands it to the ring, so
+ * the path without leases pays nothing for the option.  Every other call
+ * checks `ring` first.  Why the ring's N = 1 is this module's guarantee:
+ * its EXACT bound with N = 1 is "at most L per epoch [kW, (k+1)W)", its
+ * head keeps time from running back as `head` does here, and it fills
+ * the decision with the same sluice__decision_window().
  */
+#include <stdlib.h>
+
 #include "sluice/error.h"
 #include "sluice/fixed.h"
 #include "fixed_step.h"
@@ -42,14 +55,40 @@ int sluice_fixed_init(sluice_fixed_t *f, const sluice_fixed_config_t *cfg)
 		return rc;
 	if (sluice__clock_require_step(clock, cfg->window_ns) != 0)
 		return SLUICE_ERESOLUTION;
+	sluice_window_t *ring = NULL;
+	if (cfg->lease) {
+		/* the ring validates the rest (its limit range, the lease) */
+		sluice_window_config_t rc_cfg = { .limit = cfg->limit, .window_ns = cfg->window_ns,
+			                          .buckets = 1, .mode = SLUICE_EXACT,
+			                          .clock = clock, .lease = cfg->lease };
+		ring = malloc(sizeof(*ring));
+		if (!ring)
+			return SLUICE_ENOMEM;
+		rc = sluice_window_init(ring, &rc_cfg);
+		if (rc != 0) {
+			free(ring);
+			return rc;
+		}
+	}
 
-	atomic_init(&f->limit, cfg->limit);
+	f->ring = ring;
+	/* 0 with leases: every inline decision goes to the ring (DESIGN) */
+	atomic_init(&f->limit, ring ? 0 : cfg->limit);
 	f->window_ns = cfg->window_ns;
 	f->clock = clock;
 	atomic_init(&f->head, 0);
 	atomic_init(&f->word, 0); /* epoch 0, count 0 */
 	atomic_init(&f->epoch, 0);
 	return 0;
+}
+
+void sluice_fixed_destroy(sluice_fixed_t *f)
+{
+	if (!f || !f->ring)
+		return; /* without leases nothing was allocated */
+	sluice_window_destroy(f->ring);
+	free(f->ring);
+	f->ring = NULL;
 }
 
 uint64_t sluice__fixed_advance(sluice_fixed_t *f, uint64_t now)
@@ -128,6 +167,8 @@ int sluice__fixed_acquire_slow(sluice_fixed_t *f, uint64_t n, uint64_t now, slui
 
 int sluice__fixed_bad_n(const sluice_fixed_t *f, uint64_t n, uint64_t now, sluice_decision_t *d)
 {
+	if (f->ring) /* leases: the ring decides (DESIGN) */
+		return sluice_window_acquire_at(f->ring, n, now, d);
 	if (n == 0)
 		return SLUICE_EINVAL;
 	sluice__decision_never(d, atomic_load_explicit(&((sluice_fixed_t *)f)->limit,
@@ -137,6 +178,8 @@ int sluice__fixed_bad_n(const sluice_fixed_t *f, uint64_t n, uint64_t now, sluic
 
 int sluice_fixed_refund(sluice_fixed_t *f, uint64_t n, const sluice_decision_t *admitted)
 {
+	if (f && f->ring)
+		return sluice_window_refund(f->ring, n, admitted);
 	if (!f || !admitted || !admitted->allowed || n == 0)
 		return SLUICE_EINVAL; /* nothing was taken by a refusal */
 	uint64_t e = admitted->now_ns / f->window_ns;
@@ -173,6 +216,8 @@ int sluice_fixed_refund(sluice_fixed_t *f, uint64_t n, const sluice_decision_t *
  */
 uint64_t sluice_fixed_available_at(sluice_fixed_t *f, uint64_t now)
 {
+	if (f->ring)
+		return sluice_window_available_at(f->ring, now);
 	for (;;) {
 		/* Relaxed: the limit publishes nothing. */
 		uint64_t L = atomic_load_explicit(&f->limit, memory_order_relaxed);
@@ -206,6 +251,8 @@ int sluice_fixed_set_limit(sluice_fixed_t *f, uint64_t limit)
 {
 	if (!f)
 		return SLUICE_EINVAL;
+	if (f->ring) /* its own range check: SLUICE_ELIMIT above its maximum */
+		return sluice_window_set_limit(f->ring, limit);
 	if (sluice__fixed_limit_ok(limit) != 0)
 		return SLUICE_ELIMIT; /* the validator's range, as init */
 	atomic_store_explicit(&f->limit, limit, memory_order_relaxed);

@@ -66,11 +66,13 @@
  * x = qT + r (r <= T-1) the product stays below q + 1: the floor is q.
  */
 #include <sched.h>
+#include <stdlib.h>
 
 #include "sluice/error.h"
 #include "sluice/gcra.h"
 #include "gcra_step.h"
 #include "pair_internal.h"
+#include "stripe_internal.h"
 #include "util_internal.h"
 
 #define SEAL(e) (SLUICE__GCRA_SEAL_MIN + ((e) & SLUICE__GCRA_SEAL_MASK))
@@ -89,7 +91,10 @@ size_t sluice_gcra_size(void)
 
 void sluice_gcra_destroy(sluice_gcra_t *g)
 {
-	(void)g; /* nothing allocated */
+	if (!g)
+		return;
+	free(g->cells); /* NULL without leases */
+	g->cells = NULL;
 }
 
 /* T from rate per period: whole ns, rounded up, rounding bounded. */
@@ -152,6 +157,13 @@ static int check_resolution(const sluice_clock_t *clock, const struct params *p,
 	return 0;
 }
 
+/* With leases a cell keeps its take's TAT as 47 bits beside its count
+ * (gcra.h, SLUICE_GCRA_LEASE_SPAN_MAX): a longer tolerance is refused. */
+static int check_lease_span(uint32_t lease, const struct params *p, int rc)
+{
+	return lease && p->tau > SLUICE_GCRA_LEASE_SPAN_MAX ? rc : 0;
+}
+
 static int init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg, int booking)
 {
 	if (!g || !cfg)
@@ -165,11 +177,32 @@ static int init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg, int booking)
 		rc = make_burst(cfg->burst, &p);
 	if (rc == 0)
 		rc = check_resolution(clock, &p, booking);
+	if (rc == 0 && (cfg->lease > SLUICE_GCRA_LEASE_MAX || cfg->lease_ns > SLUICE_GCRA_LEASE_NS_MAX ||
+	                (cfg->lease && booking)))
+		rc = SLUICE_ELEASE; /* bookings are never leased: a lease is "now" */
+	if (rc == 0)
+		rc = check_lease_span(cfg->lease, &p, SLUICE_EBURST);
 	if (rc != 0)
 		return rc; /* nothing written yet */
+	struct sluice_gcra_cell *cells = NULL;
+	uint32_t ncells = 0; /* one per possible CPU, as a stripe's */
+	if (cfg->lease) {
+		cells = sluice__stripe_alloc(sizeof(*cells), &ncells, &rc);
+		if (!cells)
+			return rc; /* SLUICE_ECELLS or SLUICE_ENOMEM; @g untouched */
+		for (uint32_t i = 0; i < ncells; i++) {
+			atomic_init(&cells[i].stamp, 0);
+			atomic_init(&cells[i].held, 0); /* no permits: never spent */
+		}
+	}
 
 	g->clock = clock;
 	g->booking = (uint32_t)booking;
+	g->lease = cfg->lease;
+	g->cells = cells;
+	g->cell_mask = cells ? ncells - 1 : 0;
+	g->cell_shift = cells ? (uint32_t)__builtin_ctz(ncells) + 1 : 0;
+	g->lease_ns = !cfg->lease ? 0 : cfg->lease_ns ? cfg->lease_ns : SLUICE_GCRA_LEASE_NS_DEFAULT;
 	/* Era 1 is in force (slot 1); slot 0 is empty, era 0 marks it so. */
 	atomic_init(&g->era, 1);
 	atomic_init(&g->high, 0);
@@ -257,6 +290,179 @@ int sluice__gcra_take_slow(sluice_gcra_t *g, uint64_t n, uint64_t now, uint64_t 
 	}
 }
 
+/*
+ * Leases (config.lease = B > 0; gcra.h, LEASES).
+ *
+ * A cell is a 16-byte pair (stamp, held): the reading t0 of the take that
+ * filled it, and (left - t0) << 17 | count, where left is the TAT that take
+ * left and count what is still unspent.  Invariant: every permit in a cell
+ * was booked in the TAT, at t0, by the CAS of the take that deposited it,
+ * and is spent only by a decision whose reading s has t0 <= s <= t0 + V.
+ * So every admission at s maps to its own booked slot at a time in
+ * [s - V, s], and GCRA's bound on bookings, b + t/T over any interval,
+ * becomes b + (t + V)/T over admissions.
+ *
+ * Why a pair, CASed whole by spends too: a spend checks t0 and must then
+ * decrement the count of THAT lease.  With the count alone in the CASed
+ * word, a spender that read an old lease's t0 and stalled could decrement
+ * a later lease deposited meanwhile, at a reading outside its window.  The
+ * pair's value is its meaning ("count permits booked at t0, whose take
+ * left TAT t0 + off"), so a CAS that finds the same value, even after any
+ * number of other leases (the ABA case), spends a permit just as valid:
+ * no tag, no epoch check.  The price is CMPXCHG16B on a line this CPU
+ * owns; a decision never writes a shared line unless it takes a lease.
+ *
+ * A take is the one CAS GCRA always makes, booking n + extra (gcra_step.h:
+ * extra shrinks with the room left, so near the limit takes are exact),
+ * then a deposit: a pair CAS from the value the taker saw, which was short
+ * (count < n) or expired.  What that value still held is lost (fewer than
+ * n, or an expired lease).  If the cell changed meanwhile (another thread
+ * of this CPU, a migration), the extra goes back to the TAT while nothing
+ * was booked after it (unbook(), exact) and is lost otherwise: at most B.
+ */
+
+static int unbook(sluice_gcra_t *g, uint64_t left, uint64_t prev);
+
+/* Tries at one cell's pair before the spend gives way to a take: each
+ * failure means another decision on this cell made progress. */
+#define LEASE_TRIES 4
+/* Tries at the TAT's CAS on a take before it decides as without leases
+ * (sluice__gcra_try(), whose loop is GCRA's own). */
+#define TAKE_TRIES 4
+
+/* A pair of @cell that @now may spend @n of: its count and its window. */
+static int lease_fits(const sluice_gcra_t *g, uint64_t stamp, uint64_t held, uint64_t n,
+                      uint64_t now)
+{
+	/* unsigned: a reading before the take (s < t0) wraps and fails */
+	return (held & SLUICE__GCRA_HELD_COUNT) >= n && now - stamp <= g->lease_ns;
+}
+
+/* The calling CPU's live lease, at most @burst: what available() adds. */
+static uint64_t lease_live(sluice_gcra_t *g, uint64_t now, uint64_t burst)
+{
+	if (!g->cells)
+		return 0;
+	struct sluice_gcra_cell *cell = &g->cells[sluice__stripe_pick(g->cell_mask)];
+	uint64_t stamp = atomic_load_explicit(&cell->stamp, memory_order_relaxed);
+	uint64_t held = atomic_load_explicit(&cell->held, memory_order_relaxed);
+	if (!lease_fits(g, stamp, held, 1, now))
+		return 0;
+	uint64_t c = held & SLUICE__GCRA_HELD_COUNT;
+	return c < burst ? c : burst;
+}
+
+/* Fill @d for a spend at @now from a lease whose take left TAT @left,
+ * with the parameter set @p (b = @burst).  A snapshot: remaining and
+ * reset_ns are as the lease's take left the TAT, stale by what others
+ * booked since (gcra.h, LEASES). */
+static void fill_spent(const struct sluice__gcra_params *p, uint64_t burst, sluice_decision_t *d,
+                       uint64_t now, uint64_t left)
+{
+	/* Acquire, as every parameter load (sluice__gcra_try()'s note). */
+	sluice__gcra_fill(d, 1, burst, atomic_load_explicit(&p->tau, memory_order_acquire),
+	                  atomic_load_explicit(&p->recip, memory_order_acquire),
+	                  atomic_load_explicit(&p->shift, memory_order_acquire), now, left, 0);
+}
+
+/* Deposit @extra permits booked at @now (the take left TAT @next, T the
+ * interval it booked with) into @cell, whose pair was (@stamp, @held). */
+static void lease_deposit(sluice_gcra_t *g, struct sluice_gcra_cell *cell, uint64_t stamp,
+                          uint64_t held, uint64_t now, uint64_t next, uint64_t extra,
+                          uint64_t T)
+{
+	/* next - now <= tau <= SLUICE_GCRA_LEASE_SPAN_MAX: fits 47 bits */
+	uint64_t fresh = ((next - now) << SLUICE__GCRA_HELD_BITS) | extra;
+	/* Full barrier; a spend's pair CAS (also one) reads it or fails. */
+	if (sluice__pair_cas(&cell->stamp, stamp, held, now, fresh))
+		return;
+	/* Lost the cell to another decision: give the extra back to the
+	 * TAT while nothing was booked after this take, else lose it. */
+	(void)unbook(g, next, next - extra * T);
+}
+
+int sluice__gcra_acquire_leased(sluice_gcra_t *g, uint64_t n, uint64_t now,
+                                sluice_decision_t *d)
+{
+	struct sluice_gcra_cell *cell = &g->cells[sluice__stripe_pick(g->cell_mask)];
+	/* Relaxed: the pair CAS below checks both values. */
+	uint64_t stamp = atomic_load_explicit(&cell->stamp, memory_order_relaxed);
+	uint64_t held = atomic_load_explicit(&cell->held, memory_order_relaxed);
+	/* n = 0 and n above b go the general way (EINVAL, ETOOBIG).  n > b
+	 * needs b of the era in force: a lease may outlive a set_burst.
+	 * Acquire: pairs with the era flip (sluice__gcra_try()'s note). */
+	const struct sluice__gcra_params *ps =
+		&g->params[atomic_load_explicit(&g->era, memory_order_acquire) & 1];
+	uint64_t b = atomic_load_explicit(&ps->burst, memory_order_acquire);
+	if (SLUICE_LIKELY(n - 1 < b)) {
+		for (int i = 0; i < LEASE_TRIES; i++) {
+			if (!lease_fits(g, stamp, held, n, now))
+				break;
+			if (sluice__pair_cas(&cell->stamp, stamp, held, stamp, held - n)) {
+				if (d)
+					fill_spent(ps, b, d, now,
+					           stamp + (held >> SLUICE__GCRA_HELD_BITS));
+				return 1;
+			}
+			stamp = atomic_load_explicit(&cell->stamp, memory_order_relaxed);
+			held = atomic_load_explicit(&cell->held, memory_order_relaxed);
+		}
+		/* A take: GCRA's CAS for n, plus a lease when the cell was
+		 * short (never replace a lease that still holds n: it came
+		 * here only by losing its CAS LEASE_TRIES times). */
+		for (int i = 0; i < TAKE_TRIES; i++) {
+			uint64_t a = atomic_load_explicit(&g->tat, memory_order_acquire);
+			if (SLUICE_UNLIKELY(a > SLUICE_GCRA_TIME_MAX))
+				break; /* sealed: the general path helps */
+			/* Acquire: pairs with the era flip, as in
+			 * sluice__gcra_try() (which this mirrors, with the
+			 * extra booked in the same CAS). */
+			const struct sluice__gcra_params *p =
+				&g->params[atomic_load_explicit(&g->era, memory_order_acquire) & 1];
+			uint64_t T = atomic_load_explicit(&p->interval, memory_order_acquire);
+			uint64_t tau = atomic_load_explicit(&p->tau, memory_order_acquire);
+			uint64_t burst = atomic_load_explicit(&p->burst, memory_order_acquire);
+			uint64_t recip = atomic_load_explicit(&p->recip, memory_order_acquire);
+			uint64_t shift = atomic_load_explicit(&p->shift, memory_order_acquire);
+			if (n > burst)
+				break; /* b changed: the general path decides */
+			uint64_t tat;
+			uint64_t delay = sluice__gcra_step(a, n * T, now, tau, SLUICE_GCRA_TIME_MAX, &tat);
+			if (delay != 0) {
+				/* Refused from reads, as sluice__gcra_try() refuses:
+				 * if the TAT moved, (a, p) may not have been one
+				 * state; decide again on the fresh one. */
+				if (atomic_load_explicit(&g->tat, memory_order_acquire) != a)
+					continue;
+				if (d) /* delay: the exact wait, or SLUICE_NEVER */
+					sluice__gcra_fill(d, 0, burst, tau, recip, shift, now, a, delay);
+				return 0;
+			}
+			uint64_t extra = 0;
+			if (!lease_fits(g, stamp, held, n, now))
+				extra = sluice__gcra_lease_extra(tat, now, tau, recip, shift, g->lease,
+				                                 g->cell_shift, SLUICE_GCRA_TIME_MAX);
+			uint64_t next = tat + extra * T; /* extra*T <= credit left */
+			/* Acquire, as sluice__gcra_try()'s CAS. */
+			if (atomic_compare_exchange_strong_explicit(&g->tat, &a, next,
+			                                            memory_order_acquire,
+			                                            memory_order_acquire)) {
+				if (extra)
+					lease_deposit(g, cell, stamp, held, now, next, extra, T);
+				if (d)
+					sluice__gcra_fill(d, 1, burst, tau, recip, shift, now, next, 0);
+				return 1;
+			}
+		}
+	}
+	/* Without a lease: a refusal (from reads: no shared line written),
+	 * a seal, n = 0 or above b, or a TAT that kept moving. */
+	int rc = sluice__gcra_try(g, n, now, 0, d);
+	if (SLUICE_UNLIKELY(rc == SLUICE__GCRA_SLOW))
+		rc = sluice__gcra_take_slow(g, n, now, 0, d);
+	return rc;
+}
+
 /* Fetch-max on `high` (cancels only; relaxed: ordered by the cancel's
  * release CAS that follows it). */
 static void raise_high(sluice_gcra_t *g, uint64_t v)
@@ -267,10 +473,33 @@ static void raise_high(sluice_gcra_t *g, uint64_t v)
 		;
 }
 
+/*
+ * Move the TAT back from @left (the TAT a booking left) to @prev, only if
+ * it is still @left: the one copy of a give-back (cancel, and a lease whose
+ * deposit lost a race).  0, or SLUICE_ECANCEL when the TAT moved.
+ */
+static int unbook(sluice_gcra_t *g, uint64_t left, uint64_t prev)
+{
+	uint64_t a = left;
+	raise_high(g, left);
+	/* Strong: a spurious failure would turn an exact cancel into a kept
+	 * one.  Release: a reconfiguration that sees the lowered TAT sees
+	 * `high` (see DESIGN). */
+	if (atomic_compare_exchange_strong_explicit(&g->tat, &a, prev, memory_order_release,
+	                                            memory_order_relaxed))
+		return 0;
+	return SLUICE_ECANCEL;
+}
+
 int sluice_gcra_cancel(sluice_gcra_t *g, uint64_t n, const sluice_decision_t *booked)
 {
 	if (!g || !booked || n == 0 || !booked->allowed)
 		return SLUICE_EINVAL;
+	/* Every booking leaves TAT > its time (n*T >= 1 ns), so reset_ns is
+	 * at least 1; 0 marks a spend from a lease whose take's TAT has
+	 * passed: nothing names its permits any more (gcra.h, LEASES). */
+	if (booked->reset_ns == 0)
+		return SLUICE_ECANCEL;
 	if (booked->reset_ns > SLUICE_GCRA_TIME_MAX ||
 	    booked->now_ns > SLUICE_GCRA_TIME_MAX - booked->reset_ns)
 		return SLUICE_EINVAL; /* no booking leaves such a TAT */
@@ -294,14 +523,7 @@ int sluice_gcra_cancel(sluice_gcra_t *g, uint64_t n, const sluice_decision_t *bo
 			return SLUICE_ECANCEL;
 		return SLUICE_EINVAL;
 	}
-	raise_high(g, left);
-	/* Strong: a spurious failure would turn an exact cancel into a kept
-	 * one.  Release: a reconfiguration that sees the lowered TAT sees
-	 * `high` (see DESIGN). */
-	if (atomic_compare_exchange_strong_explicit(&g->tat, &a, prev, memory_order_release,
-	                                            memory_order_relaxed))
-		return 0;
-	return SLUICE_ECANCEL;
+	return unbook(g, left, prev);
 }
 
 int sluice_gcra_refund(sluice_gcra_t *g, uint64_t n, const sluice_decision_t *admitted)
@@ -325,7 +547,8 @@ uint64_t sluice_gcra_available_at(sluice_gcra_t *g, uint64_t now)
 			continue; /* (a, p) may not be one state */
 		sluice_decision_t d;
 		sluice__gcra_fill(&d, 0, p.burst, p.tau, p.recip, p.shift, now, a, 0);
-		return d.remaining;
+		uint64_t own = lease_live(g, now, p.burst);
+		return own > d.remaining ? own : d.remaining;
 	}
 }
 
@@ -386,6 +609,8 @@ static int reconfigure(sluice_gcra_t *g, uint64_t rate, uint64_t period, uint64_
 	}
 	if (rc == 0)
 		rc = check_resolution(g->clock, &p, (int)g->booking);
+	if (rc == 0)
+		rc = check_lease_span(g->lease, &p, which == 0 ? SLUICE_ERATE : SLUICE_EBURST);
 	if (rc != 0) {
 		atomic_store_explicit(&g->writer, 0, memory_order_release);
 		return rc;

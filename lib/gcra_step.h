@@ -70,4 +70,26 @@ static inline uint64_t sluice__gcra_kept(uint64_t credit, uint64_t t_old, uint64
 	return kept > tau_new ? tau_new : (uint64_t)kept;
 }
 
+/*
+ * sluice__gcra_lease_extra - how many permits a lease take books beyond
+ * its own n: the credit left after the take's booking (@tat, the TAT that
+ * booking of n leaves at @now, conforming: tat - now <= tau), in permits,
+ * divided by 2 * cells (@cell_shift = log2(cells) + 1), at most @lease.
+ * So leases shrink as the bucket empties and near the limit every take
+ * is exactly n (one CAS, as without leases): with room r permits left,
+ * C cells each take at most r / 2C, so all of them together leave at
+ * least r / 2 for whoever comes next.  Only what fits before @tmax.
+ */
+static inline uint64_t sluice__gcra_lease_extra(uint64_t tat, uint64_t now, uint64_t tau,
+                                                uint64_t recip, uint64_t shift, uint64_t lease,
+                                                uint32_t cell_shift, uint64_t tmax)
+{
+	uint64_t credit = tau - (tat - now); /* tat - now <= tau: conforming */
+	uint64_t top = tmax - tat;           /* tat <= tmax: the step said so */
+	if (credit > top)
+		credit = top;
+	uint64_t extra = sluice__gcra_div(credit, recip, shift) >> cell_shift;
+	return extra < lease ? extra : lease;
+}
+
 #endif /* SLUICE_GCRA_STEP_H */

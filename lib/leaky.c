@@ -29,7 +29,8 @@ int sluice_leaky_init(sluice_leaky_t *l, const sluice_leaky_config_t *cfg)
 	if (!l || !cfg)
 		return SLUICE_EINVAL;
 	sluice_gcra_config_t g = { .rate = cfg->rate, .period_ns = cfg->period_ns,
-		                   .clock = cfg->clock };
+		                   .clock = cfg->clock, .lease = cfg->lease,
+		                   .lease_ns = cfg->lease_ns };
 	switch (cfg->mode) {
 	case SLUICE_LEAKY_METER:
 		if (cfg->max_delay_ns != 0)
@@ -41,6 +42,8 @@ int sluice_leaky_init(sluice_leaky_t *l, const sluice_leaky_config_t *cfg)
 	case SLUICE_LEAKY_SHAPER:
 		if (cfg->depth != 0)
 			return SLUICE_EBURST; /* the queue is given as a time */
+		if (cfg->lease != 0 || cfg->lease_ns != 0)
+			return SLUICE_ELEASE; /* b = 1 and bookings: nothing to lease */
 		if (cfg->max_delay_ns > SLUICE_GCRA_SPAN_MAX)
 			return SLUICE_EDELAY;
 		g.burst = 1; /* strict pacing: one request per T */
@@ -64,7 +67,8 @@ int sluice_leaky_init(sluice_leaky_t *l, const sluice_leaky_config_t *cfg)
 	int rc = gcra_init(&scratch, &g);
 	if (rc != 0)
 		return rc;
-	rc = gcra_init(&l->gcra, &g); /* cannot fail now */
+	sluice_gcra_destroy(&scratch); /* its lease cells, if any */
+	rc = gcra_init(&l->gcra, &g); /* only SLUICE_ENOMEM now, @l untouched */
 	if (rc != 0)
 		return rc;
 	l->mode = cfg->mode;

@@ -6,6 +6,7 @@
  *   decide_n ALGO COUNT
  *
  * ALGO: null (the loop alone, to subtract), fixed, ring-exact, ring-lease, gcra, leaky, log,
+ * fixed-lease, gcra-lease, leaky-lease (per-CPU leases of 1024; GCRA's with the default V),
  * warmup, decay, inflight, composite, keyed-gcra, keyed-fixed, keyed-window,
  * keyed-inflight (a keyed table, one existing 11-byte key: the hash, the
  * probe and the per-key decision), or mutex-fixed (the published-style
@@ -162,6 +163,27 @@ int main(int argc, char **argv)
 			                    .depth = 1000000, .clock = &clk };
 		check(sluice_leaky_init(&l, &c), "init");
 		admitted = run_leaky(&l, count);
+	} else if (strcmp(algo, "fixed-lease") == 0) {
+		sluice_fixed_t f;
+		sluice_fixed_config_t c = { .limit = SLUICE_WINDOW_LIMIT_MAX, .window_ns = 100000000,
+			                    .clock = &clk, .lease = 1024 };
+		check(sluice_fixed_init(&f, &c), "init");
+		admitted = run_fixed(&f, count);
+		sluice_fixed_destroy(&f);
+	} else if (strcmp(algo, "gcra-lease") == 0) {
+		sluice_gcra_t g;
+		sluice_gcra_config_t c = { .rate = 1, .period_ns = 1, .burst = 1000000,
+			                   .clock = &clk, .lease = 1024 };
+		check(sluice_gcra_init(&g, &c), "init");
+		admitted = run_gcra(&g, count);
+		sluice_gcra_destroy(&g);
+	} else if (strcmp(algo, "leaky-lease") == 0) {
+		sluice_leaky_t l;
+		sluice_leaky_config_t c = { .rate = 1, .period_ns = 1, .mode = SLUICE_LEAKY_METER,
+			                    .depth = 1000000, .clock = &clk, .lease = 1024 };
+		check(sluice_leaky_init(&l, &c), "init");
+		admitted = run_leaky(&l, count);
+		sluice_leaky_destroy(&l);
 	} else if (strcmp(algo, "log") == 0) {
 		sluice_log_t lg;
 		sluice_log_config_t c = { .limit = 1 << 20, .window_ns = 1000000, .clock = &clk };

@@ -26,14 +26,15 @@ static uint64_t n_max; /* largest n asked: stress_n_max() */
 
 static const char usage[] =
 	"usage: stress_fixed [--threads=T] [--seconds=S] [--clock=monotonic|coarse|cached]\n"
-	"                    [--limit=L] [--window-ms=W] [--self-test]\n";
+	"                    [--limit=L] [--window-ms=W] [--lease=B] [--self-test]\n";
 
-static uint64_t limit = 50, window_ms = 100;
+static uint64_t limit = 50, window_ms = 100, lease; /* --lease=B: the ring's N = 1 */
 static sluice_fixed_t fixed;
 
 static const struct stress_u64_opt options[] = {
 	{ "limit", &limit },
 	{ "window-ms", &window_ms },
+	{ "lease", &lease },
 	{ NULL, NULL },
 };
 
@@ -86,7 +87,10 @@ int main(int argc, char **argv)
 		stress_die("--window-ms: 1..3600000");
 	uint64_t window_ns = window_ms * 1000000ULL;
 	stress_clock_start(&o);
-	sluice_fixed_config_t c = { .limit = limit, .window_ns = window_ns, .clock = o.clock };
+	if (lease)
+		o.mode = "lease";
+	sluice_fixed_config_t c = { .limit = limit, .window_ns = window_ns, .clock = o.clock,
+		                    .lease = (uint32_t)lease };
 	stress_check_init("sluice_fixed_init", sluice_fixed_init(&fixed, &c));
 	n_max = stress_n_max(limit);
 

@@ -19,6 +19,17 @@
  * only those starting at a refill: worst = max (permits - floor(t / T)),
  * bound = b.
  *
+ * LEASES (--lease=B, --lease-v=K): the limiter runs with per-CPU leases of
+ * up to B permits spent within V = K * T of their take (K a whole number
+ * of intervals, so the bound stays a whole number of permits), and the
+ * verifier checks gcra.h's lease bound, b + (t + V)/T = (b + K) + t/T, on
+ * every interval of the merged log: worst <= b + K.  --break-lease makes
+ * the run a deliberately broken lease, to prove the check fails on one:
+ * each worker takes 2K + 2 permits at once through the real limiter
+ * (recording nothing) and then "spends" them one per decision, each at a
+ * reading at least 2V after that take, i.e. past V; the meson test expects
+ * that run to fail.
+ *
  * Defaults: R = 50,000 per second (T = 20 us), b = 20: every tick of the
  * cached (1 ms) or coarse (4 ms) clock refills the whole bucket, so the
  * race for the last permits happens at every tick.
@@ -35,15 +46,20 @@ static uint64_t n_max; /* largest n asked: stress_n_max() */
 static const char usage[] =
 	"usage: stress_gcra [--threads=T] [--seconds=S] [--clock=monotonic|coarse|cached]\n"
 	"                   [--rate=R (per second)] [--burst=B] [--cancel-every=K]\n"
+	"                   [--lease=B] [--lease-v=K (V = K intervals)] [--break-lease=1]\n"
 	"                   [--self-test]\n";
 
 static uint64_t rate = 50000, burst = 20, cancel_every = 8, interval;
+static uint64_t lease, lease_v = 4, break_lease;
 static sluice_gcra_t gcra;
 
 static const struct stress_u64_opt options[] = {
 	{ "rate", &rate },
 	{ "burst", &burst },
 	{ "cancel-every", &cancel_every },
+	{ "lease", &lease },
+	{ "lease-v", &lease_v },
+	{ "break-lease", &break_lease },
 	{ NULL, NULL },
 };
 
@@ -52,8 +68,32 @@ static int opt(const char *key, const char *val)
 	return stress_u64_opts(options, key, val);
 }
 
+/* --break-lease: a private lease spent past V (stat[2] permits left,
+ * taken at stat[3]).  Never what the library does: the check must fail. */
+static int broken_step(struct stress_worker *w)
+{
+	sluice_decision_t d;
+	uint64_t V = lease_v * interval;
+	if (w->stat[2] == 0) {
+		uint64_t k = 2 * lease_v + 2;
+		int rc = sluice_gcra_acquire(&gcra, k < burst ? k : burst, &d);
+		if (rc < 0)
+			return stress_fail(w, rc);
+		if (rc == 1)
+			w->stat[2] = k < burst ? k : burst, w->stat[3] = d.now_ns;
+		return 0;
+	}
+	uint64_t now = sluice_clock_now(gcra.clock);
+	if (now - w->stat[3] < 2 * V)
+		return 0; /* wait until the lease is well past V */
+	w->stat[2]--;
+	return !stress_record(w, 0, now, 1, 0);
+}
+
 static int step(struct stress_worker *w)
 {
+	if (break_lease && w->id == 0)
+		return broken_step(w);
 	uint64_t x = stress_rand(w);
 	uint64_t n = 1 + x % n_max;
 	sluice_decision_t d;
@@ -109,6 +149,19 @@ static int self_test(void)
 	wst = stress_worst_conform(s, sizeof(s) / sizeof(s[0]), 10, 1);             \
 	snprintf(det, sizeof(det), "worst=%llu bound=3", (unsigned long long)wst); \
 	stress_expect(&st, name, want, wst <= 3, det)
+	/* The lease bound with V = T: b + (t + T)/T, worst <= b + 1 = 4.  A
+	 * take at 0 books 1 + a lease of 2 (the bucket, b = 3, is empty);
+	 * at 30 it is full again and 3 pass at once.  A lease permit spent
+	 * then, booked within V before, makes 4: allowed.  The take's two
+	 * lease permits spent at 30, 30 after their take (past V), make 5. */
+	static const struct stress_rec lease_ok[] = { { 0, 1, 0 }, { 30, 3, 0 }, { 30, 1, 0 } };
+	static const struct stress_rec lease_late[] = { { 0, 1, 0 }, { 30, 3, 0 }, { 30, 2, 0 } };
+	wst = stress_worst_conform(lease_ok, 3, 10, 1);
+	snprintf(det, sizeof(det), "worst=%llu bound=4", (unsigned long long)wst);
+	stress_expect(&st, "lease: b + (t + V)/T reached", 1, wst <= 4, det);
+	wst = stress_worst_conform(lease_late, 3, 10, 1);
+	snprintf(det, sizeof(det), "worst=%llu bound=4", (unsigned long long)wst);
+	stress_expect(&st, "lease: spent past V", 0, wst <= 4, det);
 	CASE("b at once, then one per T", 1, rate_ok);
 	CASE("b+1 at one instant", 0, burst1);
 	CASE("b, then one 1 ns early", 0, early);
@@ -130,14 +183,25 @@ int main(int argc, char **argv)
 	if (cancel_every)
 		o.mode = "acquire+reserve+cancel";
 	stress_clock_start(&o);
+	if (lease || break_lease)
+		o.mode = break_lease ? "broken-lease" : cancel_every ? "lease+reserve+cancel"
+		                                                     : "lease+reserve";
 	sluice_gcra_config_t c = { .rate = rate, .period_ns = 1000000000ULL, .burst = burst,
-		                   .clock = o.clock };
+		                   .clock = o.clock, .lease = (uint32_t)lease };
+	/* V = K whole intervals, T known only once the rate is validated */
 	stress_check_init("sluice_gcra_init", sluice_gcra_init(&gcra, &c));
-	n_max = stress_n_max(burst);
 	interval = sluice_gcra_interval_ns(&gcra);
+	if (lease) {
+		sluice_gcra_destroy(&gcra);
+		c.lease_ns = lease_v * interval;
+		stress_check_init("sluice_gcra_init", sluice_gcra_init(&gcra, &c));
+	}
+	n_max = stress_n_max(burst);
+	/* the bound checked: b, or b + K with leases (or the broken one) */
+	uint64_t bound = burst + (lease || break_lease ? lease_v : 0);
 
 	size_t caps[STRESS_STREAMS] = {
-		stress_cap((double)burst + (o.seconds + 1) * 1e9 / (double)interval), 0
+		stress_cap((double)(burst + lease_v) + (o.seconds + 1) * 1e9 / (double)interval), 0
 	};
 	struct stress_worker *w = stress_run(&o, step, caps);
 	stress_clock_stop(&o);
@@ -150,14 +214,15 @@ int main(int argc, char **argv)
 	uint64_t cancelled = 0, kept = 0;
 	for (int i = 0; i < o.threads; i++)
 		cancelled += w[i].stat[0], kept += w[i].stat[1];
-	char extra[96], ws[32], bs[32];
-	snprintf(extra, sizeof(extra), " interval_ns=%llu cancelled=%llu cancel_kept=%llu",
+	char extra[160], ws[32], bs[32];
+	snprintf(extra, sizeof(extra), " interval_ns=%llu cancelled=%llu cancel_kept=%llu lease_v_ns=%llu",
 	         (unsigned long long)interval, (unsigned long long)cancelled,
-	         (unsigned long long)kept);
+	         (unsigned long long)kept,
+	         (unsigned long long)(lease || break_lease ? lease_v * interval : 0));
 	snprintf(ws, sizeof(ws), "%llu", (unsigned long long)worst);
-	snprintf(bs, sizeof(bs), "%llu", (unsigned long long)burst);
+	snprintf(bs, sizeof(bs), "%llu", (unsigned long long)bound);
 	int rc = stress_report(&o, stress_decisions(w, o.threads), admitted, extra, ws, bs,
-	                       worst <= burst, incomplete);
+	                       worst <= bound, incomplete);
 	free(all);
 	stress_free(w, o.threads);
 	sluice_gcra_destroy(&gcra);

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sluice/sluice.h"
 #include "test_pace.h"
@@ -509,4 +510,132 @@ ParameterizedTest(int *threads, fixed, set_limit_under_load)
 	free(d);
 	free(per);
 	free(lim);
+}
+
+/* ---- leases: the ring's N = 1 case --------------------------------------- */
+
+static void make_leased(sluice_fixed_t *f, uint64_t limit, uint64_t window_ns, uint32_t lease)
+{
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_fixed_config_t cfg = { .limit = limit, .window_ns = window_ns, .clock = &mclock,
+		                      .lease = lease };
+	int rc = sluice_fixed_init(f, &cfg);
+	cr_assert_eq(rc, 0, "init: %s", sluice_strerror(rc));
+}
+
+static void pin_here(void)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(sched_getcpu(), &set);
+	cr_assert_eq(sched_setaffinity(0, sizeof(set), &set), 0);
+}
+
+Test(fixed, lease_config)
+{
+	sluice_fixed_t f;
+	memset(&f, 0x5a, sizeof(f));
+	sluice_fixed_config_t cfg = { .limit = 100, .window_ns = 1000000, .clock = &mclock,
+		                      .lease = SLUICE_WINDOW_LEASE_MAX + 1 };
+	sluice_clock_manual_init(&mclock, 0);
+	cr_assert_eq(sluice_fixed_init(&f, &cfg), SLUICE_ELEASE);
+	cfg.lease = 8;
+	cfg.limit = SLUICE_WINDOW_LIMIT_MAX + 1;
+	cr_assert_eq(sluice_fixed_init(&f, &cfg), SLUICE_ELIMIT, "the ring's limit range");
+	unsigned char *p = (unsigned char *)&f;
+	for (size_t i = 0; i < sizeof(f); i++)
+		cr_assert_eq(p[i], 0x5a, "a failed init wrote byte %zu", i);
+	cfg.limit = 100;
+	cr_assert_eq(sluice_fixed_init(&f, &cfg), 0);
+	cr_assert_not_null(f.ring);
+	cr_assert_eq(sluice_fixed_set_limit(&f, SLUICE_WINDOW_LIMIT_MAX + 1), SLUICE_ELIMIT);
+	sluice_fixed_destroy(&f);
+	cr_assert_null(f.ring);
+	sluice_fixed_destroy(NULL);
+}
+
+/* One CPU asking n = 1 fills each window exactly (the ring's leases lose
+ * nothing then), a decision spends from the lease (the shared bucket
+ * counts more than was admitted after the first take), and every window
+ * holds at most L. */
+Test(fixed, lease_fills_each_window_exactly_on_one_cpu)
+{
+	pin_here();
+	const uint64_t L = 1000, W = 1000000;
+	sluice_fixed_t f;
+	make_leased(&f, L, W, 16);
+	sluice_decision_t d;
+	for (uint64_t k = 3; k < 6; k++) {
+		uint64_t admitted = 0;
+		while (sluice_fixed_acquire_at(&f, 1, k * W + 7, &d) == 1) {
+			admitted++;
+			cr_assert_eq(d.limit, L);
+			if (admitted == 1) {
+				uint64_t own = atomic_load(&f.ring->slots[k & f.ring->mask].word) &
+				               SLUICE__SLOT_OWN;
+				cr_assert_gt(own, 1, "the first decision took a lease");
+			}
+		}
+		cr_assert_eq(admitted, L, "window %llu", (unsigned long long)k);
+		cr_assert_eq(d.retry_after_ns, W - 7, "refused until the next window");
+		cr_assert_eq(sluice_fixed_available_at(&f, k * W + 8), 0);
+	}
+	/* a clock set back reads as the newest window: nothing minted */
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 1, 2 * W, NULL), 0);
+	sluice_fixed_destroy(&f);
+}
+
+/* A refund while the window is open gives the permit back (the ring's). */
+Test(fixed, lease_refund)
+{
+	pin_here();
+	sluice_fixed_t f;
+	make_leased(&f, 3, 1000000, 16);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 1, 10, &d), 1);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 2, 10, NULL), 1);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 1, 10, NULL), 0);
+	cr_assert_eq(sluice_fixed_refund(&f, 1, &d), 0);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 1, 10, NULL), 1);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 1, 10, NULL), 0);
+	sluice_fixed_destroy(&f);
+}
+
+/* Every aligned window holds at most L, over a schedule that moves the
+ * thread between CPUs (several leases live at once) and the clock back. */
+Test(fixed, lease_bound_per_window_across_cpus)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	const uint64_t L = 50, W = 10000;
+	sluice_fixed_t f;
+	make_leased(&f, L, W, 8);
+	uint64_t x = 88172645463325252ULL, now = W, count[64] = { 0 }, base = 1;
+	for (int i = 0; i < 40000; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		if (ncpu >= 2 && x % 16 == 0) {
+			cpu_set_t set;
+			CPU_ZERO(&set);
+			CPU_SET((int)((x >> 8) % (uint64_t)(ncpu < 4 ? ncpu : 4)), &set);
+			sched_setaffinity(0, sizeof(set), &set);
+		}
+		if (x % 100 < 30)
+			now += (x >> 16) % 40;
+		else if (x % 100 < 32)
+			now -= (x >> 16) % 300;
+		uint64_t n = 1 + ((x >> 24) % 8 == 0);
+		sluice_decision_t d;
+		if (sluice_fixed_acquire_at(&f, n, now, &d) == 1) {
+			uint64_t e = d.now_ns / W - base;
+			cr_assert_lt(e, 64);
+			count[e] += n;
+			cr_assert_leq(count[e], L, "window %llu above L", (unsigned long long)e);
+		}
+		if (now / W - base >= 63)
+			break;
+	}
+	uint64_t full = 0;
+	for (int e = 0; e < 64; e++)
+		full += count[e] >= L - 8;
+	cr_assert_gt(full, 10, "too few windows came near L to test anything");
+	sluice_fixed_destroy(&f);
 }

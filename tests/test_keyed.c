@@ -218,7 +218,7 @@ static void module_init(union module *m, sluice_algo_t a, const sluice_keyed_con
 	int rc = -1;
 	switch (a) {
 	case SLUICE_ALGO_GCRA: {
-		sluice_gcra_config_t g = { c->rate, c->period_ns, c->burst, &mclock };
+		sluice_gcra_config_t g = { c->rate, c->period_ns, c->burst, &mclock, 0, 0 };
 		rc = sluice_gcra_init(&m->g, &g);
 		break;
 	}
@@ -230,7 +230,7 @@ static void module_init(union module *m, sluice_algo_t a, const sluice_keyed_con
 		break;
 	}
 	case SLUICE_ALGO_FIXED: {
-		sluice_fixed_config_t f = { c->limit, c->window_ns, &mclock };
+		sluice_fixed_config_t f = { c->limit, c->window_ns, &mclock, 0 };
 		rc = sluice_fixed_init(&m->f, &f);
 		break;
 	}

@@ -775,3 +775,64 @@ Test(leaky, set_rate_and_depth_under_load_keep_the_bound)
 	free(d);
 	free(all);
 }
+
+/* ---- leases (meter only) ------------------------------------------------ */
+
+static void make_leased(sluice_leaky_t *l, uint64_t rate, uint64_t depth, uint32_t lease,
+                        uint64_t lease_ns)
+{
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_leaky_config_t cfg = { .rate = rate, .period_ns = SEC, .mode = SLUICE_LEAKY_METER,
+		                      .depth = depth, .clock = &mclock, .lease = lease,
+		                      .lease_ns = lease_ns };
+	int rc = sluice_leaky_init(l, &cfg);
+	cr_assert_eq(rc, 0, "init: %s", sluice_strerror(rc));
+}
+
+Test(leaky, lease_config)
+{
+	sluice_leaky_t l;
+	sluice_leaky_config_t cfg = { .rate = 1000, .period_ns = SEC, .mode = SLUICE_LEAKY_SHAPER,
+		                      .max_delay_ns = MS, .clock = &mclock, .lease = 8 };
+	sluice_clock_manual_init(&mclock, 0);
+	cr_assert_eq(sluice_leaky_init(&l, &cfg), SLUICE_ELEASE, "the shaper books: no lease");
+	cfg.lease = 0;
+	cfg.lease_ns = US;
+	cr_assert_eq(sluice_leaky_init(&l, &cfg), SLUICE_ELEASE);
+	cfg = (sluice_leaky_config_t){ .rate = 1000, .period_ns = SEC, .mode = SLUICE_LEAKY_METER,
+		                       .depth = 9, .clock = &mclock,
+		                       .lease = SLUICE_GCRA_LEASE_MAX + 1 };
+	cr_assert_eq(sluice_leaky_init(&l, &cfg), SLUICE_ELEASE);
+	cfg.lease = 8;
+	cr_assert_eq(sluice_leaky_init(&l, &cfg), 0);
+	cr_assert_not_null(l.gcra.cells, "the meter's GCRA has lease cells");
+	sluice_leaky_destroy(&l);
+}
+
+/* The meter's leases are GCRA's: one CAS books a lease that this CPU then
+ * spends without touching the bucket's word, within V only, and the
+ * bound becomes D + 1 + (t + V)/T. */
+Test(leaky, meter_spends_from_its_cpus_lease_within_v)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(sched_getcpu(), &set);
+	cr_assert_eq(sched_setaffinity(0, sizeof(set), &set), 0);
+	const uint64_t T = 1000, V = 20 * US, D = 999, t0 = 5 * SEC;
+	sluice_leaky_t l;
+	make_leased(&l, SEC / T, D, 16, V);
+	cr_assert_eq(sluice_leaky_acquire_at(&l, 1, t0, NULL), 1);
+	uint64_t tat = atomic_load(&l.gcra.tat);
+	cr_assert_gt(tat, t0 + T, "the first decision took a lease");
+	uint64_t leased = (tat - t0) / T - 1, admitted = 1;
+	for (uint64_t i = 0; i < leased; i++)
+		admitted += (uint64_t)sluice_leaky_acquire_at(&l, 1, t0 + V, NULL);
+	cr_assert_eq(admitted, 1 + leased);
+	cr_assert_eq(atomic_load(&l.gcra.tat), tat, "spent from the lease");
+	/* Drain everything at t0 + V: at most D + 1 + V/T in [t0, t0 + V]. */
+	while (sluice_leaky_acquire_at(&l, 1, t0 + V, NULL) == 1)
+		admitted++;
+	cr_assert_leq(admitted * T, (D + 1) * T + V, "above D + 1 + (t + V)/T");
+	cr_assert_geq(admitted, D + 1 - 16, "lost more than one lease");
+	sluice_leaky_destroy(&l);
+}

@@ -50,6 +50,22 @@
  * the only setter: a fixed window has no rate or burst (the generic
  * handle answers SLUICE_ENOTSUP for those).
  *
+ * LEASES (config.lease = B > 0, off by default), for a hot key: the
+ * fixed window is then the sliding ring's N = 1 case (window.h, EXACT
+ * with leases), one implementation: init allocates a ring of one bucket
+ * of width W with per-CPU leases of up to B and every call goes to it.
+ * Its N = 1 bound is this header's GUARANTEE, unchanged: at most L per
+ * aligned window, any timing; a decision spends from its CPU's lease (one
+ * CAS on its own line) and one in about B takes from the shared word,
+ * leases shrinking to exact takes near the limit.  The price is the
+ * ring's: permits leased and unspent when the window ends are lost
+ * (under-admission, at most cells * (B + n_max - 1) + threads * B per
+ * window, window.h), and refunds, available and set_limit are the ring's
+ * (window.h: a refund is exact while the window is open).  Limits with
+ * leases: B in 1..SLUICE_WINDOW_LEASE_MAX (SLUICE_ELEASE), L up to
+ * SLUICE_WINDOW_LIMIT_MAX (SLUICE_ELIMIT).  Memory: the ring, 64 bytes per
+ * possible CPU plus its bucket, allocated by init, freed by destroy.
+ *
  * LIMITS: L in 1..SLUICE_FIXED_LIMIT_MAX; W >= the clock's resolution.
  * Memory: 64 bytes (one cache line) of hot state.
  */
@@ -63,6 +79,7 @@
 #include "clock.h"
 #include "common.h"
 #include "decision.h"
+#include "window.h"
 
 #define SLUICE_FIXED_LIMIT_MAX 0xffffffffULL
 
@@ -70,6 +87,9 @@ typedef struct sluice_fixed_config {
 	uint64_t limit;              /* L: permits per window, >= 1          */
 	uint64_t window_ns;          /* W: window length in ns               */
 	const sluice_clock_t *clock; /* NULL: &sluice_clock_cached           */
+	uint32_t lease;              /* per-CPU leases of up to this many
+	                              * permits (LEASES): the ring's N = 1;
+	                              * 0 (the default) = none              */
 } sluice_fixed_config_t;
 
 typedef struct sluice_fixed {
@@ -79,6 +99,8 @@ typedef struct sluice_fixed {
 	/* read-only after init */
 	uint64_t window_ns;
 	const sluice_clock_t *clock;
+	sluice_window_t *ring;      /* leases: the ring (N = 1) deciding for
+	                             * this window; NULL without leases   */
 	/* private: written on decision paths, on a line of their own */
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t head; /* newest epoch opened */
 	/* One 16-byte pair: @word is what decisions read and CAS; @epoch,
@@ -92,16 +114,17 @@ typedef struct sluice_fixed {
  * sluice_fixed_init - validate @cfg and set up @f (caller-allocated).
  * Return: 0; SLUICE_EINVAL (NULL), SLUICE_ELIMIT, SLUICE_EWINDOW (W = 0),
  * SLUICE_ERESOLUTION (W below the clock's resolution), SLUICE_ECLOCK.
- * On error @f is untouched.  No allocation; not thread-safe for the same @f.
+ * With leases also SLUICE_ELEASE, SLUICE_ELIMIT (L above
+ * SLUICE_WINDOW_LIMIT_MAX), SLUICE_ENOMEM.
+ * On error @f is untouched and nothing is allocated.  Allocates only with
+ * leases (the ring); not thread-safe for the same @f.
  */
 SLUICE_API int sluice_fixed_init(sluice_fixed_t *f, const sluice_fixed_config_t *cfg);
 SLUICE_API size_t sluice_fixed_size(void);
-/* sluice_fixed_destroy - nothing to free (a fixed window allocates nothing);
- * present so every limiter has the same life cycle.  NULL is fine. */
-static inline void sluice_fixed_destroy(sluice_fixed_t *f)
-{
-	(void)f;
-}
+/* sluice_fixed_destroy - free the ring of a leased window (without leases
+ * a fixed window allocates nothing).  NULL is fine.  No decision may be
+ * running. */
+SLUICE_API void sluice_fixed_destroy(sluice_fixed_t *f);
 
 /* private slow paths */
 SLUICE_API uint64_t sluice__fixed_advance(sluice_fixed_t *f, uint64_t now);

@@ -30,6 +30,59 @@
  * the time their delay ends (now_ns + delay_ns); the bound holds for
  * those times too.
  *
+ * LEASES (config.lease = B > 0; off by default, which keeps the exact
+ * bound above and today's single-CAS path for everyone who does not ask).
+ * For one key hit by many CPUs: a decision first spends from its CPU's
+ * lease, a cache line of its own holding permits that were already booked
+ * in the TAT; when the lease is short or expired it makes GCRA's one CAS
+ * for n plus extra = min(B, room / (2 * cells)) more (room: the permits
+ * the bucket holds after this request), and deposits the extra in its
+ * cell.  A lease may be spent only at readings s with t0 <= s <= t0 + V,
+ * t0 the reading of the take that booked it and V = config.lease_ns
+ * (default SLUICE_GCRA_LEASE_NS_DEFAULT, 100 us).  So every permit
+ * admitted at s was booked at a time in [s - V, s], and the GUARANTEE
+ * becomes, exactly, for every interval [x, x + t] (one parameter set):
+ *
+ *     b + (t + V) / T          (with leases)
+ *
+ * at any number of threads and any timing (a spender stalled for any time
+ * checks and spends with one double-width CAS of the lease's (t0, count),
+ * so it can only spend a lease whose window holds its reading).
+ * Near the limit leases shrink: with r permits of room each take leases at
+ * most r / 2C (C cells), so when r < 2C every take books exactly n: the
+ * same CAS, the same decision as without leases.  A refusal reads the TAT
+ * and this CPU's cell and writes nothing.  UNDER-ADMISSION: what a lease
+ * still holds when it ends is lost (booked, never admitted).  A lease ends
+ * when it expires (V after its take) or when its cell is taken again (a
+ * decision on that CPU found it short of its n, or its reading outside
+ * the lease's window), and a take whose deposit loses a race to another
+ * thread on the same cell gives its extra back to the TAT while nothing
+ * was booked after it, else loses it.  So each take loses at most the
+ * extra it leased: at most B, and at most room / 2C; a take that leased
+ * nothing (the last 2C permits of the bucket) loses nothing; the permits
+ * lost over any run are at most B times the takes that leased, and at any
+ * time the live leases hold at most C * B.  One thread on one CPU asking
+ * n = 1 until the bucket is empty, within V, loses nothing: it spends
+ * each lease before taking the next.
+ * Leases change only acquire: reserve (and the leaky shaper) books with
+ * the single CAS as before.  Leased decisions fill d as a snapshot from
+ * this CPU's line: remaining and reset_ns are as the lease's take left
+ * the TAT (stale by what other CPUs booked since), remaining counts
+ * leased, unspent permits as taken.  Across set_rate/set_burst a lease
+ * taken before the change may be spent for V after it: over an interval
+ * across changes, at most max(b) + (t + V) / min(T).
+ * Refunds with leases: a take's refund, and a spend's while nothing was
+ * booked after its lease's take (its permits were part of that booking:
+ * d->now_ns + d->reset_ns names it), give back exactly, moving the TAT
+ * back as without leases.  A spend made after its take's TAT had passed
+ * reports reset_ns = 0 (no booking is named; every other admission has
+ * reset_ns >= 1), and its refund is SLUICE_ECANCEL: kept, fewer future
+ * admissions, never more.  Limits with leases: B in 1..SLUICE_GCRA_LEASE_MAX,
+ * V in 0..SLUICE_GCRA_LEASE_NS_MAX (1 s; 0: the default) (SLUICE_ELEASE),
+ * b * T <= SLUICE_GCRA_LEASE_SPAN_MAX (2^47 - 1 ns, 39 h: a cell keeps its
+ * take's TAT as 47 bits; SLUICE_EBURST at init and set_burst, SLUICE_ERATE
+ * at set_rate).
+ *
  * NON-WHOLE INTERVALS.  T is period_ns / rate rounded UP to whole ns, e.g.
  * 3 per second runs with T = 333,333,334 ns.  Rounding up can only lower
  * the rate (the bound above then holds with the exact period/rate too), by
@@ -133,6 +186,11 @@
  * the next lands up to a step late each time; the leaky shaper (b = 1) is
  * therefore held to the same rule (leaky.h).
  *
+ * COST with leases: a spend is one double-width CAS on this CPU's own
+ * line, plus the era and b (read-mostly; five parameter loads when it
+ * fills d); one in about B decisions (fewer near the limit) also makes the
+ * TAT's CAS and a deposit.  Without leases: one extra load and compare.
+ *
  * COST: acquire is one load of the TAT, one of the era and three of the
  * parameters (five when it fills a decision; read-mostly lines that only a
  * reconfiguration writes; acquire loads are plain loads on x86), a
@@ -143,7 +201,9 @@
  * slots, swapped by a reconfiguration) on read-mostly lines; the cancels'
  * `high` and the reconfiguration flag on a line of their own (a cancel's
  * write must not invalidate what every decision reads); the TAT on a line
- * of its own.  No allocation, ever.
+ * of its own.  No allocation without leases.  With leases, init allocates
+ * 64 bytes per possible CPU (cells a power of two; stripe.h's allocation)
+ * and sluice_gcra_destroy() frees them: the only allocation, at init.
  */
 #ifndef SLUICE_GCRA_H
 #define SLUICE_GCRA_H
@@ -169,12 +229,43 @@
 /* The latest TAT: admissions never book past it. */
 #define SLUICE_GCRA_TIME_MAX (SLUICE__GCRA_SEAL_MIN - 1)
 
+/* Most permits one lease takes (B); a cell's count fits 17 bits. */
+#define SLUICE_GCRA_LEASE_MAX 65536u
+/* V when a lease is asked for with lease_ns = 0: 100 us. */
+#define SLUICE_GCRA_LEASE_NS_DEFAULT 100000ULL
+/* Longest V: 1 s. */
+#define SLUICE_GCRA_LEASE_NS_MAX 1000000000ULL
+/* Longest tolerance b * T with leases: 2^47 - 1 ns (39 hours); a cell
+ * keeps its take's TAT as 47 bits beside its 17-bit count. */
+#define SLUICE_GCRA_LEASE_SPAN_MAX ((1ULL << 47) - 1)
+/* private: a cell's `held` word: (TAT the take left - take time) << 17 | count */
+#define SLUICE__GCRA_HELD_BITS 17
+#define SLUICE__GCRA_HELD_COUNT ((1ULL << SLUICE__GCRA_HELD_BITS) - 1)
+
 typedef struct sluice_gcra_config {
 	uint64_t rate;               /* permits per period, >= 1                 */
 	uint64_t period_ns;          /* >= rate: T = period_ns / rate >= 1 ns    */
 	uint64_t burst;              /* b >= 1: the most that pass at once, full */
 	const sluice_clock_t *clock; /* NULL: &sluice_clock_cached               */
+	uint32_t lease;              /* B: per-CPU leases of up to B permits;
+	                              * 0 (the default) = no leases, exact b + t/T */
+	uint64_t lease_ns;           /* V: a lease is spent only within V of its
+	                              * take; 0 = SLUICE_GCRA_LEASE_NS_DEFAULT  */
 } sluice_gcra_config_t;
+
+/*
+ * A per-CPU lease cell: picked (sluice__stripe_pick) and allocated
+ * (sluice__stripe_alloc) as stripe.h's cells are, one line per CPU, but not
+ * a line of counters: @stamp and @held are one 16-byte pair, spent and
+ * deposited by a double-width CAS of both, so a spend can never take a
+ * permit of another lease than the one whose take time it checked
+ * (lib/gcra.c, "Leases").
+ */
+struct sluice_gcra_cell {
+	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t stamp; /* the take's reading t0 */
+	_Atomic uint64_t held; /* (left - t0) << 17 | permits left in the lease */
+	char pad[SLUICE_CACHELINE - 2 * sizeof(uint64_t)];
+};
 
 /* private: one parameter set.  Two slots; the era's parity picks one. */
 struct sluice__gcra_params {
@@ -194,6 +285,11 @@ typedef struct sluice_gcra {
 	const sluice_clock_t *clock;
 	uint32_t booking;         /* made for bookings (pacing), so tau below
 	                           * the clock's resolution is fine         */
+	uint32_t lease;           /* B; 0: no leases (cells is NULL)        */
+	uint32_t cell_mask;       /* leases: cells - 1 (a power of two)     */
+	uint32_t cell_shift;      /* leases: log2(cells) + 1                */
+	uint64_t lease_ns;        /* leases: V                              */
+	struct sluice_gcra_cell *cells; /* leases: one per possible CPU     */
 	/* private: read by every decision, written only by reconfigurations */
 	_Atomic uint64_t era;     /* current era; params[era & 1] in force */
 	struct sluice__gcra_params params[2];
@@ -215,11 +311,16 @@ typedef struct sluice_gcra {
  * Return: 0; SLUICE_EINVAL (NULL), SLUICE_ECLOCK, SLUICE_ERATE (rate 0,
  * T under 1 ns, or rounding T to whole ns would lower the rate by more than
  * 0.1%), SLUICE_EBURST (b = 0, or b * T above SLUICE_GCRA_SPAN_MAX),
- * SLUICE_ERESOLUTION (b * T below the clock's resolution, see LIMITS).
- * On error @g is untouched.  No allocation; not thread-safe for the same @g.
+ * SLUICE_ERESOLUTION (b * T below the clock's resolution, see LIMITS),
+ * SLUICE_ELEASE (lease above SLUICE_GCRA_LEASE_MAX or lease_ns above
+ * SLUICE_GCRA_LEASE_NS_MAX), SLUICE_EBURST also for b * T above
+ * SLUICE_GCRA_LEASE_SPAN_MAX with leases, SLUICE_ENOMEM/SLUICE_ECELLS (the
+ * lease cells).  On error @g is untouched and nothing is allocated.
+ * Allocates only with leases (LEASES); not thread-safe for the same @g.
  */
 SLUICE_API int sluice_gcra_init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg);
-/* sluice_gcra_destroy - nothing to free (NULL is fine); for API symmetry. */
+/* sluice_gcra_destroy - free the lease cells, if any (NULL is fine).  No
+ * decision may be running. */
 SLUICE_API void sluice_gcra_destroy(sluice_gcra_t *g);
 /* sluice_gcra_size - sizeof(sluice_gcra_t), for FFI callers. */
 SLUICE_API size_t sluice_gcra_size(void);
@@ -234,6 +335,9 @@ SLUICE_API int sluice__gcra_init_booking(sluice_gcra_t *g, const sluice_gcra_con
 #define SLUICE__GCRA_SLOW 2
 SLUICE_API int sluice__gcra_take_slow(sluice_gcra_t *g, uint64_t n, uint64_t now,
                                       uint64_t max_delay, sluice_decision_t *d);
+/* private: acquire with leases on (lib/gcra.c, "Leases") */
+SLUICE_API int sluice__gcra_acquire_leased(sluice_gcra_t *g, uint64_t n, uint64_t now,
+                                           sluice_decision_t *d);
 
 /* private: floor(x / T) for x < 2^62, with the precomputed reciprocal
  * (Granlund-Montgomery: the error x*e/2^(62+shift) < 1/T, see gcra.c). */
@@ -413,6 +517,8 @@ sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_decisi
 	 * called twice GCC's size estimate stops inlining this function and
 	 * calls a copy (perf/instructions.sh gcra: 58 -> 89 instructions per
 	 * decision); forced, it is 59. */
+	if (SLUICE_UNLIKELY(g->cells != NULL))
+		return sluice__gcra_acquire_leased(g, n, now, d);
 	uint64_t a = atomic_load_explicit(&g->tat, memory_order_acquire);
 	/* Acquire: pairs with the era flip (sluice__gcra_try()'s note). */
 	const struct sluice__gcra_params *p =

@@ -69,7 +69,22 @@
  * (SLUICE_EBURST: the queue is given as a time).  n in 1..D+1 (meter),
  * n = 1 (shaper: a request of n would be n slots; pace n requests one by
  * one).
- * MEMORY: 384 bytes (a GCRA and the mode), caller-allocated, no allocation.
+ * LEASES (meter only; config.lease = B > 0, off by default): the meter is
+ * GCRA's acquire, so it gets GCRA's per-CPU leases for a hot key (gcra.h,
+ * LEASES): a decision spends permits its CPU booked in one CAS earlier, for
+ * at most V = config.lease_ns after that CAS, and the meter's GUARANTEE
+ * becomes, exactly, requests admitted in [x, x + t] <= D + 1 + (t + V) / T.
+ * Leases shrink to the single CAS near the limit; what a lease holds when
+ * it ends is lost (under-admission, at most B per take, as GCRA states);
+ * refunds as GCRA's with leases.  The shaper has none: its decisions book
+ * future slots one by one (b = 1, so a lease would never hold anything),
+ * and SLUICE_ELEASE refuses one.  Limits as GCRA's leases: B up to
+ * SLUICE_GCRA_LEASE_MAX, V up to SLUICE_GCRA_LEASE_NS_MAX (SLUICE_ELEASE),
+ * (D + 1) * T <= SLUICE_GCRA_LEASE_SPAN_MAX (SLUICE_EBURST).
+ *
+ * MEMORY: 384 bytes (a GCRA and the mode), caller-allocated; no allocation
+ * without leases, and with leases GCRA's cells (64 bytes per possible CPU),
+ * allocated by init and freed by sluice_leaky_destroy().
  */
 #ifndef SLUICE_LEAKY_H
 #define SLUICE_LEAKY_H
@@ -95,6 +110,10 @@ typedef struct sluice_leaky_config {
 	uint64_t max_delay_ns;       /* SHAPER: longest queueing delay;
 	                              * METER: 0                             */
 	const sluice_clock_t *clock; /* NULL: &sluice_clock_cached           */
+	uint32_t lease;              /* METER: GCRA's per-CPU leases of up to
+	                              * this many (gcra.h, LEASES); 0 = none;
+	                              * SHAPER: 0                            */
+	uint64_t lease_ns;           /* METER with leases: V (0: default)    */
 } sluice_leaky_config_t;
 
 typedef struct sluice_leaky {
@@ -110,11 +129,13 @@ typedef struct sluice_leaky {
  * Return: 0; SLUICE_EINVAL (NULL), SLUICE_EMODE, SLUICE_ECLOCK,
  * SLUICE_ERATE, SLUICE_EBURST, SLUICE_EDELAY, SLUICE_ERESOLUTION (meter:
  * (D + 1) * T below the clock's resolution; shaper: T below it) (see
- * LIMITS).
- * On error @l is untouched.  No allocation; not thread-safe for the same @l.
+ * LIMITS), SLUICE_ELEASE (a lease for the shaper, or out of range),
+ * SLUICE_ENOMEM (lease cells).
+ * On error @l is untouched and nothing is allocated.  Allocates only with
+ * leases; not thread-safe for the same @l.
  */
 SLUICE_API int sluice_leaky_init(sluice_leaky_t *l, const sluice_leaky_config_t *cfg);
-/* sluice_leaky_destroy - nothing to free (NULL is fine). */
+/* sluice_leaky_destroy - free the lease cells, if any (NULL is fine). */
 SLUICE_API void sluice_leaky_destroy(sluice_leaky_t *l);
 /* sluice_leaky_size - sizeof(sluice_leaky_t), for FFI callers. */
 SLUICE_API size_t sluice_leaky_size(void);
