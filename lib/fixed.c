@@ -59,8 +59,7 @@ int sluice_fixed_init(sluice_fixed_t *f, const sluice_fixed_config_t *cfg)
 	if (cfg->lease) {
 		/* the ring validates the rest (its limit range, the lease) */
 		sluice_window_config_t rc_cfg = { .limit = cfg->limit, .window_ns = cfg->window_ns,
-			                          .buckets = 1, .mode = SLUICE_EXACT,
-			                          .clock = clock, .lease = cfg->lease };
+			                          .buckets = 1, .clock = clock, .lease = cfg->lease };
 		ring = malloc(sizeof(*ring));
 		if (!ring)
 			return SLUICE_ENOMEM;
