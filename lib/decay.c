@@ -71,6 +71,7 @@
 #include "anchor_internal.h"
 #include "decay_internal.h"
 #include "util_internal.h"
+#include "clock_internal.h"
 
 #define FIELD_SHIFT 32
 #define FIELD_BITS 29
@@ -542,8 +543,8 @@ int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
 {
 	if (!x || !cfg)
 		return SLUICE_EINVAL;
-	const sluice_clock_t *clock = cfg->clock ? cfg->clock : &sluice_clock_cached;
-	if (clock->kind > SLUICE_CLOCK_MANUAL)
+	const sluice_clock_t *clock = sluice__config_clock(cfg->clock);
+	if (!clock)
 		return SLUICE_ECLOCK;
 	if (cfg->limit < 1 || cfg->limit > SLUICE_DECAY_LIMIT_MAX)
 		return SLUICE_ELIMIT;

@@ -37,6 +37,7 @@
 #include "sluice/fixed.h"
 #include "fixed_step.h"
 #include "pair_internal.h"
+#include "clock_internal.h"
 
 size_t sluice_fixed_size(void)
 {
@@ -47,8 +48,8 @@ int sluice_fixed_init(sluice_fixed_t *f, const sluice_fixed_config_t *cfg)
 {
 	if (!f || !cfg)
 		return SLUICE_EINVAL;
-	const sluice_clock_t *clock = cfg->clock ? cfg->clock : &sluice_clock_cached;
-	if (clock->kind > SLUICE_CLOCK_MANUAL)
+	const sluice_clock_t *clock = sluice__config_clock(cfg->clock);
+	if (!clock)
 		return SLUICE_ECLOCK;
 	int rc = sluice__fixed_validate(cfg->limit, cfg->window_ns);
 	if (rc != 0)

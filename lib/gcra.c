@@ -74,6 +74,7 @@
 #include "pair_internal.h"
 #include "stripe_internal.h"
 #include "util_internal.h"
+#include "clock_internal.h"
 
 #define SEAL(e) (SLUICE__GCRA_SEAL_MIN + ((e) & SLUICE__GCRA_SEAL_MASK))
 /* How long set_rate/set_burst wait for another one to finish. */
@@ -168,8 +169,8 @@ static int init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg, int booking)
 {
 	if (!g || !cfg)
 		return SLUICE_EINVAL;
-	const sluice_clock_t *clock = cfg->clock ? cfg->clock : &sluice_clock_cached;
-	if (clock->kind > SLUICE_CLOCK_MANUAL)
+	const sluice_clock_t *clock = sluice__config_clock(cfg->clock);
+	if (!clock)
 		return SLUICE_ECLOCK;
 	struct params p;
 	int rc = make_interval(cfg->rate, cfg->period_ns, &p);

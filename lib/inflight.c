@@ -30,6 +30,7 @@
 #include "sluice/error.h"
 #include "sluice/inflight.h"
 #include "inflight_step.h"
+#include "clock_internal.h"
 
 size_t sluice_inflight_size(void)
 {
@@ -40,8 +41,8 @@ int sluice_inflight_init(sluice_inflight_t *f, const sluice_inflight_config_t *c
 {
 	if (!f || !cfg)
 		return SLUICE_EINVAL;
-	const sluice_clock_t *clock = cfg->clock ? cfg->clock : &sluice_clock_cached;
-	if (clock->kind > SLUICE_CLOCK_MANUAL)
+	const sluice_clock_t *clock = sluice__config_clock(cfg->clock);
+	if (!clock)
 		return SLUICE_ECLOCK;
 	int rc = sluice__inflight_validate(cfg->limit);
 	if (rc != 0)

@@ -76,6 +76,7 @@
 
 #include "sluice/error.h"
 #include "sluice/log.h"
+#include "clock_internal.h"
 
 /* A fresh log's time: 0 is reserved for "no permit used this slot yet". */
 #define TIME_FLOOR 1ULL
@@ -89,8 +90,8 @@ int sluice_log_init(sluice_log_t *lg, const sluice_log_config_t *cfg)
 {
 	if (!lg || !cfg)
 		return SLUICE_EINVAL;
-	const sluice_clock_t *clock = cfg->clock ? cfg->clock : &sluice_clock_cached;
-	if (clock->kind > SLUICE_CLOCK_MANUAL)
+	const sluice_clock_t *clock = sluice__config_clock(cfg->clock);
+	if (!clock)
 		return SLUICE_ECLOCK;
 	if (cfg->limit == 0)
 		return SLUICE_ELIMIT;

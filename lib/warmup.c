@@ -76,6 +76,7 @@
 #include "anchor_internal.h"
 #include "util_internal.h"
 #include "sluice/warmup.h"
+#include "clock_internal.h"
 
 
 #define FIELD_SHIFT 26
@@ -306,6 +307,26 @@ static void reanchor(sluice_warmup_t *w, struct snap *s, uint64_t t)
 	sluice__anchor_move(&w->anchor, GEOM(w), &s->a, t, cold);
 }
 
+/*
+ * A consistent snapshot into @s, and whether the set in force can take @n
+ * at all: 0 when @n is above its L (SET_RATE: a request the new set cannot
+ * take is refused as it would be by a new limiter), read in one set.  Each
+ * retry follows another thread's write (a move or a change), so the loop
+ * is lock-free, as the callers' CAS loops are.
+ */
+static inline __attribute__((always_inline)) int
+snapshot_taking(sluice_warmup_t *w, struct snap *s, uint64_t n)
+{
+	for (;;) {
+		if (!snapshot(w, s))
+			continue;
+		if (n <= s->p.limit)
+			return 1;
+		if (same_set(s))
+			return 0;
+	}
+}
+
 int sluice_warmup_reserve_at(sluice_warmup_t *w, uint64_t n, uint64_t now, uint64_t max_delay_ns,
                              sluice_decision_t *d)
 {
@@ -315,13 +336,7 @@ int sluice_warmup_reserve_at(sluice_warmup_t *w, uint64_t n, uint64_t now, uint6
 	uint64_t end = grid_down(w, UINT64_MAX); /* the last representable ticket */
 	for (;;) {
 		struct snap s;
-		if (!snapshot(w, &s))
-			continue;
-		/* The L of the set in force (SET_RATE: a request the new set
-		 * cannot take is refused as it would be by a new limiter). */
-		if (n > s.p.limit) {
-			if (!same_set(&s))
-				continue;
+		if (!snapshot_taking(w, &s, n)) {
 			sluice__decision_never(d, s.p.limit, now);
 			return SLUICE_ETOOBIG;
 		}
@@ -387,13 +402,8 @@ int sluice_warmup_cancel(sluice_warmup_t *w, uint64_t n, const sluice_decision_t
 	uint64_t booked = t + admitted->reset_ns;      /* the ticket it booked */
 	for (;;) {
 		struct snap s;
-		if (!snapshot(w, &s))
-			continue;
-		if (n > s.p.limit) {
-			if (!same_set(&s))
-				continue;
+		if (!snapshot_taking(w, &s, n))
 			return SLUICE_EINVAL;
-		}
 		/* Only the latest booking can be taken back exactly; an older
 		 * one has later bookings chained on its ticket, and one made
 		 * before a set_rate has the change's moved ticket after it. */
@@ -511,8 +521,8 @@ int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg)
 {
 	if (!w || !cfg)
 		return SLUICE_EINVAL;
-	const sluice_clock_t *clock = cfg->clock ? cfg->clock : &sluice_clock_cached;
-	if (clock->kind > SLUICE_CLOCK_MANUAL)
+	const sluice_clock_t *clock = sluice__config_clock(cfg->clock);
+	if (!clock)
 		return SLUICE_ECLOCK;
 	uint64_t rate = cfg->rate, period = cfg->period_ns, p = cfg->warmup_ns;
 	if (rate == 0 || period == 0 || period > SLUICE_WARMUP_PERIOD_MAX_NS || period < rate)

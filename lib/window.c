@@ -88,6 +88,7 @@
 #include "stripe_internal.h"
 #include "pair_internal.h"
 #include "util_internal.h"
+#include "clock_internal.h"
 
 #define TAG_OF(word) ((word) >> 32)
 #define BASE_MAX 0xffffffffULL
@@ -102,8 +103,8 @@ int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
 {
 	if (!w || !cfg)
 		return SLUICE_EINVAL;
-	const sluice_clock_t *clock = cfg->clock ? cfg->clock : &sluice_clock_cached;
-	if (clock->kind > SLUICE_CLOCK_MANUAL)
+	const sluice_clock_t *clock = sluice__config_clock(cfg->clock);
+	if (!clock)
 		return SLUICE_ECLOCK;
 	if (cfg->lease > SLUICE_WINDOW_LEASE_MAX)
 		return SLUICE_ELEASE;
