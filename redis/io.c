@@ -67,7 +67,8 @@ static int do_connect(sluice_redis_t *r)
 			redisFree(c);
 		return -1;
 	}
-	if (redisSetTimeout(c, tv_of(r->command_timeout_ns)) != REDIS_OK) {
+	if (redisSetTimeout(c, tv_of(r->command_timeout_ns)) != REDIS_OK ||
+	    sluice__redis_reader_cap(c->reader) != 0) {
 		redisFree(c);
 		return -1;
 	}

@@ -95,6 +95,10 @@ int sluice__redis_argv(const sluice_redis_limit_t *l, const char *sha, uint64_t 
                        uint64_t want, uint64_t now_us, char bufs[][32], const char *argv[12]);
 /* parse a script's reply (a redisReply *); -1 when it is not one */
 int sluice__redis_parse(const void *reply, sluice__redis_reply_t *out);
+/* make @rd (a redisReader *) refuse array replies longer than any script
+ * returns, before hiredis allocates them; 0, or -1 (no table: out of
+ * memory at the first call) */
+int sluice__redis_reader_cap(void *rd);
 
 /* redis/lease.c */
 /* what the lease word @w still holds now (0 when it lapsed) */

@@ -96,3 +96,51 @@ int sluice__redis_parse(const void *reply, sluice__redis_reply_t *out)
 		return -1;
 	return 0;
 }
+
+/*
+ * hiredis 0.14's reader allocates an array reply's element pointers as
+ * soon as it reads the header "*N": a server (or anything speaking for it)
+ * that announces N = 333,333,336 made the I/O thread calloc 2.6 GB before
+ * one element arrived (found by fuzz/fuzz_redis_reply.c).  Every reply
+ * sluice reads is a scalar or an array of at most six, so a reader that
+ * refuses larger arrays loses nothing: the reader then fails ("Out of
+ * memory"), which the I/O thread handles as any I/O error (the context is
+ * dropped, a failure counted, the next request reconnects).
+ */
+#define SLUICE__REDIS_ARRAY_MAX 16
+
+static redisReplyObjectFunctions capped_fns;
+static void *(*default_create_array)(const redisReadTask *, int);
+static pthread_once_t capped_once = PTHREAD_ONCE_INIT;
+static int capped_ready; /* written once, under capped_once */
+
+static void *capped_create_array(const redisReadTask *task, int elements)
+{
+	if (elements < 0 || elements > SLUICE__REDIS_ARRAY_MAX)
+		return NULL;
+	return default_create_array(task, elements);
+}
+
+static void make_capped(void)
+{
+	/* hiredis's default reply functions are not exported: a fresh
+	 * reader's table is them */
+	redisReader *fresh = redisReaderCreate();
+	if (!fresh || !fresh->fn)
+		return;
+	capped_fns = *fresh->fn;
+	redisReaderFree(fresh);
+	default_create_array = capped_fns.createArray;
+	capped_fns.createArray = capped_create_array;
+	capped_ready = 1;
+}
+
+int sluice__redis_reader_cap(void *reader)
+{
+	redisReader *rd = reader;
+	pthread_once(&capped_once, make_capped);
+	if (!capped_ready || !rd)
+		return -1;
+	rd->fn = &capped_fns;
+	return 0;
+}
