@@ -26,37 +26,15 @@
  * by state serial, so complete() gives them back only to the state that
  * took them, whatever was loaded in between.
  */
-/* The read side inlined (liburcu's _LGPL_SOURCE), except under UBSan:
- * liburcu-bp 0.13 places each reader at offset 32 of a registry chunk
- * (after the chunk's header) while its type says 128-byte alignment, so
- * every inlined read lock is a misaligned member access to UBSan.  The
- * out-of-line calls do the same thing in the (uninstrumented) library. */
-#ifndef SLUICE_URCU_OUT_OF_LINE
-#define _LGPL_SOURCE
-#endif
+/* First: _LGPL_SOURCE and urcu-bp.h, before any system header (it says why). */
+#include "urcu_internal.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wpedantic"
-#include <urcu-bp.h>
-#pragma GCC diagnostic pop
-
 #include "engine_internal.h"
 #include "sluice/error.h"
-
-#ifdef __SANITIZE_THREAD__
-void __tsan_acquire(void *addr);
-void __tsan_release(void *addr);
-#define TSAN_RELEASE(p) __tsan_release(p)
-#else
-#define TSAN_RELEASE(p) ((void)0)
-#endif
-
-/* The one address every read section releases and every grace period
- * acquires (DESIGN). */
-extern int sluice__engine_gp;
 
 static inline struct sluice__set *read_begin(sluice_engine_t *e)
 {
