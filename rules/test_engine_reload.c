@@ -281,6 +281,33 @@ Test(engine_reload, complete_after_layout_change)
 	kit_free(&k);
 }
 
+/* An in-flight permit taken before its rule was removed goes back to the
+ * removed (retired) state, found by its serial: put back, the rule has its
+ * permit again. */
+Test(engine_reload, complete_after_rule_removed)
+{
+	static const char up[] = "rules:\n"
+		"  - id: up\n"
+		"    dimensions: [user]\n"
+		"    limit: { algorithm: concurrency, max_inflight: 1 }\n"
+		"    keys: { capacity: 64 }\n";
+	struct kit k;
+	kit_load(&k, up);
+	sluice_engine_rule_info_t ri;
+	cr_assert_eq(sluice_engine_rule_info(k.e, "up", &ri), 0);
+	uint64_t serial = ri.serial;
+	sluice_verdict_t a, b;
+	cr_assert_eq(decide(&k, "PUT", "/", NULL, NULL, "u", &a), SLUICE_ACTION_PASS);
+	load_ok(&k, file_none);
+	cr_assert_eq(sluice_engine_complete(k.e, &a, 0, 1), 0);
+	load_ok(&k, up);
+	cr_assert_eq(sluice_engine_rule_info(k.e, "up", &ri), 0);
+	cr_assert_eq(ri.serial, serial, "the removed state came back");
+	cr_assert_eq(decide(&k, "PUT", "/", NULL, NULL, "u", &b), SLUICE_ACTION_PASS,
+	             "the permit a held went back to the removed state");
+	kit_free(&k);
+}
+
 /* ---- the shared region ------------------------------------------- */
 
 #define REGION_BYTES (4u << 20)
