@@ -214,10 +214,7 @@ Test(engine_reload, layout_change_is_conservative)
 	cr_assert_eq(passed, 20);
 	/* a second layout change while the first's old state is in force:
 	 * refused, the old set kept */
-	sluice_rules_errors_t *errs = NULL;
-	cr_assert_eq(sluice_engine_load_buffer(k.e, "a.yaml", file_a, strlen(file_a), &errs), 1);
-	cr_assert(strstr(errs->errors[0].msg, "changed again"), "%s", errs->errors[0].msg);
-	sluice_rules_errors_free(errs);
+	load_refused(&k, file_a, 1, 0, "changed again");
 	/* after tau the old state is out of force */
 	sluice_clock_manual_advance(&k.clk, 2 * SEC);
 	cr_assert_eq(decide(&k, "GET", "/", NULL, "1.1.1.1", NULL, &v), SLUICE_ACTION_PASS);
@@ -405,12 +402,7 @@ Test(engine_reload, region_full)
 		"    dimensions: [ip]\n"
 		"    limit: { algorithm: fixed_window, window: 1h, max_requests: 3 }\n"
 		"    keys: { capacity: 100000 }\n";
-	sluice_rules_errors_t *errs = NULL;
-	cr_assert_eq(sluice_engine_load_buffer(k.e, "big.yaml", big, strlen(big), &errs), 1);
-	cr_assert_eq(errs->errors[0].mark.line, 2);
-	cr_assert_eq(errs->errors[0].code, SLUICE_EMEMORY);
-	cr_assert(strstr(errs->errors[0].msg, "SLUICE_EMEMORY"), "%s", errs->errors[0].msg);
-	sluice_rules_errors_free(errs);
+	cr_assert_eq(load_refused(&k, big, 1, 2, "SLUICE_EMEMORY"), SLUICE_EMEMORY);
 	sluice_verdict_t v;
 	decide(&k, "GET", "/", NULL, "1.1.1.1", NULL, &v);
 	cr_assert_eq(v.version, 1);
