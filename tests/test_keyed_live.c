@@ -370,6 +370,19 @@ static int cmp_t(const void *a, const void *b)
 }
 
 /* Permits an interval [x, y] can refill: sum of overlap / T per era. */
+/* The times of every admission of @key, by any worker, sorted into @ts
+ * (room for WORKERS * MAXREC).  Return: how many. */
+static size_t key_times(const struct shared *sh, uint32_t key, uint64_t *ts)
+{
+	size_t m = 0;
+	for (int w = 0; w < WORKERS; w++)
+		for (uint64_t r = 0; r < sh->nrec[w]; r++)
+			if (sh->rec[w][r].key == key)
+				ts[m++] = sh->rec[w][r].t;
+	qsort(ts, m, sizeof(ts[0]), cmp_t);
+	return m;
+}
+
 static double refill(const struct shared *sh, uint64_t x, uint64_t y)
 {
 	double sum = 0;
@@ -401,12 +414,7 @@ static double verify(const struct shared *sh, uint64_t *total)
 	double worst = -1e18;
 	*total = 0;
 	for (uint32_t key = 0; key < KEYS; key++) {
-		size_t m = 0;
-		for (int w = 0; w < WORKERS; w++)
-			for (uint64_t r = 0; r < sh->nrec[w]; r++)
-				if (sh->rec[w][r].key == key)
-					ts[m++] = sh->rec[w][r].t;
-		qsort(ts, m, sizeof(ts[0]), cmp_t);
+		size_t m = key_times(sh, key, ts);
 		*total += m;
 		for (size_t i = 0; i < m; i++) {
 			uint64_t b = burst_at(sh, ts[i]);
@@ -513,12 +521,7 @@ static int64_t verify_limits(const struct shared *sh, uint64_t buckets, uint64_t
 	int64_t worst = INT64_MIN;
 	*total = 0;
 	for (uint32_t key = 0; key < KEYS; key++) {
-		size_t m = 0;
-		for (int w = 0; w < WORKERS; w++)
-			for (uint64_t r = 0; r < sh->nrec[w]; r++)
-				if (sh->rec[w][r].key == key)
-					ts[m++] = sh->rec[w][r].t;
-		qsort(ts, m, sizeof(ts[0]), cmp_t);
+		size_t m = key_times(sh, key, ts);
 		*total += m;
 		/* for each admission's bucket y, the range y - N + 1 .. y */
 		size_t lo = 0;
