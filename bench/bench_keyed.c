@@ -105,6 +105,34 @@ static uint64_t fnv1a(const unsigned char *p, size_t n)
 	return h;
 }
 
+/* The mutex peers' GCRA, written once for both: take one permit from the
+ * key whose arrival time is *@tat (the caller holds its lock).  Return: 1
+ * admitted, 0 refused; @base and @lag are what peer_decision() needs, so
+ * the decision is filled after the unlock, as a service would. */
+static int peer_take(uint64_t *tat, uint64_t T, uint64_t tau, uint64_t now, uint64_t *base,
+                     uint64_t *lag)
+{
+	*base = *tat > now ? *tat : now;
+	int ok = *base + T - now <= tau;
+	if (ok)
+		*tat = *base + T;
+	*lag = *tat > now ? *tat - now : 0;
+	return ok;
+}
+
+static int peer_decision(int ok, uint64_t base, uint64_t lag, uint64_t T, uint64_t tau,
+                         uint64_t now, sluice_decision_t *d)
+{
+	d->allowed = ok;
+	d->limit = tau / T;
+	d->remaining = lag < tau ? (tau - lag) / T : 0;
+	d->retry_after_ns = ok ? 0 : base + T - now - tau;
+	d->delay_ns = 0;
+	d->reset_ns = lag;
+	d->now_ns = now;
+	return ok;
+}
+
 static void mutex_init(struct mutex_table *m, uint64_t keys, uint64_t T, uint64_t burst)
 {
 	uint64_t n = 1;
@@ -147,20 +175,10 @@ static int mutex_acquire(struct mutex_table *m, const unsigned char key[16], slu
 		p->next = *b;
 		*b = p;
 	}
-	uint64_t base = p->tat > now ? p->tat : now;
-	int ok = base + m->T - now <= m->tau;
-	if (ok)
-		p->tat = base + m->T;
-	uint64_t lag = p->tat > now ? p->tat - now : 0;
+	uint64_t base, lag;
+	int ok = peer_take(&p->tat, m->T, m->tau, now, &base, &lag);
 	pthread_mutex_unlock(&m->lock);
-	d->allowed = ok;
-	d->limit = m->tau / m->T;
-	d->remaining = lag < m->tau ? (m->tau - lag) / m->T : 0;
-	d->retry_after_ns = ok ? 0 : base + m->T - now - m->tau;
-	d->delay_ns = 0;
-	d->reset_ns = lag;
-	d->now_ns = now;
-	return ok;
+	return peer_decision(ok, base, lag, m->T, m->tau, now, d);
 }
 
 /* ---- the C mutex peers: per-key mutex, array index ------------------------ */
@@ -194,20 +212,10 @@ static int marray_acquire(struct mutex_array *m, uint32_t key, sluice_decision_t
 	uint64_t now = m->clock == &sluice_clock_monotonic ? mono_ns() : sluice_clock_now(m->clock);
 	struct mutex_cell *p = &m->cell[key];
 	pthread_mutex_lock(&p->lock);
-	uint64_t base = p->tat > now ? p->tat : now;
-	int ok = base + m->T - now <= m->tau;
-	if (ok)
-		p->tat = base + m->T;
-	uint64_t lag = p->tat > now ? p->tat - now : 0;
+	uint64_t base, lag;
+	int ok = peer_take(&p->tat, m->T, m->tau, now, &base, &lag);
 	pthread_mutex_unlock(&p->lock);
-	d->allowed = ok;
-	d->limit = m->tau / m->T;
-	d->remaining = lag < m->tau ? (m->tau - lag) / m->T : 0;
-	d->retry_after_ns = ok ? 0 : base + m->T - now - m->tau;
-	d->delay_ns = 0;
-	d->reset_ns = lag;
-	d->now_ns = now;
-	return ok;
+	return peer_decision(ok, base, lag, m->T, m->tau, now, d);
 }
 
 /* ---- cases ----------------------------------------------------------------- */

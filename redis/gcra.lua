@@ -3,13 +3,7 @@
 -- permit), burst.  Grants g = min(want, room) permits when room >= need and
 -- advances TAT by g * T at once: a lease is charged when it is granted.
 -- Returns {admitted, remaining, retry_after_us, reset_us, granted, now_us}.
-local need = tonumber(ARGV[1])
-local want = tonumber(ARGV[2])
-local now = tonumber(ARGV[3])
-if now == 0 then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+-- need, want and now come from prelude.lua (lua2c.py prepends it).
 local T = tonumber(ARGV[4])
 local burst = tonumber(ARGV[5])
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0')

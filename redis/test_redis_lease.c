@@ -34,13 +34,40 @@ static long long fixed_count(const char *name)
 	return v;
 }
 
+/* The clock set to @t0, a backend of its own (*@r) and a limit on it. */
+static sluice_redis_limit_t *limit_up(uint64_t t0, sluice_redis_limit_config_t cfg,
+                                      sluice_redis_t **r)
+{
+	sluice_clock_manual_init(&clk, t0);
+	*r = backend();
+	sluice_redis_limit_t *l;
+	cr_assert_eq(sluice_redis_limit_new(*r, &cfg, &l), 0);
+	return l;
+}
+
+static void limit_down(sluice_redis_limit_t *l, sluice_redis_t *r)
+{
+	sluice_redis_limit_free(l);
+	sluice_redis_free(r);
+}
+
+/* Wait (bounded: 2 s) until the prefetched lease is installed. */
+static void lease_settled(sluice_redis_limit_t *l)
+{
+	for (int i = 0; i < 2000 && atomic_load(&l->pending); i++)
+		usleep(1000);
+}
+
+/* One permit from the local lease alone (1 taken, 0 not), no round trip. */
+static int lease_take1(sluice_redis_limit_t *l)
+{
+	return sluice__lease_take(l, 1, &(uint64_t){ 0 }, &(uint64_t){ 0 });
+}
+
 Test(redis_lease, charged_when_granted_spent_locally)
 {
-	sluice_clock_manual_init(&clk, 1000000000000000ULL); /* a window start */
-	sluice_redis_t *r = backend();
-	sluice_redis_limit_t *l;
-	sluice_redis_limit_config_t cfg = fixed_cfg("a", 100, 16);
-	cr_assert_eq(sluice_redis_limit_new(r, &cfg, &l), 0);
+	sluice_redis_t *r; /* the clock at a window start */
+	sluice_redis_limit_t *l = limit_up(1000000000000000ULL, fixed_cfg("a", 100, 16), &r);
 	int admitted = 0;
 	sluice_redis_source_t src;
 	sluice_decision_t d;
@@ -74,32 +101,24 @@ Test(redis_lease, charged_when_granted_spent_locally)
 	sluice_clock_manual_advance(&clk, 10000000000ULL);
 	cr_assert_eq(sluice_redis_acquire(l, 1, &d, &src), 1);
 	cr_assert_eq(src, SLUICE_REDIS_FROM_LEASE);
-	sluice_redis_limit_free(l);
-	sluice_redis_free(r);
+	limit_down(l, r);
 }
 
 Test(redis_lease, lease_lapses_with_its_window)
 {
-	sluice_clock_manual_init(&clk, 2000000000000000ULL);
-	sluice_redis_t *r = backend();
-	sluice_redis_limit_t *l;
-	sluice_redis_limit_config_t cfg = fixed_cfg("w", 1000, 64);
-	cr_assert_eq(sluice_redis_limit_new(r, &cfg, &l), 0);
+	sluice_redis_t *r;
+	sluice_redis_limit_t *l = limit_up(2000000000000000ULL, fixed_cfg("w", 1000, 64), &r);
 	for (int i = 0; i < 40; i++)
 		cr_assert_eq(sluice_redis_acquire(l, 1, NULL, NULL), 1);
-	/* wait (bounded) until the prefetched lease is installed */
-	for (int i = 0; i < 2000 && atomic_load(&l->pending); i++)
-		usleep(1000);
+	lease_settled(l);
 	uint64_t w = atomic_load(&l->lease);
 	cr_assert_gt(w & SLUICE__LEASE_MASK, 0, "a lease is held");
 	/* one ns before the window ends the lease is spendable, at the end not */
 	sluice_clock_manual_set(&clk, 2000000000000000ULL + 10000000000ULL - 1000);
-	cr_assert_eq(sluice__lease_take(l, 1, &(uint64_t){ 0 }, &(uint64_t){ 0 }), 1);
+	cr_assert_eq(lease_take1(l), 1);
 	sluice_clock_manual_set(&clk, 2000000000000000ULL + 10000000000ULL);
-	cr_assert_eq(sluice__lease_take(l, 1, &(uint64_t){ 0 }, &(uint64_t){ 0 }), 0,
-	             "a lease never outlives the window it was charged in");
-	sluice_redis_limit_free(l);
-	sluice_redis_free(r);
+	cr_assert_eq(lease_take1(l), 0, "a lease never outlives the window it was charged in");
+	limit_down(l, r);
 }
 
 /* 3 instances on one limit, each with its own backend (connection, I/O
@@ -135,11 +154,8 @@ Test(redis_lease, instances_share_one_bound)
 
 Test(redis_lease, b_grows_while_plentiful_and_shrinks_to_1_near_the_limit)
 {
-	sluice_clock_manual_init(&clk, 4000000000000000ULL);
-	sluice_redis_t *r = backend();
-	sluice_redis_limit_t *l;
-	sluice_redis_limit_config_t cfg = fixed_cfg("b", 10000, 256);
-	cr_assert_eq(sluice_redis_limit_new(r, &cfg, &l), 0);
+	sluice_redis_t *r;
+	sluice_redis_limit_t *l = limit_up(4000000000000000ULL, fixed_cfg("b", 10000, 256), &r);
 	uint64_t most = 0;
 	for (int i = 0; i < 3000; i++) {
 		cr_assert_eq(sluice_redis_acquire(l, 1, NULL, NULL), 1);
@@ -151,46 +167,36 @@ Test(redis_lease, b_grows_while_plentiful_and_shrinks_to_1_near_the_limit)
 	for (int i = 0; i < 20000 && (rc = sluice_redis_acquire(l, 1, NULL, NULL)) == 1; i++)
 		;
 	cr_assert_eq(atomic_load(&l->b), 1, "B is 1 once the limit is near");
-	sluice_redis_limit_free(l);
-	sluice_redis_free(r);
+	limit_down(l, r);
 }
 
 /* GCRA: a lease may be spent for lease_ttl_ns after it was asked for, no longer */
 Test(redis_lease, gcra_lease_spend_time_is_bounded)
 {
-	sluice_clock_manual_init(&clk, 5000000000000000ULL);
-	sluice_redis_t *r = backend();
-	sluice_redis_limit_t *l;
 	sluice_redis_limit_config_t cfg = {
 		.name = "g", .algo = SLUICE_REDIS_GCRA, .limit = 100, .rate = 1000,
 		.window_ns = 1000000000ULL, .lease_max = 64, .lease_ttl_ns = 10000000ULL,
 		.budget_ns = 2000000000ULL, .fallback = SLUICE_REDIS_DENY, .clock = &clk
 	};
-	cr_assert_eq(sluice_redis_limit_new(r, &cfg, &l), 0);
+	sluice_redis_t *r;
+	sluice_redis_limit_t *l = limit_up(5000000000000000ULL, cfg, &r);
 	for (int i = 0; i < 10; i++)
 		cr_assert_eq(sluice_redis_acquire(l, 1, NULL, NULL), 1);
-	for (int i = 0; i < 2000 && atomic_load(&l->pending); i++)
-		usleep(1000);
+	lease_settled(l);
 	cr_assert_gt(atomic_load(&l->lease) & SLUICE__LEASE_MASK, 0);
 	sluice_clock_manual_advance(&clk, 10000000ULL - 1000);
-	cr_assert_eq(sluice__lease_take(l, 1, &(uint64_t){ 0 }, &(uint64_t){ 0 }), 1);
+	cr_assert_eq(lease_take1(l), 1);
 	sluice_clock_manual_advance(&clk, 1000);
-	cr_assert_eq(sluice__lease_take(l, 1, &(uint64_t){ 0 }, &(uint64_t){ 0 }), 0,
-	             "spent past lease_ttl_ns");
-	sluice_redis_limit_free(l);
-	sluice_redis_free(r);
+	cr_assert_eq(lease_take1(l), 0, "spent past lease_ttl_ns");
+	limit_down(l, r);
 }
 
 Test(redis_lease, noscript_reloads_and_retries_once)
 {
-	sluice_clock_manual_init(&clk, 6000000000000000ULL);
-	sluice_redis_t *r = backend();
-	sluice_redis_limit_t *l;
-	sluice_redis_limit_config_t cfg = fixed_cfg("n", 1000, 1);
-	cr_assert_eq(sluice_redis_limit_new(r, &cfg, &l), 0);
+	sluice_redis_t *r;
+	sluice_redis_limit_t *l = limit_up(6000000000000000ULL, fixed_cfg("n", 1000, 1), &r);
 	cr_assert_eq(sluice_redis_acquire(l, 1, NULL, NULL), 1);
-	for (int i = 0; i < 2000 && atomic_load(&l->pending); i++)
-		usleep(1000);
+	lease_settled(l);
 	char out[64];
 	cr_assert_eq(sluice_test_redis_cmd(&srv, "SCRIPT FLUSH", out, sizeof(out)), 0);
 	cr_assert_str_eq(out, "+OK");
@@ -200,8 +206,7 @@ Test(redis_lease, noscript_reloads_and_retries_once)
 	cr_assert_eq(s.noscript_reloads, 1);
 	cr_assert_eq(s.io_errors, 0);
 	cr_assert_eq(s.connects, 1, "no reconnect for a NOSCRIPT");
-	sluice_redis_limit_free(l);
-	sluice_redis_free(r);
+	limit_down(l, r);
 }
 
 typedef struct bad {
@@ -244,28 +249,21 @@ ParameterizedTest(bad_t *p, redis_lease, bad_parameters)
 
 Test(redis_lease, too_big_and_zero)
 {
-	sluice_clock_manual_init(&clk, 7000000000000000ULL);
-	sluice_redis_t *r = backend();
-	sluice_redis_limit_t *l;
-	sluice_redis_limit_config_t cfg = fixed_cfg("z", 10, 4);
-	cr_assert_eq(sluice_redis_limit_new(r, &cfg, &l), 0);
+	sluice_redis_t *r;
+	sluice_redis_limit_t *l = limit_up(7000000000000000ULL, fixed_cfg("z", 10, 4), &r);
 	sluice_decision_t d;
 	cr_assert_eq(sluice_redis_acquire(l, 0, &d, NULL), SLUICE_EINVAL);
 	cr_assert_eq(sluice_redis_acquire(l, 11, &d, NULL), SLUICE_ETOOBIG);
 	cr_assert_eq(d.retry_after_ns, SLUICE_NEVER);
 	cr_assert_eq(sluice_redis_acquire(l, 10, &d, NULL), 1, "all ten at once");
-	sluice_redis_limit_free(l);
-	sluice_redis_free(r);
+	limit_down(l, r);
 }
 
 /* item 6: a Redis limit behind sluice_limiter_acquire(), alone and in a composite */
 Test(redis_lease, through_the_generic_handle)
 {
-	sluice_clock_manual_init(&clk, 8000000000000000ULL);
-	sluice_redis_t *r = backend();
-	sluice_redis_limit_t *rl;
-	sluice_redis_limit_config_t cfg = fixed_cfg("h", 50, 8);
-	cr_assert_eq(sluice_redis_limit_new(r, &cfg, &rl), 0);
+	sluice_redis_t *r;
+	sluice_redis_limit_t *rl = limit_up(8000000000000000ULL, fixed_cfg("h", 50, 8), &r);
 	sluice_limiter_t *h;
 	cr_assert_eq(sluice_redis_limiter_new(rl, &h), 0);
 	cr_assert_eq(sluice_limiter_algo(h), SLUICE_ALGO_EXTERNAL);
@@ -300,8 +298,7 @@ Test(redis_lease, through_the_generic_handle)
 	sluice_limiter_free(comp);
 	sluice_limiter_free(loc);
 	sluice_limiter_free(h);
-	sluice_redis_limit_free(rl);
-	sluice_redis_free(r);
+	limit_down(rl, r);
 }
 
 /* item 4: per-key limits across instances, from a bounded table */
@@ -370,30 +367,25 @@ Test(redis_lease, keyed_table_is_bounded)
 /* a fork child never spends its parent's lease: it takes the fallback */
 Test(redis_lease, fork_child_takes_the_fallback)
 {
-	sluice_clock_manual_init(&clk, 9200000000000000ULL);
-	sluice_redis_t *r = backend();
-	sluice_redis_limit_t *l;
 	sluice_redis_limit_config_t cfg = fixed_cfg("fork", 1000, 64);
 	cfg.fallback = SLUICE_REDIS_DENY;
-	cr_assert_eq(sluice_redis_limit_new(r, &cfg, &l), 0);
+	sluice_redis_t *r;
+	sluice_redis_limit_t *l = limit_up(9200000000000000ULL, cfg, &r);
 	for (int i = 0; i < 20; i++)
 		cr_assert_eq(sluice_redis_acquire(l, 1, NULL, NULL), 1);
-	for (int i = 0; i < 2000 && atomic_load(&l->pending); i++)
-		usleep(1000);
+	lease_settled(l);
 	cr_assert_gt(atomic_load(&l->lease) & SLUICE__LEASE_MASK, 0, "the parent holds a lease");
 	pid_t pid = fork();
 	cr_assert(pid >= 0);
 	if (pid == 0) {
 		sluice_redis_source_t src;
 		int rc = sluice_redis_acquire(l, 1, NULL, &src);
-		sluice_redis_limit_free(l);
-		sluice_redis_free(r);
+		limit_down(l, r);
 		_exit(rc == 0 && src == SLUICE_REDIS_FROM_FALLBACK ? 0 : 1);
 	}
 	int status;
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child spent the lease");
 	cr_assert_eq(sluice_redis_acquire(l, 1, NULL, NULL), 1, "the parent goes on");
-	sluice_redis_limit_free(l);
-	sluice_redis_free(r);
+	limit_down(l, r);
 }

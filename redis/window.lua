@@ -6,13 +6,7 @@
 -- KEYS[1] the state key.  ARGV: need, want, now (0: Redis TIME), limit, W
 -- (us), N.  Returns {admitted, remaining, retry_after_us, reset_us,
 -- granted, now_us}.
-local need = tonumber(ARGV[1])
-local want = tonumber(ARGV[2])
-local now = tonumber(ARGV[3])
-if now == 0 then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+-- need, want and now come from prelude.lua (lua2c.py prepends it).
 local limit = tonumber(ARGV[4])
 local W = tonumber(ARGV[5])
 local N = tonumber(ARGV[6])

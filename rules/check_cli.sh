@@ -2,12 +2,8 @@
 # rules/check_cli.sh SLUICE TESTDATA - run `sluice check` as a user would
 # and check its exit codes and output (issue 12, "Done when": a file with
 # ten different errors, each line named).  Exits 1 on the first mismatch.
-set -u
-sluice=$(realpath "$1")
-cd "$2" || exit 1
-fail() { echo "FAIL: $*"; exit 1; }
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+# $sluice, fail, $out and the working directory TESTDATA (cli_test.sh)
+. "$(dirname "${BASH_SOURCE[0]}")/cli_test.sh"
 
 # every error of errors.yaml, each file:line:col: message, in file order
 "$sluice" check errors.yaml >"$out/stdout" 2>"$out/stderr"

@@ -26,37 +26,15 @@
  * by state serial, so complete() gives them back only to the state that
  * took them, whatever was loaded in between.
  */
-/* The read side inlined (liburcu's _LGPL_SOURCE), except under UBSan:
- * liburcu-bp 0.13 places each reader at offset 32 of a registry chunk
- * (after the chunk's header) while its type says 128-byte alignment, so
- * every inlined read lock is a misaligned member access to UBSan.  The
- * out-of-line calls do the same thing in the (uninstrumented) library. */
-#ifndef SLUICE_URCU_OUT_OF_LINE
-#define _LGPL_SOURCE
-#endif
+/* First: _LGPL_SOURCE and urcu-bp.h, before any system header (it says why). */
+#include "urcu_internal.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wpedantic"
-#include <urcu-bp.h>
-#pragma GCC diagnostic pop
-
 #include "engine_internal.h"
 #include "sluice/error.h"
-
-#ifdef __SANITIZE_THREAD__
-void __tsan_acquire(void *addr);
-void __tsan_release(void *addr);
-#define TSAN_RELEASE(p) __tsan_release(p)
-#else
-#define TSAN_RELEASE(p) ((void)0)
-#endif
-
-/* The one address every read section releases and every grace period
- * acquires (DESIGN). */
-extern int sluice__engine_gp;
 
 static inline struct sluice__set *read_begin(sluice_engine_t *e)
 {
@@ -477,38 +455,50 @@ int sluice_engine_decide(sluice_engine_t *e, const sluice_request_t *req, sluice
 
 /* ---- complete ----------------------------------------------------- */
 
-const struct sluice__crule *sluice__set_find(const struct sluice__set *s, const char *id)
+/* The i-th id of each of a set's two lists sorted by id (reload.c sorts
+ * them): its rules, through by_id, and its retired states. */
+static const char *rule_id_at(const struct sluice__set *s, size_t i)
 {
-	size_t lo = 0, hi = s->count;
+	return s->cr[s->by_id[i]].r->id;
+}
+
+static const char *retired_id_at(const struct sluice__set *s, size_t i)
+{
+	return s->retired[i]->id;
+}
+
+/* The index of @id in one of @s's sorted lists (@n entries, the i-th id
+ * id_at(s, i)), or @n when it is not there: the one binary search both
+ * lists use.  Static with constant accessors, so each caller's search is
+ * inlined with its accessor: no call through a pointer on complete(). */
+static inline size_t set_search(const struct sluice__set *s, size_t n, const char *id,
+                                const char *(*id_at)(const struct sluice__set *, size_t))
+{
+	size_t lo = 0, hi = n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		const struct sluice__crule *c = &s->cr[s->by_id[mid]];
-		int cmp = strcmp(c->r->id, id);
+		int cmp = strcmp(id_at(s, mid), id);
 		if (cmp == 0)
-			return c;
+			return mid;
 		if (cmp < 0)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return NULL;
+	return n;
+}
+
+const struct sluice__crule *sluice__set_find(const struct sluice__set *s, const char *id)
+{
+	size_t i = set_search(s, s->count, id, rule_id_at);
+	return i < s->count ? &s->cr[s->by_id[i]] : NULL;
 }
 
 static struct sluice__state *retired_find(const struct sluice__set *s, const char *id,
                                           uint64_t serial)
 {
-	size_t lo = 0, hi = s->nretired;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int cmp = strcmp(s->retired[mid]->id, id);
-		if (cmp == 0)
-			return s->retired[mid]->serial == serial ? s->retired[mid] : NULL;
-		if (cmp < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
+	size_t i = set_search(s, s->nretired, id, retired_id_at);
+	return i < s->nretired && s->retired[i]->serial == serial ? s->retired[i] : NULL;
 }
 
 static struct sluice__state *held_state(const struct sluice__set *s, const sluice_verdict_t *v,

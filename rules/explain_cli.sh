@@ -2,12 +2,8 @@
 # rules/explain_cli.sh SLUICE TESTDATA - run `sluice explain` as a user
 # would: the rules a request matches, their keys and decisions, exactly as
 # printed; an invalid file (exit 1); bad arguments (usage, exit 2).
-set -u
-sluice=$(realpath "$1")
-cd "$2" || exit 1
-fail() { echo "FAIL: $*"; exit 1; }
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+# $sluice, fail, $out and the working directory TESTDATA (cli_test.sh)
+. "$(dirname "${BASH_SOURCE[0]}")/cli_test.sh"
 
 # three rules on one request: per IP and per user, a global one, a shadow
 # one whose keys come from the query string and a header

@@ -36,14 +36,9 @@
  * validates the table itself), so another process's bytes cannot make
  * this one read outside it.
  */
-/* The read side inlined (liburcu's _LGPL_SOURCE), except under UBSan:
- * liburcu-bp 0.13 places each reader at offset 32 of a registry chunk
- * (after the chunk's header) while its type says 128-byte alignment, so
- * every inlined read lock is a misaligned member access to UBSan.  The
- * out-of-line calls do the same thing in the (uninstrumented) library. */
-#ifndef SLUICE_URCU_OUT_OF_LINE
-#define _LGPL_SOURCE
-#endif
+/* First: _LGPL_SOURCE and urcu-bp.h, before any system header (it says why). */
+#include "urcu_internal.h"
+
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,21 +46,8 @@
 #include <strings.h>
 #include <time.h>
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wpedantic"
-#include <urcu-bp.h>
-#pragma GCC diagnostic pop
-
 #include "engine_internal.h"
 #include "sluice/error.h"
-
-#ifdef __SANITIZE_THREAD__
-void __tsan_acquire(void *addr);
-#define TSAN_ACQUIRE(p) __tsan_acquire(p)
-#else
-#define TSAN_ACQUIRE(p) ((void)0)
-#endif
-extern int sluice__engine_gp;
 
 /* ---- the region --------------------------------------------------- */
 

@@ -90,6 +90,39 @@ static uint64_t window(struct rig *r, uint64_t n, uint64_t lat, uint64_t fail)
 	return sluice__adaptive_limit(&r->a);
 }
 
+/* One row of a run of windows: window(r, n, lat, fail) must leave the
+ * limit at @limit; @why says what the row checks. */
+struct step {
+	uint64_t n, lat, fail, limit;
+	const char *why;
+};
+
+/* The windows of @steps in order, each checked as its row says. */
+static void windows(struct rig *r, const struct step *steps, size_t count)
+{
+	for (size_t i = 0; i < count; i++) {
+		const struct step *s = &steps[i];
+		uint64_t got = window(r, s->n, s->lat, s->fail);
+		cr_assert_eq(got, s->limit, "window %zu of the run (%s): limit %" PRIu64 ", want %" PRIu64,
+		             i, s->why ? s->why : "", got, s->limit);
+	}
+}
+#define WINDOWS(r, ...)                                                              \
+	do {                                                                         \
+		static const struct step steps_[] = { __VA_ARGS__ };                   \
+		windows((r), steps_, sizeof(steps_) / sizeof(steps_[0]));              \
+	} while (0)
+
+/* Close the open window by a tick at @t (no window() around it: the
+ * caller recorded the completions, or none); Return: the limit after. */
+static uint64_t close_at(struct rig *r, uint64_t t)
+{
+	sluice_clock_manual_set(&r->clock, t);
+	cr_assert_eq(sluice__adaptive_tick(&r->a, sluice_clock_now(&r->clock)), 1,
+	             "the tick at %" PRIu64 " judged nothing", t);
+	return sluice__adaptive_limit(&r->a);
+}
+
 /* ---- init --------------------------------------------------------------- */
 
 struct bad_case {
@@ -228,21 +261,15 @@ Test(adaptive, runs_must_be_consecutive)
 	static struct rig r;
 	sluice_rules_adaptive_t cfg = latency_cfg();
 	rig_init(&r, &cfg, 200, 0, 0);
-	for (int i = 0; i < 4; i++) {
-		cr_assert_eq(window(&r, 10, 100 * MS, 0), 200);
-		cr_assert_eq(window(&r, 10, 100 * MS, 0), 200);
-		cr_assert_eq(window(&r, 10, 10 * MS, 0), 200);
-	}
-	cr_assert_eq(window(&r, 10, 100 * MS, 0), 200);
-	cr_assert_eq(window(&r, 10, 100 * MS, 0), 200);
-	cr_assert_eq(window(&r, 10, 100 * MS, 0), 180);
-	/* from 180: calm, calm, high, calm, calm: no raise */
-	cr_assert_eq(window(&r, 10, 10 * MS, 0), 180);
-	cr_assert_eq(window(&r, 10, 10 * MS, 0), 180);
-	cr_assert_eq(window(&r, 10, 100 * MS, 0), 180);
-	cr_assert_eq(window(&r, 10, 10 * MS, 0), 180);
-	cr_assert_eq(window(&r, 10, 10 * MS, 0), 180);
-	cr_assert_eq(window(&r, 10, 10 * MS, 0), 190);
+	for (int i = 0; i < 4; i++)
+		WINDOWS(&r, { 10, 100 * MS, 0, 200, "high" }, { 10, 100 * MS, 0, 200, "high" },
+		        { 10, 10 * MS, 0, 200, "calm breaks the run" });
+	WINDOWS(&r, { 10, 100 * MS, 0, 200, NULL }, { 10, 100 * MS, 0, 200, NULL },
+	        { 10, 100 * MS, 0, 180, "three high in a row" },
+	        /* from 180: calm, calm, high, calm, calm: no raise */
+	        { 10, 10 * MS, 0, 180, NULL }, { 10, 10 * MS, 0, 180, NULL },
+	        { 10, 100 * MS, 0, 180, "high breaks the run" }, { 10, 10 * MS, 0, 180, NULL },
+	        { 10, 10 * MS, 0, 180, NULL }, { 10, 10 * MS, 0, 190, "three calm in a row" });
 	rig_free(&r);
 }
 
@@ -258,25 +285,19 @@ Test(adaptive, p99_rank)
 	for (int i = 0; i < 99; i++)
 		sluice__metrics_complete(&r.m, 10 * MS, 1);
 	sluice__metrics_complete(&r.m, 1 * SEC, 1);
-	sluice_clock_manual_set(&r.clock, now + SEC);
-	cr_assert_eq(sluice__adaptive_tick(&r.a, sluice_clock_now(&r.clock)), 1);
-	cr_assert_eq(sluice__adaptive_limit(&r.a), 200, "1 slow in 100 is above the p99");
+	cr_assert_eq(close_at(&r, now + SEC), 200, "1 slow in 100 is above the p99");
 
 	for (int i = 0; i < 98; i++)
 		sluice__metrics_complete(&r.m, 10 * MS, 1);
 	sluice__metrics_complete(&r.m, 1 * SEC, 1);
 	sluice__metrics_complete(&r.m, 1 * SEC, 1);
-	sluice_clock_manual_set(&r.clock, now + 2 * SEC);
-	cr_assert_eq(sluice__adaptive_tick(&r.a, sluice_clock_now(&r.clock)), 1);
-	cr_assert_eq(sluice__adaptive_limit(&r.a), 180, "2 slow in 100 are the p99");
+	cr_assert_eq(close_at(&r, now + 2 * SEC), 180, "2 slow in 100 are the p99");
 	cr_assert_eq(r.ch.w[0].p99_lo_ns, 750 * MS);
 	cr_assert_eq(r.ch.w[0].p99_hi_ns, 1 * SEC);
 
 	/* beyond the last bound: the +Inf bucket, still HIGH */
 	sluice__metrics_complete(&r.m, 60 * SEC, 1);
-	sluice_clock_manual_set(&r.clock, now + 3 * SEC);
-	cr_assert_eq(sluice__adaptive_tick(&r.a, sluice_clock_now(&r.clock)), 1);
-	cr_assert_eq(sluice__adaptive_limit(&r.a), 162);
+	cr_assert_eq(close_at(&r, now + 3 * SEC), 162);
 	cr_assert_eq(r.ch.w[1].p99_lo_ns, 10 * SEC);
 	cr_assert_eq(r.ch.w[1].p99_hi_ns, UINT64_MAX);
 	rig_free(&r);
@@ -316,25 +337,17 @@ Test(adaptive, error_ratio)
 	};
 	rig_init(&r, &cfg, 100, 0, 5 * SEC);
 	/* latency does not matter for this signal */
-	cr_assert_eq(window(&r, 100, 5 * SEC, 3), 100);
-	cr_assert_eq(window(&r, 100, 1 * MS, 3), 50);
+	WINDOWS(&r, { 100, 5 * SEC, 3, 100, "slow but no error" }, { 100, 1 * MS, 3, 50, "3% twice" });
 	cr_assert_eq(r.ch.w[0].failures, 3);
 	cr_assert_eq(r.ch.w[0].completions, 100);
-	cr_assert_eq(window(&r, 100, 1 * MS, 3), 50);
-	cr_assert_eq(window(&r, 100, 1 * MS, 100), 25);
-	cr_assert_eq(window(&r, 100, 1 * MS, 3), 25);
-	cr_assert_eq(window(&r, 100, 1 * MS, 3), 12);
-	cr_assert_eq(window(&r, 100, 1 * MS, 3), 12);
-	cr_assert_eq(window(&r, 100, 1 * MS, 3), 10, "the floor");
-	/* exactly 2%: calm; raises by 100 x 50% / 2 = 25 */
-	cr_assert_eq(window(&r, 100, 1 * MS, 2), 10);
-	cr_assert_eq(window(&r, 100, 1 * MS, 2), 35);
-	cr_assert_eq(window(&r, 1000, 1 * MS, 20), 35);
-	cr_assert_eq(window(&r, 1000, 1 * MS, 0), 60);
-	cr_assert_eq(window(&r, 1000, 1 * MS, 0), 60);
-	cr_assert_eq(window(&r, 1000, 1 * MS, 0), 85);
-	cr_assert_eq(window(&r, 1000, 1 * MS, 0), 85);
-	cr_assert_eq(window(&r, 1000, 1 * MS, 0), 100);
+	WINDOWS(&r, { 100, 1 * MS, 3, 50, NULL }, { 100, 1 * MS, 100, 25, NULL },
+	        { 100, 1 * MS, 3, 25, NULL }, { 100, 1 * MS, 3, 12, NULL },
+	        { 100, 1 * MS, 3, 12, NULL }, { 100, 1 * MS, 3, 10, "the floor" },
+	        /* exactly 2%: calm; raises by 100 x 50% / 2 = 25 */
+	        { 100, 1 * MS, 2, 10, "2% is calm" }, { 100, 1 * MS, 2, 35, NULL },
+	        { 1000, 1 * MS, 20, 35, NULL }, { 1000, 1 * MS, 0, 60, NULL },
+	        { 1000, 1 * MS, 0, 60, NULL }, { 1000, 1 * MS, 0, 85, NULL },
+	        { 1000, 1 * MS, 0, 85, NULL }, { 1000, 1 * MS, 0, 100, "back to the configured limit" });
 	rig_free(&r);
 }
 
@@ -347,39 +360,30 @@ Test(adaptive, empty_windows_hold_and_break_runs)
 	static struct rig r;
 	sluice_rules_adaptive_t cfg = latency_cfg();
 	rig_init(&r, &cfg, 200, 0, 0);
-	cr_assert_eq(window(&r, 10, 100 * MS, 0), 200);
-	cr_assert_eq(window(&r, 10, 100 * MS, 0), 200);
-	cr_assert_eq(window(&r, 0, 0, 0), 200, "an empty window");
-	cr_assert_eq(window(&r, 10, 100 * MS, 0), 200, "the run went on across an empty window");
-	cr_assert_eq(window(&r, 10, 100 * MS, 0), 200);
-	cr_assert_eq(window(&r, 10, 100 * MS, 0), 180);
+	WINDOWS(&r, { 10, 100 * MS, 0, 200, NULL }, { 10, 100 * MS, 0, 200, NULL },
+	        { 0, 0, 0, 200, "an empty window" },
+	        { 10, 100 * MS, 0, 200, "the run went on across an empty window" },
+	        { 10, 100 * MS, 0, 200, NULL }, { 10, 100 * MS, 0, 180, NULL });
 	uint64_t judged = sluice__adaptive_judged(&r.a);
 
-	cr_assert_eq(window(&r, 10, 100 * MS, 0), 180);
-	cr_assert_eq(window(&r, 10, 100 * MS, 0), 180);
+	WINDOWS(&r, { 10, 100 * MS, 0, 180, NULL }, { 10, 100 * MS, 0, 180, NULL });
 	/* completions in the open window, then 10 windows without a tick:
 	 * the open window is judged (HIGH: third of the run: cut), the nine
 	 * after it are EMPTY and break the next run */
 	uint64_t now = sluice_clock_now(&r.clock);
 	for (int i = 0; i < 10; i++)
 		sluice__metrics_complete(&r.m, 100 * MS, 1);
-	sluice_clock_manual_set(&r.clock, now + 10 * SEC);
-	cr_assert_eq(sluice__adaptive_tick(&r.a, sluice_clock_now(&r.clock)), 1);
-	cr_assert_eq(sluice__adaptive_limit(&r.a), 162);
+	cr_assert_eq(close_at(&r, now + 10 * SEC), 162);
 	cr_assert_eq(sluice__adaptive_judged(&r.a), judged + 2 + 10);
-	cr_assert_eq(window(&r, 10, 100 * MS, 0), 162);
-	cr_assert_eq(window(&r, 10, 100 * MS, 0), 162);
-	cr_assert_eq(window(&r, 10, 100 * MS, 0), 145);
+	WINDOWS(&r, { 10, 100 * MS, 0, 162, "the empty windows broke the run" },
+	        { 10, 100 * MS, 0, 162, NULL }, { 10, 100 * MS, 0, 145, NULL });
 
 	/* a jump breaks a half-done run: two high windows, a jump, two more */
-	cr_assert_eq(window(&r, 10, 100 * MS, 0), 145);
-	cr_assert_eq(window(&r, 10, 100 * MS, 0), 145);
+	WINDOWS(&r, { 10, 100 * MS, 0, 145, NULL }, { 10, 100 * MS, 0, 145, NULL });
 	now = sluice_clock_now(&r.clock);
-	sluice_clock_manual_set(&r.clock, now + 5 * SEC);
-	cr_assert_eq(sluice__adaptive_tick(&r.a, sluice_clock_now(&r.clock)), 1);
-	cr_assert_eq(window(&r, 10, 100 * MS, 0), 145);
-	cr_assert_eq(window(&r, 10, 100 * MS, 0), 145);
-	cr_assert_eq(window(&r, 10, 100 * MS, 0), 130);
+	cr_assert_eq(close_at(&r, now + 5 * SEC), 145);
+	WINDOWS(&r, { 10, 100 * MS, 0, 145, "the jump broke the run" },
+	        { 10, 100 * MS, 0, 145, NULL }, { 10, 100 * MS, 0, 130, NULL });
 	rig_free(&r);
 }
 
@@ -401,9 +405,7 @@ Test(adaptive, time_going_back_does_nothing)
 	cr_assert_eq(sluice__adaptive_judged(&r.a), judged);
 	cr_assert_eq(sluice__adaptive_limit(&r.a), 180);
 	/* the completions count in the open window when it closes */
-	sluice_clock_manual_set(&r.clock, 102 * SEC);
-	cr_assert_eq(sluice__adaptive_tick(&r.a, sluice_clock_now(&r.clock)), 1);
-	cr_assert_eq(sluice__adaptive_limit(&r.a), 162);
+	cr_assert_eq(close_at(&r, 102 * SEC), 162);
 	cr_assert_eq(r.ch.w[1].completions, 10);
 	rig_free(&r);
 }

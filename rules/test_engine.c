@@ -106,12 +106,7 @@ Test(engine, too_many_matches_refused)
 		         i, i, "bbbbbbbbbbbbbbbbbbbbbbbbbb");
 	struct kit k;
 	kit_new(&k);
-	sluice_rules_errors_t *errs = NULL;
-	int rc = sluice_engine_load_buffer(k.e, "many.yaml", y, strlen(y), &errs);
-	cr_assert_eq(rc, 1);
-	cr_assert_eq(errs->errors[0].mark.line, 50);
-	cr_assert(strstr(errs->errors[0].msg, "can match 17 rules"), "%s", errs->errors[0].msg);
-	sluice_rules_errors_free(errs);
+	load_refused(&k, y, 1, 50, "can match 17 rules");
 	sluice_engine_info_t in;
 	sluice_engine_info(k.e, &in);
 	cr_assert_eq(in.failed_loads, 1);
@@ -384,11 +379,7 @@ Test(engine, versions_and_failed_loads)
 	cr_assert_eq(v.nrules, 2);
 	/* a broken file: errors returned, the old set kept, counted */
 	static const char bad[] = "rules:\n  - id: x\n    limit: { algorithm: gcra }\n";
-	sluice_rules_errors_t *errs = NULL;
-	cr_assert_gt(sluice_engine_load_buffer(k.e, "bad.yaml", bad, strlen(bad), &errs), 0);
-	cr_assert_not_null(errs);
-	cr_assert_eq(errs->errors[0].mark.line, 3);
-	sluice_rules_errors_free(errs);
+	load_refused(&k, bad, 0, 3, NULL);
 	decide(&k, "GET", "/a/b", NULL, "1.1.1.1", NULL, &v);
 	cr_assert_eq(v.version, 1);
 	cr_assert_eq(v.nrules, 2);

@@ -46,6 +46,29 @@ static inline void load_ok(struct kit *k, const char *yaml)
 	cr_assert_eq(rc, 0, "load: %d", rc);
 }
 
+/* A load that must be refused: @nerr errors (0: any number above 0), the
+ * first at line @line (0: any) with @msg in its message (NULL: any); the
+ * loaded set is kept (the callers check).  Return: the first error's code. */
+static inline int load_refused(struct kit *k, const char *yaml, int nerr, int line,
+                               const char *msg)
+{
+	sluice_rules_errors_t *errs = NULL;
+	int rc = sluice_engine_load_buffer(k->e, "test.yaml", yaml, strlen(yaml), &errs);
+	if (nerr)
+		cr_assert_eq(rc, nerr, "load: %d errors, want %d", rc, nerr);
+	else
+		cr_assert_gt(rc, 0, "load: %d, want errors", rc);
+	cr_assert_not_null(errs);
+	if (line)
+		cr_assert_eq(errs->errors[0].mark.line, line, "first error at line %d, want %d",
+		             (int)errs->errors[0].mark.line, line);
+	if (msg)
+		cr_assert(strstr(errs->errors[0].msg, msg), "%s", errs->errors[0].msg);
+	int code = errs->errors[0].code;
+	sluice_rules_errors_free(errs);
+	return code;
+}
+
 static inline void kit_load(struct kit *k, const char *yaml)
 {
 	kit_new(k);

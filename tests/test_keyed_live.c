@@ -299,6 +299,70 @@ static void worker(struct shared *sh, void *mem, size_t size, int w)
 	_exit(0);
 }
 
+/* The processes of one run: the table's region and the shared record, both
+ * MAP_SHARED, and the workers deciding on it. */
+struct procs {
+	void *mem;
+	size_t size;
+	struct shared *sh;
+	pid_t pid[WORKERS];
+};
+
+/* Map both, format the table with @c, attach *@k to it on the shared
+ * manual clock (at SEC), start the schedule with @first, then fork the
+ * workers (worker()). */
+static void procs_start(struct procs *p, const sluice_keyed_config_t *c, sluice_keyed_t *k,
+                        struct era first)
+{
+	p->size = sluice_keyed_region_bytes(c);
+	p->mem = mmap(NULL, p->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	p->sh = mmap(NULL, sizeof(*p->sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+	             0);
+	cr_assert_neq(p->mem, MAP_FAILED);
+	cr_assert_neq(p->sh, MAP_FAILED);
+	cr_assert_eq(sluice_keyed_init(p->mem, p->size, c), 0);
+	sluice_clock_manual_init(&p->sh->clock, SEC);
+	cr_assert_eq(sluice_keyed_attach(p->mem, p->size, &p->sh->clock, k), 0);
+	p->sh->eras = 1;
+	p->sh->era[0] = first;
+	for (int w = 0; w < WORKERS; w++) {
+		p->pid[w] = fork();
+		cr_assert_geq(p->pid[w], 0);
+		if (p->pid[w] == 0)
+			worker(p->sh, p->mem, p->size, w);
+	}
+}
+
+/* Wait until every worker has done step @s; bounded: a dead worker ends
+ * the test. */
+static void procs_wait(const struct procs *p, uint64_t s)
+{
+	for (int w = 0; w < WORKERS; w++) {
+		for (long spin = 0; atomic_load_explicit(&p->sh->done[w], memory_order_acquire) < s;
+		     spin++) {
+			cr_assert_lt(spin, 20000000L, "worker %d stuck", w);
+			sched_yield();
+		}
+	}
+}
+
+/* Stop the workers and reap them: each must have exited 0. */
+static void procs_stop(struct procs *p)
+{
+	atomic_store_explicit(&p->sh->step, STEPS + 1, memory_order_release);
+	for (int w = 0; w < WORKERS; w++) {
+		int st;
+		cr_assert_eq(waitpid(p->pid[w], &st, 0), p->pid[w]);
+		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "worker %d: status %d", w, st);
+	}
+}
+
+static void procs_unmap(struct procs *p)
+{
+	munmap(p->sh, sizeof(*p->sh));
+	munmap(p->mem, p->size);
+}
+
 static int cmp_t(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -306,6 +370,19 @@ static int cmp_t(const void *a, const void *b)
 }
 
 /* Permits an interval [x, y] can refill: sum of overlap / T per era. */
+/* The times of every admission of @key, by any worker, sorted into @ts
+ * (room for WORKERS * MAXREC).  Return: how many. */
+static size_t key_times(const struct shared *sh, uint32_t key, uint64_t *ts)
+{
+	size_t m = 0;
+	for (int w = 0; w < WORKERS; w++)
+		for (uint64_t r = 0; r < sh->nrec[w]; r++)
+			if (sh->rec[w][r].key == key)
+				ts[m++] = sh->rec[w][r].t;
+	qsort(ts, m, sizeof(ts[0]), cmp_t);
+	return m;
+}
+
 static double refill(const struct shared *sh, uint64_t x, uint64_t y)
 {
 	double sum = 0;
@@ -337,12 +414,7 @@ static double verify(const struct shared *sh, uint64_t *total)
 	double worst = -1e18;
 	*total = 0;
 	for (uint32_t key = 0; key < KEYS; key++) {
-		size_t m = 0;
-		for (int w = 0; w < WORKERS; w++)
-			for (uint64_t r = 0; r < sh->nrec[w]; r++)
-				if (sh->rec[w][r].key == key)
-					ts[m++] = sh->rec[w][r].t;
-		qsort(ts, m, sizeof(ts[0]), cmp_t);
+		size_t m = key_times(sh, key, ts);
 		*total += m;
 		for (size_t i = 0; i < m; i++) {
 			uint64_t b = burst_at(sh, ts[i]);
@@ -362,25 +434,10 @@ static double verify(const struct shared *sh, uint64_t *total)
 Test(keyed_live, procs_change_rate_under_load)
 {
 	const sluice_keyed_config_t c = gcra_cfg(256, 1000, SEC, 8, SLUICE_KEYED_REJECT);
-	size_t size = sluice_keyed_region_bytes(&c);
-	void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	struct shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
-	                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	cr_assert_neq(mem, MAP_FAILED);
-	cr_assert_neq(sh, MAP_FAILED);
-	cr_assert_eq(sluice_keyed_init(mem, size, &c), 0);
-	sluice_clock_manual_init(&sh->clock, SEC);
 	sluice_keyed_t k;
-	cr_assert_eq(sluice_keyed_attach(mem, size, &sh->clock, &k), 0);
-	sh->eras = 1;
-	sh->era[0] = (struct era){ .start = 0, .interval = SEC / 1000, .burst = 8 };
-	pid_t pid[WORKERS];
-	for (int w = 0; w < WORKERS; w++) {
-		pid[w] = fork();
-		cr_assert_geq(pid[w], 0);
-		if (pid[w] == 0)
-			worker(sh, mem, size, w);
-	}
+	struct procs pr;
+	procs_start(&pr, &c, &k, (struct era){ .start = 0, .interval = SEC / 1000, .burst = 8 });
+	struct shared *sh = pr.sh;
 	/* rates per second and bursts: lower, raise, both ways */
 	static const uint64_t sched[][2] = { { 250, 8 },   { 250, 16 },  { 2000, 16 }, { 2000, 4 },
 		                             { 500, 4 },   { 500, 12 },  { 4000, 12 }, { 4000, 6 },
@@ -406,29 +463,16 @@ Test(keyed_live, procs_change_rate_under_load)
 				                             .burst = p.burst };
 			next++;
 		}
-		for (int w = 0; w < WORKERS; w++) {
-			/* bounded: a dead worker ends the test */
-			for (long spin = 0; atomic_load_explicit(&sh->done[w], memory_order_acquire) < s;
-			     spin++) {
-				cr_assert_lt(spin, 20000000L, "worker %d stuck", w);
-				sched_yield();
-			}
-		}
+		procs_wait(&pr, s);
 	}
-	atomic_store_explicit(&sh->step, STEPS + 1, memory_order_release);
-	for (int w = 0; w < WORKERS; w++) {
-		int st;
-		cr_assert_eq(waitpid(pid[w], &st, 0), pid[w]);
-		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "worker %d: status %d", w, st);
-	}
+	procs_stop(&pr);
 	uint64_t total;
 	double worst = verify(sh, &total);
 	cr_assert_eq(sh->eras, 12, "every change of the schedule was made");
 	cr_assert_gt(total, 1000, "the load admitted %llu", (unsigned long long)total);
 	cr_assert_leq(worst, 0.0, "a key gained %.3f permits over the bound (%llu admissions)",
 	              worst, (unsigned long long)total);
-	munmap(sh, sizeof(*sh));
-	munmap(mem, size);
+	procs_unmap(&pr);
 }
 
 /*
@@ -477,12 +521,7 @@ static int64_t verify_limits(const struct shared *sh, uint64_t buckets, uint64_t
 	int64_t worst = INT64_MIN;
 	*total = 0;
 	for (uint32_t key = 0; key < KEYS; key++) {
-		size_t m = 0;
-		for (int w = 0; w < WORKERS; w++)
-			for (uint64_t r = 0; r < sh->nrec[w]; r++)
-				if (sh->rec[w][r].key == key)
-					ts[m++] = sh->rec[w][r].t;
-		qsort(ts, m, sizeof(ts[0]), cmp_t);
+		size_t m = key_times(sh, key, ts);
 		*total += m;
 		/* for each admission's bucket y, the range y - N + 1 .. y */
 		size_t lo = 0;
@@ -522,25 +561,10 @@ ParameterizedTest(struct limit_case *lc, keyed_live, procs_change_limit_under_lo
 		                          .capacity = 256, .limit = 15, .window_ns = LWINDOW,
 		                          .buckets = lc->algo == SLUICE_ALGO_WINDOW ? lc->buckets
 		                                                                    : 0 };
-	size_t size = sluice_keyed_region_bytes(&c);
-	void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	struct shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
-	                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	cr_assert_neq(mem, MAP_FAILED);
-	cr_assert_neq(sh, MAP_FAILED);
-	cr_assert_eq(sluice_keyed_init(mem, size, &c), 0);
-	sluice_clock_manual_init(&sh->clock, SEC);
 	sluice_keyed_t k;
-	cr_assert_eq(sluice_keyed_attach(mem, size, &sh->clock, &k), 0);
-	sh->eras = 1;
-	sh->era[0] = (struct era){ .start = 0, .limit = 15 };
-	pid_t pid[WORKERS];
-	for (int w = 0; w < WORKERS; w++) {
-		pid[w] = fork();
-		cr_assert_geq(pid[w], 0);
-		if (pid[w] == 0)
-			worker(sh, mem, size, w);
-	}
+	struct procs pr;
+	procs_start(&pr, &c, &k, (struct era){ .start = 0, .limit = 15 });
+	struct shared *sh = pr.sh;
 	/* {step, limit}: lower, raise, by much and by little, each alone
 	 * (ranges are 10 steps: a change 50 steps after the last finds it
 	 * over), on a window's first reading (a multiple of 10) or inside one;
@@ -567,20 +591,9 @@ ParameterizedTest(struct limit_case *lc, keyed_live, procs_change_limit_under_lo
 			sh->era[sh->eras++] = (struct era){ .start = now + 1, .limit = p.limit };
 			next++;
 		}
-		for (int w = 0; w < WORKERS; w++) {
-			for (long spin = 0; atomic_load_explicit(&sh->done[w], memory_order_acquire) < s;
-			     spin++) {
-				cr_assert_lt(spin, 20000000L, "worker %d stuck", w);
-				sched_yield();
-			}
-		}
+		procs_wait(&pr, s);
 	}
-	atomic_store_explicit(&sh->step, STEPS + 1, memory_order_release);
-	for (int w = 0; w < WORKERS; w++) {
-		int st;
-		cr_assert_eq(waitpid(pid[w], &st, 0), pid[w]);
-		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "worker %d: status %d", w, st);
-	}
+	procs_stop(&pr);
 	uint64_t total;
 	int64_t worst = verify_limits(sh, lc->buckets, &total);
 	cr_assert_eq(sh->eras, changes + 1, "every change of the schedule was made");
@@ -589,6 +602,5 @@ ParameterizedTest(struct limit_case *lc, keyed_live, procs_change_limit_under_lo
 	              lc->algo == SLUICE_ALGO_FIXED ? "FIXED" : "WINDOW", (long long)worst, (unsigned long long)total);
 	/* and the bound is tight somewhere: the limits bind */
 	cr_assert_eq(worst, 0, "no range reached its limit: the load is too light to test");
-	munmap(sh, sizeof(*sh));
-	munmap(mem, size);
+	procs_unmap(&pr);
 }

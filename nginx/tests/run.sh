@@ -147,6 +147,21 @@ count_log() { # count_log STATUS: access-log lines of that status for "/"
 
 expect_eq() { [ "$1" = "$2" ] || fail "$3: got '$1', want '$2'"; }
 
+# reload_refused ZONE LIMIT PATTERN WHAT AFTER: write a configuration the
+# running zone must refuse and reload; within 5 s error.log must hold
+# PATTERN (grep), else "WHAT was not refused by name"; the old state still
+# refuses the drained key (the 429 checked "after the refused AFTER").
+reload_refused() {
+  write_conf "$1" "$2"
+  ngx -s reload || fail "nginx -s reload failed"
+  for _ in $(seq 50); do
+    grep -q "$3" "$prefix/logs/error.log" && break
+    sleep 0.1
+  done
+  grep -q "$3" "$prefix/logs/error.log" || fail "$4 was not refused by name"
+  expect_eq "$(code "$base/")" 429 "after the refused $5"
+}
+
 case $test_name in
 
 burst)
@@ -259,42 +274,22 @@ reload)
   expect_eq "$(metric rz passed)" 5 "metrics kept across the reload"
   # A changed key expression is refused, as limit_req does; the running
   # configuration and its state stay.
-  write_conf "sluice_zone rz size=1m algorithm=gcra rate=1r/m burst=5;" \
-    'sluice_limit zone=rz key=$uri;'
-  ngx -s reload || fail "nginx -s reload failed"
-  for _ in $(seq 50); do
-    grep -q 'sluice_zone "rz" uses the "\$uri" key while previously it used the "\$binary_remote_addr" key' \
-      "$prefix/logs/error.log" && break
-    sleep 0.1
-  done
-  grep -q 'uses the "\$uri" key while previously' "$prefix/logs/error.log" ||
-    fail "a changed key was not refused by name"
-  expect_eq "$(code "$base/")" 429 "after the refused reload"
+  reload_refused "sluice_zone rz size=1m algorithm=gcra rate=1r/m burst=5;" \
+    'sluice_limit zone=rz key=$uri;' \
+    'sluice_zone "rz" uses the "\$uri" key while previously it used the "\$binary_remote_addr" key' \
+    "a changed key" reload
   # So is a changed algorithm (it fixes the table's layout).
-  write_conf "sluice_zone rz size=1m algorithm=leaky rate=1r/m burst=5;" \
-    'sluice_limit zone=rz key=$binary_remote_addr;'
-  ngx -s reload || fail "nginx -s reload failed"
-  for _ in $(seq 50); do
-    grep -q 'sluice_zone "rz": the algorithm, policy, window and buckets of a running zone cannot change' \
-      "$prefix/logs/error.log" && break
-    sleep 0.1
-  done
-  grep -q 'sluice_zone "rz": the algorithm, policy, window and buckets' "$prefix/logs/error.log" ||
-    fail "a changed algorithm was not refused by name"
-  expect_eq "$(code "$base/")" 429 "after the refused algorithm change"
+  reload_refused "sluice_zone rz size=1m algorithm=leaky rate=1r/m burst=5;" \
+    'sluice_limit zone=rz key=$binary_remote_addr;' \
+    'sluice_zone "rz": the algorithm, policy, window and buckets of a running zone cannot change' \
+    "a changed algorithm" "algorithm change"
   # A change too soon after the previous one (within the larger tau of
   # the two parameter sets, here 5 min) is refused by name, and nothing
   # changes.
-  write_conf "sluice_zone rz size=1m algorithm=gcra rate=1r/m burst=7;" \
-    'sluice_limit zone=rz key=$binary_remote_addr;'
-  ngx -s reload || fail "nginx -s reload failed"
-  for _ in $(seq 50); do
-    grep -q 'sluice_zone "rz": cannot change the burst of the running zone' "$prefix/logs/error.log" && break
-    sleep 0.1
-  done
-  grep -q 'cannot change the burst of the running zone.*SLUICE_EBUSY' "$prefix/logs/error.log" ||
-    fail "a change too soon after the previous one was not refused by name"
-  expect_eq "$(code "$base/")" 429 "after the refused burst change"
+  reload_refused "sluice_zone rz size=1m algorithm=gcra rate=1r/m burst=7;" \
+    'sluice_limit zone=rz key=$binary_remote_addr;' \
+    'sluice_zone "rz": cannot change the burst of the running zone.*SLUICE_EBUSY' \
+    "a change too soon after the previous one" "burst change"
   ;;
 
 metrics)
