@@ -72,6 +72,7 @@
 #include "decay_internal.h"
 #include "util_internal.h"
 #include "clock_internal.h"
+#include "writer_internal.h"
 
 #define FIELD_SHIFT 32
 #define FIELD_BITS 29
@@ -622,18 +623,8 @@ int sluice_decay_set_limit(sluice_decay_t *x, uint64_t limit)
 		return SLUICE_EINVAL;
 	if (limit < 1 || limit > x->limit_max)
 		return SLUICE_ELIMIT;
-	/* Acquire: pairs with the release that ends the previous change.
-	 * Bounded, as GCRA's writers (a writer stopped holding the flag must
-	 * not keep every later set_limit waiting). */
-	uint64_t since = 0;
-	while (atomic_exchange_explicit(&x->writer, 1, memory_order_acquire)) {
-		uint64_t t = sluice_clock_monotonic_ns();
-		if (since == 0)
-			since = t;
-		else if (t - since >= SLUICE_DECAY_WRITER_WAIT_NS)
-			return SLUICE_ETIMEDOUT;
-		sched_yield();
-	}
+	if (sluice__writer_take(&x->writer, SLUICE_DECAY_WRITER_WAIT_NS) != 0)
+		return SLUICE_ETIMEDOUT;
 	/* Relaxed: published by the pair CAS below (a release). */
 	atomic_store_explicit(&x->limit, limit, memory_order_relaxed);
 	for (;;) {
@@ -660,7 +651,7 @@ int sluice_decay_set_limit(sluice_decay_t *x, uint64_t limit)
 			break;
 	}
 	/* Release: the next writer starts after this change is complete. */
-	atomic_store_explicit(&x->writer, 0, memory_order_release);
+	sluice__writer_drop(&x->writer);
 	return 0;
 }
 

@@ -75,6 +75,7 @@
 #include "stripe_internal.h"
 #include "util_internal.h"
 #include "clock_internal.h"
+#include "writer_internal.h"
 
 #define SEAL(e) (SLUICE__GCRA_SEAL_MIN + ((e) & SLUICE__GCRA_SEAL_MASK))
 /* How long set_rate/set_burst wait for another one to finish. */
@@ -578,23 +579,11 @@ static sluice__u128 convert(uint64_t a0, uint64_t now, const struct params *o,
 static int reconfigure(sluice_gcra_t *g, uint64_t rate, uint64_t period, uint64_t burst,
                        int which, uint64_t now)
 {
-	/* Acquire pairs with the release that ends the previous change: its
-	 * era flip and unseal happen before everything below.  Bounded: a
-	 * writer that was stopped (SIGSTOP, a signal handler that never
-	 * returns) while holding the flag would otherwise keep every later
-	 * set_rate/set_burst spinning for ever.  A running writer holds it for
-	 * microseconds, a preempted one for a scheduling delay; past
-	 * WRITER_WAIT_NS give up with nothing changed.  Decisions never wait
-	 * for the flag (they help a sealed change instead). */
-	uint64_t since = 0;
-	while (atomic_exchange_explicit(&g->writer, 1, memory_order_acquire)) {
-		uint64_t t = sluice_clock_monotonic_ns();
-		if (since == 0)
-			since = t;
-		else if (t - since >= WRITER_WAIT_NS)
-			return SLUICE_ETIMEDOUT;
-		sched_yield();
-	}
+	/* The previous change's era flip and unseal happen before everything
+	 * below (the flag's acquire).  Decisions never wait for the flag
+	 * (they help a sealed change instead). */
+	if (sluice__writer_take(&g->writer, WRITER_WAIT_NS) != 0)
+		return SLUICE_ETIMEDOUT;
 	uint64_t e = atomic_load_explicit(&g->era, memory_order_relaxed);
 	struct sluice__gcra_params *cur = &g->params[e & 1], *next = &g->params[(e + 1) & 1];
 	struct params o, p;
@@ -613,7 +602,7 @@ static int reconfigure(sluice_gcra_t *g, uint64_t rate, uint64_t period, uint64_
 	if (rc == 0)
 		rc = check_lease_span(g->lease, &p, which == 0 ? SLUICE_ERATE : SLUICE_EBURST);
 	if (rc != 0) {
-		atomic_store_explicit(&g->writer, 0, memory_order_release);
+		sluice__writer_drop(&g->writer);
 		return rc;
 	}
 
@@ -658,7 +647,7 @@ static int reconfigure(sluice_gcra_t *g, uint64_t rate, uint64_t period, uint64_
 	                                        memory_order_acquire);
 	sluice__pair_cas(&g->tat, SEAL(e + 1), e + 1, a1, e + 1);
 	/* Release: the next writer starts after this change is complete. */
-	atomic_store_explicit(&g->writer, 0, memory_order_release);
+	sluice__writer_drop(&g->writer);
 	return 0;
 }
 

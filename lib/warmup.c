@@ -77,6 +77,7 @@
 #include "util_internal.h"
 #include "sluice/warmup.h"
 #include "clock_internal.h"
+#include "writer_internal.h"
 
 
 #define FIELD_SHIFT 26
@@ -641,18 +642,9 @@ int sluice_warmup_set_rate(sluice_warmup_t *w, uint64_t rate, uint64_t period_ns
 		return SLUICE_ERATE; /* the grid was sized for less (init, I > P) */
 	if (w->unit_ns > 1 && (sluice__u128)w->unit_ns * 512 * rate > period_ns)
 		return SLUICE_ERATE; /* unit_ns / I' > 2^-9 (PRECISION): same case */
-	/* Acquire: pairs with the release that ends the previous change.
-	 * Bounded, as GCRA's: a holder stopped mid-change would otherwise
-	 * keep every later call spinning; decisions never wait for it. */
-	uint64_t since = 0;
-	while (atomic_exchange_explicit(&w->writer, 1, memory_order_acquire)) {
-		uint64_t t = sluice_clock_monotonic_ns();
-		if (since == 0)
-			since = t;
-		else if (t - since >= SLUICE_WARMUP_WRITER_WAIT_NS)
-			return SLUICE_ETIMEDOUT;
-		sched_yield();
-	}
+	/* Decisions never wait for the flag. */
+	if (sluice__writer_take(&w->writer, SLUICE_WARMUP_WRITER_WAIT_NS) != 0)
+		return SLUICE_ETIMEDOUT;
 	/* Only writers flip the era, so under the flag it is stable, and so
 	 * is the slot it names (relaxed: the flag's acquire ordered us after
 	 * the previous writer's flip). */
@@ -667,7 +659,7 @@ int sluice_warmup_set_rate(sluice_warmup_t *w, uint64_t rate, uint64_t period_ns
 		uint64_t next = s.next + w->unit_ns;
 		if (next - s.a.anchor >= 3 * quarter(w)) {
 			/* past what bookings may write (DESIGN): refuse */
-			atomic_store_explicit(&w->writer, 0, memory_order_release);
+			sluice__writer_drop(&w->writer);
 			return SLUICE_EBUSY;
 		}
 		uint64_t sq = (uint64_t)(((sluice__u128)s.sq * np.max_q + o.max_q - 1) / o.max_q);
@@ -681,7 +673,6 @@ int sluice_warmup_set_rate(sluice_warmup_t *w, uint64_t rate, uint64_t period_ns
 		if (sluice__anchor_write_era(&w->anchor, &s.a, x))
 			break;
 	}
-	/* Release: the next writer starts after this change is complete. */
-	atomic_store_explicit(&w->writer, 0, memory_order_release);
+	sluice__writer_drop(&w->writer); /* the next writer starts after this change */
 	return 0;
 }

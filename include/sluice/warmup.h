@@ -212,7 +212,7 @@ typedef struct sluice_warmup {
 	uint64_t cost_max;   /* bound on any one cost, ns                      */
 	/* private: read by every decision, written by set_rate */
 	struct sluice__warmup_params params[2];
-	_Atomic int writer;  /* set_rate calls serialise on it                 */
+	_Atomic uint32_t writer; /* set_rate calls serialise on it             */
 	/* private: written by decisions, on a line of their own */
 	/* anchor and word are one 16-byte pair, CASed together (lib/warmup.c) */
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t anchor; /* time base, only grows;
