@@ -292,18 +292,15 @@ int sluice_limiter_cancel(sluice_limiter_t *l, uint64_t n, const sluice_decision
 {
 	if (!l)
 		return SLUICE_EINVAL;
-	switch (l->algo) {
-	case SLUICE_ALGO_GCRA:
+	/* Only the bookers book (reserve); the others take now, and refund
+	 * gives back. */
+	if (l->algo == SLUICE_ALGO_GCRA)
 		return sluice_gcra_cancel(&l->u.gcra, n, booked);
-	case SLUICE_ALGO_WARMUP:
+	if (l->algo == SLUICE_ALGO_WARMUP)
 		return sluice_warmup_cancel(&l->u.warmup, n, booked);
-	case SLUICE_ALGO_LEAKY:
+	if (l->algo == SLUICE_ALGO_LEAKY)
 		return sluice_leaky_cancel(&l->u.leaky, n, booked);
-	case SLUICE_ALGO_NONE:
-		return SLUICE_EALGO;
-	default:
-		return SLUICE_ENOTSUP; /* nothing booked: refund gives back */
-	}
+	return l->algo == SLUICE_ALGO_NONE ? SLUICE_EALGO : SLUICE_ENOTSUP;
 }
 
 
@@ -381,16 +378,12 @@ int sluice_limiter_set_burst(sluice_limiter_t *l, uint64_t burst)
 {
 	if (!l)
 		return SLUICE_EINVAL;
-	switch (l->algo) {
-	case SLUICE_ALGO_GCRA:
+	if (l->algo == SLUICE_ALGO_GCRA)
 		return sluice_gcra_set_burst(&l->u.gcra, burst);
-	case SLUICE_ALGO_LEAKY:
+	if (l->algo == SLUICE_ALGO_LEAKY)
 		return sluice_leaky_set_burst(&l->u.leaky, burst); /* the depth D */
-	case SLUICE_ALGO_NONE:
-		return SLUICE_EALGO;
-	default:
-		return SLUICE_ENOTSUP; /* no burst apart from the limit itself */
-	}
+	/* the others have no burst apart from the limit itself */
+	return l->algo == SLUICE_ALGO_NONE ? SLUICE_EALGO : SLUICE_ENOTSUP;
 }
 
 int sluice_limiter_set_limit(sluice_limiter_t *l, uint64_t limit)

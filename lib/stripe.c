@@ -63,10 +63,10 @@ int sluice_stripe_init(sluice_stripe_t *s, uint32_t ncells, sluice_stripe_mode_t
 
 void sluice_stripe_destroy(sluice_stripe_t *s)
 {
-	if (!s)
-		return;
-	free(s->cells);
-	s->cells = NULL;
+	if (s) {
+		free(s->cells);
+		s->cells = NULL; /* a second destroy frees nothing */
+	}
 }
 
 int64_t sluice_stripe_sum_and_reset(sluice_stripe_t *s)
