@@ -94,11 +94,6 @@ struct snap {
 	int empty;
 };
 
-size_t sluice_decay_size(void)
-{
-	return sizeof(sluice_decay_t);
-}
-
 void sluice_decay_destroy(sluice_decay_t *x)
 {
 	(void)x; /* nothing allocated */
@@ -544,9 +539,6 @@ int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
 {
 	if (!x || !cfg)
 		return SLUICE_EINVAL;
-	const sluice_clock_t *clock = sluice__config_clock(cfg->clock);
-	if (!clock)
-		return SLUICE_ECLOCK;
 	if (cfg->limit < 1 || cfg->limit > SLUICE_DECAY_LIMIT_MAX)
 		return SLUICE_ELIMIT;
 	uint64_t lmax = cfg->limit_max ? cfg->limit_max : cfg->limit;
@@ -561,8 +553,10 @@ int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
 	 * the mean L ln2 / h (1 us on a 4 ms clock: about 250 L per second
 	 * against 693,147 L).
 	 * Refuse it, as the other limiters refuse a bucket below the step. */
-	if (sluice__clock_require_step(clock, h) != 0)
-		return SLUICE_ERESOLUTION; /* and keeps the cached clock this fine */
+	const sluice_clock_t *clock;
+	int rc = sluice__init_clock(cfg->clock, h, &clock); /* keeps the cached clock this fine */
+	if (rc != 0)
+		return rc;
 	uint64_t flush = FLUSH_HALF_LIVES * h;
 	/* The smallest grid whose quarter range holds a live count. */
 	uint32_t g = 0;

@@ -38,24 +38,18 @@
 #include "fixed_step.h"
 #include "pair_internal.h"
 #include "clock_internal.h"
-
-size_t sluice_fixed_size(void)
-{
-	return sizeof(sluice_fixed_t);
-}
+#include "refund_internal.h"
 
 int sluice_fixed_init(sluice_fixed_t *f, const sluice_fixed_config_t *cfg)
 {
 	if (!f || !cfg)
 		return SLUICE_EINVAL;
-	const sluice_clock_t *clock = sluice__config_clock(cfg->clock);
-	if (!clock)
-		return SLUICE_ECLOCK;
+	const sluice_clock_t *clock = NULL;
 	int rc = sluice__fixed_validate(cfg->limit, cfg->window_ns);
+	if (rc == 0)
+		rc = sluice__init_clock(cfg->clock, cfg->window_ns, &clock);
 	if (rc != 0)
 		return rc;
-	if (sluice__clock_require_step(clock, cfg->window_ns) != 0)
-		return SLUICE_ERESOLUTION;
 	sluice_window_t *ring = NULL;
 	if (cfg->lease) {
 		/* the ring validates the rest (its limit range, the lease) */
@@ -180,13 +174,10 @@ int sluice_fixed_refund(sluice_fixed_t *f, uint64_t n, const sluice_decision_t *
 {
 	if (f && f->ring)
 		return sluice_window_refund(f->ring, n, admitted);
-	if (!f || !admitted || !admitted->allowed || n == 0)
-		return SLUICE_EINVAL; /* nothing was taken by a refusal */
-	uint64_t e = admitted->now_ns / f->window_ns;
-	/* Acquire: as on the decision paths. */
-	uint64_t h = atomic_load_explicit(&f->head, memory_order_acquire);
-	if (e > h)
-		return SLUICE_EINVAL; /* later than any window opened: not ours */
+	uint64_t e, h;
+	if (!f || !sluice__names_admission(admitted, n) ||
+	    sluice__refund_epoch(admitted, f->window_ns, &f->head, &e, &h) != 0)
+		return SLUICE_EINVAL;
 	if (e < h)
 		return 0; /* that window is over: its permits count no more */
 	for (;;) {

@@ -86,11 +86,6 @@ struct params {
 	uint64_t interval, tau, burst, recip, shift, rate, period;
 };
 
-size_t sluice_gcra_size(void)
-{
-	return sizeof(sluice_gcra_t);
-}
-
 void sluice_gcra_destroy(sluice_gcra_t *g)
 {
 	if (!g)

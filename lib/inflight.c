@@ -32,20 +32,17 @@
 #include "inflight_step.h"
 #include "clock_internal.h"
 
-size_t sluice_inflight_size(void)
-{
-	return sizeof(sluice_inflight_t);
-}
-
 int sluice_inflight_init(sluice_inflight_t *f, const sluice_inflight_config_t *cfg)
 {
 	if (!f || !cfg)
 		return SLUICE_EINVAL;
-	const sluice_clock_t *clock = sluice__config_clock(cfg->clock);
-	if (!clock)
-		return SLUICE_ECLOCK;
 	int rc = sluice__inflight_validate(cfg->limit);
 	if (rc != 0)
+		return rc;
+	/* Step 0: in-flight decides without the time (the clock only dates
+	 * its decisions), so any clock will do. */
+	const sluice_clock_t *clock;
+	if ((rc = sluice__init_clock(cfg->clock, 0, &clock)) != 0)
 		return rc;
 
 	/* Validated: only now touch *f (a failed init leaves it as it was). */
@@ -97,10 +94,9 @@ int sluice__inflight_bad_release(sluice_inflight_t *f, uint64_t n, uint64_t held
  */
 int sluice_inflight_set_limit(sluice_inflight_t *f, uint64_t limit)
 {
-	if (!f)
-		return SLUICE_EINVAL;
-	if (sluice__inflight_limit_ok(limit) != 0)
-		return SLUICE_ELIMIT; /* the validator's range, as init */
+	int rc = f ? sluice__inflight_limit_ok(limit) : SLUICE_EINVAL;
+	if (rc != 0)
+		return rc; /* SLUICE_ELIMIT: the validator's range, as init */
 	atomic_store_explicit(&f->limit, limit, memory_order_relaxed);
 	return 0;
 }

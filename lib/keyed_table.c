@@ -184,11 +184,6 @@ size_t sluice_keyed_region_bytes(const sluice_keyed_config_t *cfg)
 	return l.total > SIZE_MAX ? 0 : (size_t)l.total;
 }
 
-size_t sluice_keyed_size(void)
-{
-	return sizeof(sluice_keyed_t);
-}
-
 /* SipHash of the header after the magic, up to the checksum. */
 static uint64_t header_check(const struct sluice__keyed_hdr *h)
 {

@@ -13,11 +13,6 @@
 #include "sluice/error.h"
 #include "sluice/leaky.h"
 
-size_t sluice_leaky_size(void)
-{
-	return sizeof(sluice_leaky_t);
-}
-
 void sluice_leaky_destroy(sluice_leaky_t *l)
 {
 	if (l)

@@ -81,18 +81,10 @@
 /* A fresh log's time: 0 is reserved for "no permit used this slot yet". */
 #define TIME_FLOOR 1ULL
 
-size_t sluice_log_size(void)
-{
-	return sizeof(sluice_log_t);
-}
-
 int sluice_log_init(sluice_log_t *lg, const sluice_log_config_t *cfg)
 {
 	if (!lg || !cfg)
 		return SLUICE_EINVAL;
-	const sluice_clock_t *clock = sluice__config_clock(cfg->clock);
-	if (!clock)
-		return SLUICE_ECLOCK;
 	if (cfg->limit == 0)
 		return SLUICE_ELIMIT;
 	if (cfg->limit > SLUICE_LOG_LIMIT_MAX)
@@ -105,8 +97,10 @@ int sluice_log_init(sluice_log_t *lg, const sluice_log_config_t *cfg)
 		return SLUICE_EMEMORY;
 	if (cfg->window_ns == 0)
 		return SLUICE_EWINDOW;
-	if (sluice__clock_require_step(clock, cfg->window_ns) != 0)
-		return SLUICE_ERESOLUTION;
+	const sluice_clock_t *clock;
+	int rc = sluice__init_clock(cfg->clock, cfg->window_ns, &clock);
+	if (rc != 0)
+		return rc;
 
 	/* M = C + 1 slots (the DESIGN needs no more).  A permit's slot is
 	 * q % M, found by a multiplication by the reciprocal (slot_of()), not

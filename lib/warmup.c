@@ -109,11 +109,6 @@ struct snap {
 	int cold;        /* the word is COLD                              */
 };
 
-size_t sluice_warmup_size(void)
-{
-	return sizeof(sluice_warmup_t);
-}
-
 void sluice_warmup_destroy(sluice_warmup_t *w)
 {
 	(void)w; /* nothing allocated */
@@ -522,16 +517,17 @@ int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg)
 {
 	if (!w || !cfg)
 		return SLUICE_EINVAL;
-	const sluice_clock_t *clock = sluice__config_clock(cfg->clock);
-	if (!clock)
-		return SLUICE_ECLOCK;
 	uint64_t rate = cfg->rate, period = cfg->period_ns, p = cfg->warmup_ns;
 	if (rate == 0 || period == 0 || period > SLUICE_WARMUP_PERIOD_MAX_NS || period < rate)
 		return SLUICE_ERATE;
 	if (p < SLUICE_WARMUP_MIN_NS || p > SLUICE_WARMUP_MAX_NS)
 		return SLUICE_EWARMUP;
+	/* Step 0 here: make_params() checks the clock against the interval. */
+	const sluice_clock_t *clock = NULL;
 	struct params o;
-	int rc = make_params(rate, period, p, clock, &o);
+	int rc = sluice__init_clock(cfg->clock, 0, &clock);
+	if (rc == 0)
+		rc = make_params(rate, period, p, clock, &o);
 	if (rc != 0)
 		return rc;
 	/* Any one cost: n I <= L I, plus at most the area above I, P/2 (the

@@ -89,31 +89,24 @@
 #include "pair_internal.h"
 #include "util_internal.h"
 #include "clock_internal.h"
+#include "refund_internal.h"
 
 #define TAG_OF(word) ((word) >> 32)
 #define BASE_MAX 0xffffffffULL
-
-size_t sluice_window_size(void)
-{
-	return sizeof(sluice_window_t);
-}
 
 
 int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
 {
 	if (!w || !cfg)
 		return SLUICE_EINVAL;
-	const sluice_clock_t *clock = sluice__config_clock(cfg->clock);
-	if (!clock)
-		return SLUICE_ECLOCK;
 	if (cfg->lease > SLUICE_WINDOW_LEASE_MAX)
 		return SLUICE_ELEASE;
 	int vrc = sluice__window_validate(cfg->limit, cfg->buckets, cfg->window_ns);
+	const sluice_clock_t *clock = NULL;
+	if (vrc == 0) /* the clock must step within one bucket */
+		vrc = sluice__init_clock(cfg->clock, cfg->window_ns / cfg->buckets, &clock);
 	if (vrc != 0)
 		return vrc;
-	uint64_t width = cfg->window_ns / cfg->buckets;
-	if (sluice__clock_require_step(clock, width) != 0)
-		return SLUICE_ERESOLUTION;
 
 	uint32_t nslots = (uint32_t)sluice__pow2_at_least(cfg->buckets);
 	size_t bytes = (sizeof(struct sluice__window_slot) * nslots + SLUICE_CACHELINE - 1) /
@@ -150,7 +143,7 @@ int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
 
 	atomic_init(&w->limit, cfg->limit);
 	w->window_ns = cfg->window_ns;
-	w->width_ns = width;
+	w->width_ns = cfg->window_ns / cfg->buckets;
 	w->buckets = cfg->buckets;
 	w->mask = nslots - 1;
 	w->cell_mask = ncells - 1;
@@ -507,14 +500,10 @@ void sluice__window_fill_refused(sluice_window_t *w, sluice_decision_t *d, uint6
  */
 int sluice_window_refund(sluice_window_t *w, uint64_t n, const sluice_decision_t *admitted)
 {
-	if (!w || !admitted || !admitted->allowed || n == 0)
-		return SLUICE_EINVAL; /* nothing was taken by a refusal */
-	uint64_t e = admitted->now_ns / w->width_ns;
-	/* Acquire: pairs with the release CAS that moved head, so the slot
-	 * loads below are at least as new as that head's bucket. */
-	uint64_t h = atomic_load_explicit(&w->head, memory_order_acquire);
-	if (e > h)
-		return SLUICE_EINVAL; /* newer than any epoch opened: not ours */
+	uint64_t e, h; /* the slot loads below are at least as new as h's bucket */
+	if (!w || !sluice__names_admission(admitted, n) ||
+	    sluice__refund_epoch(admitted, w->width_ns, &w->head, &e, &h) != 0)
+		return SLUICE_EINVAL;
 	if (h - e >= w->buckets)
 		return 0; /* e has left the window: its permits count no more */
 	struct sluice__window_slot *slot = &w->slots[e & w->mask];
@@ -587,10 +576,9 @@ uint64_t sluice_window_available(sluice_window_t *w)
  */
 int sluice_window_set_limit(sluice_window_t *w, uint64_t limit)
 {
-	if (!w)
-		return SLUICE_EINVAL;
-	if (sluice__window_limit_ok(limit) != 0)
-		return SLUICE_ELIMIT; /* the validator's range, as init */
+	int rc = w ? sluice__window_limit_ok(limit) : SLUICE_EINVAL;
+	if (rc != 0)
+		return rc; /* SLUICE_ELIMIT: the validator's range, as init */
 	atomic_store_explicit(&w->limit, limit, memory_order_seq_cst);
 	if (w->lease)
 		return 0; /* fast_limit stays 0: every decision takes the slow path */

@@ -253,7 +253,7 @@ ParameterizedTestParameters(inflight, invalid_config)
 		{ SLUICE_INFLIGHT_LIMIT_MAX + 1, 0, SLUICE_ELIMIT },
 		{ UINT64_MAX, 0, SLUICE_ELIMIT },
 		{ 10, 1, SLUICE_ECLOCK },
-		{ 0, 1, SLUICE_ECLOCK },                /* the clock is checked first */
+		{ 0, 1, SLUICE_ELIMIT },                /* the limit is checked before the clock */
 		{ 1, 0, 0 },                             /* smallest valid */
 		{ SLUICE_INFLIGHT_LIMIT_MAX, 0, 0 },     /* largest valid */
 	};
