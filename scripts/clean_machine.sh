@@ -22,8 +22,8 @@ packages=gcc,libc6-dev,meson,ninja-build,pkg-config
 
 [ "$(id -u)" = 0 ] || { echo "clean_machine: needs root (chroot)"; exit 77; }
 if [ ! -x "$root/usr/bin/meson" ]; then
-	command -v debootstrap >/dev/null || apt-get install -y -qq debootstrap >/dev/null 2>&1 ||
-		{ echo "clean_machine: no debootstrap"; exit 77; }
+	command -v debootstrap >/dev/null ||
+		{ echo "clean_machine: no debootstrap (scripts/install-deps.sh installs it)"; exit 77; }
 	rm -rf "$root"
 	debootstrap --variant=minbase --include=$packages bookworm "$root" \
 		http://deb.debian.org/debian >"$root.log" 2>&1 ||

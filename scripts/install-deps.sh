@@ -17,6 +17,7 @@ packages=(
   gnuplot-nox                # the demo's and perf/'s plots (sluice-sim --plot)
   clang libclang-rt-14-dev   # fuzz/: libFuzzer and clang's sanitizer runtimes
                              # (the runtimes are only a Recommends of clang)
+  debootstrap                # scripts/clean_machine.sh: a bookworm chroot with only a compiler, libc and pthreads
 )
 
 missing=()
