@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """compare.py - one benchmark, two builds, the same run.
 
-    bench/compare.py [--runs=N] BEFORE_BINARY AFTER_BINARY [-- ARGS...]
+    bench/compare.py [--runs=N] [--save=DIR] BEFORE_BINARY AFTER_BINARY [-- ARGS...]
 
 Runs BEFORE and AFTER alternately, N times each (default 3), with the same
 ARGS, so a slow phase of the machine hits both alike.  Reads every
@@ -11,11 +11,14 @@ field that is not a measurement) and prints, per series, the median of
 ns_per_decision (or cpu_ns_per_hash) over the runs of each binary, the
 difference after - before in ns and the ratio after / before, as a
 Markdown table.  A series only one binary prints is listed with "-".
+--save=DIR keeps every run's full output as DIR/before-R.txt and
+DIR/after-R.txt (their tables and bench_env lines included).
 
 Why a script: the issues ask for "before and after, in the same run"; the
 absolute ns of this VM move by 10-70 % between runs, so only alternating
 runs of the two binaries on one machine compare them.
 """
+import os
 import shlex
 import statistics
 import subprocess
@@ -64,6 +67,7 @@ def series_of(output):
 
 def main(argv):
     runs = 3
+    save = None
     args = []
     if "--" in argv:
         i = argv.index("--")
@@ -74,6 +78,9 @@ def main(argv):
             runs = int(a.split("=", 1)[1])
             if runs < 1:
                 sys.exit("compare.py: --runs must be at least 1")
+        elif a.startswith("--save="):
+            save = a.split("=", 1)[1]
+            os.makedirs(save, exist_ok=True)
         else:
             pos.append(a)
     if len(pos) != 2:
@@ -86,6 +93,10 @@ def main(argv):
             p = subprocess.run([binary] + args, capture_output=True, text=True)
             if p.returncode != 0:
                 sys.exit(f"compare.py: {binary} exited {p.returncode}:\n{p.stderr}")
+            if save:
+                name = ("before", "after")[side]
+                with open(os.path.join(save, f"{name}-{r + 1}.txt"), "w") as f:
+                    f.write(p.stdout)
             for ident, v in series_of(p.stdout).items():
                 if ident not in order:
                     order.append(ident)
