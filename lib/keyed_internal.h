@@ -240,35 +240,64 @@ static inline uint64_t sluice__keyed_load_le64(const unsigned char *p)
 	memcpy(&v, p, 8);
 	return le64toh(v);
 }
-static inline int make_kid(const sluice_keyed_t *k, const void *key, size_t len, struct kid *id)
+/* @id's hash fields from the key's hash @h, and the prefetch of its first
+ * slot: its line is loaded next (find_live()), so the load starts now,
+ * under the rest of make_kid() and the statistics' add (a hint: no fault,
+ * no effect on any result). */
+static inline void kid_place(const sluice_keyed_t *k, uint64_t h, unsigned lencode,
+                             struct kid *id)
+{
+	id->group = h & k->group_mask;
+	id->start = (unsigned)(h >> 32) & (G - 1);
+	id->id = ((uint64_t)lencode << 38) | ((h >> 40) << 14);
+	__builtin_prefetch(k->slots + (id->group * G + id->start) * k->slot_bytes);
+}
+
+/*
+ * make_kid - the key as this table stores it: its words (8 bytes each, the
+ * last one zero-padded; the words past the key, up to key_words, are 0:
+ * kid_word()), its group, probe start and tag id, from SipHash-1-3 under
+ * the table's secret (k0, k1).  A key longer than key_max is, with
+ * SLUICE_KEYED_HASH_LONG_KEYS, replaced by its 16-byte digest (two
+ * SipHash-1-3 under the digest keys) and the length code LEN_HASHED.
+ *
+ * Keys of up to 16 bytes (every key of a table with key_max <= 16, and
+ * every digest) take sluice__siphash13_words16(): the key's bytes are
+ * loaded once, as the two words the slot compare needs, and hashed from
+ * those registers with the rounds written out (no loop, no tail loads, no
+ * copy of the words: GCC turned the word loop into a memcpy call).
+ * Longer keys take the generic body and the word loop.
+ */
+static inline __attribute__((always_inline)) int make_kid(const sluice_keyed_t *k, const void *key,
+                                                        size_t len, struct kid *id)
 {
 	if (len == 0)
 		return SLUICE_EKEYLEN;
 	const unsigned char *p = key;
-	unsigned char digest[16];
-	unsigned lencode = (unsigned)len;
+	uint64_t w0, w1;
 	if (len > k->key_max) {
 		if (!(k->flags & SLUICE_KEYED_HASH_LONG_KEYS))
 			return SLUICE_EKEYLEN;
-		uint64_t a = htole64(sluice__siphash13(k->d0, k->d1, key, len));
-		uint64_t b = htole64(sluice__siphash13(k->d2, k->d3, key, len));
-		memcpy(digest, &a, 8);
-		memcpy(digest + 8, &b, 8);
-		p = digest;
-		len = 16;
-		lencode = LEN_HASHED; /* never a short key's length */
+		/* the digest's bytes, read as sluice__siphash_words16() would
+		 * read them (little-endian words) */
+		w0 = sluice__siphash13(k->d0, k->d1, key, len);
+		w1 = sluice__siphash13(k->d2, k->d3, key, len);
+		kid_place(k, sluice__siphash13_words16(k->k0, k->k1, w0, w1, 16), LEN_HASHED, id);
+		id->used = 2;
+		id->pw[0] = w0;
+		id->pw[1] = w1;
+		return 0;
 	}
-	uint64_t h = sluice__siphash13_short(k->k0, k->k1, p, len);
-	id->group = h & k->group_mask;
-	id->start = (unsigned)(h >> 32) & (G - 1);
-	id->id = ((uint64_t)lencode << 38) | ((h >> 40) << 14);
-	/* 8 bytes per word, the last one zero-padded: the key's own 8-byte
-	 * loads, the tail word through siphash's tail load (no copy).  The
-	 * words past the key (up to key_words) are 0: kid_word(). */
-	/* The key's first slot: its line is loaded next (find_live()), so
-	 * start the load now, under the key words' extraction below and the
-	 * statistics' add (a hint: no fault, no effect on any result). */
-	__builtin_prefetch(k->slots + (id->group * G + id->start) * k->slot_bytes);
+	if (SLUICE_LIKELY(len <= 16)) {
+		sluice__siphash_words16(p, len, &w0, &w1);
+		kid_place(k, sluice__siphash13_words16(k->k0, k->k1, w0, w1, len), (unsigned)len,
+		          id);
+		id->used = len > 8 ? 2 : 1;
+		id->pw[0] = w0;
+		id->pw[1] = w1;
+		return 0;
+	}
+	kid_place(k, sluice__siphash13_short(k->k0, k->k1, p, len), (unsigned)len, id);
 	id->used = (unsigned)((len + 7) / 8);
 	size_t whole = len / 8;
 	for (size_t j = 0; j < whole; j++)
