@@ -152,57 +152,90 @@ read_state(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, const str
 	return READ;
 }
 
-static int gcra_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
-                       const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
-                       unsigned *tries)
+/*
+ * The decisions' one loop (GCRA, LEAKY, FIXED, INFLIGHT, and the refunds):
+ * read the era and the key's state (read_state), let the algorithm's step
+ * look at them, and, when the step wants the state changed, CAS the pair
+ * (state, owner) from (a, o) to (next, o): a pair CAS expecting the owner
+ * too, so it succeeds only on owner o's state, never on a later owner's
+ * state that repeats a's bits (the same 32-bit id at the same generation,
+ * 2^16 claims later; or 2^(62 - c) INFLIGHT generations), however long
+ * this call stalled (DESIGN, "Owners"); and only on the exact word a, so
+ * on a state still of era p.era (GCRA, LEAKY: or the one before: a
+ * conversion or an admission of a later era changes the word, both move
+ * the TAT up).  The CAS is a full barrier: for INFLIGHT it also acquires
+ * what the releases it reads published (as sluice_inflight_acquire()); an
+ * admission of the others publishes nothing (as their modules).  A failed
+ * CAS is a retry, counted in the call's bound.
+ *
+ * A step returns STEP_CAS with *next (and @d filled as the decision the
+ * CAS makes, which stands only if it succeeds: a failed CAS reads again
+ * and the step fills @d again), or the call's answer: 0 (refused, @d
+ * filled), TOOBIG, or CANCEL (a refund that cannot be made).  @which and
+ * @step fold to constants at every (inlined) call, so each algorithm
+ * compiles to its own straight loop.
+ */
+#define STEP_CAS 8 /* a step's "CAS the state to *next" */
+#define CANCEL 9   /* a refund's step: nothing can be given back */
+typedef int (*step_fn)(const sluice_keyed_t *k, const struct kp *p, uint64_t a, uint64_t n,
+                       uint64_t now, sluice_decision_t *d, const void *ctx, uint64_t *next);
+
+__attribute__((always_inline)) static inline int
+decide_loop(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, const struct kid *id,
+            uint64_t n, uint64_t now, sluice_decision_t *d, unsigned *tries, int which,
+            step_fn step, const void *ctx)
 {
 	_Atomic uint64_t *st = state_at(k, s);
 	for (;;) {
 		struct kp p;
-		uint64_t o, a;
-		int r = read_state(k, s, tag, id, n, &p, KP_GCRA, &o, &a, tries);
+		uint64_t o, a, next;
+		int r = read_state(k, s, tag, id, n, &p, which, &o, &a, tries);
 		if (r == AGAIN)
 			continue;
 		if (r != READ)
 			return r;
-		/* A reading before the change's is read as the change's (keyed
-		 * live.c: no state of the era before two changes is then still
-		 * owed anything). */
-		uint64_t t = now > p.tc ? now : p.tc;
-		uint64_t par = (p.era & 1) ? S_PAR : 0, x = a & S_VAL;
-		/* A state of the era before, or a TAT below the change's
-		 * reading (a full bucket at the change, whatever era wrote
-		 * it: keyed_live.c), is read through the change's rule. */
-		if (SLUICE_UNLIKELY((a & S_PAR) != par || x < p.tc))
-			x = sluice__keyed_gcra_convert(&p, x);
-		/* n <= b: need <= tau < 2^62 for the values a setter writes;
-		 * any other value is only wrong, never out of range (unsigned,
-		 * the fits test first).  The step is gcra.h's own. */
-		uint64_t tau = p.tau, next;
-		uint64_t delay = sluice__gcra_step(x, n * p.interval, t, tau, TMAX, &next);
-		if (delay > 0) { /* SLUICE_NEVER: it never fits */
-			if (d)
-				sluice__gcra_fill(d, 0, p.nmax, tau, p.recip, p.shift, t, x, delay);
-			return 0;
-		}
+		r = step(k, &p, a, n, now, d, ctx, &next);
+		if (r != STEP_CAS)
+			return r;
 		STALL(STALL_DECIDE, st);
-		/* A pair CAS expecting the owner too: it succeeds only on
-		 * owner o's state, never on a later owner's state that repeats
-		 * a's bits (the same 32-bit id at the same generation, 2^16
-		 * claims later), however long this call stalled; and only on
-		 * the exact word a, so on a state still of era p.era or the
-		 * one before (a conversion or an admission of a later era
-		 * changes the word: both move the TAT up).  An admission
-		 * publishes nothing (as gcra.h); the full barrier is more than
-		 * the reload needs, which the loop does with acquire. */
-		if (sluice__pair_cas(st, a, o, par | next, o)) {
-			if (d)
-				sluice__gcra_fill(d, 1, p.nmax, tau, p.recip, p.shift, t, next, 0);
+		if (sluice__pair_cas(st, a, o, next, o))
 			return 1;
-		}
 		if (++*tries > RETRY_MAX)
 			return BUSY;
 	}
+}
+
+/* GCRA, LEAKY: gcra.h's step on the key's TAT. */
+static inline int gcra_step(const sluice_keyed_t *k, const struct kp *p, uint64_t a, uint64_t n,
+                            uint64_t now, sluice_decision_t *d, const void *ctx, uint64_t *next)
+{
+	(void)k, (void)ctx;
+	/* A reading before the change's is read as the change's (keyed
+	 * live.c: no state of the era before two changes is then still owed
+	 * anything). */
+	uint64_t t = now > p->tc ? now : p->tc;
+	uint64_t par = (p->era & 1) ? S_PAR : 0, x = a & S_VAL;
+	/* A state of the era before, or a TAT below the change's reading (a
+	 * full bucket at the change, whatever era wrote it: keyed_live.c),
+	 * is read through the change's rule. */
+	if (SLUICE_UNLIKELY((a & S_PAR) != par || x < p->tc))
+		x = sluice__keyed_gcra_convert(p, x);
+	/* n <= b: need <= tau < 2^62 for the values a setter writes; any
+	 * other value is only wrong, never out of range (unsigned, the fits
+	 * test first).  The step is gcra.h's own. */
+	uint64_t tau = p->tau, tat;
+	uint64_t delay = sluice__gcra_step(x, n * p->interval, t, tau, TMAX, &tat);
+	if (delay > 0) { /* SLUICE_NEVER: it never fits */
+		if (d)
+			sluice__gcra_fill(d, 0, p->nmax, tau, p->recip, p->shift, t, x, delay);
+		return 0;
+	}
+	/* Two fills, each with its `allowed` a constant, fold better than
+	 * one (callgrind: 12 instructions a decision). */
+	if (d)
+		sluice__gcra_fill(d, 1, p->nmax, tau, p->recip, p->shift, t, tat, 0);
+	*next = par | tat;
+	return STEP_CAS;
 }
 
 /* FIXED, WINDOW: the limit of the window (the range ending at bucket) @e
@@ -213,104 +246,81 @@ static inline uint64_t win_limit(const struct kp *p, uint64_t e)
 	return e >= p->from ? p->limit : p->cap;
 }
 
+/* FIXED: the key's window and count.  The count word is self-contained (as
+ * fixed.h) and names its window in full, so a CAS that succeeds after any
+ * stall succeeded on exactly the window and count checked here. */
+static inline int fixed_step(const sluice_keyed_t *k, const struct kp *p, uint64_t a,
+                             uint64_t n, uint64_t now, sluice_decision_t *d, const void *ctx,
+                             uint64_t *next)
+{
+	(void)ctx;
+	const uint64_t cmask = (1ULL << k->cbits) - 1;
+	uint64_t e = now / k->window_ns; /* < 2^(62 - cbits): fits the field */
+	/* The window number in full (no modulo): a reading in a later window
+	 * opens it, any other reading counts in the key's window, whatever
+	 * the sequence of readings (keyed.h, CLOCK JUMPS).  A count above L
+	 * (a forged state) only refuses. */
+	uint64_t we = (a & S_VAL) >> k->cbits, count = a & cmask, used;
+	if (e > we) {
+		used = e; /* a newer window: its count starts at n */
+		count = 0;
+		*next = (e << k->cbits) | n;
+	} else {
+		used = we;     /* this window, or a reading before it */
+		*next = a + n; /* count + n <= L < 2^cbits: no carry */
+	}
+	uint64_t lim = win_limit(p, used);
+	if (lim > cmask)
+		lim = cmask; /* a forged limit: the count never carries */
+	uint64_t start = sluice__sat_mul(used, k->window_ns);
+	if (count + n > lim) {
+		if (d) /* retry: the window's end, as fixed.h's */
+			sluice__decision_window(d, 0, lim, count, start, k->window_ns, now);
+		return 0;
+	}
+	if (d)
+		sluice__decision_window(d, 1, lim, count + n, start, k->window_ns, now);
+	return STEP_CAS;
+}
+
+/* INFLIGHT: the key's count of held permits (inflight.h's test and fill). */
+static inline int inflight_step(const sluice_keyed_t *k, const struct kp *p, uint64_t a,
+                                uint64_t n, uint64_t now, sluice_decision_t *d,
+                                const void *ctx, uint64_t *next)
+{
+	(void)ctx;
+	const uint64_t cmask = (1ULL << k->cbits) - 1;
+	uint64_t lim = p->limit > cmask ? cmask : p->limit; /* forged: no carry */
+	if (SLUICE_UNLIKELY(n > lim))
+		return TOOBIG;
+	uint64_t held = a & cmask;
+	int ok = sluice__inflight_fits(held, n, lim); /* a forged count: refuse */
+	if (d) /* as inflight.h's */
+		sluice__inflight_fill(d, ok, lim, sluice__inflight_room(ok ? held + n : held, lim),
+		                      now);
+	*next = a + n;
+	return ok ? STEP_CAS : 0;
+}
+
+static int gcra_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
+                       const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
+                       unsigned *tries)
+{
+	return decide_loop(k, s, tag, id, n, now, d, tries, KP_GCRA, gcra_step, NULL);
+}
+
 static int fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
                         const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
                         unsigned *tries)
 {
-	_Atomic uint64_t *st = state_at(k, s);
-	const uint64_t cmask = (1ULL << k->cbits) - 1;
-	uint64_t e = now / k->window_ns; /* < 2^(62 - cbits): fits the field */
-	for (;;) {
-		struct kp p;
-		uint64_t o, a;
-		int r = read_state(k, s, tag, id, n, &p, KP_WIN, &o, &a, tries);
-		if (r == AGAIN)
-			continue;
-		if (r != READ)
-			return r;
-		/* The window number in full (no modulo): a reading in a later
-		 * window opens it, any other reading counts in the key's
-		 * window, whatever the sequence of readings (keyed.h, CLOCK
-		 * JUMPS).  A count above L (a forged state) only refuses. */
-		uint64_t we = (a & S_VAL) >> k->cbits, count = a & cmask, next, used, counted;
-		uint64_t lim;
-		if (e > we) {
-			used = e; /* a newer window: its count starts at n */
-			lim = win_limit(&p, used);
-			count = 0;
-			next = (e << k->cbits) | n;
-		} else {
-			used = we; /* this window, or a reading before it */
-			lim = win_limit(&p, used);
-			next = a + n; /* count + n <= L < 2^cbits: no carry */
-		}
-		if (lim > cmask)
-			lim = cmask; /* a forged limit: the count never carries */
-		counted = count + n;
-		if (counted > lim) {
-			if (d) /* retry: the window's end, as fixed.h's */
-				sluice__decision_window(d, 0, lim, count,
-				                        sluice__sat_mul(used, k->window_ns),
-				                        k->window_ns, now);
-			return 0;
-		}
-		STALL(STALL_DECIDE, st);
-		/* The count word is self-contained (as fixed.h) and names its
-		 * window in full, and the pair CAS expects owner o too (as
-		 * gcra_decide), so a CAS that succeeds after any stall
-		 * succeeded on exactly this key's window and count checked
-		 * above. */
-		if (sluice__pair_cas(st, a, o, next, o)) {
-			if (d)
-				sluice__decision_window(d, 1, lim, counted,
-				                        sluice__sat_mul(used, k->window_ns),
-				                        k->window_ns, now);
-			return 1;
-		}
-		if (++*tries > RETRY_MAX)
-			return BUSY;
-	}
+	return decide_loop(k, s, tag, id, n, now, d, tries, KP_WIN, fixed_step, NULL);
 }
 
 static int inflight_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
                            const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
                            unsigned *tries)
 {
-	_Atomic uint64_t *st = state_at(k, s);
-	const uint64_t cmask = (1ULL << k->cbits) - 1;
-	for (;;) {
-		/* The era, the owner counter, the state (acquire on both: pair
-		 * with the initialising pair CAS and with releases), the era
-		 * again, then the tag and key words, as sluice_keyed_release()
-		 * says why. */
-		struct kp p;
-		uint64_t o, a;
-		int r = read_state(k, s, tag, id, n, &p, KP_LIMIT, &o, &a, tries);
-		if (r == AGAIN)
-			continue;
-		if (r != READ)
-			return r;
-		uint64_t lim = p.limit > cmask ? cmask : p.limit; /* forged: no carry */
-		if (SLUICE_UNLIKELY(n > lim))
-			return TOOBIG;
-		uint64_t held = a & cmask;
-		int ok = sluice__inflight_fits(held, n, lim); /* a forged count: refuse */
-		STALL(STALL_DECIDE, st);
-		/* A pair CAS expecting the owner too: a count taken here is
-		 * owner o's, never a later owner's whose state repeats a's
-		 * bits (after 2^(62 - c) owners), however long this call
-		 * stalled; a full barrier, so it also acquires what the
-		 * releases it reads published (as sluice_inflight_acquire()). */
-		if (ok && !sluice__pair_cas(st, a, o, a + n, o)) {
-			if (++*tries > RETRY_MAX)
-				return BUSY;
-			continue;
-		}
-		if (d) /* as inflight.h's */
-			sluice__inflight_fill(d, ok, lim,
-			                      sluice__inflight_room(ok ? held + n : held, lim), now);
-		return ok;
-	}
+	return decide_loop(k, s, tag, id, n, now, d, tries, KP_LIMIT, inflight_step, NULL);
 }
 
 /* WINDOW: the bucket word of epoch @y of the key whose slot is ctx->s,
@@ -712,46 +722,56 @@ int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen, uint
  * reads and key checks (read_state), so a refund stopped for any time gives
  * nothing to a later owner of the slot, nor to a later state of this key.
  */
+/* FIXED's give-back: while the key's window is still the admission's
+ * (@ctx), its count drops by n. */
+static inline int fixed_unstep(const sluice_keyed_t *k, const struct kp *p, uint64_t a,
+                               uint64_t n, uint64_t now, sluice_decision_t *d, const void *ctx,
+                               uint64_t *next)
+{
+	(void)p, (void)now, (void)d;
+	const sluice_decision_t *admitted = ctx;
+	const uint64_t cmask = (1ULL << k->cbits) - 1;
+	uint64_t we = (a & S_VAL) >> k->cbits;
+	if (we != admitted->now_ns / k->window_ns || (a & cmask) < n)
+		return CANCEL; /* another window now */
+	*next = a - n;
+	return STEP_CAS;
+}
+
+/* GCRA, LEAKY: gcra.h's give-back step, while the state still holds the
+ * TAT the admission (@ctx) left, in the same era. */
+static inline int gcra_unstep(const sluice_keyed_t *k, const struct kp *p, uint64_t a,
+                              uint64_t n, uint64_t now, sluice_decision_t *d, const void *ctx,
+                              uint64_t *next)
+{
+	(void)k, (void)now, (void)d;
+	const sluice_decision_t *admitted = ctx;
+	uint64_t par = (p->era & 1) ? S_PAR : 0, x = a & S_VAL, prev;
+	uint64_t left = admitted->now_ns + admitted->reset_ns;
+	/* no booking before the change */
+	if (admitted->reset_ns > TMAX || admitted->now_ns > TMAX || (a & S_PAR) != par ||
+	    x != left || !sluice__gcra_unstep(x, n * p->interval, p->tc, &prev))
+		return CANCEL; /* decided on since, or another era */
+	*next = par | prev;
+	return STEP_CAS;
+}
+
+/* One refund on the key's slot: the decisions' loop (read_state, then the
+ * pair CAS of (state, owner) after the same reads and key checks), so a
+ * refund stopped for any time gives nothing to a later owner of the slot,
+ * nor to a later state of this key. */
 static int refund_once(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
                        const struct kid *id, uint64_t n, const sluice_decision_t *admitted,
                        unsigned *tries)
 {
-	_Atomic uint64_t *st = state_at(k, s);
-	for (;;) {
-		struct kp p = { 0 }; /* read_state fills the algorithm's fields */
-		uint64_t o, a, next;
-		int r = k->algo == SLUICE_ALGO_FIXED
-			        ? read_state(k, s, tag, id, n, &p, KP_WIN, &o, &a, tries)
-			        : read_state(k, s, tag, id, n, &p, KP_GCRA, &o, &a, tries);
-		if (r == AGAIN)
-			continue;
-		if (r == BUSY)
-			return SLUICE_EBUSY;
-		if (r != READ)
-			return SLUICE_ECANCEL; /* the key's state is gone or retired */
-		if (k->algo == SLUICE_ALGO_FIXED) {
-			const uint64_t cmask = (1ULL << k->cbits) - 1;
-			uint64_t we = (a & S_VAL) >> k->cbits;
-			if (we != admitted->now_ns / k->window_ns || (a & cmask) < n)
-				return SLUICE_ECANCEL; /* another window now */
-			next = a - n;
-		} else {
-			uint64_t par = (p.era & 1) ? S_PAR : 0, x = a & S_VAL, prev;
-			uint64_t left = admitted->now_ns + admitted->reset_ns;
-			/* gcra.h's give-back step, no booking before the change */
-			if (admitted->reset_ns > TMAX || admitted->now_ns > TMAX ||
-			    (a & S_PAR) != par || x != left ||
-			    !sluice__gcra_unstep(x, n * p.interval, p.tc, &prev))
-				return SLUICE_ECANCEL; /* decided on since, or another era */
-			next = par | prev;
-		}
-		STALL(STALL_DECIDE, st);
-		/* As the decisions' CAS: only owner o's exact state a. */
-		if (sluice__pair_cas(st, a, o, next, o))
-			return 0;
-		if (++*tries > RETRY_MAX)
-			return SLUICE_EBUSY;
-	}
+	int r = k->algo == SLUICE_ALGO_FIXED
+		        ? decide_loop(k, s, tag, id, n, 0, NULL, tries, KP_WIN, fixed_unstep, admitted)
+		        : decide_loop(k, s, tag, id, n, 0, NULL, tries, KP_GCRA, gcra_unstep, admitted);
+	if (r == 1)
+		return 0;
+	/* BUSY: the bound; the rest (the key's state gone or retired, a
+	 * change that lowered the largest n, decided on since): nothing */
+	return r == BUSY ? SLUICE_EBUSY : SLUICE_ECANCEL;
 }
 
 int sluice_keyed_refund(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t n,
