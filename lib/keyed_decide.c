@@ -591,6 +591,18 @@ uint64_t sluice__keyed_successor(const sluice_keyed_t *k, const struct kp *p, ui
 /* ---------------------------------------------------------------- */
 /* Public decisions                                                   */
 
+/* make_kid(), and on success the lookups counter: the start of every
+ * acquire and release (a refund is not counted: it looks up a key that an
+ * acquire already counted). */
+static inline __attribute__((always_inline)) int
+kid_counted(const sluice_keyed_t *k, const void *key, size_t keylen, struct kid *id)
+{
+	int rc = make_kid(k, key, keylen, id);
+	if (rc == 0)
+		stat_lookup(k);
+	return rc;
+}
+
 int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t n,
                             uint64_t now, sluice_decision_t *d)
 {
@@ -609,10 +621,9 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
 	if (now > TMAX)
 		return SLUICE_ETIME;
 	struct kid id;
-	int rc = make_kid(k, key, keylen, &id);
+	int rc = kid_counted(k, key, keylen, &id);
 	if (rc != 0)
 		return rc;
-	stat_lookup(k);
 	int recreate = 0;
 	unsigned tries = 0; /* the call's retry bound (RETRY_MAX) */
 	for (;; tries++) {
@@ -658,10 +669,9 @@ int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen, uint
 	if (k->algo != SLUICE_ALGO_INFLIGHT)
 		return SLUICE_ENOTSUP;
 	struct kid id;
-	int rc = make_kid(k, key, keylen, &id);
+	int rc = kid_counted(k, key, keylen, &id);
 	if (rc != 0)
 		return rc;
-	stat_lookup(k);
 	for (unsigned tries = 0;; tries++) {
 		if (tries > RETRY_MAX)
 			return SLUICE_EBUSY;
@@ -784,10 +794,10 @@ int sluice_keyed_refund(sluice_keyed_t *k, const void *key, size_t keylen, uint6
 	if (k->algo == SLUICE_ALGO_WINDOW)
 		return SLUICE_ECANCEL;
 	struct kid id;
-	int rc = make_kid(k, key, keylen, &id);
+	uint64_t tag = 0;
+	int rc = make_kid(k, key, keylen, &id); /* not counted: its acquire was */
 	if (rc != 0)
 		return rc;
-	uint64_t tag = 0;
 	int64_t i = find_live(k, &id, &tag);
 	if (i < 0)
 		return SLUICE_ECANCEL; /* reclaimed (fresh) or evicted: nothing owed */
