@@ -38,9 +38,12 @@
  * liberal write that a stalled claimer could apply, after 2^32 buckets, to
  * a bucket of the new key; nothing is ever subtracted from a bucket now.
  * A decision loads the tag, checks the key, loads the owner counter and the
- * state (acquire) and checks the tag and the key words again: the state then
- * belonged to its key (an initialisation is a full barrier, so a state
- * written for a later owner implies a changed tag or key words).  Its pair
+ * state (acquire) and checks the tag and the slot's claim counter again
+ * (still_ours(): the claim the lookup matched the key words under; the
+ * words themselves when a creation gave the slot): the state then belonged
+ * to its key (an initialisation is a full barrier after its claim's
+ * counter bump, so a state written for a later owner implies a changed tag
+ * or claim counter).  Its pair
  * CAS then succeeds only on that owner's state ("Owners").
  *
  *
@@ -62,7 +65,7 @@
  * state, so a completer stopped across any later initialisation fails too.
  * Every decision (GCRA, LEAKY, FIXED, INFLIGHT; WINDOW's head advance)
  * and every release reads the owner, then the state, then checks the tag
- * and the key words, and CASes the pair expecting both: it succeeds only
+ * and the key's claim, and CASes the pair expecting both: it succeeds only
  * on the state of the owner it checked, after a stall of any length.
  * WINDOW's bucket words are outside the pair: their count CAS stays 64-bit
  * and the admission stands only if head and the owner, read after it,
@@ -141,9 +144,9 @@ read_state(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, const str
 	*a = atomic_load_explicit(st, memory_order_acquire);
 	if (SLUICE_UNLIKELY(!kp_same(k, p->era)))
 		return ++*tries > RETRY_MAX ? BUSY : AGAIN;
-	/* Then the tag and key words (as sluice_keyed_release() says why):
-	 * the state belonged to this key. */
-	if (!same_owner(s, tag) || !words_match(k, s, id))
+	/* Then the tag and the key's claim (still_ours(); as
+	 * sluice_keyed_release() says why): the state belonged to this key. */
+	if (!still_ours(k, s, tag, id))
 		return STALE;
 	if (*a & S_RET)
 		return RETIRED;
@@ -634,7 +637,10 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
 		uint64_t tag = 0;
 		int64_t i = recreate ? -1 : find_live(k, &id, &tag);
 		int hit = i >= 0;
+		if (hit)
+			STALL(STALL_LOOKUP, slot_at(k, (uint64_t)i));
 		if (i < 0) {
+			id.claim = 0; /* the creation's slot: compare the words */
 			i = sluice__keyed_create(k, &id, now, d, &rc, &tag, &tries);
 			if (i < 0)
 				return rc;
@@ -693,14 +699,14 @@ int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen, uint
 			 * published (so o is our key's owner or later), and a
 			 * later owner's initialisation (acquired by the loads
 			 * of o and a) comes after its claim and key words, so
-			 * the tag and key words read below would show another
-			 * key (the key words: the tag's 16-bit generation
-			 * alone could repeat).  Acquire on both: pair with
+			 * the tag and the slot's claim counter read below
+			 * (still_ours()) would show another key (the counter:
+			 * the tag's 16-bit generation alone could repeat).  Acquire on both: pair with
 			 * that initialisation's pair CAS (a full barrier) and
 			 * with the acquires' CASes on the state. */
 			uint64_t o = atomic_load_explicit(&st[1], memory_order_acquire);
 			uint64_t a = atomic_load_explicit(st, memory_order_acquire);
-			if (!same_owner(s, tag) || !words_match(k, s, &id))
+			if (!still_ours(k, s, tag, &id))
 				break; /* look it up again */
 			if ((a & S_RET) || (a & ((1ULL << k->cbits) - 1)) < n)
 				return SLUICE_ERELEASE; /* nothing changed */
