@@ -34,7 +34,9 @@
  * the 16-byte key of each draw, whether it reads it or not.  Tables and
  * arrays are built fresh for each timed run.
  *
- * Output: a `bench cpu=...` line, one `bench ...` line per case, then a
+ * Output: a `bench_env` line (as bench_algos's: the CPU model, the online
+ * CPUs, threads, repeats, seconds, the clocks), one `bench hash=...` line
+ * per hash timed, one `bench ...` line per case, then a
  * human table.
  *   ns_per_decision = wall ns / decisions (all threads);
  *   vs_array = array-gcra's ns_per_decision on the same clock / this one's
@@ -48,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sluice/sluice.h"
 
@@ -510,6 +513,65 @@ static uint64_t mulfold16(uint64_t k0, uint64_t k1, const unsigned char *p, size
 	return (uint64_t)x ^ (uint64_t)(x >> 64);
 }
 
+#if defined(__x86_64__)
+#include <wmmintrin.h>
+/* AES-128 (FIPS-197, AES-NI) of the key's 16 bytes XOR-ed with a secret
+ * tweak of its length: a keyed pseudorandom permutation of one block, as
+ * strong a keyed function for keys up to 16 bytes as SipHash (a tweak per
+ * length keeps keys of different lengths apart), for this timing only:
+ * the keyed tables do not use it (docs/performance.md, "Keyed decisions",
+ * says why).  The round keys are expanded once, as a table's attach would. */
+static __m128i aes_rk[11];
+#define AES_EXPAND(i, rcon)                                                          \
+	do {                                                                         \
+		__m128i t = _mm_aeskeygenassist_si128(k, rcon);                      \
+		t = _mm_shuffle_epi32(t, 0xff);                                      \
+		k = _mm_xor_si128(k, _mm_slli_si128(k, 4));                          \
+		k = _mm_xor_si128(k, _mm_slli_si128(k, 4));                          \
+		k = _mm_xor_si128(k, _mm_slli_si128(k, 4));                          \
+		aes_rk[i] = k = _mm_xor_si128(k, t);                                 \
+	} while (0)
+__attribute__((target("aes,sse2"))) static void aes_setup(uint64_t k0, uint64_t k1)
+{
+	__m128i k = _mm_set_epi64x((long long)k1, (long long)k0);
+	aes_rk[0] = k;
+	AES_EXPAND(1, 0x01); AES_EXPAND(2, 0x02); AES_EXPAND(3, 0x04); AES_EXPAND(4, 0x08);
+	AES_EXPAND(5, 0x10); AES_EXPAND(6, 0x20); AES_EXPAND(7, 0x40); AES_EXPAND(8, 0x80);
+	AES_EXPAND(9, 0x1b); AES_EXPAND(10, 0x36);
+}
+__attribute__((target("aes,sse2"))) static uint64_t aes128_16(uint64_t t0, uint64_t t1,
+                                                             const unsigned char *p, size_t len)
+{
+	uint64_t w0, w1;
+	sluice__siphash_words16(p, len, &w0, &w1);
+	__m128i b = _mm_set_epi64x((long long)(w1 ^ t1), (long long)(w0 ^ t0));
+	b = _mm_xor_si128(b, aes_rk[0]);
+	for (int r = 1; r < 10; r++)
+		b = _mm_aesenc_si128(b, aes_rk[r]);
+	b = _mm_aesenclast_si128(b, aes_rk[10]);
+	return (uint64_t)_mm_cvtsi128_si64(b);
+}
+static int have_aes(void)
+{
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("aes");
+}
+#else
+static void aes_setup(uint64_t k0, uint64_t k1)
+{
+	(void)k0, (void)k1;
+}
+static uint64_t aes128_16(uint64_t t0, uint64_t t1, const unsigned char *p, size_t len)
+{
+	(void)t0, (void)t1, (void)p, (void)len;
+	return 0;
+}
+static int have_aes(void)
+{
+	return 0;
+}
+#endif
+
 /* CPU ns per hash of 16-byte keys (the regimes' keys), median of 5 runs
  * of 4M hashes each; which key is hashed depends on the hash before (its
  * low bit), so hashes are timed one after another, latency included, as a
@@ -520,22 +582,41 @@ static void bench_hashes(const char *cpu)
 	static unsigned char keys[NK][16];
 	for (uint32_t i = 0; i < NK; i++)
 		make_key(keys[i], i * 2654435761u);
-	const char *name[] = { "siphash13", "halfsiphash13", "mulfold" };
-	for (int h = 0; h < 3; h++) {
+	/* siphash13: the generic inline body; siphash13-words16: what a keyed
+	 * decision runs (the key loaded once as two words, the rounds written
+	 * out); aes128: skipped without AES-NI */
+	const char *name[] = { "siphash13", "siphash13-words16", "halfsiphash13", "mulfold",
+		               "aes128" };
+	aes_setup(0x0706050403020100ULL, 0x0f0e0d0c0b0a0908ULL);
+	for (int h = 0; h < 5; h++) {
+		if (h == 4 && !have_aes()) {
+			printf("bench hash=aes128 key_bytes=16 skipped=no-aes-ni\n");
+			continue;
+		}
 		double t[5];
 		uint64_t acc = 0;
 		for (int r = 0; r < 5; r++) {
 			uint64_t c0 = thread_ns();
 			for (uint32_t i = 0; i < N; i++) {
 				const unsigned char *k = keys[(i ^ (uint32_t)(acc & 1)) & (NK - 1)];
-				if (h == 0)
+				uint64_t w0, w1;
+				if (h == 0) {
 					acc += sluice__siphash13_short(0x0706050403020100ULL,
 					                               0x0f0e0d0c0b0a0908ULL, k, 16);
-				else if (h == 1)
+				} else if (h == 1) {
+					sluice__siphash_words16(k, 16, &w0, &w1);
+					acc += sluice__siphash13_words16(0x0706050403020100ULL,
+					                                 0x0f0e0d0c0b0a0908ULL, w0, w1,
+					                                 16);
+				} else if (h == 2) {
 					acc += halfsip13(0x03020100u, 0x07060504u, k, 16);
-				else
+				} else if (h == 3) {
 					acc += mulfold16(0x0706050403020100ULL, 0x0f0e0d0c0b0a0908ULL, k,
 					                 16);
+				} else {
+					acc += aes128_16(0x1f1e1d1c1b1a1918ULL, 0x1716151413121110ULL, k,
+					                 16);
+				}
 			}
 			t[r] = (double)(thread_ns() - c0) / N;
 		}
@@ -589,7 +670,12 @@ int main(int argc, char **argv)
 		return 2;
 	char cpu[128];
 	bench_cpu_model(cpu, sizeof(cpu));
-	printf("bench cpu=\"%s\"\n", cpu);
+	/* the environment line bench_algos prints (docs/performance.md) */
+	printf("bench_env cpu=\"%s\" online_cpus=%ld threads=1,2 repeats=%u seconds=%.2f "
+	       "clock_sluice=cached(%llu_ns_ticker),monotonic clock_mutex=cached,monotonic "
+	       "clock_mutex_hash=monotonic\n",
+	       cpu, sysconf(_SC_NPROCESSORS_ONLN), o.repeats, o.seconds,
+	       (unsigned long long)SLUICE_CACHED_PERIOD_NS);
 	bench_hashes(cpu);
 	fflush(stdout);
 	make_draws();

@@ -38,9 +38,12 @@
  * liberal write that a stalled claimer could apply, after 2^32 buckets, to
  * a bucket of the new key; nothing is ever subtracted from a bucket now.
  * A decision loads the tag, checks the key, loads the owner counter and the
- * state (acquire) and checks the tag and the key words again: the state then
- * belonged to its key (an initialisation is a full barrier, so a state
- * written for a later owner implies a changed tag or key words).  Its pair
+ * state (acquire) and checks the tag and the slot's claim counter again
+ * (still_ours(): the claim the lookup matched the key words under; the
+ * words themselves when a creation gave the slot): the state then belonged
+ * to its key (an initialisation is a full barrier after its claim's
+ * counter bump, so a state written for a later owner implies a changed tag
+ * or claim counter).  Its pair
  * CAS then succeeds only on that owner's state ("Owners").
  *
  *
@@ -62,7 +65,7 @@
  * state, so a completer stopped across any later initialisation fails too.
  * Every decision (GCRA, LEAKY, FIXED, INFLIGHT; WINDOW's head advance)
  * and every release reads the owner, then the state, then checks the tag
- * and the key words, and CASes the pair expecting both: it succeeds only
+ * and the key's claim, and CASes the pair expecting both: it succeeds only
  * on the state of the owner it checked, after a stall of any length.
  * WINDOW's bucket words are outside the pair: their count CAS stays 64-bit
  * and the admission stands only if head and the owner, read after it,
@@ -141,9 +144,9 @@ read_state(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, const str
 	*a = atomic_load_explicit(st, memory_order_acquire);
 	if (SLUICE_UNLIKELY(!kp_same(k, p->era)))
 		return ++*tries > RETRY_MAX ? BUSY : AGAIN;
-	/* Then the tag and key words (as sluice_keyed_release() says why):
-	 * the state belonged to this key. */
-	if (!same_owner(s, tag) || !words_match(k, s, id))
+	/* Then the tag and the key's claim (still_ours(); as
+	 * sluice_keyed_release() says why): the state belonged to this key. */
+	if (!still_ours(k, s, tag, id))
 		return STALE;
 	if (*a & S_RET)
 		return RETIRED;
@@ -152,57 +155,90 @@ read_state(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, const str
 	return READ;
 }
 
-static int gcra_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
-                       const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
-                       unsigned *tries)
+/*
+ * The decisions' one loop (GCRA, LEAKY, FIXED, INFLIGHT, and the refunds):
+ * read the era and the key's state (read_state), let the algorithm's step
+ * look at them, and, when the step wants the state changed, CAS the pair
+ * (state, owner) from (a, o) to (next, o): a pair CAS expecting the owner
+ * too, so it succeeds only on owner o's state, never on a later owner's
+ * state that repeats a's bits (the same 32-bit id at the same generation,
+ * 2^16 claims later; or 2^(62 - c) INFLIGHT generations), however long
+ * this call stalled (DESIGN, "Owners"); and only on the exact word a, so
+ * on a state still of era p.era (GCRA, LEAKY: or the one before: a
+ * conversion or an admission of a later era changes the word, both move
+ * the TAT up).  The CAS is a full barrier: for INFLIGHT it also acquires
+ * what the releases it reads published (as sluice_inflight_acquire()); an
+ * admission of the others publishes nothing (as their modules).  A failed
+ * CAS is a retry, counted in the call's bound.
+ *
+ * A step returns STEP_CAS with *next (and @d filled as the decision the
+ * CAS makes, which stands only if it succeeds: a failed CAS reads again
+ * and the step fills @d again), or the call's answer: 0 (refused, @d
+ * filled), TOOBIG, or CANCEL (a refund that cannot be made).  @which and
+ * @step fold to constants at every (inlined) call, so each algorithm
+ * compiles to its own straight loop.
+ */
+#define STEP_CAS 8 /* a step's "CAS the state to *next" */
+#define CANCEL 9   /* a refund's step: nothing can be given back */
+typedef int (*step_fn)(const sluice_keyed_t *k, const struct kp *p, uint64_t a, uint64_t n,
+                       uint64_t now, sluice_decision_t *d, const void *ctx, uint64_t *next);
+
+__attribute__((always_inline)) static inline int
+decide_loop(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, const struct kid *id,
+            uint64_t n, uint64_t now, sluice_decision_t *d, unsigned *tries, int which,
+            step_fn step, const void *ctx)
 {
 	_Atomic uint64_t *st = state_at(k, s);
 	for (;;) {
 		struct kp p;
-		uint64_t o, a;
-		int r = read_state(k, s, tag, id, n, &p, KP_GCRA, &o, &a, tries);
+		uint64_t o, a, next;
+		int r = read_state(k, s, tag, id, n, &p, which, &o, &a, tries);
 		if (r == AGAIN)
 			continue;
 		if (r != READ)
 			return r;
-		/* A reading before the change's is read as the change's (keyed
-		 * live.c: no state of the era before two changes is then still
-		 * owed anything). */
-		uint64_t t = now > p.tc ? now : p.tc;
-		uint64_t par = (p.era & 1) ? S_PAR : 0, x = a & S_VAL;
-		/* A state of the era before, or a TAT below the change's
-		 * reading (a full bucket at the change, whatever era wrote
-		 * it: keyed_live.c), is read through the change's rule. */
-		if (SLUICE_UNLIKELY((a & S_PAR) != par || x < p.tc))
-			x = sluice__keyed_gcra_convert(&p, x);
-		/* n <= b: need <= tau < 2^62 for the values a setter writes;
-		 * any other value is only wrong, never out of range (unsigned,
-		 * the fits test first).  The step is gcra.h's own. */
-		uint64_t tau = p.tau, next;
-		uint64_t delay = sluice__gcra_step(x, n * p.interval, t, tau, TMAX, &next);
-		if (delay > 0) { /* SLUICE_NEVER: it never fits */
-			if (d)
-				sluice__gcra_fill(d, 0, p.nmax, tau, p.recip, p.shift, t, x, delay);
-			return 0;
-		}
+		r = step(k, &p, a, n, now, d, ctx, &next);
+		if (r != STEP_CAS)
+			return r;
 		STALL(STALL_DECIDE, st);
-		/* A pair CAS expecting the owner too: it succeeds only on
-		 * owner o's state, never on a later owner's state that repeats
-		 * a's bits (the same 32-bit id at the same generation, 2^16
-		 * claims later), however long this call stalled; and only on
-		 * the exact word a, so on a state still of era p.era or the
-		 * one before (a conversion or an admission of a later era
-		 * changes the word: both move the TAT up).  An admission
-		 * publishes nothing (as gcra.h); the full barrier is more than
-		 * the reload needs, which the loop does with acquire. */
-		if (sluice__pair_cas(st, a, o, par | next, o)) {
-			if (d)
-				sluice__gcra_fill(d, 1, p.nmax, tau, p.recip, p.shift, t, next, 0);
+		if (sluice__pair_cas(st, a, o, next, o))
 			return 1;
-		}
 		if (++*tries > RETRY_MAX)
 			return BUSY;
 	}
+}
+
+/* GCRA, LEAKY: gcra.h's step on the key's TAT. */
+static inline int gcra_step(const sluice_keyed_t *k, const struct kp *p, uint64_t a, uint64_t n,
+                            uint64_t now, sluice_decision_t *d, const void *ctx, uint64_t *next)
+{
+	(void)k, (void)ctx;
+	/* A reading before the change's is read as the change's (keyed
+	 * live.c: no state of the era before two changes is then still owed
+	 * anything). */
+	uint64_t t = now > p->tc ? now : p->tc;
+	uint64_t par = (p->era & 1) ? S_PAR : 0, x = a & S_VAL;
+	/* A state of the era before, or a TAT below the change's reading (a
+	 * full bucket at the change, whatever era wrote it: keyed_live.c),
+	 * is read through the change's rule. */
+	if (SLUICE_UNLIKELY((a & S_PAR) != par || x < p->tc))
+		x = sluice__keyed_gcra_convert(p, x);
+	/* n <= b: need <= tau < 2^62 for the values a setter writes; any
+	 * other value is only wrong, never out of range (unsigned, the fits
+	 * test first).  The step is gcra.h's own. */
+	uint64_t tau = p->tau, tat;
+	uint64_t delay = sluice__gcra_step(x, n * p->interval, t, tau, TMAX, &tat);
+	if (delay > 0) { /* SLUICE_NEVER: it never fits */
+		if (d)
+			sluice__gcra_fill(d, 0, p->nmax, tau, p->recip, p->shift, t, x, delay);
+		return 0;
+	}
+	/* Two fills, each with its `allowed` a constant, fold better than
+	 * one (callgrind: 12 instructions a decision). */
+	if (d)
+		sluice__gcra_fill(d, 1, p->nmax, tau, p->recip, p->shift, t, tat, 0);
+	*next = par | tat;
+	return STEP_CAS;
 }
 
 /* FIXED, WINDOW: the limit of the window (the range ending at bucket) @e
@@ -213,104 +249,81 @@ static inline uint64_t win_limit(const struct kp *p, uint64_t e)
 	return e >= p->from ? p->limit : p->cap;
 }
 
+/* FIXED: the key's window and count.  The count word is self-contained (as
+ * fixed.h) and names its window in full, so a CAS that succeeds after any
+ * stall succeeded on exactly the window and count checked here. */
+static inline int fixed_step(const sluice_keyed_t *k, const struct kp *p, uint64_t a,
+                             uint64_t n, uint64_t now, sluice_decision_t *d, const void *ctx,
+                             uint64_t *next)
+{
+	(void)ctx;
+	const uint64_t cmask = (1ULL << k->cbits) - 1;
+	uint64_t e = now / k->window_ns; /* < 2^(62 - cbits): fits the field */
+	/* The window number in full (no modulo): a reading in a later window
+	 * opens it, any other reading counts in the key's window, whatever
+	 * the sequence of readings (keyed.h, CLOCK JUMPS).  A count above L
+	 * (a forged state) only refuses. */
+	uint64_t we = (a & S_VAL) >> k->cbits, count = a & cmask, used;
+	if (e > we) {
+		used = e; /* a newer window: its count starts at n */
+		count = 0;
+		*next = (e << k->cbits) | n;
+	} else {
+		used = we;     /* this window, or a reading before it */
+		*next = a + n; /* count + n <= L < 2^cbits: no carry */
+	}
+	uint64_t lim = win_limit(p, used);
+	if (lim > cmask)
+		lim = cmask; /* a forged limit: the count never carries */
+	uint64_t start = sluice__sat_mul(used, k->window_ns);
+	if (count + n > lim) {
+		if (d) /* retry: the window's end, as fixed.h's */
+			sluice__decision_window(d, 0, lim, count, start, k->window_ns, now);
+		return 0;
+	}
+	if (d)
+		sluice__decision_window(d, 1, lim, count + n, start, k->window_ns, now);
+	return STEP_CAS;
+}
+
+/* INFLIGHT: the key's count of held permits (inflight.h's test and fill). */
+static inline int inflight_step(const sluice_keyed_t *k, const struct kp *p, uint64_t a,
+                                uint64_t n, uint64_t now, sluice_decision_t *d,
+                                const void *ctx, uint64_t *next)
+{
+	(void)ctx;
+	const uint64_t cmask = (1ULL << k->cbits) - 1;
+	uint64_t lim = p->limit > cmask ? cmask : p->limit; /* forged: no carry */
+	if (SLUICE_UNLIKELY(n > lim))
+		return TOOBIG;
+	uint64_t held = a & cmask;
+	int ok = sluice__inflight_fits(held, n, lim); /* a forged count: refuse */
+	if (d) /* as inflight.h's */
+		sluice__inflight_fill(d, ok, lim, sluice__inflight_room(ok ? held + n : held, lim),
+		                      now);
+	*next = a + n;
+	return ok ? STEP_CAS : 0;
+}
+
+static int gcra_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
+                       const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
+                       unsigned *tries)
+{
+	return decide_loop(k, s, tag, id, n, now, d, tries, KP_GCRA, gcra_step, NULL);
+}
+
 static int fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
                         const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
                         unsigned *tries)
 {
-	_Atomic uint64_t *st = state_at(k, s);
-	const uint64_t cmask = (1ULL << k->cbits) - 1;
-	uint64_t e = now / k->window_ns; /* < 2^(62 - cbits): fits the field */
-	for (;;) {
-		struct kp p;
-		uint64_t o, a;
-		int r = read_state(k, s, tag, id, n, &p, KP_WIN, &o, &a, tries);
-		if (r == AGAIN)
-			continue;
-		if (r != READ)
-			return r;
-		/* The window number in full (no modulo): a reading in a later
-		 * window opens it, any other reading counts in the key's
-		 * window, whatever the sequence of readings (keyed.h, CLOCK
-		 * JUMPS).  A count above L (a forged state) only refuses. */
-		uint64_t we = (a & S_VAL) >> k->cbits, count = a & cmask, next, used, counted;
-		uint64_t lim;
-		if (e > we) {
-			used = e; /* a newer window: its count starts at n */
-			lim = win_limit(&p, used);
-			count = 0;
-			next = (e << k->cbits) | n;
-		} else {
-			used = we; /* this window, or a reading before it */
-			lim = win_limit(&p, used);
-			next = a + n; /* count + n <= L < 2^cbits: no carry */
-		}
-		if (lim > cmask)
-			lim = cmask; /* a forged limit: the count never carries */
-		counted = count + n;
-		if (counted > lim) {
-			if (d) /* retry: the window's end, as fixed.h's */
-				sluice__decision_window(d, 0, lim, count,
-				                        sluice__sat_mul(used, k->window_ns),
-				                        k->window_ns, now);
-			return 0;
-		}
-		STALL(STALL_DECIDE, st);
-		/* The count word is self-contained (as fixed.h) and names its
-		 * window in full, and the pair CAS expects owner o too (as
-		 * gcra_decide), so a CAS that succeeds after any stall
-		 * succeeded on exactly this key's window and count checked
-		 * above. */
-		if (sluice__pair_cas(st, a, o, next, o)) {
-			if (d)
-				sluice__decision_window(d, 1, lim, counted,
-				                        sluice__sat_mul(used, k->window_ns),
-				                        k->window_ns, now);
-			return 1;
-		}
-		if (++*tries > RETRY_MAX)
-			return BUSY;
-	}
+	return decide_loop(k, s, tag, id, n, now, d, tries, KP_WIN, fixed_step, NULL);
 }
 
 static int inflight_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
                            const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
                            unsigned *tries)
 {
-	_Atomic uint64_t *st = state_at(k, s);
-	const uint64_t cmask = (1ULL << k->cbits) - 1;
-	for (;;) {
-		/* The era, the owner counter, the state (acquire on both: pair
-		 * with the initialising pair CAS and with releases), the era
-		 * again, then the tag and key words, as sluice_keyed_release()
-		 * says why. */
-		struct kp p;
-		uint64_t o, a;
-		int r = read_state(k, s, tag, id, n, &p, KP_LIMIT, &o, &a, tries);
-		if (r == AGAIN)
-			continue;
-		if (r != READ)
-			return r;
-		uint64_t lim = p.limit > cmask ? cmask : p.limit; /* forged: no carry */
-		if (SLUICE_UNLIKELY(n > lim))
-			return TOOBIG;
-		uint64_t held = a & cmask;
-		int ok = sluice__inflight_fits(held, n, lim); /* a forged count: refuse */
-		STALL(STALL_DECIDE, st);
-		/* A pair CAS expecting the owner too: a count taken here is
-		 * owner o's, never a later owner's whose state repeats a's
-		 * bits (after 2^(62 - c) owners), however long this call
-		 * stalled; a full barrier, so it also acquires what the
-		 * releases it reads published (as sluice_inflight_acquire()). */
-		if (ok && !sluice__pair_cas(st, a, o, a + n, o)) {
-			if (++*tries > RETRY_MAX)
-				return BUSY;
-			continue;
-		}
-		if (d) /* as inflight.h's */
-			sluice__inflight_fill(d, ok, lim,
-			                      sluice__inflight_room(ok ? held + n : held, lim), now);
-		return ok;
-	}
+	return decide_loop(k, s, tag, id, n, now, d, tries, KP_LIMIT, inflight_step, NULL);
 }
 
 /* WINDOW: the bucket word of epoch @y of the key whose slot is ctx->s,
@@ -581,6 +594,18 @@ uint64_t sluice__keyed_successor(const sluice_keyed_t *k, const struct kp *p, ui
 /* ---------------------------------------------------------------- */
 /* Public decisions                                                   */
 
+/* make_kid(), and on success the lookups counter: the start of every
+ * acquire and release (a refund is not counted: it looks up a key that an
+ * acquire already counted). */
+static inline __attribute__((always_inline)) int
+kid_counted(const sluice_keyed_t *k, const void *key, size_t keylen, struct kid *id)
+{
+	int rc = make_kid(k, key, keylen, id);
+	if (rc == 0)
+		stat_lookup(k);
+	return rc;
+}
+
 int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t n,
                             uint64_t now, sluice_decision_t *d)
 {
@@ -599,10 +624,9 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
 	if (now > TMAX)
 		return SLUICE_ETIME;
 	struct kid id;
-	int rc = make_kid(k, key, keylen, &id);
+	int rc = kid_counted(k, key, keylen, &id);
 	if (rc != 0)
 		return rc;
-	stat_lookup(k);
 	int recreate = 0;
 	unsigned tries = 0; /* the call's retry bound (RETRY_MAX) */
 	for (;; tries++) {
@@ -613,7 +637,10 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
 		uint64_t tag = 0;
 		int64_t i = recreate ? -1 : find_live(k, &id, &tag);
 		int hit = i >= 0;
+		if (hit)
+			STALL(STALL_LOOKUP, slot_at(k, (uint64_t)i));
 		if (i < 0) {
+			id.claim = 0; /* the creation's slot: compare the words */
 			i = sluice__keyed_create(k, &id, now, d, &rc, &tag, &tries);
 			if (i < 0)
 				return rc;
@@ -648,10 +675,9 @@ int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen, uint
 	if (k->algo != SLUICE_ALGO_INFLIGHT)
 		return SLUICE_ENOTSUP;
 	struct kid id;
-	int rc = make_kid(k, key, keylen, &id);
+	int rc = kid_counted(k, key, keylen, &id);
 	if (rc != 0)
 		return rc;
-	stat_lookup(k);
 	for (unsigned tries = 0;; tries++) {
 		if (tries > RETRY_MAX)
 			return SLUICE_EBUSY;
@@ -673,14 +699,14 @@ int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen, uint
 			 * published (so o is our key's owner or later), and a
 			 * later owner's initialisation (acquired by the loads
 			 * of o and a) comes after its claim and key words, so
-			 * the tag and key words read below would show another
-			 * key (the key words: the tag's 16-bit generation
-			 * alone could repeat).  Acquire on both: pair with
+			 * the tag and the slot's claim counter read below
+			 * (still_ours()) would show another key (the counter:
+			 * the tag's 16-bit generation alone could repeat).  Acquire on both: pair with
 			 * that initialisation's pair CAS (a full barrier) and
 			 * with the acquires' CASes on the state. */
 			uint64_t o = atomic_load_explicit(&st[1], memory_order_acquire);
 			uint64_t a = atomic_load_explicit(st, memory_order_acquire);
-			if (!same_owner(s, tag) || !words_match(k, s, &id))
+			if (!still_ours(k, s, tag, &id))
 				break; /* look it up again */
 			if ((a & S_RET) || (a & ((1ULL << k->cbits) - 1)) < n)
 				return SLUICE_ERELEASE; /* nothing changed */
@@ -712,46 +738,56 @@ int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen, uint
  * reads and key checks (read_state), so a refund stopped for any time gives
  * nothing to a later owner of the slot, nor to a later state of this key.
  */
+/* FIXED's give-back: while the key's window is still the admission's
+ * (@ctx), its count drops by n. */
+static inline int fixed_unstep(const sluice_keyed_t *k, const struct kp *p, uint64_t a,
+                               uint64_t n, uint64_t now, sluice_decision_t *d, const void *ctx,
+                               uint64_t *next)
+{
+	(void)p, (void)now, (void)d;
+	const sluice_decision_t *admitted = ctx;
+	const uint64_t cmask = (1ULL << k->cbits) - 1;
+	uint64_t we = (a & S_VAL) >> k->cbits;
+	if (we != admitted->now_ns / k->window_ns || (a & cmask) < n)
+		return CANCEL; /* another window now */
+	*next = a - n;
+	return STEP_CAS;
+}
+
+/* GCRA, LEAKY: gcra.h's give-back step, while the state still holds the
+ * TAT the admission (@ctx) left, in the same era. */
+static inline int gcra_unstep(const sluice_keyed_t *k, const struct kp *p, uint64_t a,
+                              uint64_t n, uint64_t now, sluice_decision_t *d, const void *ctx,
+                              uint64_t *next)
+{
+	(void)k, (void)now, (void)d;
+	const sluice_decision_t *admitted = ctx;
+	uint64_t par = (p->era & 1) ? S_PAR : 0, x = a & S_VAL, prev;
+	uint64_t left = admitted->now_ns + admitted->reset_ns;
+	/* no booking before the change */
+	if (admitted->reset_ns > TMAX || admitted->now_ns > TMAX || (a & S_PAR) != par ||
+	    x != left || !sluice__gcra_unstep(x, n * p->interval, p->tc, &prev))
+		return CANCEL; /* decided on since, or another era */
+	*next = par | prev;
+	return STEP_CAS;
+}
+
+/* One refund on the key's slot: the decisions' loop (read_state, then the
+ * pair CAS of (state, owner) after the same reads and key checks), so a
+ * refund stopped for any time gives nothing to a later owner of the slot,
+ * nor to a later state of this key. */
 static int refund_once(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
                        const struct kid *id, uint64_t n, const sluice_decision_t *admitted,
                        unsigned *tries)
 {
-	_Atomic uint64_t *st = state_at(k, s);
-	for (;;) {
-		struct kp p = { 0 }; /* read_state fills the algorithm's fields */
-		uint64_t o, a, next;
-		int r = k->algo == SLUICE_ALGO_FIXED
-			        ? read_state(k, s, tag, id, n, &p, KP_WIN, &o, &a, tries)
-			        : read_state(k, s, tag, id, n, &p, KP_GCRA, &o, &a, tries);
-		if (r == AGAIN)
-			continue;
-		if (r == BUSY)
-			return SLUICE_EBUSY;
-		if (r != READ)
-			return SLUICE_ECANCEL; /* the key's state is gone or retired */
-		if (k->algo == SLUICE_ALGO_FIXED) {
-			const uint64_t cmask = (1ULL << k->cbits) - 1;
-			uint64_t we = (a & S_VAL) >> k->cbits;
-			if (we != admitted->now_ns / k->window_ns || (a & cmask) < n)
-				return SLUICE_ECANCEL; /* another window now */
-			next = a - n;
-		} else {
-			uint64_t par = (p.era & 1) ? S_PAR : 0, x = a & S_VAL, prev;
-			uint64_t left = admitted->now_ns + admitted->reset_ns;
-			/* gcra.h's give-back step, no booking before the change */
-			if (admitted->reset_ns > TMAX || admitted->now_ns > TMAX ||
-			    (a & S_PAR) != par || x != left ||
-			    !sluice__gcra_unstep(x, n * p.interval, p.tc, &prev))
-				return SLUICE_ECANCEL; /* decided on since, or another era */
-			next = par | prev;
-		}
-		STALL(STALL_DECIDE, st);
-		/* As the decisions' CAS: only owner o's exact state a. */
-		if (sluice__pair_cas(st, a, o, next, o))
-			return 0;
-		if (++*tries > RETRY_MAX)
-			return SLUICE_EBUSY;
-	}
+	int r = k->algo == SLUICE_ALGO_FIXED
+		        ? decide_loop(k, s, tag, id, n, 0, NULL, tries, KP_WIN, fixed_unstep, admitted)
+		        : decide_loop(k, s, tag, id, n, 0, NULL, tries, KP_GCRA, gcra_unstep, admitted);
+	if (r == 1)
+		return 0;
+	/* BUSY: the bound; the rest (the key's state gone or retired, a
+	 * change that lowered the largest n, decided on since): nothing */
+	return r == BUSY ? SLUICE_EBUSY : SLUICE_ECANCEL;
 }
 
 int sluice_keyed_refund(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t n,
@@ -764,10 +800,10 @@ int sluice_keyed_refund(sluice_keyed_t *k, const void *key, size_t keylen, uint6
 	if (k->algo == SLUICE_ALGO_WINDOW)
 		return SLUICE_ECANCEL;
 	struct kid id;
-	int rc = make_kid(k, key, keylen, &id);
+	uint64_t tag = 0;
+	int rc = make_kid(k, key, keylen, &id); /* not counted: its acquire was */
 	if (rc != 0)
 		return rc;
-	uint64_t tag = 0;
 	int64_t i = find_live(k, &id, &tag);
 	if (i < 0)
 		return SLUICE_ECANCEL; /* reclaimed (fresh) or evicted: nothing owed */

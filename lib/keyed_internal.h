@@ -87,6 +87,7 @@
  */
 #define STALL_DECIDE 1 /* a decision, between its load and its CAS       */
 #define STALL_WORD 2   /* a claim, between its tag check and a key word's CAS */
+#define STALL_LOOKUP 3 /* an acquire, between its lookup and the state's loads (the slot) */
 #ifdef SLUICE_TESTING
 extern void (*sluice__keyed_stall_hook)(int point, _Atomic uint64_t *word);
 #define STALL(point, word)                                     \
@@ -125,6 +126,9 @@ _Static_assert(sizeof(struct sluice_stripe_cell) == SLUICE_CACHELINE, "a cell is
 struct kid {
 	uint64_t group, id;
 	unsigned start, used; /* used: words holding key bytes (the rest 0) */
+	/* the claim counter under which find_live() last matched the key's
+	 * words (0: none, the rechecks compare the words: still_ours()) */
+	uint64_t claim;
 	uint64_t pw[(SLUICE_KEYED_KEY_MAX + 7) / 8];
 };
 
@@ -240,35 +244,65 @@ static inline uint64_t sluice__keyed_load_le64(const unsigned char *p)
 	memcpy(&v, p, 8);
 	return le64toh(v);
 }
-static inline int make_kid(const sluice_keyed_t *k, const void *key, size_t len, struct kid *id)
+/* @id's hash fields from the key's hash @h, and the prefetch of its first
+ * slot: its line is loaded next (find_live()), so the load starts now,
+ * under the rest of make_kid() and the statistics' add (a hint: no fault,
+ * no effect on any result). */
+static inline void kid_place(const sluice_keyed_t *k, uint64_t h, unsigned lencode,
+                             struct kid *id)
+{
+	id->group = h & k->group_mask;
+	id->start = (unsigned)(h >> 32) & (G - 1);
+	id->id = ((uint64_t)lencode << 38) | ((h >> 40) << 14);
+	__builtin_prefetch(k->slots + (id->group * G + id->start) * k->slot_bytes);
+}
+
+/*
+ * make_kid - the key as this table stores it: its words (8 bytes each, the
+ * last one zero-padded; the words past the key, up to key_words, are 0:
+ * kid_word()), its group, probe start and tag id, from SipHash-1-3 under
+ * the table's secret (k0, k1).  A key longer than key_max is, with
+ * SLUICE_KEYED_HASH_LONG_KEYS, replaced by its 16-byte digest (two
+ * SipHash-1-3 under the digest keys) and the length code LEN_HASHED.
+ *
+ * Keys of up to 16 bytes (every key of a table with key_max <= 16, and
+ * every digest) take sluice__siphash13_words16(): the key's bytes are
+ * loaded once, as the two words the slot compare needs, and hashed from
+ * those registers with the rounds written out (no loop, no tail loads, no
+ * copy of the words: GCC turned the word loop into a memcpy call).
+ * Longer keys take the generic body and the word loop.
+ */
+static inline __attribute__((always_inline)) int make_kid(const sluice_keyed_t *k, const void *key,
+                                                        size_t len, struct kid *id)
 {
 	if (len == 0)
 		return SLUICE_EKEYLEN;
 	const unsigned char *p = key;
-	unsigned char digest[16];
-	unsigned lencode = (unsigned)len;
+	uint64_t w0, w1;
+	id->claim = 0;
 	if (len > k->key_max) {
 		if (!(k->flags & SLUICE_KEYED_HASH_LONG_KEYS))
 			return SLUICE_EKEYLEN;
-		uint64_t a = htole64(sluice__siphash13(k->d0, k->d1, key, len));
-		uint64_t b = htole64(sluice__siphash13(k->d2, k->d3, key, len));
-		memcpy(digest, &a, 8);
-		memcpy(digest + 8, &b, 8);
-		p = digest;
-		len = 16;
-		lencode = LEN_HASHED; /* never a short key's length */
+		/* the digest's bytes, read as sluice__siphash_words16() would
+		 * read them (little-endian words) */
+		w0 = sluice__siphash13(k->d0, k->d1, key, len);
+		w1 = sluice__siphash13(k->d2, k->d3, key, len);
+		kid_place(k, sluice__siphash13_words16(k->k0, k->k1, w0, w1, 16), LEN_HASHED, id);
+		id->used = 2;
+		id->pw[0] = w0;
+		id->pw[1] = w1;
+		return 0;
 	}
-	uint64_t h = sluice__siphash13_short(k->k0, k->k1, p, len);
-	id->group = h & k->group_mask;
-	id->start = (unsigned)(h >> 32) & (G - 1);
-	id->id = ((uint64_t)lencode << 38) | ((h >> 40) << 14);
-	/* 8 bytes per word, the last one zero-padded: the key's own 8-byte
-	 * loads, the tail word through siphash's tail load (no copy).  The
-	 * words past the key (up to key_words) are 0: kid_word(). */
-	/* The key's first slot: its line is loaded next (find_live()), so
-	 * start the load now, under the key words' extraction below and the
-	 * statistics' add (a hint: no fault, no effect on any result). */
-	__builtin_prefetch(k->slots + (id->group * G + id->start) * k->slot_bytes);
+	if (SLUICE_LIKELY(len <= 16)) {
+		sluice__siphash_words16(p, len, &w0, &w1);
+		kid_place(k, sluice__siphash13_words16(k->k0, k->k1, w0, w1, len), (unsigned)len,
+		          id);
+		id->used = len > 8 ? 2 : 1;
+		id->pw[0] = w0;
+		id->pw[1] = w1;
+		return 0;
+	}
+	kid_place(k, sluice__siphash13_short(k->k0, k->k1, p, len), (unsigned)len, id);
 	id->used = (unsigned)((len + 7) / 8);
 	size_t whole = len / 8;
 	for (size_t j = 0; j < whole; j++)
@@ -312,8 +346,8 @@ static inline uint64_t slot_index(const struct kid *id, unsigned pos)
  * key bytes are read: a published claim wrote every word (zeros past the
  * key) before its tag.
  */
-static inline int words_match(const sluice_keyed_t *k, _Atomic uint64_t *s,
-                              const struct kid *id)
+static inline int words_match_at(const sluice_keyed_t *k, _Atomic uint64_t *s,
+                                 const struct kid *id, uint64_t *claim)
 {
 	(void)k;
 	/* Acquire on the counter halves: each pairs with the pair CAS that
@@ -329,7 +363,16 @@ static inline int words_match(const sluice_keyed_t *k, _Atomic uint64_t *s,
 			return 0;
 	}
 	/* Acquire: ordered after the word loads above (see above). */
+	*claim = c;
 	return atomic_load_explicit(&s[1], memory_order_acquire) == c;
+}
+
+/* words_match_at(), the claim not wanted. */
+static inline int words_match(const sluice_keyed_t *k, _Atomic uint64_t *s,
+                              const struct kid *id)
+{
+	uint64_t c;
+	return words_match_at(k, s, id, &c);
 }
 
 /* Some key word of the slot's current claim already holds another key:
@@ -366,6 +409,36 @@ static inline int same_owner(_Atomic uint64_t *s, uint64_t tag)
 	return (atomic_load_explicit(&s[0], memory_order_relaxed) | REF) == (tag | REF);
 }
 
+/*
+ * still_ours - does the slot still hold @id's key, as the lookup that gave
+ * @tag found it?  The recheck a decision or a release makes after loading
+ * the owner counter and the state (keyed_decide.c says why it is needed).
+ * The tag first; then, when find_live() matched the key's words under
+ * claim id->claim, only the slot's claim counter, which must still be
+ * that claim: a word pair of claim c is written once, by claim c's
+ * completers, before the tag is published (keyed_slot.c, complete(): a
+ * completer that finds a word of its counter stops, it never rewrites
+ * one), so the words find_live() matched under a LIVE tag of claim c stay
+ * until a later claim, and every later claim bumps the counter (in the
+ * pair CAS that takes the tag) before it writes any word or state.  A
+ * state the caller acquired that a later owner's initialisation wrote
+ * therefore makes this acquire load see a later counter, exactly as
+ * words_match()'s own last load would: the words themselves need not be
+ * read again (callgrind: 15 instructions a decision).  Without a claim
+ * (a slot that a creation returned) the words are compared.
+ */
+static inline int still_ours(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
+                             const struct kid *id)
+{
+	if (!same_owner(s, tag))
+		return 0;
+	if (SLUICE_LIKELY(id->claim != 0))
+		/* Acquire: ordered after the caller's loads of the owner and
+		 * the state; pairs with the claim's pair CAS (see above). */
+		return atomic_load_explicit(&s[1], memory_order_acquire) == id->claim;
+	return words_match(k, s, id);
+}
+
 static inline uint64_t lease_now(void)
 {
 	return (sluice_clock_coarse_ns() >> UNIT_SHIFT) & UNIT_MASK;
@@ -374,9 +447,11 @@ static inline uint64_t lease_now(void)
 /* ---------------------------------------------------------------- */
 /* Claims                                                             */
 
-/* Lookup: the slot holding @id's key, LIVE, or -1. */
-static inline int64_t find_live(const sluice_keyed_t *k, const struct kid *id, uint64_t *tag)
+/* Lookup: the slot holding @id's key, LIVE, or -1; id->claim is the claim
+ * counter its words matched under (0 when not found: still_ours()). */
+static inline int64_t find_live(const sluice_keyed_t *k, struct kid *id, uint64_t *tag)
 {
+	id->claim = 0;
 	const uint64_t want = (K_LIVE << 62) | id->id;
 	for (unsigned pos = 0; pos < G; pos++) {
 		uint64_t i = slot_index(id, pos);
@@ -386,8 +461,10 @@ static inline int64_t find_live(const sluice_keyed_t *k, const struct kid *id, u
 		uint64_t t = atomic_load_explicit(&s[0], memory_order_acquire);
 		if (t == 0)
 			break; /* never used: the key is not further (see create()) */
-		if ((t & ((3ULL << 62) | ID_MASK)) != want || !words_match(k, s, id))
+		uint64_t c;
+		if ((t & ((3ULL << 62) | ID_MASK)) != want || !words_match_at(k, s, id, &c))
 			continue;
+		id->claim = c;
 		*tag = t;
 		return (int64_t)i;
 	}

@@ -420,11 +420,13 @@ int sluice_keyed_new(sluice_keyed_t *k, const sluice_keyed_config_t *cfg,
 
 void sluice_keyed_free(sluice_keyed_t *k)
 {
-	if (!k)
-		return;
-	free(k->owned);
-	k->owned = NULL;
-	k->slots = NULL;
+	/* An attached handle owns nothing (free(NULL)); either way the
+	 * handle forgets the table, so a later call finds no slots. */
+	if (k) {
+		free(k->owned);
+		k->owned = NULL;
+		k->slots = NULL;
+	}
 }
 
 int sluice_keyed_stats(const sluice_keyed_t *k, sluice_keyed_stats_t *s)

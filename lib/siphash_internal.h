@@ -128,4 +128,68 @@ sluice__siphash13_short(uint64_t k0, uint64_t k1, const void *data, size_t len)
 	return sluice__siphash_body(1, 3, k0, k1, data, len);
 }
 
+/*
+ * The words of a key of 1..16 bytes, as SipHash reads them: *@w0 the first
+ * 8 bytes (fewer: zero-padded), *@w1 bytes 8..15 (zero-padded; 0 when
+ * there are none), little-endian, reading no byte past @len.  Bytes 8..len
+ * of a 9..16-byte key come from one 8-byte load that ends at the key's
+ * last byte, shifted down past the bytes it shares with the first word
+ * (one load and a shift instead of siphash_tail()'s two loads or three
+ * byte loads and their branch).
+ */
+static inline void sluice__siphash_words16(const unsigned char *p, size_t len, uint64_t *w0,
+                                           uint64_t *w1)
+{
+	if (len >= 8) {
+		*w0 = sluice__siphash_load8(p);
+		*w1 = len > 8 ? sluice__siphash_load8(p + len - 8) >> (8 * (16 - len)) : 0;
+	} else {
+		*w0 = sluice__siphash_tail(p, len);
+		*w1 = 0;
+	}
+}
+
+/*
+ * SipHash-1-3 of a message of @len bytes, 1..16, given as its words (w0,
+ * w1 as sluice__siphash_words16() returns them): the same value as
+ * sluice__siphash13() of those bytes (tests/test_keyed.c checks every
+ * length against the reference body).  For len <= 16 the message blocks
+ * are w0 (when len >= 8), w1 (when len == 16) and the length block, whose
+ * low bytes are the word after the whole ones (zero-padded, so 0 when
+ * len is 8 or 16).  Straight-line rounds on words the caller already
+ * holds: the keyed lookup loads a key's bytes once, for the hash and for
+ * the key compare both (make_kid()), and its 16-byte keys skip the
+ * generic body's loop and tail.
+ */
+static inline __attribute__((always_inline)) uint64_t
+sluice__siphash13_words16(uint64_t k0, uint64_t k1, uint64_t w0, uint64_t w1, size_t len)
+{
+	uint64_t v0 = 0x736f6d6570736575ULL ^ k0;
+	uint64_t v1 = 0x646f72616e646f6dULL ^ k1;
+	uint64_t v2 = 0x6c7967656e657261ULL ^ k0;
+	uint64_t v3 = 0x7465646279746573ULL ^ k1;
+	uint64_t last = w0;
+	if (len >= 8) {
+		v3 ^= w0;
+		SLUICE__SIPROUND;
+		v0 ^= w0;
+		last = w1;
+		if (len >= 16) {
+			v3 ^= w1;
+			SLUICE__SIPROUND;
+			v0 ^= w1;
+			last = 0;
+		}
+	}
+	uint64_t b = ((uint64_t)len << 56) | last;
+	v3 ^= b;
+	SLUICE__SIPROUND;
+	v0 ^= b;
+	v2 ^= 0xff;
+	SLUICE__SIPROUND;
+	SLUICE__SIPROUND;
+	SLUICE__SIPROUND;
+	return v0 ^ v1 ^ v2 ^ v3;
+}
+
 #endif /* SLUICE_SIPHASH_INTERNAL_H */

@@ -26,9 +26,9 @@
 #include "test_keyed_common.h"
 #include "test_rng.h"
 
-/* private symbols of lib/ (static library) */
-uint64_t sluice__siphash(unsigned c, unsigned d, uint64_t k0, uint64_t k1, const void *data,
-                         size_t len);
+/* private symbols of lib/ (static library): sluice__siphash() and the
+ * keyed lookup's inline hash of short keys */
+#include "../lib/siphash_internal.h"
 /* Test-only symbols of lib/keyed_*.c (SLUICE_TESTING builds): weak, so this
  * file links against the production objects and can check they are absent. */
 int sluice__keyed_test_stall(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t now,
@@ -65,6 +65,48 @@ Test(keyed, siphash24_reference_vectors)
 	cr_assert_neq(h, sluice__siphash(2, 4, 1, 2, msg, 16));
 	cr_assert_neq(h, sluice__siphash(1, 3, 1 ^ (1ULL << 63), 2, msg, 16));
 	cr_assert_neq(h, sluice__siphash(1, 3, 1, 2 ^ 1, msg, 16));
+}
+
+/*
+ * The keyed lookup's hash of keys up to 16 bytes (make_kid() through
+ * sluice__siphash_words16() and sluice__siphash13_words16()) is SipHash-1-3
+ * itself: every length 1..16, under several keys, equals the reference
+ * body's value.  Each key is copied to the very end of an allocation of
+ * its own length, so a load past its last byte is a heap overflow that
+ * the ASan build reports.
+ */
+Test(keyed, siphash13_of_up_to_16_bytes_is_the_reference)
+{
+	uint64_t x = 0x9e3779b97f4a7c15ULL;
+	for (unsigned round = 0; round < 64; round++) {
+		unsigned char bytes[16];
+		for (unsigned i = 0; i < 16; i++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			bytes[i] = (unsigned char)(x >> 32);
+		}
+		uint64_t k0 = x * 3, k1 = x ^ 0x0f0e0d0c0b0a0908ULL;
+		for (size_t len = 1; len <= 16; len++) {
+			unsigned char *p = malloc(len);
+			cr_assert_not_null(p);
+			memcpy(p, bytes, len);
+			uint64_t w0, w1;
+			sluice__siphash_words16(p, len, &w0, &w1);
+			uint64_t want = sluice__siphash(1, 3, k0, k1, p, len);
+			cr_assert_eq(sluice__siphash13_words16(k0, k1, w0, w1, len), want,
+			             "length %zu, round %u", len, round);
+			/* the words are the zero-padded little-endian bytes */
+			unsigned char pad[16] = { 0 };
+			memcpy(pad, p, len);
+			uint64_t v0 = 0, v1 = 0;
+			for (int i = 7; i >= 0; i--) {
+				v0 = (v0 << 8) | pad[i];
+				v1 = (v1 << 8) | pad[8 + i];
+			}
+			cr_assert_eq(w0, v0, "length %zu: first word", len);
+			cr_assert_eq(w1, v1, "length %zu: second word", len);
+			free(p);
+		}
+	}
 }
 
 /* ---- configuration ------------------------------------------------------ */

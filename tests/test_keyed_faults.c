@@ -748,6 +748,49 @@ Test(keyed_faults, gcra_decision_stopped_across_owner_changes_decides_nothing_ag
 	sluice_keyed_free(&tk);
 }
 
+/* The stalled lookup's slot: "b" reclaims it, then its tag is forged back
+ * to the one the lookup saw (a key of a's 32-bit id at a's generation,
+ * 2^16 claims later), over b's key words, claim and state. */
+static uint64_t b_tag;
+static _Atomic uint64_t *b_slot;
+
+static void reown_under_the_same_tag(_Atomic uint64_t *slot)
+{
+	uint64_t a_tag = atomic_load(&slot[0]);
+	int rc = acq(&tk, "b", 1, SEC, NULL);
+	cr_assert_eq(rc, 1, "b reclaims the slot of a: %s", sluice_err_name(rc));
+	cr_assert_eq(stats(&tk).reclaims, 1);
+	b_tag = atomic_load(&slot[0]);
+	b_slot = slot;
+	cr_assert_neq(b_tag | REF, a_tag | REF);
+	atomic_store(&slot[0], a_tag);
+}
+
+Test(keyed_faults, a_decision_whose_slot_changes_key_under_the_same_tag_decides_nothing)
+{
+	/* A lookup found "a"; before its decision loaded the state, the slot
+	 * was reclaimed by "b" and shows a's tag again.  The decision's
+	 * recheck (still_ours(): the tag, then the slot's claim counter, which
+	 * b's claim bumped) sends it back to the lookup, which no longer finds
+	 * "a" (b's key words), and the full group refuses to create it.  A
+	 * recheck of the tag alone would admit "a" against b's state (burst 2:
+	 * b's second permit).  Covers the recheck after the words compare
+	 * gave way to the claim counter's. */
+	make(&tk, gcra_cfg(8, 10, SEC, 2, SLUICE_KEYED_REJECT));
+	cr_assert_eq(acq(&tk, "a", 1, 0, NULL), 1);
+	hold_seven(); /* at SEC: not fresh, so only a's slot is reclaimable */
+	arm(STALL_LOOKUP, reown_under_the_same_tag);
+	int rc = acq(&tk, "a", 1, SEC, NULL);
+	cr_assert_null(hook_action, "the stall point was reached");
+	sluice__keyed_stall_hook = NULL;
+	cr_assert_eq(rc, SLUICE_EKEYFULL, "a decided on b's state: %s", sluice_err_name(rc));
+	/* b's slot made readable again: b still has exactly its second permit */
+	atomic_store(&b_slot[0], b_tag);
+	cr_assert_eq(acq(&tk, "b", 1, SEC, NULL), 1, "b was charged for a");
+	cr_assert_eq(acq(&tk, "b", 1, SEC, NULL), 0);
+	sluice_keyed_free(&tk);
+}
+
 Test(keyed_faults, fixed_and_window_decisions_stopped_across_owner_changes_are_not_b_s)
 {
 	/* The same stall in FIXED (its state word) and WINDOW (the bucket

@@ -315,11 +315,14 @@
  * (sluice_keyed_new() allocates the region once).
  *
  * COST: a decision on an existing key hashes the key (SipHash-1-3, inline:
- * no call), prefetches its first probed slot, reads that slot's line
- * (usually the key's: one line a key with key_max <= 16), loads the era of the
- * parameters, the era's block (one or two lines that only changes write)
- * and the owner counter, the state and the era again, compares the key
- * words, does one double-width CAS on the state and owner (none on a refusal)
+ * no call; a key of up to 16 bytes is loaded once, as the two words both
+ * the hash and the compare use), prefetches its first probed slot, reads
+ * that slot's line (usually the key's: one line a key with key_max <= 16)
+ * and compares the key words, loads the era of the parameters, the era's
+ * block (one or two lines that only changes write) and the owner counter,
+ * the state and the era again, checks the tag and the slot's claim counter
+ * again (not the key words: the claim they matched under),
+ * does one double-width CAS on the state and owner (none on a refusal)
  * and a relaxed load and store on this CPU's statistics line (WINDOW: an admission's CAS is on its
  * bucket word, followed by loads of the owner and head).  A new key scans
  * its group and claims a slot with a few CASes.  Measured figures (ns,
