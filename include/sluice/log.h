@@ -40,9 +40,16 @@
  *     stalled thread's reading.  That only keeps those permits in the
  *     window longer (fewer admissions); the stalled thread reports the
  *     time actually written in now_ns.
- *   - Many threads admitting at once contend on one cache line (head,
- *     tail, last) and on the ring: expect the cost of a shared CAS per
- *     admission; refusals share the line read-only.
+ *   - An admission is three read-modify-writes on shared lines (the
+ *     claim on head, the batch's first slot, tail), plus a fourth when
+ *     the time moved (raising last); a mutex-protected log pays two (lock,
+ *     unlock).  Many threads admitting at once contend on one cache line
+ *     (head, tail, last) and on the ring's newest line; refusals share
+ *     them read-only.  docs/performance.md has the figures.
+ *   - tests/test_log_stall.c stops a thread just before each of its
+ *     admission's writes (last, head, its first slot, tail) and checks
+ *     that the other threads' decisions, refunds and available() all
+ *     return, exact, while it is stopped.
  *   - NOT a fairness guarantee: a thread may keep losing the admission CAS
  *     to others (lock-free, not wait-free).  It does not lose forever:
  *     BOUNDED RETRIES below.
