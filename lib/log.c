@@ -89,9 +89,13 @@
  * keeps beating this caller, and never because some thread is stalled
  * (helping finishes a stalled batch in one attempt).  Then the call gives
  * up with the outcome log.h names, which never admits more than an exact
- * decision would.  FINISH_TRIES bounds the slot CASes of one finish():
- * their failures mean a refund lowered the slot, or (weak CAS) a spurious
- * failure; after it the caller treats the batch as still pending.
+ * decision would.  FINISH_TRIES bounds the failed slot CASes of one
+ * finish() that leave the slot "not written": a refund lowering it (once
+ * per refund), a spurious failure of a weak CAS, or a writer that is not
+ * this log's code (shared memory rewritten by another process); after it
+ * the caller leaves the batch pending for the next decision.  It also
+ * bounds raise_last()'s CAS, each failure of which means another decision
+ * raised `last`.
  */
 #define LOG_TRIES 64
 #define FINISH_TRIES 64

@@ -68,11 +68,17 @@
  *       log's time;
  *     refund: SLUICE_ECANCEL, nothing given back (the permits stay counted);
  *     available: 0.
- *   An admitted caller whose own admission is still being written when it
- *   gives up on helping (64 failed slot CASes, only possible while refunds
- *   re-date slots) is still admitted and reports its own reading T as
- *   now_ns; the next decision finishes the write at a time >= T.
- *   tests/test_log.c forces each give-up with a stall at an exact write.
+ *   The bound on a helper's slot CASes (64) is for writers that are not
+ *   this log's calls (memory shared with another process and rewritten
+ *   there): this log's own calls fail such a CAS only when a refund
+ *   re-dates that very slot, once per refund.  An admitted caller that
+ *   gives up so on writing its own admission is still admitted (its claim
+ *   on head is the admission) and reports its reading T as now_ns; the
+ *   next decision finishes the write at the log's time, >= T, so its
+ *   permits may stay counted longer than now_ns + W (fewer admissions),
+ *   and a refund of them that finds now_ns + W passed answers 0 although
+ *   they still count.  tests/test_log_stall.c forces each give-up with a
+ *   stall re-armed before every write of the call.
  *
  * SET_LIMIT (sluice_log_set_limit(), safe while decisions run): a change
  *   keeps every recorded time.  Nothing counted is forgotten and nothing
