@@ -81,6 +81,25 @@
 /* A fresh log's time: 0 is reserved for "no permit used this slot yet". */
 #define TIME_FLOOR 1ULL
 
+/*
+ * Retry bounds (log.h, BOUNDED RETRIES).  A decision, a refund and an
+ * available() make at most LOG_TRIES attempts; each failed attempt means
+ * another thread made progress meanwhile (claimed a batch, finished one,
+ * raised `last`), so the bound only bites under a storm of admissions that
+ * keeps beating this caller, and never because some thread is stalled
+ * (helping finishes a stalled batch in one attempt).  Then the call gives
+ * up with the outcome log.h names, which never admits more than an exact
+ * decision would.  FINISH_TRIES bounds the failed slot CASes of one
+ * finish() that leave the slot "not written": a refund lowering it (once
+ * per refund), a spurious failure of a weak CAS, or a writer that is not
+ * this log's code (shared memory rewritten by another process); after it
+ * the caller leaves the batch pending for the next decision.  It also
+ * bounds raise_last()'s CAS, each failure of which means another decision
+ * raised `last`.
+ */
+#define LOG_TRIES 64
+#define FINISH_TRIES 64
+
 int sluice_log_init(sluice_log_t *lg, const sluice_log_config_t *cfg)
 {
 	if (!lg || !cfg)
@@ -164,7 +183,9 @@ static inline uint64_t load_slot(const sluice_log_t *lg, uint64_t q)
  * proposes the current `last`).  Returns 1 with *x_out = the batch's agreed
  * time when it saw the batch pending (and then finished it, or saw it
  * finished); 0 when the batch was already finished before it looked (the
- * slots may hold newer values by then).
+ * slots may hold newer values by then); -1 when it gave up after
+ * FINISH_TRIES failed slot CASes (the batch may still be pending: whoever
+ * decides next helps it again).
  */
 static int finish(sluice_log_t *lg, uint64_t tl, uint64_t hd, uint64_t propose,
                   uint64_t *x_out)
@@ -180,7 +201,10 @@ static int finish(sluice_log_t *lg, uint64_t tl, uint64_t hd, uint64_t propose,
 	if (atomic_load_explicit(&lg->tail, memory_order_acquire) != tl)
 		return 0;
 	uint64_t x = propose;
+	int tries = FINISH_TRIES;
 	while (u <= sep) {
+		if (tries-- == 0)
+			return -1;
 		/* Step 3 not done.  A helper proposes `last`: it acquired
 		 * head == hd, whose release CAS came after the claimant raised
 		 * last to its T, so last >= T > sep here. */
@@ -207,8 +231,10 @@ static int finish(sluice_log_t *lg, uint64_t tl, uint64_t hd, uint64_t propose,
 		 * a later time > X. */
 		while (v <= sep &&
 		       !atomic_compare_exchange_weak_explicit(s, &v, x, memory_order_release,
-		                                              memory_order_acquire))
-			;
+		                                              memory_order_acquire)) {
+			if (tries-- == 0)
+				return -1;
+		}
 		if (v > x)
 			goto done; /* finished by others and reused: nothing to do */
 	}
@@ -282,6 +308,7 @@ static uint64_t left_count(sluice_log_t *lg, uint64_t h, uint64_t T, uint64_t L)
 		/* boundary above g: gallop up to an entry in the window */
 		uint64_t step = 1;
 		a = g;
+		/* ends within 2 + log2(L) rounds: step doubles, b stops at h */
 		for (;;) {
 			b = h - a > step ? a + step : h;
 			if (b == h || !out_at(lg, b, T))
@@ -294,6 +321,7 @@ static uint64_t left_count(sluice_log_t *lg, uint64_t h, uint64_t T, uint64_t L)
 		/* boundary below g: gallop down to an entry out of it */
 		uint64_t step = 1;
 		b = g - 1;
+		/* ends within 2 + log2(L) rounds: step doubles, c stops at lo0 */
 		for (;;) {
 			uint64_t c = b - lo0 > step ? b - step : lo0;
 			if (c == lo0 && !out_at(lg, lo0, T)) {
@@ -324,14 +352,24 @@ static uint64_t left_count(sluice_log_t *lg, uint64_t h, uint64_t T, uint64_t L)
 	return (h >= L ? 0 : L - h) + (b - lo0);
 }
 
-static void raise_last(sluice_log_t *lg, uint64_t cur, uint64_t t)
+/*
+ * Step 1: raise `last` to @t.  Returns 1 when last >= t afterwards, 0 when
+ * it gave up: each failure means another decision raised last meanwhile,
+ * so the caller spends one of its LOG_TRIES attempts and decides again
+ * (its claim would be stale anyway: the raiser is about to claim).
+ */
+static int raise_last(sluice_log_t *lg, uint64_t cur, uint64_t t)
 {
-	/* Relaxed: helpers read last only after acquiring the claim on head
-	 * that follows this in program order (release). */
-	while (cur < t && !atomic_compare_exchange_weak_explicit(&lg->last, &cur, t,
-	                                                         memory_order_relaxed,
-	                                                         memory_order_relaxed))
-		;
+	for (int i = 0; i < FINISH_TRIES; i++) {
+		if (cur >= t)
+			return 1;
+		/* Relaxed: helpers read last only after acquiring the claim
+		 * on head that follows this in program order (release). */
+		if (atomic_compare_exchange_weak_explicit(&lg->last, &cur, t, memory_order_relaxed,
+		                                          memory_order_relaxed))
+			return 1;
+	}
+	return cur >= t;
 }
 
 /* W - (T - r) for an entry r <= T still in the window: when it leaves. */
@@ -355,7 +393,7 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 		sluice__decision_never(d, L, now > last ? now : last);
 		return SLUICE_ETOOBIG;
 	}
-	for (;;) {
+	for (int attempt = 0; attempt < LOG_TRIES; attempt++) {
 		uint64_t h;
 		if (!quiescent(lg, &h))
 			continue;
@@ -389,8 +427,8 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 			}
 			return 0;
 		}
-		if (T > last)
-			raise_last(lg, last, T);
+		if (T > last && !raise_last(lg, last, T))
+			continue;
 		/* Step 2.  Release: publishes the raise of last to helpers.
 		 * Fails if anything was claimed since h was read, and then
 		 * every read above may be stale: decide again. */
@@ -399,8 +437,12 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 		                                             memory_order_relaxed))
 			continue;
 		uint64_t x = T;
-		int known = finish(lg, h, h + n, T, &x);
-		if (!known) {
+		int got = finish(lg, h, h + n, T, &x);
+		/* got == -1: finish() gave up with the batch possibly still
+		 * pending; the next decision finishes it at a time >= T, and
+		 * we report T (not known, as below). */
+		int known = got == 1;
+		if (got == 0) {
 			/* Others finished our batch before we looked (tail has
 			 * passed h + n).  Our last slot still holds X unless
 			 * permit h + n - 1 + M was claimed since, i.e. unless
@@ -435,6 +477,22 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 		}
 		return 1;
 	}
+	/* LOG_TRIES attempts, each beaten by another thread's progress: a
+	 * refusal that took nothing (log.h, BOUNDED RETRIES).  retry_after_ns
+	 * 0 says the limit did not decide it; reset_ns W bounds the newest
+	 * entry's stay (it is at most T). */
+	if (d) {
+		uint64_t last = atomic_load_explicit(&lg->last, memory_order_relaxed);
+		uint64_t T = now > last ? now : last;
+		d->allowed = 0;
+		d->limit = L;
+		d->remaining = 0;
+		d->retry_after_ns = 0;
+		d->delay_ns = 0;
+		d->reset_ns = W;
+		d->now_ns = T;
+	}
+	return 0;
 }
 
 
@@ -491,7 +549,7 @@ int sluice_log_refund(sluice_log_t *lg, uint64_t n, const sluice_decision_t *adm
 		return SLUICE_EINVAL;
 	/* C: the ring's capacity (M = C + 1 slots); no admission took more */
 	const uint64_t L = lg->capacity, W = lg->window_ns, ta = admitted->now_ns;
-	for (;;) {
+	for (int attempt = 0; attempt < LOG_TRIES; attempt++) {
 		uint64_t h;
 		if (!quiescent(lg, &h))
 			continue;
@@ -535,6 +593,9 @@ int sluice_log_refund(sluice_log_t *lg, uint64_t n, const sluice_decision_t *adm
 		}
 		return 0;
 	}
+	/* Beaten LOG_TRIES times by claims moving the ring: nothing was
+	 * re-dated, so the permits stay counted (fewer admissions). */
+	return SLUICE_ECANCEL;
 }
 
 /*
@@ -544,7 +605,7 @@ int sluice_log_refund(sluice_log_t *lg, uint64_t n, const sluice_decision_t *adm
  */
 uint64_t sluice_log_available_at(sluice_log_t *lg, uint64_t now)
 {
-	for (;;) {
+	for (int attempt = 0; attempt < LOG_TRIES; attempt++) {
 		uint64_t h;
 		if (!quiescent(lg, &h))
 			continue;
@@ -557,6 +618,7 @@ uint64_t sluice_log_available_at(sluice_log_t *lg, uint64_t now)
 		if (atomic_load_explicit(&lg->head, memory_order_acquire) == h)
 			return left;
 	}
+	return 0; /* no snapshot held still for LOG_TRIES attempts (log.h) */
 }
 
 uint64_t sluice_log_available(sluice_log_t *lg)

@@ -6,6 +6,8 @@
  *   decide_n ALGO COUNT
  *
  * ALGO: null (the loop alone, to subtract), fixed, ring-exact, ring-lease, gcra, leaky, log,
+ * log-deny (the log's refusal: L = 1, every decision after the first refused; the one
+ * case outside the allow regime below),
  * fixed-lease, gcra-lease, leaky-lease (per-CPU leases of 1024; GCRA's with the default V),
  * warmup, decay, inflight, composite, keyed-gcra, keyed-fixed, keyed-window,
  * keyed-inflight (a keyed table, one existing 11-byte key: the hash, the
@@ -184,9 +186,13 @@ int main(int argc, char **argv)
 		check(sluice_leaky_init(&l, &c), "init");
 		admitted = run_leaky(&l, count);
 		sluice_leaky_destroy(&l);
-	} else if (strcmp(algo, "log") == 0) {
+	} else if (strcmp(algo, "log") == 0 || strcmp(algo, "log-deny") == 0) {
+		/* log-deny: L = 1 in a window longer than the run, so every
+		 * decision after the first is the refusal path (reads only) */
+		int deny = strcmp(algo, "log-deny") == 0;
 		sluice_log_t lg;
-		sluice_log_config_t c = { .limit = 1 << 20, .window_ns = 1000000, .clock = &clk };
+		sluice_log_config_t c = { .limit = deny ? 1 : 1 << 20,
+			                  .window_ns = deny ? 1000 * SEC : 1000000, .clock = &clk };
 		check(sluice_log_init(&lg, &c), "init");
 		admitted = run_log(&lg, count);
 		sluice_log_destroy(&lg);

@@ -40,11 +40,45 @@
  *     stalled thread's reading.  That only keeps those permits in the
  *     window longer (fewer admissions); the stalled thread reports the
  *     time actually written in now_ns.
- *   - Many threads admitting at once contend on one cache line (head,
- *     tail, last) and on the ring: expect the cost of a shared CAS per
- *     admission; refusals share the line read-only.
+ *   - An admission is three read-modify-writes on shared lines (the
+ *     claim on head, the batch's first slot, tail), plus a fourth when
+ *     the time moved (raising last); a mutex-protected log pays two (lock,
+ *     unlock).  Many threads admitting at once contend on one cache line
+ *     (head, tail, last) and on the ring's newest line; refusals share
+ *     them read-only.  docs/performance.md has the figures.
+ *   - tests/test_log_stall.c stops a thread just before each of its
+ *     admission's writes (last, head, its first slot, tail) and checks
+ *     that the other threads' decisions, refunds and available() all
+ *     return, exact, while it is stopped.
  *   - NOT a fairness guarantee: a thread may keep losing the admission CAS
- *     to others (lock-free, not wait-free).
+ *     to others (lock-free, not wait-free).  It does not lose forever:
+ *     BOUNDED RETRIES below.
+ *
+ * BOUNDED RETRIES: every call returns after a bounded number of steps,
+ *   whatever other threads do or fail to do (stop, die, be SIGSTOPped at
+ *   any instruction).  A decision, a refund and an available() each make
+ *   at most 64 attempts; an attempt fails only when another thread made
+ *   progress meanwhile (claimed or finished an admission, raised the
+ *   log's time), never because one is stalled (the next attempt finishes
+ *   a stalled admission).  After 64 failed attempts the call gives up
+ *   with an outcome that never admits more than an exact decision:
+ *     acquire: a refusal (return 0) that took nothing, with
+ *       retry_after_ns = 0 (the limit did not decide it: try again at
+ *       once), remaining = 0, reset_ns = W (an upper bound) and now_ns the
+ *       log's time;
+ *     refund: SLUICE_ECANCEL, nothing given back (the permits stay counted);
+ *     available: 0.
+ *   The bound on a helper's slot CASes (64) is for writers that are not
+ *   this log's calls (memory shared with another process and rewritten
+ *   there): this log's own calls fail such a CAS only when a refund
+ *   re-dates that very slot, once per refund.  An admitted caller that
+ *   gives up so on writing its own admission is still admitted (its claim
+ *   on head is the admission) and reports its reading T as now_ns; the
+ *   next decision finishes the write at the log's time, >= T, so its
+ *   permits may stay counted longer than now_ns + W (fewer admissions),
+ *   and a refund of them that finds now_ns + W passed answers 0 although
+ *   they still count.  tests/test_log_stall.c forces each give-up with a
+ *   stall re-armed before every write of the call.
  *
  * SET_LIMIT (sluice_log_set_limit(), safe while decisions run): a change
  *   keeps every recorded time.  Nothing counted is forgotten and nothing
@@ -175,9 +209,10 @@ SLUICE_API size_t sluice_log_size(void);
  * nothing of its own and publishes nothing.  remaining is exact when no other thread
  * decides at the same moment; otherwise it is a snapshot that may be stale.
  * Calling context: any thread; never blocks.
- * Return: 1 admitted, 0 refused, SLUICE_EINVAL (n = 0), SLUICE_ETOOBIG
- * (n above the L this decision read: can pass only once set_limit raises
- * it; @d says retry_after_ns = SLUICE_NEVER).
+ * Return: 1 admitted, 0 refused (by the limit, or after the retry bound:
+ * BOUNDED RETRIES, retry_after_ns = 0), SLUICE_EINVAL (n = 0),
+ * SLUICE_ETOOBIG (n above the L this decision read: can pass only once
+ * set_limit raises it; @d says retry_after_ns = SLUICE_NEVER).
  */
 SLUICE_API int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now,
                                      sluice_decision_t *d);
@@ -209,8 +244,9 @@ static inline int sluice_log_acquire(sluice_log_t *lg, uint64_t n, sluice_decisi
  * Lock-free; safe from any number of threads; no allocation.  Decisions
  * running at the same time may still count the permits (never fewer than
  * after the refund).  The re-dating CASes are releases.
- * Return: 0, SLUICE_ECANCEL, SLUICE_EINVAL (NULL, n = 0, n > L, or
- * @admitted is not an admission).
+ * Return: 0, SLUICE_ECANCEL (also after the retry bound: BOUNDED
+ * RETRIES), SLUICE_EINVAL (NULL, n = 0, n > L, or @admitted is not an
+ * admission).
  */
 SLUICE_API int sluice_log_refund(sluice_log_t *lg, uint64_t n,
                                  const sluice_decision_t *admitted);
@@ -224,7 +260,7 @@ SLUICE_API int sluice_log_refund(sluice_log_t *lg, uint64_t n,
  * limit).  Exact when no admission runs concurrently; otherwise a
  * snapshot.  Lock-free, no allocation; writes nothing of its own but may
  * finish another thread's half-written admission.  O(log L).
- * Return: 0..limit.
+ * Return: 0..limit (0 also after the retry bound: BOUNDED RETRIES).
  */
 SLUICE_API uint64_t sluice_log_available_at(sluice_log_t *lg, uint64_t now);
 
