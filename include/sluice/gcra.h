@@ -45,9 +45,11 @@
  *
  *     b + (t + V) / T          (with leases)
  *
- * at any number of threads and any timing (a spender stalled for any time
- * checks and spends with one double-width CAS of the lease's (t0, count),
- * so it can only spend a lease whose window holds its reading).
+ * at any number of threads and any timing: a spend is one single-width
+ * CAS of the lease's count on this CPU's line, checked against the take's
+ * reading t0 before and after (a cell's t0 never decreases), so even a
+ * spender stalled for any time, whose CAS lands on a later lease with the
+ * same word (ABA), admits only from a lease whose window holds its reading.
  * Near the limit leases shrink: with r permits of room each take leases at
  * most r / 2C (C cells), so when r < 2C every take books exactly n: the
  * same CAS, the same decision as without leases.  A refusal reads the TAT
@@ -59,9 +61,16 @@
  * thread on the same cell gives its extra back to the TAT while nothing
  * was booked after it, else loses it.  So each take loses at most the
  * extra it leased: at most B, and at most room / 2C; a take that leased
- * nothing (the last 2C permits of the bucket) loses nothing; the permits
- * lost over any run are at most B times the takes that leased, and at any
- * time the live leases hold at most C * B.  One thread on one CPU asking
+ * nothing (the last 2C permits of the bucket) loses nothing.  One more
+ * loss, only with two threads on one CPU's cell (preemption, migration)
+ * or a reading older than that cell's newest take: a spend whose CAS is
+ * followed, before it checks, by a deposit stamped after its reading
+ * cannot prove which lease it spent, and refuses (retry_after_ns = 0,
+ * reset_ns = 0) with its n lost; that n came out of some take's extra, so
+ * the permits lost over any run are still at most B times the takes that
+ * leased, and at any time the live leases hold at most C * B.  A take at a
+ * reading older than its cell's lease leases nothing (books exactly n).
+ * One thread on one CPU asking
  * n = 1 until the bucket is empty, within V, loses nothing: it spends
  * each lease before taking the next.
  * Leases change only acquire: reserve (and the leaky shaper) books with
@@ -186,10 +195,11 @@
  * the next lands up to a step late each time; the leaky shaper (b = 1) is
  * therefore held to the same rule (leaky.h).
  *
- * COST with leases: a spend is one double-width CAS on this CPU's own
- * line, plus the era and b (read-mostly; five parameter loads when it
- * fills d); one in about B decisions (fewer near the limit) also makes the
- * TAT's CAS and a deposit.  Without leases: one extra load and compare.
+ * COST with leases: a spend is one single-width CAS on this CPU's own
+ * line and three loads of it, plus the era and b (read-mostly; three more
+ * parameter loads when it fills d); one in about B decisions (fewer near
+ * the limit) also makes the TAT's CAS and a deposit (a double-width CAS
+ * on this CPU's line).  Without leases: one extra load and compare.
  *
  * COST: acquire is one load of the TAT, one of the era and three of the
  * parameters (five when it fills a decision; read-mostly lines that only a
@@ -215,6 +225,7 @@
 #include "clock.h"
 #include "common.h"
 #include "decision.h"
+#include "stripe.h"
 
 /* Longest tolerance b * T, ns. */
 #define SLUICE_GCRA_SPAN_MAX ((1ULL << 62) - 1)
@@ -256,9 +267,10 @@ typedef struct sluice_gcra_config {
 /*
  * A per-CPU lease cell: picked (sluice__stripe_pick) and allocated
  * (sluice__stripe_alloc) as stripe.h's cells are, one line per CPU, but not
- * a line of counters: @stamp and @held are one 16-byte pair, spent and
- * deposited by a double-width CAS of both, so a spend can never take a
- * permit of another lease than the one whose take time it checked
+ * a line of counters: @stamp and @held are one 16-byte pair that a deposit
+ * writes whole (a double-width CAS), while a spend CASes @held alone and
+ * reads @stamp before and after: a cell's stamps never decrease, so that
+ * proves the lease it spent was taken within V before its reading
  * (lib/gcra.c, "Leases").
  */
 struct sluice_gcra_cell {
@@ -335,9 +347,13 @@ SLUICE_API int sluice__gcra_init_booking(sluice_gcra_t *g, const sluice_gcra_con
 #define SLUICE__GCRA_SLOW 2
 SLUICE_API int sluice__gcra_take_slow(sluice_gcra_t *g, uint64_t n, uint64_t now,
                                       uint64_t max_delay, sluice_decision_t *d);
-/* private: acquire with leases on (lib/gcra.c, "Leases") */
-SLUICE_API int sluice__gcra_acquire_leased(sluice_gcra_t *g, uint64_t n, uint64_t now,
-                                           sluice_decision_t *d);
+/* private: acquire with leases on, after this CPU's lease could not pay
+ * (lib/gcra.c, "Leases"): a take, or a decision as without leases. */
+SLUICE_API int sluice__gcra_lease_take(sluice_gcra_t *g, uint64_t n, uint64_t now,
+                                       sluice_decision_t *d);
+/* private: tries at a cell's `held` before a spend gives way to a take:
+ * each failure means another decision on this cell made progress. */
+#define SLUICE__GCRA_SPEND_TRIES 4
 
 /* private: floor(x / T) for x < 2^62, with the precomputed reciprocal
  * (Granlund-Montgomery: the error x*e/2^(62+shift) < 1/T, see gcra.c). */
@@ -488,6 +504,92 @@ static inline int sluice__gcra_try(sluice_gcra_t *g, uint64_t n, uint64_t now,
 			                  fits ? delay - max_delay : SLUICE_NEVER);
 		return 0;
 	}
+}
+
+/*
+ * private: spend @n permits at @now from @cell, this CPU's lease (leases
+ * on; @p the parameter set in force, @b its burst, n already checked
+ * against it).  Single-width: one CAS on @held, the line this CPU owns.
+ * Return: 1 admitted (@d filled), 0 the lease cannot pay (short, expired,
+ * or taken at a reading after @now: the caller takes), -1 the CAS took n
+ * from a lease this spend cannot prove was taken at or before @now
+ * (another thread of this CPU deposited a newer one between the CAS and
+ * the check): refused, with those n lost (LEASES, UNDER-ADMISSION).
+ *
+ * Why that suffices (lib/gcra.c, "Leases", has the whole argument): a
+ * cell's stamps never decrease (a take deposits only when its reading is
+ * at or after the stamp it replaces).  The stamp s0 read first belongs to
+ * a deposit D0; the CAS hits the held word of D0 or a later deposit D, so
+ * t0(D) >= s0 >= @now - V; the stamp s1 read after the CAS is D's or a
+ * later one, so t0(D) <= s1, and s1 <= @now proves t0(D) <= @now.  No tag
+ * is needed: a held word that comes back equal (ABA, after any number of
+ * leases) is spent only when those two checks hold for whichever lease
+ * it is.  The lease's TAT (d->now_ns + d->reset_ns, the booking a refund
+ * names) is s0 + offset when s1 = s0 (then t0(D) = s0 and the offset is
+ * D's); otherwise no booking is named (reset_ns = 0).
+ */
+__attribute__((always_inline)) static inline int
+sluice__gcra_lease_spend(sluice_gcra_t *g, struct sluice_gcra_cell *cell,
+                         const struct sluice__gcra_params *p, uint64_t b, uint64_t n,
+                         uint64_t now, sluice_decision_t *d)
+{
+	for (int i = 0; i < SLUICE__GCRA_SPEND_TRIES; i++) {
+		/* Acquire: pairs with the deposit's double-width CAS (a full
+		 * barrier), so the held word loaded next is that deposit's or
+		 * a later one. */
+		uint64_t s0 = atomic_load_explicit(&cell->stamp, memory_order_acquire);
+		uint64_t h = atomic_load_explicit(&cell->held, memory_order_relaxed);
+		/* unsigned: a reading before the take (now < s0) wraps, fails */
+		if ((h & SLUICE__GCRA_HELD_COUNT) < n || now - s0 > g->lease_ns)
+			return 0;
+		/* Acquire on success: the CAS reads the held word a deposit
+		 * wrote (or a spend since), so the stamp load after it sees
+		 * that deposit's stamp or a later one (x86-64: the deposit's
+		 * CMPXCHG16B wrote both at once, pair_internal.h). */
+		if (atomic_compare_exchange_weak_explicit(&cell->held, &h, h - n, memory_order_acquire,
+		                                          memory_order_relaxed)) {
+			uint64_t s1 = atomic_load_explicit(&cell->stamp, memory_order_relaxed);
+			if (SLUICE_UNLIKELY(s1 > now))
+				return -1;
+			if (d) {
+				/* Acquire, as every parameter load (the
+				 * ordering note at sluice__gcra_try()). */
+				sluice__gcra_fill(d, 1, b,
+				                  atomic_load_explicit(&p->tau, memory_order_acquire),
+				                  atomic_load_explicit(&p->recip, memory_order_acquire),
+				                  atomic_load_explicit(&p->shift, memory_order_acquire), now,
+				                  s0 + (h >> SLUICE__GCRA_HELD_BITS), 0);
+				if (SLUICE_UNLIKELY(s1 != s0))
+					d->reset_ns = 0; /* no booking named (see above) */
+			}
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* private: the leased acquire: this CPU's lease, else a take (gcra.c). */
+__attribute__((always_inline)) static inline int
+sluice__gcra_acquire_leased(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_decision_t *d)
+{
+	/* n = 0 and n above b go the general way (EINVAL, ETOOBIG).  n > b
+	 * needs b of the era in force: a lease may outlive a set_burst.
+	 * Acquire: pairs with the era flip (sluice__gcra_try()'s note). */
+	const struct sluice__gcra_params *p =
+		&g->params[atomic_load_explicit(&g->era, memory_order_acquire) & 1];
+	uint64_t b = atomic_load_explicit(&p->burst, memory_order_acquire);
+	if (SLUICE_LIKELY(n - 1 < b)) {
+		int r = sluice__gcra_lease_spend(g, &g->cells[sluice__stripe_pick(g->cell_mask)], p, b,
+		                                 n, now, d);
+		if (SLUICE_LIKELY(r > 0))
+			return 1;
+		if (SLUICE_UNLIKELY(r < 0)) {
+			if (d) /* n lost; nothing known to remain; retry at once */
+				sluice__gcra_fill(d, 0, b, 0, 1, 0, now, now, 0);
+			return 0;
+		}
+	}
+	return sluice__gcra_lease_take(g, n, now, d);
 }
 
 /*
