@@ -83,7 +83,7 @@
 
 /* A validated parameter set, before it is published in a slot. */
 struct params {
-	uint64_t interval, tau, burst, recip, shift, rate, period;
+	uint64_t interval, tau, burst, recip, shift;
 };
 
 size_t sluice_gcra_size(void)
@@ -102,12 +102,7 @@ void sluice_gcra_destroy(sluice_gcra_t *g)
 /* T from rate per period: whole ns, rounded up, rounding bounded. */
 static int make_interval(uint64_t rate, uint64_t period, struct params *p)
 {
-	int rc = sluice__gcra_interval(rate, period, &p->interval, &p->recip, &p->shift);
-	if (rc != 0)
-		return rc;
-	p->rate = rate;
-	p->period = period;
-	return 0;
+	return sluice__gcra_interval(rate, period, &p->interval, &p->recip, &p->shift);
 }
 
 static int make_burst(uint64_t burst, struct params *p)
@@ -125,15 +120,15 @@ static int make_burst(uint64_t burst, struct params *p)
  * previous change's seal and unseal), so a decision that read a rewritten
  * slot fails its CAS.  The seal's release then publishes the whole slot.
  */
-static void store_params(struct sluice__gcra_params *s, const struct params *p)
+static void store_params(struct sluice__gcra_params *s, const struct params *p, uint32_t lease)
 {
 	atomic_store_explicit(&s->interval, p->interval, memory_order_release);
 	atomic_store_explicit(&s->tau, p->tau, memory_order_release);
 	atomic_store_explicit(&s->burst, p->burst, memory_order_release);
+	/* the inline admission's one compare for n and leases (gcra.h) */
+	atomic_store_explicit(&s->gate, lease ? 0 : p->burst, memory_order_release);
 	atomic_store_explicit(&s->recip, p->recip, memory_order_release);
 	atomic_store_explicit(&s->shift, p->shift, memory_order_release);
-	atomic_store_explicit(&s->rate, p->rate, memory_order_release);
-	atomic_store_explicit(&s->period, p->period, memory_order_release);
 }
 
 /* Acquire loads: pair with store_params() (see there). */
@@ -144,8 +139,6 @@ static void load_params(struct sluice__gcra_params *s, struct params *p)
 	p->burst = atomic_load_explicit(&s->burst, memory_order_acquire);
 	p->recip = atomic_load_explicit(&s->recip, memory_order_acquire);
 	p->shift = atomic_load_explicit(&s->shift, memory_order_acquire);
-	p->rate = atomic_load_explicit(&s->rate, memory_order_acquire);
-	p->period = atomic_load_explicit(&s->period, memory_order_acquire);
 }
 
 /*
@@ -213,7 +206,7 @@ static int init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg, int booking)
 	for (int i = 0; i < 2; i++) {
 		atomic_init(&g->params[i].era, (uint64_t)i);
 		atomic_init(&g->params[i].start, 0);
-		store_params(&g->params[i], i ? &p : &none);
+		store_params(&g->params[i], i ? &p : &none, cfg->lease);
 	}
 	/* TAT 0: the bucket is full at every time. */
 	atomic_init(&g->tat, 0);
@@ -592,7 +585,7 @@ static int reconfigure(sluice_gcra_t *g, uint64_t rate, uint64_t period, uint64_
 	 * decision or helper still reading this slot (era e-1's) that sees any
 	 * of the new values sees era = 0 and the era-e seal too, and fails. */
 	atomic_store_explicit(&next->era, 0, memory_order_relaxed);
-	store_params(next, &p);
+	store_params(next, &p, g->lease);
 
 	/* 2. Seal. */
 	uint64_t a0 = atomic_load_explicit(&g->tat, memory_order_acquire), a1;

@@ -199,7 +199,9 @@
  * line and three loads of it, plus the era and b (read-mostly; three more
  * parameter loads when it fills d); one in about B decisions (fewer near
  * the limit) also makes the TAT's CAS and a deposit (a double-width CAS
- * on this CPU's line).  Without leases: one extra load and compare.
+ * on this CPU's line).  Without leases the option costs nothing: the
+ * compare of n against b that the admission makes anyway fails for a
+ * leased limiter (its `gate` is 0).
  *
  * COST: acquire is one load of the TAT, one of the era and three of the
  * parameters (five when it fills a decision; read-mostly lines that only a
@@ -279,16 +281,18 @@ struct sluice_gcra_cell {
 	char pad[SLUICE_CACHELINE - 2 * sizeof(uint64_t)];
 };
 
-/* private: one parameter set.  Two slots; the era's parity picks one. */
+/* private: one parameter set.  Two slots; the era's parity picks one.
+ * Eight words, 64 bytes: the slot index is a shift. */
 struct sluice__gcra_params {
 	_Atomic uint64_t era;      /* the era described; 0 while written   */
 	_Atomic uint64_t interval; /* T, ns: ceil(period / rate)           */
 	_Atomic uint64_t tau;      /* b * T                                */
 	_Atomic uint64_t burst;    /* b                                    */
+	_Atomic uint64_t gate;     /* b without leases, 0 with: the inline
+	                            * admission's one compare for n and
+	                            * leases                               */
 	_Atomic uint64_t recip;    /* ceil(2^(62 + shift) / T)             */
 	_Atomic uint64_t shift;    /* ceil(log2 T)                         */
-	_Atomic uint64_t rate;     /* as configured                        */
-	_Atomic uint64_t period;   /* as configured                        */
 	_Atomic uint64_t start;    /* the TAT the era opens with (helpers) */
 };
 
@@ -529,9 +533,9 @@ static inline int sluice__gcra_try(sluice_gcra_t *g, uint64_t n, uint64_t now,
  * D's); otherwise no booking is named (reset_ns = 0).
  */
 __attribute__((always_inline)) static inline int
-sluice__gcra_lease_spend(sluice_gcra_t *g, struct sluice_gcra_cell *cell,
-                         const struct sluice__gcra_params *p, uint64_t b, uint64_t n,
-                         uint64_t now, sluice_decision_t *d)
+sluice__gcra_lease_spend(sluice_gcra_t *g, struct sluice_gcra_cell *cell, uint64_t b,
+                         uint64_t tau, uint64_t recip, uint64_t shift, uint64_t n, uint64_t now,
+                         sluice_decision_t *d)
 {
 	for (int i = 0; i < SLUICE__GCRA_SPEND_TRIES; i++) {
 		/* Acquire: pairs with the deposit's double-width CAS (a full
@@ -552,12 +556,7 @@ sluice__gcra_lease_spend(sluice_gcra_t *g, struct sluice_gcra_cell *cell,
 			if (SLUICE_UNLIKELY(s1 > now))
 				return -1;
 			if (d) {
-				/* Acquire, as every parameter load (the
-				 * ordering note at sluice__gcra_try()). */
-				sluice__gcra_fill(d, 1, b,
-				                  atomic_load_explicit(&p->tau, memory_order_acquire),
-				                  atomic_load_explicit(&p->recip, memory_order_acquire),
-				                  atomic_load_explicit(&p->shift, memory_order_acquire), now,
+				sluice__gcra_fill(d, 1, b, tau, recip, shift, now,
 				                  s0 + (h >> SLUICE__GCRA_HELD_BITS), 0);
 				if (SLUICE_UNLIKELY(s1 != s0))
 					d->reset_ns = 0; /* no booking named (see above) */
@@ -568,19 +567,21 @@ sluice__gcra_lease_spend(sluice_gcra_t *g, struct sluice_gcra_cell *cell,
 	return 0;
 }
 
-/* private: the leased acquire: this CPU's lease, else a take (gcra.c). */
+/* private: the leased acquire: this CPU's lease, else a take (gcra.c).
+ * @p: the parameter set the caller read (after the era, with acquire), and
+ * @tau, @recip, @shift from it (recip and shift only when @d is set). */
 __attribute__((always_inline)) static inline int
-sluice__gcra_acquire_leased(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_decision_t *d)
+sluice__gcra_acquire_leased(sluice_gcra_t *g, const struct sluice__gcra_params *p, uint64_t tau,
+                            uint64_t recip, uint64_t shift, uint64_t n, uint64_t now,
+                            sluice_decision_t *d)
 {
 	/* n = 0 and n above b go the general way (EINVAL, ETOOBIG).  n > b
-	 * needs b of the era in force: a lease may outlive a set_burst.
-	 * Acquire: pairs with the era flip (sluice__gcra_try()'s note). */
-	const struct sluice__gcra_params *p =
-		&g->params[atomic_load_explicit(&g->era, memory_order_acquire) & 1];
+	 * needs b of the era in force (@p): a lease may outlive a set_burst.
+	 * Acquire, as every parameter load (sluice__gcra_try()'s note). */
 	uint64_t b = atomic_load_explicit(&p->burst, memory_order_acquire);
 	if (SLUICE_LIKELY(n - 1 < b)) {
-		int r = sluice__gcra_lease_spend(g, &g->cells[sluice__stripe_pick(g->cell_mask)], p, b,
-		                                 n, now, d);
+		int r = sluice__gcra_lease_spend(g, &g->cells[sluice__stripe_pick(g->cell_mask)], b,
+		                                 tau, recip, shift, n, now, d);
 		if (SLUICE_LIKELY(r > 0))
 			return 1;
 		if (SLUICE_UNLIKELY(r < 0)) {
@@ -611,23 +612,24 @@ sluice__gcra_acquire_leased(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_d
 __attribute__((always_inline)) static inline int
 sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_decision_t *d)
 {
-	/* The admission, inline: an unsealed TAT, n in 1..b, the booking
-	 * conforms now and fits before the end of time (the step, with a
-	 * wait of 0), one CAS.  Anything else (a refusal, a seal, a lost
-	 * CAS) is decided by the general attempt below, which reloads.
-	 * Ordering as in sluice__gcra_try().  always_inline: with the step
-	 * called twice GCC's size estimate stops inlining this function and
-	 * calls a copy (perf/instructions.sh gcra: 58 -> 89 instructions per
-	 * decision); forced, it is 59. */
-	if (SLUICE_UNLIKELY(g->cells != NULL))
-		return sluice__gcra_acquire_leased(g, n, now, d);
+	/* The admission, inline: n in 1..b (the gate: b, or 0 with leases,
+	 * so one compare turns away n = 0, n > b and a leased limiter), the
+	 * booking conforms now and fits before the end of time (the step,
+	 * with a wait of 0), one CAS.  A sealed TAT needs no test of its
+	 * own: it is above SLUICE_GCRA_TIME_MAX, so the step finds that no
+	 * booking fits after it (whatever parameters were read with it) and
+	 * returns SLUICE_NEVER.  Anything else (a refusal, a seal, a lost
+	 * CAS, leases) is decided below.  Ordering as in sluice__gcra_try().
+	 * always_inline: with the step called twice GCC's size estimate
+	 * stops inlining this function and calls a copy (perf/instructions.sh
+	 * gcra: 58 -> 89 instructions per decision). */
 	uint64_t a = atomic_load_explicit(&g->tat, memory_order_acquire);
 	/* Acquire: pairs with the era flip (sluice__gcra_try()'s note). */
 	const struct sluice__gcra_params *p =
 		&g->params[atomic_load_explicit(&g->era, memory_order_acquire) & 1];
 	uint64_t T = atomic_load_explicit(&p->interval, memory_order_acquire);
 	uint64_t tau = atomic_load_explicit(&p->tau, memory_order_acquire);
-	uint64_t burst = atomic_load_explicit(&p->burst, memory_order_acquire);
+	uint64_t gate = atomic_load_explicit(&p->gate, memory_order_acquire);
 	uint64_t recip = 0, shift = 0; /* before the CAS: one parameter set */
 	if (d) {
 		recip = atomic_load_explicit(&p->recip, memory_order_acquire);
@@ -635,7 +637,7 @@ sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_decisi
 	}
 	uint64_t need = n * T; /* used only once n <= b is known: no overflow */
 	uint64_t tat;
-	if (SLUICE_LIKELY(a <= SLUICE_GCRA_TIME_MAX && n - 1 < burst &&
+	if (SLUICE_LIKELY(n - 1 < gate &&
 	                  sluice__gcra_step(a, need, now, tau, SLUICE_GCRA_TIME_MAX, &tat) == 0) &&
 	    atomic_compare_exchange_strong_explicit(&g->tat, &a, tat, memory_order_acquire,
 	                                            memory_order_acquire)) {
@@ -643,7 +645,7 @@ sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_decisi
 			uint64_t lag = tat - now; /* <= tau */
 			uint64_t credit = tau - lag, top = SLUICE_GCRA_TIME_MAX - tat;
 			d->allowed = 1;
-			d->limit = burst;
+			d->limit = gate; /* b: no leases here */
 			d->remaining = sluice__gcra_div(credit < top ? credit : top, recip, shift);
 			d->retry_after_ns = 0;
 			d->delay_ns = 0;
@@ -652,6 +654,8 @@ sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_decisi
 		}
 		return 1;
 	}
+	if (SLUICE_UNLIKELY(g->cells != NULL))
+		return sluice__gcra_acquire_leased(g, p, tau, recip, shift, n, now, d);
 	int rc = sluice__gcra_try(g, n, now, 0, d);
 	if (SLUICE_UNLIKELY(rc == SLUICE__GCRA_SLOW))
 		rc = sluice__gcra_take_slow(g, n, now, 0, d);
