@@ -514,3 +514,58 @@ Test(gcra_lease, a_spend_racing_the_expiry_takes_exactly_n)
 	cr_assert_eq(atomic_load(&cell->held), r.held, "the new lease was spent or replaced");
 	sluice_gcra_destroy(&g);
 }
+
+/* The ABA once more, now with the later lease stamped at or before the
+ * spender's reading: the spend is valid (that lease's window holds the
+ * reading) and admitted, but which take booked it is not known, so its
+ * decision names no booking (reset_ns = 0) and its refund is kept.  The
+ * attack drains the lease, gives one spend back (the TAT moves back to
+ * exactly the spender's reading) and takes again: the new lease has the
+ * same offset and count, stamped t1.  Named as the old lease, the spend
+ * would say reset_ns = T, a booking that is not its own. */
+struct reuse_ctx {
+	sluice_gcra_t *g;
+	uint64_t now;
+	int spent, refunded, took;
+};
+
+static void attack_drain_refund_take(void *arg)
+{
+	struct reuse_ctx *c = arg;
+	sluice_decision_t first, d;
+	for (int i = 0; i < 16; i++)
+		c->spent += sluice_gcra_acquire_at(c->g, 1, c->now, i ? &d : &first) == 1;
+	c->refunded = sluice_gcra_refund(c->g, 1, &first);
+	c->took = sluice_gcra_acquire_at(c->g, 1, c->now, NULL);
+}
+
+Test(gcra_lease, a_spend_from_an_unnamed_lease_names_no_booking)
+{
+	if (!stall_supported())
+		cr_skip_test("the stall needs x86-64 Linux");
+	pin_to_this_cpu();
+	const uint64_t T = 1000, b = 10000, V = 100 * US, t0 = 5 * SEC;
+	sluice_gcra_t g;
+	make(&g, T, b, 16, V);
+	struct sluice_gcra_cell *cell = &g.cells[sched_getcpu() & (int)g.cell_mask];
+	cr_assert_eq(expect_extra(&g, b - 1), 16, "the test wants leases of B = 16");
+	cr_assert_eq(sluice_gcra_acquire_at(&g, 1, t0, NULL), 1); /* 1 + 16 booked */
+	uint64_t word = atomic_load(&cell->held);
+	uint64_t t1 = t0 + 16 * T; /* the TAT after one refund */
+	struct reuse_ctx c = { &g, t1, 0, -100, -100 };
+	stall_arm(&cell->held, sizeof(uint64_t), attack_drain_refund_take, &c);
+	sluice_decision_t d;
+	int rc = sluice_gcra_acquire_at(&g, 1, t1, &d);
+	cr_assert(stall_fired(), "the spend never wrote its cell");
+	cr_assert_eq(c.spent, 16, "the attack drained the lease");
+	cr_assert_eq(c.refunded, 0, "the attack's refund moved the TAT back");
+	cr_assert_eq(c.took, 1);
+	cr_assert_eq(atomic_load(&cell->stamp), t1, "the attack's take leased");
+	cr_assert_eq(tat(&g), t1 + 17 * T);
+	cr_assert_eq(atomic_load(&cell->held), word - 1, "the spend landed on the same word");
+	cr_assert_eq(rc, 1, "a lease stamped t1 <= the reading: a valid spend");
+	cr_assert_eq(d.reset_ns, 0, "named a booking that is not its own");
+	cr_assert_eq(sluice_gcra_refund(&g, 1, &d), SLUICE_ECANCEL);
+	cr_assert_eq(tat(&g), t1 + 17 * T, "kept");
+	sluice_gcra_destroy(&g);
+}
