@@ -83,10 +83,12 @@
  * Refunds with leases: a take's refund, and a spend's while nothing was
  * booked after its lease's take (its permits were part of that booking:
  * d->now_ns + d->reset_ns names it), give back exactly, moving the TAT
- * back as without leases.  A spend made after its take's TAT had passed
- * reports reset_ns = 0 (no booking is named; every other admission has
- * reset_ns >= 1), and its refund is SLUICE_ECANCEL: kept, fewer future
- * admissions, never more.  Limits with leases: B in 1..SLUICE_GCRA_LEASE_MAX,
+ * back as without leases.  A spend made after its take's TAT had passed,
+ * or one whose CAS landed on a later lease of its cell than the one it
+ * read (the same word again, stamped at or before its reading: a valid
+ * spend whose take is not known), reports reset_ns = 0 (no booking is
+ * named; every other admission has reset_ns >= 1), and its refund is
+ * SLUICE_ECANCEL: kept, fewer future admissions, never more.  Limits with leases: B in 1..SLUICE_GCRA_LEASE_MAX,
  * V in 0..SLUICE_GCRA_LEASE_NS_MAX (1 s; 0: the default) (SLUICE_ELEASE),
  * b * T <= SLUICE_GCRA_LEASE_SPAN_MAX (2^47 - 1 ns, 39 h: a cell keeps its
  * take's TAT as 47 bits; SLUICE_EBURST at init and set_burst, SLUICE_ERATE
