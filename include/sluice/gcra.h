@@ -53,26 +53,25 @@
  * Near the limit leases shrink: with r permits of room each take leases at
  * most r / 2C (C cells), so when r < 2C every take books exactly n: the
  * same CAS, the same decision as without leases.  A refusal by the limit
- * reads the TAT and this CPU's cell and writes nothing.  UNDER-ADMISSION: what a lease
- * still holds when it ends is lost (booked, never admitted).  A lease ends
- * when it expires (V after its take) or when its cell is taken again (a
- * decision on that CPU found it short of its n, or its reading past the
- * lease's window; a reading before its take spends none of it and leases
- * nothing: it books exactly n), and a take whose deposit loses a race to another
- * thread on the same cell gives its extra back to the TAT while nothing
- * was booked after it, else loses it.  So each take loses at most the
- * extra it leased: at most B, and at most room / 2C; a take that leased
- * nothing (the last 2C permits of the bucket) loses nothing.  One more
- * loss, only with two threads on one CPU's cell (preemption, migration):
- * a spend whose CAS is
- * followed, before it checks, by a deposit stamped after its reading
- * cannot prove which lease it spent, and refuses (retry_after_ns = 0,
- * reset_ns = 0) with its n lost; that n came out of some take's extra, so
- * the permits lost over any run are still at most B times the takes that
- * leased, and at any time the live leases hold at most C * B.  One thread
- * on one CPU asking
- * n = 1 until the bucket is empty, within V, loses nothing: it spends
- * each lease before taking the next.
+ * reads the TAT and this CPU's cell and writes nothing.  UNDER-ADMISSION:
+ * what a lease still holds when it ends is lost (booked, never admitted).
+ * A lease ends when it expires (V after its take) or when its cell is
+ * taken again (a decision on that CPU found it short of its n, or its
+ * reading past the lease's window; a reading before its take spends none
+ * of it and leases nothing: it books exactly n), and a take whose deposit
+ * loses a race to another thread on the same cell gives its extra back to
+ * the TAT while nothing was booked after it, else loses it.  So each take
+ * loses at most the extra it leased: at most B, and at most room / 2C; a
+ * take that leased nothing (the last 2C permits of the bucket) loses
+ * nothing.  One more loss, only with two threads on one CPU's cell
+ * (preemption, migration): a spend whose CAS is followed, before it
+ * checks, by a deposit stamped after its reading cannot prove which lease
+ * it spent, and refuses (retry_after_ns = 0, reset_ns = 0) with its n
+ * lost; that n came out of some take's extra, so the permits lost over any
+ * run are still at most B times the takes that leased, and at any time the
+ * live leases hold at most C * B.  One thread on one CPU asking n = 1
+ * until the bucket is empty, within V, loses nothing: it spends each lease
+ * before taking the next.
  * Leases change only acquire: reserve (and the leaky shaper) books with
  * the single CAS as before.  Leased decisions fill d as a snapshot from
  * this CPU's line: remaining and reset_ns are as the lease's take left
