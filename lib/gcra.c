@@ -83,7 +83,7 @@
 
 /* A validated parameter set, before it is published in a slot. */
 struct params {
-	uint64_t interval, tau, burst, recip, shift, rate, period;
+	uint64_t interval, tau, burst, recip, shift;
 };
 
 void sluice_gcra_destroy(sluice_gcra_t *g)
@@ -97,12 +97,7 @@ void sluice_gcra_destroy(sluice_gcra_t *g)
 /* T from rate per period: whole ns, rounded up, rounding bounded. */
 static int make_interval(uint64_t rate, uint64_t period, struct params *p)
 {
-	int rc = sluice__gcra_interval(rate, period, &p->interval, &p->recip, &p->shift);
-	if (rc != 0)
-		return rc;
-	p->rate = rate;
-	p->period = period;
-	return 0;
+	return sluice__gcra_interval(rate, period, &p->interval, &p->recip, &p->shift);
 }
 
 static int make_burst(uint64_t burst, struct params *p)
@@ -120,15 +115,15 @@ static int make_burst(uint64_t burst, struct params *p)
  * previous change's seal and unseal), so a decision that read a rewritten
  * slot fails its CAS.  The seal's release then publishes the whole slot.
  */
-static void store_params(struct sluice__gcra_params *s, const struct params *p)
+static void store_params(struct sluice__gcra_params *s, const struct params *p, uint32_t lease)
 {
 	atomic_store_explicit(&s->interval, p->interval, memory_order_release);
 	atomic_store_explicit(&s->tau, p->tau, memory_order_release);
 	atomic_store_explicit(&s->burst, p->burst, memory_order_release);
+	/* the inline admission's one compare for n and leases (gcra.h) */
+	atomic_store_explicit(&s->gate, lease ? 0 : p->burst, memory_order_release);
 	atomic_store_explicit(&s->recip, p->recip, memory_order_release);
 	atomic_store_explicit(&s->shift, p->shift, memory_order_release);
-	atomic_store_explicit(&s->rate, p->rate, memory_order_release);
-	atomic_store_explicit(&s->period, p->period, memory_order_release);
 }
 
 /* Acquire loads: pair with store_params() (see there). */
@@ -139,8 +134,6 @@ static void load_params(struct sluice__gcra_params *s, struct params *p)
 	p->burst = atomic_load_explicit(&s->burst, memory_order_acquire);
 	p->recip = atomic_load_explicit(&s->recip, memory_order_acquire);
 	p->shift = atomic_load_explicit(&s->shift, memory_order_acquire);
-	p->rate = atomic_load_explicit(&s->rate, memory_order_acquire);
-	p->period = atomic_load_explicit(&s->period, memory_order_acquire);
 }
 
 /*
@@ -208,7 +201,7 @@ static int init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg, int booking)
 	for (int i = 0; i < 2; i++) {
 		atomic_init(&g->params[i].era, (uint64_t)i);
 		atomic_init(&g->params[i].start, 0);
-		store_params(&g->params[i], i ? &p : &none);
+		store_params(&g->params[i], i ? &p : &none, cfg->lease);
 	}
 	/* TAT 0: the bucket is full at every time. */
 	atomic_init(&g->tat, 0);
@@ -299,30 +292,43 @@ int sluice__gcra_take_slow(sluice_gcra_t *g, uint64_t n, uint64_t now, uint64_t 
  * [s - V, s], and GCRA's bound on bookings, b + t/T over any interval,
  * becomes b + (t + V)/T over admissions.
  *
- * Why a pair, CASed whole by spends too: a spend checks t0 and must then
- * decrement the count of THAT lease.  With the count alone in the CASed
- * word, a spender that read an old lease's t0 and stalled could decrement
- * a later lease deposited meanwhile, at a reading outside its window.  The
- * pair's value is its meaning ("count permits booked at t0, whose take
- * left TAT t0 + off"), so a CAS that finds the same value, even after any
- * number of other leases (the ABA case), spends a permit just as valid:
- * no tag, no epoch check.  The price is CMPXCHG16B on a line this CPU
- * owns; a decision never writes a shared line unless it takes a lease.
+ * Who writes what.  A deposit writes the pair whole, with a double-width
+ * CAS from the value its taker read, and only when its reading is at or
+ * after the stamp it replaces: so in the cell's modification order the
+ * stamps never decrease (the stamp is the cell's generation, 64 bits: it
+ * does not wrap).  A spend writes `held` alone, with a single-width CAS on
+ * this CPU's own line (sluice__gcra_lease_spend(), gcra.h): read stamp s0
+ * (acquire), read held, check count >= n and s0 <= now <= s0 + V, CAS held
+ * -> held - n, read stamp s1, and admit only if s1 <= now.
+ *
+ * Why that keeps the invariant, with no tag on the word.  s0 is the stamp
+ * of some deposit D0, and held was read after it, so the CAS lands on the
+ * word of D0 or of a later deposit D (a CAS that finds the same value
+ * after any number of leases, the ABA case, lands on the latest).  The
+ * stamps never decrease: t0(D) >= s0 >= now - V.  The CAS read D's word
+ * (or a spend's since), so s1 is D's stamp or a later one: t0(D) <= s1.
+ * Hence s1 <= now gives t0(D) <= now, and the permit is D's, booked within
+ * [now - V, now], whichever lease D is.  When s1 > now (another thread of
+ * this CPU deposited between the CAS and the check, or this reading is
+ * older than the newest take's) the spend cannot prove it: it refuses,
+ * and the n it took are lost (UNDER-ADMISSION in gcra.h).  A stalled
+ * spender blocks no one: it holds nothing, and its CAS fails on any
+ * change or lands as above.
  *
  * A take is the one CAS GCRA always makes, booking n + extra (gcra_step.h:
  * extra shrinks with the room left, so near the limit takes are exact),
  * then a deposit: a pair CAS from the value the taker saw, which was short
- * (count < n) or expired.  What that value still held is lost (fewer than
- * n, or an expired lease).  If the cell changed meanwhile (another thread
- * of this CPU, a migration), the extra goes back to the TAT while nothing
- * was booked after it (unbook(), exact) and is lost otherwise: at most B.
+ * (count < n) or expired, and stamped at or before the take's reading (a
+ * take whose reading is older than the cell's stamp leases nothing, so
+ * the stamps stay ordered).  What that value still held is lost (fewer
+ * than n, or an expired lease).  If the cell changed meanwhile (another
+ * thread of this CPU, a migration), the extra goes back to the TAT while
+ * nothing was booked after it (unbook(), exact) and is lost otherwise: at
+ * most B.
  */
 
 static int unbook(sluice_gcra_t *g, uint64_t left, uint64_t prev);
 
-/* Tries at one cell's pair before the spend gives way to a take: each
- * failure means another decision on this cell made progress. */
-#define LEASE_TRIES 4
 /* Tries at the TAT's CAS on a take before it decides as without leases
  * (sluice__gcra_try(), whose loop is GCRA's own). */
 #define TAKE_TRIES 4
@@ -349,28 +355,18 @@ static uint64_t lease_live(sluice_gcra_t *g, uint64_t now, uint64_t burst)
 	return c < burst ? c : burst;
 }
 
-/* Fill @d for a spend at @now from a lease whose take left TAT @left,
- * with the parameter set @p (b = @burst).  A snapshot: remaining and
- * reset_ns are as the lease's take left the TAT, stale by what others
- * booked since (gcra.h, LEASES). */
-static void fill_spent(const struct sluice__gcra_params *p, uint64_t burst, sluice_decision_t *d,
-                       uint64_t now, uint64_t left)
-{
-	/* Acquire, as every parameter load (sluice__gcra_try()'s note). */
-	sluice__gcra_fill(d, 1, burst, atomic_load_explicit(&p->tau, memory_order_acquire),
-	                  atomic_load_explicit(&p->recip, memory_order_acquire),
-	                  atomic_load_explicit(&p->shift, memory_order_acquire), now, left, 0);
-}
-
 /* Deposit @extra permits booked at @now (the take left TAT @next, T the
- * interval it booked with) into @cell, whose pair was (@stamp, @held). */
+ * interval it booked with) into @cell, whose pair was (@stamp, @held),
+ * stamp <= now (the take checked). */
 static void lease_deposit(sluice_gcra_t *g, struct sluice_gcra_cell *cell, uint64_t stamp,
                           uint64_t held, uint64_t now, uint64_t next, uint64_t extra,
                           uint64_t T)
 {
 	/* next - now <= tau <= SLUICE_GCRA_LEASE_SPAN_MAX: fits 47 bits */
 	uint64_t fresh = ((next - now) << SLUICE__GCRA_HELD_BITS) | extra;
-	/* Full barrier; a spend's pair CAS (also one) reads it or fails. */
+	/* Full barrier: the release a spend's acquire load of the stamp
+	 * pairs with.  It expects the pair the taker read, so it replaces
+	 * a stamp <= now: the cell's stamps never decrease. */
 	if (sluice__pair_cas(&cell->stamp, stamp, held, now, fresh))
 		return;
 	/* Lost the cell to another decision: give the extra back to the
@@ -378,82 +374,61 @@ static void lease_deposit(sluice_gcra_t *g, struct sluice_gcra_cell *cell, uint6
 	(void)unbook(g, next, next - extra * T);
 }
 
-int sluice__gcra_acquire_leased(sluice_gcra_t *g, uint64_t n, uint64_t now,
-                                sluice_decision_t *d)
+int sluice__gcra_lease_take(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_decision_t *d)
 {
 	struct sluice_gcra_cell *cell = &g->cells[sluice__stripe_pick(g->cell_mask)];
-	/* Relaxed: the pair CAS below checks both values. */
+	/* Relaxed: the deposit's pair CAS checks both values. */
 	uint64_t stamp = atomic_load_explicit(&cell->stamp, memory_order_relaxed);
 	uint64_t held = atomic_load_explicit(&cell->held, memory_order_relaxed);
-	/* n = 0 and n above b go the general way (EINVAL, ETOOBIG).  n > b
-	 * needs b of the era in force: a lease may outlive a set_burst.
-	 * Acquire: pairs with the era flip (sluice__gcra_try()'s note). */
-	const struct sluice__gcra_params *ps =
-		&g->params[atomic_load_explicit(&g->era, memory_order_acquire) & 1];
-	uint64_t b = atomic_load_explicit(&ps->burst, memory_order_acquire);
-	if (SLUICE_LIKELY(n - 1 < b)) {
-		for (int i = 0; i < LEASE_TRIES; i++) {
-			if (!lease_fits(g, stamp, held, n, now))
-				break;
-			if (sluice__pair_cas(&cell->stamp, stamp, held, stamp, held - n)) {
-				if (d)
-					fill_spent(ps, b, d, now,
-					           stamp + (held >> SLUICE__GCRA_HELD_BITS));
-				return 1;
-			}
-			stamp = atomic_load_explicit(&cell->stamp, memory_order_relaxed);
-			held = atomic_load_explicit(&cell->held, memory_order_relaxed);
+	/* A lease only into a cell that was short or expired (never replace
+	 * one that still holds n: the spend came here by losing its CAS
+	 * SLUICE__GCRA_SPEND_TRIES times), and only at a reading at or after
+	 * its stamp (the stamps never decrease, see above). */
+	int lease = n != 0 && !lease_fits(g, stamp, held, n, now) && now >= stamp;
+	for (int i = 0; n != 0 && i < TAKE_TRIES; i++) {
+		uint64_t a = atomic_load_explicit(&g->tat, memory_order_acquire);
+		if (SLUICE_UNLIKELY(a > SLUICE_GCRA_TIME_MAX))
+			break; /* sealed: the general path helps */
+		/* Acquire: pairs with the era flip, as in sluice__gcra_try()
+		 * (which this mirrors, with the extra booked in the same CAS). */
+		const struct sluice__gcra_params *p =
+			&g->params[atomic_load_explicit(&g->era, memory_order_acquire) & 1];
+		uint64_t T = atomic_load_explicit(&p->interval, memory_order_acquire);
+		uint64_t tau = atomic_load_explicit(&p->tau, memory_order_acquire);
+		uint64_t burst = atomic_load_explicit(&p->burst, memory_order_acquire);
+		uint64_t recip = atomic_load_explicit(&p->recip, memory_order_acquire);
+		uint64_t shift = atomic_load_explicit(&p->shift, memory_order_acquire);
+		if (n > burst)
+			break; /* the general path decides (ETOOBIG) */
+		uint64_t tat;
+		uint64_t delay = sluice__gcra_step(a, n * T, now, tau, SLUICE_GCRA_TIME_MAX, &tat);
+		if (delay != 0) {
+			/* Refused from reads, as sluice__gcra_try() refuses: if
+			 * the TAT moved, (a, p) may not have been one state;
+			 * decide again on the fresh one. */
+			if (atomic_load_explicit(&g->tat, memory_order_acquire) != a)
+				continue;
+			if (d) /* delay: the exact wait, or SLUICE_NEVER */
+				sluice__gcra_fill(d, 0, burst, tau, recip, shift, now, a, delay);
+			return 0;
 		}
-		/* A take: GCRA's CAS for n, plus a lease when the cell was
-		 * short (never replace a lease that still holds n: it came
-		 * here only by losing its CAS LEASE_TRIES times). */
-		for (int i = 0; i < TAKE_TRIES; i++) {
-			uint64_t a = atomic_load_explicit(&g->tat, memory_order_acquire);
-			if (SLUICE_UNLIKELY(a > SLUICE_GCRA_TIME_MAX))
-				break; /* sealed: the general path helps */
-			/* Acquire: pairs with the era flip, as in
-			 * sluice__gcra_try() (which this mirrors, with the
-			 * extra booked in the same CAS). */
-			const struct sluice__gcra_params *p =
-				&g->params[atomic_load_explicit(&g->era, memory_order_acquire) & 1];
-			uint64_t T = atomic_load_explicit(&p->interval, memory_order_acquire);
-			uint64_t tau = atomic_load_explicit(&p->tau, memory_order_acquire);
-			uint64_t burst = atomic_load_explicit(&p->burst, memory_order_acquire);
-			uint64_t recip = atomic_load_explicit(&p->recip, memory_order_acquire);
-			uint64_t shift = atomic_load_explicit(&p->shift, memory_order_acquire);
-			if (n > burst)
-				break; /* b changed: the general path decides */
-			uint64_t tat;
-			uint64_t delay = sluice__gcra_step(a, n * T, now, tau, SLUICE_GCRA_TIME_MAX, &tat);
-			if (delay != 0) {
-				/* Refused from reads, as sluice__gcra_try() refuses:
-				 * if the TAT moved, (a, p) may not have been one
-				 * state; decide again on the fresh one. */
-				if (atomic_load_explicit(&g->tat, memory_order_acquire) != a)
-					continue;
-				if (d) /* delay: the exact wait, or SLUICE_NEVER */
-					sluice__gcra_fill(d, 0, burst, tau, recip, shift, now, a, delay);
-				return 0;
-			}
-			uint64_t extra = 0;
-			if (!lease_fits(g, stamp, held, n, now))
-				extra = sluice__gcra_lease_extra(tat, now, tau, recip, shift, g->lease,
-				                                 g->cell_shift, SLUICE_GCRA_TIME_MAX);
-			uint64_t next = tat + extra * T; /* extra*T <= credit left */
-			/* Acquire, as sluice__gcra_try()'s CAS. */
-			if (atomic_compare_exchange_strong_explicit(&g->tat, &a, next,
-			                                            memory_order_acquire,
-			                                            memory_order_acquire)) {
-				if (extra)
-					lease_deposit(g, cell, stamp, held, now, next, extra, T);
-				if (d)
-					sluice__gcra_fill(d, 1, burst, tau, recip, shift, now, next, 0);
-				return 1;
-			}
+		uint64_t extra = 0;
+		if (lease)
+			extra = sluice__gcra_lease_extra(tat, now, tau, recip, shift, g->lease,
+			                                 g->cell_shift, SLUICE_GCRA_TIME_MAX);
+		uint64_t next = tat + extra * T; /* extra*T <= credit left */
+		/* Acquire, as sluice__gcra_try()'s CAS. */
+		if (atomic_compare_exchange_strong_explicit(&g->tat, &a, next, memory_order_acquire,
+		                                            memory_order_acquire)) {
+			if (extra)
+				lease_deposit(g, cell, stamp, held, now, next, extra, T);
+			if (d)
+				sluice__gcra_fill(d, 1, burst, tau, recip, shift, now, next, 0);
+			return 1;
 		}
 	}
-	/* Without a lease: a refusal (from reads: no shared line written),
-	 * a seal, n = 0 or above b, or a TAT that kept moving. */
+	/* Without a lease: a seal, n = 0 or above b, or a TAT that kept
+	 * moving. */
 	int rc = sluice__gcra_try(g, n, now, 0, d);
 	if (SLUICE_UNLIKELY(rc == SLUICE__GCRA_SLOW))
 		rc = sluice__gcra_take_slow(g, n, now, 0, d);
@@ -605,7 +580,7 @@ static int reconfigure(sluice_gcra_t *g, uint64_t rate, uint64_t period, uint64_
 	 * decision or helper still reading this slot (era e-1's) that sees any
 	 * of the new values sees era = 0 and the era-e seal too, and fails. */
 	atomic_store_explicit(&next->era, 0, memory_order_relaxed);
-	store_params(next, &p);
+	store_params(next, &p, g->lease);
 
 	/* 2. Seal. */
 	uint64_t a0 = atomic_load_explicit(&g->tat, memory_order_acquire), a1;

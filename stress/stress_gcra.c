@@ -28,12 +28,20 @@
  * each worker takes 2K + 2 permits at once through the real limiter
  * (recording nothing) and then "spends" them one per decision, each at a
  * reading at least 2V after that take, i.e. past V; the meson test expects
- * that run to fail.
+ * that run to fail.  --one-cpu=1 pins every worker to the CPU main runs
+ * on: all share one lease cell and preempt one another on it, so deposits
+ * lose the cell to each other and a spend's CAS can be followed by another
+ * thread's deposit before its check (the refusal gcra.h's UNDER-ADMISSION
+ * describes), which the bound must survive.
  *
  * Defaults: R = 50,000 per second (T = 20 us), b = 20: every tick of the
  * cached (1 ms) or coarse (4 ms) clock refills the whole bucket, so the
  * race for the last permits happens at every tick.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,10 +55,11 @@ static const char usage[] =
 	"usage: stress_gcra [--threads=T] [--seconds=S] [--clock=monotonic|coarse|cached]\n"
 	"                   [--rate=R (per second)] [--burst=B] [--cancel-every=K]\n"
 	"                   [--lease=B] [--lease-v=K (V = K intervals)] [--break-lease=1]\n"
+	"                   [--one-cpu=1]\n"
 	"                   [--self-test]\n";
 
 static uint64_t rate = 50000, burst = 20, cancel_every = 8, interval;
-static uint64_t lease, lease_v = 4, break_lease;
+static uint64_t lease, lease_v = 4, break_lease, one_cpu;
 static sluice_gcra_t gcra;
 
 static const struct stress_u64_opt options[] = {
@@ -60,6 +69,7 @@ static const struct stress_u64_opt options[] = {
 	{ "lease", &lease },
 	{ "lease-v", &lease_v },
 	{ "break-lease", &break_lease },
+	{ "one-cpu", &one_cpu },
 	{ NULL, NULL },
 };
 
@@ -108,6 +118,8 @@ static int step(struct stress_worker *w)
 	}
 	if (rc < 0)
 		return stress_fail(w, rc);
+	if (rc == 0 && d.retry_after_ns == 0)
+		w->stat[2]++; /* a spend that could not prove its lease (gcra.h) */
 	if (rc != 1)
 		return 0;
 	if (cancel_every && (x >> 30) % cancel_every == 0) {
@@ -203,6 +215,15 @@ int main(int argc, char **argv)
 	size_t caps[STRESS_STREAMS] = {
 		stress_cap((double)(burst + lease_v) + (o.seconds + 1) * 1e9 / (double)interval), 0
 	};
+	if (one_cpu) { /* workers inherit main's affinity: one CPU, one cell */
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET(sched_getcpu(), &set);
+		if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+			perror("stress_gcra: sched_setaffinity");
+			return 2;
+		}
+	}
 	struct stress_worker *w = stress_run(&o, step, caps);
 	stress_clock_stop(&o);
 
@@ -211,14 +232,19 @@ int main(int argc, char **argv)
 	int incomplete = 0;
 	struct stress_rec *all = stress_merge(&o, w, 0, &n, &admitted, &incomplete);
 	uint64_t worst = stress_worst_conform(all, n, interval, 1);
-	uint64_t cancelled = 0, kept = 0;
-	for (int i = 0; i < o.threads; i++)
+	uint64_t cancelled = 0, kept = 0, unproved = 0;
+	for (int i = 0; i < o.threads; i++) {
 		cancelled += w[i].stat[0], kept += w[i].stat[1];
-	char extra[160], ws[32], bs[32];
-	snprintf(extra, sizeof(extra), " interval_ns=%llu cancelled=%llu cancel_kept=%llu lease_v_ns=%llu",
+		if (!(break_lease && i == 0)) /* worker 0's stat[2] is its private lease */
+			unproved += w[i].stat[2];
+	}
+	char extra[200], ws[32], bs[32];
+	snprintf(extra, sizeof(extra),
+	         " interval_ns=%llu cancelled=%llu cancel_kept=%llu lease_v_ns=%llu spend_refused=%llu",
 	         (unsigned long long)interval, (unsigned long long)cancelled,
 	         (unsigned long long)kept,
-	         (unsigned long long)(lease || break_lease ? lease_v * interval : 0));
+	         (unsigned long long)(lease || break_lease ? lease_v * interval : 0),
+	         (unsigned long long)unproved);
 	snprintf(ws, sizeof(ws), "%llu", (unsigned long long)worst);
 	snprintf(bs, sizeof(bs), "%llu", (unsigned long long)bound);
 	int rc = stress_report(&o, stress_decisions(w, o.threads), admitted, extra, ws, bs,

@@ -548,6 +548,13 @@ Test(fixed, lease_config)
 	cfg.limit = 100;
 	cr_assert_eq(sluice_fixed_init(&f, &cfg), 0);
 	cr_assert_not_null(f.ring);
+	/* the inline path hands every decision to the ring, bad n too */
+	sluice_decision_t d;
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 0, 5, &d), SLUICE_EINVAL);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 101, 5, &d), SLUICE_ETOOBIG);
+	cr_assert_eq(d.retry_after_ns, SLUICE_NEVER);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 100, 5, &d), 1);
+	cr_assert_eq(d.remaining, 0);
 	cr_assert_eq(sluice_fixed_set_limit(&f, SLUICE_WINDOW_LIMIT_MAX + 1), SLUICE_ELIMIT);
 	sluice_fixed_destroy(&f);
 	cr_assert_null(f.ring);

@@ -25,6 +25,7 @@ static inline void gcra_forge_params(struct sluice__gcra_params *next,
 	atomic_store(&next->interval, atomic_load(&src->interval));
 	atomic_store(&next->tau, atomic_load(&src->tau));
 	atomic_store(&next->burst, atomic_load(&src->burst));
+	atomic_store(&next->gate, atomic_load(&src->gate));
 	atomic_store(&next->recip, atomic_load(&src->recip));
 	atomic_store(&next->shift, atomic_load(&src->shift));
 }

@@ -134,38 +134,40 @@ Test(gcra_lease, take_then_spend_from_the_cell)
 
 /* A lease is spent only within V of its take: at t0 + V it is, at
  * t0 + V + 1 it is not (a new take), and a reading before t0 never is.
- * What it still held is lost, at most B: the bucket refills only at its
- * rate, so the loss shows as exactly that many fewer permits later. */
+ * A take at a reading before the cell's lease leases nothing (books
+ * exactly n, the cell unchanged): a cell's stamps never decrease, which
+ * the single-width spend relies on.  What a lease still held when it
+ * expired is lost, at most B. */
 Test(gcra_lease, expiry_after_v_loses_at_most_b)
 {
 	pin_to_this_cpu();
 	const uint64_t T = 1000, b = 10000, V = 50 * US, t0 = 5 * SEC;
 	sluice_gcra_t g;
 	make(&g, T, b, 16, V);
+	struct sluice_gcra_cell *cell = &g.cells[sched_getcpu() & (int)g.cell_mask];
 	uint64_t e = expect_extra(&g, b - 1);
 	cr_assert_geq(e, 4);
 	cr_assert_eq(sluice_gcra_acquire_at(&g, 1, t0, NULL), 1);
 	uint64_t booked = tat(&g);
+	uint64_t held = atomic_load(&cell->held);
 	cr_assert_eq(sluice_gcra_acquire_at(&g, 1, t0 - 1, NULL), 1);
-	cr_assert_gt(tat(&g), booked, "a reading before the take must not spend its lease");
-	/* that took its own lease (the old one was not usable at t0 - 1,
-	 * and is replaced: the first loss, e permits) */
+	cr_assert_eq(tat(&g), booked + T,
+	             "a reading before the take spends none of its lease and leases nothing");
+	cr_assert_eq(atomic_load(&cell->stamp), t0, "a deposit lowered the cell's stamp");
+	cr_assert_eq(atomic_load(&cell->held), held, "the cell changed");
 	booked = tat(&g);
-	uint64_t e1 = (booked - t0 - (1 + e) * T) / T - 1;
-	cr_assert_eq(sluice_gcra_acquire_at(&g, 1, t0 - 1 + V, NULL), 1);
+	cr_assert_eq(sluice_gcra_acquire_at(&g, 1, t0 + V, NULL), 1);
 	cr_assert_eq(tat(&g), booked, "spent at exactly V after the take");
-	cr_assert_eq(sluice_gcra_acquire_at(&g, 1, t0 - 1 + V + 1, NULL), 1);
+	cr_assert_eq(sluice_gcra_acquire_at(&g, 1, t0 + V + 1, NULL), 1);
 	cr_assert_gt(tat(&g), booked, "spent past V: the bound b + (t + V)/T would not hold");
-	/* Lost: e (the first lease, unusable at t0 - 1 and replaced) and
-	 * e1 - 1 (the second, one spent, expired), each at most B; the
-	 * third take booked 1 + its own lease from max(TAT, now). */
-	uint64_t base = booked > t0 + V ? booked : t0 + V;
-	uint64_t e3 = (tat(&g) - base) / T - 1;
-	cr_assert_leq(e3, g.lease, "a lease holds at most B");
-	cr_assert_eq(e3, expect_extra(&g, b - (base + T - (t0 + V)) / T));
-	cr_assert_eq(e1, expect_extra(&g, b - (booked - e1 * T - (t0 - 1)) / T));
+	/* Lost: e - 1 of the first lease (one spent, then expired), at most
+	 * B; the second take booked 1 + its own lease from max(TAT, now). */
+	uint64_t now = t0 + V + 1, base = booked > now ? booked : now;
+	uint64_t e2 = (tat(&g) - base) / T - 1;
+	cr_assert_leq(e2, g.lease, "a lease holds at most B");
+	cr_assert_eq(e2, expect_extra(&g, (b * T - (base + T - now)) / T));
+	cr_assert_eq(atomic_load(&cell->stamp), now);
 	cr_assert_leq(e, g.lease);
-	cr_assert_leq(e1, g.lease);
 	sluice_gcra_destroy(&g);
 }
 
@@ -406,4 +408,164 @@ Test(gcra_lease, a_stalled_taker_or_spender_blocks_no_one)
 		cr_assert_geq(c.admitted, b - 2 * g.lease, "lost more than the stalled lease");
 		sluice_gcra_destroy(&g);
 	}
+}
+
+/* The spend's CAS is single-width on `held`, with no tag: a spender
+ * stalled between its reads and its CAS can find the very word it read
+ * again, deposited by a later lease (the ABA, the reuse a tag of k bits
+ * would show after 2^k leases: here after one).  The attack expires the
+ * lease and, from a full bucket, takes one that books the same offset
+ * and count, stamped after the spender's reading.  The CAS succeeds; the
+ * stamp read after it names a take later than the reading, so the spend
+ * must refuse (its n lost, retry at once): admitting would spend, at
+ * reading t0, a permit booked at t1 > t0, outside [s - V, s]. */
+struct aba_ctx {
+	sluice_gcra_t *g;
+	uint64_t now;
+	int rc;
+};
+
+static void attack_reuse(void *arg)
+{
+	struct aba_ctx *c = arg;
+	c->rc = sluice_gcra_acquire_at(c->g, 1, c->now, NULL);
+}
+
+Test(gcra_lease, a_spend_whose_word_came_back_from_a_later_lease_refuses)
+{
+	if (!stall_supported())
+		cr_skip_test("the stall needs x86-64 Linux");
+	pin_to_this_cpu();
+	const uint64_t T = 1000, b = 10000, V = 100 * US, t0 = 5 * SEC;
+	sluice_gcra_t g;
+	make(&g, T, b, 16, V);
+	struct sluice_gcra_cell *cell = &g.cells[sched_getcpu() & (int)g.cell_mask];
+	uint64_t e = expect_extra(&g, b - 1);
+	cr_assert_eq(sluice_gcra_acquire_at(&g, 1, t0, NULL), 1); /* the lease: e at t0 */
+	uint64_t word = atomic_load(&cell->held);
+	cr_assert_eq(word & SLUICE__GCRA_HELD_COUNT, e);
+	/* t1: past V, and the bucket full again (the TAT passed) */
+	uint64_t t1 = t0 + V + 1;
+	cr_assert_leq(tat(&g), t1, "the test wants a full bucket at t1");
+	struct aba_ctx c = { &g, t1, -100 };
+	stall_arm(&cell->held, sizeof(uint64_t), attack_reuse, &c);
+	sluice_decision_t d;
+	int rc = sluice_gcra_acquire_at(&g, 1, t0, &d);
+	cr_assert(stall_fired(), "the spend never wrote its cell");
+	cr_assert_eq(c.rc, 1, "the attack's take");
+	cr_assert_eq(atomic_load(&cell->stamp), t1);
+	uint64_t after = tat(&g);
+	cr_assert_eq(after, t1 + (1 + e) * T, "the attack's take booked the same offset");
+	cr_assert_eq(rc, 0, "a permit booked at t1 admitted at t0");
+	cr_assert_eq(d.allowed, 0);
+	cr_assert_eq(d.retry_after_ns, 0, "may retry at once");
+	cr_assert_eq(d.reset_ns, 0);
+	cr_assert_eq(atomic_load(&cell->held), word - 1, "the n it took are lost");
+	cr_assert_eq(tat(&g), after, "nothing else booked");
+	sluice_gcra_destroy(&g);
+}
+
+/* A spend at the last ns of its lease's window (t0 + V) stalls before
+ * its CAS; meanwhile a decision past the window expires the lease and
+ * deposits a new one stamped after the stalled reading.  The CAS fails,
+ * the spend reads the cell again and must not spend the new lease (its
+ * take came after the reading) nor replace it (a deposit would lower the
+ * cell's stamp): it books exactly n from the TAT. */
+struct race_ctx {
+	sluice_gcra_t *g;
+	struct sluice_gcra_cell *cell;
+	uint64_t now;
+	int rc;
+	uint64_t tat, stamp, held; /* as the attack left them */
+};
+
+static void attack_expire(void *arg)
+{
+	struct race_ctx *r = arg;
+	r->rc = sluice_gcra_acquire_at(r->g, 1, r->now, NULL);
+	r->tat = atomic_load(&r->g->tat);
+	r->stamp = atomic_load(&r->cell->stamp);
+	r->held = atomic_load(&r->cell->held);
+}
+
+Test(gcra_lease, a_spend_racing_the_expiry_takes_exactly_n)
+{
+	if (!stall_supported())
+		cr_skip_test("the stall needs x86-64 Linux");
+	pin_to_this_cpu();
+	const uint64_t T = 1000, b = 10000, V = 100 * US, t0 = 5 * SEC;
+	sluice_gcra_t g;
+	make(&g, T, b, 16, V);
+	struct sluice_gcra_cell *cell = &g.cells[sched_getcpu() & (int)g.cell_mask];
+	cr_assert_eq(sluice_gcra_acquire_at(&g, 1, t0, NULL), 1);
+	cr_assert_eq(sluice_gcra_acquire_at(&g, 1, t0 + 1, NULL), 1); /* a spend */
+	struct race_ctx r = { &g, cell, t0 + V + 1, -100, 0, 0, 0 };
+	stall_arm(&cell->held, sizeof(uint64_t), attack_expire, &r);
+	sluice_decision_t d;
+	int rc = sluice_gcra_acquire_at(&g, 1, t0 + V, &d);
+	cr_assert(stall_fired(), "the spend never wrote its cell");
+	cr_assert_eq(r.rc, 1, "the attack's take");
+	cr_assert_eq(r.stamp, t0 + V + 1, "the attack leased");
+	cr_assert_gt(r.held & SLUICE__GCRA_HELD_COUNT, 0);
+	cr_assert_eq(rc, 1, "booked from the TAT");
+	cr_assert_eq(d.now_ns, t0 + V);
+	cr_assert_eq(tat(&g), r.tat + T, "exactly n: no lease at a reading before the cell's");
+	cr_assert_eq(atomic_load(&cell->stamp), r.stamp, "the cell's stamp moved back");
+	cr_assert_eq(atomic_load(&cell->held), r.held, "the new lease was spent or replaced");
+	sluice_gcra_destroy(&g);
+}
+
+/* The ABA once more, now with the later lease stamped at or before the
+ * spender's reading: the spend is valid (that lease's window holds the
+ * reading) and admitted, but which take booked it is not known, so its
+ * decision names no booking (reset_ns = 0) and its refund is kept.  The
+ * attack drains the lease, gives one spend back (the TAT moves back to
+ * exactly the spender's reading) and takes again: the new lease has the
+ * same offset and count, stamped t1.  Named as the old lease, the spend
+ * would say reset_ns = T, a booking that is not its own. */
+struct reuse_ctx {
+	sluice_gcra_t *g;
+	uint64_t now;
+	int spent, refunded, took;
+};
+
+static void attack_drain_refund_take(void *arg)
+{
+	struct reuse_ctx *c = arg;
+	sluice_decision_t first, d;
+	for (int i = 0; i < 16; i++)
+		c->spent += sluice_gcra_acquire_at(c->g, 1, c->now, i ? &d : &first) == 1;
+	c->refunded = sluice_gcra_refund(c->g, 1, &first);
+	c->took = sluice_gcra_acquire_at(c->g, 1, c->now, NULL);
+}
+
+Test(gcra_lease, a_spend_from_an_unnamed_lease_names_no_booking)
+{
+	if (!stall_supported())
+		cr_skip_test("the stall needs x86-64 Linux");
+	pin_to_this_cpu();
+	const uint64_t T = 1000, b = 10000, V = 100 * US, t0 = 5 * SEC;
+	sluice_gcra_t g;
+	make(&g, T, b, 16, V);
+	struct sluice_gcra_cell *cell = &g.cells[sched_getcpu() & (int)g.cell_mask];
+	cr_assert_eq(expect_extra(&g, b - 1), 16, "the test wants leases of B = 16");
+	cr_assert_eq(sluice_gcra_acquire_at(&g, 1, t0, NULL), 1); /* 1 + 16 booked */
+	uint64_t word = atomic_load(&cell->held);
+	uint64_t t1 = t0 + 16 * T; /* the TAT after one refund */
+	struct reuse_ctx c = { &g, t1, 0, -100, -100 };
+	stall_arm(&cell->held, sizeof(uint64_t), attack_drain_refund_take, &c);
+	sluice_decision_t d;
+	int rc = sluice_gcra_acquire_at(&g, 1, t1, &d);
+	cr_assert(stall_fired(), "the spend never wrote its cell");
+	cr_assert_eq(c.spent, 16, "the attack drained the lease");
+	cr_assert_eq(c.refunded, 0, "the attack's refund moved the TAT back");
+	cr_assert_eq(c.took, 1);
+	cr_assert_eq(atomic_load(&cell->stamp), t1, "the attack's take leased");
+	cr_assert_eq(tat(&g), t1 + 17 * T);
+	cr_assert_eq(atomic_load(&cell->held), word - 1, "the spend landed on the same word");
+	cr_assert_eq(rc, 1, "a lease stamped t1 <= the reading: a valid spend");
+	cr_assert_eq(d.reset_ns, 0, "named a booking that is not its own");
+	cr_assert_eq(sluice_gcra_refund(&g, 1, &d), SLUICE_ECANCEL);
+	cr_assert_eq(tat(&g), t1 + 17 * T, "kept");
+	sluice_gcra_destroy(&g);
 }

@@ -45,25 +45,33 @@
  *
  *     b + (t + V) / T          (with leases)
  *
- * at any number of threads and any timing (a spender stalled for any time
- * checks and spends with one double-width CAS of the lease's (t0, count),
- * so it can only spend a lease whose window holds its reading).
+ * at any number of threads and any timing: a spend is one single-width
+ * CAS of the lease's count on this CPU's line, checked against the take's
+ * reading t0 before and after (a cell's t0 never decreases), so even a
+ * spender stalled for any time, whose CAS lands on a later lease with the
+ * same word (ABA), admits only from a lease whose window holds its reading.
  * Near the limit leases shrink: with r permits of room each take leases at
  * most r / 2C (C cells), so when r < 2C every take books exactly n: the
- * same CAS, the same decision as without leases.  A refusal reads the TAT
- * and this CPU's cell and writes nothing.  UNDER-ADMISSION: what a lease
- * still holds when it ends is lost (booked, never admitted).  A lease ends
- * when it expires (V after its take) or when its cell is taken again (a
- * decision on that CPU found it short of its n, or its reading outside
- * the lease's window), and a take whose deposit loses a race to another
- * thread on the same cell gives its extra back to the TAT while nothing
- * was booked after it, else loses it.  So each take loses at most the
- * extra it leased: at most B, and at most room / 2C; a take that leased
- * nothing (the last 2C permits of the bucket) loses nothing; the permits
- * lost over any run are at most B times the takes that leased, and at any
- * time the live leases hold at most C * B.  One thread on one CPU asking
- * n = 1 until the bucket is empty, within V, loses nothing: it spends
- * each lease before taking the next.
+ * same CAS, the same decision as without leases.  A refusal by the limit
+ * reads the TAT and this CPU's cell and writes nothing.  UNDER-ADMISSION:
+ * what a lease still holds when it ends is lost (booked, never admitted).
+ * A lease ends when it expires (V after its take) or when its cell is
+ * taken again (a decision on that CPU found it short of its n, or its
+ * reading past the lease's window; a reading before its take spends none
+ * of it and leases nothing: it books exactly n), and a take whose deposit
+ * loses a race to another thread on the same cell gives its extra back to
+ * the TAT while nothing was booked after it, else loses it.  So each take
+ * loses at most the extra it leased: at most B, and at most room / 2C; a
+ * take that leased nothing (the last 2C permits of the bucket) loses
+ * nothing.  One more loss, only with two threads on one CPU's cell
+ * (preemption, migration): a spend whose CAS is followed, before it
+ * checks, by a deposit stamped after its reading cannot prove which lease
+ * it spent, and refuses (retry_after_ns = 0, reset_ns = 0) with its n
+ * lost; that n came out of some take's extra, so the permits lost over any
+ * run are still at most B times the takes that leased, and at any time the
+ * live leases hold at most C * B.  One thread on one CPU asking n = 1
+ * until the bucket is empty, within V, loses nothing: it spends each lease
+ * before taking the next.
  * Leases change only acquire: reserve (and the leaky shaper) books with
  * the single CAS as before.  Leased decisions fill d as a snapshot from
  * this CPU's line: remaining and reset_ns are as the lease's take left
@@ -74,10 +82,12 @@
  * Refunds with leases: a take's refund, and a spend's while nothing was
  * booked after its lease's take (its permits were part of that booking:
  * d->now_ns + d->reset_ns names it), give back exactly, moving the TAT
- * back as without leases.  A spend made after its take's TAT had passed
- * reports reset_ns = 0 (no booking is named; every other admission has
- * reset_ns >= 1), and its refund is SLUICE_ECANCEL: kept, fewer future
- * admissions, never more.  Limits with leases: B in 1..SLUICE_GCRA_LEASE_MAX,
+ * back as without leases.  A spend made after its take's TAT had passed,
+ * or one whose CAS landed on a later lease of its cell than the one it
+ * read (the same word again, stamped at or before its reading: a valid
+ * spend whose take is not known), reports reset_ns = 0 (no booking is
+ * named; every other admission has reset_ns >= 1), and its refund is
+ * SLUICE_ECANCEL: kept, fewer future admissions, never more.  Limits with leases: B in 1..SLUICE_GCRA_LEASE_MAX,
  * V in 0..SLUICE_GCRA_LEASE_NS_MAX (1 s; 0: the default) (SLUICE_ELEASE),
  * b * T <= SLUICE_GCRA_LEASE_SPAN_MAX (2^47 - 1 ns, 39 h: a cell keeps its
  * take's TAT as 47 bits; SLUICE_EBURST at init and set_burst, SLUICE_ERATE
@@ -186,10 +196,13 @@
  * the next lands up to a step late each time; the leaky shaper (b = 1) is
  * therefore held to the same rule (leaky.h).
  *
- * COST with leases: a spend is one double-width CAS on this CPU's own
- * line, plus the era and b (read-mostly; five parameter loads when it
- * fills d); one in about B decisions (fewer near the limit) also makes the
- * TAT's CAS and a deposit.  Without leases: one extra load and compare.
+ * COST with leases: a spend is one single-width CAS on this CPU's own
+ * line and three loads of it, plus the era and b (read-mostly; three more
+ * parameter loads when it fills d); one in about B decisions (fewer near
+ * the limit) also makes the TAT's CAS and a deposit (a double-width CAS
+ * on this CPU's line).  Without leases the option costs nothing: the
+ * compare of n against b that the admission makes anyway fails for a
+ * leased limiter (its `gate` is 0).
  *
  * COST: acquire is one load of the TAT, one of the era and three of the
  * parameters (five when it fills a decision; read-mostly lines that only a
@@ -215,6 +228,7 @@
 #include "clock.h"
 #include "common.h"
 #include "decision.h"
+#include "stripe.h"
 
 /* Longest tolerance b * T, ns. */
 #define SLUICE_GCRA_SPAN_MAX ((1ULL << 62) - 1)
@@ -256,9 +270,10 @@ typedef struct sluice_gcra_config {
 /*
  * A per-CPU lease cell: picked (sluice__stripe_pick) and allocated
  * (sluice__stripe_alloc) as stripe.h's cells are, one line per CPU, but not
- * a line of counters: @stamp and @held are one 16-byte pair, spent and
- * deposited by a double-width CAS of both, so a spend can never take a
- * permit of another lease than the one whose take time it checked
+ * a line of counters: @stamp and @held are one 16-byte pair that a deposit
+ * writes whole (a double-width CAS), while a spend CASes @held alone and
+ * reads @stamp before and after: a cell's stamps never decrease, so that
+ * proves the lease it spent was taken within V before its reading
  * (lib/gcra.c, "Leases").
  */
 struct sluice_gcra_cell {
@@ -267,16 +282,18 @@ struct sluice_gcra_cell {
 	char pad[SLUICE_CACHELINE - 2 * sizeof(uint64_t)];
 };
 
-/* private: one parameter set.  Two slots; the era's parity picks one. */
+/* private: one parameter set.  Two slots; the era's parity picks one.
+ * Eight words, 64 bytes: the slot index is a shift. */
 struct sluice__gcra_params {
 	_Atomic uint64_t era;      /* the era described; 0 while written   */
 	_Atomic uint64_t interval; /* T, ns: ceil(period / rate)           */
 	_Atomic uint64_t tau;      /* b * T                                */
 	_Atomic uint64_t burst;    /* b                                    */
+	_Atomic uint64_t gate;     /* b without leases, 0 with: the inline
+	                            * admission's one compare for n and
+	                            * leases                               */
 	_Atomic uint64_t recip;    /* ceil(2^(62 + shift) / T)             */
 	_Atomic uint64_t shift;    /* ceil(log2 T)                         */
-	_Atomic uint64_t rate;     /* as configured                        */
-	_Atomic uint64_t period;   /* as configured                        */
 	_Atomic uint64_t start;    /* the TAT the era opens with (helpers) */
 };
 
@@ -335,9 +352,13 @@ SLUICE_API int sluice__gcra_init_booking(sluice_gcra_t *g, const sluice_gcra_con
 #define SLUICE__GCRA_SLOW 2
 SLUICE_API int sluice__gcra_take_slow(sluice_gcra_t *g, uint64_t n, uint64_t now,
                                       uint64_t max_delay, sluice_decision_t *d);
-/* private: acquire with leases on (lib/gcra.c, "Leases") */
-SLUICE_API int sluice__gcra_acquire_leased(sluice_gcra_t *g, uint64_t n, uint64_t now,
-                                           sluice_decision_t *d);
+/* private: acquire with leases on, after this CPU's lease could not pay
+ * (lib/gcra.c, "Leases"): a take, or a decision as without leases. */
+SLUICE_API int sluice__gcra_lease_take(sluice_gcra_t *g, uint64_t n, uint64_t now,
+                                       sluice_decision_t *d);
+/* private: tries at a cell's `held` before a spend gives way to a take:
+ * each failure means another decision on this cell made progress. */
+#define SLUICE__GCRA_SPEND_TRIES 4
 
 /* private: floor(x / T) for x < 2^62, with the precomputed reciprocal
  * (Granlund-Montgomery: the error x*e/2^(62+shift) < 1/T, see gcra.c). */
@@ -491,6 +512,89 @@ static inline int sluice__gcra_try(sluice_gcra_t *g, uint64_t n, uint64_t now,
 }
 
 /*
+ * private: spend @n permits at @now from @cell, this CPU's lease (leases
+ * on; @p the parameter set in force, @b its burst, n already checked
+ * against it).  Single-width: one CAS on @held, the line this CPU owns.
+ * Return: 1 admitted (@d filled), 0 the lease cannot pay (short, expired,
+ * or taken at a reading after @now: the caller takes), -1 the CAS took n
+ * from a lease this spend cannot prove was taken at or before @now
+ * (another thread of this CPU deposited a newer one between the CAS and
+ * the check): refused, with those n lost (LEASES, UNDER-ADMISSION).
+ *
+ * Why that suffices (lib/gcra.c, "Leases", has the whole argument): a
+ * cell's stamps never decrease (a take deposits only when its reading is
+ * at or after the stamp it replaces).  The stamp s0 read first belongs to
+ * a deposit D0; the CAS hits the held word of D0 or a later deposit D, so
+ * t0(D) >= s0 >= @now - V; the stamp s1 read after the CAS is D's or a
+ * later one, so t0(D) <= s1, and s1 <= @now proves t0(D) <= @now.  No tag
+ * is needed: a held word that comes back equal (ABA, after any number of
+ * leases) is spent only when those two checks hold for whichever lease
+ * it is.  The lease's TAT (d->now_ns + d->reset_ns, the booking a refund
+ * names) is s0 + offset when s1 = s0 (then t0(D) = s0 and the offset is
+ * D's); otherwise no booking is named (reset_ns = 0).
+ */
+__attribute__((always_inline)) static inline int
+sluice__gcra_lease_spend(sluice_gcra_t *g, struct sluice_gcra_cell *cell, uint64_t b,
+                         uint64_t tau, uint64_t recip, uint64_t shift, uint64_t n, uint64_t now,
+                         sluice_decision_t *d)
+{
+	for (int i = 0; i < SLUICE__GCRA_SPEND_TRIES; i++) {
+		/* Acquire: pairs with the deposit's double-width CAS (a full
+		 * barrier), so the held word loaded next is that deposit's or
+		 * a later one. */
+		uint64_t s0 = atomic_load_explicit(&cell->stamp, memory_order_acquire);
+		uint64_t h = atomic_load_explicit(&cell->held, memory_order_relaxed);
+		/* unsigned: a reading before the take (now < s0) wraps, fails */
+		if ((h & SLUICE__GCRA_HELD_COUNT) < n || now - s0 > g->lease_ns)
+			return 0;
+		/* Acquire on success: the CAS reads the held word a deposit
+		 * wrote (or a spend since), so the stamp load after it sees
+		 * that deposit's stamp or a later one (x86-64: the deposit's
+		 * CMPXCHG16B wrote both at once, pair_internal.h). */
+		if (atomic_compare_exchange_weak_explicit(&cell->held, &h, h - n, memory_order_acquire,
+		                                          memory_order_relaxed)) {
+			uint64_t s1 = atomic_load_explicit(&cell->stamp, memory_order_relaxed);
+			if (SLUICE_UNLIKELY(s1 > now))
+				return -1;
+			if (d) {
+				sluice__gcra_fill(d, 1, b, tau, recip, shift, now,
+				                  s0 + (h >> SLUICE__GCRA_HELD_BITS), 0);
+				if (SLUICE_UNLIKELY(s1 != s0))
+					d->reset_ns = 0; /* no booking named (see above) */
+			}
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* private: the leased acquire: this CPU's lease, else a take (gcra.c).
+ * @p: the parameter set the caller read (after the era, with acquire), and
+ * @tau, @recip, @shift from it (recip and shift only when @d is set). */
+__attribute__((always_inline)) static inline int
+sluice__gcra_acquire_leased(sluice_gcra_t *g, const struct sluice__gcra_params *p, uint64_t tau,
+                            uint64_t recip, uint64_t shift, uint64_t n, uint64_t now,
+                            sluice_decision_t *d)
+{
+	/* n = 0 and n above b go the general way (EINVAL, ETOOBIG).  n > b
+	 * needs b of the era in force (@p): a lease may outlive a set_burst.
+	 * Acquire, as every parameter load (sluice__gcra_try()'s note). */
+	uint64_t b = atomic_load_explicit(&p->burst, memory_order_acquire);
+	if (SLUICE_LIKELY(n - 1 < b)) {
+		int r = sluice__gcra_lease_spend(g, &g->cells[sluice__stripe_pick(g->cell_mask)], b,
+		                                 tau, recip, shift, n, now, d);
+		if (SLUICE_LIKELY(r > 0))
+			return 1;
+		if (SLUICE_UNLIKELY(r < 0)) {
+			if (d) /* n lost; nothing known to remain; retry at once */
+				sluice__gcra_fill(d, 0, b, 0, 1, 0, now, now, 0);
+			return 0;
+		}
+	}
+	return sluice__gcra_lease_take(g, n, now, d);
+}
+
+/*
  * sluice_gcra_acquire_at - take @n permits at time @now, all or nothing.
  * @g: the limiter.  @n: 1..b.  @now: ns on the limiter's clock base.
  * @d: NULL, or filled: allowed; limit = b; remaining = permits that would
@@ -509,23 +613,24 @@ static inline int sluice__gcra_try(sluice_gcra_t *g, uint64_t n, uint64_t now,
 __attribute__((always_inline)) static inline int
 sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_decision_t *d)
 {
-	/* The admission, inline: an unsealed TAT, n in 1..b, the booking
-	 * conforms now and fits before the end of time (the step, with a
-	 * wait of 0), one CAS.  Anything else (a refusal, a seal, a lost
-	 * CAS) is decided by the general attempt below, which reloads.
-	 * Ordering as in sluice__gcra_try().  always_inline: with the step
-	 * called twice GCC's size estimate stops inlining this function and
-	 * calls a copy (perf/instructions.sh gcra: 58 -> 89 instructions per
-	 * decision); forced, it is 59. */
-	if (SLUICE_UNLIKELY(g->cells != NULL))
-		return sluice__gcra_acquire_leased(g, n, now, d);
+	/* The admission, inline: n in 1..b (the gate: b, or 0 with leases,
+	 * so one compare turns away n = 0, n > b and a leased limiter), the
+	 * booking conforms now and fits before the end of time (the step,
+	 * with a wait of 0), one CAS.  A sealed TAT needs no test of its
+	 * own: it is above SLUICE_GCRA_TIME_MAX, so the step finds that no
+	 * booking fits after it (whatever parameters were read with it) and
+	 * returns SLUICE_NEVER.  Anything else (a refusal, a seal, a lost
+	 * CAS, leases) is decided below.  Ordering as in sluice__gcra_try().
+	 * always_inline: with the step called twice GCC's size estimate
+	 * stops inlining this function and calls a copy (perf/instructions.sh
+	 * gcra: 58 -> 89 instructions per decision). */
 	uint64_t a = atomic_load_explicit(&g->tat, memory_order_acquire);
 	/* Acquire: pairs with the era flip (sluice__gcra_try()'s note). */
 	const struct sluice__gcra_params *p =
 		&g->params[atomic_load_explicit(&g->era, memory_order_acquire) & 1];
 	uint64_t T = atomic_load_explicit(&p->interval, memory_order_acquire);
 	uint64_t tau = atomic_load_explicit(&p->tau, memory_order_acquire);
-	uint64_t burst = atomic_load_explicit(&p->burst, memory_order_acquire);
+	uint64_t gate = atomic_load_explicit(&p->gate, memory_order_acquire);
 	uint64_t recip = 0, shift = 0; /* before the CAS: one parameter set */
 	if (d) {
 		recip = atomic_load_explicit(&p->recip, memory_order_acquire);
@@ -533,7 +638,7 @@ sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_decisi
 	}
 	uint64_t need = n * T; /* used only once n <= b is known: no overflow */
 	uint64_t tat;
-	if (SLUICE_LIKELY(a <= SLUICE_GCRA_TIME_MAX && n - 1 < burst &&
+	if (SLUICE_LIKELY(n - 1 < gate &&
 	                  sluice__gcra_step(a, need, now, tau, SLUICE_GCRA_TIME_MAX, &tat) == 0) &&
 	    atomic_compare_exchange_strong_explicit(&g->tat, &a, tat, memory_order_acquire,
 	                                            memory_order_acquire)) {
@@ -541,7 +646,7 @@ sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_decisi
 			uint64_t lag = tat - now; /* <= tau */
 			uint64_t credit = tau - lag, top = SLUICE_GCRA_TIME_MAX - tat;
 			d->allowed = 1;
-			d->limit = burst;
+			d->limit = gate; /* b: no leases here */
 			d->remaining = sluice__gcra_div(credit < top ? credit : top, recip, shift);
 			d->retry_after_ns = 0;
 			d->delay_ns = 0;
@@ -550,6 +655,8 @@ sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_decisi
 		}
 		return 1;
 	}
+	if (SLUICE_UNLIKELY(g->cells != NULL))
+		return sluice__gcra_acquire_leased(g, p, tau, recip, shift, n, now, d);
 	int rc = sluice__gcra_try(g, n, now, 0, d);
 	if (SLUICE_UNLIKELY(rc == SLUICE__GCRA_SLOW))
 		rc = sluice__gcra_take_slow(g, n, now, 0, d);
