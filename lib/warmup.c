@@ -355,9 +355,13 @@ snapshot_taking(sluice_warmup_t *w, struct snap *s, uint64_t n)
 static inline __attribute__((always_inline)) int
 decide(sluice_warmup_t *w, uint64_t n, uint64_t now, uint64_t maxd, sluice_decision_t *d)
 {
-	/* the last representable ticket, and R/2: read-only after init
-	 * (precomputed there: they are shifts by the grid otherwise) */
-	const uint64_t end = w->end_ns, half_range = w->half_range_ns;
+	/* w->end_ns, the last representable ticket, and w->half_range_ns,
+	 * R/2, are read-only after init (precomputed there: shifts by the
+	 * grid otherwise), and read where used: kept in registers across
+	 * the loop they only pushed others onto the stack.  A reading past
+	 * the last ticket is read as it (every anchor is at or before it). */
+	if (now > w->end_ns)
+		now = w->end_ns;
 	for (;;) {
 		struct snap s;
 		if (!snapshot_taking(w, &s, n)) {
@@ -365,9 +369,7 @@ decide(sluice_warmup_t *w, uint64_t n, uint64_t now, uint64_t maxd, sluice_decis
 			return SLUICE_ETOOBIG;
 		}
 		uint64_t t = now > s.a.anchor ? now : s.a.anchor; /* never before the anchor */
-		if (t > end)
-			t = end;
-		if (SLUICE_UNLIKELY(t - s.a.anchor >= half_range)) {
+		if (SLUICE_UNLIKELY(t - s.a.anchor >= w->half_range_ns)) {
 			/* a copy: the snapshot's address never leaves this
 			 * function, so its fields stay in registers */
 			struct snap c = s;
@@ -390,7 +392,7 @@ decide(sluice_warmup_t *w, uint64_t n, uint64_t now, uint64_t maxd, sluice_decis
 		uint64_t sq = s.next < t ? accrue(w, &p, s.sq, t - s.next) : s.sq;
 		uint64_t taken, cost = cost_of(&p, sq, n, &taken);
 		sq -= taken;
-		if (SLUICE_UNLIKELY(cost > end - start)) {
+		if (SLUICE_UNLIKELY(cost > w->end_ns - start)) {
 			/* The ticket would pass the end of the time base. */
 			if (!same_set(&s))
 				continue;
