@@ -97,6 +97,14 @@ struct params {
 	double interval, thresh, curve_k;
 };
 
+/* The slot's fields (struct sluice__warmup_params) beside the set's (struct
+ * params), once: load_params() and store_params() both walk this list, so
+ * a field added to the set cannot be written and not read, or the
+ * reverse. */
+#define PARAM_FIELDS(X)                                                 \
+	X(rate, rate) X(period_ns, period) X(limit, limit) X(frac_bits, frac_bits) \
+	X(max_q, max_q) X(interval, interval) X(thresh, thresh) X(curve_k, curve_k)
+
 /* A consistent view of the state, against the anchor it was read with,
  * and the parameter set it is written under. */
 struct snap {
@@ -148,14 +156,10 @@ static inline __attribute__((always_inline)) int load_params(
 	uint64_t q = atomic_load_explicit(&m->seq, memory_order_acquire);
 	if (q & 1)
 		return 0;
-	p->rate = atomic_load_explicit(&m->rate, memory_order_acquire);
-	p->period = atomic_load_explicit(&m->period_ns, memory_order_acquire);
-	p->limit = atomic_load_explicit(&m->limit, memory_order_acquire);
-	p->frac_bits = atomic_load_explicit(&m->frac_bits, memory_order_acquire);
-	p->max_q = atomic_load_explicit(&m->max_q, memory_order_acquire);
-	p->interval = atomic_load_explicit(&m->interval, memory_order_acquire);
-	p->thresh = atomic_load_explicit(&m->thresh, memory_order_acquire);
-	p->curve_k = atomic_load_explicit(&m->curve_k, memory_order_acquire);
+#define LOAD(slot_field, field) \
+	p->field = atomic_load_explicit(&m->slot_field, memory_order_acquire);
+	PARAM_FIELDS(LOAD)
+#undef LOAD
 	return atomic_load_explicit(&m->seq, memory_order_relaxed) == q;
 }
 
@@ -166,14 +170,10 @@ static void store_params(struct sluice__warmup_params *sl, const struct params *
 {
 	uint64_t q = atomic_load_explicit(&sl->seq, memory_order_relaxed);
 	atomic_store_explicit(&sl->seq, q + 1, memory_order_relaxed);
-	atomic_store_explicit(&sl->rate, p->rate, memory_order_release);
-	atomic_store_explicit(&sl->period_ns, p->period, memory_order_release);
-	atomic_store_explicit(&sl->limit, p->limit, memory_order_release);
-	atomic_store_explicit(&sl->frac_bits, p->frac_bits, memory_order_release);
-	atomic_store_explicit(&sl->max_q, p->max_q, memory_order_release);
-	atomic_store_explicit(&sl->interval, p->interval, memory_order_release);
-	atomic_store_explicit(&sl->thresh, p->thresh, memory_order_release);
-	atomic_store_explicit(&sl->curve_k, p->curve_k, memory_order_release);
+#define STORE(slot_field, field) \
+	atomic_store_explicit(&sl->slot_field, p->field, memory_order_release);
+	PARAM_FIELDS(STORE)
+#undef STORE
 	atomic_store_explicit(&sl->seq, q + 2, memory_order_release);
 }
 
