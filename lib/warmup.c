@@ -248,7 +248,14 @@ static uint64_t accrue(const sluice_warmup_t *w, const struct params *p, uint64_
 		return p->max_q; /* P / I = M: fully cold from anywhere */
 	/* dt < 2^46, rate <= 2^46, 2^F <= 2^25: fits in 128 bits. */
 	sluice__u128 num = ((sluice__u128)dt * p->rate) << p->frac_bits;
-	uint64_t add = (uint64_t)((num + p->period - 1) / p->period);
+	/* rounded up: with period 1 the product itself; while the numerator
+	 * fits in 64 bits one 64-bit division; the 128-bit one (a library
+	 * call) only beyond (as cost_of()'s n I) */
+	uint64_t add;
+	if (SLUICE_LIKELY(num <= UINT64_MAX - (p->period - 1)))
+		add = p->period == 1 ? (uint64_t)num : ((uint64_t)num + p->period - 1) / p->period;
+	else
+		add = (uint64_t)((num + p->period - 1) / p->period);
 	return sq + add >= p->max_q ? p->max_q : sq + add;
 }
 
