@@ -49,11 +49,15 @@
  * rounded once:
  * relative error below 2^-47 in all.  A margin of 2^-43 relative, then
  * rounding up, makes every kept count an upper bound of the exact one.
- * log2 (an atanh series) only seeds the search for retry_after_ns, which
- * then checks candidate grid points with the same decay function the
- * decisions use, so the answer is exact for them; the seed is close enough
- * that two checks usually settle it (retry_after()).  No libm: the library links
- * without it.
+ * 1/h is kept as a double, so a decision divides nothing.  log2 (a
+ * 64-entry table and six series terms, log2_int()) gives retry_after_ns
+ * in closed form from the STORED count: the crossing of cq 2^(-y/h) with
+ * the target is h (log2 cq - log2 target) from the count's time, and its
+ * error bounds decide the first grid point that passes without
+ * evaluating the decay; only a crossing within about 4e-13 h of a grid
+ * point falls back to a search that checks candidate grid points with the
+ * same decay function the decisions use, so the answer is exact for them
+ * (retry_after()).  No libm: the library links without it.
  *
  * Stalls of any length (every write from a snapshot is one double-width
  * CAS of (anchor, word), so none counts, forgets or gives back against the
@@ -126,8 +130,8 @@ static const double EXP2_NEG_64THS[64] = {
  * 2^-f for 0 <= f < 1, relative error below 2^-50: f = j/64 + r with
  * r < 1/64, so 2^-f = 2^(-j/64) (the table) times e^(-r ln2), whose
  * argument is below 0.0109 and needs only seven Taylor terms (the first
- * omitted one is below 2^-60; measured: 2^-51.8 at most over 2 x 10^7
- * values of f, against long double exp2l).  Multiplications only: the
+ * omitted one is below 2^-60; measured: 2^-51.3 at most over 2 x 10^7
+ * values of f, against long double exp2l, in the Estrin order below).  Multiplications only: the
  * 18-term series this replaces divided at every term, on every decision.
  */
 static double exp2_neg_frac(double f)
@@ -135,8 +139,13 @@ static double exp2_neg_frac(double f)
 	double s64 = f * 64.0; /* exact: a power of two; below 64 as f < 1 */
 	int j = (int)s64;
 	double y = (s64 - (double)j) * (LN2 / 64.0); /* s64 - j exact */
-	double p = 1.0 - y * (1.0 - y * (1.0 / 2 - y * (1.0 / 6 - y * (1.0 / 24 - y * (1.0 / 120 -
-	           y * (1.0 / 720 - y * (1.0 / 5040)))))));
+	/* e^-y = sum (-y)^i / i!, i = 0..7, in Estrin's order (pairs, then
+	 * y^2 and y^4) rather than Horner's: the same terms, a dependency
+	 * chain of about 4 multiply-adds instead of 7, which the refusal and
+	 * the admission both wait on. */
+	double y2 = y * y, y4 = y2 * y2;
+	double p = (1.0 - y) + y2 * (1.0 / 2 - y * (1.0 / 6)) +
+	           y4 * ((1.0 / 24 - y * (1.0 / 120)) + y2 * (1.0 / 720 - y * (1.0 / 5040)));
 	return EXP2_NEG_64THS[j] * p;
 }
 
@@ -148,11 +157,12 @@ static double exp2_neg_frac(double f)
 static double decayed(const sluice_decay_t *x, uint64_t q, uint64_t dt, int *exact)
 {
 	const uint64_t h = x->half_life_ns;
-	/* k = dt / h by a double division and a fix-up: every caller has
-	 * dt < flush_ns = 34 h, so the rounded quotient is below 34 and off
-	 * by at most one near an integer; a 64-bit integer division costs
-	 * several times more on the CPUs this runs on. */
-	uint64_t k = (uint64_t)((double)dt / (double)h), kh = k * h;
+	/* k = dt / h from the reciprocal 1/h (init) and a fix-up: every
+	 * caller has dt < flush_ns = 34 h, so the rounded quotient is below
+	 * 34 and off by at most one near an integer; a division, integer or
+	 * double, costs several times a multiplication on the CPUs this runs
+	 * on, and sits on the decision's critical path. */
+	uint64_t k = (uint64_t)((double)dt * x->inv_half_life), kh = k * h;
 	if (kh > dt) {
 		k--;
 		kh -= h;
@@ -167,34 +177,121 @@ static double decayed(const sluice_decay_t *x, uint64_t q, uint64_t dt, int *exa
 	memcpy(&scale, &bits, sizeof(scale));
 	double v = (double)q * scale;
 	*exact = rem == 0;
+	/* f = rem / h as rem * (1/h): rem is exact, so f is off by two
+	 * roundings (2^-52 relative, f < 1), a few 2^-53 in 2^-f: inside the
+	 * 2^-47 the margin below assumes. */
 	if (rem)
-		v *= exp2_neg_frac((double)rem / (double)h);
+		v *= exp2_neg_frac((double)rem * x->inv_half_life);
 	return v;
 }
 
-/* log2(v) for v >= 1, absolute error below 4e-15 (3.7e-15 at most over
- * 10^7 values up to 2^34 against long double log2l; the rounding of
- * e + 2s/ln2 dominates for large e): retry_after() allows 1e-14 per call,
- * and reset_ns has a wide margin.  v = 2^e m with m
- * in [sqrt(1/2), sqrt(2)), and ln m = 2 atanh z, z = (m-1)/(m+1), |z| <
- * 0.172: eleven odd terms leave less than 1e-17 out. */
-static double log2_ge1(double v)
+/* log2(m_j) and 1 / m_j for m_j = 1 + j/64, j = 0..64, each the double
+ * nearest the exact value (computed with 50 decimal digits); side by side,
+ * so a lookup touches one line. */
+static const struct {
+	double log2, inv;
+} M_64THS[65] = {
+	{ 0x0.0p+0, 0x1.0000000000000p+0 },
+	{ 0x1.6e79685c2d22ap-6, 0x1.f81f81f81f820p-1 },
+	{ 0x1.6bad3758efd87p-5, 0x1.f07c1f07c1f08p-1 },
+	{ 0x1.0eb389fa29f9bp-4, 0x1.e9131abf0b767p-1 },
+	{ 0x1.663f6fac91316p-4, 0x1.e1e1e1e1e1e1ep-1 },
+	{ 0x1.bc84240adabbap-4, 0x1.dae6076b981dbp-1 },
+	{ 0x1.08c588cda79e4p-3, 0x1.d41d41d41d41dp-1 },
+	{ 0x1.32ae9e278ae1ap-3, 0x1.cd85689039b0bp-1 },
+	{ 0x1.5c01a39fbd688p-3, 0x1.c71c71c71c71cp-1 },
+	{ 0x1.84c2bd02f03b3p-3, 0x1.c0e070381c0e0p-1 },
+	{ 0x1.acf5e2db4ec94p-3, 0x1.bacf914c1bad0p-1 },
+	{ 0x1.d49ee4c325970p-3, 0x1.b4e81b4e81b4fp-1 },
+	{ 0x1.fbc16b902680ap-3, 0x1.af286bca1af28p-1 },
+	{ 0x1.11307dad30b76p-2, 0x1.a98ef606a63bep-1 },
+	{ 0x1.24407ab0e073ap-2, 0x1.a41a41a41a41ap-1 },
+	{ 0x1.37124cea4cdedp-2, 0x1.9ec8e951033d9p-1 },
+	{ 0x1.49a784bcd1b8bp-2, 0x1.999999999999ap-1 },
+	{ 0x1.5c01a39fbd688p-2, 0x1.948b0fcd6e9e0p-1 },
+	{ 0x1.6e221cd9d0cdep-2, 0x1.8f9c18f9c18fap-1 },
+	{ 0x1.800a563161c54p-2, 0x1.8acb90f6bf3aap-1 },
+	{ 0x1.91bba891f1709p-2, 0x1.8618618618618p-1 },
+	{ 0x1.a33760a7f6051p-2, 0x1.8181818181818p-1 },
+	{ 0x1.b47ebf73882a1p-2, 0x1.7d05f417d05f4p-1 },
+	{ 0x1.c592fad295b56p-2, 0x1.78a4c8178a4c8p-1 },
+	{ 0x1.d6753e032ea0fp-2, 0x1.745d1745d1746p-1 },
+	{ 0x1.e726aa1e754d2p-2, 0x1.702e05c0b8170p-1 },
+	{ 0x1.f7a8568cb06cfp-2, 0x1.6c16c16c16c17p-1 },
+	{ 0x1.03fda8b97997fp-1, 0x1.6816816816817p-1 },
+	{ 0x1.0c10500d63aa6p-1, 0x1.642c8590b2164p-1 },
+	{ 0x1.140c9faa1e544p-1, 0x1.6058160581606p-1 },
+	{ 0x1.1bf311e95d00ep-1, 0x1.5c9882b931057p-1 },
+	{ 0x1.23c41d42727c8p-1, 0x1.58ed2308158edp-1 },
+	{ 0x1.2b803473f7ad1p-1, 0x1.5555555555555p-1 },
+	{ 0x1.3327c6ab49ca7p-1, 0x1.51d07eae2f815p-1 },
+	{ 0x1.3abb3faa02167p-1, 0x1.4e5e0a72f0539p-1 },
+	{ 0x1.423b07e986aa9p-1, 0x1.4afd6a052bf5bp-1 },
+	{ 0x1.49a784bcd1b8bp-1, 0x1.47ae147ae147bp-1 },
+	{ 0x1.510118708a8f9p-1, 0x1.446f86562d9fbp-1 },
+	{ 0x1.5848226989d34p-1, 0x1.4141414141414p-1 },
+	{ 0x1.5f7cff41e09afp-1, 0x1.3e22cbce4a902p-1 },
+	{ 0x1.66a008e4788ccp-1, 0x1.3b13b13b13b14p-1 },
+	{ 0x1.6db196a76194ap-1, 0x1.3813813813814p-1 },
+	{ 0x1.74b1fd64e0754p-1, 0x1.3521cfb2b78c1p-1 },
+	{ 0x1.7ba18f93502e4p-1, 0x1.323e34a2b10bfp-1 },
+	{ 0x1.82809d5be7073p-1, 0x1.2f684bda12f68p-1 },
+	{ 0x1.894f74b06ef8bp-1, 0x1.2c9fb4d812ca0p-1 },
+	{ 0x1.900e6160002cdp-1, 0x1.29e4129e4129ep-1 },
+	{ 0x1.96bdad2acb5f6p-1, 0x1.27350b8812735p-1 },
+	{ 0x1.9d5d9fd5010b3p-1, 0x1.2492492492492p-1 },
+	{ 0x1.a3ee7f38e181fp-1, 0x1.21fb78121fb78p-1 },
+	{ 0x1.aa708f58014d3p-1, 0x1.1f7047dc11f70p-1 },
+	{ 0x1.b0e4126bcc86cp-1, 0x1.1cf06ada2811dp-1 },
+	{ 0x1.b74948f5532dap-1, 0x1.1a7b9611a7b96p-1 },
+	{ 0x1.bda071cc67e6ep-1, 0x1.1811811811812p-1 },
+	{ 0x1.c3e9ca2e1a055p-1, 0x1.15b1e5f75270dp-1 },
+	{ 0x1.ca258dca93316p-1, 0x1.135c81135c811p-1 },
+	{ 0x1.d053f6d260896p-1, 0x1.1111111111111p-1 },
+	{ 0x1.d6753e032ea0fp-1, 0x1.0ecf56be69c90p-1 },
+	{ 0x1.dc899ab3ff56cp-1, 0x1.0c9714fbcda3bp-1 },
+	{ 0x1.e29142e0e0140p-1, 0x1.0a6810a6810a7p-1 },
+	{ 0x1.e88c6b3626a73p-1, 0x1.0842108421084p-1 },
+	{ 0x1.ee7b471b3a950p-1, 0x1.0624dd2f1a9fcp-1 },
+	{ 0x1.f45e08bcf0655p-1, 0x1.0410410410410p-1 },
+	{ 0x1.fa34e1177c233p-1, 0x1.0204081020408p-1 },
+	{ 0x1.0000000000000p+0, 0x1.0000000000000p-1 },
+};
+
+/*
+ * log2(v) for an integer 1 <= v < 2^33, absolute error below 4e-15
+ * (measured: 3.9e-15 at most over 2 x 10^7 values, a million small ones
+ * and the rest spread over every bit length, against long double log2l;
+ * counts and targets here are below 2^32): v =
+ * 2^e m with m in [1, 2) (exact: v is exact in a double), m = m_j (1 + r)
+ * with m_j = 1 + j/64 the nearest 64th, so |m - m_j| <= 1/128 exactly and
+ * |r| <= 1/128; log2(1 + r) is six terms of its series (the first omitted
+ * one below 2^-51: r^7 / (7 ln 2)), in Estrin's order.  The error is
+ * dominated by the one rounding of e + log2 m for large e (half an ulp
+ * of 32: 3.6e-15); retry_after() allows 1e-14 per call, and reset_ns has a wide
+ * margin.  Integer bit work, two table loads and about a dozen
+ * multiply-adds, no division: what a refusal computes twice, in parallel
+ * (the count's and the target's), and an admission once.
+ */
+static double log2_int(uint64_t v)
 {
+	double dv = (double)v;
 	uint64_t bits;
-	memcpy(&bits, &v, sizeof(bits));
-	int e = (int)((bits >> 52) & 0x7ff) - 1023;
-	bits = (bits & ((1ULL << 52) - 1)) | (1023ULL << 52); /* mantissa in [1, 2) */
+	memcpy(&bits, &dv, sizeof(bits));
+	int e = (int)(bits >> 52) - 1023;
+	uint64_t mant = bits & ((1ULL << 52) - 1);
+	unsigned j = (unsigned)((mant + (1ULL << 45)) >> 46); /* nearest 64th: 0..64 */
+	bits = mant | (1023ULL << 52);
 	double m;
-	memcpy(&m, &bits, sizeof(m));
-	if (m > 1.4142135623730951) {
-		m *= 0.5; /* exact */
-		e++;
-	}
-	double z = (m - 1.0) / (m + 1.0), z2 = z * z;
-	double s = z * (1.0 + z2 * (1.0 / 3 + z2 * (1.0 / 5 + z2 * (1.0 / 7 + z2 * (1.0 / 9 +
-	           z2 * (1.0 / 11 + z2 * (1.0 / 13 + z2 * (1.0 / 15 + z2 * (1.0 / 17 +
-	           z2 * (1.0 / 19 + z2 * (1.0 / 21)))))))))));
-	return (double)e + 2.0 * s / LN2;
+	memcpy(&m, &bits, sizeof(m)); /* in [1, 2) */
+	double r = (m - (1.0 + (double)j * (1.0 / 64))) * M_64THS[j].inv; /* the difference is exact */
+	/* log2(1 + r) = sum (-1)^(i+1) r^i / (i ln 2), i = 1..6 */
+	const double c1 = 0x1.71547652b82fep+0, c2 = -0x1.71547652b82fep-1,
+	             c3 = 0x1.ec709dc3a03fdp-2, c4 = -0x1.71547652b82fep-2,
+	             c5 = 0x1.2776c50ef9bfep-2, c6 = -0x1.ec709dc3a03fdp-3;
+	double r2 = r * r, r4 = r2 * r2;
+	double p = r * ((c1 + r * c2) + r2 * (c3 + r * c4) + r4 * (c5 + r * c6));
+	return (double)e + (M_64THS[j].log2 + p); /* one rounding at the size of e */
 }
 
 /* The count @cq decayed over @dt, rounded up (an upper bound of the exact
@@ -229,22 +326,34 @@ static uint64_t decay_down(const sluice_decay_t *x, uint64_t q, uint64_t dt)
 	return v < 1.0 ? 0 : (uint64_t)v;
 }
 
-/* Upper bound on the time until a count decays to 0 (is forgotten), a
- * whole number of grid units (decisions happen on the grid), from @l2, the
- * log2_ge1() of the count (a refusal has it already). */
-static uint64_t forget_bound_l2(const sluice_decay_t *x, double l2)
+/*
+ * Upper bound on the time from @t until the count @cq, valid @dt0 ns
+ * before @t, decays to 0 (is forgotten), a whole number of grid units
+ * (decisions happen on the grid), from @l2q = log2_int(@cq).  The kept
+ * count is 0 once cq 2^(-y/h) (1 + 2^-42) < 1 (decay_up: its margin and
+ * rounding), i.e. from y = h (log2 cq + 2^-41.5) on, y counted from the
+ * count's time; the bound adds 2^-30 to log2 cq, 2^-30 relative and 2 ns
+ * for the doubles' roundings, is capped at flush_ns (where decay_up gives
+ * 0 outright), and is measured from @t by subtracting dt0.  Computed from
+ * the stored count, not the decayed one: a refusal has log2 cq already,
+ * and a count's log2 after decay would cost a second evaluation.
+ */
+static uint64_t forget_bound_l2(const sluice_decay_t *x, double l2q, uint64_t dt0)
 {
-	double b = (double)x->half_life_ns * (l2 + 0x1p-30);
+	double b = (double)x->half_life_ns * (l2q + 0x1p-30);
 	b += b * 0x1p-30;
 	uint64_t r = sluice__ceil_u64(b) + 2;
 	if (r > x->flush_ns)
 		r = x->flush_ns;
+	/* r > dt0 for a count still alive at t (c >= 1 there), which is
+	 * every caller's; one unit at least, should a rounding say else */
+	r = r > dt0 ? r - dt0 : 1;
 	return (r + x->unit_ns - 1) & ~(x->unit_ns - 1);
 }
 
 static uint64_t forget_bound(const sluice_decay_t *x, uint64_t cq)
 {
-	return cq ? forget_bound_l2(x, log2_ge1((double)cq)) : 0;
+	return cq ? forget_bound_l2(x, log2_int(cq), 0) : 0;
 }
 
 /*
@@ -252,21 +361,25 @@ static uint64_t forget_bound(const sluice_decay_t *x, uint64_t cq)
  * first grid point where the count @cq, valid @dt0 ns before @t, has
  * decayed to at most @tgt by the decisions' own decay function (monotone
  * in time), or SLUICE_NEVER when no grid point of the time base is late
- * enough.  @c = decay_up(cq, dt0) > tgt on entry; @l2c is log2_ge1(@c)
- * (the refusal's count at @t, which reset_ns needs too).
+ * enough.  decay_up(cq, dt0) > tgt on entry; @l2q is log2_int(@cq) (which
+ * reset_ns needs too).
  *
  * Decisions happen on grid points only, so the answer is j grid units for
- * the smallest j >= 1 that passes.  The closed form h (log2 c - log2 tgt),
- * c the count at t, puts j within a unit or so of it (log2_ge1 is good to about 1e-15;
- * the decay function's own margin is 2^-43 relative, under 1 ns of time
- * for any h below 2^50 ns), so two evaluations usually settle it: j passes
- * and j - 1 does not.  When they do not (the estimate landed further off),
- * the bracket widens by doubling and is then bisected: O(log) evaluations
- * at worst, never unbounded.  The answer is the search's, not the
- * estimate's: exact for the decisions whatever the estimate's error.
+ * the smallest j >= 1 that passes.  Three ways to it, cheapest first:
+ *   1. the crossing on whole half-lives (cq = thr 2^k), where the decay is
+ *      exact: integer arithmetic, no logarithm;
+ *   2. the closed form h (log2 cq - log2 thr) - dt0, the exact crossing
+ *      of the exact decay of cq, with error bounds that decide j without
+ *      evaluating the decay at all, unless the crossing lies within about
+ *      4e-13 h of a grid point;
+ *   3. in that rare case, a search that evaluates the decisions' own decay
+ *      function, seeded by the estimate (doubling, then bisection: O(log)
+ *      evaluations at worst, never unbounded).
+ * Each answer is exact for the decisions: the first grid point that
+ * passes, not an earlier one, not a later one.
  */
 static uint64_t retry_after(const sluice_decay_t *x, uint64_t cq, uint64_t dt0, uint64_t tgt,
-                            uint64_t t, uint64_t end, uint64_t c, double l2c)
+                            uint64_t t, uint64_t end, double l2q)
 {
 	const uint32_t g = x->unit_shift;
 	/* dt0 < flush_ns (else nothing would be left to refuse on), so
@@ -274,31 +387,25 @@ static uint64_t retry_after(const sluice_decay_t *x, uint64_t cq, uint64_t dt0, 
 #define OK(j) (decay_up(x, cq, dt0 + ((j) << g)) <= tgt)
 	uint64_t jcap = (x->flush_ns + x->unit_ns - 1) >> g; /* OK(jcap): all forgotten */
 	const double h = (double)x->half_life_ns, u = (double)x->unit_ns;
-	double est = h * (l2c - (tgt ? log2_ge1((double)tgt) : 0.0));
+	/* The last grid point of the time base is @end: beyond it, never. */
+	const uint64_t jend = (end - t) >> g;
 	/*
-	 * Without evaluating at all.  With V the exact decayed count and
-	 * thr = max(tgt, 1), a time fails for certain while V > thr, and
+	 * With V(y) = cq 2^(-(dt0 + y)/h) the exact decayed count y ns after
+	 * t and thr = max(tgt, 1), a time fails for certain while V > thr, and
 	 * passes for certain once V (1 + 2^-42) < thr (decay_up's value lies
-	 * in [V, V (1 + 2^-42)): error below 2^-49, margin 2^-43).  In time
+	 * in [V, V (1 + 2^-42)): error below 2^-47, margin 2^-43).  In time
 	 * from t: fails before tau, passes after tau + beta, with tau the
-	 * exact crossing and beta = h log2(1 + 2^-42) < h 3.3e-13.  est
-	 * misses tau by at most mu (two log2_ge1 errors, 1e-14 each, and the
-	 * rounding of est) below, and by gamma = h log2(c / V) <= h 1.45
-	 * (2^-42 + 1/(c - 1)) above (c is V rounded up).  So if the first
-	 * grid point past est + mu + beta is j and the one before it lies
-	 * below est - mu - gamma, j is the answer: exact, no evaluation.
-	 * Otherwise (the crossing is within those few 1e-13 h of a grid
-	 * point, or c is tiny) the search below decides by evaluating.
+	 * exact crossing and beta = h log2(1 + 2^-42) < h 3.3e-13.
 	 */
 	/*
-	 * The crossing on whole half-lives: cq 2^-k == thr exactly (the common
-	 * case of a limiter refusing after one burst: cq = n 2^F).  There the
-	 * decay is exact, with no margin, so the bounds below cannot place
-	 * the grid point at it; but its value is known: at y_x = k h - dt0
-	 * the kept count is exactly thr, which passes when tgt >= 1 (c <= tgt)
-	 * and fails when tgt = 0 (a count of one unit is not forgotten).
+	 * 1. The crossing on whole half-lives: cq 2^-k == thr exactly (the
+	 * common case of a limiter refusing after one burst: cq = n 2^F).
+	 * There the decay is exact, with no margin, so the bounds below cannot
+	 * place the grid point at it; but its value is known: at y_x = k h -
+	 * dt0 the kept count is exactly thr, which passes when tgt >= 1 (c <=
+	 * tgt) and fails when tgt = 0 (a count of one unit is not forgotten).
 	 * Before y_x it fails for certain (V > thr), after y_x + beta it
-	 * passes for certain (see below).
+	 * passes for certain.
 	 */
 	const uint64_t thr = tgt ? tgt : 1;
 	unsigned k = sluice__bit_width(cq) - sluice__bit_width(thr); /* cq > thr */
@@ -310,19 +417,26 @@ static uint64_t retry_after(const sluice_decay_t *x, uint64_t cq, uint64_t dt0, 
 			jx = (yx >> g) + 1; /* the first one > y_x */
 		uint64_t past = (jx << g) - yx; /* how far past y_x it lies */
 		if ((tgt && past == 0) || (double)past > h * 3.3e-13)
-			return jx > (end - t) >> g ? SLUICE_NEVER : jx << g;
+			return jx > jend ? SLUICE_NEVER : jx << g;
 	}
-	const uint64_t c_gt1 = c > 1 ? c : 0; /* gamma needs c >= 2 */
-	if (c_gt1) {
-		double mu = h * 3e-14 + est * 0x1p-50;
-		double beta = h * 3.3e-13, gamma = h * 1.45 * (0x1p-42 + 1.01 / (double)(c_gt1 - 1));
-		double top = (est + mu + beta) / u; /* u a power of two: exact */
-		if (top < (double)jcap) {
-			uint64_t jj = (uint64_t)top + 1; /* first grid point past it */
-			if (jj == 1 || (double)(jj - 1) * u < est - mu - gamma)
-				return jj > (end - t) >> g ? SLUICE_NEVER : jj << g;
-		}
+	/*
+	 * 2. The closed form.  tau = h (log2 cq - log2 thr) - dt0 exactly; est
+	 * computes it with two log2_int() errors (4e-15 each, times h) and
+	 * the roundings of the product and the difference (2^-52 of h (log2
+	 * cq - log2 thr) + dt0 at most, each), so |est - tau| <= mu.  If the
+	 * first grid point past est + mu + beta is j and the one before it
+	 * lies below est - mu, j is the answer: exact, no evaluation.
+	 */
+	double span = h * (l2q - (tgt ? log2_int(tgt) : 0.0));
+	double est = span - (double)dt0;
+	double mu = h * 1e-14 + (span + (double)dt0) * 0x1p-50;
+	double top = (est + mu + h * 3.3e-13) / u; /* u a power of two: exact */
+	if (top < (double)jcap) {
+		uint64_t jj = top < 0 ? 1 : (uint64_t)top + 1; /* first grid point past it */
+		if (jj == 1 || (double)(jj - 1) * u < est - mu)
+			return jj > jend ? SLUICE_NEVER : jj << g;
 	}
+	/* 3. The search, for a crossing too close to a grid point to call. */
 	double ju = est / u;
 	uint64_t j = ju < 1.0 ? 1 : ju >= (double)jcap ? jcap : sluice__ceil_u64(ju);
 	uint64_t lo, hi, step = 1; /* OK(hi), !OK(lo); j = 0 fails (entry) */
@@ -353,8 +467,7 @@ static uint64_t retry_after(const sluice_decay_t *x, uint64_t cq, uint64_t dt0, 
 			lo = mid;
 	}
 #undef OK
-	/* @end: the last grid point of the time base */
-	return hi > (end - t) >> g ? SLUICE_NEVER : hi << g;
+	return hi > jend ? SLUICE_NEVER : hi << g;
 }
 
 /* ---- the packed word and the anchor -------------------------------------- */
@@ -454,10 +567,12 @@ int sluice_decay_acquire_at(sluice_decay_t *x, uint64_t n, uint64_t now, sluice_
 		if (c + nq > lim) {
 			if (d) {
 				/* the first grid point where it passes */
-				/* c >= 1 here (else nq > lim, above) */
-				double l2c = log2_ge1((double)c);
-				uint64_t yg = retry_after(x, s.cq, t - s.t, lim - nq, t, end, c, l2c);
-				fill(x, d, 0, t, c, lim, yg, forget_bound_l2(x, l2c));
+				/* c >= 1 here (else nq > lim, above), so
+				 * cq >= 1: both from the stored count */
+				uint64_t dt0 = t - s.t;
+				double l2q = log2_int(s.cq);
+				uint64_t yg = retry_after(x, s.cq, dt0, lim - nq, t, end, l2q);
+				fill(x, d, 0, t, c, lim, yg, forget_bound_l2(x, l2q, dt0));
 			}
 			return 0;
 		}
@@ -572,6 +687,7 @@ int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
 	x->unit_shift = g;
 	x->frac_bits = CQ_BITS - sluice__bit_width(lmax); /* every L << F < 2^32 */
 	x->flush_ns = flush;
+	x->inv_half_life = 1.0 / (double)h;
 	/* Empty as of time 0, the start of every time base: an empty count
 	 * stays empty, so this is the state at every reading, and the first
 	 * reading (whatever clock it comes from) re-anchors there.  The clock

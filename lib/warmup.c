@@ -71,6 +71,7 @@
  * reading the earlier state: a limit that was in force during the call.
  */
 #include <sched.h>
+#include <string.h>
 
 #include "sluice/error.h"
 #include "anchor_internal.h"
@@ -95,6 +96,14 @@ struct params {
 	uint64_t rate, period, limit, frac_bits, max_q;
 	double interval, thresh, curve_k;
 };
+
+/* The slot's fields (struct sluice__warmup_params) beside the set's (struct
+ * params), once: load_params() and store_params() both walk this list, so
+ * a field added to the set cannot be written and not read, or the
+ * reverse. */
+#define PARAM_FIELDS(X)                                                 \
+	X(rate, rate) X(period_ns, period) X(limit, limit) X(frac_bits, frac_bits) \
+	X(max_q, max_q) X(interval, interval) X(thresh, thresh) X(curve_k, curve_k)
 
 /* A consistent view of the state, against the anchor it was read with,
  * and the parameter set it is written under. */
@@ -142,14 +151,10 @@ static inline __attribute__((always_inline)) int load_params(
 	uint64_t q = atomic_load_explicit(&m->seq, memory_order_acquire);
 	if (q & 1)
 		return 0;
-	p->rate = atomic_load_explicit(&m->rate, memory_order_acquire);
-	p->period = atomic_load_explicit(&m->period_ns, memory_order_acquire);
-	p->limit = atomic_load_explicit(&m->limit, memory_order_acquire);
-	p->frac_bits = atomic_load_explicit(&m->frac_bits, memory_order_acquire);
-	p->max_q = atomic_load_explicit(&m->max_q, memory_order_acquire);
-	p->interval = atomic_load_explicit(&m->interval, memory_order_acquire);
-	p->thresh = atomic_load_explicit(&m->thresh, memory_order_acquire);
-	p->curve_k = atomic_load_explicit(&m->curve_k, memory_order_acquire);
+#define LOAD(slot_field, field) \
+	p->field = atomic_load_explicit(&m->slot_field, memory_order_acquire);
+	PARAM_FIELDS(LOAD)
+#undef LOAD
 	return atomic_load_explicit(&m->seq, memory_order_relaxed) == q;
 }
 
@@ -160,14 +165,10 @@ static void store_params(struct sluice__warmup_params *sl, const struct params *
 {
 	uint64_t q = atomic_load_explicit(&sl->seq, memory_order_relaxed);
 	atomic_store_explicit(&sl->seq, q + 1, memory_order_relaxed);
-	atomic_store_explicit(&sl->rate, p->rate, memory_order_release);
-	atomic_store_explicit(&sl->period_ns, p->period, memory_order_release);
-	atomic_store_explicit(&sl->limit, p->limit, memory_order_release);
-	atomic_store_explicit(&sl->frac_bits, p->frac_bits, memory_order_release);
-	atomic_store_explicit(&sl->max_q, p->max_q, memory_order_release);
-	atomic_store_explicit(&sl->interval, p->interval, memory_order_release);
-	atomic_store_explicit(&sl->thresh, p->thresh, memory_order_release);
-	atomic_store_explicit(&sl->curve_k, p->curve_k, memory_order_release);
+#define STORE(slot_field, field) \
+	atomic_store_explicit(&sl->slot_field, p->field, memory_order_release);
+	PARAM_FIELDS(STORE)
+#undef STORE
 	atomic_store_explicit(&sl->seq, q + 2, memory_order_release);
 }
 
@@ -242,7 +243,14 @@ static uint64_t accrue(const sluice_warmup_t *w, const struct params *p, uint64_
 		return p->max_q; /* P / I = M: fully cold from anywhere */
 	/* dt < 2^46, rate <= 2^46, 2^F <= 2^25: fits in 128 bits. */
 	sluice__u128 num = ((sluice__u128)dt * p->rate) << p->frac_bits;
-	uint64_t add = (uint64_t)((num + p->period - 1) / p->period);
+	/* rounded up: with period 1 the product itself; while the numerator
+	 * fits in 64 bits one 64-bit division; the 128-bit one (a library
+	 * call) only beyond (as cost_of()'s n I) */
+	uint64_t add;
+	if (SLUICE_LIKELY(num <= UINT64_MAX - (p->period - 1)))
+		add = p->period == 1 ? (uint64_t)num : ((uint64_t)num + p->period - 1) / p->period;
+	else
+		add = (uint64_t)((num + p->period - 1) / p->period);
 	return sq + add >= p->max_q ? p->max_q : sq + add;
 }
 
@@ -260,8 +268,24 @@ static uint64_t cost_of(const struct params *p, uint64_t sq, uint64_t n, uint64_
 	uint64_t nq = n << p->frac_bits;
 	uint64_t tk = nq < sq ? nq : sq;
 	*taken = tk;
-	uint64_t cost = (uint64_t)(((sluice__u128)n * p->period + p->rate - 1) / p->rate);
-	double scale = 1.0 / (double)(1ULL << p->frac_bits); /* exact */
+	/* n I rounded up, I = period / rate: with rate 1 (a rate given as one
+	 * permit per interval) a product; otherwise one 64-bit division when
+	 * the numerator fits, the 128-bit one (a library call) only beyond. */
+	uint64_t cost, np;
+	if (SLUICE_LIKELY(!__builtin_mul_overflow(n, p->period, &np))) {
+		if (p->rate == 1)
+			cost = np;
+		else if (np <= UINT64_MAX - (p->rate - 1))
+			cost = (np + p->rate - 1) / p->rate;
+		else
+			cost = (uint64_t)(((sluice__u128)np + p->rate - 1) / p->rate);
+	} else {
+		cost = (uint64_t)(((sluice__u128)n * p->period + p->rate - 1) / p->rate);
+	}
+	/* 2^-F, exact, built from its exponent (F <= 25): no division */
+	uint64_t sbits = (uint64_t)(1023 - p->frac_bits) << 52;
+	double scale;
+	memcpy(&scale, &sbits, sizeof(scale));
 	double b = (double)sq * scale, top = 2.0 * p->thresh;
 	if (b > top)
 		b = top;
@@ -323,13 +347,23 @@ snapshot_taking(sluice_warmup_t *w, struct snap *s, uint64_t n)
 	}
 }
 
-int sluice_warmup_reserve_at(sluice_warmup_t *w, uint64_t n, uint64_t now, uint64_t max_delay_ns,
-                             sluice_decision_t *d)
+/*
+ * The decision, for reserve_at and acquire_at (@maxd: the booking's
+ * longest delay, already capped at the horizon; acquire's 0 folds the
+ * refusal's arithmetic away).  always_inline: each public function gets
+ * its own copy, so acquire, the common call, pays no second call and no
+ * max_delay arithmetic.
+ */
+static inline __attribute__((always_inline)) int
+decide(sluice_warmup_t *w, uint64_t n, uint64_t now, uint64_t maxd, sluice_decision_t *d)
 {
-	if (!w || n == 0)
-		return SLUICE_EINVAL;
-	uint64_t maxd = max_delay_ns < w->horizon_ns ? max_delay_ns : w->horizon_ns;
-	uint64_t end = grid_down(w, UINT64_MAX); /* the last representable ticket */
+	/* w->end_ns, the last representable ticket, and w->half_range_ns,
+	 * R/2, are read-only after init (precomputed there: shifts by the
+	 * grid otherwise), and read where used: kept in registers across
+	 * the loop they only pushed others onto the stack.  A reading past
+	 * the last ticket is read as it (every anchor is at or before it). */
+	if (now > w->end_ns)
+		now = w->end_ns;
 	for (;;) {
 		struct snap s;
 		if (!snapshot_taking(w, &s, n)) {
@@ -337,10 +371,11 @@ int sluice_warmup_reserve_at(sluice_warmup_t *w, uint64_t n, uint64_t now, uint6
 			return SLUICE_ETOOBIG;
 		}
 		uint64_t t = now > s.a.anchor ? now : s.a.anchor; /* never before the anchor */
-		if (t > end)
-			t = end;
-		if (SLUICE_UNLIKELY(t - s.a.anchor >= 2 * quarter(w))) {
-			reanchor(w, &s, t);
+		if (SLUICE_UNLIKELY(t - s.a.anchor >= w->half_range_ns)) {
+			/* a copy: the snapshot's address never leaves this
+			 * function, so its fields stay in registers */
+			struct snap c = s;
+			reanchor(w, &c, t);
 			continue;
 		}
 		uint64_t wait = s.next > t ? s.next - t : 0;
@@ -351,35 +386,48 @@ int sluice_warmup_reserve_at(sluice_warmup_t *w, uint64_t n, uint64_t now, uint6
 			return 0;
 		}
 		full(&s);
+		/* The set as a local of its own, passed by address to the
+		 * arithmetic (as the copy above: s stays in registers). */
+		const struct params p = s.p;
 		/* Resync (Guava): idle time since next becomes stored permits. */
 		uint64_t start = s.next > t ? s.next : t;
-		uint64_t sq = s.next < t ? accrue(w, &s.p, s.sq, t - s.next) : s.sq;
-		uint64_t taken, cost = cost_of(&s.p, sq, n, &taken);
+		uint64_t sq = s.next < t ? accrue(w, &p, s.sq, t - s.next) : s.sq;
+		uint64_t taken, cost = cost_of(&p, sq, n, &taken);
 		sq -= taken;
-		if (SLUICE_UNLIKELY(cost > end - start)) {
+		if (SLUICE_UNLIKELY(cost > w->end_ns - start)) {
 			/* The ticket would pass the end of the time base. */
 			if (!same_set(&s))
 				continue;
-			fill(&s.p, d, 0, t, SLUICE_NEVER, wait);
+			fill(&p, d, 0, t, SLUICE_NEVER, wait);
 			return 0;
 		}
 		uint64_t raw = start + cost;
 		uint64_t next = (raw + w->unit_ns - 1) & ~(w->unit_ns - 1); /* <= end */
-		sq = accrue(w, &s.p, sq, next - raw); /* the rounded-off time cools */
+		sq = accrue(w, &p, sq, next - raw); /* the rounded-off time cools */
 		uint64_t x = sluice__anchor_hot_word(GEOM(w), s.a.anchor, next, sq);
 		/* Pair CAS (full barrier, so a release): publishes which anchor
 		 * x is relative to, and fails if the anchor or its era moved
 		 * (DESIGN, SET_RATE). */
 		if (sluice__anchor_write(&w->anchor, &s.a, x)) {
-			fill(&s.p, d, 1, t, wait, next - t);
+			fill(&p, d, 1, t, wait, next - t);
 			return 1;
 		}
 	}
 }
 
+int sluice_warmup_reserve_at(sluice_warmup_t *w, uint64_t n, uint64_t now, uint64_t max_delay_ns,
+                             sluice_decision_t *d)
+{
+	if (!w || n == 0)
+		return SLUICE_EINVAL;
+	return decide(w, n, now, max_delay_ns < w->horizon_ns ? max_delay_ns : w->horizon_ns, d);
+}
+
 int sluice_warmup_acquire_at(sluice_warmup_t *w, uint64_t n, uint64_t now, sluice_decision_t *d)
 {
-	return sluice_warmup_reserve_at(w, n, now, 0, d);
+	if (!w || n == 0)
+		return SLUICE_EINVAL;
+	return decide(w, n, now, 0, d);
 }
 
 int sluice_warmup_refund(sluice_warmup_t *w, uint64_t n, const sluice_decision_t *admitted)
@@ -548,6 +596,8 @@ int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg)
 	w->horizon_ns = (1ULL << (QUARTER_BITS + g)) - cost_max - unit;
 	w->clock = clock;
 	w->unit_shift = g;
+	w->end_ns = UINT64_MAX & ~(unit - 1);        /* grid_down(UINT64_MAX) */
+	w->half_range_ns = 2ULL << (QUARTER_BITS + g); /* R/2 = 2 quarter() */
 	w->fresh_max = fresh_max;
 	w->cost_max = cost_max;
 	/* Era 0 (the anchor's bit 0) names slot 0; slot 1 is the spare,

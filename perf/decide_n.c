@@ -9,7 +9,7 @@
  * log-deny (the log's refusal: L = 1, every decision after the first refused; the one
  * case outside the allow regime below),
  * fixed-lease, gcra-lease, leaky-lease (per-CPU leases of 1024; GCRA's with the default V),
- * warmup, decay, inflight, composite, keyed-gcra, keyed-fixed, keyed-window,
+ * warmup, decay, decay-deny and decay-deny-mid (refusals: see main), inflight, composite, keyed-gcra, keyed-fixed, keyed-window,
  * keyed-inflight (a keyed table, one existing 11-byte key: the hash, the
  * probe and the per-key decision), or mutex-fixed (the published-style
  * baseline: pthread mutex + clock_gettime(CLOCK_MONOTONIC)).
@@ -110,6 +110,8 @@ LOOP_FN(run_leaky, sluice_leaky_t, sluice_leaky_acquire_at(o, 1, t, &d), (void)0
 LOOP_FN(run_log, sluice_log_t, sluice_log_acquire_at(o, 1, t, &d), (void)0)
 LOOP_FN(run_warmup, sluice_warmup_t, sluice_warmup_acquire_at(o, 1, t, &d), (void)0)
 LOOP_FN(run_decay, sluice_decay_t, sluice_decay_acquire_at(o, 1, t, &d), (void)0)
+/* decay-deny-mid: n = 2 refused where the crossing lies between half-lives */
+LOOP_FN(run_decay2, sluice_decay_t, sluice_decay_acquire_at(o, 2, t, &d), (void)0)
 LOOP_FN(run_inflight, sluice_inflight_t, sluice_inflight_acquire_at(o, 1, t, &d),
         sluice_inflight_release(o, 1))
 LOOP_FN(run_composite, sluice_composite_t, sluice_composite_acquire_at(o, 1, t, &d), (void)0)
@@ -208,6 +210,21 @@ int main(int argc, char **argv)
 			                    .clock = &clk };
 		check(sluice_decay_init(&x, &c), "init");
 		admitted = run_decay(&x, count);
+	} else if (strcmp(algo, "decay-deny") == 0 || strcmp(algo, "decay-deny-mid") == 0) {
+		/* The refusal: decay-deny is bench_algos' deny case (L = 1,
+		 * h = 10 ms, the one permit taken just before the count
+		 * starts, so every decision refuses with the crossing on whole
+		 * half-lives); decay-deny-mid takes 3 of L = 3 and asks for 2
+		 * (the crossing between half-lives: the closed form's bounds). */
+		int mid = strcmp(algo, "decay-deny-mid") == 0;
+		sluice_decay_t x;
+		sluice_decay_config_t c = { .limit = mid ? 3 : 1, .half_life_ns = 10000000,
+			                    .clock = &clk };
+		check(sluice_decay_init(&x, &c), "init");
+		check(sluice_decay_acquire_at(&x, mid ? 3 : 1, START - 1, NULL) == 1 ? 0
+		                                                                   : SLUICE_EINVAL,
+		      "the burst");
+		admitted = mid ? run_decay2(&x, count) : run_decay(&x, count);
 	} else if (strcmp(algo, "inflight") == 0) {
 		sluice_inflight_t f;
 		sluice_inflight_config_t c = { .limit = 1000, .clock = &clk };

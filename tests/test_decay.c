@@ -260,6 +260,18 @@ ParameterizedTest(struct retry_case *p, decay, retry_after_is_the_first_grid_poi
 		cr_assert_eq(sluice_decay_acquire_at(&before, n, when - x.unit_ns, NULL), 0,
 		             "step %d: n=%llu one grid unit before now+retry (%llu) must refuse", i,
 		             (unsigned long long)n, (unsigned long long)d.retry_after_ns);
+		/* reset_ns (computed from the stored count, lib/decay.c):
+		 * forgotten by then, and not by much earlier than that: late
+		 * by at most 2^-30 of h (log2 of a count below 2^32, + 1) plus
+		 * 2 ns and the rounding to the grid */
+		cr_assert_eq(sluice__decay_count_at(&x, d.now_ns + d.reset_ns), 0.0,
+		             "step %d: a count left at now+reset (%llu)", i,
+		             (unsigned long long)d.reset_ns);
+		uint64_t slack = (p->half_life >> 30) * 33 + 33 + 3 + 2 * x.unit_ns;
+		if (d.reset_ns > slack)
+			cr_assert_gt(sluice__decay_count_at(&x, d.now_ns + d.reset_ns - slack), 0.0,
+			             "step %d: reset_ns %llu later than the bound", i,
+			             (unsigned long long)d.reset_ns);
 	}
 	cr_assert_gt(refusals, 300, "the schedule must refuse often (%d)", refusals);
 }

@@ -10,10 +10,12 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "sluice/sluice.h"
 #include "test_pace.h"
+#include "test_stall.h"
 
 #define MS 1000000ULL
 #define SEC 1000000000ULL
@@ -645,4 +647,53 @@ Test(fixed, lease_bound_per_window_across_cpus)
 		full += count[e] >= L - 8;
 	cr_assert_gt(full, 10, "too few windows came near L to test anything");
 	sluice_fixed_destroy(&f);
+}
+
+/*
+ * The inline path's one compare (fixed.h: w - tag above L - n) covers two
+ * cases its rare branch must tell apart: a full window (refuse) and a word
+ * still counting an older window while head already names the new one
+ * (open it: the slow path).  The second exists only between an advancer's
+ * head CAS and its opening of the word; the stall stops the advancer
+ * exactly there (before its first write to the word, after head moved)
+ * and a decision in the new window comes in.  It must be admitted: the new
+ * window counts nothing.  A rare branch that refused whatever it found
+ * would refuse it, reporting the old window's wrapped count.
+ */
+#define OPEN_H 5ULL
+static sluice_decision_t opening_d;
+static int opening_rc;
+
+static void attack_in_the_unopened_window(void *arg)
+{
+	opening_rc = sluice_fixed_acquire_at(arg, 1, OPEN_H + 1, &opening_d);
+}
+
+Test(fixed, a_word_of_the_old_window_under_a_new_head_is_opened)
+{
+	if (!stall_supported())
+		cr_skip_test("the stall needs x86-64 Linux");
+	/* the limiter on a page of its own: the stall protects that page */
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	sluice_fixed_t *f = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+	                         -1, 0);
+	cr_assert_neq(f, MAP_FAILED);
+	sluice_clock_manual_init(&mclock, 0);
+	/* L = 2, W = 1 ns: reading == epoch */
+	sluice_fixed_config_t cfg = { .limit = 2, .window_ns = 1, .clock = &mclock };
+	cr_assert_eq(sluice_fixed_init(f, &cfg), 0);
+	cr_assert_eq(sluice_fixed_acquire_at(f, 2, OPEN_H, NULL), 1, "window H full");
+	stall_arm(&f->word, sizeof(f->word), attack_in_the_unopened_window, f);
+	sluice_decision_t d;
+	int rc = sluice_fixed_acquire_at(f, 1, OPEN_H + 1, &d);
+	cr_assert(stall_fired(), "the advancer never wrote the word");
+	cr_assert_eq(opening_rc, 1, "window H + 1 counts nothing: refused with remaining %llu",
+	             (unsigned long long)opening_d.remaining);
+	cr_assert_eq(opening_d.now_ns, OPEN_H + 1);
+	cr_assert_eq(opening_d.remaining, 1);
+	/* the advancer, decided after it in the same window: 1 + 1 <= 2 */
+	cr_assert_eq(rc, 1);
+	cr_assert_eq(d.remaining, 0);
+	cr_assert_eq(sluice_fixed_available_at(f, OPEN_H + 1), 0);
+	munmap(f, page);
 }

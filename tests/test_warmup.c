@@ -1416,3 +1416,46 @@ Test(warmup, set_rate_survives_anchor_moves)
 	cr_assert_eq(d.limit, 12);
 	cr_assert_eq(sluice_warmup_limit(&w), 12);
 }
+
+/*
+ * n I, the cost's first term, is ceil(n period / rate): a product when
+ * rate is 1, a 64-bit division while n period fits in 64 bits, a 128-bit
+ * one beyond (lib/warmup.c, cost_of()).  The same I written two ways (64
+ * ns as 1 per 64 ns, and as 2^40 per 2^46 ns; P = 2^26 ns, so M = L =
+ * 2^20, the largest) must decide alike, with n period below and above 2^64
+ * (n = 2^17: 2^63 ns for the second; 2^19 and 2^20: 2^65, 2^66), and with
+ * an I that is not whole (3 per 64 ns: the rounding up).
+ */
+Test(warmup, cost_is_the_same_whichever_way_the_rate_is_written)
+{
+	const uint64_t P = 1ULL << 26, start = 5 * SEC;
+	sluice_warmup_t a, b;
+	make(&a, 1, 64, P, start);
+	make(&b, 1ULL << 40, 1ULL << 46, P, start);
+	uint64_t ns[] = { 1, 1ULL << 20, 3, 1ULL << 17, 1ULL << 19, 1, 1ULL << 20 };
+	uint64_t t = start;
+	for (unsigned i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+		sluice_decision_t da, db;
+		int ra = sluice_warmup_reserve_at(&a, ns[i], t, UINT64_MAX, &da);
+		int rb = sluice_warmup_reserve_at(&b, ns[i], t, UINT64_MAX, &db);
+		cr_assert_eq(ra, 1, "step %u: %s", i, sluice_err_name(ra));
+		cr_assert_eq(rb, ra, "step %u", i);
+		cr_assert_eq(db.delay_ns, da.delay_ns, "step %u: delay", i);
+		cr_assert_eq(db.reset_ns, da.reset_ns, "step %u: the booked ticket", i);
+		t += da.reset_ns / 2;
+	}
+	/* 3 per 64 ns: I = 21.33 ns, n I rounded up, never down.  Warm it
+	 * up first (back-to-back bookings spend the stored permits), so a
+	 * booking costs n I alone. */
+	sluice_warmup_t c;
+	make(&c, 3, 64, 1000, start);
+	sluice_decision_t d;
+	uint64_t t2 = start;
+	for (int i = 0; i < 200; i++) {
+		cr_assert_eq(sluice_warmup_reserve_at(&c, 1, t2, 0, &d), 1);
+		t2 += d.reset_ns; /* at the ticket: no idle, nothing stored */
+	}
+	cr_assert_eq(d.reset_ns, 22, "warm: I = 21.33 ns, rounded up to 22");
+	cr_assert_eq(sluice_warmup_reserve_at(&c, 3, t2, 0, &d), 1);
+	cr_assert_eq(d.reset_ns, 64, "3 I = 64 ns exactly");
+}

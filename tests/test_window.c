@@ -13,10 +13,13 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "sluice/sluice.h"
 
 #include "test_rng.h"
+#include "test_stall.h"
 
 #define MS 1000000ULL
 #define SEC 1000000000ULL
@@ -657,4 +660,58 @@ Test(window, available_near_2_64_and_after_jumps)
 	cr_assert_eq(sluice_window_available_at(&w, UINT64_MAX), 1);
 	cr_assert_eq(sluice_window_available_at(&w, 0), 1);
 	sluice_window_destroy(&w);
+}
+
+/*
+ * The inline path's one test for "open" (window.h: (c - tag | s - tag) >>
+ * 30) must send a sealed bucket to the slow path.  The state that needs
+ * it: an advancer (a decision at H + 1) has sealed H's bucket and not yet
+ * moved head on, and a decision at H comes in.  It must not count into
+ * the sealed bucket (whose count is final: the next epoch's base sums it
+ * and an admission after that is one the window never sees); it helps
+ * move head to H + 1 and is decided there (time never runs back).  The
+ * stall puts the second decision exactly there: just before the
+ * advancer's head CAS, after its seal (test_stall.h).  A filter that let
+ * SEALED through (say >> 32) admits it at H, into the sealed bucket.
+ */
+#define SEAL_H 5ULL
+static sluice_decision_t sealed_d;
+static int sealed_rc;
+
+static void attack_in_the_sealed_bucket(void *arg)
+{
+	sluice_window_t *w = arg;
+	sealed_rc = sluice_window_acquire_at(w, 1, SEAL_H, &sealed_d);
+}
+
+Test(window, sealed_bucket_takes_nothing_from_the_inline_path)
+{
+	if (!stall_supported())
+		cr_skip_test("the stall needs x86-64 Linux");
+	/* the limiter on a page of its own: the stall protects that page */
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	sluice_window_t *w = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+	                          -1, 0);
+	cr_assert_neq(w, MAP_FAILED);
+	sluice_clock_manual_init(&mclock, 0);
+	/* L = 2 over N = 2 buckets of 1 ns: reading == epoch */
+	sluice_window_config_t cfg = { .limit = 2, .window_ns = 2, .buckets = 2, .clock = &mclock };
+	cr_assert_eq(sluice_window_init(w, &cfg), 0);
+	cr_assert_eq(sluice_window_acquire_at(w, 1, SEAL_H, NULL), 1);
+	stall_arm(&w->head, sizeof(w->head), attack_in_the_sealed_bucket, w);
+	sluice_decision_t d;
+	int rc = sluice_window_acquire_at(w, 1, SEAL_H + 1, &d);
+	cr_assert(stall_fired(), "the advancer never wrote head");
+	cr_assert_eq(sealed_rc, 1, "base 1 + 1 <= 2 at H + 1");
+	cr_assert_eq(sealed_d.now_ns, SEAL_H + 1,
+	             "decided at %llu: counted into H's sealed bucket",
+	             (unsigned long long)sealed_d.now_ns);
+	uint64_t s = atomic_load(&w->slots[SEAL_H & w->mask].word);
+	cr_assert(s & SLUICE__SLOT_SEALED);
+	cr_assert_eq(s & SLUICE__SLOT_OWN, 1, "H's count changed after its seal");
+	/* the advancer, decided after: base 1 + own 1 + 1 > 2 */
+	cr_assert_eq(rc, 0);
+	cr_assert_eq(sluice_window_available_at(w, SEAL_H + 1), 0);
+	sluice_window_destroy(w);
+	munmap(w, page);
 }

@@ -66,8 +66,13 @@
  *   retry_after_ns on refusal: the time until the kept count has decayed to
  *   L - n: the same request passes at now_ns + retry_after_ns (if nothing
  *   else happens) and not 1 ns earlier; never earlier than the exact time.
- *   reset_ns: an upper bound (within ~2^-30 relative + 2 ns, rounded up to
- *   the grid) on the time until the count is forgotten (reaches 0).
+ *   reset_ns: an upper bound on the time until the count is forgotten
+ *   (reaches 0), late by at most 2^-30 h (log2 c + 1) + 2 ns (c the count
+ *   as last written, in units of 2^-F, below 2^32) before its rounding up
+ *   to the grid.
+ *   A refusal computes retry_after_ns and reset_ns in closed form, with
+ *   no division and no evaluation of the decay, except when the crossing
+ *   lies within about 4e-13 h of a grid point (then a bounded search).
  *   remaining: floor(L - c), c the kept count after the decision.
  *
  * LIMITS: L in 1..SLUICE_DECAY_LIMIT_MAX (2^24 - 1), and limit_max (0: L)
@@ -135,10 +140,11 @@ typedef struct sluice_decay {
 	uint64_t unit_ns;            /* grid of the count's time (power of two) */
 	const sluice_clock_t *clock;
 	/* private, read-only after init */
-	uint32_t unit_shift;         /* log2(unit_ns)                           */
-	uint32_t frac_bits;          /* F: the count is in units of 2^-F        */
-	uint64_t flush_ns;           /* 34 h: any count is forgotten by then    */
+	uint8_t unit_shift;          /* log2(unit_ns)                           */
+	uint8_t frac_bits;           /* F: the count is in units of 2^-F        */
 	_Atomic uint32_t writer;     /* set_limit serialisation flag            */
+	uint64_t flush_ns;           /* 34 h: any count is forgotten by then    */
+	double inv_half_life;        /* 1 / h, rounded: decisions multiply      */
 	/* private: written by decisions, on a line of their own */
 	/* anchor and word are one 16-byte pair, CASed together (lib/decay.c) */
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t anchor; /* time base, only grows */

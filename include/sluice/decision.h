@@ -82,4 +82,24 @@ static inline void sluice__decision_window(sluice_decision_t *d, int allowed, ui
 	d->now_ns = now;
 }
 
+/*
+ * private: the windowed fast paths' fill of an admission (fixed.h,
+ * window.h), where the caller has already computed @remaining and @reset
+ * from values its checks proved in range (the reading inside its window or
+ * bucket, the count after the admission at most the limit), so the
+ * general fill's clamps (sluice__decision_window) would be dead work on
+ * the hottest path.
+ */
+static inline void sluice__decision_admitted(sluice_decision_t *d, uint64_t limit,
+                                             uint64_t remaining, uint64_t reset, uint64_t now)
+{
+	d->allowed = 1;
+	d->limit = limit;
+	d->remaining = remaining;
+	d->retry_after_ns = 0;
+	d->delay_ns = 0;
+	d->reset_ns = reset;
+	d->now_ns = now;
+}
+
 #endif /* SLUICE_DECISION_H */

@@ -172,41 +172,55 @@ static inline int sluice_fixed_acquire_at(sluice_fixed_t *f, uint64_t n, uint64_
 	 * goes on to CAS was opened after head reached it, so the check after
 	 * the CAS sees that head. */
 	uint64_t h = atomic_load_explicit(&f->head, memory_order_acquire);
+	uint64_t W = f->window_ns, start = h * W;
 	/* Unsigned: a reading before h's window wraps to a huge value and
-	 * takes the slow path too, which keeps h (time never runs back). */
-	if (SLUICE_UNLIKELY(now - h * f->window_ns >= f->window_ns))
+	 * takes the slow path too, which keeps h (time never runs back).
+	 * Below, start <= now < start + W. */
+	uint64_t off = now - start;
+	if (SLUICE_UNLIKELY(off >= W))
 		return sluice__fixed_acquire_slow(f, n, now, d);
+	uint64_t tag = h << 32, room = L - n; /* room < 2^32: n <= L */
 	uint64_t w = atomic_load_explicit(&f->word, memory_order_relaxed);
-	for (;;) {
+	/* One compare for "tagged h" and "count + n <= L": for a word tagged
+	 * h, w - tag is its count; for a later tag it is 2^32 or more, for
+	 * an earlier one it wraps near 2^64, either way above room.  The rare
+	 * branch tells the two apart. */
+	uint64_t count = w - tag;
+	if (SLUICE_UNLIKELY(count > room)) {
 		/* The word counts another epoch: open h's (slow path). */
-		if (SLUICE_UNLIKELY((w >> 32) != (h & 0xffffffffu)))
+		if ((w >> 32) != (h & 0xffffffffu))
 			return sluice__fixed_acquire_slow(f, n, now, d);
-		uint64_t count = w & 0xffffffffu;
-		if (count + n > L) {
-			if (d)
-				sluice__fixed_fill(f, d, 0, L, count, h, now);
-			return 0;
-		}
-		/* Acquire on success, then head again: a word tagged like h
-		 * but of epoch h + k * 2^32 (this decision stalled between its
-		 * loads and its CAS while 2^32 windows went by) exists only
-		 * once head got there, and its opening synchronises with this
-		 * CAS.  Head fewer than 2^32 epochs past h proves the CAS hit
-		 * h's word; otherwise refuse, leaving n counted where it
-		 * landed (under-admission, never over). */
-		if (atomic_compare_exchange_weak_explicit(&f->word, &w, w + n, memory_order_acquire,
-		                                          memory_order_relaxed)) {
-			if (SLUICE_UNLIKELY(!sluice__same_lap(
-				    atomic_load_explicit(&f->head, memory_order_relaxed), h))) {
-				if (d)
-					sluice__fixed_fill(f, d, 0, L, L, h, now);
-				return 0;
-			}
-			if (d)
-				sluice__fixed_fill(f, d, 1, L, count + n, h, now);
-			return 1;
-		}
+		if (d)
+			sluice__fixed_fill(f, d, 0, L, count, h, now);
+		return 0;
 	}
+	/* Acquire on success, then head again: a word tagged like h but of
+	 * epoch h + k * 2^32 (this decision stalled between its loads and its
+	 * CAS while 2^32 windows went by) exists only once head got there, and
+	 * its opening synchronises with this CAS.  Head fewer than 2^32 epochs
+	 * past h proves the CAS hit h's word; otherwise refuse, leaving n
+	 * counted where it landed (under-admission, never over).  A failed CAS
+	 * (another thread counted first) goes to the slow path, which loops
+	 * on others' progress only: one attempt inline keeps the inline path
+	 * short and free of a loop's register pressure. */
+	uint64_t seen = w;
+	(void)atomic_compare_exchange_strong_explicit(&f->word, &seen, w + n, memory_order_acquire,
+	                                              memory_order_relaxed);
+	/* The word as the CAS found it: the CAS succeeded iff it is w (a
+	 * compare of the value, which GCC branches on directly, where the
+	 * CAS's boolean costs a setcc and a zero-extend first). */
+	if (SLUICE_UNLIKELY(seen != w))
+		return sluice__fixed_acquire_slow(f, n, now, d);
+	if (SLUICE_UNLIKELY((atomic_load_explicit(&f->head, memory_order_relaxed) - h) >> 32)) {
+		/* sluice__same_lap(head, h) failed (written as a shift, as
+		 * sluice__window_cas_was_current() does): see above */
+		if (d)
+			sluice__fixed_fill(f, d, 0, L, L, h, now);
+		return 0;
+	}
+	if (d)
+		sluice__decision_admitted(d, L, room - count, W - off, now);
+	return 1;
 }
 
 /*

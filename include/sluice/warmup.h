@@ -210,6 +210,9 @@ typedef struct sluice_warmup {
 	uint64_t fresh_max;  /* bound on L I for every rate set_rate accepts:
 	                      * max(P, L I at init), ns; it sized the grid      */
 	uint64_t cost_max;   /* bound on any one cost, ns                      */
+	uint64_t end_ns;     /* the last ticket the grid can hold              */
+	uint64_t half_range_ns; /* R/2: a decision this far past the anchor
+	                         * moves it first (lib/warmup.c)              */
 	/* private: read by every decision, written by set_rate */
 	struct sluice__warmup_params params[2];
 	_Atomic uint32_t writer; /* set_rate calls serialise on it             */

@@ -308,7 +308,9 @@ static inline void sluice__window_fill_leased(const sluice_window_t *w, sluice_d
  */
 static inline int sluice__window_cas_was_current(sluice_window_t *w, uint64_t h)
 {
-	return sluice__same_lap(atomic_load_explicit(&w->head, memory_order_relaxed), h);
+	/* sluice__same_lap(head, h), written as a shift: GCC compares with
+	 * 2^32 - 1 through a register it must load first. */
+	return ((atomic_load_explicit(&w->head, memory_order_relaxed) - h) >> 32) == 0;
 }
 
 /* private: fill @d for a decision that stalled across 2^32 epochs (see
@@ -443,33 +445,49 @@ static inline int sluice_window_acquire_at(sluice_window_t *w, uint64_t n, uint6
 	 * head reached it, so the check after the CAS sees that head. */
 	uint64_t h = atomic_load_explicit(&w->head, memory_order_acquire);
 	uint64_t start = h * w->width_ns;
-	/* Unsigned: a reading before h's bucket wraps and goes slow too. */
-	if (SLUICE_UNLIKELY(now - start >= w->width_ns))
+	/* Unsigned: a reading before h's bucket wraps and goes slow too.
+	 * Below, start <= now < start + width. */
+	uint64_t off = now - start;
+	if (SLUICE_UNLIKELY(off >= w->width_ns))
 		return sluice__window_acquire_slow(w, n, now, d);
 	uint64_t c = atomic_load_explicit(&w->cur, memory_order_acquire);
 	_Atomic uint64_t *slot = &w->slots[h & w->mask].word;
 	uint64_t s = atomic_load_explicit(slot, memory_order_relaxed);
-	for (;;) {
-		if (SLUICE_UNLIKELY(!sluice__window_open(c, s, h)))
-			return sluice__window_acquire_slow(w, n, now, d);
-		uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
-		if (counted + n > L) {
-			if (d)
-				sluice__window_fill_refused(w, d, L, counted, c & 0xffffffffu, n, h, now);
-			return 0;
-		}
-		/* Acquire on success: see sluice__window_cas_was_current(). */
-		if (atomic_compare_exchange_weak_explicit(slot, &s, s + n, memory_order_acquire,
-		                                          memory_order_relaxed)) {
-			if (SLUICE_UNLIKELY(!sluice__window_cas_was_current(w, h))) {
-				sluice__window_fill_stale(w, d, L, now);
-				return 0;
-			}
-			if (d)
-				sluice__window_fill_admitted(w, d, L, counted + n, start, now);
-			return 1;
-		}
+	/* One test for "cur and the bucket are h's and the bucket is
+	 * unsealed" (sluice__window_open): with tag = h's, c - tag is the
+	 * base and s - tag the bucket's own count when they are tagged h; a
+	 * later tag leaves 2^32 or more, an earlier one wraps near 2^64, and
+	 * SEALED (with FOLDED, which is only ever set with it) leaves 2^30 or
+	 * more.  Counts below 2^30 (L <= 2^30 - 1 bounds them) then pass with
+	 * exactly the values the masks would give; anything else, including a
+	 * base of 2^30 or more that no admission can leave, is decided by the
+	 * slow path, which makes the full checks. */
+	uint64_t tag = h << 32, base = c - tag, own = s - tag;
+	if (SLUICE_UNLIKELY((base | own) >> 30))
+		return sluice__window_acquire_slow(w, n, now, d);
+	uint64_t counted = base + own, room = L - n; /* n <= L */
+	if (counted > room) {
+		if (d)
+			sluice__window_fill_refused(w, d, L, counted, base, n, h, now);
+		return 0;
 	}
+	/* Acquire on success: see sluice__window_cas_was_current().  One
+	 * attempt inline; a failed CAS (another thread counted first, or
+	 * sealed the bucket) goes to the slow path, which retries on others'
+	 * progress only.  The CAS's success is read from the value it found
+	 * (seen == s), which GCC branches on directly. */
+	uint64_t seen = s;
+	(void)atomic_compare_exchange_strong_explicit(slot, &seen, s + n, memory_order_acquire,
+	                                              memory_order_relaxed);
+	if (SLUICE_UNLIKELY(seen != s))
+		return sluice__window_acquire_slow(w, n, now, d);
+	if (SLUICE_UNLIKELY(!sluice__window_cas_was_current(w, h))) {
+		sluice__window_fill_stale(w, d, L, now);
+		return 0;
+	}
+	if (d)
+		sluice__decision_admitted(d, L, room - counted, w->window_ns - off, now);
+	return 1;
 }
 
 /* sluice_window_acquire - as _at, reading the window's clock. */
