@@ -28,6 +28,7 @@
 
 /* private symbols of lib/ (static library): sluice__siphash() and the
  * keyed lookup's inline hash of short keys */
+#include "../lib/keyhash_internal.h"
 #include "../lib/siphash_internal.h"
 /* Test-only symbols of lib/keyed_*.c (SLUICE_TESTING builds): weak, so this
  * file links against the production objects and can check they are absent. */
@@ -142,7 +143,7 @@ static const struct bad_cfg bad_cfgs[] = {
 	{ { .algo = SLUICE_ALGO_GCRA, .capacity = 64, .key_max = 15, .flags = SLUICE_KEYED_HASH_LONG_KEYS, .rate = 1,
 	    .period_ns = SEC, .burst = 1 },
 	  SLUICE_EKEYLEN },
-	{ { .algo = SLUICE_ALGO_GCRA, .capacity = 64, .flags = 4, .rate = 1, .period_ns = SEC, .burst = 1 },
+	{ { .algo = SLUICE_ALGO_GCRA, .capacity = 64, .flags = 8, .rate = 1, .period_ns = SEC, .burst = 1 },
 	  SLUICE_EINVAL },
 	{ { .algo = SLUICE_ALGO_GCRA, .capacity = 64, .rate = 0, .period_ns = SEC, .burst = 1 }, SLUICE_ERATE },
 	{ { .algo = SLUICE_ALGO_GCRA, .capacity = 64, .rate = 3000000, .period_ns = SEC, .burst = 1 }, SLUICE_ERATE },
@@ -511,6 +512,19 @@ Test(keyed, key_lengths)
 	sluice_keyed_free(&k);
 }
 
+/* The hash @k places a key of 1..16 bytes by (lib/keyed_internal.h's
+ * hash16(), from the handle's seed and round keys). */
+static uint64_t table_hash(const sluice_keyed_t *k, const void *key, size_t len)
+{
+	uint64_t w0, w1;
+	sluice__siphash_words16(key, len, &w0, &w1);
+#ifdef SLUICE__KEYHASH_AES
+	if (!(k->flags & SLUICE_KEYED_SIPHASH))
+		return sluice__keyhash_aes16(k->ak, w0, w1, len);
+#endif
+	return sluice__siphash13_words16(k->k0, k->k1, w0, w1, len);
+}
+
 /* Keys that land in one group, found with the table's (known) seed. */
 static int same_group_keys(const sluice_keyed_config_t *c, char keys[][24], int want)
 {
@@ -521,7 +535,7 @@ static int same_group_keys(const sluice_keyed_config_t *c, char keys[][24], int 
 	for (int i = 0; got < want && i < 1000000; i++) {
 		char name[24];
 		int len = snprintf(name, sizeof(name), "flood-%d", i);
-		uint64_t h = sluice__siphash(1, 3, k.k0, k.k1, name, (size_t)len);
+		uint64_t h = table_hash(&k, name, (size_t)len);
 		if (target == UINT64_MAX)
 			target = h & k.group_mask;
 		if ((h & k.group_mask) == target)

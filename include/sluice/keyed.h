@@ -351,7 +351,7 @@
 #define SLUICE_KEYED_TAU_MAX ((1ULL << 61) - 1) /* GCRA, LEAKY: b * T, ns */
 #define SLUICE_KEYED_TIME_MAX ((1ULL << 62) - 1) /* latest reading        */
 #define SLUICE_KEYED_LEASE_MS 100u    /* a stalled claim may be stolen after */
-#define SLUICE_KEYED_VERSION 8u /* 8: 8 key bytes a word, matched by claim counter */
+#define SLUICE_KEYED_VERSION 9u /* 9: the header's flags name the hash (HASHING) */
 
 typedef enum sluice_keyed_policy {
 	SLUICE_KEYED_REJECT = 0,
@@ -362,11 +362,12 @@ typedef enum sluice_keyed_policy {
 /* config.flags */
 #define SLUICE_KEYED_HASH_LONG_KEYS 1u /* digest keys longer than key_max   */
 #define SLUICE_KEYED_SEEDED 2u         /* use config.seed, not getrandom()  */
+#define SLUICE_KEYED_SIPHASH 4u        /* SipHash-1-3 even with AES-NI (HASHING) */
 
 typedef struct sluice_keyed_config {
 	sluice_algo_t algo;  /* SLUICE_ALGO_GCRA, _LEAKY, _FIXED, _WINDOW, _INFLIGHT */
 	sluice_keyed_policy_t policy;
-	uint32_t flags;      /* SLUICE_KEYED_HASH_LONG_KEYS | SLUICE_KEYED_SEEDED */
+	uint32_t flags;      /* SLUICE_KEYED_HASH_LONG_KEYS | _SEEDED | _SIPHASH */
 	uint32_t key_max;    /* longest key in bytes; 0: 32                     */
 	uint64_t capacity;   /* slots: 8..2^32, rounded up to a power of two    */
 	uint64_t seed[2];    /* SipHash key when flags has SLUICE_KEYED_SEEDED  */
@@ -404,6 +405,7 @@ typedef struct sluice_keyed {
 	uint32_t buckets, bucket_mask, cell_mask;
 	uint32_t cbits;                     /* FIXED, INFLIGHT: count bits  */
 	uint64_t k0, k1, d0, d1, d2, d3;    /* hash and digest keys         */
+	uint64_t ak[12];                    /* the AES hash's round keys    */
 	uint64_t window_ns, width_ns;       /* FIXED, WINDOW (fixed)        */
 	struct sluice__keyed_live *live;    /* the parameters in force      */
 	/* private: set by sluice_keyed_new() */
@@ -528,6 +530,26 @@ static inline int sluice_keyed_acquire(sluice_keyed_t *k, const void *key, size_
 {
 	return sluice_keyed_acquire_at(k, key, keylen, n, sluice_clock_now(k->clock), d);
 }
+
+/*
+ * sluice_keyed_prefetch - start loading the cache line where @key's state
+ * would be found, so that a later decision on @key finds it in cache.
+ * For callers that know the next key before deciding the current one (a
+ * gateway that parses request i + 1's key before deciding request i, a
+ * batch): prefetch key i + 1, decide key i; the memory latency of the
+ * lookup then overlaps the work between the two calls.
+ *
+ * Computes the key's hash (the decision computes it again) and issues one
+ * prefetch hint for the first slot of its probe order; nothing else.  A
+ * hint only: it reads no slot, writes nothing, cannot fault, changes no
+ * result and no statistic, and does nothing for invalid input (NULL, an
+ * empty or too long key).  It helps only while the line stays cached until
+ * the decision (the next few hundred nanoseconds, typically), and only for
+ * the slot a key's lookup probes first (where a key lives unless its group
+ * was crowded when it was created).  Thread-safe, any process; lock-free,
+ * no allocation, no system call.
+ */
+SLUICE_API void sluice_keyed_prefetch(const sluice_keyed_t *k, const void *key, size_t keylen);
 
 /*
  * sluice_keyed_release - INFLIGHT: give back @n slots the key took.
