@@ -139,9 +139,9 @@
  * the full 128-bit outputs of chosen inputs, and a client sees at most a
  * few low bits of the hash (which keys share a group).  So, without the
  * seed, no way is known to make keys collide with either hash, and
- * flooding degrades into the random case.  Anyone with the seed (a process that can read the table's
- * memory) can aim keys at one group, with either hash.  Past
- * the probe bound nothing is searched: a full group is a full table for that
+ * flooding degrades into the random case.  Anyone with the seed (a
+ * process that can read the table's memory) can aim keys at one group,
+ * with either hash.  Past the probe bound nothing is searched: a full group is a full table for that
  * key (the policy above).  With one group per key, groups fill unevenly: at
  * 50% occupancy of random keys about 5% of groups of 8 are full, at 25%
  * about 0.1% (Poisson tails); size the table for about four times the keys
