@@ -228,12 +228,12 @@ int main(int argc, char **argv)
 		/* seeded, so every run hashes the key to the same slot */
 		sluice_keyed_config_t c = { .policy = SLUICE_KEYED_REJECT, .capacity = 1024,
 			                    .flags = SLUICE_KEYED_SEEDED, .seed = { 1, 2 } };
-		if (strcmp(algo, "keyed-gcra") == 0 || strcmp(algo, "keyed-gcra-sip") == 0)
-			c.algo = SLUICE_ALGO_GCRA, c.rate = 1, c.period_ns = 1, c.burst = 1000000;
-		/* keyed-gcra-sip: the same table hashing with SipHash-1-3 (the
-		 * others use the AES hash where the CPU has AES-NI) */
+		/* keyed-gcra-sip: the keyed-gcra table hashing with SipHash-1-3
+		 * (the others use the AES hash where the CPU has AES-NI) */
 		if (strcmp(algo, "keyed-gcra-sip") == 0)
 			c.flags |= SLUICE_KEYED_SIPHASH;
+		if (strcmp(algo, "keyed-gcra") == 0 || strcmp(algo, "keyed-gcra-sip") == 0)
+			c.algo = SLUICE_ALGO_GCRA, c.rate = 1, c.period_ns = 1, c.burst = 1000000;
 		else if (strcmp(algo, "keyed-fixed") == 0)
 			c.algo = SLUICE_ALGO_FIXED, c.limit = SLUICE_KEYED_FIXED_LIMIT_MAX,
 			c.window_ns = SEC;
