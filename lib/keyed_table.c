@@ -420,7 +420,7 @@ int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock, slu
 	k->d1 = dk[1];
 	k->d2 = dk[2];
 	k->d3 = dk[3];
-	sluice__keyhash_expand(h->k0, h->k1, k->ak);
+	sluice__keyhash_expand(k->k0, k->k1, k->ak); /* from the copy: one read of the seed */
 	k->live = (struct sluice__keyed_live *)((unsigned char *)mem + l.live_off);
 	k->window_ns = p.window_ns;
 	k->width_ns = p.width_ns;
