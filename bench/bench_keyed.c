@@ -15,8 +15,14 @@
  * Every case but mutex-hash runs on the cached clock (the default) and on
  * CLOCK_MONOTONIC (mode=), so each ratio compares one clock with itself.
  * keyed-gcra is the table with key_max 16 (the keys' length: 64-byte
- * slots, one cache line per key); keyed-gcra-k32 the same table with the
- * default key_max 32 (128-byte slots), to show what the layout buys.
+ * slots, one cache line per key), hashing with the AES hash where the CPU
+ * has AES-NI; keyed-gcra-k32 the same table with the default key_max 32
+ * (128-byte slots), to show what the layout buys; keyed-gcra-sip the
+ * keyed-gcra table with SLUICE_KEYED_SIPHASH (SipHash-1-3), to show what
+ * the hash buys; keyed-gcra-prefetch the keyed-gcra table driven as a
+ * gateway that knows the next request's key: each step builds key i + 1,
+ * calls sluice_keyed_prefetch() on it, then decides key i (cached clock
+ * only, as keyed-gcra-sip).
  *
  * Regimes (keys are 16 bytes: an IPv6-looking prefix, the key number, a
  * route id):
@@ -55,6 +61,7 @@
 #include "sluice/sluice.h"
 
 #include "bench_common.h"
+#include "keyhash_internal.h"
 #include "siphash_internal.h"
 
 #define SEC 1000000000ULL
@@ -224,11 +231,12 @@ static int marray_acquire(struct mutex_array *m, uint32_t key, sluice_decision_t
 /* ---- cases ----------------------------------------------------------------- */
 
 enum impl {
-	KEYED_CACHED, KEYED32_CACHED, ARRAY_CACHED, MARRAY_CACHED,
+	KEYED_CACHED, KEYED32_CACHED, KEYEDSIP_CACHED, KEYEDPF_CACHED, ARRAY_CACHED, MARRAY_CACHED,
 	KEYED_MONO, KEYED32_MONO, ARRAY_MONO, MARRAY_MONO,
 	MUTEX, NIMPL
 };
-static const char *impl_name[] = { "keyed-gcra", "keyed-gcra-k32", "array-gcra", "mutex-array",
+static const char *impl_name[] = { "keyed-gcra", "keyed-gcra-k32", "keyed-gcra-sip",
+	                           "keyed-gcra-prefetch", "array-gcra", "mutex-array",
 	                           "keyed-gcra", "keyed-gcra-k32", "array-gcra", "mutex-array",
 	                           "mutex-hash" };
 static int is_mono(enum impl im)
@@ -237,7 +245,8 @@ static int is_mono(enum impl im)
 }
 static int is_keyed(enum impl im)
 {
-	return im == KEYED_CACHED || im == KEYED32_CACHED || im == KEYED_MONO || im == KEYED32_MONO;
+	return im == KEYED_CACHED || im == KEYED32_CACHED || im == KEYEDSIP_CACHED ||
+	       im == KEYEDPF_CACHED || im == KEYED_MONO || im == KEYED32_MONO;
 }
 /* the same-clock baselines of @im */
 static enum impl array_of(enum impl im)
@@ -341,6 +350,9 @@ static void *run_main(void *arg)
 	const uint32_t *dr = draws[r->regime][r->tid];
 	uint32_t i = (uint32_t)r->tid * 7919u;
 	uint64_t decisions = 0, admitted = 0;
+	/* keyed-gcra-prefetch: the key decided next, prefetched a step ago */
+	unsigned char next[16];
+	make_key(next, dr[i++ & (DRAWS - 1)]);
 	pthread_barrier_wait(r->start);
 	uint64_t c0 = thread_ns();
 	for (;;) {
@@ -361,6 +373,14 @@ static void *run_main(void *arg)
 			case MARRAY_CACHED:
 			case MARRAY_MONO:
 				rc = marray_acquire(r->ma, kn, &d);
+				break;
+			case KEYEDPF_CACHED:
+				/* key (draw i) is the next draw's; decide the
+				 * one prefetched a step ago */
+				memcpy(key, next, 16);
+				make_key(next, kn);
+				sluice_keyed_prefetch(r->k, next, 16);
+				rc = sluice_keyed_acquire(r->k, key, 16, 1, &d);
 				break;
 			default:
 				rc = sluice_keyed_acquire(r->k, key, 16, 1, &d);
@@ -408,7 +428,8 @@ static double timed(enum impl impl, int regime, int threads, double seconds, dou
 		 * key); keyed-gcra-k32: the default 32 (128-byte slots) */
 		sluice_keyed_config_t c = { .algo = SLUICE_ALGO_GCRA, .capacity = rg->capacity,
 			                    .rate = rg->rate, .period_ns = SEC, .burst = rg->burst,
-			                    .key_max = impl == KEYED_CACHED || impl == KEYED_MONO ? 16 : 0 };
+			                    .key_max = impl == KEYED32_CACHED || impl == KEYED32_MONO ? 0 : 16,
+			                    .flags = impl == KEYEDSIP_CACHED ? SLUICE_KEYED_SIPHASH : 0 };
 		int rc = sluice_keyed_new(&k, &c, clock);
 		if (rc != 0) {
 			fprintf(stderr, "bench_keyed: new: %s\n", sluice_err_name(rc));
@@ -584,13 +605,18 @@ static void bench_hashes(const char *cpu)
 		make_key(keys[i], i * 2654435761u);
 	/* siphash13: the generic inline body; siphash13-words16: what a keyed
 	 * decision runs (the key loaded once as two words, the rounds written
-	 * out); aes128: skipped without AES-NI */
+	 * out); aes128: skipped without AES-NI; aes4-keyhash: the keyed
+	 * tables' AES hash as a decision runs it (lib/keyhash_internal.h: the
+	 * words, the out-of-line call, the per-length whitening and four
+	 * rounds), skipped without AES-NI */
 	const char *name[] = { "siphash13", "siphash13-words16", "halfsiphash13", "mulfold",
-		               "aes128" };
+		               "aes128", "aes4-keyhash" };
 	aes_setup(0x0706050403020100ULL, 0x0f0e0d0c0b0a0908ULL);
-	for (int h = 0; h < 5; h++) {
-		if (h == 4 && !have_aes()) {
-			printf("bench hash=aes128 key_bytes=16 skipped=no-aes-ni\n");
+	uint64_t ak[SLUICE__KEYHASH_WORDS];
+	sluice__keyhash_expand(0x0706050403020100ULL, 0x0f0e0d0c0b0a0908ULL, ak);
+	for (int h = 0; h < 6; h++) {
+		if (h >= 4 && !have_aes()) {
+			printf("bench hash=%s key_bytes=16 skipped=no-aes-ni\n", name[h]);
 			continue;
 		}
 		double t[5];
@@ -613,9 +639,14 @@ static void bench_hashes(const char *cpu)
 				} else if (h == 3) {
 					acc += mulfold16(0x0706050403020100ULL, 0x0f0e0d0c0b0a0908ULL, k,
 					                 16);
-				} else {
+				} else if (h == 4) {
 					acc += aes128_16(0x1f1e1d1c1b1a1918ULL, 0x1716151413121110ULL, k,
 					                 16);
+				} else {
+#ifdef SLUICE__KEYHASH_AES
+					sluice__siphash_words16(k, 16, &w0, &w1);
+					acc += sluice__keyhash_aes16(ak, w0, w1, 16);
+#endif
 				}
 			}
 			t[r] = (double)(thread_ns() - c0) / N;

@@ -606,6 +606,15 @@ kid_counted(const sluice_keyed_t *k, const void *key, size_t keylen, struct kid 
 	return rc;
 }
 
+/* make_kid() places the key and prefetches its first slot (kid_place());
+ * the kid itself is dropped: the decision makes its own. */
+void sluice_keyed_prefetch(const sluice_keyed_t *k, const void *key, size_t keylen)
+{
+	struct kid id;
+	if (k && key)
+		(void)make_kid(k, key, keylen, &id);
+}
+
 int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t n,
                             uint64_t now, sluice_decision_t *d)
 {

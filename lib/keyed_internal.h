@@ -32,6 +32,7 @@
 #include "sluice/error.h"
 #include "sluice/keyed.h"
 #include "sluice/stripe.h"
+#include "keyhash_internal.h"
 #include "siphash_internal.h"
 #include "util_internal.h"
 
@@ -121,6 +122,8 @@ struct sluice__keyed_hdr {
 };
 _Static_assert(sizeof(struct sluice__keyed_hdr) <= HDR_BYTES, "header grew past 256 bytes");
 _Static_assert(sizeof(struct sluice_stripe_cell) == SLUICE_CACHELINE, "a cell is one line");
+_Static_assert(sizeof(((sluice_keyed_t *)0)->ak) == SLUICE__KEYHASH_WORDS * 8,
+               "the handle holds the AES hash's round keys");
 
 /* The key as this table stores it: group, probe start, tag id, words. */
 struct kid {
@@ -258,10 +261,30 @@ static inline void kid_place(const sluice_keyed_t *k, uint64_t h, unsigned lenco
 }
 
 /*
+ * hash16 - the table's hash of a key of @len (1..16) bytes given as its
+ * words (sluice__siphash_words16()): the AES hash of keyhash_internal.h,
+ * or SipHash-1-3 when the table's header says so (SLUICE_KEYED_SIPHASH in
+ * k->flags: chosen at init, or the CPU that formatted the table lacked
+ * AES-NI).  attach refused an AES table in a process whose CPU cannot run
+ * it, so the AES branch runs only where AES-NI is present.  The branch
+ * goes the same way on every call of a handle: predicted.
+ */
+static inline __attribute__((always_inline)) uint64_t hash16(const sluice_keyed_t *k, uint64_t w0,
+                                                           uint64_t w1, size_t len)
+{
+#ifdef SLUICE__KEYHASH_AES
+	if (SLUICE_LIKELY(!(k->flags & SLUICE_KEYED_SIPHASH)))
+		return sluice__keyhash_aes16(k->ak, w0, w1, len);
+#endif
+	return sluice__siphash13_words16(k->k0, k->k1, w0, w1, len);
+}
+
+/*
  * make_kid - the key as this table stores it: its words (8 bytes each, the
  * last one zero-padded; the words past the key, up to key_words, are 0:
- * kid_word()), its group, probe start and tag id, from SipHash-1-3 under
- * the table's secret (k0, k1).  A key longer than key_max is, with
+ * kid_word()), its group, probe start and tag id, from the table's hash
+ * under its secret seed (hash16() for keys of up to 16 bytes and digests,
+ * SipHash-1-3 under (k0, k1) for longer keys).  A key longer than key_max is, with
  * SLUICE_KEYED_HASH_LONG_KEYS, replaced by its 16-byte digest (two
  * SipHash-1-3 under the digest keys) and the length code LEN_HASHED.
  *
@@ -287,7 +310,7 @@ static inline __attribute__((always_inline)) int make_kid(const sluice_keyed_t *
 		 * read them (little-endian words) */
 		w0 = sluice__siphash13(k->d0, k->d1, key, len);
 		w1 = sluice__siphash13(k->d2, k->d3, key, len);
-		kid_place(k, sluice__siphash13_words16(k->k0, k->k1, w0, w1, 16), LEN_HASHED, id);
+		kid_place(k, hash16(k, w0, w1, 16), LEN_HASHED, id);
 		id->used = 2;
 		id->pw[0] = w0;
 		id->pw[1] = w1;
@@ -295,8 +318,7 @@ static inline __attribute__((always_inline)) int make_kid(const sluice_keyed_t *
 	}
 	if (SLUICE_LIKELY(len <= 16)) {
 		sluice__siphash_words16(p, len, &w0, &w1);
-		kid_place(k, sluice__siphash13_words16(k->k0, k->k1, w0, w1, len), (unsigned)len,
-		          id);
+		kid_place(k, hash16(k, w0, w1, len), (unsigned)len, id);
 		id->used = len > 8 ? 2 : 1;
 		id->pw[0] = w0;
 		id->pw[1] = w1;
@@ -639,6 +661,10 @@ uint64_t sluice__keyed_gcra_convert(const struct kp *p, uint64_t x);
 void sluice__keyed_live_format(struct sluice__keyed_live *l, const struct params *p);
 
 /* keyed_table.c */
+int sluice__keyed_have_aes(void); /* the AES hash can run here (cpuid) */
+#ifdef SLUICE_TESTING
+extern int sluice__keyed_test_no_aes; /* tests: act as a CPU without AES-NI */
+#endif
 int sluice__keyed_validate(const sluice_keyed_config_t *c, struct params *p);
 void sluice__keyed_layout(const struct params *p, struct layout *l);
 /* keyed_decide.c: the algorithms' freshness, loss and first state */

@@ -82,7 +82,7 @@ int sluice__keyed_validate(const sluice_keyed_config_t *c, struct params *p)
 		return SLUICE_EPOLICY;
 	if (c->algo == SLUICE_ALGO_INFLIGHT && c->policy != SLUICE_KEYED_REJECT)
 		return SLUICE_EPOLICY; /* ALLOW: nothing to release; EVICT: forgets held slots */
-	if (c->flags & ~(SLUICE_KEYED_HASH_LONG_KEYS | SLUICE_KEYED_SEEDED))
+	if (c->flags & ~(SLUICE_KEYED_HASH_LONG_KEYS | SLUICE_KEYED_SEEDED | SLUICE_KEYED_SIPHASH))
 		return SLUICE_EINVAL;
 	p->key_max = c->key_max ? c->key_max : SLUICE_KEYED_KEY_DEFAULT;
 	if (p->key_max > SLUICE_KEYED_KEY_MAX ||
@@ -201,6 +201,26 @@ static void digest_keys(uint64_t k0, uint64_t k1, uint64_t dk[4])
 		dk[i] = sluice__siphash13(k0, k1, tags[i], 8);
 }
 
+#ifdef SLUICE_TESTING
+int sluice__keyed_test_no_aes;
+#endif
+
+/* Can this process run the AES hash (keyhash_internal.h)?  cpuid, through
+ * GCC's __builtin_cpu_supports (it initialises its own CPU model table). */
+int sluice__keyed_have_aes(void)
+{
+#ifdef SLUICE_TESTING
+	if (sluice__keyed_test_no_aes)
+		return 0;
+#endif
+#ifdef SLUICE__KEYHASH_AES
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("aes") ? 1 : 0;
+#else
+	return 0;
+#endif
+}
+
 static int get_seed(uint64_t seed[2])
 {
 	unsigned char *p = (unsigned char *)seed;
@@ -247,7 +267,10 @@ int sluice_keyed_init(void *mem, size_t size, const sluice_keyed_config_t *cfg)
 	h->cells_off = l.cells_off;
 	h->algo = p.algo;
 	h->policy = p.policy;
-	h->flags = p.flags;
+	/* The hash the table uses, for every process that attaches: the AES
+	 * hash where this CPU has AES-NI, unless the config asked for
+	 * SipHash-1-3; SLUICE_KEYED_SIPHASH in the stored flags says SipHash. */
+	h->flags = p.flags | (sluice__keyed_have_aes() ? 0 : SLUICE_KEYED_SIPHASH);
 	h->key_max = p.key_max;
 	h->slot_bytes = l.slot_bytes;
 	h->key_words = l.key_words;
@@ -356,6 +379,10 @@ int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock, slu
 		return SLUICE_ELAYOUT;
 	if (size < l.total)
 		return SLUICE_ESIZE;
+	/* An AES table where this CPU cannot compute the AES hash: its keys'
+	 * places cannot be found here. */
+	if (!(p.flags & SLUICE_KEYED_SIPHASH) && !sluice__keyed_have_aes())
+		return SLUICE_ELAYOUT;
 	const sluice_clock_t *c = clock ? clock : &sluice_clock_cached;
 	if (c->kind > SLUICE_CLOCK_MANUAL)
 		return SLUICE_ECLOCK;
@@ -388,6 +415,7 @@ int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock, slu
 	k->d1 = dk[1];
 	k->d2 = dk[2];
 	k->d3 = dk[3];
+	sluice__keyhash_expand(k->k0, k->k1, k->ak); /* from the copy: one read of the seed */
 	k->live = (struct sluice__keyed_live *)((unsigned char *)mem + l.live_off);
 	k->window_ns = p.window_ns;
 	k->width_ns = p.width_ns;

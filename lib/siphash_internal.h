@@ -1,6 +1,9 @@
 /*
- * siphash_internal.h - SipHash (Aumasson and Bernstein, 2012), the keyed
- * hash the keyed tables use against hash flooding.  Never installed.
+ * siphash_internal.h - SipHash (Aumasson and Bernstein, 2012), a keyed
+ * hash the keyed tables use against hash flooding: for every key of a table
+ * formatted without AES-NI or with SLUICE_KEYED_SIPHASH, for keys longer
+ * than 16 bytes in every table, for the digests of long keys and the header
+ * checksum (keyhash_internal.h is the other one).  Never installed.
  *
  * sluice__siphash(c, d, k0, k1, data, len) is SipHash-c-d with the 128-bit
  * key (k0, k1) read as two little-endian words, over @len bytes of @data,

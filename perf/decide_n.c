@@ -9,7 +9,8 @@
  * log-deny (the log's refusal: L = 1, every decision after the first refused; the one
  * case outside the allow regime below),
  * fixed-lease, gcra-lease, leaky-lease (per-CPU leases of 1024; GCRA's with the default V),
- * warmup, decay, decay-deny and decay-deny-mid (refusals: see main), inflight, composite, keyed-gcra, keyed-fixed, keyed-window,
+ * warmup, decay, decay-deny and decay-deny-mid (refusals: see main), inflight, composite, keyed-gcra,
+ * keyed-gcra-sip, keyed-fixed, keyed-window,
  * keyed-inflight (a keyed table, one existing 11-byte key: the hash, the
  * probe and the per-key decision), or mutex-fixed (the published-style
  * baseline: pthread mutex + clock_gettime(CLOCK_MONOTONIC)).
@@ -251,7 +252,11 @@ int main(int argc, char **argv)
 		/* seeded, so every run hashes the key to the same slot */
 		sluice_keyed_config_t c = { .policy = SLUICE_KEYED_REJECT, .capacity = 1024,
 			                    .flags = SLUICE_KEYED_SEEDED, .seed = { 1, 2 } };
-		if (strcmp(algo, "keyed-gcra") == 0)
+		/* keyed-gcra-sip: the keyed-gcra table hashing with SipHash-1-3
+		 * (the others use the AES hash where the CPU has AES-NI) */
+		if (strcmp(algo, "keyed-gcra-sip") == 0)
+			c.flags |= SLUICE_KEYED_SIPHASH;
+		if (strcmp(algo, "keyed-gcra") == 0 || strcmp(algo, "keyed-gcra-sip") == 0)
 			c.algo = SLUICE_ALGO_GCRA, c.rate = 1, c.period_ns = 1, c.burst = 1000000;
 		else if (strcmp(algo, "keyed-fixed") == 0)
 			c.algo = SLUICE_ALGO_FIXED, c.limit = SLUICE_KEYED_FIXED_LIMIT_MAX,

@@ -28,6 +28,7 @@
 
 /* private symbols of lib/ (static library): sluice__siphash() and the
  * keyed lookup's inline hash of short keys */
+#include "../lib/keyhash_internal.h"
 #include "../lib/siphash_internal.h"
 /* Test-only symbols of lib/keyed_*.c (SLUICE_TESTING builds): weak, so this
  * file links against the production objects and can check they are absent. */
@@ -142,7 +143,7 @@ static const struct bad_cfg bad_cfgs[] = {
 	{ { .algo = SLUICE_ALGO_GCRA, .capacity = 64, .key_max = 15, .flags = SLUICE_KEYED_HASH_LONG_KEYS, .rate = 1,
 	    .period_ns = SEC, .burst = 1 },
 	  SLUICE_EKEYLEN },
-	{ { .algo = SLUICE_ALGO_GCRA, .capacity = 64, .flags = 4, .rate = 1, .period_ns = SEC, .burst = 1 },
+	{ { .algo = SLUICE_ALGO_GCRA, .capacity = 64, .flags = 8, .rate = 1, .period_ns = SEC, .burst = 1 },
 	  SLUICE_EINVAL },
 	{ { .algo = SLUICE_ALGO_GCRA, .capacity = 64, .rate = 0, .period_ns = SEC, .burst = 1 }, SLUICE_ERATE },
 	{ { .algo = SLUICE_ALGO_GCRA, .capacity = 64, .rate = 3000000, .period_ns = SEC, .burst = 1 }, SLUICE_ERATE },
@@ -511,6 +512,179 @@ Test(keyed, key_lengths)
 	sluice_keyed_free(&k);
 }
 
+/* ---- the AES hash (lib/keyhash_internal.h), checked without the intrinsics -- */
+
+/* GF(2^8) product modulo x^8 + x^4 + x^3 + x + 1 (FIPS-197 4.2). */
+static uint8_t gf_mul(uint8_t a, uint8_t b)
+{
+	uint8_t r = 0;
+	while (b) {
+		if (b & 1)
+			r ^= a;
+		a = (uint8_t)((a << 1) ^ ((a & 0x80) ? 0x1b : 0));
+		b >>= 1;
+	}
+	return r;
+}
+
+/* The S-box from its definition (FIPS-197 5.1.1): the inverse (x^254),
+ * then the affine map; no table copied from anywhere. */
+static uint8_t sbox(uint8_t x)
+{
+	uint8_t inv = 1;
+	for (int i = 0; i < 254; i++)
+		inv = gf_mul(inv, x);
+	uint8_t b = inv;
+	for (int i = 1; i <= 4; i++)
+		b ^= (uint8_t)((inv << i) | (inv >> (8 - i)));
+	return b ^ 0x63;
+}
+
+/* One AES round as AESENC computes it: SubBytes, ShiftRows, MixColumns,
+ * AddRoundKey; the state's byte i is row i % 4 of column i / 4. */
+static void aes_round(uint8_t st[16], const uint8_t rk[16])
+{
+	uint8_t t[16];
+	for (int c = 0; c < 4; c++)
+		for (int r = 0; r < 4; r++)
+			t[r + 4 * c] = sbox(st[r + 4 * ((c + r) % 4)]);
+	for (int c = 0; c < 4; c++) {
+		uint8_t *a = &t[4 * c];
+		for (int r = 0; r < 4; r++)
+			st[r + 4 * c] = (uint8_t)(gf_mul(a[r], 2) ^ gf_mul(a[(r + 1) % 4], 3) ^
+			                          a[(r + 2) % 4] ^ a[(r + 3) % 4] ^ rk[r + 4 * c]);
+	}
+}
+
+static void put_le(uint8_t *b, uint64_t lo, uint64_t hi)
+{
+	for (int i = 0; i < 8; i++) {
+		b[i] = (uint8_t)(lo >> (8 * i));
+		b[8 + i] = (uint8_t)(hi >> (8 * i));
+	}
+}
+
+/* keyhash_internal.h's definition, in plain C. */
+static uint64_t ref_keyhash(const uint64_t ak[12], uint64_t w0, uint64_t w1, size_t len)
+{
+	uint8_t key[6][16], l[16], x[16];
+	for (int i = 0; i < 6; i++)
+		put_le(key[i], ak[2 * i], ak[2 * i + 1]);
+	memcpy(l, key[0], 16);
+	for (int i = 0; i < 16; i += 2) { /* len in every 16-bit lane */
+		l[i] ^= (uint8_t)len;
+		l[i + 1] ^= (uint8_t)(len >> 8);
+	}
+	aes_round(l, key[1]);
+	put_le(x, w0, w1);
+	for (int i = 0; i < 16; i++)
+		x[i] ^= l[i];
+	for (int r = 2; r < 6; r++)
+		aes_round(x, key[r]);
+	uint64_t h = 0;
+	for (int i = 0; i < 8; i++)
+		h |= (uint64_t)x[i] << (8 * i);
+	return h;
+}
+
+static void hex16(uint8_t b[16], const char *s)
+{
+	for (int i = 0; i < 16; i++) {
+		unsigned v;
+		cr_assert_eq(sscanf(s + 2 * i, "%2x", &v), 1);
+		b[i] = (uint8_t)v;
+	}
+}
+
+Test(keyed, the_reference_aes_round_is_fips_197)
+{
+	/* FIPS-197 Appendix B, round 1: the start of round 1, round key 1,
+	 * and the start of round 2 */
+	uint8_t st[16], rk[16], want[16];
+	hex16(st, "193de3bea0f4e22b9ac68d2ae9f84808");
+	hex16(rk, "a0fafe1788542cb123a339392a6c7605");
+	hex16(want, "a49c7ff2689f352b6b5bea43026a5049");
+	aes_round(st, rk);
+	cr_assert_arr_eq(st, want, 16);
+}
+
+/*
+ * Known answers: seed (1, 2), keys "a" (1 byte), "2001:db8::1" (11) and
+ * 16 bytes 0..15.  The values were computed once with ref_keyhash() (the
+ * plain-C round above) and are checked here against both it and the
+ * library's AESENC code, so a change of the function (a round, the
+ * whitening, the words' order) fails, and so does a difference between
+ * the intrinsics and FIPS-197.
+ */
+Test(keyed, aes_hash_known_answers)
+{
+	uint64_t ak[12];
+	sluice__keyhash_expand(1, 2, ak);
+	static const unsigned char k16[16] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 };
+	const struct {
+		const void *key;
+		size_t len;
+		uint64_t want;
+	} kat[] = {
+		{ "a", 1, 0x5dcdcd57b9290fd6ULL },
+		{ "2001:db8::1", 11, 0x355c2de2b4a34c96ULL },
+		{ k16, 16, 0x1f96b26b6f1d6393ULL },
+	};
+	for (size_t i = 0; i < sizeof(kat) / sizeof(kat[0]); i++) {
+		uint64_t w0, w1;
+		sluice__siphash_words16(kat[i].key, kat[i].len, &w0, &w1);
+		uint64_t ref = ref_keyhash(ak, w0, w1, kat[i].len);
+		cr_assert_eq(ref, kat[i].want, "key %zu: reference %#llx", i, (unsigned long long)ref);
+#ifdef SLUICE__KEYHASH_AES
+		if (__builtin_cpu_supports("aes"))
+			cr_assert_eq(sluice__keyhash_aes16(ak, w0, w1, kat[i].len), kat[i].want,
+			             "key %zu: AES-NI", i);
+#endif
+	}
+}
+
+/* Every length 1..16, random bytes and random seeds: the library's AESENC
+ * code is the plain-C definition. */
+Test(keyed, aes_hash_is_the_reference_at_every_length)
+{
+#ifdef SLUICE__KEYHASH_AES
+	if (!__builtin_cpu_supports("aes"))
+		cr_skip_test("no AES-NI on this CPU");
+	uint64_t x = 0x9E3779B97F4A7C15ULL;
+	for (int round = 0; round < 64; round++) {
+		uint64_t ak[12];
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+		sluice__keyhash_expand(x, x ^ 0x5555, ak);
+		unsigned char p[16];
+		for (int i = 0; i < 16; i++) {
+			x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+			p[i] = (unsigned char)(x >> 56);
+		}
+		for (size_t len = 1; len <= 16; len++) {
+			uint64_t w0, w1;
+			sluice__siphash_words16(p, len, &w0, &w1);
+			cr_assert_eq(sluice__keyhash_aes16(ak, w0, w1, len),
+			             ref_keyhash(ak, w0, w1, len), "len %zu", len);
+		}
+	}
+#else
+	cr_skip_test("no AES path on this target");
+#endif
+}
+
+/* The hash @k places a key of 1..16 bytes by (lib/keyed_internal.h's
+ * hash16(), from the handle's seed and round keys). */
+static uint64_t table_hash(const sluice_keyed_t *k, const void *key, size_t len)
+{
+	uint64_t w0, w1;
+	sluice__siphash_words16(key, len, &w0, &w1);
+#ifdef SLUICE__KEYHASH_AES
+	if (!(k->flags & SLUICE_KEYED_SIPHASH))
+		return sluice__keyhash_aes16(k->ak, w0, w1, len);
+#endif
+	return sluice__siphash13_words16(k->k0, k->k1, w0, w1, len);
+}
+
 /* Keys that land in one group, found with the table's (known) seed. */
 static int same_group_keys(const sluice_keyed_config_t *c, char keys[][24], int want)
 {
@@ -521,7 +695,7 @@ static int same_group_keys(const sluice_keyed_config_t *c, char keys[][24], int 
 	for (int i = 0; got < want && i < 1000000; i++) {
 		char name[24];
 		int len = snprintf(name, sizeof(name), "flood-%d", i);
-		uint64_t h = sluice__siphash(1, 3, k.k0, k.k1, name, (size_t)len);
+		uint64_t h = table_hash(&k, name, (size_t)len);
 		if (target == UINT64_MAX)
 			target = h & k.group_mask;
 		if ((h & k.group_mask) == target)
@@ -1089,5 +1263,29 @@ ParameterizedTest(struct flood_case *p, keyed, abusive_key_keeps_its_bound_under
 	else
 		cr_assert_gt(s.untracked, 1000);
 	free(at);
+	sluice_keyed_free(&k);
+}
+
+/* sluice_keyed_prefetch() is a hint: it creates no key, counts no lookup,
+ * changes no decision, and ignores invalid input (keyed.h). */
+Test(keyed, prefetch_changes_nothing)
+{
+	sluice_keyed_t k;
+	make(&k, gcra_cfg(64, 1, SEC, 1, SLUICE_KEYED_REJECT));
+	sluice_keyed_prefetch(&k, "a", 1);
+	sluice_keyed_prefetch(NULL, "a", 1);
+	sluice_keyed_prefetch(&k, NULL, 1);
+	sluice_keyed_prefetch(&k, "a", 0);
+	static const char long_key[SLUICE_KEYED_KEY_DEFAULT + 1] = { 0 };
+	sluice_keyed_prefetch(&k, long_key, sizeof(long_key));
+	sluice_keyed_stats_t s = stats(&k);
+	cr_assert_eq(s.lookups, 0);
+	cr_assert_eq(s.creations, 0);
+	cr_assert_eq(acq(&k, "a", 1, 0, NULL), 1);
+	sluice_keyed_prefetch(&k, "a", 1);
+	cr_assert_eq(acq(&k, "a", 1, 0, NULL), 0, "the state the prefetch left alone");
+	s = stats(&k);
+	cr_assert_eq(s.lookups, 2);
+	cr_assert_eq(s.creations, 1);
 	sluice_keyed_free(&k);
 }

@@ -915,3 +915,97 @@ Test(keyed_faults, an_overtaken_setter_writes_and_publishes_nothing)
 	cr_assert_eq(got, 10);
 	sluice_keyed_free(&lk);
 }
+
+/* ---- the table's hash (lib/keyhash_internal.h): recorded, refused, whole ---- */
+
+/* A table formatted with the AES hash cannot be attached where the CPU lacks
+ * AES-NI (the detection overridden: sluice__keyed_test_no_aes); a table
+ * formatted there uses SipHash-1-3, says so in its header, and attaches and
+ * decides anywhere. */
+Test(keyed_faults, attach_refuses_an_aes_table_where_aes_ni_is_absent)
+{
+	if (!sluice__keyed_have_aes())
+		cr_skip_test("no AES-NI on this CPU: every table is SipHash");
+	sluice_keyed_config_t c = gcra_cfg(64, 1, SEC, 1, SLUICE_KEYED_REJECT);
+	size_t size = sluice_keyed_region_bytes(&c);
+	void *mem = aligned_alloc(SLUICE_CACHELINE, size);
+	cr_assert_not_null(mem);
+	cr_assert_eq(sluice_keyed_init(mem, size, &c), 0);
+	struct sluice__keyed_hdr *h = mem;
+	cr_assert_eq(h->flags & SLUICE_KEYED_SIPHASH, 0, "AES-NI here: the AES hash");
+	sluice_keyed_t a;
+	cr_assert_eq(sluice_keyed_attach(mem, size, NULL, &a), 0);
+	sluice__keyed_test_no_aes = 1;
+	cr_assert_eq(sluice_keyed_attach(mem, size, NULL, &a), SLUICE_ELAYOUT,
+	             "an AES table where AES-NI is absent");
+	/* formatted without AES-NI: SipHash-1-3, recorded in the header */
+	cr_assert_eq(sluice_keyed_init(mem, size, &c), 0);
+	cr_assert_neq(h->flags & SLUICE_KEYED_SIPHASH, 0);
+	cr_assert_eq(sluice_keyed_attach(mem, size, NULL, &a), 0);
+	cr_assert_eq(acq(&a, "k", 1, 0, NULL), 1);
+	sluice__keyed_test_no_aes = 0;
+	sluice_keyed_t b;
+	cr_assert_eq(sluice_keyed_attach(mem, size, NULL, &b), 0, "SipHash runs anywhere");
+	cr_assert_eq(acq(&b, "k", 1, 0, NULL), 0, "b finds a's key: the same hash");
+	free(mem);
+}
+
+/* A version-8 table (the format before the header named the hash: its
+ * flags without SLUICE_KEYED_SIPHASH meant SipHash) is refused. */
+Test(keyed_faults, attach_refuses_a_version_8_table)
+{
+	sluice_keyed_config_t c = gcra_cfg(64, 1, SEC, 1, SLUICE_KEYED_REJECT);
+	size_t size = sluice_keyed_region_bytes(&c);
+	void *mem = aligned_alloc(SLUICE_CACHELINE, size);
+	cr_assert_not_null(mem);
+	cr_assert_eq(sluice_keyed_init(mem, size, &c), 0);
+	struct sluice__keyed_hdr *h = mem;
+	h->version = 8;
+	const unsigned char *b = mem;
+	size_t to = offsetof(struct sluice__keyed_hdr, check);
+	h->check = sluice__siphash13(0x736c75696365ULL, 8, b + 8, to - 8);
+	sluice_keyed_t a;
+	cr_assert_eq(sluice_keyed_attach(mem, size, NULL, &a), SLUICE_ELAYOUT);
+	free(mem);
+}
+
+/*
+ * Every length is hashed, and the length with it: for a fixed seed, the
+ * prefixes of one 32-byte buffer (all zero bytes, whose zero-padded words
+ * are equal for every length up to 8 and up to 16; then bytes 1..32) get
+ * 34 hash bits (group, probe start, fingerprint) that differ pairwise, for
+ * both hashes, up to 16 bytes (the AES hash or SipHash-1-3) and past them
+ * (SipHash-1-3).  A hash that ignored the length or a tail byte would make
+ * two of them equal.  (Chance collisions among 32 keys in 34 bits: about
+ * 2^-25 per seed; the seeds are fixed, so the test is deterministic.)
+ */
+Test(keyed_faults, every_length_is_hashed_with_its_length)
+{
+	for (int sip = 0; sip < 2; sip++) {
+		for (int fill = 0; fill < 2; fill++) {
+			sluice_keyed_config_t c = gcra_cfg(1024, 1, SEC, 1, SLUICE_KEYED_REJECT);
+			c.flags = SLUICE_KEYED_SEEDED | (sip ? SLUICE_KEYED_SIPHASH : 0);
+			c.seed[0] = 7;
+			c.seed[1] = 11;
+			sluice_keyed_t k;
+			make(&k, c);
+			unsigned char buf[32];
+			for (int i = 0; i < 32; i++)
+				buf[i] = fill ? (unsigned char)(i + 1) : 0;
+			uint64_t h[33];
+			for (size_t len = 1; len <= 32; len++) {
+				struct kid id;
+				cr_assert_eq(make_kid(&k, buf, len, &id), 0);
+				cr_assert_eq(id.id >> 38, len, "the length code");
+				/* the hash's bits, without the length code */
+				h[len] = (id.group << 40) | ((uint64_t)id.start << 37) |
+				         ((id.id >> 14) & 0xffffff);
+			}
+			for (size_t a = 1; a <= 32; a++)
+				for (size_t b = a + 1; b <= 32; b++)
+					cr_assert_neq(h[a], h[b], "siphash %d fill %d: lengths %zu, %zu",
+					              sip, fill, a, b);
+			sluice_keyed_free(&k);
+		}
+	}
+}

@@ -109,16 +109,39 @@
  *     (HASHING).  tests/test_keyed.c floods 20 new keys per ms through a
  *     64-slot table while A sends at 100x its rate: A is never evicted.
  *
- * HASHING.  SipHash-1-3 with a 128-bit seed per table (getrandom() at init,
- * or config.seed with SLUICE_KEYED_SEEDED) picks the group, the start of the
- * probe order in it and a 24-bit fingerprint; without the seed an attacker
- * cannot make keys collide, so flooding degrades into the random case.
- * SipHash is a pseudorandom function: a client that learns which of its keys
- * share a group (from refusals, evictions or timing) learns nothing about
- * where any other key lands, so adaptive probing does not help either
- * (docs/performance.md, "Keyed lookups", says why the faster keyed
- * multiply hash measured there does not have that property).  Past
- * the probe bound nothing is searched: a full group is a full table for that
+ * HASHING.  A keyed hash with a secret 128-bit seed per table (getrandom()
+ * at init, or config.seed with SLUICE_KEYED_SEEDED) picks the group, the
+ * start of the probe order in it and a 24-bit fingerprint.  Which hash
+ * is chosen by init and recorded in the table's header, so every process
+ * that attaches uses the same one:
+ *   - keys of up to 16 bytes (and the digests of hashed long keys), where
+ *     the CPU that formats the table has AES-NI: the AES hash of
+ *     lib/keyhash_internal.h, four AES rounds under round keys derived
+ *     from the seed, after a whitening key that depends on the seed and
+ *     the key's length (the shape of Go's runtime aeshash and Rust's
+ *     ahash, with a round more than Go's three for short keys);
+ *   - otherwise, and always with SLUICE_KEYED_SIPHASH: SipHash-1-3 under
+ *     the seed (the rounds Rust's and Python's hash tables use), which is
+ *     also the hash of keys longer than 16 bytes in every table.
+ * A table with the AES hash cannot be attached by a process whose CPU
+ * lacks AES-NI (SLUICE_ELAYOUT; tests/test_keyed_faults.c); a SipHash
+ * table attaches anywhere.  What an attacker who does not know the seed
+ * can and cannot do: SipHash-1-3 is a pseudorandom function, so a client
+ * that learns which of its keys share a group (from refusals, evictions
+ * or timing) learns nothing about where any other key lands, and adaptive
+ * probing does not help.  The AES hash claims less, as Go and ahash claim
+ * for theirs (resistance to flooding while the seed is secret, not a
+ * proven PRF): two rounds already make every output bit depend on every
+ * key bit, and over four rounds every differential characteristic has at
+ * least 25 active S-boxes (AES's wide-trail bound), so no difference
+ * between two keys that a client chooses is known to make them collide
+ * with better odds than chance; the attacks known on four-round AES need
+ * the full 128-bit outputs of chosen inputs, and a client sees at most a
+ * few low bits of the hash (which keys share a group).  So, without the
+ * seed, no way is known to make keys collide with either hash, and
+ * flooding degrades into the random case.  Anyone with the seed (a
+ * process that can read the table's memory) can aim keys at one group,
+ * with either hash.  Past the probe bound nothing is searched: a full group is a full table for that
  * key (the policy above).  With one group per key, groups fill unevenly: at
  * 50% occupancy of random keys about 5% of groups of 8 are full, at 25%
  * about 0.1% (Poisson tails); size the table for about four times the keys
@@ -314,9 +337,9 @@
  * default key_max, 8.1 MiB with key_max 16.  No allocation after init, ever
  * (sluice_keyed_new() allocates the region once).
  *
- * COST: a decision on an existing key hashes the key (SipHash-1-3, inline:
- * no call; a key of up to 16 bytes is loaded once, as the two words both
- * the hash and the compare use), prefetches its first probed slot, reads
+ * COST: a decision on an existing key hashes the key (a key of up to 16
+ * bytes is loaded once, as the two words both the hash and the compare
+ * use; the AES hash is one call, SipHash-1-3 inline), prefetches its first probed slot, reads
  * that slot's line (usually the key's: one line a key with key_max <= 16)
  * and compares the key words, loads the era of the parameters, the era's
  * block (one or two lines that only changes write) and the owner counter,
@@ -351,7 +374,7 @@
 #define SLUICE_KEYED_TAU_MAX ((1ULL << 61) - 1) /* GCRA, LEAKY: b * T, ns */
 #define SLUICE_KEYED_TIME_MAX ((1ULL << 62) - 1) /* latest reading        */
 #define SLUICE_KEYED_LEASE_MS 100u    /* a stalled claim may be stolen after */
-#define SLUICE_KEYED_VERSION 8u /* 8: 8 key bytes a word, matched by claim counter */
+#define SLUICE_KEYED_VERSION 9u /* 9: the header's flags name the hash (HASHING) */
 
 typedef enum sluice_keyed_policy {
 	SLUICE_KEYED_REJECT = 0,
@@ -362,14 +385,15 @@ typedef enum sluice_keyed_policy {
 /* config.flags */
 #define SLUICE_KEYED_HASH_LONG_KEYS 1u /* digest keys longer than key_max   */
 #define SLUICE_KEYED_SEEDED 2u         /* use config.seed, not getrandom()  */
+#define SLUICE_KEYED_SIPHASH 4u        /* SipHash-1-3 even with AES-NI (HASHING) */
 
 typedef struct sluice_keyed_config {
 	sluice_algo_t algo;  /* SLUICE_ALGO_GCRA, _LEAKY, _FIXED, _WINDOW, _INFLIGHT */
 	sluice_keyed_policy_t policy;
-	uint32_t flags;      /* SLUICE_KEYED_HASH_LONG_KEYS | SLUICE_KEYED_SEEDED */
+	uint32_t flags;      /* SLUICE_KEYED_HASH_LONG_KEYS | _SEEDED | _SIPHASH */
 	uint32_t key_max;    /* longest key in bytes; 0: 32                     */
 	uint64_t capacity;   /* slots: 8..2^32, rounded up to a power of two    */
-	uint64_t seed[2];    /* SipHash key when flags has SLUICE_KEYED_SEEDED  */
+	uint64_t seed[2];    /* the hash's seed when flags has SLUICE_KEYED_SEEDED */
 	/* GCRA: rate per period_ns, burst.  LEAKY: rate per period_ns, depth. */
 	uint64_t rate, period_ns, burst, depth;
 	/* FIXED: limit per window_ns.  WINDOW: limit per window_ns in buckets.
@@ -404,6 +428,7 @@ typedef struct sluice_keyed {
 	uint32_t buckets, bucket_mask, cell_mask;
 	uint32_t cbits;                     /* FIXED, INFLIGHT: count bits  */
 	uint64_t k0, k1, d0, d1, d2, d3;    /* hash and digest keys         */
+	uint64_t ak[12];                    /* the AES hash's round keys    */
 	uint64_t window_ns, width_ns;       /* FIXED, WINDOW (fixed)        */
 	struct sluice__keyed_live *live;    /* the parameters in force      */
 	/* private: set by sluice_keyed_new() */
@@ -471,7 +496,8 @@ SLUICE_API int sluice_keyed_init(void *mem, size_t size, const sluice_keyed_conf
  * L of 2^26), recomputes every derived value (GCRA's T, tau, reciprocal and
  * shift, the bucket width, the largest n, the digest keys) and the layout,
  * and refuses (SLUICE_ELAYOUT) a header whose stored values differ or whose
- * layout does not fit in @size.  The handle keeps the recomputed values, so
+ * layout does not fit in @size, or whose hash this CPU cannot compute
+ * (the AES hash without AES-NI: HASHING).  The handle keeps the recomputed values, so
  * a later rewrite of the header changes nothing for it.  What attach cannot
  * check: that the seed and the slots are the ones init wrote (see SHARED
  * MEMORY for what forged slots can do).  Memory that is not a table gives an
@@ -528,6 +554,26 @@ static inline int sluice_keyed_acquire(sluice_keyed_t *k, const void *key, size_
 {
 	return sluice_keyed_acquire_at(k, key, keylen, n, sluice_clock_now(k->clock), d);
 }
+
+/*
+ * sluice_keyed_prefetch - start loading the cache line where @key's state
+ * would be found, so that a later decision on @key finds it in cache.
+ * For callers that know the next key before deciding the current one (a
+ * gateway that parses request i + 1's key before deciding request i, a
+ * batch): prefetch key i + 1, decide key i; the memory latency of the
+ * lookup then overlaps the work between the two calls.
+ *
+ * Computes the key's hash (the decision computes it again) and issues one
+ * prefetch hint for the first slot of its probe order; nothing else.  A
+ * hint only: it reads no slot, writes nothing, cannot fault, changes no
+ * result and no statistic, and does nothing for invalid input (NULL, an
+ * empty or too long key).  It helps only while the line stays cached until
+ * the decision (the next few hundred nanoseconds, typically), and only for
+ * the slot a key's lookup probes first (where a key lives unless its group
+ * was crowded when it was created).  Thread-safe, any process; lock-free,
+ * no allocation, no system call.
+ */
+SLUICE_API void sluice_keyed_prefetch(const sluice_keyed_t *k, const void *key, size_t keylen);
 
 /*
  * sluice_keyed_release - INFLIGHT: give back @n slots the key took.
