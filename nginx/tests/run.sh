@@ -373,18 +373,20 @@ worker_kill)
 
 delay)
   # delay=0: every request beyond the first waits for its GCRA slot, on a
-  # timer: 2 per second, so 4 back-to-back requests take >= 1.5 s.  The
-  # interval is wide (500 ms) so that a loaded machine, where starting
-  # curl can take 100 ms, still sends each request before its slot.
-  write_conf "sluice_zone yz size=1m algorithm=gcra rate=2r/s burst=10;" \
+  # timer: 1 per second.  The 4 requests are sent at once (in parallel),
+  # so each arrives long before its slot even on a loaded machine, where
+  # starting curl can take 100s of ms: one passes, 3 are delayed, and the
+  # last is released >= 3 s after the first passed.
+  write_conf "sluice_zone yz size=1m algorithm=gcra rate=1r/s burst=10;" \
     'sluice_limit zone=yz key=$binary_remote_addr delay=0;'
   start_nginx
   t0=$(date +%s%N)
-  codes=
-  for _ in $(seq 4); do codes="$codes$(code "$base/") "; done
+  for i in 1 2 3 4; do code "$base/" >"$prefix/code$i" & done
+  wait
   t1=$(date +%s%N)
-  expect_eq "$codes" "200 200 200 200 " "delayed statuses"
-  [ $(((t1 - t0) / 1000000)) -ge 1480 ] || fail "4 requests at 2/s with delay=0 took only $(((t1 - t0) / 1000000)) ms"
+  codes=$(cat "$prefix"/code1 "$prefix"/code2 "$prefix"/code3 "$prefix"/code4)
+  expect_eq "$codes" "200200200200" "delayed statuses"
+  [ $(((t1 - t0) / 1000000)) -ge 2950 ] || fail "4 requests at 1/s with delay=0 took only $(((t1 - t0) / 1000000)) ms"
   expect_eq "$(metric yz delayed)" 3 "metrics: delayed"
   expect_eq "$(metric yz passed)" 1 "metrics: passed at once"
   expect_eq "$(awk '$3 == "DELAYED"' "$prefix/logs/access.log" | wc -l)" 3 "\$sluice_status DELAYED"
