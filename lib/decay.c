@@ -76,6 +76,7 @@
 #include "decay_internal.h"
 #include "util_internal.h"
 #include "clock_internal.h"
+#include "refund_internal.h"
 #include "writer_internal.h"
 
 #define FIELD_SHIFT 32
@@ -628,7 +629,7 @@ double sluice__decay_count_at(sluice_decay_t *x, uint64_t now)
 
 int sluice_decay_refund(sluice_decay_t *x, uint64_t n, const sluice_decision_t *admitted)
 {
-	if (!x || !admitted || n == 0 || n > x->limit_max || !admitted->allowed)
+	if (!x || !sluice__names_admission(admitted, n) || n > x->limit_max)
 		return SLUICE_EINVAL;
 	uint64_t ta = admitted->now_ns;
 	for (;;) {

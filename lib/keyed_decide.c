@@ -106,6 +106,7 @@
 #include "window_step.h"
 #include "pair_internal.h"
 #include "keyed_internal.h"
+#include "refund_internal.h"
 
 /* ---------------------------------------------------------------- */
 /* Decisions on one key's state                                       */
@@ -802,7 +803,7 @@ static int refund_once(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t ta
 int sluice_keyed_refund(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t n,
                         const sluice_decision_t *admitted)
 {
-	if (!k || !key || n == 0 || !admitted || !admitted->allowed)
+	if (!k || !key || !sluice__names_admission(admitted, n))
 		return SLUICE_EINVAL;
 	if (k->algo == SLUICE_ALGO_INFLIGHT)
 		return sluice_keyed_release(k, key, keylen, n); /* ends what it took */

@@ -78,6 +78,7 @@
 #include "util_internal.h"
 #include "sluice/warmup.h"
 #include "clock_internal.h"
+#include "refund_internal.h"
 #include "writer_internal.h"
 
 
@@ -437,7 +438,7 @@ int sluice_warmup_refund(sluice_warmup_t *w, uint64_t n, const sluice_decision_t
 
 int sluice_warmup_cancel(sluice_warmup_t *w, uint64_t n, const sluice_decision_t *admitted)
 {
-	if (!w || !admitted || n == 0 || !admitted->allowed)
+	if (!w || !sluice__names_admission(admitted, n))
 		return SLUICE_EINVAL;
 	uint64_t t = admitted->now_ns;
 	if (admitted->delay_ns > admitted->reset_ns || admitted->reset_ns > UINT64_MAX - t)
