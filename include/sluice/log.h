@@ -158,10 +158,13 @@ typedef struct sluice_log {
 	uint64_t slots_inv;          /* floor((2^64 - 1) / M): q % M by multiplying */
 	const sluice_clock_t *clock;
 	_Atomic uint64_t *times;     /* permit q's time lives in times[q % slots] */
-	/* private: read by every decision, written by every admission */
-	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t head; /* permits claimed     */
-	_Atomic uint64_t tail;       /* permits whose times are all written      */
-	_Atomic uint64_t last;       /* newest time an admission used (>= 1)     */
+	/* private: read by every decision, written by every admission.
+	 * head and last are one 16-byte pair, changed together by one
+	 * double-width CAS (lib/log.c, DESIGN) */
+	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t head; /* 2 * permits admitted
+	                              * + 1 when the newest admission took n > 1 */
+	_Atomic uint64_t last;       /* the newest permit's time (>= 1)          */
+	_Atomic uint64_t bstart;     /* first permit of the newest n > 1 batch   */
 	_Atomic uint64_t hint;       /* where the window's boundary was last seen
 	                              * (a search's starting point, any value) */
 } sluice_log_t;
