@@ -316,6 +316,46 @@ Test(log_stall, stale_helper_writes_nothing_wrong)
 	free_paged(lg);
 }
 
+/*
+ * The same for the batch marker.  A (2 permits at 150) reads the pair at
+ * 1 permit and stops just before raising bstart to 1.  Meanwhile one
+ * permit is admitted at 200 (permit 1) and a batch of 2 at 300 (permits
+ * 2, 3: bstart = 2).  A resumes: its raise must fail (bstart is above 1),
+ * or the next helper would take permit 1 for part of the batch and raise
+ * its time from 200 to 300.  The decisions after it prove permit 1's
+ * time: at 1200 it has left the window (200 + W).  A stale claimant that
+ * stored bstart without the raise-only CAS fails this test.
+ */
+static void attack_batch(void *arg)
+{
+	(void)arg;
+	if (sluice_log_acquire_at(victim, 1, 200, NULL) != 1 ||
+	    sluice_log_acquire_at(victim, 2, 300, NULL) != 1)
+		attack_bad = 1;
+}
+
+Test(log_stall, stale_batch_marker_writes_nothing_wrong)
+{
+	if (!stall_supported())
+		cr_skip_test("needs x86-64 Linux, not under ThreadSanitizer");
+	sluice_log_t *lg = make_paged(4, 1000);
+	cr_assert_eq(sluice_log_acquire_at(lg, 1, 100, NULL), 1);
+	victim = lg;
+	attack_bad = 0;
+	stall_arm(&lg->bstart, sizeof(uint64_t), attack_batch, NULL);
+	sluice_decision_t d;
+	int rc = sluice_log_acquire_at(lg, 2, 150, &d);
+	cr_assert(stall_fired(), "A stopped before its raise of bstart");
+	cr_assert_eq(attack_bad, 0, "nobody waited for A");
+	cr_assert_eq(rc, 0, "A decided again: permits 0-3 in (-700, 300]");
+	cr_assert_eq(d.retry_after_ns, 900, "permit 1 (at 200) leaves at 1200");
+	cr_assert_eq(atomic_load(&lg->bstart), 2, "the batch's first permit, not A's stale 1");
+	cr_assert_eq(sluice_log_acquire_at(lg, 1, 1100, &d), 1, "permit 0 left at 1100");
+	cr_assert_eq(atomic_load(&lg->times[1]), 200, "permit 1 kept its time");
+	cr_assert_eq(sluice_log_acquire_at(lg, 1, 1200, &d), 1, "permit 1 left at 1200");
+	free_paged(lg);
+}
+
 /* ---- a stalled admission blocks nobody ---------------------------------- */
 
 /*
