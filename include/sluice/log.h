@@ -126,9 +126,12 @@
  *   2^64.  head counts permits in 63 bits (the low bit marks a batch of
  *   n > 1): at 10^9 permits/s it would reach 2^63 after 292 years.
  *
- * MEMORY: 8 * (C + 1) bytes (C = config.capacity, default L) allocated at init (one aligned block), plus
- *   sizeof(sluice_log_t) = 128 bytes.  The cap, 2^24 entries (128 MiB), is
- *   where a sliding log stops being the right tool: its memory grows with
+ * MEMORY: 8 * (C + 1) bytes (C = config.capacity, default L) allocated at
+ *   init (one aligned block), plus sizeof(sluice_log_t) = 128 bytes,
+ *   aligned to 64 (_Alignas): a caller that allocates it by
+ *   sluice_log_size() must keep that alignment (16 bytes at the least: the
+ *   pair CAS faults on a misaligned pair).  The cap, 2^24 entries
+ *   (128 MiB), is where a sliding log stops being the right tool: its memory grows with
  *   the limit, while sluice/window.h bounds the same rate in 8 bytes per
  *   bucket at the cost of the alignment slack it documents.  The cap also
  *   turns a mistyped limit (10^12 -> 8 TB) into an error at init instead of
