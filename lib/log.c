@@ -95,9 +95,10 @@
  * thread that stops, dies or is not copied into a forked child leaves the
  * pair as it was before or after its CAS, and slots holding only right
  * values (the helping rule), so the copy is a valid log.  Every loop is
- * bounded (BOUNDED RETRIES); bstart and slot values read from memory
- * another process rewrites are clamped to the ring (a batch of at most C),
- * so a rewritten log can give wrong answers but never crash or spin.
+ * bounded (BOUNDED RETRIES); every index is reduced to the ring, and a
+ * bstart read from memory another process rewrote is clamped to a batch
+ * of at most C, so a rewritten log can give wrong answers but never crash
+ * or spin.
  */
 #include <stdlib.h>
 
