@@ -723,3 +723,36 @@ Test(log, available_near_2_64_and_after_jumps)
 	cr_assert_eq(sluice_log_available_at(&lg, UINT64_MAX), 0);
 	sluice_log_destroy(&lg);
 }
+
+/*
+ * Memory rewritten from outside (a log shared with another process):
+ * whatever head, last and bstart hold, every call returns without a
+ * fault or a spin (log.h, FORK AND SHARED MEMORY); the answers may be
+ * wrong.  ASan checks that every slot touched is in the ring.
+ */
+Test(log, rewritten_state_never_faults_or_spins)
+{
+	static const uint64_t heads[] = { 1, 3, UINT64_MAX, UINT64_MAX - 1, 1ULL << 63,
+		                          (1ULL << 40) | 1 };
+	static const uint64_t lasts[] = { 0, 1, UINT64_MAX };
+	static const uint64_t bstarts[] = { 0, 5, UINT64_MAX };
+	for (size_t i = 0; i < sizeof(heads) / sizeof(heads[0]); i++)
+		for (size_t j = 0; j < sizeof(lasts) / sizeof(lasts[0]); j++)
+			for (size_t k = 0; k < sizeof(bstarts) / sizeof(bstarts[0]); k++) {
+				sluice_log_t lg;
+				make(&lg, 8, 1000);
+				atomic_store(&lg.head, heads[i]);
+				atomic_store(&lg.last, lasts[j]);
+				atomic_store(&lg.bstart, bstarts[k]);
+				sluice_decision_t d;
+				for (uint64_t n = 1; n <= 8; n++) {
+					int rc = sluice_log_acquire_at(&lg, n, 5000, &d);
+					cr_assert(rc == 0 || rc == 1, "rc %d", rc);
+					if (rc == 1)
+						cr_assert(sluice_log_refund(&lg, n, &d) == 0 ||
+						          sluice_log_refund(&lg, n, &d) == SLUICE_ECANCEL);
+				}
+				cr_assert_leq(sluice_log_available_at(&lg, 7000), 8);
+				sluice_log_destroy(&lg);
+			}
+}
