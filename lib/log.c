@@ -1,104 +1,133 @@
 /*
- * log.c - exact sliding log: validation, decisions, helping a half-written
- * admission to completion, refunds.
+ * log.c - exact sliding log: validation, decisions, refunds.
  *
  * DESIGN
  *
  * State.  Permits are numbered 0, 1, 2, ... in admission order; R(q) is the
- * time permit q was recorded at.  `head` (64 bits) counts the permits
- * claimed, `tail` (64 bits) the permits whose times are written; both only
- * grow, and tail <= head <= tail + L.  (L is the limit; with set_limit,
- * read the ring's size as M = C + 1 for the capacity C >= every limit,
- * and L as the limit the decision at hand read: each step below uses only
- * L <= C, so every proof holds per decision.)  `last` is the newest time any
- * admission used; it only grows and starts at 1.  The ring has M = L + 1
- * slots: permit q's time lives in slot q % M, and a slot no permit has used
- * yet holds 0.  Invariants:
+ * time permit q was recorded at.  Hot state is one 16-byte pair changed
+ * only by one double-width CAS (lib/pair_internal.h):
+ *   head = 2 h + m: h permits admitted so far, m = 1 when the newest
+ *          admission ("batch") took n > 1 permits;
+ *   last = R(h - 1), the time of the newest permit (1 in a fresh log).
+ * `bstart` is the first permit of the newest batch of n > 1 (raised by its
+ * claimant before its CAS); `hint` only speeds up searches.  The ring has
+ * M = C + 1 slots (C the capacity, >= every limit L): permit q's time lives
+ * in slot q % M, a slot no permit has used yet holds 0.  Invariants:
  *   (I1) R is non-decreasing in q and R(q) >= 1.
- *   (I2) When tail == head == h, slot q % M holds R(q) for every q in
- *        [h - M, h) (0 for q < 0): the last L permits and one older one.
- *   (I3) At most one admission ("batch") is ever half-written: [tail, head).
+ *   (I2) When the pair is (2h + m, t): t = R(h - 1); the newest batch
+ *        B = [b, h) (b = h - 1 when m = 0, b = bstart when m = 1) has all
+ *        its permits at t; and slot q % M holds R(q) for every q in
+ *        [h - M, b) (0 for q < 0).  The slots of B may still hold older
+ *        values: their time is in the pair itself.
+ *   (I3) bstart only grows, and when m = 1, bstart is b or (once the next
+ *        claimant has written B's slots) h; never between, never below b.
+ * So a reader of a consistent (head, last) knows every R(q), h - M <= q < h:
+ * R(q) = t for q >= b, the slot otherwise ("rtime" below).
  *
- * Decision at head h (tail == h), request n, time T = max(reading, last):
- * the deciding entry is p = h + n - 1 - L, the n-th oldest of the last L.
+ * Decision at pair (2h + m, t), request n, time T = max(reading, t): the
+ * deciding entry is p = h + n - 1 - L, the n-th oldest of the last L.
  * Admit iff p < 0 or T - R(p) >= W.  By (I1) every permit before p is then
  * out of (T - W, T] too, so that interval holds at most L - n permits and n
- * more fit.  Proof of the GUARANTEE: every admission reports a now_ns
- * between its T and the time X it recorded.  Take any [s, s + W) and the
- * newest permit z whose admission's now_ns lies in it: that admission
- * checked R(p_z) <= T - W <= now_ns - W < s; every older permit q has
- * now_ns <= R(q) <= R(p_z) < s; so only permits after p_z, at most L of
- * them up to the end of z's batch, can have now_ns in [s, s + W).
+ * more fit.  A refusal only reads, and is validated by head being unchanged
+ * (no admission since: no slot it read was reused).  An admission:
+ *   1. help: raise every slot of B to t ("raise only": a CAS from any value
+ *      below t, none when the slot is >= t);
+ *   2. n > 1: raise bstart to h;
+ *   3. the pair CAS (2h + m, t) -> (2 (h + n) + [n > 1], T).  This is the
+ *      admission.  It fails if anything was admitted since the pair was
+ *      read (h only grows), and then every read above may be stale: decide
+ *      again.  The batch's own slots are left to the next claimant's step 1.
+ * (I2) holds after step 3: step 1 wrote B, (I2) at h covered [h - M, b), and
+ * the new batch [h, h + n) is at T = new last.  It holds while helpers run:
+ * a helper only ever writes the right value.  Proof: a helper that read the
+ * pair (2h + m, t) and raises slot q, b <= q < h, to t = R(q).  The slot
+ * holds R(q - kM) for some k >= 1 (not yet written for q: <= t by (I1), so
+ * raising it is q's write), R(q) = t (no write), or R(q + kM) >= t (reused
+ * since: no write, raise only).  No other value is ever in a slot (no
+ * refund lowers one, below).  So a helper stalled with an old pair, for any
+ * time, writes nothing wrong when it resumes.
+ * Why M = C + 1: step 1 writes the slots of B, whose previous values are
+ * permits [b - M, h - M), all older than h - L for every L <= C, so no
+ * decision at this pair needs them; the batch's own slots are written only
+ * by the next claimant, at the next pair.
+ * (I3): only claimants write bstart, each the h of a pair it read, after
+ * its step 1 and before its CAS.  The pair's h only takes batch boundaries,
+ * so a value in (b, h) is never written; a stale claimant's h < b fails to
+ * raise it; a claimant at the current pair writes h after writing B.
  *
- * An admission, each step a CAS that any thread may perform (helping keeps
- * the log lock-free: nobody waits for a stalled thread):
- *   1. raise `last` to T (so helpers never write a time older than T);
- *   2. claim: head h -> h + n (release).  This is the admission: it carries
- *      the position and n in one 64-bit word, and fails if anything was
- *      claimed since h was read, so no decision is made on a slot that was
- *      reused after it was read (reuse of any slot needs head to move);
- *   3. agree on the batch's time X: CAS slot h % M from its old value to a
- *      proposal (the claimant proposes T, helpers the current `last`; both
- *      are >= T, so the check still holds at X);
- *   4. copy X into the slots of permits h+1 .. h+n-1;
- *   5. tail h -> h + n (release).  Only then can anyone claim again (I3).
+ * GUARANTEE: every admission reports now_ns = its T, the time recorded for
+ * its permits.  Take any [s, s + W) and the newest permit z whose
+ * admission's now_ns lies in it: that admission checked R(p_z) <= T - W <
+ * s; every older permit q has R(q) <= R(p_z) < s; so only permits after
+ * p_z, at most L of them up to the end of z's batch, lie in [s, s + W).
  *
- * Why L + 1 slots.  The batch [h, h+n) overwrites the slots of permits
- * h - M .. h + n - 1 - M, all at or before p - 1 and so all <= R(p), but not
- * the slot of p = (h + n) - M itself, which lies just outside the batch's n
- * <= L slots.  So while the batch is pending every helper can read
- * sep = R(p) (0 if p < 0), and every slot of the batch holds either an old
- * value <= sep or the agreed X > sep (X >= T >= R(p) + W, or X >= 1 > 0):
- * "written yet?" is one comparison, with no tag bits, and times keep all 64
- * bits.  With L slots, step 4 would overwrite R(p) and a helper could not
- * tell X from an old time equal to it (equal times are the common case of a
- * burst at one clock reading).  The same gap makes the slot CASes free of
- * ABA: across its lifetime a slot's value only grows (R(q + M) >= R(p') + W
- * > R(q) where p' >= q + 1 decided q + M), so a stale CAS that expects an
- * old value always fails.
+ * Consistent reads.  head, then last, then head again, all acquires: the
+ * two halves change only together, by one CAS that always moves h, so an
+ * unchanged head means last is the value written with it.  No 16-byte
+ * load is needed (x86-64 has none that is atomic without a CAS).
  *
- * Staleness is decided against the 64-bit counters, never wrapped tags, and
- * the memory orders exist to make that work.  Slot loads are acquires and
- * slot CASes releases: a reader that sees a value written for a later batch
- * also sees that batch's claim on head (its admission CAS or its re-check
- * of head then fails) and tail's move past its own batch (a helper's check
- * of tail fails).  Readers load tail then head (acquire): equal means no
- * batch was pending at the head load.  head's claim is a release that
- * publishes step 1 to helpers, who acquire head and then read `last` (>= T
- * by coherence); tail's advance is a release that publishes the batch's
- * slots to every decision's acquire of tail.  `last` itself is relaxed: it
- * is only read after one of those acquires.  No fences: ThreadSanitizer
- * sees every synchronisation.  Refunds re-date permits to an earlier time,
- * the one write that lowers a slot; refund() says why that stays
- * ABA-free and exact.
+ * Memory orders.  The pair CAS is a full barrier (every __sync builtin):
+ * it publishes step 1's slot values and step 2's bstart to every thread
+ * that acquires head afterwards.  Slot loads are acquires and slot CASes
+ * releases: a reader that sees a value written for a later permit (a
+ * helper at a later pair wrote it after acquiring that pair) also sees
+ * that pair when it next loads head, so its validation fails.  bstart's
+ * raise is a release, its load an acquire: a helper that reads bstart = h
+ * (raised by the next claimant after its step 1) sees B's slots written.
+ * No fences: ThreadSanitizer sees every synchronisation (pair_internal.h
+ * tells it the CAS's ordering).
+ *
+ * Cost.  An admission is two read-modify-writes on shared lines: the help
+ * CAS on the previous permit's slot (none when it is already written) and
+ * the pair CAS.  A refusal is three loads of the head line and the slots
+ * it reads.  A mutex-protected log pays two (lock, unlock).
+ *
+ * Wrap.  h counts permits in 63 bits: at 10^9 permits a second it would
+ * take 292 years to reach 2^63, and times are nondecreasing along h, so
+ * no pair value ever repeats (no ABA on the CAS).
+ *
+ * Refund.  A slot is never lowered: a stale helper (above) could raise a
+ * re-dated slot back to its old time, leaving the ring unsorted, and (I1)
+ * is what makes one entry decide for all older ones.  So a refund gives
+ * back exactly only what no later decision counts (refund() below).
+ *
+ * Fork and shared memory.  Nothing is owned between two instructions: a
+ * thread that stops, dies or is not copied into a forked child leaves the
+ * pair as it was before or after its CAS, and slots holding only right
+ * values (the helping rule), so the copy is a valid log.  Every loop is
+ * bounded (BOUNDED RETRIES); every index is reduced to the ring, and a
+ * bstart read from memory another process rewrote is clamped to a batch
+ * of at most C, so a rewritten log can give wrong answers but never crash
+ * or spin.
  */
 #include <stdlib.h>
 
 #include "sluice/error.h"
 #include "sluice/log.h"
 #include "clock_internal.h"
+#include "pair_internal.h"
 
 /* A fresh log's time: 0 is reserved for "no permit used this slot yet". */
 #define TIME_FLOOR 1ULL
 
+/* head's low bit: the newest batch took n > 1 permits (its first is bstart) */
+#define HEAD_MULTI 1ULL
+
 /*
- * Retry bounds (log.h, BOUNDED RETRIES).  A decision, a refund and an
- * available() make at most LOG_TRIES attempts; each failed attempt means
- * another thread made progress meanwhile (claimed a batch, finished one,
- * raised `last`), so the bound only bites under a storm of admissions that
- * keeps beating this caller, and never because some thread is stalled
- * (helping finishes a stalled batch in one attempt).  Then the call gives
- * up with the outcome log.h names, which never admits more than an exact
- * decision would.  FINISH_TRIES bounds the failed slot CASes of one
- * finish() that leave the slot "not written": a refund lowering it (once
- * per refund), a spurious failure of a weak CAS, or a writer that is not
- * this log's code (shared memory rewritten by another process); after it
- * the caller leaves the batch pending for the next decision.  It also
- * bounds raise_last()'s CAS, each failure of which means another decision
- * raised `last`.
+ * Retry bounds (log.h, BOUNDED RETRIES).  A decision and an available()
+ * make at most LOG_TRIES attempts; each failed attempt means another thread
+ * admitted meanwhile (the pair moved), so the bound only bites under a
+ * storm of admissions that keeps beating this caller, never because some
+ * thread is stalled (nothing waits for another thread).  Then the call
+ * gives up with the outcome log.h names, which never admits more than an
+ * exact decision would.  HELP_TRIES bounds the failed CASes of one help
+ * (and of one raise of bstart): with this log's calls only a spurious
+ * failure of a weak CAS, or another helper writing the same value, fails
+ * one, so the bound is for writers that are not this log's code (shared
+ * memory rewritten by another process); then the attempt fails.
  */
 #define LOG_TRIES 64
-#define FINISH_TRIES 64
+#define HELP_TRIES 64
 
 int sluice_log_init(sluice_log_t *lg, const sluice_log_config_t *cfg)
 {
@@ -142,8 +171,8 @@ int sluice_log_init(sluice_log_t *lg, const sluice_log_config_t *cfg)
 	lg->clock = clock;
 	lg->times = times;
 	atomic_init(&lg->head, 0);
-	atomic_init(&lg->tail, 0);
 	atomic_init(&lg->last, TIME_FLOOR);
+	atomic_init(&lg->bstart, 0);
 	atomic_init(&lg->hint, 0);
 	return 0;
 }
@@ -170,104 +199,105 @@ static inline _Atomic uint64_t *slot_of(const sluice_log_t *lg, uint64_t q)
 }
 
 /* A slot's value.  Acquire: pairs with the release CAS that wrote it (see
- * "Memory orders"): a reader that gets a later batch's value also sees that
- * batch's claim when it next loads head or tail. */
+ * "Memory orders"): a reader that gets a later permit's value also sees
+ * the pair that helper read when it next loads head. */
 static inline uint64_t load_slot(const sluice_log_t *lg, uint64_t q)
 {
 	return atomic_load_explicit(slot_of(lg, q), memory_order_acquire);
 }
 
 /*
- * Steps 3-5 for the pending batch [tl, hd), read from a consistent
- * (tail, head) pair.  @propose: the claimant's T, or 0 for a helper (who
- * proposes the current `last`).  Returns 1 with *x_out = the batch's agreed
- * time when it saw the batch pending (and then finished it, or saw it
- * finished); 0 when the batch was already finished before it looked (the
- * slots may hold newer values by then); -1 when it gave up after
- * FINISH_TRIES failed slot CASes (the batch may still be pending: whoever
- * decides next helps it again).
+ * A consistent read of the pair: h, t = R(h - 1) and b, the first permit
+ * whose time is t but whose slot may not be written yet ((I2)).
  */
-static int finish(sluice_log_t *lg, uint64_t tl, uint64_t hd, uint64_t propose,
-                  uint64_t *x_out)
+struct snap {
+	uint64_t word; /* head as read: the validation compares it */
+	uint64_t h;    /* permits admitted */
+	uint64_t t;    /* R(h - 1), the log's time */
+	uint64_t b;    /* R(q) = t for b <= q < h, the slot for q < b */
+};
+
+static int snapshot(sluice_log_t *lg, struct snap *s)
 {
-	_Atomic uint64_t *first = slot_of(lg, tl);
-	/* sep = R(hd - M), the batch's deciding entry (0 before permit 0):
-	 * outside the batch's slots, so stable until tail reaches hd. */
-	uint64_t sep = load_slot(lg, hd);
-	uint64_t u = load_slot(lg, tl);
-	/* Both reads were made while the batch was pending, or this load of
-	 * tail sees that it no longer is (a newer slot value is written
-	 * after tail passes tl). */
-	if (atomic_load_explicit(&lg->tail, memory_order_acquire) != tl)
-		return 0;
-	uint64_t x = propose;
-	int tries = FINISH_TRIES;
-	while (u <= sep) {
-		if (tries-- == 0)
-			return -1;
-		/* Step 3 not done.  A helper proposes `last`: it acquired
-		 * head == hd, whose release CAS came after the claimant raised
-		 * last to its T, so last >= T > sep here. */
-		if (!propose)
-			x = atomic_load_explicit(&lg->last, memory_order_relaxed);
-		/* Release: publishes X to the helpers that read this slot
-		 * (acquire) before they copy it and advance tail.  A failure
-		 * returns the current value: someone's X (> sep), or an old
-		 * time a refund lowered (still <= sep: try again). */
-		if (atomic_compare_exchange_strong_explicit(first, &u, x, memory_order_release,
-		                                            memory_order_acquire))
-			u = x;
-		else if (u > sep && atomic_load_explicit(&lg->tail, memory_order_acquire) != tl)
-			return 0; /* finished and possibly reused since: not X */
+	/* Acquires: pair with the pair CAS (a full barrier) that wrote head,
+	 * so every slot value and bstart it published is visible below. */
+	uint64_t w = atomic_load_explicit(&lg->head, memory_order_acquire);
+	uint64_t t = atomic_load_explicit(&lg->last, memory_order_acquire);
+	if (atomic_load_explicit(&lg->head, memory_order_acquire) != w)
+		return 0; /* an admission between the loads: t may not be w's */
+	uint64_t h = w >> 1;
+	uint64_t b = h ? h - 1 : 0;
+	if (w & HEAD_MULTI) {
+		/* Acquire: pairs with the release raise of bstart; b is the
+		 * batch's first permit, or h - 1 when the next claimant has
+		 * already written the batch (I3). */
+		uint64_t bs = atomic_load_explicit(&lg->bstart, memory_order_acquire);
+		if (bs < b)
+			b = bs;
+		/* a batch holds at most C permits; a larger one is memory
+		 * rewritten from outside: keep the help bounded */
+		if (h - b > lg->capacity)
+			b = h - lg->capacity;
 	}
-	x = u; /* agreed: the first value above sep is the batch's time */
-	for (uint64_t q = tl + 1; q < hd; q++) {
-		_Atomic uint64_t *s = slot_of(lg, q);
-		/* Acquire: pairs with other helpers' release CASes, so the
-		 * copies we only read are published by our tail CAS too. */
-		uint64_t v = atomic_load_explicit(s, memory_order_acquire);
-		/* Step 4.  Release as in step 3.  v is an old time (<= sep),
-		 * X, or (if the batch finished and the slot was reused since)
-		 * a later time > X. */
-		while (v <= sep &&
-		       !atomic_compare_exchange_weak_explicit(s, &v, x, memory_order_release,
-		                                              memory_order_acquire)) {
+	s->word = w;
+	s->h = h;
+	s->t = t;
+	s->b = b;
+	return 1;
+}
+
+/* R(q) for h - M <= q < h, read at the snapshot @s ((I2)). */
+static inline uint64_t rtime(const sluice_log_t *lg, const struct snap *s, uint64_t q)
+{
+	return q >= s->b ? s->t : load_slot(lg, q);
+}
+
+/*
+ * Step 1: raise the slots of the newest batch [b, h) to t.  Returns 0 after
+ * HELP_TRIES failed CASes (only a writer outside this log's calls, or a
+ * run of spurious weak-CAS failures): the caller's attempt fails.
+ */
+static int help(sluice_log_t *lg, const struct snap *s)
+{
+	int tries = HELP_TRIES;
+	for (uint64_t q = s->b; q < s->h; q++) {
+		_Atomic uint64_t *slot = slot_of(lg, q);
+		/* Acquire: a value >= t written by another helper is published
+		 * by our pair CAS too (its release, our acquire, our barrier). */
+		uint64_t v = atomic_load_explicit(slot, memory_order_acquire);
+		while (v < s->t) {
 			if (tries-- == 0)
-				return -1;
+				return 0;
+			/* Release: publishes R(q) to readers that acquire the
+			 * slot; the pair CAS that follows publishes it to every
+			 * decision.  Raise only: a failure reloads v, and a
+			 * value >= t (written for q or a later permit) ends it. */
+			if (atomic_compare_exchange_weak_explicit(slot, &v, s->t,
+			                                          memory_order_release,
+			                                          memory_order_acquire))
+				break;
 		}
-		if (v > x)
-			goto done; /* finished by others and reused: nothing to do */
 	}
-	/* Step 5.  Release: every slot of the batch holds X, written by us or
-	 * read by us with acquire, so a decision that acquires this tail sees
-	 * them.  Fails harmlessly if someone advanced it first. */
-	atomic_compare_exchange_strong_explicit(&lg->tail, &tl, hd, memory_order_release,
-	                                        memory_order_relaxed);
-done:
-	if (x_out)
-		*x_out = x;
 	return 1;
 }
 
 /*
- * Load a consistent snapshot.  Returns 1 with *h_out when no batch is
- * pending (tail == head == h, so (I2) holds at h); otherwise finishes the
- * pending batch and returns 0: the caller starts over.
+ * Step 2: raise bstart to @h.  1 when bstart == h afterwards; 0 when it is
+ * above h (the pair moved on: this claimant's CAS would fail) or after
+ * HELP_TRIES failures.
  */
-static int quiescent(sluice_log_t *lg, uint64_t *h_out)
+static int raise_bstart(sluice_log_t *lg, uint64_t h)
 {
-	/* Acquires: tail pairs with the release that finished the last
-	 * batch (its slots), head with the release claim (`last`). */
-	uint64_t tl = atomic_load_explicit(&lg->tail, memory_order_acquire);
-	uint64_t h = atomic_load_explicit(&lg->head, memory_order_acquire);
-	if (tl == h) {
-		*h_out = h;
-		return 1;
+	uint64_t b = atomic_load_explicit(&lg->bstart, memory_order_relaxed);
+	for (int i = 0; i < HELP_TRIES; i++) {
+		if (b >= h)
+			return b == h;
+		/* Release: after step 1's slot writes, so a helper that
+		 * acquires bstart = h sees them ((I3)). */
+		if (atomic_compare_exchange_weak_explicit(&lg->bstart, &b, h, memory_order_release,
+		                                          memory_order_relaxed))
+			return 1;
 	}
-	/* tail unchanged across the head load: head was read while [tl, h)
-	 * was the pending batch (a newer claim needs tail to move first). */
-	if (atomic_load_explicit(&lg->tail, memory_order_acquire) == tl)
-		finish(lg, tl, h, 0, NULL);
 	return 0;
 }
 
@@ -289,21 +319,22 @@ static int quiescent(sluice_log_t *lg, uint64_t *h_out)
  * search; callers validate against head as for any read, and the search
  * is bounded by [h - L, h] whatever it reads.
  */
-static int out_at(const sluice_log_t *lg, uint64_t q, uint64_t T)
+static int out_at(const sluice_log_t *lg, const struct snap *s, uint64_t q, uint64_t T)
 {
-	uint64_t r = load_slot(lg, q);
+	uint64_t r = rtime(lg, s, q);
 	/* r > T only for a value read after reuse: the caller's
 	 * validation discards this count then. */
 	return r <= T && T - r >= lg->window_ns;
 }
 
-static uint64_t left_count(sluice_log_t *lg, uint64_t h, uint64_t T, uint64_t L)
+static uint64_t left_count(sluice_log_t *lg, const struct snap *s, uint64_t T, uint64_t L)
 {
+	const uint64_t h = s->h;
 	const uint64_t lo0 = h > L ? h - L : 0;
 	uint64_t g = atomic_load_explicit(&lg->hint, memory_order_relaxed);
 	g = g < lo0 ? lo0 : g > h ? h : g;
 	uint64_t a, b; /* the boundary lies in (a, b]: out below a+1.., in from b */
-	int up = g < h && out_at(lg, g, T);
+	int up = g < h && out_at(lg, s, g, T);
 	if (up) {
 		/* boundary above g: gallop up to an entry in the window */
 		uint64_t step = 1;
@@ -311,25 +342,25 @@ static uint64_t left_count(sluice_log_t *lg, uint64_t h, uint64_t T, uint64_t L)
 		/* ends within 2 + log2(L) rounds: step doubles, b stops at h */
 		for (;;) {
 			b = h - a > step ? a + step : h;
-			if (b == h || !out_at(lg, b, T))
+			if (b == h || !out_at(lg, s, b, T))
 				break;
 			a = b;
 			step <<= 1;
 		}
 		/* out(a), and b == h or in(b): the boundary is in (a, b] */
-	} else if (g > lo0 && !out_at(lg, g - 1, T)) {
+	} else if (g > lo0 && !out_at(lg, s, g - 1, T)) {
 		/* boundary below g: gallop down to an entry out of it */
 		uint64_t step = 1;
 		b = g - 1;
 		/* ends within 2 + log2(L) rounds: step doubles, c stops at lo0 */
 		for (;;) {
 			uint64_t c = b - lo0 > step ? b - step : lo0;
-			if (c == lo0 && !out_at(lg, lo0, T)) {
+			if (c == lo0 && !out_at(lg, s, lo0, T)) {
 				a = lo0;
 				b = lo0; /* nothing out: the boundary is lo0 */
 				break;
 			}
-			if (out_at(lg, c, T)) {
+			if (out_at(lg, s, c, T)) {
 				a = c; /* out(a), in(b) */
 				break;
 			}
@@ -342,7 +373,7 @@ static uint64_t left_count(sluice_log_t *lg, uint64_t h, uint64_t T, uint64_t L)
 	/* bisect (a, b]: out(a) and in(b) (b == h counts as in) */
 	while (b - a > 1) {
 		uint64_t mid = a + (b - a) / 2;
-		if (out_at(lg, mid, T))
+		if (out_at(lg, s, mid, T))
 			a = mid;
 		else
 			b = mid;
@@ -350,26 +381,6 @@ static uint64_t left_count(sluice_log_t *lg, uint64_t h, uint64_t T, uint64_t L)
 	if (g != b)
 		atomic_store_explicit(&lg->hint, b, memory_order_relaxed);
 	return (h >= L ? 0 : L - h) + (b - lo0);
-}
-
-/*
- * Step 1: raise `last` to @t.  Returns 1 when last >= t afterwards, 0 when
- * it gave up: each failure means another decision raised last meanwhile,
- * so the caller spends one of its LOG_TRIES attempts and decides again
- * (its claim would be stale anyway: the raiser is about to claim).
- */
-static int raise_last(sluice_log_t *lg, uint64_t cur, uint64_t t)
-{
-	for (int i = 0; i < FINISH_TRIES; i++) {
-		if (cur >= t)
-			return 1;
-		/* Relaxed: helpers read last only after acquiring the claim
-		 * on head that follows this in program order (release). */
-		if (atomic_compare_exchange_weak_explicit(&lg->last, &cur, t, memory_order_relaxed,
-		                                          memory_order_relaxed))
-			return 1;
-	}
-	return cur >= t;
 }
 
 /* W - (T - r) for an entry r <= T still in the window: when it leaves. */
@@ -394,27 +405,23 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 		return SLUICE_ETOOBIG;
 	}
 	for (int attempt = 0; attempt < LOG_TRIES; attempt++) {
-		uint64_t h;
-		if (!quiescent(lg, &h))
+		struct snap s;
+		if (!snapshot(lg, &s))
 			continue;
-		/* After the acquire of tail == h: last >= every R(q), q < h. */
-		uint64_t last = atomic_load_explicit(&lg->last, memory_order_relaxed);
-		uint64_t T = now > last ? now : last;
-		/* The deciding entry, read directly (not from the search
-		 * below): one load is a value the slot really held, which a
-		 * concurrent refund's ascending re-dating keeps sorted. */
+		const uint64_t h = s.h;
+		uint64_t T = now > s.t ? now : s.t;
 		uint64_t rp = 0;
 		int fits = h + n <= L;
 		if (!fits) {
-			rp = load_slot(lg, h + n - 1 - L);
+			rp = rtime(lg, &s, h + n - 1 - L);
 			fits = rp <= T && T - rp >= W;
 		}
-		uint64_t left = d ? left_count(lg, h, T, L) : 0;
+		uint64_t left = d ? left_count(lg, &s, T, L) : 0;
 		if (!fits) {
-			uint64_t newest = load_slot(lg, h - 1); /* h >= 1: p >= 0 */
-			/* Validate: no claim since h was read, so rp and newest
-			 * are R(p) and R(h-1), not values of reused slots. */
-			if (atomic_load_explicit(&lg->head, memory_order_acquire) != h)
+			/* Validate: no admission since the pair was read, so rp
+			 * is R(p), not a value of a reused slot.  Acquire, as
+			 * every validation: see "Memory orders". */
+			if (atomic_load_explicit(&lg->head, memory_order_acquire) != s.word)
 				continue;
 			if (d) {
 				d->allowed = 0;
@@ -422,62 +429,34 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 				d->remaining = left < n ? left : n - 1;
 				d->retry_after_ns = W - (T - rp); /* exact: p leaves */
 				d->delay_ns = 0;
-				d->reset_ns = leaves_in(lg, newest, T);
+				d->reset_ns = leaves_in(lg, s.t, T); /* t: the newest */
 				d->now_ns = T;
 			}
 			return 0;
 		}
-		if (T > last && !raise_last(lg, last, T))
+		if (!help(lg, &s))
 			continue;
-		/* Step 2.  Release: publishes the raise of last to helpers.
-		 * Fails if anything was claimed since h was read, and then
-		 * every read above may be stale: decide again. */
-		if (!atomic_compare_exchange_strong_explicit(&lg->head, &h, h + n,
-		                                             memory_order_release,
-		                                             memory_order_relaxed))
+		if (n > 1 && !raise_bstart(lg, h))
 			continue;
-		uint64_t x = T;
-		int got = finish(lg, h, h + n, T, &x);
-		/* got == -1: finish() gave up with the batch possibly still
-		 * pending; the next decision finishes it at a time >= T, and
-		 * we report T (not known, as below). */
-		int known = got == 1;
-		if (got == 0) {
-			/* Others finished our batch before we looked (tail has
-			 * passed h + n).  Our last slot still holds X unless
-			 * permit h + n - 1 + M was claimed since, i.e. unless
-			 * head > h + n + C.  If it was, a later batch decided
-			 * that all our permits had left the window (its
-			 * deciding entry is newer than them): report T <= X;
-			 * the guarantee holds on either, and refund() sees
-			 * them as gone (case (a)). */
-			uint64_t v = load_slot(lg, h + n - 1);
-			/* Acquire, as for every validation: had v been written
-			 * for permit h + n - 1 + M, we would see its claim. */
-			if (atomic_load_explicit(&lg->head, memory_order_acquire) <=
-			    h + n + lg->capacity) { /* h + n - 1 + M, M = capacity + 1 */
-				x = v;
-				known = 1;
-			}
-		}
+		/* Step 3, the admission.  Full barrier (pair_internal.h):
+		 * publishes steps 1 and 2 to every decision that acquires
+		 * head after it.  Fails if anything was admitted since the
+		 * pair was read: decide again. */
+		if (!sluice__pair_cas(&lg->head, s.word, s.t, ((h + n) << 1) | (n > 1 ? HEAD_MULTI : 0),
+		                      T))
+			continue;
 		if (d) {
 			d->allowed = 1;
 			d->limit = L;
 			d->remaining = left >= n ? left - n : 0;
 			d->retry_after_ns = 0;
 			d->delay_ns = 0;
-			if (known) {
-				d->reset_ns = W; /* our permits are the newest */
-			} else {
-				uint64_t lst = atomic_load_explicit(&lg->last, memory_order_relaxed);
-				uint64_t extra = lst - x; /* lst >= X >= T = x */
-				d->reset_ns = extra > UINT64_MAX - W ? UINT64_MAX : W + extra;
-			}
-			d->now_ns = x;
+			d->reset_ns = W; /* our permits are the newest */
+			d->now_ns = T;   /* the time recorded for them, in the pair */
 		}
 		return 1;
 	}
-	/* LOG_TRIES attempts, each beaten by another thread's progress: a
+	/* LOG_TRIES attempts, each beaten by another thread's admission: a
 	 * refusal that took nothing (log.h, BOUNDED RETRIES).  retry_after_ns
 	 * 0 says the limit did not decide it; reset_ns W bounds the newest
 	 * entry's stay (it is at most T). */
@@ -495,127 +474,46 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 	return 0;
 }
 
-
 /*
- * Refund.  The permits cannot simply be removed: head cannot go back (a
- * stale helper would then advance tail past head, and a stale CAS could
- * match a restored slot), and the slots the admission overwrote held live
- * (expired) entries that are gone.  Two cases are exact anyway:
- *
- *   (a) The permits have left the window: last - now_ns >= W.  Every later
- *       decision runs at >= last, so they, and everything older, count as
- *       out; whether they exist changes no decision.  Nothing to do.
- *
- *   (b) They are the only permits recorded at now_ns (the run [s, s+n)),
- *       and the permits before them had all left the window by now_ns
- *       (R(s-1) < now_ns - W, or s = 0 and now_ns > W).  Then re-dating
- *       them to V = now_ns - W puts them out of every future window, keeps
- *       (I1) (R(s-1) < V < now_ns), and makes every later decision equal to
- *       the one without them: the entries a decision looks at are either
- *       newer than the run (the same in both cases) or older and out of the
- *       window in both.
- *       Why "the only permits": permits recorded at one time are
- *       interchangeable for the ring, but not for their callers.  A
- *       claimant whose batch was finished by helpers reads its time back
- *       from its last slot after tail has passed it; had another thread's
- *       refund re-dated that slot, it would report V, W before its decision
- *       (found by tests/test_log_threads.c under ASan: L + 1 in a window).
- *       So a refund only ever re-dates the caller's own permits.
- *
- * Re-dating goes oldest first, one CAS now_ns -> V per slot, so every
- * intermediate state is sorted and counts a subset of the permits: a
- * concurrent decision may still count some of them (never fewer than
- * after).  It is the one write that lowers a slot, so ABA needs a look:
- *   - a stale helper of any batch expects an old value <= R(s-1) < V: its
- *     CAS fails on V and on now_ns alike;
- *   - our own CAS expects now_ns.  A slot that was reused holds a time >
- *     now_ns: a later permit q + M was decided on an entry >= q + 1, which
- *     still holds now_ns (we re-date in order and have not reached it), or
- *     is newer, so R(q + M) >= now_ns + W.  We count that permit as given
- *     back: its batch found it out of the window, as every later decision
- *     will;
- *   - the run is exactly the caller's n permits, and any other refund
- *     finds R(s'-1) = V (not below now_ns - W) or a run of another length
- *     and gets SLUICE_ECANCEL: only one refund re-dates a run, so nobody
- *     else lowers a slot we still expect at now_ns.
- * A batch claimed while we re-date may use a re-dated slot as its deciding
- * entry (sep): helpers that read sep = V read it after the claimant did
- * (acquire chain), and ascending order means every older entry they read
- * is re-dated too; X >= V + W > V, so the gap in finish() still holds.
+ * Refund.  Exact only when nothing later counts the permits: the log's
+ * time (last, the newest admission's) is at least now_ns + W.  Every later
+ * decision runs at >= last, so they, and everything older, are out of
+ * every window it looks at; whether they exist changes no decision: 0.
+ * Otherwise SLUICE_ECANCEL and they stay counted until they leave the
+ * window on their own (fewer admissions, never more).  Removing or
+ * re-dating them would need to lower slots, which the helping rule
+ * forbids (DESIGN, "Refund"); head cannot go back either (a stale claimant
+ * could then CAS a pair that repeats).  One load: no retry to bound.
  */
 int sluice_log_refund(sluice_log_t *lg, uint64_t n, const sluice_decision_t *admitted)
 {
 	if (!lg || !admitted || !admitted->allowed || n == 0 || n > lg->capacity)
 		return SLUICE_EINVAL;
-	/* C: the ring's capacity (M = C + 1 slots); no admission took more */
-	const uint64_t L = lg->capacity, W = lg->window_ns, ta = admitted->now_ns;
-	for (int attempt = 0; attempt < LOG_TRIES; attempt++) {
-		uint64_t h;
-		if (!quiescent(lg, &h))
-			continue;
-		uint64_t last = atomic_load_explicit(&lg->last, memory_order_relaxed);
-		if (last >= ta && last - ta >= W)
-			return 0; /* (a) */
-		/* s = first permit in [lo, h) recorded at >= ta.  lo = h - M is
-		 * the oldest permit the ring still holds (I2). */
-		uint64_t lo = h > L + 1 ? h - (L + 1) : 0;
-		uint64_t a = lo, b = h;
-		while (a < b) {
-			uint64_t mid = a + (b - a) / 2;
-			if (load_slot(lg, mid) < ta)
-				a = mid + 1;
-			else
-				b = mid;
-		}
-		uint64_t s = a;
-		/* exactly n permits at ta: the caller's own (see (b)) */
-		int exact = s + n <= h && load_slot(lg, s + n - 1) == ta &&
-		            (s + n == h || load_slot(lg, s + n) != ta);
-		if (exact && s == 0)
-			exact = ta > W; /* V = ta - W >= 1 > 0 (empty slots) */
-		else if (exact)
-			exact = s > lo && ta - load_slot(lg, s - 1) > W; /* R(s-1) < V */
-		if (atomic_load_explicit(&lg->head, memory_order_acquire) != h)
-			continue; /* a claim moved the ring: look again */
-		if (!exact)
-			return SLUICE_ECANCEL;
-		uint64_t v = ta - W;
-		for (uint64_t q = s; q < s + n; q++) {
-			uint64_t cur = ta;
-			/* Release: a decision that reads V (acquire) sees the
-			 * older re-datings too, so it never sees an unsorted
-			 * ring. */
-			if (!atomic_compare_exchange_strong_explicit(slot_of(lg, q), &cur, v,
-			                                             memory_order_release,
-			                                             memory_order_relaxed) &&
-			    cur < ta)
-				return SLUICE_ECANCEL; /* another refund won the run */
-		}
+	const uint64_t W = lg->window_ns, ta = admitted->now_ns;
+	/* Relaxed: last only grows, and the answer publishes nothing. */
+	uint64_t last = atomic_load_explicit(&lg->last, memory_order_relaxed);
+	if (last >= ta && last - ta >= W)
 		return 0;
-	}
-	/* Beaten LOG_TRIES times by claims moving the ring: nothing was
-	 * re-dated, so the permits stay counted (fewer admissions). */
 	return SLUICE_ECANCEL;
 }
 
 /*
  * What a decision at @now would see: left_count() is exactly the largest
  * request that passes at T (a request of k passes iff k <= it), read from
- * a quiescent ring and validated as a refusal is (no claim moved it).
+ * a consistent pair and validated as a refusal is (no admission since).
  */
 uint64_t sluice_log_available_at(sluice_log_t *lg, uint64_t now)
 {
 	for (int attempt = 0; attempt < LOG_TRIES; attempt++) {
-		uint64_t h;
-		if (!quiescent(lg, &h))
+		struct snap s;
+		if (!snapshot(lg, &s))
 			continue;
 		/* Relaxed: the limit publishes nothing. */
 		uint64_t L = atomic_load_explicit(&lg->limit, memory_order_relaxed);
-		uint64_t last = atomic_load_explicit(&lg->last, memory_order_relaxed);
-		uint64_t T = now > last ? now : last;
-		uint64_t left = left_count(lg, h, T, L);
+		uint64_t T = now > s.t ? now : s.t;
+		uint64_t left = left_count(lg, &s, T, L);
 		/* Acquire, as every validation: see "Memory orders". */
-		if (atomic_load_explicit(&lg->head, memory_order_acquire) == h)
+		if (atomic_load_explicit(&lg->head, memory_order_acquire) == s.word)
 			return left;
 	}
 	return 0; /* no snapshot held still for LOG_TRIES attempts (log.h) */
@@ -627,7 +525,7 @@ uint64_t sluice_log_available(sluice_log_t *lg)
 }
 
 /*
- * set_limit is one store.  The ring, head, tail and every recorded time
+ * set_limit is one store.  The ring, head, last and every recorded time
  * stay as they are (nothing forgotten, nothing minted): a decision with
  * limit L looks at the L-th newest entry, which the ring holds for any
  * L <= capacity (it keeps capacity + 1 times), so the DESIGN's proofs hold

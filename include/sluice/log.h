@@ -13,72 +13,81 @@
  *   for every interval [s, s + W) of the log's timeline, the permits of the
  *   admissions whose decision.now_ns lies inside it total at most L (while
  *   set_limit changes L: SET_LIMIT below).
- *   Admission is one CAS on a 64-bit count of permits (`head`), so two
- *   threads can never both take the last place; the times an admission
- *   writes are never older than its now_ns, and are written in admission
- *   order, so "the n-th oldest of the last L" is always the entry L - n + 1
- *   places back.  tests/test_log_threads.c checks exactly this sentence.
+ *   Admission is one 16-byte CAS on the pair (head, last): the count of
+ *   permits and the newest permit's time, so two threads can never both
+ *   take the last place; an admission's permits are recorded at exactly
+ *   its now_ns, and times never decrease in admission order, so "the n-th
+ *   oldest of the last L" is always the entry L - n + 1 places back.
+ *   tests/test_log_threads.c checks exactly this sentence.
  *
  * WORST CASE (what it costs, what a stalled or slow thread can do):
  *   - Memory 8 * (C + 1) bytes (C = config.capacity, default L): one time
  *     per permit the window may hold at the largest limit, plus one
- *     spare slot (it keeps the deciding entry readable while an admission is
- *     half-written; lib/log.c says why).  L = 2^24 costs 128 MiB.
- *   - A refusal writes nothing of its own (it may finish another thread's
- *     half-written admission).  An admission of n writes n slots (O(n);
- *     O(1) per permit) and up to three words of hot state.  Filling a decision
- *     (d != NULL) adds a search of the ring for `remaining`: two loads
- *     when the window's boundary has not moved since the last decision,
- *     O(log d) for a move of d entries (O(log L) at most).
- *   - A thread stalled before its admission CAS holds nothing: when it
- *     resumes, the CAS fails if anything was admitted meanwhile (the 64-bit
- *     head it read has moved), and it decides again.  It can never admit on
- *     the basis of a slot that has since been reused.
- *   - A thread stalled after its CAS but before its times are written
- *     blocks nobody: the next decision by any thread finishes the write
- *     (helping) with the log's newest time, which may be later than the
- *     stalled thread's reading.  That only keeps those permits in the
- *     window longer (fewer admissions); the stalled thread reports the
- *     time actually written in now_ns.
- *   - An admission is three read-modify-writes on shared lines (the
- *     claim on head, the batch's first slot, tail), plus a fourth when
- *     the time moved (raising last); a mutex-protected log pays two (lock,
- *     unlock).  Many threads admitting at once contend on one cache line
- *     (head, tail, last) and on the ring's newest line; refusals share
- *     them read-only.  docs/performance.md has the figures.
+ *     spare slot (an admission writes the previous admission's slots while
+ *     every entry a decision may read stays readable; lib/log.c says
+ *     why).  L = 2^24 costs 128 MiB.
+ *   - A refusal writes nothing (a filled decision may store the search
+ *     hint, a word no decision depends on).  An admission of n makes the
+ *     previous admission's slots (up to C) hold their time, and leaves its
+ *     own n to the next admission: O(n) per admission, O(1) per permit.
+ *     Filling a decision (d != NULL) adds a search of the ring for
+ *     `remaining`: two loads when the window's boundary has not moved
+ *     since the last decision, O(log d) for a move of d entries (O(log L)
+ *     at most).
+ *   - A thread stalled anywhere in a call holds nothing: the only write
+ *     that admits is the pair CAS, which fails when it resumes if anything
+ *     was admitted meanwhile (the 63-bit count it read has moved), and it
+ *     decides again.  It can never admit on the basis of a slot that has
+ *     since been reused.  The writes it makes before that CAS (the
+ *     previous admission's slots, a batch marker) only ever store the
+ *     right time into a slot, or nothing ("raise only": lib/log.c proves
+ *     it), however old the pair it read.  There is no write after the
+ *     CAS: an admission whose slots are not written yet is the log's
+ *     normal state (their time is in the pair), so nothing waits for it.
+ *   - An admission is two read-modify-writes on shared lines: the raise of
+ *     the previous admission's slot (none when another thread already
+ *     wrote it) and the pair CAS; plus one more for n > 1 (the batch
+ *     marker).  A mutex-protected log pays two (lock, unlock).  Many
+ *     threads admitting at once contend on one cache line (head, last) and
+ *     on the ring's newest line; refusals share them read-only.
+ *     docs/performance.md has the figures.
  *   - tests/test_log_stall.c stops a thread just before each of its
- *     admission's writes (last, head, its first slot, tail) and checks
- *     that the other threads' decisions, refunds and available() all
- *     return, exact, while it is stopped.
+ *     admission's writes (the previous slot, the batch marker, the pair)
+ *     and checks that the other threads' decisions, refunds and
+ *     available() all return, exact, while it is stopped; and stops a
+ *     helper holding an old pair while others wrap the ring, and checks
+ *     that it writes nothing wrong when it resumes.
  *   - NOT a fairness guarantee: a thread may keep losing the admission CAS
  *     to others (lock-free, not wait-free).  It does not lose forever:
  *     BOUNDED RETRIES below.
  *
  * BOUNDED RETRIES: every call returns after a bounded number of steps,
  *   whatever other threads do or fail to do (stop, die, be SIGSTOPped at
- *   any instruction).  A decision, a refund and an available() each make
- *   at most 64 attempts; an attempt fails only when another thread made
- *   progress meanwhile (claimed or finished an admission, raised the
- *   log's time), never because one is stalled (the next attempt finishes
- *   a stalled admission).  After 64 failed attempts the call gives up
- *   with an outcome that never admits more than an exact decision:
+ *   any instruction).  A decision and an available() each make at most 64
+ *   attempts; an attempt fails only when another thread admitted
+ *   meanwhile (the pair moved), never because one is stalled (no call
+ *   waits for another).  A refund is one load.  After 64 failed attempts
+ *   the call gives up with an outcome that never admits more than an
+ *   exact decision:
  *     acquire: a refusal (return 0) that took nothing, with
  *       retry_after_ns = 0 (the limit did not decide it: try again at
  *       once), remaining = 0, reset_ns = W (an upper bound) and now_ns the
  *       log's time;
- *     refund: SLUICE_ECANCEL, nothing given back (the permits stay counted);
  *     available: 0.
- *   The bound on a helper's slot CASes (64) is for writers that are not
- *   this log's calls (memory shared with another process and rewritten
- *   there): this log's own calls fail such a CAS only when a refund
- *   re-dates that very slot, once per refund.  An admitted caller that
- *   gives up so on writing its own admission is still admitted (its claim
- *   on head is the admission) and reports its reading T as now_ns; the
- *   next decision finishes the write at the log's time, >= T, so its
- *   permits may stay counted longer than now_ns + W (fewer admissions),
- *   and a refund of them that finds now_ns + W passed answers 0 although
- *   they still count.  tests/test_log_stall.c forces each give-up with a
- *   stall re-armed before every write of the call.
+ *   The bound on one attempt's slot CASes (64 failures) is for writers
+ *   that are not this log's calls (memory shared with another process and
+ *   rewritten there): this log's own calls fail such a CAS only with a
+ *   spurious failure of a weak CAS or when another thread writes the same
+ *   time first (which ends it).  Such an attempt fails and takes nothing.
+ *   tests/test_log_stall.c forces each give-up with a stall re-armed
+ *   before every write of the call.
+ *
+ * FORK AND SHARED MEMORY: the log owns no thread and no lock, and no
+ *   call holds anything between two instructions, so a child forked while
+ *   a thread of the parent is inside a call, or a process killed inside
+ *   one, leaves a log every other call uses as it is.  Memory rewritten by
+ *   another process can make answers wrong but never makes a call crash
+ *   (every index is reduced to the ring) or spin (BOUNDED RETRIES).
  *
  * SET_LIMIT (sluice_log_set_limit(), safe while decisions run): a change
  *   keeps every recorded time.  Nothing counted is forgotten and nothing
@@ -105,21 +114,24 @@
  *   which time was used).  A clock set back by seconds can neither reopen
  *   old places nor shift the log; a forward jump ages every entry, as the
  *   time says.  A fresh log's time is 1 ns: a reading of 0 is used as 1
- *   (the value 0 marks a slot no permit has used yet).  Under contention,
- *   `last` can also carry the reading of a thread whose admission CAS then
- *   failed; time still never runs backwards.
+ *   (the value 0 marks a slot no permit has used yet).  `last` is the
+ *   newest admission's own now_ns, changed only with head, by the
+ *   admission's CAS.
  *
  * LIMITS: L in 1..SLUICE_LOG_LIMIT_MAX (2^24); L = 0 is SLUICE_ELIMIT and
  *   an L whose ring would exceed the memory cap is SLUICE_EMEMORY.
  *   W >= 1 ns (SLUICE_EWINDOW) and W >= the clock's resolution
  *   (SLUICE_ERESOLUTION: a window narrower than one clock step would let
  *   L through at every step).  Any 64-bit time; no arithmetic overflows near
- *   2^64.  head counts permits in 64 bits: at 10^9 permits/s it would wrap
- *   after 584 years.
+ *   2^64.  head counts permits in 63 bits (the low bit marks a batch of
+ *   n > 1): at 10^9 permits/s it would reach 2^63 after 292 years.
  *
- * MEMORY: 8 * (C + 1) bytes (C = config.capacity, default L) allocated at init (one aligned block), plus
- *   sizeof(sluice_log_t) = 128 bytes.  The cap, 2^24 entries (128 MiB), is
- *   where a sliding log stops being the right tool: its memory grows with
+ * MEMORY: 8 * (C + 1) bytes (C = config.capacity, default L) allocated at
+ *   init (one aligned block), plus sizeof(sluice_log_t) = 128 bytes,
+ *   aligned to 64 (_Alignas): a caller that allocates it by
+ *   sluice_log_size() must keep that alignment (16 bytes at the least: the
+ *   pair CAS faults on a misaligned pair).  The cap, 2^24 entries
+ *   (128 MiB), is where a sliding log stops being the right tool: its memory grows with
  *   the limit, while sluice/window.h bounds the same rate in 8 bytes per
  *   bucket at the cost of the alignment slack it documents.  The cap also
  *   turns a mistyped limit (10^12 -> 8 TB) into an error at init instead of
@@ -158,10 +170,13 @@ typedef struct sluice_log {
 	uint64_t slots_inv;          /* floor((2^64 - 1) / M): q % M by multiplying */
 	const sluice_clock_t *clock;
 	_Atomic uint64_t *times;     /* permit q's time lives in times[q % slots] */
-	/* private: read by every decision, written by every admission */
-	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t head; /* permits claimed     */
-	_Atomic uint64_t tail;       /* permits whose times are all written      */
-	_Atomic uint64_t last;       /* newest time an admission used (>= 1)     */
+	/* private: read by every decision, written by every admission.
+	 * head and last are one 16-byte pair, changed together by one
+	 * double-width CAS (lib/log.c, DESIGN) */
+	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t head; /* 2 * permits admitted
+	                              * + 1 when the newest admission took n > 1 */
+	_Atomic uint64_t last;       /* the newest permit's time (>= 1)          */
+	_Atomic uint64_t bstart;     /* first permit of the newest n > 1 batch   */
 	_Atomic uint64_t hint;       /* where the window's boundary was last seen
 	                              * (a search's starting point, any value) */
 } sluice_log_t;
@@ -194,19 +209,18 @@ SLUICE_API size_t sluice_log_size(void);
  * @lg: the log.  @n: 1..L.  @now: ns on the log's clock base (any value; a
  * reading older than the log's newest time is used as that time).
  * @d: NULL, or filled with the decision: now_ns the time used (for an
- * admission, the time its permits were recorded at; only if this thread was
- * stalled so long that later admissions found all of them out of the window
- * before it looked, the earlier time it decided at); retry_after_ns exact
+ * admission, exactly the time its permits were recorded at); retry_after_ns exact
  * (when the deciding entry leaves the window); remaining how many more
  * permits would pass at now_ns; reset_ns when every permit counted now has
  * left the window.
  *
- * Lock-free; safe from any number of threads; no allocation, no lock.  A
- * thread that finds another's admission half-written finishes it first.
- * Ordering: an admission is the release CAS that advanced head; its times
- * are published by the release CAS that advances tail, and every later
- * decision (acquire loads of tail and head) sees them.  A refusal writes
- * nothing of its own and publishes nothing.  remaining is exact when no other thread
+ * Lock-free; safe from any number of threads; no allocation, no lock.  An
+ * admitting thread first writes the previous admission's times into the
+ * ring (raise only), then makes its own admission.
+ * Ordering: an admission is the CAS on the pair (head, last), a full
+ * barrier; it publishes its time and the previous admission's slots to
+ * every later decision (acquire loads of head).  A refusal writes nothing
+ * (but the search hint) and publishes nothing.  remaining is exact when no other thread
  * decides at the same moment; otherwise it is a snapshot that may be stale.
  * Calling context: any thread; never blocks.
  * Return: 1 admitted, 0 refused (by the limit, or after the retry bound:
@@ -228,25 +242,22 @@ static inline int sluice_log_acquire(sluice_log_t *lg, uint64_t n, sluice_decisi
  * describes (its decision as filled by acquire; admitted->now_ns is the time
  * its permits were recorded at).
  *
- * A log can only give permits back exactly when doing so cannot change any
- * later decision's view of the older entries:
- *   - the permits have already left the window (the log's time is at least
- *     now_ns + W): nothing is counted any more; returns 0;
- *   - they are the only permits recorded at now_ns, and every permit
- *     admitted before them had left the window by now_ns (the log was idle
- *     for more than W before the admission): they are re-dated to
- *     now_ns - W, which is out of every future window; returns 0.
- * Otherwise (including a refund of part of an admission, or of one made at
- * the same instant as another's) the permits stay counted until they leave
- * the window on their own (fewer future admissions, never more) and
- * SLUICE_ECANCEL says so.  @admitted must be this log's own decision, given
- * back at most once.
- * Lock-free; safe from any number of threads; no allocation.  Decisions
- * running at the same time may still count the permits (never fewer than
- * after the refund).  The re-dating CASes are releases.
- * Return: 0, SLUICE_ECANCEL (also after the retry bound: BOUNDED
- * RETRIES), SLUICE_EINVAL (NULL, n = 0, n > L, or @admitted is not an
- * admission).
+ * A log gives permits back exactly only when doing so cannot change any
+ * later decision: when they have already left the window, i.e. the log's
+ * time (the newest admission's now_ns) is at least now_ns + W.  Then
+ * nothing counts them any more, and it returns 0.  Otherwise, including
+ * the permits of an admission just made, it returns SLUICE_ECANCEL and
+ * they stay counted until they leave the window on their own (fewer
+ * future admissions, never more): a slot is never lowered, because a
+ * thread stalled with an old view of the log could write the old time
+ * back (lib/log.c, DESIGN).  So a composite that gives back a log's
+ * permits when another limiter refuses gets SLUICE_ECANCEL from the log,
+ * and the log keeps counting them.  @admitted must be this log's own
+ * decision.
+ * Lock-free (one load); safe from any number of threads; no allocation;
+ * writes nothing.
+ * Return: 0, SLUICE_ECANCEL, SLUICE_EINVAL (NULL, n = 0, n above the
+ * capacity, or @admitted is not an admission).
  */
 SLUICE_API int sluice_log_refund(sluice_log_t *lg, uint64_t n,
                                  const sluice_decision_t *admitted);
@@ -258,8 +269,8 @@ SLUICE_API int sluice_log_refund(sluice_log_t *lg, uint64_t n,
  * left (T - W, T], counting places never used as left.  So it is L minus
  * the permits in the window, or 0 when they are L or more (a lowered
  * limit).  Exact when no admission runs concurrently; otherwise a
- * snapshot.  Lock-free, no allocation; writes nothing of its own but may
- * finish another thread's half-written admission.  O(log L).
+ * snapshot.  Lock-free, no allocation; writes nothing but the search
+ * hint.  O(log L).
  * Return: 0..limit (0 also after the retry bound: BOUNDED RETRIES).
  */
 SLUICE_API uint64_t sluice_log_available_at(sluice_log_t *lg, uint64_t now);
