@@ -6,7 +6,7 @@
 # BUILD_DIR (default build-rel) is set up as a release build if it is not
 # one yet.  The raw outputs go to OUT_DIR (default bench-figures/), one file
 # per program, each starting with the bench_env / cpu line that names the
-# machine; the README's tables are read off them.  Takes about 15 minutes
+# machine; the README's tables are read off them.  Takes about 12 minutes
 # on a 2-core guest; run it on a quiet machine (the load average is
 # recorded in OUT_DIR/env.txt).
 set -euo pipefail
@@ -26,7 +26,7 @@ mkdir -p "$out"
   echo "online cpus: $(getconf _NPROCESSORS_ONLN)"
   git log -1 --format='commit %H' 2>/dev/null || true
 } >"$out/env.txt"
-"$build/bench/bench_algos" --threads=1,2,4 --regimes=allow,deny,near --repeats=5 \
+"$build/bench/bench_algos" --threads=1,2,4 --regimes=allow,deny,near --repeats=3 \
   --seconds=0.2 >"$out/bench_algos.txt"
 "$build/bench/bench_window" --repeats=7 >"$out/bench_window.txt"
 "$build/bench/bench_clock" >"$out/bench_clock.txt"
