@@ -673,11 +673,8 @@ Test(fixed, a_word_of_the_old_window_under_a_new_head_is_opened)
 {
 	if (!stall_supported())
 		cr_skip_test("the stall needs x86-64 Linux");
-	/* the limiter on a page of its own: the stall protects that page */
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	sluice_fixed_t *f = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-	                         -1, 0);
-	cr_assert_neq(f, MAP_FAILED);
+	sluice_fixed_t *f = stall_page(); /* the stall protects that page */
+	cr_assert_not_null(f);
 	sluice_clock_manual_init(&mclock, 0);
 	/* L = 2, W = 1 ns: reading == epoch */
 	sluice_fixed_config_t cfg = { .limit = 2, .window_ns = 1, .clock = &mclock };
@@ -695,5 +692,5 @@ Test(fixed, a_word_of_the_old_window_under_a_new_head_is_opened)
 	cr_assert_eq(rc, 1);
 	cr_assert_eq(d.remaining, 0);
 	cr_assert_eq(sluice_fixed_available_at(f, OPEN_H + 1), 0);
-	munmap(f, page);
+	stall_page_free(f);
 }

@@ -57,6 +57,15 @@ static void make(sluice_gcra_t *g, uint64_t T, uint64_t b, uint32_t B, uint64_t 
 	cr_assert_eq(rc, 0, "init: %s", sluice_strerror(rc));
 }
 
+/* GCRA with leases of 16 and V, and this thread pinned to its CPU: the
+ * cell of that CPU, the one every call of the test takes and spends. */
+static struct sluice_gcra_cell *leased_cell(sluice_gcra_t *g, uint64_t T, uint64_t b, uint64_t V)
+{
+	pin_to_this_cpu();
+	make(g, T, b, 16, V);
+	return &g->cells[sched_getcpu() & (int)g->cell_mask];
+}
+
 static uint64_t tat(sluice_gcra_t *g)
 {
 	return atomic_load(&g->tat);
@@ -140,11 +149,9 @@ Test(gcra_lease, take_then_spend_from_the_cell)
  * expired is lost, at most B. */
 Test(gcra_lease, expiry_after_v_loses_at_most_b)
 {
-	pin_to_this_cpu();
 	const uint64_t T = 1000, b = 10000, V = 50 * US, t0 = 5 * SEC;
 	sluice_gcra_t g;
-	make(&g, T, b, 16, V);
-	struct sluice_gcra_cell *cell = &g.cells[sched_getcpu() & (int)g.cell_mask];
+	struct sluice_gcra_cell *cell = leased_cell(&g, T, b, V);
 	uint64_t e = expect_extra(&g, b - 1);
 	cr_assert_geq(e, 4);
 	cr_assert_eq(sluice_gcra_acquire_at(&g, 1, t0, NULL), 1);
@@ -435,11 +442,9 @@ Test(gcra_lease, a_spend_whose_word_came_back_from_a_later_lease_refuses)
 {
 	if (!stall_supported())
 		cr_skip_test("the stall needs x86-64 Linux");
-	pin_to_this_cpu();
 	const uint64_t T = 1000, b = 10000, V = 100 * US, t0 = 5 * SEC;
 	sluice_gcra_t g;
-	make(&g, T, b, 16, V);
-	struct sluice_gcra_cell *cell = &g.cells[sched_getcpu() & (int)g.cell_mask];
+	struct sluice_gcra_cell *cell = leased_cell(&g, T, b, V);
 	uint64_t e = expect_extra(&g, b - 1);
 	cr_assert_eq(sluice_gcra_acquire_at(&g, 1, t0, NULL), 1); /* the lease: e at t0 */
 	uint64_t word = atomic_load(&cell->held);
@@ -492,11 +497,9 @@ Test(gcra_lease, a_spend_racing_the_expiry_takes_exactly_n)
 {
 	if (!stall_supported())
 		cr_skip_test("the stall needs x86-64 Linux");
-	pin_to_this_cpu();
 	const uint64_t T = 1000, b = 10000, V = 100 * US, t0 = 5 * SEC;
 	sluice_gcra_t g;
-	make(&g, T, b, 16, V);
-	struct sluice_gcra_cell *cell = &g.cells[sched_getcpu() & (int)g.cell_mask];
+	struct sluice_gcra_cell *cell = leased_cell(&g, T, b, V);
 	cr_assert_eq(sluice_gcra_acquire_at(&g, 1, t0, NULL), 1);
 	cr_assert_eq(sluice_gcra_acquire_at(&g, 1, t0 + 1, NULL), 1); /* a spend */
 	struct race_ctx r = { &g, cell, t0 + V + 1, -100, 0, 0, 0 };
@@ -543,11 +546,9 @@ Test(gcra_lease, a_spend_from_an_unnamed_lease_names_no_booking)
 {
 	if (!stall_supported())
 		cr_skip_test("the stall needs x86-64 Linux");
-	pin_to_this_cpu();
 	const uint64_t T = 1000, b = 10000, V = 100 * US, t0 = 5 * SEC;
 	sluice_gcra_t g;
-	make(&g, T, b, 16, V);
-	struct sluice_gcra_cell *cell = &g.cells[sched_getcpu() & (int)g.cell_mask];
+	struct sluice_gcra_cell *cell = leased_cell(&g, T, b, V);
 	cr_assert_eq(expect_extra(&g, b - 1), 16, "the test wants leases of B = 16");
 	cr_assert_eq(sluice_gcra_acquire_at(&g, 1, t0, NULL), 1); /* 1 + 16 booked */
 	uint64_t word = atomic_load(&cell->held);

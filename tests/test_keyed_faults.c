@@ -685,16 +685,24 @@ Test(keyed_faults, inflight_acquire_stopped_across_owner_changes_takes_nothing_f
 	sluice_keyed_free(&tk);
 }
 
+/* A region of c's size, formatted by sluice_keyed_init (freed by the caller). */
+static void *formatted_region(const sluice_keyed_config_t *c, size_t *size)
+{
+	*size = sluice_keyed_region_bytes(c);
+	void *mem = aligned_alloc(SLUICE_CACHELINE, *size);
+	cr_assert_not_null(mem);
+	cr_assert_eq(sluice_keyed_init(mem, *size, c), 0);
+	return mem;
+}
+
 Test(keyed_faults, attach_refuses_a_version_2_table)
 {
 	/* Version 3 moved INFLIGHT's state word (version 2 kept it at s[1],
 	 * without an owner counter): a table a version-2 library wrote, with
 	 * its version and its own checksum, is refused. */
 	sluice_keyed_config_t c = { .algo = SLUICE_ALGO_INFLIGHT, .capacity = 8, .limit = 5 };
-	size_t size = sluice_keyed_region_bytes(&c);
-	void *mem = aligned_alloc(SLUICE_CACHELINE, size);
-	cr_assert_not_null(mem);
-	cr_assert_eq(sluice_keyed_init(mem, size, &c), 0);
+	size_t size;
+	void *mem = formatted_region(&c, &size);
 	sluice_keyed_t a;
 	cr_assert_eq(sluice_keyed_attach(mem, size, NULL, &a), 0);
 	struct sluice__keyed_hdr *h = mem;
@@ -844,10 +852,8 @@ Test(keyed_faults, attach_refuses_a_version_3_table)
 	 * version-3 library wrote, with its version and its own checksum, is
 	 * refused. */
 	sluice_keyed_config_t c = gcra_cfg(8, 10, SEC, 5, SLUICE_KEYED_REJECT);
-	size_t size = sluice_keyed_region_bytes(&c);
-	void *mem = aligned_alloc(SLUICE_CACHELINE, size);
-	cr_assert_not_null(mem);
-	cr_assert_eq(sluice_keyed_init(mem, size, &c), 0);
+	size_t size;
+	void *mem = formatted_region(&c, &size);
 	sluice_keyed_t a;
 	cr_assert_eq(sluice_keyed_attach(mem, size, NULL, &a), 0);
 	struct sluice__keyed_hdr *h = mem;
@@ -927,10 +933,8 @@ Test(keyed_faults, attach_refuses_an_aes_table_where_aes_ni_is_absent)
 	if (!sluice__keyed_have_aes())
 		cr_skip_test("no AES-NI on this CPU: every table is SipHash");
 	sluice_keyed_config_t c = gcra_cfg(64, 1, SEC, 1, SLUICE_KEYED_REJECT);
-	size_t size = sluice_keyed_region_bytes(&c);
-	void *mem = aligned_alloc(SLUICE_CACHELINE, size);
-	cr_assert_not_null(mem);
-	cr_assert_eq(sluice_keyed_init(mem, size, &c), 0);
+	size_t size;
+	void *mem = formatted_region(&c, &size);
 	struct sluice__keyed_hdr *h = mem;
 	cr_assert_eq(h->flags & SLUICE_KEYED_SIPHASH, 0, "AES-NI here: the AES hash");
 	sluice_keyed_t a;
@@ -955,10 +959,8 @@ Test(keyed_faults, attach_refuses_an_aes_table_where_aes_ni_is_absent)
 Test(keyed_faults, attach_refuses_a_version_8_table)
 {
 	sluice_keyed_config_t c = gcra_cfg(64, 1, SEC, 1, SLUICE_KEYED_REJECT);
-	size_t size = sluice_keyed_region_bytes(&c);
-	void *mem = aligned_alloc(SLUICE_CACHELINE, size);
-	cr_assert_not_null(mem);
-	cr_assert_eq(sluice_keyed_init(mem, size, &c), 0);
+	size_t size;
+	void *mem = formatted_region(&c, &size);
 	struct sluice__keyed_hdr *h = mem;
 	h->version = 8;
 	const unsigned char *b = mem;

@@ -9,8 +9,8 @@
  * which is what lets a handler call them):
  *   - test_stall.h's stall_arm(): one stall, just before the first write
  *     to a chosen word;
- *   - rtrap_arm() below: the same, but re-armed after every interrupted
- *     write retires, up to a count.  An attack that makes the call's CAS
+ *   - its stall_arm_repeat(): the same, before each of the next writes
+ *     to the word, up to a count.  An attack that makes the call's CAS
  *     fail every time shows how many attempts the call makes before it
  *     gives up: exactly the bound, where the code before the bound (an
  *     unbounded for (;;)) went on as long as the attacks did.
@@ -43,11 +43,9 @@ static sluice_clock_t mclock;
  * malloc metadata another call would write. */
 static sluice_log_t *make_paged(uint64_t limit, uint64_t window_ns)
 {
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	cr_assert_leq(sizeof(sluice_log_t), page);
-	sluice_log_t *lg = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-	                        -1, 0);
-	cr_assert_neq(lg, MAP_FAILED);
+	cr_assert_leq(sizeof(sluice_log_t), (size_t)sysconf(_SC_PAGESIZE));
+	sluice_log_t *lg = stall_page();
+	cr_assert_not_null(lg);
 	sluice_clock_manual_init(&mclock, 0);
 	sluice_log_config_t cfg = { .limit = limit, .window_ns = window_ns, .clock = &mclock };
 	int rc = sluice_log_init(lg, &cfg);
@@ -58,92 +56,9 @@ static sluice_log_t *make_paged(uint64_t limit, uint64_t window_ns)
 static void free_paged(sluice_log_t *lg)
 {
 	sluice_log_destroy(lg);
-	munmap(lg, (size_t)sysconf(_SC_PAGESIZE));
+	stall_page_free(lg);
 }
 
-/* ---- rtrap: a stall at every write to one word, up to a count ----------- */
-
-#if defined(__x86_64__) && defined(__linux__)
-static struct {
-	uintptr_t target, page;
-	size_t len;
-	void (*attack)(void);
-	volatile sig_atomic_t fired, max, stepping;
-} rt;
-
-static void rt_protect(int prot)
-{
-	mprotect((void *)rt.page, (size_t)sysconf(_SC_PAGESIZE), prot);
-}
-
-static void rt_on_segv(int sig, siginfo_t *si, void *uc_)
-{
-	(void)sig;
-	ucontext_t *uc = uc_;
-	uintptr_t a = (uintptr_t)si->si_addr;
-	rt_protect(PROT_READ | PROT_WRITE); /* the attack writes the page too */
-	if (a >= rt.target && a < rt.target + rt.len && rt.fired < rt.max) {
-		rt.fired++;
-		rt.attack();
-	}
-	/* Let the interrupted write retire (against what the attack left),
-	 * then protect the page again for the next one. */
-	rt.stepping = 1;
-	uc->uc_mcontext.gregs[REG_EFL] |= 0x100; /* TF */
-}
-
-static void rt_on_trap(int sig, siginfo_t *si, void *uc_)
-{
-	(void)sig;
-	(void)si;
-	ucontext_t *uc = uc_;
-	if (!rt.stepping)
-		return;
-	rt.stepping = 0;
-	uc->uc_mcontext.gregs[REG_EFL] &= ~(greg_t)0x100;
-	if (rt.fired < rt.max)
-		rt_protect(PROT_READ);
-}
-
-static void rtrap_arm(const void *word, size_t len, void (*attack)(void), int max)
-{
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
-	sigemptyset(&sa.sa_mask);
-	sa.sa_sigaction = rt_on_segv;
-	sigaction(SIGSEGV, &sa, NULL);
-	sa.sa_sigaction = rt_on_trap;
-	sigaction(SIGTRAP, &sa, NULL);
-	uintptr_t pagesz = (uintptr_t)sysconf(_SC_PAGESIZE);
-	rt.target = (uintptr_t)word;
-	rt.len = len;
-	rt.page = (uintptr_t)word & ~(pagesz - 1);
-	rt.attack = attack;
-	rt.fired = 0;
-	rt.max = max;
-	rt.stepping = 0;
-	rt_protect(PROT_READ);
-}
-
-/* Disarm; returns how many attacks ran. */
-static int rtrap_done(void)
-{
-	int fired = rt.fired;
-	rt.max = 0;
-	rt_protect(PROT_READ | PROT_WRITE);
-	return fired;
-}
-#else
-static void rtrap_arm(const void *word, size_t len, void (*attack)(void), int max)
-{
-	(void)word;
-	(void)len;
-	(void)attack;
-	(void)max;
-}
-static int rtrap_done(void) { return 0; }
-#endif
 
 /* ---- the retry bound ---------------------------------------------------- */
 
@@ -157,8 +72,9 @@ static int attack_bad;    /* an attack's own decision went wrong */
  * CAS fails and its next attempt reads a new pair: every attempt fails,
  * as each is beaten by progress.
  */
-static void attack_admit(void)
+static void attack_admit(void *arg)
 {
+	(void)arg;
 	if (sluice_log_acquire_at(victim, 1, attack_t, NULL) != 1)
 		attack_bad = 1;
 }
@@ -180,9 +96,9 @@ Test(log_stall, acquire_gives_up_after_the_retry_bound)
 	attack_bad = 0;
 	sluice_decision_t d;
 	memset(&d, 0xa5, sizeof(d));
-	rtrap_arm(&lg->head, 16, attack_admit, OFFERED);
+	stall_arm_repeat(&lg->head, 16, attack_admit, NULL, OFFERED);
 	int rc = sluice_log_acquire_at(lg, 1, 100, &d);
-	int fired = rtrap_done();
+	int fired = stall_fired();
 	cr_assert_eq(attack_bad, 0, "every attacker was admitted (no one blocked)");
 	cr_assert_eq(fired, TRIES, "one attempt per attack, and no more than %d", TRIES);
 	cr_assert_eq(rc, 0, "given up: a refusal");
@@ -205,10 +121,11 @@ Test(log_stall, acquire_gives_up_after_the_retry_bound)
  * admission moves the boundary, the next attempt stores the hint (trapped:
  * another admission), and its validation fails.
  */
-static void attack_admit_later(void)
+static void attack_admit_later(void *arg)
 {
+	(void)arg;
 	attack_t += 1000;
-	attack_admit();
+	attack_admit(NULL);
 }
 
 Test(log_stall, available_gives_up_after_the_retry_bound)
@@ -220,9 +137,9 @@ Test(log_stall, available_gives_up_after_the_retry_bound)
 	victim = lg;
 	attack_t = 100;
 	attack_bad = 0;
-	rtrap_arm(&lg->hint, sizeof(lg->hint), attack_admit_later, OFFERED);
+	stall_arm_repeat(&lg->hint, sizeof(lg->hint), attack_admit_later, NULL, OFFERED);
 	uint64_t got = sluice_log_available_at(lg, 1000000);
-	int fired = rtrap_done();
+	int fired = stall_fired();
 	cr_assert_eq(attack_bad, 0);
 	cr_assert_eq(fired, TRIES);
 	cr_assert_eq(got, 0, "given up");
@@ -240,8 +157,9 @@ Test(log_stall, available_gives_up_after_the_retry_bound)
  */
 static _Atomic uint64_t *rewritten;
 
-static void attack_rewrite_slot(void)
+static void attack_rewrite_slot(void *arg)
 {
+	(void)arg;
 	uint64_t v = atomic_load(rewritten);
 	atomic_store(rewritten, (v + 1) % 50); /* below 100, never what it read */
 }
@@ -255,10 +173,10 @@ Test(log_stall, help_gives_up_after_the_retry_bound)
 	rewritten = &lg->times[0]; /* permit 0's slot, written by the next admission */
 	cr_assert_eq(atomic_load(rewritten), 0);
 	sluice_decision_t d;
-	rtrap_arm((const void *)rewritten, sizeof(*rewritten), attack_rewrite_slot,
-	          TRIES * TRIES + 8);
+	stall_arm_repeat((const void *)rewritten, sizeof(*rewritten), attack_rewrite_slot, NULL,
+	                 TRIES * TRIES + 8);
 	int rc = sluice_log_acquire_at(lg, 1, 200, &d);
-	int fired = rtrap_done();
+	int fired = stall_fired();
 	cr_assert_eq(fired, TRIES * TRIES, "64 CASes in each of 64 attempts, then it gives up");
 	cr_assert_eq(rc, 0, "given up: a refusal");
 	cr_assert_eq(d.retry_after_ns, 0);
@@ -281,6 +199,17 @@ Test(log_stall, help_gives_up_after_the_retry_bound)
  * refused until 2300 + W.  A helper that checked the slot and then stored
  * (not a CAS) would put 100 there and admit at 2400.
  */
+/* The log the attacks below decide on (L = 4, W = 1000): one permit
+ * already admitted at 100, no attack failed yet. */
+static sluice_log_t *victim_log(void)
+{
+	sluice_log_t *lg = make_paged(4, 1000);
+	cr_assert_eq(sluice_log_acquire_at(lg, 1, 100, NULL), 1);
+	victim = lg;
+	attack_bad = 0;
+	return lg;
+}
+
 static void attack_wrap(void *arg)
 {
 	(void)arg;
@@ -294,10 +223,7 @@ Test(log_stall, stale_helper_writes_nothing_wrong)
 {
 	if (!stall_supported())
 		cr_skip_test("needs x86-64 Linux, not under ThreadSanitizer");
-	sluice_log_t *lg = make_paged(4, 1000);
-	cr_assert_eq(sluice_log_acquire_at(lg, 1, 100, NULL), 1);
-	victim = lg;
-	attack_bad = 0;
+	sluice_log_t *lg = victim_log();
 	stall_arm(&lg->times[0], sizeof(uint64_t), attack_wrap, NULL);
 	sluice_decision_t d;
 	int rc = sluice_log_acquire_at(lg, 1, 2400, &d);
@@ -338,10 +264,7 @@ Test(log_stall, stale_batch_marker_writes_nothing_wrong)
 {
 	if (!stall_supported())
 		cr_skip_test("needs x86-64 Linux, not under ThreadSanitizer");
-	sluice_log_t *lg = make_paged(4, 1000);
-	cr_assert_eq(sluice_log_acquire_at(lg, 1, 100, NULL), 1);
-	victim = lg;
-	attack_bad = 0;
+	sluice_log_t *lg = victim_log();
 	stall_arm(&lg->bstart, sizeof(uint64_t), attack_batch, NULL);
 	sluice_decision_t d;
 	int rc = sluice_log_acquire_at(lg, 2, 150, &d);

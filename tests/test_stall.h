@@ -39,6 +39,7 @@ static struct {
 	void (*attack)(void *);
 	void *arg;
 	volatile sig_atomic_t armed, fired, stepping;
+	volatile sig_atomic_t left; /* attacks still to run (stall_arm_repeat) */
 } stall_state;
 
 /* ThreadSanitizer performs every atomic inside its runtime, holding its
@@ -77,12 +78,15 @@ static void stall_on_segv(int sig, siginfo_t *si, void *uc_)
 	if (!stall_state.armed)
 		return;
 	if (a >= stall_state.target && a < stall_state.target + stall_state.target_len) {
-		stall_state.armed = 0;
-		stall_state.fired = 1;
-		stall_state.attack(stall_state.arg); /* the page stays writable */
-		return;
+		stall_state.fired++;
+		stall_state.armed = --stall_state.left > 0;
+		stall_state.attack(stall_state.arg);
+		if (!stall_state.armed)
+			return; /* the last attack: the page stays writable */
+		/* more to come: let the interrupted write retire against what
+		 * the attack left, then protect the page again (below) */
 	}
-	/* another word of the page: let this one write through */
+	/* another word of the page (or a repeat): let this one write through */
 	stall_state.stepping = 1;
 	uc->uc_mcontext.gregs[REG_EFL] |= 0x100; /* TF: trap after one instruction */
 }
@@ -102,11 +106,13 @@ static void stall_on_trap(int sig, siginfo_t *si, void *uc_)
 #endif
 
 /*
- * stall_arm - run @attack(@arg) the next time this thread writes to any of
- * the @len bytes at @word, just before that write.  Call stall_fired()
- * after the operation to check that the stall happened.
+ * stall_arm_repeat - run @attack(@arg) before each of this thread's next
+ * @times writes to any of the @len bytes at @word (each write then runs
+ * against what the attack left).  stall_fired() afterwards says how many
+ * ran: fewer than @times when the operation wrote the word less often.
  */
-static inline void stall_arm(const void *word, size_t len, void (*attack)(void *), void *arg)
+static inline void stall_arm_repeat(const void *word, size_t len, void (*attack)(void *),
+                                    void *arg, int times)
 {
 #if defined(__x86_64__) && defined(__linux__)
 	struct sigaction sa;
@@ -125,17 +131,47 @@ static inline void stall_arm(const void *word, size_t len, void (*attack)(void *
 	stall_state.arg = arg;
 	stall_state.fired = 0;
 	stall_state.stepping = 0;
-	stall_state.armed = 1;
+	stall_state.left = times;
+	stall_state.armed = times > 0;
 	stall_protect(PROT_READ);
 #else
 	(void)word;
 	(void)len;
 	(void)attack;
 	(void)arg;
+	(void)times;
 #endif
 }
 
-/* stall_fired - did the armed stall run?  Disarms it either way. */
+/*
+ * stall_arm - run @attack(@arg) the next time this thread writes to any of
+ * the @len bytes at @word, just before that write.  Call stall_fired()
+ * after the operation to check that the stall happened.
+ */
+static inline void stall_arm(const void *word, size_t len, void (*attack)(void *), void *arg)
+{
+	stall_arm_repeat(word, len, attack, arg, 1);
+}
+
+/*
+ * stall_page - a zeroed page of its own for the object a stall traps
+ * (the trap protects the whole page: it must hold no stack, no malloc
+ * metadata that another call writes).  NULL if mmap fails.
+ */
+static inline void *stall_page(void)
+{
+	void *p = mmap(NULL, (size_t)sysconf(_SC_PAGESIZE), PROT_READ | PROT_WRITE,
+	               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static inline void stall_page_free(void *p)
+{
+	munmap(p, (size_t)sysconf(_SC_PAGESIZE));
+}
+
+/* stall_fired - how many times the armed stall ran (0: never).  Disarms
+ * it either way. */
 static inline int stall_fired(void)
 {
 #if defined(__x86_64__) && defined(__linux__)

@@ -688,11 +688,8 @@ Test(window, sealed_bucket_takes_nothing_from_the_inline_path)
 {
 	if (!stall_supported())
 		cr_skip_test("the stall needs x86-64 Linux");
-	/* the limiter on a page of its own: the stall protects that page */
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	sluice_window_t *w = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-	                          -1, 0);
-	cr_assert_neq(w, MAP_FAILED);
+	sluice_window_t *w = stall_page(); /* the stall protects that page */
+	cr_assert_not_null(w);
 	sluice_clock_manual_init(&mclock, 0);
 	/* L = 2 over N = 2 buckets of 1 ns: reading == epoch */
 	sluice_window_config_t cfg = { .limit = 2, .window_ns = 2, .buckets = 2, .clock = &mclock };
@@ -713,5 +710,5 @@ Test(window, sealed_bucket_takes_nothing_from_the_inline_path)
 	cr_assert_eq(rc, 0);
 	cr_assert_eq(sluice_window_available_at(w, SEAL_H + 1), 0);
 	sluice_window_destroy(w);
-	munmap(w, page);
+	stall_page_free(w);
 }
