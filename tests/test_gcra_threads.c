@@ -156,8 +156,12 @@ static void *stall_main(void *arg)
 			atomic_store(&next->start, a1);
 			atomic_store(&next->era, e + 1);
 		} while (!atomic_compare_exchange_strong(&g->tat, &a0, seal));
-		for (int k = 0; k < 4; k++)
-			sched_yield(); /* "preempted" */
+		/* "preempted": sealed until a decision helps, or 200 us (a few
+		 * yields alone left no decision the chance to meet the seal on
+		 * a loaded machine: "no decision met a seal", once, at load 2) */
+		uint64_t until = sluice_clock_monotonic_ns() + 200000;
+		while (atomic_load(&g->tat) == seal && sluice_clock_monotonic_ns() < until)
+			sched_yield();
 		uint64_t prev = e;
 		atomic_compare_exchange_strong(&g->era, &prev, e + 1);
 		if (!atomic_compare_exchange_strong(&g->tat, &seal, a1))

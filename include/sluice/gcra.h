@@ -638,22 +638,37 @@ sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_decisi
 	}
 	uint64_t need = n * T; /* used only once n <= b is known: no overflow */
 	uint64_t tat;
-	if (SLUICE_LIKELY(n - 1 < gate &&
-	                  sluice__gcra_step(a, need, now, tau, SLUICE_GCRA_TIME_MAX, &tat) == 0) &&
-	    atomic_compare_exchange_strong_explicit(&g->tat, &a, tat, memory_order_acquire,
-	                                            memory_order_acquire)) {
-		if (d) {
-			uint64_t lag = tat - now; /* <= tau */
-			uint64_t credit = tau - lag, top = SLUICE_GCRA_TIME_MAX - tat;
-			d->allowed = 1;
-			d->limit = gate; /* b: no leases here */
-			d->remaining = sluice__gcra_div(credit < top ? credit : top, recip, shift);
-			d->retry_after_ns = 0;
-			d->delay_ns = 0;
-			d->reset_ns = lag;
-			d->now_ns = now;
+	if (SLUICE_LIKELY(n - 1 < gate)) {
+		uint64_t wait = sluice__gcra_step(a, need, now, tau, SLUICE_GCRA_TIME_MAX, &tat);
+		if (SLUICE_LIKELY(wait == 0)) {
+			if (atomic_compare_exchange_strong_explicit(&g->tat, &a, tat,
+			                                            memory_order_acquire,
+			                                            memory_order_acquire)) {
+				if (d) {
+					uint64_t lag = tat - now; /* <= tau */
+					uint64_t credit = tau - lag, top = SLUICE_GCRA_TIME_MAX - tat;
+					d->allowed = 1;
+					d->limit = gate; /* b: no leases here */
+					d->remaining = sluice__gcra_div(credit < top ? credit : top,
+					                                recip, shift);
+					d->retry_after_ns = 0;
+					d->delay_ns = 0;
+					d->reset_ns = lag;
+					d->now_ns = now;
+				}
+				return 1;
+			}
+			/* a lost CAS: decided again below */
+		} else if (a <= SLUICE_GCRA_TIME_MAX &&
+		           atomic_load_explicit(&g->tat, memory_order_acquire) == a) {
+			/* Refused by the limit, from the loads above, as
+			 * sluice__gcra_try() refuses: the TAT read again
+			 * unchanged means (a, p) were one state.  A sealed TAT
+			 * goes below, to help the reconfiguration. */
+			if (d)
+				sluice__gcra_fill(d, 0, gate, tau, recip, shift, now, a, wait);
+			return 0;
 		}
-		return 1;
 	}
 	if (SLUICE_UNLIKELY(g->cells != NULL))
 		return sluice__gcra_acquire_leased(g, p, tau, recip, shift, n, now, d);
