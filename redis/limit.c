@@ -100,24 +100,23 @@ static int make_local(const sluice_redis_limit_config_t *cfg, sluice_limiter_t *
 	sluice_limiter_config_t lc;
 	memset(&lc, 0, sizeof(lc));
 	const sluice_clock_t *clk = cfg->clock ? cfg->clock : &sluice_clock_monotonic;
+	/* Every algorithm splits the limit: each instance needs at least one. */
+	if (k == 0 || cfg->limit / k == 0)
+		return SLUICE_EMODE;
 	switch (cfg->algo) {
 	case SLUICE_REDIS_GCRA:
-		if (k == 0 || cfg->rate / k == 0 || cfg->limit / k == 0)
+		if (cfg->rate / k == 0)
 			return SLUICE_EMODE;
 		lc.algo = SLUICE_ALGO_GCRA;
 		lc.gcra = (sluice_gcra_config_t){ .rate = cfg->rate / k, .period_ns = cfg->window_ns,
 			                          .burst = cfg->limit / k, .clock = clk };
 		break;
 	case SLUICE_REDIS_FIXED:
-		if (k == 0 || cfg->limit / k == 0)
-			return SLUICE_EMODE;
 		lc.algo = SLUICE_ALGO_FIXED;
 		lc.fixed = (sluice_fixed_config_t){ .limit = cfg->limit / k,
 			                            .window_ns = cfg->window_ns, .clock = clk };
 		break;
 	case SLUICE_REDIS_WINDOW:
-		if (k == 0 || cfg->limit / k == 0)
-			return SLUICE_EMODE;
 		lc.algo = SLUICE_ALGO_WINDOW;
 		lc.window = (sluice_window_config_t){ .limit = cfg->limit / k,
 			                              .window_ns = cfg->window_ns,
@@ -125,8 +124,6 @@ static int make_local(const sluice_redis_limit_config_t *cfg, sluice_limiter_t *
 			                              .clock = clk };
 		break;
 	case SLUICE_REDIS_LOG:
-		if (k == 0 || cfg->limit / k == 0)
-			return SLUICE_EMODE;
 		lc.algo = SLUICE_ALGO_LOG;
 		lc.log = (sluice_log_config_t){ .limit = cfg->limit / k,
 			                        .window_ns = cfg->window_ns, .clock = clk };
