@@ -57,7 +57,9 @@
  * The first series is the floor, `rmw`: one uncontended atomic
  * read-modify-write (a fetch_add on a line of each thread's own); every
  * sluice series' 1-thread line carries vs_rmw, its ns per decision over
- * the probe's, from the same run.
+ * the probe's, from the same run.  Three more probes on the same line
+ * show the floor of a decision's shape: fetch_add+fill (the RMW and the
+ * seven stores of an admitted decision), cas (a load and a CAS), cas+fill.
  * Nothing here asserts speed.
  */
 #include <math.h>
@@ -550,6 +552,36 @@ static uint64_t loop_rmw(void)
 	return BATCH;
 }
 
+/*
+ * Two more floors, so the ratios above can be read against what any
+ * decision of the same shape costs on this CPU: a load and a CAS of that
+ * line (every read-check-CAS algorithm waits for its load after the
+ * previous locked instruction), with and without the seven stores that
+ * fill an admitted decision; and the fetch_add with the fill.  Same loop
+ * as the decisions (LOOP).  The CAS is an acquire as the fast paths' are
+ * (free on x86-64); it pairs with nothing: no other thread uses the line.
+ */
+static inline int probe_cas(sluice_decision_t *d, int fill)
+{
+	uint64_t w = atomic_load_explicit(&rmw_line[0], memory_order_relaxed), seen = w;
+	(void)atomic_compare_exchange_strong_explicit(&rmw_line[0], &seen, w + 1,
+	                                              memory_order_acquire, memory_order_relaxed);
+	if (seen != w)
+		return 0;
+	if (fill)
+		sluice__decision_admitted(d, UINT32_MAX, w & 0xffff, SEC - (w & 0xffff), w);
+	return 1;
+}
+static inline int probe_rmw_fill(sluice_decision_t *d)
+{
+	uint64_t w = atomic_fetch_add_explicit(&rmw_line[0], 1, memory_order_relaxed);
+	sluice__decision_admitted(d, UINT32_MAX, w & 0xffff, SEC - (w & 0xffff), w);
+	return 1;
+}
+LOOP(loop_probe_cas, probe_cas(&d, 0), NOTHING)
+LOOP(loop_probe_cas_fill, probe_cas(&d, 1), NOTHING)
+LOOP(loop_probe_rmw_fill, probe_rmw_fill(&d), NOTHING)
+
 static void setup_none(const struct params *p) { (void)p; }
 
 /* The three lock styles around one plain decision. */
@@ -669,6 +701,11 @@ static void setup_b_decay(const struct params *p)
 
 static struct series series[] = {
 	{ "rmw", "fetch_add", PROBE, K_PROBE, setup_none, loop_rmw, NULL, -1, 1, { { 0 } }, { { 0 } } },
+	{ "rmw", "fetch_add+fill", PROBE, K_PROBE, setup_none, loop_probe_rmw_fill, NULL, -1, 1,
+	  { { 0 } }, { { 0 } } },
+	{ "rmw", "cas", PROBE, K_PROBE, setup_none, loop_probe_cas, NULL, -1, 1, { { 0 } }, { { 0 } } },
+	{ "rmw", "cas+fill", PROBE, K_PROBE, setup_none, loop_probe_cas_fill, NULL, -1, 1,
+	  { { 0 } }, { { 0 } } },
 	BASES("fixed", K_FIXED, fixed, setup_b_fixed, teardown_locks),
 	S("fixed", "exact", K_FIXED, setup_fixed, loop_fixed, NULL),
 	S("fixed", "lease", K_FIXED, setup_fixed_lease, loop_fixed, teardown_fixed),
@@ -1009,7 +1046,7 @@ int main(int argc, char **argv)
 		printf("\n%s regime: million decisions/s, all threads (median of %u x %.2f s); "
 		       "one hot key; sluice reads the cached clock\n",
 		       regime_name[r], repeats, seconds);
-		printf("  %-10s %-12s %-12s", "algo", "mode", "impl");
+		printf("  %-10s %-14s %-12s", "algo", "mode", "impl");
 		for (int ti = 0; ti < nthreads; ti++)
 			printf("  %2dT Mdec/s  ns/dec", threads[ti]);
 		printf("  vs_mutex  vs_m_cached  admitted  1T_x_rmw\n");
@@ -1017,7 +1054,7 @@ int main(int argc, char **argv)
 			struct series *s = &series[i];
 			if (!s->selected)
 				continue;
-			printf("  %-10s %-12s %-12s", s->algo, s->mode, impl_name[s->impl]);
+			printf("  %-10s %-14s %-12s", s->algo, s->mode, impl_name[s->impl]);
 			for (int ti = 0; ti < nthreads; ti++)
 				printf("  %10.1f %7.1f", s->agg[ti][r] / 1e6,
 				       1e9 * threads[ti] / s->agg[ti][r]);
@@ -1031,7 +1068,7 @@ int main(int argc, char **argv)
 			else
 				printf("  %8s %12s", "", "");
 			printf("  %7.1f%%", 100 * s->admitted[last][r]);
-			if (s->impl != PROBE)
+			if (i != 0) /* series[0]: the fetch_add every 1T_x_rmw divides by */
 				printf("  %8.2f", series[0].agg[0][r] / s->agg[0][r]);
 			printf("\n");
 		}
