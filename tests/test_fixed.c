@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "sluice/sluice.h"
+#include "set_limit_load.h"
 #include "test_pace.h"
 #include "test_stall.h"
 
@@ -363,61 +364,23 @@ Test(fixed, set_limit_rejects_what_init_rejects)
 }
 
 /*
- * set_limit under load (the model is tests/test_window_threads.c): threads
- * decide on one fixed window while another thread moves a manual clock
- * (paced on the deciders' progress) and changes the limit every few
- * steps, through FLIMITS.  Every admission records its window and the
- * limit it was judged against (d.limit).  The header's SET_LIMIT bound,
- * checked exactly: every window admits at most the largest d.limit among
- * its admissions.  Every d.limit must be one that was set, several must
- * be seen, and some windows must reach their bound.
+ * set_limit under load (set_limit_load.h): deciders on one fixed window
+ * while the clock thread moves a manual clock, steps it back now and then,
+ * and changes the limit every few steps, through FLIMITS.  The header's
+ * SET_LIMIT bound, checked exactly: every window admits at most the
+ * largest d.limit among its admissions (runs of one epoch).
  */
 #define FW 1000ULL /* ns per window */
-#define FREC_CAP (1u << 18)
 #define FSTEPS 3000
 static const uint64_t FLIMITS[] = { 12, 3, 20, 6, 1, 15 };
 #define NFLIMITS (sizeof(FLIMITS) / sizeof(FLIMITS[0]))
 
-struct frec {
-	uint64_t epoch;
-	uint32_t n, limit;
-};
-
-struct fdecider {
-	pthread_t tid;
-	sluice_fixed_t *f;
-	struct frec *rec;
-	size_t nrec;
-	uint64_t refused, seed;
-	int err;
-	_Atomic uint64_t decisions;
-};
-
-static struct fdecider *fdeciders;
+static struct sl_decider *fdeciders;
 static int nfdeciders;
-static _Atomic int frunning;
 
-static void *fdecider_main(void *arg)
+static int fixed_acquire_cb(void *f, uint64_t n, sluice_decision_t *d)
 {
-	struct fdecider *me = arg;
-	uint64_t x = me->seed;
-	while (atomic_load_explicit(&frunning, memory_order_relaxed)) {
-		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-		uint64_t n = 1 + x % 3;
-		sluice_decision_t d;
-		int rc = sluice_fixed_acquire(me->f, n, &d);
-		if (rc == 1 && me->nrec < FREC_CAP)
-			me->rec[me->nrec++] = (struct frec){ d.now_ns / FW, (uint32_t)n, (uint32_t)d.limit };
-		else if (rc == 0)
-			me->refused++;
-		else if (rc != SLUICE_ETOOBIG && !me->err)
-			me->err = rc; /* ETOOBIG: n above a lowered limit */
-		uint64_t k = atomic_load_explicit(&me->decisions, memory_order_relaxed) + 1;
-		atomic_store_explicit(&me->decisions, k, memory_order_relaxed);
-		if (k % 8 == 0)
-			sched_yield();
-	}
-	return NULL;
+	return sluice_fixed_acquire(f, n, d);
 }
 
 static void *fclock_main(void *arg)
@@ -435,7 +398,7 @@ static void *fclock_main(void *arg)
 			sluice_clock_manual_advance(&mclock, x % (FW / 3));
 		PACE_WAIT(fdeciders, nfdeciders);
 	}
-	atomic_store_explicit(&frunning, 0, memory_order_relaxed);
+	atomic_store_explicit(&sl_running, 0, memory_order_relaxed);
 	return NULL;
 }
 
@@ -451,67 +414,13 @@ ParameterizedTest(int *threads, fixed, set_limit_under_load)
 	sluice_fixed_t f;
 	sluice_fixed_config_t cfg = { .limit = FLIMITS[0], .window_ns = FW, .clock = &mclock };
 	cr_assert_eq(sluice_fixed_init(&f, &cfg), 0);
-	struct fdecider *d = calloc((size_t)*threads, sizeof(*d));
-	cr_assert_not_null(d);
-	fdeciders = d;
 	nfdeciders = *threads;
-	atomic_store(&frunning, 1);
-	for (int i = 0; i < *threads; i++) {
-		d[i].f = &f;
-		d[i].seed = 0x9E3779B97F4A7C15ULL * (uint64_t)(i + 7);
-		d[i].rec = malloc(sizeof(struct frec) * FREC_CAP);
-		cr_assert_not_null(d[i].rec);
-		cr_assert_eq(pthread_create(&d[i].tid, NULL, fdecider_main, &d[i]), 0);
-	}
+	fdeciders = sl_start(*threads, &f, fixed_acquire_cb, FW, 3, 7);
 	pthread_t clock_tid;
 	cr_assert_eq(pthread_create(&clock_tid, NULL, fclock_main, &f), 0);
-	pthread_join(clock_tid, NULL);
-	for (int i = 0; i < *threads; i++)
-		pthread_join(d[i].tid, NULL);
-
-	uint64_t lo = UINT64_MAX, hi = 0, refused = 0, seen = 0;
-	for (int i = 0; i < *threads; i++) {
-		cr_assert_eq(d[i].err, 0, "acquire failed: %s", sluice_strerror(d[i].err));
-		cr_assert_lt(d[i].nrec, FREC_CAP, "record buffer overflowed");
-		refused += d[i].refused;
-		for (size_t k = 0; k < d[i].nrec; k++) {
-			struct frec r = d[i].rec[k];
-			lo = r.epoch < lo ? r.epoch : lo;
-			hi = r.epoch > hi ? r.epoch : hi;
-			int known = 0;
-			for (size_t j = 0; j < NFLIMITS; j++)
-				if (r.limit == FLIMITS[j]) {
-					known = 1;
-					seen |= 1u << j;
-				}
-			cr_assert(known, "d.limit %u was never set", r.limit);
-		}
-	}
-	cr_assert_gt(hi - lo, 200, "the run must cross many windows");
-	cr_assert_geq(__builtin_popcountll(seen), 4, "admissions judged against several limits");
-	uint64_t span = hi - lo + 1;
-	uint64_t *per = calloc(span, sizeof(uint64_t)), *lim = calloc(span, sizeof(uint64_t));
-	cr_assert(per && lim);
-	for (int i = 0; i < *threads; i++)
-		for (size_t k = 0; k < d[i].nrec; k++) {
-			struct frec r = d[i].rec[k];
-			per[r.epoch - lo] += r.n;
-			lim[r.epoch - lo] = r.limit > lim[r.epoch - lo] ? r.limit : lim[r.epoch - lo];
-		}
-	uint64_t tight = 0;
-	for (uint64_t e = 0; e < span; e++) {
-		tight += per[e] && per[e] == lim[e];
-		cr_assert_leq(per[e], lim[e], "%d threads: %llu admitted in window %llu, largest d.limit %llu",
-		              *threads, (unsigned long long)per[e], (unsigned long long)(e + lo),
-		              (unsigned long long)lim[e]);
-	}
-	cr_assert_gt(refused, 0, "the limit must bite");
-	cr_assert_gt(tight, 0, "some windows must reach their bound, or it tests nothing");
-	for (int i = 0; i < *threads; i++)
-		free(d[i].rec);
-	free(d);
-	free(per);
-	free(lim);
+	sl_join(fdeciders, *threads, clock_tid);
+	sl_check(fdeciders, *threads, FLIMITS, NFLIMITS, 1, 200);
+	sl_free(fdeciders, *threads);
 }
 
 /* ---- leases: the ring's N = 1 case --------------------------------------- */

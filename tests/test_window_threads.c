@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 #include "sluice/sluice.h"
+#include "set_limit_load.h"
 #include "test_pace.h"
 
 #define WIDTH 1000ULL /* ns per bucket */
@@ -212,60 +213,22 @@ ParameterizedTest(struct params *p, window_threads, ledger_respects_bound)
 }
 
 /*
- * set_limit under load.  The clock thread also changes the limit every
- * few steps, through LIMITS below (lowering under what is counted and
- * raising past it).  Every admission records the limit its decision was
- * judged against (d.limit); the header's SET_LIMIT bound, checked exactly:
- * in every run of N consecutive epochs the permits admitted total at most
- * the largest d.limit among that run's admissions.
- * Every d.limit must be a limit that was set, and the run must see
- * several, or the change tested nothing.
+ * set_limit under load (set_limit_load.h).  The clock thread also changes
+ * the limit every few steps, through LIMITS below (lowering under what is
+ * counted and raising past it); the header's SET_LIMIT bound, checked
+ * exactly: in every run of N consecutive epochs the permits admitted total
+ * at most the largest d.limit among that run's admissions.
  */
 static const uint64_t LIMITS[] = { 24, 6, 40, 12, 3, 30 };
 #define NLIMITS (sizeof(LIMITS) / sizeof(LIMITS[0]))
-
-struct lrecord {
-	uint64_t epoch;
-	uint32_t n, limit;
-};
-
-struct ldecider {
-	pthread_t tid;
-	sluice_window_t *w;
-	struct lrecord *rec;
-	size_t nrec;
-	uint64_t refused, seed;
-	int err;
-	_Atomic uint64_t decisions;
-};
-
-static struct ldecider *ldeciders;
-static int nldeciders;
-#define LRECORD_CAP (1u << 18)
 #define LCLOCK_STEPS 4000
 
-static void *ldecider_main(void *arg)
+static struct sl_decider *ldeciders;
+static int nldeciders;
+
+static int window_acquire_cb(void *w, uint64_t n, sluice_decision_t *d)
 {
-	struct ldecider *me = arg;
-	uint64_t x = me->seed;
-	while (atomic_load_explicit(&running, memory_order_relaxed)) {
-		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-		uint64_t n = 1 + x % N_MAX;
-		sluice_decision_t d;
-		int rc = sluice_window_acquire(me->w, n, &d);
-		if (rc == 1 && me->nrec < LRECORD_CAP)
-			me->rec[me->nrec++] =
-				(struct lrecord){ d.now_ns / WIDTH, (uint32_t)n, (uint32_t)d.limit };
-		else if (rc == 0)
-			me->refused++;
-		else if (rc != SLUICE_ETOOBIG && !me->err)
-			me->err = rc; /* ETOOBIG: n above a lowered limit */
-		uint64_t k = atomic_load_explicit(&me->decisions, memory_order_relaxed) + 1;
-		atomic_store_explicit(&me->decisions, k, memory_order_relaxed);
-		if (k % 8 == 0)
-			sched_yield();
-	}
-	return NULL;
+	return sluice_window_acquire(w, n, d);
 }
 
 static void *lclock_main(void *arg)
@@ -279,7 +242,7 @@ static void *lclock_main(void *arg)
 		sluice_clock_manual_advance(&mclock, x % (WIDTH / 2));
 		PACE_WAIT(ldeciders, nldeciders);
 	}
-	atomic_store_explicit(&running, 0, memory_order_relaxed);
+	atomic_store_explicit(&sl_running, 0, memory_order_relaxed);
 	return NULL;
 }
 
@@ -299,79 +262,13 @@ ParameterizedTest(struct params *p, window_threads, set_limit_bound)
 		                       .buckets = BUCKETS, .clock = &mclock,
 		                       .lease = p->lease };
 	cr_assert_eq(sluice_window_init(&w, &cfg), 0);
-	struct ldecider *d = calloc((size_t)p->threads, sizeof(*d));
-	cr_assert_not_null(d);
-	ldeciders = d;
 	nldeciders = p->threads;
-	atomic_store(&running, 1);
-	for (int i = 0; i < p->threads; i++) {
-		d[i].w = &w;
-		d[i].seed = 0x9E3779B97F4A7C15ULL * (uint64_t)(i + 3);
-		d[i].rec = malloc(sizeof(struct lrecord) * LRECORD_CAP);
-		cr_assert_not_null(d[i].rec);
-		cr_assert_eq(pthread_create(&d[i].tid, NULL, ldecider_main, &d[i]), 0);
-	}
+	ldeciders = sl_start(p->threads, &w, window_acquire_cb, WIDTH, N_MAX, 3);
 	pthread_t clock_tid;
 	cr_assert_eq(pthread_create(&clock_tid, NULL, lclock_main, &w), 0);
-	pthread_join(clock_tid, NULL);
-	for (int i = 0; i < p->threads; i++)
-		pthread_join(d[i].tid, NULL);
-
-	uint64_t lo = UINT64_MAX, hi = 0, refused = 0, seen = 0;
-	for (int i = 0; i < p->threads; i++) {
-		cr_assert_eq(d[i].err, 0, "acquire failed: %s", sluice_strerror(d[i].err));
-		cr_assert_lt(d[i].nrec, LRECORD_CAP, "record buffer overflowed");
-		refused += d[i].refused;
-		for (size_t k = 0; k < d[i].nrec; k++) {
-			struct lrecord r = d[i].rec[k];
-			lo = r.epoch < lo ? r.epoch : lo;
-			hi = r.epoch > hi ? r.epoch : hi;
-			int known = 0;
-			for (size_t j = 0; j < NLIMITS; j++)
-				if (r.limit == LIMITS[j]) {
-					known = 1;
-					seen |= 1u << j;
-				}
-			cr_assert(known, "d.limit %u was never set", r.limit);
-		}
-	}
-	cr_assert_gt(hi - lo, 500, "the run must cross many bucket rollovers");
-	cr_assert_geq(__builtin_popcountll(seen), 4, "admissions judged against several limits");
-	uint64_t span = hi - lo + 1;
-	uint64_t *per = calloc(span, sizeof(uint64_t)), *lim = calloc(span, sizeof(uint64_t));
-	cr_assert(per && lim);
-	for (int i = 0; i < p->threads; i++)
-		for (size_t k = 0; k < d[i].nrec; k++) {
-			struct lrecord r = d[i].rec[k];
-			per[r.epoch - lo] += r.n;
-			if (r.limit > lim[r.epoch - lo])
-				lim[r.epoch - lo] = r.limit;
-		}
-	uint64_t admitted = 0, tight = 0;
-	for (uint64_t e = 0; e < span; e++) {
-		admitted += per[e];
-		uint64_t sum = 0, bound = 0;
-		for (uint64_t k = 0; k < BUCKETS && k <= e; k++) {
-			sum += per[e - k];
-			bound = lim[e - k] > bound ? lim[e - k] : bound;
-		}
-		tight += sum == bound;
-		cr_assert_leq(sum, bound,
-		              "%d threads: %llu admitted in the %u epochs ending at %llu, "
-		              "largest d.limit among them %llu",
-		              p->threads, (unsigned long long)sum, BUCKETS,
-		              (unsigned long long)(e + lo), (unsigned long long)bound);
-	}
-	cr_assert_gt(refused, 0, "the limit must bite");
-	cr_assert_gt(tight, 0, "some runs must reach their bound, or it tests nothing");
-	cr_log_info("set_limit threads=%d lease=%u admitted=%llu refused=%llu tight=%llu",
-	            p->threads, p->lease,
-	            (unsigned long long)admitted, (unsigned long long)refused,
-	            (unsigned long long)tight);
-	for (int i = 0; i < p->threads; i++)
-		free(d[i].rec);
-	free(d);
-	free(per);
-	free(lim);
+	sl_join(ldeciders, p->threads, clock_tid);
+	cr_log_info("set_limit lease=%u", p->lease);
+	sl_check(ldeciders, p->threads, LIMITS, NLIMITS, BUCKETS, 500);
+	sl_free(ldeciders, p->threads);
 	sluice_window_destroy(&w);
 }
