@@ -217,17 +217,15 @@ struct snap {
 	uint64_t b;    /* R(q) = t for b <= q < h, the slot for q < b */
 };
 
-static int snapshot(sluice_log_t *lg, struct snap *s)
+/*
+ * The snapshot of a pair (@w, @t) known to be consistent: read by the
+ * three loads below, or handed back whole by a failed pair CAS.
+ */
+static inline void snap_of(sluice_log_t *lg, uint64_t w, uint64_t t, struct snap *s)
 {
-	/* Acquires: pair with the pair CAS (a full barrier) that wrote head,
-	 * so every slot value and bstart it published is visible below. */
-	uint64_t w = atomic_load_explicit(&lg->head, memory_order_acquire);
-	uint64_t t = atomic_load_explicit(&lg->last, memory_order_acquire);
-	if (atomic_load_explicit(&lg->head, memory_order_acquire) != w)
-		return 0; /* an admission between the loads: t may not be w's */
 	uint64_t h = w >> 1;
 	uint64_t b = h ? h - 1 : 0;
-	if (w & HEAD_MULTI) {
+	if (SLUICE_UNLIKELY(w & HEAD_MULTI)) {
 		/* Acquire: pairs with the release raise of bstart; b is the
 		 * batch's first permit, or h - 1 when the next claimant has
 		 * already written the batch (I3). */
@@ -243,6 +241,17 @@ static int snapshot(sluice_log_t *lg, struct snap *s)
 	s->h = h;
 	s->t = t;
 	s->b = b;
+}
+
+static int snapshot(sluice_log_t *lg, struct snap *s)
+{
+	/* Acquires: pair with the pair CAS (a full barrier) that wrote head,
+	 * so every slot value and bstart it published is visible below. */
+	uint64_t w = atomic_load_explicit(&lg->head, memory_order_acquire);
+	uint64_t t = atomic_load_explicit(&lg->last, memory_order_acquire);
+	if (atomic_load_explicit(&lg->head, memory_order_acquire) != w)
+		return 0; /* an admission between the loads: t may not be w's */
+	snap_of(lg, w, t, s);
 	return 1;
 }
 
@@ -390,6 +399,27 @@ static inline uint64_t leaves_in(const sluice_log_t *lg, uint64_t r, uint64_t T)
 	return age >= lg->window_ns ? 0 : lg->window_ns - age;
 }
 
+#ifndef LOG_BACKOFF_MAX
+#define LOG_BACKOFF_MAX 0
+#endif
+/*
+ * After a lost pair CAS: wait a little before deciding again, so the
+ * winner's next admission runs on lines it already holds instead of
+ * being fought line by line.  Bounded: at most LOG_BACKOFF_MAX pauses.
+ */
+static inline void backoff(int attempt)
+{
+#if LOG_BACKOFF_MAX > 0 && (defined(__x86_64__) || defined(__i386__))
+	int k = attempt < 6 ? 1 << attempt : LOG_BACKOFF_MAX;
+	if (k > LOG_BACKOFF_MAX)
+		k = LOG_BACKOFF_MAX;
+	while (k-- > 0)
+		__builtin_ia32_pause();
+#else
+	(void)attempt;
+#endif
+}
+
 int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_decision_t *d)
 {
 	if (n == 0)
@@ -404,10 +434,12 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 		sluice__decision_never(d, L, now > last ? now : last);
 		return SLUICE_ETOOBIG;
 	}
+	struct snap s;
+	int have = 0; /* s holds the pair a failed CAS handed back */
 	for (int attempt = 0; attempt < LOG_TRIES; attempt++) {
-		struct snap s;
-		if (!snapshot(lg, &s))
+		if (!have && !snapshot(lg, &s))
 			continue;
+		have = 0;
 		const uint64_t h = s.h;
 		uint64_t T = now > s.t ? now : s.t;
 		uint64_t rp = 0;
@@ -416,8 +448,8 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 			rp = rtime(lg, &s, h + n - 1 - L);
 			fits = rp <= T && T - rp >= W;
 		}
-		uint64_t left = d ? left_count(lg, &s, T, L) : 0;
 		if (!fits) {
+			uint64_t left = d ? left_count(lg, &s, T, L) : 0;
 			/* Validate: no admission since the pair was read, so rp
 			 * is R(p), not a value of a reused slot.  Acquire, as
 			 * every validation: see "Memory orders". */
@@ -441,11 +473,25 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 		/* Step 3, the admission.  Full barrier (pair_internal.h):
 		 * publishes steps 1 and 2 to every decision that acquires
 		 * head after it.  Fails if anything was admitted since the
-		 * pair was read: decide again. */
-		if (!sluice__pair_cas(&lg->head, s.word, s.t, ((h + n) << 1) | (n > 1 ? HEAD_MULTI : 0),
-		                      T))
+		 * pair was read: then it hands back the pair it found, read
+		 * in one atomic access and acquired by the same barrier (it
+		 * read the value the winner's CAS wrote), and the next
+		 * attempt decides on it without reading head again. */
+		uint64_t w = s.word, t = s.t;
+		if (!sluice__pair_cas_observe(&lg->head, &w, &t,
+		                              ((h + n) << 1) | (n > 1 ? HEAD_MULTI : 0), T)) {
+			snap_of(lg, w, t, &s);
+			have = 1;
+			backoff(attempt);
 			continue;
+		}
 		if (d) {
+			/* After the CAS, out of the window between the pair's
+			 * read and the CAS: remaining is the snapshot log.h
+			 * allows (exact when no other thread decides meanwhile:
+			 * then every slot it reads still holds what it held at
+			 * the pair s). */
+			uint64_t left = left_count(lg, &s, T, L);
 			d->allowed = 1;
 			d->limit = L;
 			d->remaining = left >= n ? left - n : 0;
