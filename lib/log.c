@@ -336,11 +336,11 @@ static int out_at(const sluice_log_t *lg, const struct snap *s, uint64_t q, uint
 	return r <= T && T - r >= lg->window_ns;
 }
 
-static uint64_t left_count(sluice_log_t *lg, const struct snap *s, uint64_t T, uint64_t L)
+static __attribute__((noinline)) uint64_t left_search(sluice_log_t *lg, const struct snap *s,
+                                                      uint64_t T, uint64_t L, uint64_t g)
 {
 	const uint64_t h = s->h;
 	const uint64_t lo0 = h > L ? h - L : 0;
-	uint64_t g = atomic_load_explicit(&lg->hint, memory_order_relaxed);
 	g = g < lo0 ? lo0 : g > h ? h : g;
 	uint64_t a, b; /* the boundary lies in (a, b]: out below a+1.., in from b */
 	int up = g < h && out_at(lg, s, g, T);
@@ -390,6 +390,24 @@ static uint64_t left_count(sluice_log_t *lg, const struct snap *s, uint64_t T, u
 	if (g != b)
 		atomic_store_explicit(&lg->hint, b, memory_order_relaxed);
 	return (h >= L ? 0 : L - h) + (b - lo0);
+}
+
+/*
+ * The common case inline: the hint is the boundary (entry g - 1 out, or
+ * g the first of the range; entry g in, or g = h), as it is for every
+ * decision between two moves of the window's edge.  Exactly the count
+ * left_search() returns for that g, with its two loads and no store (it
+ * stores only a hint that changed); anything else searches.
+ */
+static inline uint64_t left_count(sluice_log_t *lg, const struct snap *s, uint64_t T, uint64_t L)
+{
+	const uint64_t h = s->h;
+	const uint64_t lo0 = h > L ? h - L : 0;
+	uint64_t g = atomic_load_explicit(&lg->hint, memory_order_relaxed);
+	if (SLUICE_LIKELY(g >= lo0 && g <= h) && (g == h || !out_at(lg, s, g, T)) &&
+	    (g == lo0 || out_at(lg, s, g - 1, T)))
+		return (h >= L ? 0 : L - h) + (g - lo0);
+	return left_search(lg, s, T, L, g);
 }
 
 /* W - (T - r) for an entry r <= T still in the window: when it leaves. */
