@@ -64,11 +64,24 @@
  * Consistent reads.  head, then last, then head again, all acquires: the
  * two halves change only together, by one CAS that always moves h, so an
  * unchanged head means last is the value written with it.  No 16-byte
- * load is needed (x86-64 has none that is atomic without a CAS).
+ * load is needed (x86-64 has none that is atomic without a CAS).  A lost
+ * pair CAS is the other consistent read: CMPXCHG16B compares and hands
+ * back all 16 bytes in one atomic access, so the pair it returns is a
+ * (head, last) that held at one instant, and the next attempt decides on
+ * it (sluice__pair_cas_observe) instead of loading head, last and head
+ * again while the winner keeps the line.  That attempt is exactly an
+ * attempt at a pair read by the three loads: (I2) holds at every pair the
+ * log passes through, bstart is loaded for it as for any snapshot (the
+ * pair does not say where its batch starts), and its help and CAS are
+ * step 1 and step 3 above.  After it, the thread pauses a bounded while
+ * (backoff() below) before that attempt.
  *
  * Memory orders.  The pair CAS is a full barrier (every __sync builtin):
  * it publishes step 1's slot values and step 2's bstart to every thread
- * that acquires head afterwards.  Slot loads are acquires and slot CASes
+ * that acquires head afterwards, and a failed one acquires as well: it
+ * read the value the winner's CAS (a full barrier) wrote, so the winner's
+ * slot values and bstart are visible to the attempt that decides on the
+ * pair it handed back.  Slot loads are acquires and slot CASes
  * releases: a reader that sees a value written for a later permit (a
  * helper at a later pair wrote it after acquiring that pair) also sees
  * that pair when it next loads head, so its validation fails.  bstart's
@@ -79,7 +92,12 @@
  *
  * Cost.  An admission is two read-modify-writes on shared lines: the help
  * CAS on the previous permit's slot (none when it is already written) and
- * the pair CAS.  A refusal is three loads of the head line and the slots
+ * the pair CAS.  Between the pair's read and its CAS an admission does only
+ * what the CAS needs (the deciding entry, the help): an admission's
+ * `remaining` is searched after its CAS, from the same snapshot (log.h
+ * allows a stale one under concurrency; alone it is exact, nothing having
+ * changed a slot it reads), so the window another thread can win in is
+ * short.  A refusal is three loads of the head line and the slots
  * it reads.  A mutex-protected log pays two (lock, unlock).
  *
  * Wrap.  h counts permits in 63 bits: at 10^9 permits a second it would
@@ -417,20 +435,22 @@ static inline uint64_t leaves_in(const sluice_log_t *lg, uint64_t r, uint64_t T)
 	return age >= lg->window_ns ? 0 : lg->window_ns - age;
 }
 
-#ifndef LOG_BACKOFF_MAX
-#define LOG_BACKOFF_MAX 0
-#endif
 /*
- * After a lost pair CAS: wait a little before deciding again, so the
- * winner's next admission runs on lines it already holds instead of
- * being fought line by line.  Bounded: at most LOG_BACKOFF_MAX pauses.
+ * After a lost pair CAS: a few pause instructions before deciding again,
+ * 1, 2, 4, ... per lost CAS, at most LOG_BACKOFF_MAX, so the winner's next
+ * admission runs on the lines it already holds instead of being fought
+ * line by line (bench_algos, allow regime, 2 threads: the commit that
+ * added it has the figures).  Bounded: a call pauses at most LOG_TRIES x
+ * LOG_BACKOFF_MAX times, and it waits for no thread (BOUNDED RETRIES).
+ * The pair the lost CAS handed back may be stale after the pause; the
+ * next CAS then fails as it would have, and hands back a newer one.
  */
+#define LOG_BACKOFF_MAX 64
+
 static inline void backoff(int attempt)
 {
-#if LOG_BACKOFF_MAX > 0 && (defined(__x86_64__) || defined(__i386__))
+#if defined(__x86_64__) || defined(__i386__)
 	int k = attempt < 6 ? 1 << attempt : LOG_BACKOFF_MAX;
-	if (k > LOG_BACKOFF_MAX)
-		k = LOG_BACKOFF_MAX;
 	while (k-- > 0)
 		__builtin_ia32_pause();
 #else
