@@ -60,7 +60,11 @@
  *     that it writes nothing wrong when it resumes.
  *   - NOT a fairness guarantee: a thread may keep losing the admission CAS
  *     to others (lock-free, not wait-free).  It does not lose forever:
- *     BOUNDED RETRIES below.
+ *     BOUNDED RETRIES below.  The pause after a lost CAS favours the
+ *     thread that won (it admits again on lines it holds), so under a
+ *     sustained storm of admissions a thread that has lost several times
+ *     in a row is likely to reach the bound: a refusal with
+ *     retry_after_ns = 0 that took nothing.
  *
  * BOUNDED RETRIES: every call returns after a bounded number of steps,
  *   whatever other threads do or fail to do (stop, die, be SIGSTOPped at
