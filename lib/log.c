@@ -64,11 +64,24 @@
  * Consistent reads.  head, then last, then head again, all acquires: the
  * two halves change only together, by one CAS that always moves h, so an
  * unchanged head means last is the value written with it.  No 16-byte
- * load is needed (x86-64 has none that is atomic without a CAS).
+ * load is needed (x86-64 has none that is atomic without a CAS).  A lost
+ * pair CAS is the other consistent read: CMPXCHG16B compares and hands
+ * back all 16 bytes in one atomic access, so the pair it returns is a
+ * (head, last) that held at one instant, and the next attempt decides on
+ * it (sluice__pair_cas_observe) instead of loading head, last and head
+ * again while the winner keeps the line.  That attempt is exactly an
+ * attempt at a pair read by the three loads: (I2) holds at every pair the
+ * log passes through, bstart is loaded for it as for any snapshot (the
+ * pair does not say where its batch starts), and its help and CAS are
+ * step 1 and step 3 above.  After it, the thread pauses a bounded while
+ * (backoff() below) before that attempt.
  *
  * Memory orders.  The pair CAS is a full barrier (every __sync builtin):
  * it publishes step 1's slot values and step 2's bstart to every thread
- * that acquires head afterwards.  Slot loads are acquires and slot CASes
+ * that acquires head afterwards, and a failed one acquires as well: it
+ * read the value the winner's CAS (a full barrier) wrote, so the winner's
+ * slot values and bstart are visible to the attempt that decides on the
+ * pair it handed back.  Slot loads are acquires and slot CASes
  * releases: a reader that sees a value written for a later permit (a
  * helper at a later pair wrote it after acquiring that pair) also sees
  * that pair when it next loads head, so its validation fails.  bstart's
@@ -79,7 +92,12 @@
  *
  * Cost.  An admission is two read-modify-writes on shared lines: the help
  * CAS on the previous permit's slot (none when it is already written) and
- * the pair CAS.  A refusal is three loads of the head line and the slots
+ * the pair CAS.  Between the pair's read and its CAS an admission does only
+ * what the CAS needs (the deciding entry, the help): an admission's
+ * `remaining` is searched after its CAS, from the same snapshot (log.h
+ * allows a stale one under concurrency; alone it is exact, nothing having
+ * changed a slot it reads), so the window another thread can win in is
+ * short.  A refusal is three loads of the head line and the slots
  * it reads.  A mutex-protected log pays two (lock, unlock).
  *
  * Wrap.  h counts permits in 63 bits: at 10^9 permits a second it would
@@ -217,17 +235,15 @@ struct snap {
 	uint64_t b;    /* R(q) = t for b <= q < h, the slot for q < b */
 };
 
-static int snapshot(sluice_log_t *lg, struct snap *s)
+/*
+ * The snapshot of a pair (@w, @t) known to be consistent: read by the
+ * three loads below, or handed back whole by a failed pair CAS.
+ */
+static inline void snap_of(sluice_log_t *lg, uint64_t w, uint64_t t, struct snap *s)
 {
-	/* Acquires: pair with the pair CAS (a full barrier) that wrote head,
-	 * so every slot value and bstart it published is visible below. */
-	uint64_t w = atomic_load_explicit(&lg->head, memory_order_acquire);
-	uint64_t t = atomic_load_explicit(&lg->last, memory_order_acquire);
-	if (atomic_load_explicit(&lg->head, memory_order_acquire) != w)
-		return 0; /* an admission between the loads: t may not be w's */
 	uint64_t h = w >> 1;
 	uint64_t b = h ? h - 1 : 0;
-	if (w & HEAD_MULTI) {
+	if (SLUICE_UNLIKELY(w & HEAD_MULTI)) {
 		/* Acquire: pairs with the release raise of bstart; b is the
 		 * batch's first permit, or h - 1 when the next claimant has
 		 * already written the batch (I3). */
@@ -243,6 +259,17 @@ static int snapshot(sluice_log_t *lg, struct snap *s)
 	s->h = h;
 	s->t = t;
 	s->b = b;
+}
+
+static int snapshot(sluice_log_t *lg, struct snap *s)
+{
+	/* Acquires: pair with the pair CAS (a full barrier) that wrote head,
+	 * so every slot value and bstart it published is visible below. */
+	uint64_t w = atomic_load_explicit(&lg->head, memory_order_acquire);
+	uint64_t t = atomic_load_explicit(&lg->last, memory_order_acquire);
+	if (atomic_load_explicit(&lg->head, memory_order_acquire) != w)
+		return 0; /* an admission between the loads: t may not be w's */
+	snap_of(lg, w, t, s);
 	return 1;
 }
 
@@ -327,11 +354,11 @@ static int out_at(const sluice_log_t *lg, const struct snap *s, uint64_t q, uint
 	return r <= T && T - r >= lg->window_ns;
 }
 
-static uint64_t left_count(sluice_log_t *lg, const struct snap *s, uint64_t T, uint64_t L)
+static __attribute__((noinline)) uint64_t left_search(sluice_log_t *lg, const struct snap *s,
+                                                      uint64_t T, uint64_t L, uint64_t g)
 {
 	const uint64_t h = s->h;
 	const uint64_t lo0 = h > L ? h - L : 0;
-	uint64_t g = atomic_load_explicit(&lg->hint, memory_order_relaxed);
 	g = g < lo0 ? lo0 : g > h ? h : g;
 	uint64_t a, b; /* the boundary lies in (a, b]: out below a+1.., in from b */
 	int up = g < h && out_at(lg, s, g, T);
@@ -383,11 +410,52 @@ static uint64_t left_count(sluice_log_t *lg, const struct snap *s, uint64_t T, u
 	return (h >= L ? 0 : L - h) + (b - lo0);
 }
 
+/*
+ * The common case inline: the hint is the boundary (entry g - 1 out, or
+ * g the first of the range; entry g in, or g = h), as it is for every
+ * decision between two moves of the window's edge.  Exactly the count
+ * left_search() returns for that g, with its two loads and no store (it
+ * stores only a hint that changed); anything else searches.
+ */
+static inline uint64_t left_count(sluice_log_t *lg, const struct snap *s, uint64_t T, uint64_t L)
+{
+	const uint64_t h = s->h;
+	const uint64_t lo0 = h > L ? h - L : 0;
+	uint64_t g = atomic_load_explicit(&lg->hint, memory_order_relaxed);
+	if (SLUICE_LIKELY(g >= lo0 && g <= h) && (g == h || !out_at(lg, s, g, T)) &&
+	    (g == lo0 || out_at(lg, s, g - 1, T)))
+		return (h >= L ? 0 : L - h) + (g - lo0);
+	return left_search(lg, s, T, L, g);
+}
+
 /* W - (T - r) for an entry r <= T still in the window: when it leaves. */
 static inline uint64_t leaves_in(const sluice_log_t *lg, uint64_t r, uint64_t T)
 {
 	uint64_t age = T - r;
 	return age >= lg->window_ns ? 0 : lg->window_ns - age;
+}
+
+/*
+ * After a lost pair CAS: a few pause instructions before deciding again,
+ * 1, 2, 4, ... per lost CAS, at most LOG_BACKOFF_MAX, so the winner's next
+ * admission runs on the lines it already holds instead of being fought
+ * line by line (bench_algos, allow regime, 2 threads: the commit that
+ * added it has the figures).  Bounded: a call pauses at most LOG_TRIES x
+ * LOG_BACKOFF_MAX times, and it waits for no thread (BOUNDED RETRIES).
+ * The pair the lost CAS handed back may be stale after the pause; the
+ * next CAS then fails as it would have, and hands back a newer one.
+ */
+#define LOG_BACKOFF_MAX 64
+
+static inline void backoff(int attempt)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	int k = attempt < 6 ? 1 << attempt : LOG_BACKOFF_MAX;
+	while (k-- > 0)
+		__builtin_ia32_pause();
+#else
+	(void)attempt;
+#endif
 }
 
 int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_decision_t *d)
@@ -404,10 +472,12 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 		sluice__decision_never(d, L, now > last ? now : last);
 		return SLUICE_ETOOBIG;
 	}
+	struct snap s;
+	int have = 0; /* s holds the pair a failed CAS handed back */
 	for (int attempt = 0; attempt < LOG_TRIES; attempt++) {
-		struct snap s;
-		if (!snapshot(lg, &s))
+		if (!have && !snapshot(lg, &s))
 			continue;
+		have = 0;
 		const uint64_t h = s.h;
 		uint64_t T = now > s.t ? now : s.t;
 		uint64_t rp = 0;
@@ -416,8 +486,8 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 			rp = rtime(lg, &s, h + n - 1 - L);
 			fits = rp <= T && T - rp >= W;
 		}
-		uint64_t left = d ? left_count(lg, &s, T, L) : 0;
 		if (!fits) {
+			uint64_t left = d ? left_count(lg, &s, T, L) : 0;
 			/* Validate: no admission since the pair was read, so rp
 			 * is R(p), not a value of a reused slot.  Acquire, as
 			 * every validation: see "Memory orders". */
@@ -441,11 +511,25 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 		/* Step 3, the admission.  Full barrier (pair_internal.h):
 		 * publishes steps 1 and 2 to every decision that acquires
 		 * head after it.  Fails if anything was admitted since the
-		 * pair was read: decide again. */
-		if (!sluice__pair_cas(&lg->head, s.word, s.t, ((h + n) << 1) | (n > 1 ? HEAD_MULTI : 0),
-		                      T))
+		 * pair was read: then it hands back the pair it found, read
+		 * in one atomic access and acquired by the same barrier (it
+		 * read the value the winner's CAS wrote), and the next
+		 * attempt decides on it without reading head again. */
+		uint64_t w = s.word, t = s.t;
+		if (!sluice__pair_cas_observe(&lg->head, &w, &t,
+		                              ((h + n) << 1) | (n > 1 ? HEAD_MULTI : 0), T)) {
+			snap_of(lg, w, t, &s);
+			have = 1;
+			backoff(attempt);
 			continue;
+		}
 		if (d) {
+			/* After the CAS, out of the window between the pair's
+			 * read and the CAS: remaining is the snapshot log.h
+			 * allows (exact when no other thread decides meanwhile:
+			 * then every slot it reads still holds what it held at
+			 * the pair s). */
+			uint64_t left = left_count(lg, &s, T, L);
 			d->allowed = 1;
 			d->limit = L;
 			d->remaining = left >= n ? left - n : 0;

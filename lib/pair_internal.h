@@ -85,4 +85,41 @@ static inline _Bool sluice__pair_cas(_Atomic uint64_t *lo, uint64_t old_lo, uint
 #endif
 }
 
+/* sluice__pair_cas_observe - as sluice__pair_cas, and on failure the pair
+ * found instead: *@old_lo and *@old_hi receive the 16 bytes the CAS
+ * compared against, read in one atomic access (CMPXCHG16B hands them back
+ * in RDX:RAX).  So a caller that lost a race gets a consistent snapshot of
+ * the new pair without reading either half again.  Full barrier on both
+ * outcomes (a locked instruction; under ThreadSanitizer the same release
+ * and acquire annotations as above).  Return: true when stored (then
+ * *@old_lo and *@old_hi are unchanged). */
+static inline _Bool sluice__pair_cas_observe(_Atomic uint64_t *lo, uint64_t *old_lo,
+                                             uint64_t *old_hi, uint64_t new_lo, uint64_t new_hi)
+{
+	__extension__ typedef unsigned __int128 u128;
+#if defined(SLUICE__PAIR_TSAN)
+	_Bool stored;
+	uint64_t a = *old_lo, dx = *old_hi;
+	__tsan_release((void *)lo);
+	__tsan_release((void *)(lo + 1));
+	__asm__ __volatile__("lock cmpxchg16b %1"
+	                     : "=@ccz"(stored), "+m"(*(volatile u128 *)(void *)lo), "+a"(a),
+	                       "+d"(dx)
+	                     : "b"(new_lo), "c"(new_hi)
+	                     : "memory");
+	__tsan_acquire((void *)lo);
+	__tsan_acquire((void *)(lo + 1));
+	*old_lo = a;
+	*old_hi = dx;
+	return stored;
+#else
+	u128 expect = ((u128)*old_hi << 64) | *old_lo;
+	u128 next = ((u128)new_hi << 64) | new_lo;
+	u128 seen = __sync_val_compare_and_swap((u128 *)(void *)lo, expect, next);
+	*old_lo = (uint64_t)seen;
+	*old_hi = (uint64_t)(seen >> 64);
+	return seen == expect;
+#endif
+}
+
 #endif /* SLUICE_PAIR_INTERNAL_H */

@@ -186,6 +186,93 @@ Test(log_stall, help_gives_up_after_the_retry_bound)
 	free_paged(lg);
 }
 
+/* ---- deciding again on the pair a lost CAS hands back ------------------- */
+
+/*
+ * A lost pair CAS hands back the pair it found (read whole by the
+ * CMPXCHG16B) and the next attempt decides on it without reading head
+ * again.  Here the pair it finds is a batch: A (1 permit at 200) stops just
+ * before its pair CAS; meanwhile 3 permits are admitted at 150 in one
+ * batch (permits 1-3, bstart = 1, head's batch bit set).  A's CAS fails
+ * and returns (2 * 4 + 1, 150); A must read bstart for it (the pair alone
+ * does not say where the batch starts), write the whole batch's slots
+ * (its help) and admit permit 4 at 200.  The decisions after it prove the
+ * slots: at 1100 only permit 0 (at 100) has left.  An attempt that took
+ * the returned pair's batch for one permit (b = h - 1, bstart not read)
+ * leaves permits 1 and 2 at 0, and available(1100) says 3; one that
+ * decided again on its old pair loses every CAS and gives up (rc 0).
+ */
+static void attack_batch_of_3(void *arg)
+{
+	(void)arg;
+	if (sluice_log_acquire_at(victim, 3, 150, NULL) != 1)
+		attack_bad = 1;
+}
+
+Test(log_stall, lost_cas_decides_on_the_returned_batch)
+{
+	if (!stall_supported())
+		cr_skip_test("needs x86-64 Linux, not under ThreadSanitizer");
+	sluice_log_t *lg = make_paged(5, 1000);
+	cr_assert_eq(sluice_log_acquire_at(lg, 1, 100, NULL), 1);
+	victim = lg;
+	attack_bad = 0;
+	sluice_decision_t d;
+	stall_arm(&lg->head, 16, attack_batch_of_3, NULL);
+	int rc = sluice_log_acquire_at(lg, 1, 200, &d);
+	cr_assert_eq(stall_fired(), 1, "A stopped before its pair CAS");
+	cr_assert_eq(attack_bad, 0, "the batch was admitted while A was stopped");
+	cr_assert_eq(rc, 1, "A admitted on the pair its CAS returned");
+	cr_assert_eq(d.now_ns, 200);
+	cr_assert_eq(d.remaining, 0, "5 permits in (-800, 200]");
+	cr_assert_eq(atomic_load(&lg->head), 5 * 2, "5 permits, the newest batch of one");
+	for (int q = 1; q <= 3; q++)
+		cr_assert_eq(atomic_load(&lg->times[q]), 150, "the batch's permit %d written by A", q);
+	cr_assert_eq(sluice_log_available_at(lg, 1100), 1, "only permit 0 (at 100) left");
+	cr_assert_eq(sluice_log_acquire_at(lg, 1, 1100, &d), 1);
+	cr_assert_eq(sluice_log_acquire_at(lg, 1, 1100, &d), 0, "permits 1-4 still in");
+	cr_assert_eq(d.retry_after_ns, 50, "permit 1 (at 150) leaves at 1150");
+	free_paged(lg);
+}
+
+/*
+ * The same when the returned pair leaves no room: L = 2, one permit at
+ * 100; A (1 at 300) stops before its pair CAS while another permit is
+ * admitted at 200.  A's retry on the returned pair (2 permits, 200) is a
+ * refusal decided by permit 0, exact: retry_after 800 (100 + W - 300),
+ * nothing taken.  Deciding again on the old pair would admit a third
+ * permit in (-700, 300] if its CAS could succeed; it cannot, so such code
+ * gives up after 64 lost CASes with retry_after 0, which fails this test.
+ */
+static void attack_one_at_200(void *arg)
+{
+	(void)arg;
+	if (sluice_log_acquire_at(victim, 1, 200, NULL) != 1)
+		attack_bad = 1;
+}
+
+Test(log_stall, lost_cas_refuses_exactly_on_the_returned_pair)
+{
+	if (!stall_supported())
+		cr_skip_test("needs x86-64 Linux, not under ThreadSanitizer");
+	sluice_log_t *lg = make_paged(2, 1000);
+	cr_assert_eq(sluice_log_acquire_at(lg, 1, 100, NULL), 1);
+	victim = lg;
+	attack_bad = 0;
+	sluice_decision_t d;
+	stall_arm(&lg->head, 16, attack_one_at_200, NULL);
+	int rc = sluice_log_acquire_at(lg, 1, 300, &d);
+	cr_assert_eq(stall_fired(), 1, "A stopped before its pair CAS");
+	cr_assert_eq(attack_bad, 0);
+	cr_assert_eq(rc, 0, "2 permits in (-700, 300]: refused");
+	cr_assert_eq(d.retry_after_ns, 800, "permit 0 (at 100) leaves at 1100");
+	cr_assert_eq(d.now_ns, 300);
+	cr_assert_eq(d.reset_ns, 900, "permit 1 (at 200) leaves at 1200");
+	cr_assert_eq(atomic_load(&lg->head), 2 * 2, "A took nothing");
+	cr_assert_eq(atomic_load(&lg->times[1]), 0, "a refusal writes no slot");
+	free_paged(lg);
+}
+
 /* ---- the helping rule --------------------------------------------------- */
 
 /*

@@ -37,7 +37,8 @@
  *   - A thread stalled anywhere in a call holds nothing: the only write
  *     that admits is the pair CAS, which fails when it resumes if anything
  *     was admitted meanwhile (the 63-bit count it read has moved), and it
- *     decides again.  It can never admit on the basis of a slot that has
+ *     decides again, on the pair that failed CAS handed back (read whole,
+ *     in one atomic access).  It can never admit on the basis of a slot that has
  *     since been reused.  The writes it makes before that CAS (the
  *     previous admission's slots, a batch marker) only ever store the
  *     right time into a slot, or nothing ("raise only": lib/log.c proves
@@ -59,16 +60,22 @@
  *     that it writes nothing wrong when it resumes.
  *   - NOT a fairness guarantee: a thread may keep losing the admission CAS
  *     to others (lock-free, not wait-free).  It does not lose forever:
- *     BOUNDED RETRIES below.
+ *     BOUNDED RETRIES below.  The pause after a lost CAS favours the
+ *     thread that won (it admits again on lines it holds), so under a
+ *     sustained storm of admissions a thread that has lost several times
+ *     in a row is likely to reach the bound: a refusal with
+ *     retry_after_ns = 0 that took nothing.
  *
  * BOUNDED RETRIES: every call returns after a bounded number of steps,
  *   whatever other threads do or fail to do (stop, die, be SIGSTOPped at
  *   any instruction).  A decision and an available() each make at most 64
  *   attempts; an attempt fails only when another thread admitted
  *   meanwhile (the pair moved), never because one is stalled (no call
- *   waits for another).  A refund is one load.  After 64 failed attempts
- *   the call gives up with an outcome that never admits more than an
- *   exact decision:
+ *   waits for another).  After a lost pair CAS a decision pauses before
+ *   its next attempt: 1, 2, 4, ... up to 64 pause instructions, so at
+ *   most 64 x 64 in a call, waiting for no thread.  A refund is one
+ *   load.  After 64 failed attempts the call gives up with an outcome
+ *   that never admits more than an exact decision:
  *     acquire: a refusal (return 0) that took nothing, with
  *       retry_after_ns = 0 (the limit did not decide it: try again at
  *       once), remaining = 0, reset_ns = W (an upper bound) and now_ns the
