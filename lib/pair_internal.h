@@ -59,26 +59,39 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
+#if defined(SLUICE__PAIR_TSAN)
+/* Under ThreadSanitizer, both CASes below: the locked instruction, with a
+ * release of both words before it and an acquire of both after it.  On
+ * failure *@a and *@dx receive the pair found (RDX:RAX); on success they
+ * keep the expected pair, which is then the old value. */
+static inline _Bool sluice__pair_cas_tsan(_Atomic uint64_t *lo, uint64_t *a, uint64_t *dx,
+                                          uint64_t new_lo, uint64_t new_hi)
+{
+	__extension__ typedef unsigned __int128 u128;
+	_Bool stored;
+	__tsan_release((void *)lo);
+	__tsan_release((void *)(lo + 1));
+	__asm__ __volatile__("lock cmpxchg16b %1"
+	                     : "=@ccz"(stored), "+m"(*(volatile u128 *)(void *)lo), "+a"(*a),
+	                       "+d"(*dx)
+	                     : "b"(new_lo), "c"(new_hi)
+	                     : "memory");
+	__tsan_acquire((void *)lo);
+	__tsan_acquire((void *)(lo + 1));
+	return stored;
+}
+#endif
+
 /* sluice__pair_cas - if *lo == old_lo and *hi == old_hi (one atomic
  * compare of both), store new_lo and new_hi.  @lo must be 16-byte aligned
  * with @hi the next 8 bytes.  Return: true when stored. */
 static inline _Bool sluice__pair_cas(_Atomic uint64_t *lo, uint64_t old_lo, uint64_t old_hi,
                                      uint64_t new_lo, uint64_t new_hi)
 {
-	__extension__ typedef unsigned __int128 u128;
 #if defined(SLUICE__PAIR_TSAN)
-	_Bool stored;
-	__tsan_release((void *)lo);
-	__tsan_release((void *)(lo + 1));
-	__asm__ __volatile__("lock cmpxchg16b %1"
-	                     : "=@ccz"(stored), "+m"(*(volatile u128 *)(void *)lo),
-	                       "+a"(old_lo), "+d"(old_hi)
-	                     : "b"(new_lo), "c"(new_hi)
-	                     : "memory");
-	__tsan_acquire((void *)lo);
-	__tsan_acquire((void *)(lo + 1));
-	return stored;
+	return sluice__pair_cas_tsan(lo, &old_lo, &old_hi, new_lo, new_hi);
 #else
+	__extension__ typedef unsigned __int128 u128;
 	u128 expect = ((u128)old_hi << 64) | old_lo;
 	u128 next = ((u128)new_hi << 64) | new_lo;
 	return __sync_bool_compare_and_swap((u128 *)(void *)lo, expect, next);
@@ -96,23 +109,10 @@ static inline _Bool sluice__pair_cas(_Atomic uint64_t *lo, uint64_t old_lo, uint
 static inline _Bool sluice__pair_cas_observe(_Atomic uint64_t *lo, uint64_t *old_lo,
                                              uint64_t *old_hi, uint64_t new_lo, uint64_t new_hi)
 {
-	__extension__ typedef unsigned __int128 u128;
 #if defined(SLUICE__PAIR_TSAN)
-	_Bool stored;
-	uint64_t a = *old_lo, dx = *old_hi;
-	__tsan_release((void *)lo);
-	__tsan_release((void *)(lo + 1));
-	__asm__ __volatile__("lock cmpxchg16b %1"
-	                     : "=@ccz"(stored), "+m"(*(volatile u128 *)(void *)lo), "+a"(a),
-	                       "+d"(dx)
-	                     : "b"(new_lo), "c"(new_hi)
-	                     : "memory");
-	__tsan_acquire((void *)lo);
-	__tsan_acquire((void *)(lo + 1));
-	*old_lo = a;
-	*old_hi = dx;
-	return stored;
+	return sluice__pair_cas_tsan(lo, old_lo, old_hi, new_lo, new_hi);
 #else
+	__extension__ typedef unsigned __int128 u128;
 	u128 expect = ((u128)*old_hi << 64) | *old_lo;
 	u128 next = ((u128)new_hi << 64) | new_lo;
 	u128 seen = __sync_val_compare_and_swap((u128 *)(void *)lo, expect, next);
