@@ -64,18 +64,20 @@ static void free_paged(sluice_log_t *lg)
 
 static sluice_log_t *victim;
 static uint64_t attack_t; /* the attackers' reading */
+static uint64_t attack_n; /* the permits each attack asks for */
 static int attack_bad;    /* an attack's own decision went wrong */
 
 /*
  * What a storm of other threads does between two of the victim's tries:
- * one admission, which moves the pair (head, last), so the victim's pair
- * CAS fails and its next attempt reads a new pair: every attempt fails,
- * as each is beaten by progress.
+ * one admission of attack_n permits at attack_t, which moves the pair
+ * (head, last), so the victim's pair CAS fails and its next attempt
+ * decides on a new pair: every attempt fails, as each is beaten by
+ * progress.
  */
 static void attack_admit(void *arg)
 {
 	(void)arg;
-	if (sluice_log_acquire_at(victim, 1, attack_t, NULL) != 1)
+	if (sluice_log_acquire_at(victim, attack_n, attack_t, NULL) != 1)
 		attack_bad = 1;
 }
 
@@ -93,6 +95,7 @@ Test(log_stall, acquire_gives_up_after_the_retry_bound)
 	cr_assert_eq(sluice_log_acquire_at(lg, 1, 100, NULL), 1);
 	victim = lg;
 	attack_t = 100;
+	attack_n = 1;
 	attack_bad = 0;
 	sluice_decision_t d;
 	memset(&d, 0xa5, sizeof(d));
@@ -136,6 +139,7 @@ Test(log_stall, available_gives_up_after_the_retry_bound)
 	cr_assert_eq(sluice_log_acquire_at(lg, 1, 100, NULL), 1);
 	victim = lg;
 	attack_t = 100;
+	attack_n = 1;
 	attack_bad = 0;
 	stall_arm_repeat(&lg->hint, sizeof(lg->hint), attack_admit_later, NULL, OFFERED);
 	uint64_t got = sluice_log_available_at(lg, 1000000);
@@ -202,13 +206,6 @@ Test(log_stall, help_gives_up_after_the_retry_bound)
  * leaves permits 1 and 2 at 0, and available(1100) says 3; one that
  * decided again on its old pair loses every CAS and gives up (rc 0).
  */
-static void attack_batch_of_3(void *arg)
-{
-	(void)arg;
-	if (sluice_log_acquire_at(victim, 3, 150, NULL) != 1)
-		attack_bad = 1;
-}
-
 Test(log_stall, lost_cas_decides_on_the_returned_batch)
 {
 	if (!stall_supported())
@@ -216,9 +213,11 @@ Test(log_stall, lost_cas_decides_on_the_returned_batch)
 	sluice_log_t *lg = make_paged(5, 1000);
 	cr_assert_eq(sluice_log_acquire_at(lg, 1, 100, NULL), 1);
 	victim = lg;
+	attack_n = 3;
+	attack_t = 150;
 	attack_bad = 0;
 	sluice_decision_t d;
-	stall_arm(&lg->head, 16, attack_batch_of_3, NULL);
+	stall_arm(&lg->head, 16, attack_admit, NULL);
 	int rc = sluice_log_acquire_at(lg, 1, 200, &d);
 	cr_assert_eq(stall_fired(), 1, "A stopped before its pair CAS");
 	cr_assert_eq(attack_bad, 0, "the batch was admitted while A was stopped");
@@ -244,13 +243,6 @@ Test(log_stall, lost_cas_decides_on_the_returned_batch)
  * permit in (-700, 300] if its CAS could succeed; it cannot, so such code
  * gives up after 64 lost CASes with retry_after 0, which fails this test.
  */
-static void attack_one_at_200(void *arg)
-{
-	(void)arg;
-	if (sluice_log_acquire_at(victim, 1, 200, NULL) != 1)
-		attack_bad = 1;
-}
-
 Test(log_stall, lost_cas_refuses_exactly_on_the_returned_pair)
 {
 	if (!stall_supported())
@@ -258,9 +250,11 @@ Test(log_stall, lost_cas_refuses_exactly_on_the_returned_pair)
 	sluice_log_t *lg = make_paged(2, 1000);
 	cr_assert_eq(sluice_log_acquire_at(lg, 1, 100, NULL), 1);
 	victim = lg;
+	attack_n = 1;
+	attack_t = 200;
 	attack_bad = 0;
 	sluice_decision_t d;
-	stall_arm(&lg->head, 16, attack_one_at_200, NULL);
+	stall_arm(&lg->head, 16, attack_admit, NULL);
 	int rc = sluice_log_acquire_at(lg, 1, 300, &d);
 	cr_assert_eq(stall_fired(), 1, "A stopped before its pair CAS");
 	cr_assert_eq(attack_bad, 0);
