@@ -81,6 +81,21 @@ static void attack_admit(void *arg)
 		attack_bad = 1;
 }
 
+/* The attacks' victim: a paged log of @limit and @window_ns with one permit
+ * admitted at 100; each attack admits @n permits at @t. */
+static sluice_log_t *make_victim(uint64_t limit, uint64_t window_ns, uint64_t n, uint64_t t)
+{
+	if (!stall_supported())
+		cr_skip_test("needs x86-64 Linux, not under ThreadSanitizer");
+	sluice_log_t *lg = make_paged(limit, window_ns);
+	cr_assert_eq(sluice_log_acquire_at(lg, 1, 100, NULL), 1);
+	victim = lg;
+	attack_n = n;
+	attack_t = t;
+	attack_bad = 0;
+	return lg;
+}
+
 /*
  * A decision beaten on every attempt gives up after 64 with the refusal
  * log.h states (retry_after_ns = 0, nothing taken).  The trap is on the
@@ -89,14 +104,7 @@ static void attack_admit(void *arg)
  */
 Test(log_stall, acquire_gives_up_after_the_retry_bound)
 {
-	if (!stall_supported())
-		cr_skip_test("needs x86-64 Linux, not under ThreadSanitizer");
-	sluice_log_t *lg = make_paged(1000, 1000000000ULL);
-	cr_assert_eq(sluice_log_acquire_at(lg, 1, 100, NULL), 1);
-	victim = lg;
-	attack_t = 100;
-	attack_n = 1;
-	attack_bad = 0;
+	sluice_log_t *lg = make_victim(1000, 1000000000ULL, 1, 100);
 	sluice_decision_t d;
 	memset(&d, 0xa5, sizeof(d));
 	stall_arm_repeat(&lg->head, 16, attack_admit, NULL, OFFERED);
@@ -133,14 +141,7 @@ static void attack_admit_later(void *arg)
 
 Test(log_stall, available_gives_up_after_the_retry_bound)
 {
-	if (!stall_supported())
-		cr_skip_test("needs x86-64 Linux, not under ThreadSanitizer");
-	sluice_log_t *lg = make_paged(4, 1000);
-	cr_assert_eq(sluice_log_acquire_at(lg, 1, 100, NULL), 1);
-	victim = lg;
-	attack_t = 100;
-	attack_n = 1;
-	attack_bad = 0;
+	sluice_log_t *lg = make_victim(4, 1000, 1, 100);
 	stall_arm_repeat(&lg->hint, sizeof(lg->hint), attack_admit_later, NULL, OFFERED);
 	uint64_t got = sluice_log_available_at(lg, 1000000);
 	int fired = stall_fired();
@@ -208,14 +209,7 @@ Test(log_stall, help_gives_up_after_the_retry_bound)
  */
 Test(log_stall, lost_cas_decides_on_the_returned_batch)
 {
-	if (!stall_supported())
-		cr_skip_test("needs x86-64 Linux, not under ThreadSanitizer");
-	sluice_log_t *lg = make_paged(5, 1000);
-	cr_assert_eq(sluice_log_acquire_at(lg, 1, 100, NULL), 1);
-	victim = lg;
-	attack_n = 3;
-	attack_t = 150;
-	attack_bad = 0;
+	sluice_log_t *lg = make_victim(5, 1000, 3, 150);
 	sluice_decision_t d;
 	stall_arm(&lg->head, 16, attack_admit, NULL);
 	int rc = sluice_log_acquire_at(lg, 1, 200, &d);
@@ -245,14 +239,7 @@ Test(log_stall, lost_cas_decides_on_the_returned_batch)
  */
 Test(log_stall, lost_cas_refuses_exactly_on_the_returned_pair)
 {
-	if (!stall_supported())
-		cr_skip_test("needs x86-64 Linux, not under ThreadSanitizer");
-	sluice_log_t *lg = make_paged(2, 1000);
-	cr_assert_eq(sluice_log_acquire_at(lg, 1, 100, NULL), 1);
-	victim = lg;
-	attack_n = 1;
-	attack_t = 200;
-	attack_bad = 0;
+	sluice_log_t *lg = make_victim(2, 1000, 1, 200);
 	sluice_decision_t d;
 	stall_arm(&lg->head, 16, attack_admit, NULL);
 	int rc = sluice_log_acquire_at(lg, 1, 300, &d);
