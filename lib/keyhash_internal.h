@@ -46,8 +46,8 @@
  *
  * The AES path is compiled for AES-NI by a target attribute, not a global
  * -maes, so the library runs on every x86-64 CPU; tables formatted where the
- * CPU lacks it use SipHash-1-3 (sluice__keyhash_have_aes()), and a table
- * header records which (keyed_table.c).
+ * CPU lacks it use SipHash-1-3, and the table header records which
+ * (sluice__keyed_have_aes() and init, keyed_table.c).
  */
 #ifndef SLUICE_KEYHASH_INTERNAL_H
 #define SLUICE_KEYHASH_INTERNAL_H
