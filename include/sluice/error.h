@@ -50,7 +50,8 @@
 	X(ECAPACITY, 32, "table capacity out of range")                         \
 	X(ETIME, 33, "time beyond the range the table stores (2^62 ns)")        \
 	X(EDUPLICATE, 34, "a composite lists the same limiter more than once")   \
-	X(EBUSY, 35, "gave up after the retry bound: shared state kept changing; nothing was taken")
+	X(EBUSY, 35, "gave up after the retry bound: shared state kept changing; nothing was taken") \
+	X(EEXPIRED, 36, "the decision is too old to give back: its window or booking no longer counts")
 
 enum sluice_error {
 #define SLUICE__ERR_ENUM(name, value, msg) SLUICE_##name = -(value),
