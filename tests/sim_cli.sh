@@ -39,10 +39,10 @@ worst=$("$SIM" --profile boundary --algo log | awk '$1 == "log" { print $5 }')
 [ "$worst" = 100 ] || fail "sliding log, boundary burst: worst in W is '$worst', want L = 100"
 
 # ---- bad arguments: exit 2 and say what is wrong
-expect 2 "unknown algorithm 'bogus'" --algo bogus
+expect 2 "name 'bogus': unknown algorithm (one of: fixed window gcra" --algo bogus
 expect 2 "window is zero or not a whole number of ns per bucket" --algo ring:buckets=7
 expect 2 "--rate: not a number" --rate abc
-expect 2 "--rate: not a rate (200, 200/s, 5/ms, 2x)" --rate 3q
+expect 2 "--rate: not a rate (200, 200/s, 5/ms, 10r/s, 2x)" --rate 3q
 expect 2 "--limit: must be above 0" --limit 0
 expect 2 "--window: unknown unit" --window 3parsecs
 expect 2 "advise: --tolerance is required" advise --limit 100

@@ -529,9 +529,9 @@ ParameterizedTestParameters(sim, trace_errors_name_the_line)
 		{ "1 a 2 3\n", "trace:1:7: too many fields", "TIME [KEY [PERMITS]]" },
 		{ "1\n2\n3,a,2,3\n", "trace:3:7: too many fields", "" },
 		{ "1\n-1\n", "trace:2:1: bad time '-1'", "negative" },
-		{ "1.0000000001\n", "trace:1:1: bad time", "9 decimals" },
+		{ "1.0000000001\n", "trace:1:1: bad time", "not a whole number of ns" },
 		{ "1\n1.5ns\n", "trace:2:1: bad time", "whole number of ns" },
-		{ "99999999999999999999\n", "trace:1:1: bad time", "too large" },
+		{ "99999999999999999999\n", "trace:1:1: bad time", "out of range (above 2^64 - 1 ns)" },
 		{ "1 a 4294967296\n", "trace:1:5: bad permits", "1..4294967295" },
 		{ "1 a x\n", "trace:1:5: bad permits 'x'", "" },
 		{ "1 a 2\n2 b -3\n", "trace:2:5: bad permits '-3'", "" },
@@ -764,7 +764,7 @@ Test(sim, algorithm_specs)
 	static const struct {
 		const char *spec, *why;
 	} bad[] = {
-		{ "bogus", "unknown algorithm 'bogus'" },
+		{ "bogus", "name 'bogus': unknown algorithm (one of:" },
 		{ "ring:buckets=7", "SLUICE_EWINDOW" },
 		{ "ring:buckets=5000", "SLUICE_EBUCKETS" },
 		{ "gcra:bucket=3", "unknown parameter 'bucket' (gcra takes rate, period, burst)" },

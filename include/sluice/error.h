@@ -51,7 +51,8 @@
 	X(ETIME, 33, "time beyond the range the table stores (2^62 ns)")        \
 	X(EDUPLICATE, 34, "a composite lists the same limiter more than once")   \
 	X(EBUSY, 35, "gave up after the retry bound: shared state kept changing; nothing was taken") \
-	X(EEXPIRED, 36, "the decision is too old to give back: its window or booking no longer counts")
+	X(EEXPIRED, 36, "the decision is too old to give back: its window or booking no longer counts") \
+	X(ESYNTAX, 37, "the value does not parse (sluice/parse.h says why and where)")
 
 enum sluice_error {
 #define SLUICE__ERR_ENUM(name, value, msg) SLUICE_##name = -(value),

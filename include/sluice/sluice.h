@@ -20,5 +20,6 @@
 #include "warmup.h"
 #include "decay.h"
 #include "keyed.h"
+#include "parse.h"
 
 #endif /* SLUICE_SLUICE_H */

@@ -25,46 +25,64 @@ struct param {
 };
 
 struct algo_def {
-	const char *name;
-	const char *alias;
+	const char *name; /* as sim's help shows it; sluice_parse_algo() reads the rest */
 	sluice_algo_t kind;
 	const char *what;
 	struct param p[6];
 };
 
 static const struct algo_def defs[] = {
-	{ "fixed", NULL, SLUICE_ALGO_FIXED, "fixed window, L per aligned W",
+	{ "fixed", SLUICE_ALGO_FIXED, "fixed window, L per aligned W",
 	  { { "limit", COUNT, "L" }, { "window", DURATION, "W" } } },
-	{ "ring", "window", SLUICE_ALGO_WINDOW, "sliding ring of N buckets",
+	{ "ring", SLUICE_ALGO_WINDOW, "sliding ring of N buckets",
 	  { { "buckets", COUNT, "10" },
 	    { "limit", COUNT, "L" },
 	    { "window", DURATION, "W" },
 	    { "lease", COUNT, "0 (per-CPU lease cap B)" } } },
-	{ "gcra", NULL, SLUICE_ALGO_GCRA, "token bucket (GCRA), rate per period, burst b",
+	{ "gcra", SLUICE_ALGO_GCRA, "token bucket (GCRA), rate per period, burst b",
 	  { { "rate", COUNT, "L" }, { "period", DURATION, "W" }, { "burst", COUNT, "L" } } },
-	{ "leaky", NULL, SLUICE_ALGO_LEAKY, "leaky bucket: meter (burst D+1) or shaper (paced)",
+	{ "leaky", SLUICE_ALGO_LEAKY, "leaky bucket: meter (burst D+1) or shaper (paced)",
 	  { { "rate", COUNT, "L" },
 	    { "period", DURATION, "W" },
 	    { "mode", WORD, "meter (or shaper)" },
 	    { "depth", COUNT, "L-1 (meter)" },
 	    { "delay", DURATION, "W (shaper: longest queueing delay)" } } },
-	{ "log", NULL, SLUICE_ALGO_LOG, "exact sliding log, L in any W",
+	{ "log", SLUICE_ALGO_LOG, "exact sliding log, L in any W",
 	  { { "limit", COUNT, "L" }, { "window", DURATION, "W" } } },
-	{ "warmup", NULL, SLUICE_ALGO_WARMUP, "Guava SmoothWarmingUp, stable rate per period",
+	{ "warmup", SLUICE_ALGO_WARMUP, "Guava SmoothWarmingUp, stable rate per period",
 	  { { "rate", COUNT, "L" }, { "period", DURATION, "W" }, { "warmup", DURATION, "W" } } },
-	{ "decay", NULL, SLUICE_ALGO_DECAY, "exponentially decayed count <= L",
+	{ "decay", SLUICE_ALGO_DECAY, "exponentially decayed count <= L",
 	  { { "limit", COUNT, "L" }, { "half_life", DURATION, "W ln 2 (long-run rate L/W)" } } },
-	{ "inflight", NULL, SLUICE_ALGO_INFLIGHT, "at most K in flight, each held for `hold`",
+	{ "inflight", SLUICE_ALGO_INFLIGHT, "at most K in flight, each held for `hold`",
 	  { { "limit", COUNT, "L" }, { "hold", DURATION, "W" } } },
 };
 
 #define NDEFS (sizeof(defs) / sizeof(defs[0]))
 
+/* The other names sluice_parse_algo() reads for @kind, after ", " each. */
+static void print_aliases(FILE *f, const char *shown, sluice_algo_t kind)
+{
+	const char *sep = "; also: ";
+	const char *canon = sluice_algo_name(kind);
+	if (canon && strcmp(canon, shown) != 0) {
+		fprintf(f, "%s%s", sep, canon);
+		sep = ", ";
+	}
+#define ALIAS(K, alias)                                                              \
+	if (SLUICE_ALGO_##K == kind && strcmp(#alias, shown) != 0) {                 \
+		fprintf(f, "%s%s", sep, #alias);                                     \
+		sep = ", ";                                                          \
+	}
+	SLUICE_ALGO_ALIASES(ALIAS)
+#undef ALIAS
+}
+
 void sim_algo_help(FILE *f)
 {
 	for (size_t i = 0; i < NDEFS; i++) {
-		fprintf(f, "    %-9s %s%s%s\n", defs[i].name, defs[i].what,
-		        defs[i].alias ? "; alias: " : "", defs[i].alias ? defs[i].alias : "");
+		fprintf(f, "    %-9s %s", defs[i].name, defs[i].what);
+		print_aliases(f, defs[i].name, defs[i].kind);
+		fputc('\n', f);
 		for (size_t k = 0; k < 6 && defs[i].p[k].key; k++)
 			fprintf(f, "      %-10s default %s\n", defs[i].p[k].key, defs[i].p[k].help);
 	}
@@ -226,16 +244,17 @@ int sim_algo_parse(const char *spec, uint64_t limit, uint64_t window_ns, sim_alg
 		nl = sizeof(name) - 1;
 	memcpy(name, spec, nl);
 	name[nl] = '\0';
+	/* the names and aliases every front end reads (sluice/parse.h) */
 	const struct algo_def *def = NULL;
-	for (size_t i = 0; i < NDEFS; i++)
-		if (strcmp(name, defs[i].name) == 0 ||
-		    (defs[i].alias && strcmp(name, defs[i].alias) == 0))
-			def = &defs[i];
+	sluice_algo_t kind = SLUICE_ALGO_NONE;
+	sluice_parse_error_t pe;
+	if (sluice_parse_algo(name, nl, &kind, &pe) == 0)
+		for (size_t i = 0; i < NDEFS; i++)
+			if (defs[i].kind == kind)
+				def = &defs[i];
 	if (!def) {
-		snprintf(err, errlen,
-		         "algo '%s': unknown algorithm '%s' (fixed, ring, gcra, leaky, log, "
-		         "warmup, decay, inflight)",
-		         spec, name);
+		snprintf(err, errlen, "algo '%s': name '%s': %s", spec, name,
+		         pe.message);
 		return -1;
 	}
 	sluice_limiter_config_t *c = &a->cfg;

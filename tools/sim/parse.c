@@ -1,55 +1,20 @@
 /*
  * parse.c - numbers with units, for the command line and trace files.
  *
- * DESIGN: decimals are read exactly, as an integer mantissa and a count of
- * decimal places, and converted with 128-bit integer arithmetic: "0.1s" is
- * 100,000,000 ns, not 99,999,999 after a trip through a double.  Every
- * parser rejects what it cannot represent exactly (too many decimals, a
- * fraction of a nanosecond, overflow) with a reason instead of rounding:
- * a simulator that quietly changes its inputs gives numbers nobody can
- * check.
+ * DESIGN: every number is read by the library's grammar (sluice/parse.h:
+ * exact decimals, no rounding, a reason for every refusal), as the rules
+ * file and the nginx module read theirs, so a spelling one accepts, all
+ * accept.  What is the simulator's own is only the shape of its options: a
+ * bare request rate is per second, "2.5x" is a multiple of the limit's
+ * rate, and the fractions of a rate are reduced to one request per ns
+ * ratio (num / den, 128-bit: a simulator that quietly changes its inputs
+ * gives numbers nobody can check).
  */
 #include <string.h>
 
 #include "sim.h"
 
-__extension__ typedef unsigned __int128 u128;
-
-#define MAX_DIGITS 30 /* 10^30 < 2^100: room to multiply by a unit */
-
-/* Read digits with at most one '.', into *mant and *frac (decimal places). */
-static const char *decimal(const char **sp, u128 *mant, unsigned *frac)
-{
-	const char *s = *sp;
-	unsigned digits = 0;
-	int dot = 0;
-	*mant = 0;
-	*frac = 0;
-	for (;; s++) {
-		if (*s >= '0' && *s <= '9') {
-			if (++digits > MAX_DIGITS)
-				return "too many digits";
-			*mant = *mant * 10 + (unsigned)(*s - '0');
-			*frac += (unsigned)dot;
-		} else if (*s == '.' && !dot) {
-			dot = 1;
-		} else {
-			break;
-		}
-	}
-	if (digits == 0)
-		return "not a number";
-	*sp = s;
-	return NULL;
-}
-
-static u128 pow10u(unsigned k)
-{
-	u128 p = 1;
-	while (k--)
-		p *= 10;
-	return p;
-}
+typedef sluice__u128 u128;
 
 static u128 gcd128(u128 a, u128 b)
 {
@@ -95,98 +60,49 @@ const char *sim_parse_count(const char *s, uint64_t *out)
 	return NULL;
 }
 
-static int unit_ns(const char *u, uint64_t *ns)
-{
-	static const struct {
-		const char *name;
-		uint64_t ns;
-	} units[] = { { "", SIM_SEC }, { "s", SIM_SEC }, { "ms", SIM_MS }, { "us", SIM_US },
-		      { "ns", 1 },        { "min", 60 * SIM_SEC }, { "h", 3600 * SIM_SEC } };
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(u, units[i].name) == 0) {
-			*ns = units[i].ns;
-			return 0;
-		}
-	}
-	return -1;
-}
-
+/* Durations are the library's grammar (sluice/parse.h), as every front end's. */
 const char *sim_parse_duration(const char *s, uint64_t *ns)
 {
-	if (!s || !*s)
+	sluice_parse_error_t e;
+	if (!s)
 		return "empty";
-	if (*s == '-')
-		return "negative";
-	u128 mant;
-	unsigned frac;
-	const char *e = decimal(&s, &mant, &frac);
-	if (e)
-		return e;
-	uint64_t u;
-	if (unit_ns(s, &u) != 0)
-		return "unknown unit (ns, us, ms, s, min, h; a bare number is seconds)";
-	if (frac > 9)
-		return "more than 9 decimals";
-	u128 p = pow10u(frac), v = mant * u;
-	if (v % p != 0)
-		return "not a whole number of ns";
-	v /= p;
-	if (v > UINT64_MAX)
-		return "too large";
-	*ns = (uint64_t)v;
-	return NULL;
+	return sluice_parse_duration(s, strlen(s), ns, &e) == 0 ? NULL : e.message;
 }
 
 const char *sim_parse_ratio(const char *s, uint64_t *num, uint64_t *den)
 {
-	if (!s || !*s)
+	sluice_parse_error_t e;
+	if (!s)
 		return "empty";
-	if (*s == '-')
-		return "negative";
-	u128 mant;
-	unsigned frac;
-	const char *e = decimal(&s, &mant, &frac);
-	if (e)
-		return e;
-	u128 d = pow10u(frac);
-	if (*s == '%') {
-		d *= 100;
-		s++;
-	}
-	if (*s)
-		return "not a number or percentage";
-	if (mant == 0)
-		return "must be above 0";
-	return fraction(mant, d, num, den);
+	if (sluice_parse_fraction(s, strlen(s), num, den, &e) != 0)
+		return e.message;
+	return *num == 0 ? "must be above 0" : NULL;
 }
 
 const char *sim_parse_rate(const char *s, uint64_t limit, uint64_t window_ns, uint64_t *num,
                            uint64_t *den)
 {
+	sluice_parse_error_t e;
 	if (!s || !*s)
 		return "empty";
-	if (*s == '-')
-		return "negative";
-	u128 mant;
-	unsigned frac;
-	const char *e = decimal(&s, &mant, &frac);
-	if (e)
-		return e;
-	u128 n = mant, d = pow10u(frac);
-	if (strcmp(s, "x") == 0) {
-		n *= limit; /* times L per W */
-		d *= window_ns;
-	} else {
-		uint64_t u = SIM_SEC;
-		if (*s == '/') {
-			if (unit_ns(s + 1, &u) != 0 || s[1] == '\0')
-				return "unknown unit (/s, /ms, /us, /ns, /min, /h)";
-		} else if (*s) {
-			return "not a rate (200, 200/s, 5/ms, 2x)";
-		}
-		d *= u;
+	size_t len = strlen(s);
+	if (strchr(s, '/')) { /* 200/s, 5/ms, 10r/s: the library's rates */
+		uint64_t r, p;
+		if (sluice_parse_rate(s, len, &r, &p, &e) != 0)
+			return e.message;
+		return fraction(r, p, num, den);
 	}
-	return fraction(n, d, num, den);
+	/* "200" per second, or "2.5x" times the limit's rate L / W */
+	static const char form[] = "not a rate (200, 200/s, 5/ms, 10r/s, 2x)";
+	int times = s[len - 1] == 'x';
+	uint64_t n, d;
+	if (strchr(s, '%'))
+		return form;
+	if (sluice_parse_fraction(s, len - (size_t)times, &n, &d, &e) != 0)
+		return e.offset > 0 ? form : e.message; /* "3q": a number, then no rate */
+	if (times)
+		return fraction((u128)n * limit, (u128)d * window_ns, num, den);
+	return fraction(n, (u128)d * SIM_SEC, num, den);
 }
 
 const char *sim_format_duration(uint64_t ns, char *buf, size_t len)

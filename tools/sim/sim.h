@@ -64,9 +64,9 @@ uint64_t sim_rng_exp_ns(sim_rng_t *r, double mean_ns);
 /* sim_parse_count - a decimal integer, no sign, no unit. */
 const char *sim_parse_count(const char *s, uint64_t *out);
 /*
- * sim_parse_duration - a duration in whole ns: a decimal number and a unit,
- * ns, us, ms, s, min or h; a bare number is seconds ("1.5" = "1500ms").  Up to 9
- * decimals; the result must be a whole number of ns.
+ * sim_parse_duration - a duration in whole ns, in the grammar every front
+ * end shares (sluice/parse.h: sluice_parse_duration): ns, us, ms, s, m,
+ * min, h or d; a bare number is seconds ("1.5" = "1500ms").
  */
 const char *sim_parse_duration(const char *s, uint64_t *ns);
 /*
@@ -75,8 +75,9 @@ const char *sim_parse_duration(const char *s, uint64_t *ns);
  */
 const char *sim_parse_ratio(const char *s, uint64_t *num, uint64_t *den);
 /*
- * sim_parse_rate - a request rate as @num requests per @den ns: "200" or
- * "200/s" (per second), "5/ms", "2.5x" (2.5 times the limit's rate L / W).
+ * sim_parse_rate - a request rate as @num requests per @den ns: "200" (per
+ * second), any rate of sluice/parse.h ("200/s", "5/ms", "10r/s", "1/m"),
+ * or "2.5x" (2.5 times the limit's rate L / W).
  */
 const char *sim_parse_rate(const char *s, uint64_t limit, uint64_t window_ns, uint64_t *num,
                            uint64_t *den);
