@@ -13,7 +13,8 @@ cd "$(dirname "$0")/.."
 # A missing package must not stop the demo: without nginx the gateway part
 # is skipped (and says so) and the rest runs as before.
 scripts/install-deps.sh || echo "demo: some packages could not be installed; going on without them" >&2
-[ -f build/build.ninja ] || meson setup build >/dev/null
+# -Dnginx=auto: the module where nginx-dev is installed (it is off by default)
+[ -f build/build.ninja ] || meson setup build -Dnginx=auto >/dev/null
 ninja -C build >/dev/null
 
 gateway() {

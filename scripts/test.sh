@@ -52,7 +52,9 @@ PY
   failed=$((failed + ${counts#* }))
 }
 
-run_config plain ''
+# The plain build is the one that also builds and tests the nginx module
+# (off by default: meson_options.txt; it cannot load into a sanitizer build).
+run_config plain '' -Dnginx=enabled
 run_config asan asan -Db_sanitize=address,undefined -Db_lundef=false -Dc_args=-fno-sanitize-recover=all
 run_config tsan tsan -Db_sanitize=thread -Db_lundef=false
 # The libFuzzer targets (fuzz/, clang only): each is a meson test of the
