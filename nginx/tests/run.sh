@@ -362,23 +362,28 @@ dup_param)
   # is written, never "the last wins".
   ok_zone="sluice_zone z size=1m algorithm=gcra rate=10r/s burst=5;"
   ok_limit='sluice_limit zone=z key=$binary_remote_addr;'
-  twice() { # twice DIRECTIVE PARAM HTTP-LEVEL LOCATION-BODY NEEDLE
-    check_bad_at "$3" "$4" "$5" "$1" "the parameter \"$2\" is given twice"
-  }
-  twice sluice_zone rate= "sluice_zone z size=1m algorithm=gcra rate=10r/s burst=5 rate=20r/s;" "$ok_limit" 'rate=20r/s'
-  twice sluice_zone burst= "sluice_zone z size=1m algorithm=gcra rate=10r/s burst=5 burst=5;" "$ok_limit" 'burst=5 burst=5'
-  twice sluice_zone size= "sluice_zone z size=1m size=2m algorithm=gcra rate=10r/s burst=5;" "$ok_limit" 'size=2m'
-  twice sluice_zone algorithm= "sluice_zone z size=1m algorithm=gcra algorithm=leaky rate=10r/s burst=5;" "$ok_limit" 'algorithm=leaky'
-  twice sluice_zone limit= "sluice_zone z size=1m algorithm=fixed limit=5 window=1s limit=6;" "$ok_limit" 'limit=6'
-  twice sluice_zone window= "sluice_zone z size=1m algorithm=fixed limit=5 window=1s window=2s;" "$ok_limit" 'window=2s'
-  twice sluice_zone buckets= "sluice_zone z size=1m algorithm=window limit=5 window=1s buckets=10 buckets=20;" "$ok_limit" 'buckets=20'
-  twice sluice_zone policy= "sluice_zone z size=1m algorithm=gcra rate=10r/s burst=5 policy=evict policy=reject;" "$ok_limit" 'policy=reject'
-  twice sluice_limit zone= "$ok_zone" 'sluice_limit zone=z zone=z key=$binary_remote_addr;' 'zone=z zone=z'
-  twice sluice_limit key= "$ok_zone" 'sluice_limit zone=z key=$binary_remote_addr key=$uri;' 'key=$uri'
-  twice sluice_limit status= "$ok_zone" 'sluice_limit zone=z key=$uri status=503 status=429;' 'status=503 status=429'
-  twice sluice_limit delay= "$ok_zone" 'sluice_limit zone=z key=$uri delay=1 delay=2;' 'delay=2'
-  twice sluice_limit dry_run "$ok_zone" 'sluice_limit zone=z key=$uri dry_run dry_run;' 'dry_run dry_run'
-  twice sluice_limit empty_key= "$ok_zone" 'sluice_limit zone=z key=$uri empty_key=pass empty_key=shared;' 'empty_key=shared'
+  # Each row: the directive, its parameter, the two configuration parts
+  # (Z: ok_zone, L: ok_limit) and the text that finds the directive's line.
+  while IFS='|' read -r dir param http loc needle; do
+    [ "$http" = Z ] && http=$ok_zone
+    [ "$loc" = L ] && loc=$ok_limit
+    check_bad_at "$http" "$loc" "$needle" "$dir" "the parameter \"$param\" is given twice"
+  done <<'ROWS'
+sluice_zone|rate=|sluice_zone z size=1m algorithm=gcra rate=10r/s burst=5 rate=20r/s;|L|rate=20r/s
+sluice_zone|burst=|sluice_zone z size=1m algorithm=gcra rate=10r/s burst=5 burst=5;|L|burst=5 burst=5
+sluice_zone|size=|sluice_zone z size=1m size=2m algorithm=gcra rate=10r/s burst=5;|L|size=2m
+sluice_zone|algorithm=|sluice_zone z size=1m algorithm=gcra algorithm=leaky rate=10r/s burst=5;|L|algorithm=leaky
+sluice_zone|limit=|sluice_zone z size=1m algorithm=fixed limit=5 window=1s limit=6;|L|limit=6
+sluice_zone|window=|sluice_zone z size=1m algorithm=fixed limit=5 window=1s window=2s;|L|window=2s
+sluice_zone|buckets=|sluice_zone z size=1m algorithm=window limit=5 window=1s buckets=10 buckets=20;|L|buckets=20
+sluice_zone|policy=|sluice_zone z size=1m algorithm=gcra rate=10r/s burst=5 policy=evict policy=reject;|L|policy=reject
+sluice_limit|zone=|Z|sluice_limit zone=z zone=z key=$binary_remote_addr;|zone=z zone=z
+sluice_limit|key=|Z|sluice_limit zone=z key=$binary_remote_addr key=$uri;|key=$uri
+sluice_limit|status=|Z|sluice_limit zone=z key=$uri status=503 status=429;|status=503 status=429
+sluice_limit|delay=|Z|sluice_limit zone=z key=$uri delay=1 delay=2;|delay=2
+sluice_limit|dry_run|Z|sluice_limit zone=z key=$uri dry_run dry_run;|dry_run dry_run
+sluice_limit|empty_key=|Z|sluice_limit zone=z key=$uri empty_key=pass empty_key=shared;|empty_key=shared
+ROWS
   # Every parameter once still loads.
   write_conf "sluice_zone z size=1m algorithm=gcra rate=10r/s burst=5 policy=reject;" \
     'sluice_limit zone=z key=$binary_remote_addr status=503 delay=1 dry_run empty_key=pass;'
