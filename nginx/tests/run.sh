@@ -407,6 +407,10 @@ error_line)
       sluice_limit zone=undefined_late key=\$uri; } }
   sluice_zone late size=1m algorithm=gcra rate=1r/s burst=1;" 'sluice_limit zone=late key=$uri;' 'zone=undefined_late' \
     sluice_limit '"undefined_late"'
+  # In an included file (by a glob): that file's name and line.
+  printf '# included\n      sluice_limit zone=in_include key=$uri;\n' >"$prefix/inc-1.conf"
+  check_bad "$ok_zone" "include $prefix/inc-*.conf;" sluice_limit '"in_include"' \
+    " in $prefix/inc-1.conf:2"
   # Known at the end, though not when the limit is read: a map defined
   # after it, prefix variables, a named and a numbered regex capture, set.
   write_conf "$ok_zone
