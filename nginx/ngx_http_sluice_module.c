@@ -3,7 +3,8 @@
  * content: per-key rate limits decided lock-free by every worker.
  *
  *   sluice_zone name size=10m algorithm=gcra rate=100r/s burst=20 [policy=evict];
- *   sluice_limit zone=name key=$binary_remote_addr [status=429] [delay=N] [dry_run];
+ *   sluice_limit zone=name key=$binary_remote_addr [status=429] [delay=N] [dry_run]
+ *                [empty_key=shared|pass];
  *   sluice_headers on | off;          (RateLimit headers on admissions)
  *   sluice_metrics;                   (content handler: Prometheus text 0.0.4)
  *   variables $sluice_status, $sluice_retry_after, $sluice_remaining.
@@ -45,6 +46,19 @@
  * worker is forked without it (lib/clock.c falls back to CLOCK_MONOTONIC
  * in a fork child, exactly), and starting one per worker costs a thread
  * for a 1 ms clock that would also refuse sub-ms taus.
+ *
+ * Empty keys.  A key expression that evaluates to the empty string (an
+ * absent variable or an empty value: nginx does not tell them apart) is,
+ * with empty_key=shared (the default), counted under one key of the zone,
+ * one zero byte, the rules engine's absent key: every request without a
+ * value shares it, so leaving a header out evades nothing.  empty_key=pass
+ * does not limit such a request at all (limit_req's behaviour).
+ *
+ * Configuration errors carry nginx's " in FILE:LINE": a parameter given
+ * twice is refused where it is read (never "the last wins"); an undefined
+ * zone or an unknown variable in key= can only be known once the http
+ * block is complete (a sluice_zone, a map may come later), so each
+ * sluice_limit keeps its file and line and postconfiguration checks it.
  *
  * Delay.  delay=N on a GCRA or LEAKY zone: an admitted request whose key
  * already held more than N + 1 permits' worth of debt (reset_ns, the time
@@ -119,7 +133,18 @@ typedef struct {
 	ngx_uint_t status;
 	ngx_int_t delay;             /* -1: no delay (pass or refuse at once) */
 	ngx_uint_t dry_run;
+	ngx_uint_t empty_pass;       /* empty_key=pass: an empty key is not limited */
 } ngx_http_sluice_limit_t;
+
+/* A sluice_limit as written, checked when the http block is complete
+ * (ngx_http_sluice_init): its zone may be defined and its key's variables
+ * may be added (map, geo, set) later in the block than the limit itself. */
+typedef struct {
+	ngx_http_sluice_zone_t *zone;
+	ngx_str_t key;               /* the key expression's source */
+	u_char *file;                /* where it was written (as nginx's upstream */
+	ngx_uint_t line;             /* keeps it, for "no port in upstream") */
+} ngx_http_sluice_ref_t;
 
 typedef struct {
 	ngx_array_t *limits;         /* of ngx_http_sluice_limit_t */
@@ -128,7 +153,18 @@ typedef struct {
 
 typedef struct {
 	ngx_array_t zones;           /* of ngx_http_sluice_zone_t * */
+	ngx_array_t refs;            /* of ngx_http_sluice_ref_t */
 } ngx_http_sluice_main_conf_t;
+
+/*
+ * The key of a request whose key expression is empty (empty_key=shared):
+ * one zero byte, the rules engine's absent key (rules.h, DECIDE), so the two
+ * front ends count a missing value alike.  No other request has it: keys
+ * are never empty, and a key of one zero byte would need the expression to
+ * yield a lone NUL, which nginx refuses in header lines and in the decoded
+ * URI.
+ */
+static const u_char ngx_http_sluice_absent_key[1] = { 0 };
 
 /* Per request, on r->main. */
 typedef struct {
@@ -298,8 +334,40 @@ static ngx_int_t ngx_http_sluice_parse_u64(u_char *p, size_t len, uint64_t *v)
 	return NGX_OK;
 }
 
-#define SLUICE_NGX_ARG(name) \
-	(value[i].len > sizeof(name) - 1 && ngx_strncmp(value[i].data, name, sizeof(name) - 1) == 0)
+/*
+ * The parameter @arg is, among @names ("rate=" takes a value after the
+ * '=', "dry_run" is a bare word): its index, with @val set to the text
+ * after the '='.  Each parameter at most once per directive: @seen[p] is
+ * the argument that gave names[p] (len 0: none yet), and a second one is
+ * refused by name, where it is written (ngx_conf_log_error: " in
+ * FILE:LINE"), rather than the last silently winning.  NGX_ERROR, logged,
+ * for a repeated or an unknown parameter.
+ */
+static ngx_int_t ngx_http_sluice_param(ngx_conf_t *cf, ngx_command_t *cmd, const ngx_str_t *names,
+                                       ngx_uint_t n, ngx_str_t *seen, ngx_str_t *arg,
+                                       ngx_str_t *val)
+{
+	for (ngx_uint_t p = 0; p < n; p++) {
+		const ngx_str_t *nm = &names[p];
+		ngx_uint_t valued = nm->data[nm->len - 1] == '=';
+		if (valued ? arg->len < nm->len : arg->len != nm->len)
+			continue;
+		if (ngx_strncmp(arg->data, nm->data, nm->len) != 0)
+			continue;
+		if (seen[p].len) {
+			ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+			                   "%V: the parameter \"%V\" is given twice (\"%V\", then \"%V\")",
+			                   &cmd->name, nm, &seen[p], arg);
+			return NGX_ERROR;
+		}
+		seen[p] = *arg;
+		val->data = arg->data + nm->len;
+		val->len = arg->len - nm->len;
+		return (ngx_int_t)p;
+	}
+	ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: invalid parameter \"%V\"", &cmd->name, arg);
+	return NGX_ERROR;
+}
 
 static ngx_http_sluice_zone_t *ngx_http_sluice_get_zone(ngx_conf_t *cf, ngx_str_t *name,
                                                         size_t size)
@@ -320,23 +388,35 @@ static ngx_http_sluice_zone_t *ngx_http_sluice_get_zone(ngx_conf_t *cf, ngx_str_
 
 static ngx_int_t ngx_http_sluice_init_zone(ngx_shm_zone_t *shm_zone, void *data);
 
+/* sluice_zone's parameters, in the order of zone_params. */
+enum { ZP_SIZE, ZP_ALGORITHM, ZP_RATE, ZP_BURST, ZP_LIMIT, ZP_WINDOW, ZP_BUCKETS, ZP_POLICY,
+       ZP_COUNT };
+
+static const ngx_str_t zone_params[ZP_COUNT] = {
+	ngx_string("size="), ngx_string("algorithm="), ngx_string("rate="), ngx_string("burst="),
+	ngx_string("limit="), ngx_string("window="), ngx_string("buckets="), ngx_string("policy="),
+};
+
 static char *ngx_http_sluice_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
-	ngx_str_t *value = cf->args->elts, name = value[1], s;
+	ngx_str_t *value = cf->args->elts, name = value[1], s, seen[ZP_COUNT];
 	ssize_t size = 0;
 	sluice_keyed_config_t c;
-	ngx_uint_t have_rate = 0, have_burst = 0, have_limit = 0, have_window = 0,
-	           have_policy = 0;
+	ngx_uint_t have_rate, have_burst, have_limit, have_window, have_policy;
 	ngx_http_sluice_main_conf_t *smcf;
+
+	ngx_memzero(seen, sizeof(seen));
 
 	(void)conf;
 	ngx_memzero(&c, sizeof(c));
 	c.flags = SLUICE_KEYED_HASH_LONG_KEYS; /* any key length, as limit_req */
 
 	for (ngx_uint_t i = 2; i < cf->args->nelts; i++) {
-		if (SLUICE_NGX_ARG("size=")) {
-			s.data = value[i].data + 5;
-			s.len = value[i].len - 5;
+		ngx_int_t p = ngx_http_sluice_param(cf, cmd, zone_params, ZP_COUNT, seen, &value[i], &s);
+		if (p == NGX_ERROR)
+			return NGX_CONF_ERROR;
+		switch (p) {
+		case ZP_SIZE:
 			size = ngx_parse_size(&s);
 			if (size == NGX_ERROR) {
 				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: invalid size \"%V\"",
@@ -349,18 +429,17 @@ static char *ngx_http_sluice_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf
 				                   &cmd->name, &name, &value[i], 8 * ngx_pagesize);
 				return NGX_CONF_ERROR;
 			}
-		} else if (SLUICE_NGX_ARG("algorithm=")) {
-			u_char *a = value[i].data + 10;
-			size_t n = value[i].len - 10;
-			if (n == 4 && ngx_strncmp(a, "gcra", 4) == 0)
+			break;
+		case ZP_ALGORITHM:
+			if (s.len == 4 && ngx_strncmp(s.data, "gcra", 4) == 0)
 				c.algo = SLUICE_ALGO_GCRA;
-			else if (n == 5 && ngx_strncmp(a, "leaky", 5) == 0)
+			else if (s.len == 5 && ngx_strncmp(s.data, "leaky", 5) == 0)
 				c.algo = SLUICE_ALGO_LEAKY;
-			else if (n == 5 && ngx_strncmp(a, "fixed", 5) == 0)
+			else if (s.len == 5 && ngx_strncmp(s.data, "fixed", 5) == 0)
 				c.algo = SLUICE_ALGO_FIXED;
-			else if (n == 6 && ngx_strncmp(a, "window", 6) == 0)
+			else if (s.len == 6 && ngx_strncmp(s.data, "window", 6) == 0)
 				c.algo = SLUICE_ALGO_WINDOW;
-			else if (n == 8 && ngx_strncmp(a, "inflight", 8) == 0)
+			else if (s.len == 8 && ngx_strncmp(s.data, "inflight", 8) == 0)
 				c.algo = SLUICE_ALGO_INFLIGHT;
 			else {
 				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
@@ -368,58 +447,54 @@ static char *ngx_http_sluice_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf
 				                   &cmd->name, &value[i]);
 				return NGX_CONF_ERROR;
 			}
-		} else if (SLUICE_NGX_ARG("rate=")) {
-			s.data = value[i].data + 5;
-			s.len = value[i].len - 5;
+			break;
+		case ZP_RATE:
 			if (ngx_http_sluice_parse_rate(&s, &c.rate, &c.period_ns) != NGX_OK) {
 				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
 				                   "%V: invalid rate \"%V\" (e.g. 100r/s, 0.5r/s, 30r/m)",
 				                   &cmd->name, &value[i]);
 				return NGX_CONF_ERROR;
 			}
-			have_rate = 1;
-		} else if (SLUICE_NGX_ARG("burst=")) {
-			if (ngx_http_sluice_parse_u64(value[i].data + 6, value[i].len - 6, &c.burst) != NGX_OK) {
+			break;
+		case ZP_BURST:
+			if (ngx_http_sluice_parse_u64(s.data, s.len, &c.burst) != NGX_OK) {
 				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: invalid burst \"%V\"",
 				                   &cmd->name, &value[i]);
 				return NGX_CONF_ERROR;
 			}
 			c.depth = c.burst;
-			have_burst = 1;
-		} else if (SLUICE_NGX_ARG("limit=")) {
-			if (ngx_http_sluice_parse_u64(value[i].data + 6, value[i].len - 6, &c.limit) != NGX_OK) {
+			break;
+		case ZP_LIMIT:
+			if (ngx_http_sluice_parse_u64(s.data, s.len, &c.limit) != NGX_OK) {
 				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: invalid limit \"%V\"",
 				                   &cmd->name, &value[i]);
 				return NGX_CONF_ERROR;
 			}
-			have_limit = 1;
-		} else if (SLUICE_NGX_ARG("window=")) {
-			s.data = value[i].data + 7;
-			s.len = value[i].len - 7;
+			break;
+		case ZP_WINDOW:
 			if (ngx_http_sluice_parse_ns(&s, &c.window_ns) != NGX_OK) {
 				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
 				                   "%V: invalid window \"%V\" (e.g. 1s, 250ms, 500us)",
 				                   &cmd->name, &value[i]);
 				return NGX_CONF_ERROR;
 			}
-			have_window = 1;
-		} else if (SLUICE_NGX_ARG("buckets=")) {
+			break;
+		case ZP_BUCKETS: {
 			uint64_t b;
-			if (ngx_http_sluice_parse_u64(value[i].data + 8, value[i].len - 8, &b) != NGX_OK ||
-			    b > 0xffffffffULL) {
+			if (ngx_http_sluice_parse_u64(s.data, s.len, &b) != NGX_OK || b > 0xffffffffULL) {
 				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: invalid buckets \"%V\"",
 				                   &cmd->name, &value[i]);
 				return NGX_CONF_ERROR;
 			}
 			c.buckets = (uint32_t)b;
-		} else if (SLUICE_NGX_ARG("policy=")) {
-			u_char *a = value[i].data + 7;
-			size_t n = value[i].len - 7;
-			if (n == 6 && ngx_strncmp(a, "reject", 6) == 0)
+			break;
+		}
+		default: /* ZP_POLICY */
+			if (s.len == 6 && ngx_strncmp(s.data, "reject", 6) == 0)
 				c.policy = SLUICE_KEYED_REJECT;
-			else if (n == 5 && ngx_strncmp(a, "allow", 5) == 0)
+			else if (s.len == 5 && ngx_strncmp(s.data, "allow", 5) == 0)
 				c.policy = SLUICE_KEYED_ALLOW;
-			else if (n == 5 && ngx_strncmp(a, "evict", 5) == 0)
+			else if (s.len == 5 && ngx_strncmp(s.data, "evict", 5) == 0)
 				c.policy = SLUICE_KEYED_EVICT;
 			else {
 				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
@@ -427,13 +502,14 @@ static char *ngx_http_sluice_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf
 				                   &cmd->name, &value[i]);
 				return NGX_CONF_ERROR;
 			}
-			have_policy = 1;
-		} else {
-			ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: invalid parameter \"%V\"",
-			                   &cmd->name, &value[i]);
-			return NGX_CONF_ERROR;
+			break;
 		}
 	}
+	have_rate = seen[ZP_RATE].len != 0;
+	have_burst = seen[ZP_BURST].len != 0;
+	have_limit = seen[ZP_LIMIT].len != 0;
+	have_window = seen[ZP_WINDOW].len != 0;
+	have_policy = seen[ZP_POLICY].len != 0;
 
 	if (size == 0 || c.algo == SLUICE_ALGO_NONE) {
 		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V \"%V\" needs size= and algorithm=",
@@ -498,22 +574,36 @@ static char *ngx_http_sluice_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf
 	return NGX_CONF_OK;
 }
 
+/* sluice_limit's parameters, in the order of limit_params. */
+enum { LP_ZONE, LP_KEY, LP_STATUS, LP_DELAY, LP_DRY_RUN, LP_EMPTY_KEY, LP_COUNT };
+
+static const ngx_str_t limit_params[LP_COUNT] = {
+	ngx_string("zone="), ngx_string("key="), ngx_string("status="), ngx_string("delay="),
+	ngx_string("dry_run"), ngx_string("empty_key="),
+};
+
 static char *ngx_http_sluice_limit(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
 	ngx_http_sluice_loc_conf_t *slcf = conf;
-	ngx_str_t *value = cf->args->elts, name = ngx_null_string, key = ngx_null_string;
-	ngx_uint_t status = 429, dry_run = 0;
+	ngx_str_t *value = cf->args->elts, name = ngx_null_string, key = ngx_null_string, s,
+		  seen[LP_COUNT];
+	ngx_uint_t status = 429, dry_run = 0, empty_pass = 0;
 	ngx_int_t delay = -1;
 
+	ngx_memzero(seen, sizeof(seen));
 	for (ngx_uint_t i = 1; i < cf->args->nelts; i++) {
-		if (SLUICE_NGX_ARG("zone=")) {
-			name.data = value[i].data + 5;
-			name.len = value[i].len - 5;
-		} else if (SLUICE_NGX_ARG("key=")) {
-			key.data = value[i].data + 4;
-			key.len = value[i].len - 4;
-		} else if (SLUICE_NGX_ARG("status=")) {
-			ngx_int_t st = ngx_atoi(value[i].data + 7, value[i].len - 7);
+		ngx_int_t p = ngx_http_sluice_param(cf, cmd, limit_params, LP_COUNT, seen, &value[i], &s);
+		if (p == NGX_ERROR)
+			return NGX_CONF_ERROR;
+		switch (p) {
+		case LP_ZONE:
+			name = s;
+			break;
+		case LP_KEY:
+			key = s;
+			break;
+		case LP_STATUS: {
+			ngx_int_t st = ngx_atoi(s.data, s.len);
 			if (st < 400 || st > 599) {
 				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
 				                   "%V: invalid status \"%V\" (400..599)", &cmd->name,
@@ -521,19 +611,31 @@ static char *ngx_http_sluice_limit(ngx_conf_t *cf, ngx_command_t *cmd, void *con
 				return NGX_CONF_ERROR;
 			}
 			status = (ngx_uint_t)st;
-		} else if (SLUICE_NGX_ARG("delay=")) {
-			delay = ngx_atoi(value[i].data + 6, value[i].len - 6);
+			break;
+		}
+		case LP_DELAY:
+			delay = ngx_atoi(s.data, s.len);
 			if (delay < 0) {
 				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: invalid delay \"%V\"",
 				                   &cmd->name, &value[i]);
 				return NGX_CONF_ERROR;
 			}
-		} else if (value[i].len == 7 && ngx_strcmp(value[i].data, "dry_run") == 0) {
+			break;
+		case LP_DRY_RUN:
 			dry_run = 1;
-		} else {
-			ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: invalid parameter \"%V\"",
-			                   &cmd->name, &value[i]);
-			return NGX_CONF_ERROR;
+			break;
+		default: /* LP_EMPTY_KEY */
+			if (s.len == 6 && ngx_strncmp(s.data, "shared", 6) == 0)
+				empty_pass = 0;
+			else if (s.len == 4 && ngx_strncmp(s.data, "pass", 4) == 0)
+				empty_pass = 1;
+			else {
+				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+				                   "%V: unknown \"%V\" (shared, pass)", &cmd->name,
+				                   &value[i]);
+				return NGX_CONF_ERROR;
+			}
+			break;
 		}
 	}
 	if (name.len == 0 || key.len == 0) {
@@ -602,6 +704,16 @@ static char *ngx_http_sluice_limit(ngx_conf_t *cf, ngx_command_t *cmd, void *con
 	l->status = status;
 	l->delay = delay;
 	l->dry_run = dry_run;
+	l->empty_pass = empty_pass;
+
+	ngx_http_sluice_main_conf_t *smcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_sluice_module);
+	ngx_http_sluice_ref_t *ref = ngx_array_push(&smcf->refs);
+	if (ref == NULL)
+		return NGX_CONF_ERROR;
+	ref->zone = z;
+	ref->key = key;
+	ref->file = cf->conf_file->file.name.data;
+	ref->line = cf->conf_file->line;
 	return NGX_CONF_OK;
 }
 
@@ -900,8 +1012,16 @@ static ngx_int_t ngx_http_sluice_handler(ngx_http_request_t *r)
 		ngx_http_sluice_zone_t *z = limits[i].shm_zone->data;
 		if (ngx_http_complex_value(r, &limits[i].key, &keys[i]) != NGX_OK)
 			return NGX_HTTP_INTERNAL_SERVER_ERROR;
-		if (keys[i].len == 0)
-			continue; /* as limit_req: an empty key is not limited */
+		if (keys[i].len == 0) {
+			/* The empty key (absent or empty value): empty_key=pass
+			 * does not limit it (limit_req's way; keys[i].len 0 marks
+			 * the limit as not asked below), shared counts every such
+			 * request under the one absent key. */
+			if (limits[i].empty_pass)
+				continue;
+			keys[i].data = (u_char *)ngx_http_sluice_absent_key;
+			keys[i].len = sizeof(ngx_http_sluice_absent_key);
+		}
 		/* Every field known even on the errors that fill nothing. */
 		ngx_memzero(&ds[i], sizeof(ds[i]));
 		int rc = sluice_keyed_acquire_at(&z->keyed, keys[i].data, keys[i].len, 1, now, &ds[i]);
@@ -1173,7 +1293,8 @@ static void *ngx_http_sluice_create_main_conf(ngx_conf_t *cf)
 	ngx_http_sluice_main_conf_t *smcf = ngx_pcalloc(cf->pool, sizeof(*smcf));
 	if (smcf == NULL)
 		return NULL;
-	if (ngx_array_init(&smcf->zones, cf->pool, 4, sizeof(ngx_http_sluice_zone_t *)) != NGX_OK)
+	if (ngx_array_init(&smcf->zones, cf->pool, 4, sizeof(ngx_http_sluice_zone_t *)) != NGX_OK ||
+	    ngx_array_init(&smcf->refs, cf->pool, 4, sizeof(ngx_http_sluice_ref_t)) != NGX_OK)
 		return NULL;
 	return smcf;
 }
@@ -1198,9 +1319,96 @@ static char *ngx_http_sluice_merge_loc_conf(ngx_conf_t *cf, void *parent, void *
 	return NGX_CONF_OK;
 }
 
+/*
+ * Whether the variable @name (without '$') will exist once nginx resolves
+ * the http block's variables, right after every module's postconfiguration
+ * (ngx_http_variables_init_vars, which would refuse it with no file:line):
+ * a variable added with a handler (core, map, geo, set, a named regex
+ * capture), or one of a prefix ($http_, $arg_, $cookie_, ...).  The same
+ * test as init_vars, on the same arrays, so nothing it accepts is refused
+ * here.  This module is dynamic, so loaded after the static modules, and
+ * its postconfiguration runs after theirs: every variable they add there
+ * exists by now.
+ */
+static ngx_uint_t ngx_http_sluice_variable_known(ngx_http_core_main_conf_t *cmcf, ngx_str_t *name)
+{
+	ngx_hash_key_t *key = cmcf->variables_keys->keys.elts;
+	for (ngx_uint_t n = 0; n < cmcf->variables_keys->keys.nelts; n++) {
+		ngx_http_variable_t *v = key[n].value;
+		if (key[n].key.len == name->len &&
+		    ngx_strncasecmp(key[n].key.data, name->data, name->len) == 0 && v->get_handler)
+			return 1;
+	}
+	ngx_http_variable_t *pv = cmcf->prefix_variables.elts;
+	for (ngx_uint_t n = 0; n < cmcf->prefix_variables.nelts; n++)
+		if (name->len >= pv[n].name.len &&
+		    ngx_strncasecmp(name->data, pv[n].name.data, pv[n].name.len) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * The first variable of the key expression @key that will not exist, or a
+ * NULL name.  The names as ngx_http_script_compile reads them (which has
+ * already accepted the syntax): "$name" or "${name}" of [A-Za-z0-9_],
+ * "$1".."$9" being regex captures, not variables.
+ */
+static ngx_str_t ngx_http_sluice_unknown_variable(ngx_http_core_main_conf_t *cmcf, ngx_str_t *key)
+{
+	ngx_str_t name = ngx_null_string;
+	size_t i = 0;
+
+	while (i < key->len) {
+		if (key->data[i++] != '$' || i == key->len)
+			continue;
+		if (key->data[i] >= '1' && key->data[i] <= '9') {
+			i++;
+			continue;
+		}
+		if (key->data[i] == '{')
+			i++;
+		name.data = key->data + i;
+		for (name.len = 0; i < key->len; i++, name.len++) {
+			u_char ch = key->data[i];
+			if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+			      (ch >= '0' && ch <= '9') || ch == '_'))
+				break;
+		}
+		if (name.len && !ngx_http_sluice_variable_known(cmcf, &name))
+			return name;
+	}
+	name.len = 0;
+	name.data = NULL;
+	return name;
+}
+
 static ngx_int_t ngx_http_sluice_init(ngx_conf_t *cf)
 {
 	ngx_http_core_main_conf_t *cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
+	ngx_http_sluice_main_conf_t *smcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_sluice_module);
+	ngx_http_sluice_ref_t *ref = smcf->refs.elts;
+
+	/* The http block is complete: what a sluice_limit names must exist.
+	 * Said with the limit's own file and line, in ngx_conf_log_error's
+	 * form, before nginx finds it out without them (an undefined zone is
+	 * "zero size shared memory zone" at cycle init, an unknown variable
+	 * is init_vars' "unknown variable"). */
+	for (ngx_uint_t i = 0; i < smcf->refs.nelts; i++) {
+		if (!ref[i].zone->defined) {
+			ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
+			              "sluice_limit: zone \"%V\" is not defined by any sluice_zone in %s:%ui",
+			              &ref[i].zone->name, ref[i].file, ref[i].line);
+			return NGX_ERROR;
+		}
+		ngx_str_t v = ngx_http_sluice_unknown_variable(cmcf, &ref[i].key);
+		if (v.len) {
+			ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
+			              "sluice_limit: unknown \"%V\" variable in key=\"%V\" in %s:%ui", &v,
+			              &ref[i].key, ref[i].file, ref[i].line);
+			return NGX_ERROR;
+		}
+	}
+
 	ngx_http_handler_pt *h = ngx_array_push(&cmcf->phases[NGX_HTTP_PREACCESS_PHASE].handlers);
 	if (h == NULL)
 		return NGX_ERROR;

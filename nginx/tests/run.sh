@@ -162,6 +162,30 @@ reload_refused() {
   expect_eq "$(code "$base/")" 429 "after the refused $5"
 }
 
+# check_bad HTTP-LEVEL LOCATION-BODY WORDS...: nginx -t fails and its
+# message contains every word (the directive's name among them).
+check_bad() {
+  write_conf "$1" "$2"
+  shift 2
+  if ngx -t >"$prefix/t.txt" 2>&1; then fail "nginx -t accepted: $(cat "$prefix/nginx.conf")"; fi
+  for w in "$@"; do
+    grep -qF -- "$w" "$prefix/t.txt" || fail "nginx -t said '$(cat "$prefix/t.txt")', not naming '$w'"
+  done
+}
+
+# check_bad_at HTTP-LEVEL LOCATION-BODY NEEDLE WORDS...: as check_bad, and
+# the message ends with nginx's own " in FILE:LINE", LINE being that of the
+# one line of the configuration that holds NEEDLE (the faulty directive).
+check_bad_at() {
+  local http=$1 loc=$2 needle=$3 line
+  shift 3
+  check_bad "$http" "$loc" "$@"
+  line=$(grep -nF -- "$needle" "$prefix/nginx.conf" | cut -d: -f1)
+  [ "$(printf '%s\n' "$line" | wc -l)" -eq 1 ] && [ -n "$line" ] || fail "'$needle' is not on exactly one line"
+  grep -qF -- " in $prefix/nginx.conf:$line" "$prefix/t.txt" ||
+    fail "nginx -t said '$(cat "$prefix/t.txt")', not ' in $prefix/nginx.conf:$line'"
+}
+
 case $test_name in
 
 burst)
@@ -311,16 +335,6 @@ metrics)
   ;;
 
 bad_directive)
-  # check_bad HTTP-LEVEL LOCATION-BODY WORDS...: nginx -t fails and its
-  # message contains every word (the directive's name among them).
-  check_bad() {
-    write_conf "$1" "$2"
-    shift 2
-    if ngx -t >"$prefix/t.txt" 2>&1; then fail "nginx -t accepted: $(cat "$prefix/nginx.conf")"; fi
-    for w in "$@"; do
-      grep -qF -- "$w" "$prefix/t.txt" || fail "nginx -t said '$(cat "$prefix/t.txt")', not naming '$w'"
-    done
-  }
   ok_zone="sluice_zone z size=1m algorithm=gcra rate=10r/s burst=5;"
   ok_limit='sluice_limit zone=z key=$binary_remote_addr;'
   check_bad "sluice_zone z size=1m algorithm=gcra rate=abc burst=5;" "$ok_limit" sluice_zone 'invalid rate "rate=abc"'
@@ -341,6 +355,114 @@ bad_directive)
   # And a good one passes.
   write_conf "$ok_zone" "$ok_limit"
   ngx -t -q || fail "nginx -t refused a good configuration"
+  ;;
+
+dup_param)
+  # A parameter given twice in one directive is refused by name, where it
+  # is written, never "the last wins".
+  ok_zone="sluice_zone z size=1m algorithm=gcra rate=10r/s burst=5;"
+  ok_limit='sluice_limit zone=z key=$binary_remote_addr;'
+  # Each row: the directive, its parameter, the two configuration parts
+  # (Z: ok_zone, L: ok_limit) and the text that finds the directive's line.
+  while IFS='|' read -r dir param http loc needle; do
+    [ "$http" = Z ] && http=$ok_zone
+    [ "$loc" = L ] && loc=$ok_limit
+    check_bad_at "$http" "$loc" "$needle" "$dir" "the parameter \"$param\" is given twice"
+  done <<'ROWS'
+sluice_zone|rate=|sluice_zone z size=1m algorithm=gcra rate=10r/s burst=5 rate=20r/s;|L|rate=20r/s
+sluice_zone|burst=|sluice_zone z size=1m algorithm=gcra rate=10r/s burst=5 burst=5;|L|burst=5 burst=5
+sluice_zone|size=|sluice_zone z size=1m size=2m algorithm=gcra rate=10r/s burst=5;|L|size=2m
+sluice_zone|algorithm=|sluice_zone z size=1m algorithm=gcra algorithm=leaky rate=10r/s burst=5;|L|algorithm=leaky
+sluice_zone|limit=|sluice_zone z size=1m algorithm=fixed limit=5 window=1s limit=6;|L|limit=6
+sluice_zone|window=|sluice_zone z size=1m algorithm=fixed limit=5 window=1s window=2s;|L|window=2s
+sluice_zone|buckets=|sluice_zone z size=1m algorithm=window limit=5 window=1s buckets=10 buckets=20;|L|buckets=20
+sluice_zone|policy=|sluice_zone z size=1m algorithm=gcra rate=10r/s burst=5 policy=evict policy=reject;|L|policy=reject
+sluice_limit|zone=|Z|sluice_limit zone=z zone=z key=$binary_remote_addr;|zone=z zone=z
+sluice_limit|key=|Z|sluice_limit zone=z key=$binary_remote_addr key=$uri;|key=$uri
+sluice_limit|status=|Z|sluice_limit zone=z key=$uri status=503 status=429;|status=503 status=429
+sluice_limit|delay=|Z|sluice_limit zone=z key=$uri delay=1 delay=2;|delay=2
+sluice_limit|dry_run|Z|sluice_limit zone=z key=$uri dry_run dry_run;|dry_run dry_run
+sluice_limit|empty_key=|Z|sluice_limit zone=z key=$uri empty_key=pass empty_key=shared;|empty_key=shared
+ROWS
+  # Every parameter once still loads.
+  write_conf "sluice_zone z size=1m algorithm=gcra rate=10r/s burst=5 policy=reject;" \
+    'sluice_limit zone=z key=$binary_remote_addr status=503 delay=1 dry_run empty_key=pass;'
+  ngx -t -q || fail "nginx -t refused a good configuration"
+  ;;
+
+error_line)
+  # An undefined zone and an unknown variable in key= are found only at
+  # the end of the http block (a zone and a map may come after the limit
+  # that uses them), and still name the directive's file and line.
+  ok_zone="sluice_zone z size=1m algorithm=gcra rate=10r/s burst=5;"
+  check_bad_at "$ok_zone" 'sluice_limit zone=nope key=$binary_remote_addr;' 'zone=nope' \
+    sluice_limit '"nope"'
+  check_bad_at "$ok_zone" 'sluice_limit zone=z key=$no_such_var;' 'key=$no_such_var' \
+    sluice_limit '"no_such_var"'
+  check_bad_at "$ok_zone" 'sluice_limit zone=z key=a${no_such_var2}b;' 'no_such_var2' \
+    sluice_limit '"no_such_var2"'
+  # In another server, before the zone: the line is the limit's, not the end.
+  check_bad_at "server { listen 127.0.0.1:1; location /x {
+      sluice_limit zone=late key=\$uri;
+      sluice_limit zone=undefined_late key=\$uri; } }
+  sluice_zone late size=1m algorithm=gcra rate=1r/s burst=1;" 'sluice_limit zone=late key=$uri;' 'zone=undefined_late' \
+    sluice_limit '"undefined_late"'
+  # In an included file (by a glob): that file's name and line.
+  printf '# included\n      sluice_limit zone=in_include key=$uri;\n' >"$prefix/inc-1.conf"
+  check_bad "$ok_zone" "include $prefix/inc-*.conf;" sluice_limit '"in_include"' \
+    " in $prefix/inc-1.conf:2"
+  # Known at the end, though not when the limit is read: a map defined
+  # after it, prefix variables, a named and a numbered regex capture, set.
+  write_conf "$ok_zone
+  sluice_zone z2 size=1m algorithm=gcra rate=10r/s burst=5;
+  sluice_zone z3 size=1m algorithm=gcra rate=10r/s burst=5;
+  sluice_zone z4 size=1m algorithm=gcra rate=10r/s burst=5;
+  server { listen 127.0.0.1:1;
+    location /m { sluice_limit zone=z4 key=\$later\$http_x_user\$arg_a\$cookie_c\$sent_http_x; }
+    location ~ ^/u/(?<uid>[a-z]+)/(.*) { sluice_limit zone=z2 key=\$uid\$2; }
+    location /s { set \$mine a; sluice_limit zone=z3 key=\${mine}\$request_uri; } }
+  map \$uri \$later { default a; }" 'sluice_limit zone=z key=$binary_remote_addr;'
+  ngx -t >"$prefix/t.txt" 2>&1 || fail "nginx -t refused known variables: $(cat "$prefix/t.txt")"
+  ;;
+
+empty_key)
+  # key=$http_x_user: a request without the header, or with an empty one,
+  # has the empty key.  Default (empty_key=shared): all such requests are
+  # counted under one key, so omitting the header evades nothing.
+  mkdir -p "$prefix/html/pass" "$prefix/html/shared"
+  echo pass >"$prefix/html/pass/index.html"
+  echo shared >"$prefix/html/shared/index.html"
+  write_conf "sluice_zone ek size=1m algorithm=gcra rate=1r/h burst=2;" \
+    'sluice_limit zone=ek key=$http_x_user;'
+  start_nginx
+  codes=
+  for _ in 1 2 3 4; do codes="$codes$(code "$base/") "; done
+  expect_eq "$codes" "200 200 429 429 " "no X-User (default: one shared key)"
+  expect_eq "$(code -H 'X-User;' "$base/")" 429 "an empty X-User (the same shared key)"
+  expect_eq "$(code -H 'X-User: alice' "$base/")" 200 "alice (her own key)"
+  expect_eq "$(metric ek passed)" 3 "metrics: passed"
+  expect_eq "$(metric ek rejected)" 3 "metrics: rejected"
+  expect_eq "$(curl -s "$base/metrics" | awk '$1 == "sluice_keys{zone=\"ek\"}" { print $2 }')" 2 "keys (the shared one and alice)"
+  stop_nginx; master_pid=
+  # Both modes spelled out, in one server: empty_key=pass is limit_req's
+  # behaviour (such a request is not limited); the named key still is.
+  write_conf "sluice_zone sh size=1m algorithm=gcra rate=1r/h burst=2;
+  sluice_zone ps size=1m algorithm=gcra rate=1r/h burst=2;" \
+    'location /shared/ { sluice_limit zone=sh key=$http_x_user empty_key=shared; }
+      location /pass/ { sluice_limit zone=ps key=$http_x_user empty_key=pass; }'
+  start_nginx
+  codes=
+  for _ in 1 2 3; do codes="$codes$(code "$base/shared/") "; done
+  expect_eq "$codes" "200 200 429 " "no X-User, empty_key=shared"
+  codes=
+  for _ in 1 2 3 4 5; do codes="$codes$(code "$base/pass/") "; done
+  codes="$codes$(code -H 'X-User;' "$base/pass/") "
+  expect_eq "$codes" "200 200 200 200 200 200 " "no or empty X-User, empty_key=pass"
+  codes=
+  for _ in 1 2 3; do codes="$codes$(code -H 'X-User: bob' "$base/pass/") "; done
+  expect_eq "$codes" "200 200 429 " "bob, empty_key=pass (limited as ever)"
+  expect_eq "$(metric ps passed)" 2 "metrics: ps passed (unlimited requests are not counted)"
+  expect_eq "$(curl -s "$base/metrics" | awk '$1 == "sluice_keys{zone=\"ps\"}" { print $2 }')" 1 "ps keys (bob only)"
   ;;
 
 worker_kill)
