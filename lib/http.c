@@ -162,3 +162,87 @@ int sluice_http_ratelimit(char *buf, size_t len, const char *name, const sluice_
 	}
 	return emit(buf, len, &o, rc);
 }
+
+/*
+ * The policy of a bucket: b permits at one per T ns.  The window is the
+ * whole seconds holding max(b T, 1 s); the quota what the rate gives in it,
+ * floor(w / T), which is >= b because w >= b T.
+ */
+static int bucket_policy(uint64_t b, uint64_t t, uint64_t *quota, uint64_t *window_ns)
+{
+	sluice__u128 span = (sluice__u128)b * t;
+	if (span < NS_PER_SEC)
+		span = NS_PER_SEC;
+	sluice__u128 w = (span + NS_PER_SEC - 1) / NS_PER_SEC * NS_PER_SEC;
+	sluice__u128 q = w / t;
+	if (w / NS_PER_SEC > SLUICE_HTTP_SF_INT_MAX || q > SLUICE_HTTP_SF_INT_MAX)
+		return SLUICE_ELIMIT;
+	*quota = (uint64_t)q;
+	*window_ns = (uint64_t)w;
+	return 0;
+}
+
+/* A limit of L per window: the window rounded up to whole seconds. */
+static int window_policy(uint64_t limit, uint64_t window_ns, uint64_t *quota, uint64_t *win)
+{
+	if (window_ns == 0)
+		return SLUICE_EINVAL;
+	uint64_t secs = ceil_seconds(window_ns);
+	if (limit > SLUICE_HTTP_SF_INT_MAX || secs > SLUICE_HTTP_SF_INT_MAX)
+		return SLUICE_ELIMIT;
+	*quota = limit;
+	*win = secs * NS_PER_SEC;
+	return 0;
+}
+
+/* ceil(period / rate): the emission interval, as GCRA derives it. */
+static int interval(uint64_t rate, uint64_t period_ns, uint64_t *t)
+{
+	if (rate == 0 || period_ns == 0)
+		return SLUICE_EINVAL;
+	*t = period_ns / rate + (period_ns % rate != 0);
+	return 0;
+}
+
+int sluice_http_policy_of(const sluice_limiter_config_t *c, uint64_t *quota, uint64_t *window_ns)
+{
+	if (!c || !quota || !window_ns)
+		return SLUICE_EINVAL;
+	uint64_t t = 0;
+	int rc;
+	switch (c->algo) {
+	case SLUICE_ALGO_GCRA:
+		if ((rc = interval(c->gcra.rate, c->gcra.period_ns, &t)) != 0)
+			return rc;
+		return c->gcra.burst ? bucket_policy(c->gcra.burst, t, quota, window_ns)
+		                     : SLUICE_EINVAL;
+	case SLUICE_ALGO_LEAKY:
+		if ((rc = interval(c->leaky.rate, c->leaky.period_ns, &t)) != 0)
+			return rc;
+		return bucket_policy(c->leaky.mode == SLUICE_LEAKY_METER ? c->leaky.depth + 1 : 1, t,
+		                     quota, window_ns);
+	case SLUICE_ALGO_WARMUP:
+		if ((rc = interval(c->warmup.rate, c->warmup.period_ns, &t)) != 0)
+			return rc;
+		if (t > UINT64_MAX / 3)
+			return SLUICE_ELIMIT;
+		return bucket_policy(1, 3 * t, quota, window_ns);
+	case SLUICE_ALGO_FIXED:
+		return window_policy(c->fixed.limit, c->fixed.window_ns, quota, window_ns);
+	case SLUICE_ALGO_WINDOW:
+		return window_policy(c->window.limit, c->window.window_ns, quota, window_ns);
+	case SLUICE_ALGO_LOG:
+		return window_policy(c->log.limit, c->log.window_ns, quota, window_ns);
+	case SLUICE_ALGO_DECAY: {
+		/* h / ln 2 = h * 1.4426950408889634..., rounded up; u128 for h near 2^64 */
+		sluice__u128 tau = ((sluice__u128)c->decay.half_life_ns * 14426950408889634ULL +
+		                    9999999999999999ULL) /
+		                   10000000000000000ULL;
+		if (tau > UINT64_MAX)
+			return SLUICE_ELIMIT;
+		return window_policy(c->decay.limit, (uint64_t)tau, quota, window_ns);
+	}
+	default:
+		return SLUICE_ENOTSUP;
+	}
+}

@@ -905,17 +905,17 @@ static ngx_int_t ngx_http_sluice_add_header(ngx_http_request_t *r, const char *n
 	return NGX_OK;
 }
 
-/* RateLimit-Policy and RateLimit for zone @z's decision @d.  The policy's
- * window: GCRA/LEAKY advertise their bucket (q = b permits, w = b T, the
- * time a drained bucket takes to refill; a rate no higher than the real
- * one), FIXED/WINDOW their limit per window, INFLIGHT no policy (its slots
- * come back on release, not at a time). */
+/* RateLimit-Policy and RateLimit for zone @z's decision @d.  The policy
+ * is the library's one mapping (sluice_http_policy_of(), http.h), as the
+ * rules engine advertises it, from the parameters in force; INFLIGHT has
+ * none (its slots come back on release, not at a time). */
 static ngx_int_t ngx_http_sluice_rate_headers(ngx_http_request_t *r, ngx_http_sluice_zone_t *z,
                                               const sluice_decision_t *d)
 {
 	char buf[SLUICE_HTTP_FIELD_MAX], name[SLUICE_HTTP_NAME_MAX + 1];
 	size_t nlen = ngx_min(z->name.len, (size_t)SLUICE_HTTP_NAME_MAX);
 	sluice_keyed_params_t p;
+	sluice_limiter_config_t c = { .algo = z->cfg.algo };
 	uint64_t quota = 0, window = 0;
 
 	ngx_memcpy(name, z->name.data, nlen);
@@ -923,21 +923,27 @@ static ngx_int_t ngx_http_sluice_rate_headers(ngx_http_request_t *r, ngx_http_sl
 	if (sluice_keyed_params(&z->keyed, &p) == 0) {
 		switch (z->cfg.algo) {
 		case SLUICE_ALGO_GCRA:
-		case SLUICE_ALGO_LEAKY: {
-			uint64_t b = z->cfg.algo == SLUICE_ALGO_LEAKY ? p.burst + 1 : p.burst;
-			uint64_t t = (p.period_ns + p.rate - 1) / p.rate;
-			quota = b;
-			window = b > UINT64_MAX / t ? UINT64_MAX : b * t;
+			c.gcra = (sluice_gcra_config_t){ .rate = p.rate, .period_ns = p.period_ns,
+				                         .burst = p.burst };
 			break;
-		}
+		case SLUICE_ALGO_LEAKY:
+			c.leaky = (sluice_leaky_config_t){ .rate = p.rate, .period_ns = p.period_ns,
+				                           .mode = SLUICE_LEAKY_METER,
+				                           .depth = p.burst };
+			break;
 		case SLUICE_ALGO_FIXED:
+			c.fixed = (sluice_fixed_config_t){ .limit = p.limit,
+				                           .window_ns = z->cfg.window_ns };
+			break;
 		case SLUICE_ALGO_WINDOW:
-			quota = p.limit;
-			window = z->cfg.window_ns;
+			c.window = (sluice_window_config_t){ .limit = p.limit,
+				                             .window_ns = z->cfg.window_ns };
 			break;
 		default:
 			break;
 		}
+		if (sluice_http_policy_of(&c, &quota, &window) != 0)
+			window = 0;
 	}
 	if (window) {
 		int n = sluice_http_ratelimit_policy(buf, sizeof(buf), name, quota, window);

@@ -473,3 +473,95 @@ Test(http, inflight_end_to_end)
 	cr_assert_str_eq(ra, "0");
 	cr_assert_eq(sluice_inflight_release(&f, 1), 0);
 }
+
+/* ---- the one policy of each algorithm (sluice_http_policy_of) ------------- */
+
+static void policy_is(sluice_limiter_config_t c, uint64_t q, uint64_t w_s)
+{
+	uint64_t quota = 7, window = 7;
+	cr_assert_eq(sluice_http_policy_of(&c, &quota, &window), 0, "algo %d", c.algo);
+	cr_assert_eq(quota, q, "algo %d: q=%llu, want %llu", c.algo, (unsigned long long)quota,
+	             (unsigned long long)q);
+	cr_assert_eq(window, w_s * SEC, "algo %d: w=%llu ns, want %llu s", c.algo,
+	             (unsigned long long)window, (unsigned long long)w_s);
+}
+
+Test(http, policy_of_every_algorithm)
+{
+	sluice_limiter_config_t c;
+	/* GCRA: the rate per max(b T, 1 s) in whole seconds, q >= b */
+	c = (sluice_limiter_config_t){ .algo = SLUICE_ALGO_GCRA,
+		                       .gcra = { .rate = 100, .period_ns = SEC, .burst = 1 } };
+	policy_is(c, 100, 1);
+	c.gcra = (sluice_gcra_config_t){ .rate = 1, .period_ns = 60 * SEC, .burst = 2 };
+	policy_is(c, 2, 120); /* the "1/m, burst 2" */
+	c.gcra = (sluice_gcra_config_t){ .rate = 3, .period_ns = SEC, .burst = 10 };
+	/* T = 333,333,334 ns (rounded up); b T = 3.33 s -> w = 4 s; 4 s / T =
+	 * 11.99..: q = 11, never the 12 the rate would give without rounding */
+	policy_is(c, 11, 4);
+	c.gcra = (sluice_gcra_config_t){ .rate = 1, .period_ns = 0, .burst = 1 };
+	uint64_t q = 0, w = 0;
+	cr_assert_eq(sluice_http_policy_of(&c, &q, &w), SLUICE_EINVAL);
+
+	/* LEAKY: a meter's bucket is D + 1, a shaper's 1 */
+	c = (sluice_limiter_config_t){ .algo = SLUICE_ALGO_LEAKY,
+		                       .leaky = { .rate = 10, .period_ns = SEC,
+		                                  .mode = SLUICE_LEAKY_METER, .depth = 19 } };
+	policy_is(c, 20, 2);
+	c.leaky = (sluice_leaky_config_t){ .rate = 10, .period_ns = SEC, .mode = SLUICE_LEAKY_SHAPER,
+		                           .max_delay_ns = SEC };
+	policy_is(c, 10, 1);
+
+	/* WARMUP: the cold interval 3T, one permit: 2/s -> T = 0.5 s, 3T = 1.5 s
+	 * -> w = 2 s, q = 1 */
+	c = (sluice_limiter_config_t){ .algo = SLUICE_ALGO_WARMUP,
+		                       .warmup = { .rate = 2, .period_ns = SEC, .warmup_ns = SEC } };
+	policy_is(c, 1, 2);
+
+	/* the windows: L per the window's seconds, rounded up */
+	c = (sluice_limiter_config_t){ .algo = SLUICE_ALGO_FIXED,
+		                       .fixed = { .limit = 100, .window_ns = 60 * SEC } };
+	policy_is(c, 100, 60);
+	c = (sluice_limiter_config_t){ .algo = SLUICE_ALGO_WINDOW,
+		                       .window = { .limit = 5, .window_ns = 1500 * MS, .buckets = 3 } };
+	policy_is(c, 5, 2);
+	c = (sluice_limiter_config_t){ .algo = SLUICE_ALGO_LOG,
+		                       .log = { .limit = 7, .window_ns = 10 * SEC } };
+	policy_is(c, 7, 10);
+
+	/* DECAY: the mean life h / ln 2: h = 10 s -> 14.43 s -> 15 s */
+	c = (sluice_limiter_config_t){ .algo = SLUICE_ALGO_DECAY,
+		                       .decay = { .limit = 50, .half_life_ns = 10 * SEC } };
+	policy_is(c, 50, 15);
+	/* h = ln 2 s exactly to the ns (693,147,181 ns) -> 1.0000000005.. s -> 2 s */
+	c.decay.half_life_ns = 693147181ULL;
+	policy_is(c, 50, 2);
+	c.decay.half_life_ns = 693147180ULL; /* -> 0.99999999.. s -> 1 s */
+	policy_is(c, 50, 1);
+
+	/* INFLIGHT: no window, no policy */
+	c = (sluice_limiter_config_t){ .algo = SLUICE_ALGO_INFLIGHT, .inflight = { .limit = 4 } };
+	cr_assert_eq(sluice_http_policy_of(&c, &q, &w), SLUICE_ENOTSUP);
+	cr_assert_eq(sluice_http_policy_of(NULL, &q, &w), SLUICE_EINVAL);
+}
+
+/* q is never above what the limit admits in w at its long-run rate, and
+ * never below its burst: checked over a sweep of rates and bursts. */
+Test(http, policy_of_bucket_bounds)
+{
+	for (uint64_t rate = 1; rate <= 3000; rate = rate * 3 + 1)
+		for (uint64_t b = 1; b <= 5000; b = b * 7 + 1) {
+			sluice_limiter_config_t c = { .algo = SLUICE_ALGO_GCRA,
+				                      .gcra = { .rate = rate, .period_ns = SEC,
+				                                .burst = b } };
+			uint64_t q = 0, w = 0;
+			cr_assert_eq(sluice_http_policy_of(&c, &q, &w), 0);
+			uint64_t t = SEC / rate + (SEC % rate != 0);
+			cr_assert_eq(w % SEC, 0);
+			cr_assert_geq(w, SEC);
+			cr_assert_geq(q, b, "rate %llu b %llu: q %llu", (unsigned long long)rate,
+			              (unsigned long long)b, (unsigned long long)q);
+			cr_assert_leq((sluice__u128)q * t, w, "q per w above the rate");
+			cr_assert_gt((sluice__u128)(q + 1) * t, w, "q is the most the rate gives");
+		}
+}

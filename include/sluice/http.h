@@ -98,6 +98,7 @@
 #include "common.h"
 #include "decision.h"
 #include "error.h"
+#include "limiter.h"
 
 /* Truncation: the buffer was too small; nothing but a NUL was written.
  * An alias of SLUICE_ETRUNC, kept for the name http.c and its tests use. */
@@ -141,6 +142,38 @@ SLUICE_API int sluice_http_retry_after(char *buf, size_t len, const sluice_decis
  */
 SLUICE_API int sluice_http_ratelimit_policy(char *buf, size_t len, const char *name,
                                             uint64_t quota, uint64_t window_ns);
+
+/*
+ * sluice_http_policy_of - the quota and window every front end advertises
+ * in RateLimit-Policy for a limit configured as @c (the engine's rules and
+ * the nginx module's zones both call this, so one limit is advertised one
+ * way).  @quota, @window_ns: filled on success.
+ *
+ * The mapping, one per algorithm.  w is a whole number of seconds (the
+ * field's unit, rounded up) and q never more than the limit lets through in
+ * any window of that length at its long-run rate, so a client that keeps to
+ * q per w is never refused for rate; and q is at least the burst, so the
+ * remaining r that RateLimit reports never exceeds q:
+ *   GCRA          T = ceil(period / rate), b the burst:  w = the seconds
+ *                 holding max(b T, 1 s), q = floor(w / T)  (100/s, b = 1:
+ *                 q=100;w=1; 1/m, b = 2: q=2;w=120)
+ *   LEAKY         as GCRA with b = D + 1 (meter) or 1 (shaper)
+ *   WARMUP        as GCRA with b = 1 at the cold interval 3T (the slowest
+ *                 rate it admits at; a warm limiter admits more)
+ *   FIXED, WINDOW, LOG   q = L, w = the window's seconds (rounded up)
+ *   DECAY         q = L, w = the seconds of the mean life h / ln 2 (rounded
+ *                 up: its long-run rate is L ln 2 / h)
+ *   INFLIGHT (and the handle-only kinds): no window, no policy:
+ *                 SLUICE_ENOTSUP.
+ * The config is read, not validated: a config its init would refuse gives
+ * SLUICE_EINVAL only where the mapping cannot be computed (rate 0, a zero
+ * window).  Thread-safe, no allocation.
+ * Return: 0; SLUICE_ENOTSUP (no policy for this kind); SLUICE_EINVAL (NULL,
+ * or parameters the mapping cannot use); SLUICE_ELIMIT (q or w beyond an
+ * sf-integer's 15 digits).
+ */
+SLUICE_API int sluice_http_policy_of(const sluice_limiter_config_t *c, uint64_t *quota,
+                                     uint64_t *window_ns);
 
 /*
  * sluice_http_ratelimit - RateLimit member "name";r=R[;t=T] for @d.

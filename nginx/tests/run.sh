@@ -246,6 +246,15 @@ headers)
   expect_eq "$(st "$h2")" 503 "status= of a refusal"
   expect_eq "$(field "$h2" RateLimit-Policy)" '"hz";q=1;w=3600' "fixed window RateLimit-Policy"
   [ -n "$(field "$h2" Retry-After)" ] || fail "no Retry-After on a refusal"
+  # The policy is the library's one mapping (sluice_http_policy_of), the
+  # rules engine's too: 100r/s with burst 1 is q=100;w=1 (the rate, in the
+  # whole second that holds the bucket), not q=1;w=1 (a hundredth of it).
+  stop_nginx; master_pid=
+  write_conf "sluice_zone hz size=1m algorithm=gcra rate=100r/s burst=1;" \
+    'sluice_limit zone=hz key=$binary_remote_addr; sluice_headers on;'
+  start_nginx
+  h1=$(curl -s -D - -o /dev/null "$base/")
+  expect_eq "$(field "$h1" RateLimit-Policy)" '"hz";q=100;w=1' "GCRA 100r/s burst=1 RateLimit-Policy"
   ;;
 
 fractional)
