@@ -221,103 +221,17 @@ ngx_module_t ngx_http_sluice_module = {
 
 /* ---- parsing ------------------------------------------------------------- */
 
-static uint64_t ngx_http_sluice_gcd(uint64_t a, uint64_t b)
+/* Rates, durations, sizes and algorithm names are the library's grammar
+ * (sluice/parse.h), the rules file's and sluice-sim's: a spelling one
+ * accepts, all accept, and a bad one reads the same behind our "in
+ * FILE:LINE".  This logs its message: "<directive>: invalid <what>
+ * "<arg>": <why>". */
+static char *ngx_http_sluice_bad_value(ngx_conf_t *cf, ngx_command_t *cmd, const char *what,
+                                       ngx_str_t *arg, const sluice_parse_error_t *e)
 {
-	while (b) {
-		uint64_t t = a % b;
-		a = b;
-		b = t;
-	}
-	return a;
-}
-
-/*
- * "100r/s", "0.5r/s", "2500.25r/s", "30r/m", "1r/h", "3r/ms": permits per
- * period as two integers (0.5r/s is 5 per 10 s), reduced by their gcd.
- * Up to 9 decimals, so sub-ms intervals and fractional rates are exact.
- * NGX_ERROR on anything else (no clamp): the library then validates T.
- */
-static ngx_int_t ngx_http_sluice_parse_rate(ngx_str_t *s, uint64_t *rate, uint64_t *period)
-{
-	u_char *p = s->data, *end = s->data + s->len;
-	uint64_t mant = 0, scale = 1, unit;
-	ngx_uint_t digits = 0, frac = 0, in_frac = 0;
-
-	for (; p < end && ((*p >= '0' && *p <= '9') || *p == '.'); p++) {
-		if (*p == '.') {
-			if (in_frac)
-				return NGX_ERROR;
-			in_frac = 1;
-			continue;
-		}
-		if (++digits > 18)
-			return NGX_ERROR;
-		mant = mant * 10 + (uint64_t)(*p - '0');
-		if (in_frac) {
-			if (++frac > 9)
-				return NGX_ERROR;
-			scale *= 10;
-		}
-	}
-	if (digits == 0 || mant == 0)
-		return NGX_ERROR;
-	if ((size_t)(end - p) == 3 && ngx_strncmp(p, "r/s", 3) == 0)
-		unit = 1000000000ULL;
-	else if ((size_t)(end - p) == 3 && ngx_strncmp(p, "r/m", 3) == 0)
-		unit = 60000000000ULL;
-	else if ((size_t)(end - p) == 3 && ngx_strncmp(p, "r/h", 3) == 0)
-		unit = 3600000000000ULL;
-	else if ((size_t)(end - p) == 4 && ngx_strncmp(p, "r/ms", 4) == 0)
-		unit = 1000000ULL;
-	else
-		return NGX_ERROR;
-	/* period = unit * scale, without overflow: divide out the gcd first. */
-	uint64_t g = ngx_http_sluice_gcd(mant, scale);
-	mant /= g;
-	scale /= g;
-	g = ngx_http_sluice_gcd(mant, unit);
-	mant /= g;
-	unit /= g;
-	if (scale != 0 && unit > UINT64_MAX / scale)
-		return NGX_ERROR;
-	*rate = mant;
-	*period = unit * scale;
-	return NGX_OK;
-}
-
-/* "1s", "250ms", "500us", "100ns", "2m", "1h": ns.  NGX_ERROR otherwise. */
-static ngx_int_t ngx_http_sluice_parse_ns(ngx_str_t *s, uint64_t *ns)
-{
-	u_char *p = s->data, *end = s->data + s->len;
-	uint64_t v = 0, unit;
-	ngx_uint_t digits = 0;
-
-	for (; p < end && *p >= '0' && *p <= '9'; p++) {
-		if (++digits > 18)
-			return NGX_ERROR;
-		v = v * 10 + (uint64_t)(*p - '0');
-	}
-	size_t rest = (size_t)(end - p);
-	if (digits == 0 || v == 0)
-		return NGX_ERROR;
-	if (rest == 2 && ngx_strncmp(p, "ns", 2) == 0)
-		unit = 1;
-	else if (rest == 2 && ngx_strncmp(p, "us", 2) == 0)
-		unit = 1000ULL;
-	else if (rest == 2 && ngx_strncmp(p, "ms", 2) == 0)
-		unit = 1000000ULL;
-	else if (rest == 1 && *p == 's')
-		unit = 1000000000ULL;
-	else if (rest == 1 && *p == 'm')
-		unit = 60000000000ULL;
-	else if (rest == 1 && *p == 'h')
-		unit = 3600000000000ULL;
-	else
-		return NGX_ERROR;
-	if (v > UINT64_MAX / unit)
-		return NGX_ERROR;
-	*ns = v * unit;
-	return NGX_OK;
+	ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: invalid %s \"%V\": %s", &cmd->name, what, arg,
+	                   e->message);
+	return NGX_CONF_ERROR;
 }
 
 static ngx_int_t ngx_http_sluice_parse_u64(u_char *p, size_t len, uint64_t *v)
@@ -416,46 +330,43 @@ static char *ngx_http_sluice_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf
 		if (p == NGX_ERROR)
 			return NGX_CONF_ERROR;
 		switch (p) {
-		case ZP_SIZE:
-			size = ngx_parse_size(&s);
-			if (size == NGX_ERROR) {
-				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: invalid size \"%V\"",
-				                   &cmd->name, &value[i]);
-				return NGX_CONF_ERROR;
-			}
-			if (size < (ssize_t)(8 * ngx_pagesize)) {
+		case ZP_SIZE: {
+			uint64_t bytes;
+			sluice_parse_error_t e;
+			if (sluice_parse_size((const char *)s.data, s.len, &bytes, &e) != 0)
+				return ngx_http_sluice_bad_value(cf, cmd, "size", &value[i], &e);
+			if (bytes < 8 * ngx_pagesize || bytes > NGX_MAX_SIZE_T_VALUE / 2) {
 				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-				                   "%V: zone \"%V\" is too small (%V; at least %uz)",
-				                   &cmd->name, &name, &value[i], 8 * ngx_pagesize);
+				                   "%V: zone \"%V\" is too %s (%V; at least %uz)",
+				                   &cmd->name, &name,
+				                   bytes < 8 * ngx_pagesize ? "small" : "large", &value[i],
+				                   8 * ngx_pagesize);
 				return NGX_CONF_ERROR;
 			}
+			size = (ssize_t)bytes;
 			break;
-		case ZP_ALGORITHM:
-			if (s.len == 4 && ngx_strncmp(s.data, "gcra", 4) == 0)
-				c.algo = SLUICE_ALGO_GCRA;
-			else if (s.len == 5 && ngx_strncmp(s.data, "leaky", 5) == 0)
-				c.algo = SLUICE_ALGO_LEAKY;
-			else if (s.len == 5 && ngx_strncmp(s.data, "fixed", 5) == 0)
-				c.algo = SLUICE_ALGO_FIXED;
-			else if (s.len == 6 && ngx_strncmp(s.data, "window", 6) == 0)
-				c.algo = SLUICE_ALGO_WINDOW;
-			else if (s.len == 8 && ngx_strncmp(s.data, "inflight", 8) == 0)
-				c.algo = SLUICE_ALGO_INFLIGHT;
-			else {
+		}
+		case ZP_ALGORITHM: {
+			sluice_parse_error_t e;
+			if (sluice_parse_algo((const char *)s.data, s.len, &c.algo, &e) != 0)
+				return ngx_http_sluice_bad_value(cf, cmd, "algorithm", &value[i], &e);
+			if (c.algo != SLUICE_ALGO_GCRA && c.algo != SLUICE_ALGO_LEAKY &&
+			    c.algo != SLUICE_ALGO_FIXED && c.algo != SLUICE_ALGO_WINDOW &&
+			    c.algo != SLUICE_ALGO_INFLIGHT) {
 				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-				                   "%V: unknown \"%V\" (gcra, leaky, fixed, window, inflight)",
-				                   &cmd->name, &value[i]);
-				return NGX_CONF_ERROR;
-			}
-			break;
-		case ZP_RATE:
-			if (ngx_http_sluice_parse_rate(&s, &c.rate, &c.period_ns) != NGX_OK) {
-				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-				                   "%V: invalid rate \"%V\" (e.g. 100r/s, 0.5r/s, 30r/m)",
+				                   "%V: \"%V\": a zone is a keyed table, which holds "
+				                   "gcra, leaky, fixed, window and inflight",
 				                   &cmd->name, &value[i]);
 				return NGX_CONF_ERROR;
 			}
 			break;
+		}
+		case ZP_RATE: {
+			sluice_parse_error_t e;
+			if (sluice_parse_rate((const char *)s.data, s.len, &c.rate, &c.period_ns, &e) != 0)
+				return ngx_http_sluice_bad_value(cf, cmd, "rate", &value[i], &e);
+			break;
+		}
 		case ZP_BURST:
 			if (ngx_http_sluice_parse_u64(s.data, s.len, &c.burst) != NGX_OK) {
 				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V: invalid burst \"%V\"",
@@ -471,14 +382,12 @@ static char *ngx_http_sluice_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf
 				return NGX_CONF_ERROR;
 			}
 			break;
-		case ZP_WINDOW:
-			if (ngx_http_sluice_parse_ns(&s, &c.window_ns) != NGX_OK) {
-				ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-				                   "%V: invalid window \"%V\" (e.g. 1s, 250ms, 500us)",
-				                   &cmd->name, &value[i]);
-				return NGX_CONF_ERROR;
-			}
+		case ZP_WINDOW: {
+			sluice_parse_error_t e;
+			if (sluice_parse_duration((const char *)s.data, s.len, &c.window_ns, &e) != 0)
+				return ngx_http_sluice_bad_value(cf, cmd, "window", &value[i], &e);
 			break;
+		}
 		case ZP_BUCKETS: {
 			uint64_t b;
 			if (ngx_http_sluice_parse_u64(s.data, s.len, &b) != NGX_OK || b > 0xffffffffULL) {
@@ -520,10 +429,11 @@ static char *ngx_http_sluice_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf
 	 * algorithm would ignore is a mistake worth saying. */
 	ngx_uint_t bucket_algo = c.algo == SLUICE_ALGO_GCRA || c.algo == SLUICE_ALGO_LEAKY;
 	ngx_uint_t window_algo = c.algo == SLUICE_ALGO_FIXED || c.algo == SLUICE_ALGO_WINDOW;
-	if (bucket_algo ? (!have_rate || !have_burst || have_limit || have_window || c.buckets)
+	ngx_uint_t have_buckets = seen[ZP_BUCKETS].len != 0;
+	if (bucket_algo ? (!have_rate || !have_burst || have_limit || have_window || have_buckets)
 	                : (have_rate || have_burst || !have_limit ||
 	                   (window_algo ? !have_window : have_window) ||
-	                   (c.algo != SLUICE_ALGO_WINDOW && c.buckets))) {
+	                   (c.algo != SLUICE_ALGO_WINDOW && have_buckets))) {
 		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
 		                   "%V \"%V\": gcra and leaky take rate= and burst=; fixed takes "
 		                   "limit= and window=; window takes limit=, window= and buckets=; "
@@ -531,7 +441,9 @@ static char *ngx_http_sluice_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf
 		                   &cmd->name, &name);
 		return NGX_CONF_ERROR;
 	}
-	if (c.algo == SLUICE_ALGO_WINDOW && c.buckets == 0)
+	/* the default only when buckets= is absent: buckets=0 is refused by
+	 * the library (SLUICE_EBUCKETS), as the rules file refuses it */
+	if (c.algo == SLUICE_ALGO_WINDOW && seen[ZP_BUCKETS].len == 0)
 		c.buckets = 10;
 	if (!have_policy)
 		c.policy = c.algo == SLUICE_ALGO_INFLIGHT ? SLUICE_KEYED_REJECT : SLUICE_KEYED_EVICT;

@@ -361,9 +361,22 @@ bad_directive)
   # The same when the zone comes after the limit that delays on it.
   check_bad "$ok_zone server { listen 127.0.0.1:1; location /x { sluice_limit zone=late key=\$uri delay=1; } }
   sluice_zone late size=1m algorithm=window limit=5 window=1s;" "$ok_limit" sluice_zone 'delay= needs a gcra or leaky zone'
-  # And a good one passes.
-  write_conf "$ok_zone" "$ok_limit"
-  ngx -t -q || fail "nginx -t refused a good configuration"
+  # The library's grammar (sluice/parse.h) and its messages, as the rules
+  # file reads them; buckets=0 is refused (SLUICE_EBUCKETS), never replaced.
+  check_bad "sluice_zone z size=1m algorithm=gcra rate=10 burst=5;" "$ok_limit" sluice_zone 'invalid rate "rate=10": a rate needs a period: 10/s, 10r/s, 30r/m, 5/250ms'
+  check_bad "sluice_zone z size=1m algorithm=fixed limit=5 window=1.5ns;" "$ok_limit" sluice_zone 'invalid window "window=1.5ns": not a whole number of ns'
+  check_bad "sluice_zone z size=1m algorithm=window limit=5 window=1s buckets=0;" "$ok_limit" sluice_zone SLUICE_EBUCKETS
+  check_bad "sluice_zone z size=1m algorithm=log limit=5 window=1s;" "$ok_limit" sluice_zone 'a zone is a keyed table'
+  # And good ones pass: nginx's spellings and the rules file's alike.
+  for zone in "$ok_zone" \
+      "sluice_zone z size=1m algorithm=token_bucket rate=10/s burst=5;" \
+      "sluice_zone z size=1m algorithm=gcra rate=5/250ms burst=5;" \
+      "sluice_zone z size=1m algorithm=sliding_window limit=5 window=1.5s buckets=3;" \
+      "sluice_zone z size=1m algorithm=fixed_window limit=5 window=1m;" \
+      "sluice_zone z size=1m algorithm=concurrency limit=5;"; do
+    write_conf "$zone" "$ok_limit"
+    ngx -t -q || fail "nginx -t refused a good configuration: $zone"
+  done
   ;;
 
 dup_param)
