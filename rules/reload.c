@@ -34,7 +34,14 @@
  * entry's release publishes the table, the offset only partitions).  Everything read from
  * the region is checked (offsets and sizes against the region; attach
  * validates the table itself), so another process's bytes cannot make
- * this one read outside it.
+ * this one read outside it.  The header's fixed fields (slots, bytes,
+ * data_off) are copied at open and only the copies are used; before it
+ * takes space, a load checks that the shared header still says what it
+ * said at open and that the bump offset has not gone back below the end
+ * of any table this engine made or attached (it only grows): either found
+ * changed, another process wrote the header, and the load fails with
+ * SLUICE_ELAYOUT ("region header ... changed") before it writes anything,
+ * so no table is laid over another by a rewritten header.
  */
 /* First: _LGPL_SOURCE and urcu-bp.h, before any system header (it says why). */
 #include "urcu_internal.h"
@@ -57,6 +64,9 @@
 #define ENT_CLAIMED 1ULL
 #define ENT_READY 2ULL
 #define ENT_DEAD 3ULL
+/* region_table's own code, never returned by the engine: the header
+ * changed since open (compile() reports it as SLUICE_ELAYOUT, by name) */
+#define SLUICE__EREGION 1000
 
 struct rhdr {
 	_Atomic uint64_t magic;
@@ -80,7 +90,27 @@ struct sluice__region {
 	size_t bytes;
 	struct rhdr *hdr;
 	struct rent *ents;
+	/* private copies, taken at open: what the header said then */
+	uint64_t data_off;
+	uint64_t seen_end; /* the end of the furthest table made or attached */
 };
+
+/* Does the shared header still say what it said at open, and has the
+ * bump offset not gone back?  @used: the offset read.  Return: 1 if so. */
+static int header_intact(const struct sluice__region *g, uint64_t used)
+{
+	const struct rhdr *h = g->hdr;
+	return atomic_load_explicit(&g->hdr->magic, memory_order_relaxed) == REGION_MAGIC &&
+	       h->version == REGION_VERSION && h->slots == SLUICE_ENGINE_DIR_SLOTS &&
+	       h->bytes == g->bytes && h->data_off == g->data_off &&
+	       used <= g->bytes - g->data_off && g->data_off + used >= g->seen_end;
+}
+
+static void saw_table(struct sluice__region *g, uint64_t off, uint64_t bytes)
+{
+	if (off + bytes > g->seen_end)
+		g->seen_end = off + bytes;
+}
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
@@ -110,6 +140,8 @@ int sluice__region_open(sluice_engine_t *e, void *mem, size_t bytes)
 	g->ents = (struct rent *)(g->base + 64);
 	uint64_t data = 64 + (uint64_t)SLUICE_ENGINE_DIR_SLOTS * sizeof(struct rent);
 	uint64_t m = 0;
+	g->data_off = data;
+	g->seen_end = data;
 	/* The first engine formats the directory: CAS 0 -> INIT, the fields,
 	 * then the magic with a release store that attachers' acquire pairs
 	 * with.  A region of all zero bytes is a new one. */
@@ -150,8 +182,13 @@ size_t sluice__region_used(const sluice_engine_t *e)
 {
 	if (!e->region)
 		return 0;
-	return (size_t)(e->region->hdr->data_off +
-	                atomic_load_explicit(&e->region->hdr->used, memory_order_relaxed));
+	/* the private data_off; a used past the region (rewritten) is
+	 * reported as the whole region */
+	const struct sluice__region *g = e->region;
+	uint64_t used = atomic_load_explicit(&g->hdr->used, memory_order_relaxed);
+	if (used > g->bytes - g->data_off)
+		used = g->bytes - g->data_off;
+	return (size_t)(g->data_off + used);
 }
 
 /* The region's table named (@id, @d, @kc): found and attached, or claimed,
@@ -185,11 +222,18 @@ static int region_table(sluice_engine_t *e, const char *id, const sluice_rules_d
 			 * takes nothing and a smaller one can still come; the
 			 * retries are bounded (other processes taking space) */
 			uint64_t sz = (need + 63) & ~(uint64_t)63, off, at;
-			uint64_t room = g->bytes - g->hdr->data_off;
-			int tries = 0, got = 0;
+			uint64_t room = g->bytes - g->data_off;
+			int tries = 0, got = 0, changed = 0;
 			off = atomic_load_explicit(&g->hdr->used, memory_order_relaxed);
 			while (!got && tries++ < 4096) {
-				if (off > room || sz > room - off)
+				/* each value of the offset the CAS could take is
+				 * checked, with the header (another process may
+				 * have rewritten either since open) */
+				if (!header_intact(g, off)) {
+					changed = 1;
+					break;
+				}
+				if (sz > room - off)
 					break;
 				got = atomic_compare_exchange_weak_explicit(&g->hdr->used, &off, off + sz,
 				                                            memory_order_relaxed,
@@ -197,9 +241,11 @@ static int region_table(sluice_engine_t *e, const char *id, const sluice_rules_d
 			}
 			if (!got) {
 				atomic_store_explicit(&en->word, (fp << 2) | ENT_DEAD, memory_order_release);
-				return tries > 4096 ? SLUICE_EBUSY : SLUICE_EMEMORY;
+				return changed ? SLUICE__EREGION
+				               : tries > 4096 ? SLUICE_EBUSY : SLUICE_EMEMORY;
 			}
-			at = g->hdr->data_off + off;
+			at = g->data_off + off;
+			saw_table(g, at, sz);
 			en->digest = h;
 			en->off = at;
 			en->bytes = need;
@@ -231,10 +277,13 @@ static int region_table(sluice_engine_t *e, const char *id, const sluice_rules_d
 		    strncmp(en->id, id, sizeof(en->id)) != 0 ||
 		    strncmp(en->name, dname, sizeof(en->name)) != 0)
 			continue;
-		if (en->off < g->hdr->data_off || en->off > g->bytes || en->bytes > g->bytes - en->off ||
-		    en->bytes < need)
+		uint64_t eoff = en->off, ebytes = en->bytes; /* read once: shared */
+		if (eoff < g->data_off || eoff > g->bytes || ebytes > g->bytes - eoff || ebytes < need)
 			return SLUICE_ELAYOUT;
-		return sluice_keyed_attach(g->base + en->off, en->bytes, e->clock, k);
+		int rc = sluice_keyed_attach(g->base + eoff, ebytes, e->clock, k);
+		if (rc == 0)
+			saw_table(g, eoff, ebytes);
+		return rc;
 	}
 	return SLUICE_EMEMORY; /* the directory is full */
 }
@@ -679,6 +728,12 @@ static struct sluice__set *compile(sluice_engine_t *e, sluice_rules_t *rules,
 		if (!c->st) {
 			if (rc == SLUICE_ENOMEM)
 				x->oom = 1;
+			else if (rc == SLUICE__EREGION)
+				sluice__err(x, &r->mark, SLUICE_ELAYOUT,
+				            "rule '%s': its table could not be made: the shared region header "
+				            "changed since this engine opened the region (another process "
+				            "wrote it), so no table is placed in it (SLUICE_ELAYOUT)",
+				            r->id);
 			else
 				sluice__err(x, &r->mark, rc, "rule '%s': its table could not be made: %s (%s)",
 				            r->id, sluice_err_name(rc), sluice_strerror(rc));
