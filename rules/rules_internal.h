@@ -66,6 +66,9 @@ struct sluice__node {
  * Return: the root (NULL for an empty stream), *@complete 1 when the whole
  * input was read and the tree can be checked against the schema.
  */
+/* The libyaml events the calling thread's last sluice__tree_parse pulled
+ * (for the tests: reading stops at a depth error, tree.c DESIGN). */
+extern _Thread_local size_t sluice__tree_events;
 struct sluice__node *sluice__tree_parse(struct sluice__arena *a, struct sluice__errs *x,
                                         const unsigned char *buf, size_t len, int *complete);
 

@@ -30,7 +30,9 @@
  * A YAML syntax error ends the reading (libyaml cannot go on past it): the
  * list then holds the refusals found before it (anchors, tags, ...), the
  * syntax error at libyaml's mark (at the end of the input where libyaml's
- * mark lies past it), and nothing of the schema.
+ * mark lies past it), and nothing of the schema.  Nesting past the depth
+ * cap ends the reading the same way, at the collection that crosses it
+ * (nothing after it is read: a load costs time linear in its input).
  *
  * LIMITS: input at most opt->max_bytes (default and largest
  * SLUICE_RULES_MAX_BYTES, 4 MiB); nesting at most SLUICE_RULES_DEPTH_MAX
