@@ -12,9 +12,12 @@
  * kind of rules/test_rules.c and the fuzz target).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "rules_internal.h"
 #include "sluice/error.h"
@@ -283,9 +286,23 @@ int sluice_rules_load_file(const char *path, const sluice_rules_options_t *opt,
 
 	unsigned char *buf = NULL;
 	size_t len = 0;
-	FILE *f = fopen(path, "rb");
-	if (!f) {
+	/* O_NONBLOCK: a FIFO with no writer would block open() for ever;
+	 * only a regular file is read (a FIFO, a device or a directory is
+	 * refused before any read), and for one the flag changes nothing */
+	FILE *f = NULL;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0) {
 		sluice__err(&x, NULL, 0, "cannot open: %s", strerror(errno));
+	} else if (fstat(fd, &st) != 0) {
+		sluice__err(&x, NULL, 0, "cannot open: %s", strerror(errno));
+		close(fd);
+	} else if (!S_ISREG(st.st_mode)) {
+		sluice__err(&x, NULL, 0, "cannot open: not a regular file");
+		close(fd);
+	} else if (!(f = fdopen(fd, "rb"))) {
+		sluice__err(&x, NULL, 0, "cannot open: %s", strerror(errno));
+		close(fd);
 	} else if (!(buf = malloc(cap + 1))) {
 		x.oom = 1;
 	} else {

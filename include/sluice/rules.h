@@ -257,7 +257,9 @@ SLUICE_API int sluice_rules_load_buffer(const char *name, const void *buf, size_
  * sluice_rules_load_file - read @path (at most opt->max_bytes + 1 bytes are
  * read: a larger file is an error at 0:0) and load it as above, errors
  * naming @path.  A file that cannot be opened or read is one error at 0:0
- * with the system's message.
+ * with the system's message; a path that is not a regular file (a FIFO, a
+ * device, a directory) is one error at 0:0, "cannot open: not a regular
+ * file", found without blocking (opened O_NONBLOCK, nothing read).
  * Return: as sluice_rules_load_buffer().
  */
 SLUICE_API int sluice_rules_load_file(const char *path, const sluice_rules_options_t *opt,
