@@ -63,10 +63,23 @@ rc=$?
 [ $rc -eq 1 ] || fail "check big.yaml: exit $rc, expected 1"
 grep -Eq "^$out/big.yaml:[0-9]+:5: rule 'r[0-9]+': the file needs [0-9]+ bytes of memory up to this rule, over the memory budget of 1073741824 bytes" "$out/stderr" ||
   fail "big.yaml: $(cat "$out/stderr")"
+# explain refuses it the same way, before making an engine of it
+"$sluice" explain "$out/big.yaml" 'GET /p1/' >"$out/stdout" 2>"$out/stderr"
+rc=$?
+[ $rc -eq 1 ] && grep -q "over the memory budget of 1073741824 bytes" "$out/stderr" ||
+  fail "explain big.yaml: exit $rc, $(cat "$out/stderr")"
+# and passes it under a budget of 4g
+"$sluice" check --memory-budget=4g "$out/big.yaml" >"$out/stdout" 2>"$out/stderr"
+rc=$?
+[ $rc -eq 0 ] && grep -Eq "400 rules, valid; needs [0-9]+ bytes of memory \(budget 4294967296\)" "$out/stdout" ||
+  fail "check --memory-budget=4g big.yaml: exit $rc, $(cat "$out/stdout" "$out/stderr")"
+"$sluice" check --memory-budget=lots "$out/big.yaml" >"$out/stdout" 2>"$out/stderr"
+[ $? -eq 2 ] && grep -q "^sluice: --memory-budget: 'lots' is not a size" "$out/stderr" ||
+  fail "--memory-budget=lots: $(cat "$out/stderr")"
 
 # bad arguments: the usage line on stderr, exit 2
-usage="usage: sluice check RULES.yaml
-       sluice explain RULES.yaml 'METHOD PATH [ip=ADDR] [user=ID] [host=HOST] [header:NAME=VALUE] [query:NAME=VALUE]...'"
+usage="usage: sluice check [--memory-budget=SIZE] RULES.yaml
+       sluice explain [--memory-budget=SIZE] RULES.yaml 'METHOD PATH [ip=ADDR] [user=ID] [host=HOST] [header:NAME=VALUE] [query:NAME=VALUE]...'"
 for args in "" "check" "check a b" "explain errors.yaml" "chek errors.yaml" "--check"; do
   # shellcheck disable=SC2086
   "$sluice" $args >"$out/stdout" 2>"$out/stderr"

@@ -606,6 +606,7 @@ int sluice_engine_new(const sluice_engine_options_t *opt, sluice_engine_t **out)
 		return SLUICE_ENOMEM;
 	e->clock = clk;
 	e->max_bytes = o.max_bytes;
+	e->memory_budget = o.memory_budget;
 	e->next_serial = 1;
 	if (pthread_mutex_init(&e->lock, NULL) != 0) {
 		free(e);

@@ -121,6 +121,7 @@ struct sluice_engine {
 	struct sluice__set *_Atomic set; /* rcu_dereference / rcu_assign_pointer */
 	const sluice_clock_t *clock;
 	size_t max_bytes;
+	uint64_t memory_budget; /* options: 0 for the file's, else the default */
 	/* control side: the load mutex's */
 	pthread_mutex_t lock;
 	struct sluice__state *states;  /* every live state                   */

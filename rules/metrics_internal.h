@@ -152,6 +152,12 @@ typedef struct sluice__metrics {
  */
 int sluice__metrics_init(sluice__metrics_t *m, uint32_t ncells);
 
+/* sluice__metrics_bytes - the bytes one rule's metrics allocate on this
+ * machine (every stripe of sluice__metrics_init at the default cells),
+ * for the memory budget (rules/budget.c).  Allocates one stripe for a
+ * moment to learn the cells; *@oom set (and 0 returned) if it cannot. */
+uint64_t sluice__metrics_bytes(int *oom);
+
 /* sluice__metrics_free - free the stripes.  NULL-safe; no recording or
  * write may be running on @m (the engine frees after a grace period). */
 void sluice__metrics_free(sluice__metrics_t *m);

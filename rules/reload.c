@@ -828,7 +828,8 @@ fail:
 int sluice__engine_load(sluice_engine_t *e, const char *name, const void *buf, size_t len,
                         int is_file, sluice_rules_errors_t **errs)
 {
-	sluice_rules_options_t ro = { .max_bytes = e->max_bytes, .clock = e->clock };
+	sluice_rules_options_t ro = { .max_bytes = e->max_bytes, .clock = e->clock,
+	                              .memory_budget = e->memory_budget };
 	sluice_rules_t *rules = NULL;
 	sluice_rules_errors_t *le = NULL;
 	pthread_mutex_lock(&e->lock);

@@ -184,6 +184,7 @@ static int finish(const char *name, const unsigned char *buf, size_t len,
 	char *file = strdup(name);
 	sluice_rule_t *rules = NULL;
 	size_t count = 0;
+	uint64_t memory = 0, budget = 0;
 	int rc;
 
 	if (!desc || !r || !file)
@@ -194,7 +195,7 @@ static int finish(const char *name, const unsigned char *buf, size_t len,
 		if (complete && !x->oom) {
 			/* the schema is checked only on a tree read to its end:
 			 * after a syntax error it would report what is missing */
-			rules = sluice__schema_check(desc, x, root, opt, &count);
+			rules = sluice__schema_check(desc, x, root, opt, &count, &memory, &budget);
 		}
 	}
 	sluice__arena_free(&tree);
@@ -212,6 +213,8 @@ static int finish(const char *name, const unsigned char *buf, size_t len,
 		r->file = file;
 		r->count = count;
 		r->rules = rules;
+		r->memory_bytes = memory;
+		r->memory_budget = budget;
 		r->arena = desc;
 		*out = r;
 		return 0;

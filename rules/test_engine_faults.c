@@ -294,3 +294,35 @@ Test(engine_faults, empty_key_errors)
 	             1, 4, "empty_key");
 	kit_free(&k);
 }
+
+/* ---- the memory budget at load (R6) -------------------------------- */
+
+/* An engine's budget refuses a file before its tables are allocated: the
+ * load fails at the crossing rule and the rules in force stay. */
+Test(engine_faults, load_over_the_budget)
+{
+	struct kit k;
+	sluice_clock_manual_init(&k.clk, 1000 * SEC);
+	sluice_engine_options_t o = { .clock = &k.clk, .memory_budget = 4u << 20 };
+	cr_assert_eq(sluice_engine_new(&o, &k.e), 0);
+	load_ok(&k, one_table);
+	static const char big[] =
+		"rules:\n"
+		"  - id: per-ip\n"
+		"    dimensions: [ip]\n"
+		"    limit: { algorithm: fixed_window, window: 1h, max_requests: 3 }\n"
+		"    keys: { capacity: 64 }\n"
+		"  - id: wide\n"
+		"    dimensions: [user]\n"
+		"    limit: { algorithm: fixed_window, window: 1h, max_requests: 3 }\n"
+		"    keys: { capacity: 1000000 }\n";
+	cr_assert_eq(load_refused(&k, big, 1, 6, "over the memory budget of 4194304 bytes"),
+	             SLUICE_EMEMORY);
+	sluice_verdict_t v;
+	decide(&k, "GET", "/", NULL, "1.1.1.1", NULL, &v);
+	cr_assert_eq(v.version, 1);
+	sluice_engine_info_t in;
+	sluice_engine_info(k.e, &in);
+	cr_assert_eq(in.failed_loads, 1);
+	kit_free(&k);
+}

@@ -123,3 +123,99 @@ Test(rules_limits, budget_refuses_400_rules)
 	sluice_rules_errors_free(e);
 	free(y);
 }
+
+/* The crossing rule is exactly the first whose running total passes the
+ * budget: each rule here costs what a one-rule file's total says. */
+Test(rules_limits, budget_names_the_crossing_rule)
+{
+	size_t len;
+	char *y = per_key_rules(1, &len);
+	sluice_rules_t *r = NULL;
+	cr_assert_eq(sluice_rules_load_buffer("one.yaml", y, len, NULL, &r, NULL), 0);
+	uint64_t cost = r->memory_bytes;
+	cr_assert_eq(r->memory_budget, SLUICE_RULES_MEMORY_BUDGET_DEFAULT);
+	cr_assert_geq(cost, r->rules[0].keys.region_bytes, "the table is counted");
+	sluice_rules_free(r);
+	free(y);
+	/* a budget of 10 rules and a half: the 11th rule (index 10) crosses */
+	sluice_rules_options_t o = { .memory_budget = cost * 10 + cost / 2 };
+	y = per_key_rules(20, &len);
+	sluice_rules_errors_t *e = NULL;
+	cr_assert_eq(sluice_rules_load_buffer("t.yaml", y, len, &o, &r, &e), 1);
+	cr_assert_eq(e->errors[0].mark.line, 2 + 4 * 10);
+	cr_assert_eq(e->errors[0].mark.col, 5);
+	cr_assert_eq(e->errors[0].code, SLUICE_EMEMORY);
+	char want[200];
+	snprintf(want, sizeof(want),
+	         "rule 'r10': the file needs %llu bytes of memory up to this rule, over the memory "
+	         "budget of %llu bytes",
+	         (unsigned long long)(cost * 11), (unsigned long long)o.memory_budget);
+	cr_assert(strstr(e->errors[0].msg, want), "%s\nwant %s", e->errors[0].msg, want);
+	sluice_rules_errors_free(e);
+	/* at exactly 10 rules' cost, 10 rules fit */
+	o.memory_budget = cost * 10;
+	y[0] = 0;
+	free(y);
+	y = per_key_rules(10, &len);
+	cr_assert_eq(sluice_rules_load_buffer("t.yaml", y, len, &o, &r, NULL), 0);
+	cr_assert_eq(r->memory_bytes, cost * 10);
+	sluice_rules_free(r);
+	free(y);
+}
+
+/* The file's memory_budget, when the caller gives none; the caller's
+ * wins over it; a value that is not a size is an error at its place. */
+Test(rules_limits, budget_in_the_file)
+{
+	static const char f[] =
+		"memory_budget: 1MiB\n"
+		"rules:\n"
+		"  - id: r\n"
+		"    dimensions: [ip]\n"
+		"    limit: { algorithm: fixed_window, window: 1h, max_requests: 10 }\n";
+	sluice_rules_t *r = NULL;
+	sluice_rules_errors_t *e = NULL;
+	cr_assert_eq(sluice_rules_load_buffer("t.yaml", f, strlen(f), NULL, &r, &e), 1);
+	cr_assert(strstr(e->errors[0].msg, "over the memory budget of 1048576 bytes"), "%s",
+	          e->errors[0].msg);
+	cr_assert_eq(e->errors[0].mark.line, 3);
+	sluice_rules_errors_free(e);
+	sluice_rules_options_t o = { .memory_budget = 1ULL << 30 };
+	cr_assert_eq(sluice_rules_load_buffer("t.yaml", f, strlen(f), &o, &r, NULL), 0);
+	cr_assert_eq(r->memory_budget, 1ULL << 30);
+	sluice_rules_free(r);
+	static const char bad[] = "memory_budget: 2 GB\nrules: []\n";
+	cr_assert_eq(sluice_rules_load_buffer("t.yaml", bad, strlen(bad), NULL, &r, &e), 1);
+	cr_assert(strstr(e->errors[0].msg, "memory_budget: '2 GB' is not a size"), "%s",
+	          e->errors[0].msg);
+	cr_assert_eq(e->errors[0].mark.col, 16);
+	sluice_rules_errors_free(e);
+}
+
+/* The size grammar, at its edges. */
+Test(rules_limits, parse_size)
+{
+	static const struct {
+		const char *s;
+		int rc;
+		uint64_t v;
+	} t[] = {
+		{ "0", 0, 0 },           { "1", 0, 1 },
+		{ "512B", 0, 512 },      { "4k", 0, 4096 },
+		{ "4K", 0, 4096 },       { "4KiB", 0, 4096 },
+		{ "2m", 0, 2u << 20 },   { "2MiB", 0, 2u << 20 },
+		{ "1g", 0, 1ULL << 30 }, { "1GiB", 0, 1ULL << 30 },
+		{ "1T", 0, 1ULL << 40 }, { "18446744073709551615", 0, UINT64_MAX },
+		{ "18446744073709551616", SLUICE_ELIMIT, 0 }, { "16777216T", SLUICE_ELIMIT, 0 },
+		{ "", SLUICE_EINVAL, 0 }, { "g", SLUICE_EINVAL, 0 },
+		{ "1 g", SLUICE_EINVAL, 0 }, { "1gb", SLUICE_EINVAL, 0 },
+		{ "1GB", SLUICE_EINVAL, 0 }, { "-1", SLUICE_EINVAL, 0 },
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		uint64_t v = 12345;
+		int rc = sluice_rules_parse_size(t[i].s, strlen(t[i].s), &v);
+		cr_assert_eq(rc, t[i].rc, "'%s': rc %d", t[i].s, rc);
+		if (rc == 0)
+			cr_assert_eq(v, t[i].v, "'%s': %llu", t[i].s, (unsigned long long)v);
+	}
+}

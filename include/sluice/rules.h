@@ -37,6 +37,23 @@
  * LIMITS: input at most opt->max_bytes (default and largest
  * SLUICE_RULES_MAX_BYTES, 4 MiB); nesting at most SLUICE_RULES_DEPTH_MAX
  * (64) collections deep; at most SLUICE_RULES_RULES_MAX (10,000) rules.
+ *
+ * MEMORY.  A valid file can still ask for more memory than a machine has
+ * (a per-key rule's tables are keys.capacity slots per dimension: 400
+ * such rules at the default capacity are 3.3 GB).  So the loader adds up,
+ * before anything is allocated, what the engine would allocate for the
+ * file: per-key rules, their tables (sluice_keyed_region_bytes() each);
+ * global rules, their limiter (a sliding log's ring, a sliding window's
+ * buckets); every rule, its metrics (per-CPU stripes).  A file whose
+ * total passes the memory budget is invalid: one error at the rule whose
+ * running total crosses it, naming the total so far and the budget
+ * ("rule 'r131': the file needs N bytes of memory up to this rule, over
+ * the memory budget of B bytes").  The budget is opt->memory_budget when
+ * given, else the file's top-level memory_budget (a size: 512MiB, 2g),
+ * else SLUICE_RULES_MEMORY_BUDGET_DEFAULT (1 GiB).  The total and the
+ * budget of a valid file are in sluice_rules_t (memory_bytes,
+ * memory_budget).  Not counted: the engine's bookkeeping, a few hundred
+ * bytes per rule.
  * Anchors, aliases, tags and more than one document are refused (an alias
  * would let a small file expand without bound, and a tag changes a value's
  * type behind the schema's back).
@@ -68,6 +85,7 @@
 #define SLUICE_RULES_DIMS_MAX 8u          /* dimensions per rule         */
 #define SLUICE_RULES_ID_MAX 64u           /* longest rule id, bytes      */
 #define SLUICE_RULES_MSG_MAX 200u         /* longest message, with NUL   */
+#define SLUICE_RULES_MEMORY_BUDGET_DEFAULT ((uint64_t)1 << 30) /* MEMORY: 1 GiB */
 
 /* Where an element of the file starts: 1-based line and column (columns
  * count characters, as libyaml does).  0:0 names the file itself. */
@@ -212,6 +230,8 @@ typedef struct sluice_rules {
 	const char *file;         /* the name the load was given */
 	size_t count;
 	const sluice_rule_t *rules;
+	uint64_t memory_bytes;    /* what the rules' state needs (MEMORY) */
+	uint64_t memory_budget;   /* the budget it was checked against   */
 	/* private */
 	void *arena;
 } sluice_rules_t;
@@ -234,6 +254,8 @@ typedef struct sluice_rules_options {
 	size_t max_bytes;              /* 0: SLUICE_RULES_MAX_BYTES; at most that */
 	const sluice_clock_t *clock;   /* validate against this clock's resolution;
 	                                * NULL: a 1 ns clock (no resolution check) */
+	uint64_t memory_budget;        /* MEMORY: 0 for the file's memory_budget,
+	                                * else SLUICE_RULES_MEMORY_BUDGET_DEFAULT */
 } sluice_rules_options_t;
 
 /*
@@ -290,6 +312,15 @@ SLUICE_API int sluice_rules_error_format(const sluice_rules_errors_t *e, size_t 
 SLUICE_API void sluice_rule_keyed_config(const sluice_rule_t *r, sluice_keyed_config_t *out);
 SLUICE_API int sluice_rule_limiter_config(const sluice_rule_t *r, const sluice_clock_t *clock,
                                           sluice_limiter_config_t *out);
+
+/*
+ * sluice_rules_parse_size - @len bytes at @s as a size in bytes: digits,
+ * then nothing or B (bytes), k K KiB, m M MiB, g G GiB, t T TiB (binary
+ * multiples).  The grammar of memory_budget and `sluice --memory-budget`.
+ * Return: 0 and *@out; SLUICE_EINVAL (no digits, an unknown suffix, NULL),
+ * SLUICE_ELIMIT (above 2^64 - 1).
+ */
+SLUICE_API int sluice_rules_parse_size(const char *s, size_t len, uint64_t *out);
 
 /* sluice_rules_algo_name - the file's name of @a ("token_bucket", ...), or NULL. */
 SLUICE_API const char *sluice_rules_algo_name(sluice_algo_t a);
@@ -438,6 +469,9 @@ typedef struct sluice_engine_options {
 	void *region;                /* NULL: tables in process memory         */
 	size_t region_bytes;         /* with region: its size (>= 1 MiB)       */
 	size_t max_bytes;            /* rule files: 0 for SLUICE_RULES_MAX_BYTES */
+	uint64_t memory_budget;      /* MEMORY, for every load: 0 for the file's
+	                              * memory_budget, else 1 GiB; tables in the
+	                              * region count too                        */
 } sluice_engine_options_t;
 
 /* The kind of a lookup: a header (name compared case-insensitively by the
