@@ -1168,9 +1168,11 @@ static uint64_t configured_limit(const sluice_rules_limit_t *l)
  */
 static void take_rule(struct ctx *c, const struct sluice__node *n, sluice_rule_t *r)
 {
-	static const char *const keys[] = { "id", "match", "dimensions", "limit", "keys",
-		                            "fallback", "mode", "on_error", "adaptive" };
+	static const char *const keys[] = { "id",       "match",    "dimensions", "limit",
+		                            "keys",     "fallback", "mode",       "on_error",
+		                            "adaptive", "empty_key" };
 	static const char *const modes[] = { "enforce", "shadow" };
+	static const char *const empty_key[] = { "shared", "pass" };
 	static const char *const on_error[] = { "allow", "reject" };
 	const struct sluice__node *v[COUNT(keys)];
 	size_t before = sluice__err_total(c->x);
@@ -1224,6 +1226,12 @@ static void take_rule(struct ctx *c, const struct sluice__node *n, sluice_rule_t
 		r->mode = (sluice_rules_mode_t)i;
 	if (v[7] && get_enum(c, v[7], "on_error", on_error, 2, &i) == 0)
 		r->on_error = (sluice_rules_on_error_t)i;
+	if (v[9] && get_enum(c, v[9], "empty_key", empty_key, 2, &i) == 0) {
+		r->empty_key = (sluice_rules_empty_key_t)i;
+		if (!r->per_key && (!v[2] || r->ndims > 0))
+			ERR(c, v[9], "empty_key: says what a request with an empty or absent key does, "
+			             "and the rule has no per-key dimension");
+	}
 	int ad = v[8] ? take_adaptive(c, v[8], &r->adaptive) : 0;
 	bad |= ad;
 	if (v[8] && ad == 0 && limit_ok == 0 && a) {

@@ -233,7 +233,7 @@ static void print_limit(const sluice_rule_t *r)
 	}
 }
 
-static void print_key(const sluice_rules_dim_t *d, const struct req *q)
+static void print_key(const sluice_rule_t *ru, const sluice_rules_dim_t *d, const struct req *q)
 {
 	const char *val = NULL;
 	size_t len = 0;
@@ -265,7 +265,9 @@ static void print_key(const sluice_rules_dim_t *d, const struct req *q)
 	if (val && *val)
 		printf(" = %s\n", val);
 	else
-		printf(": none in the request (the one shared key of requests without it)\n");
+		printf(ru->empty_key == SLUICE_RULES_EMPTY_KEY_PASS
+		               ? ": none in the request (empty_key: pass, the rule does not limit it)\n"
+		               : ": none in the request (the one shared key of requests without it)\n");
 }
 
 static int explain(const char *path, const char *request)
@@ -326,7 +328,7 @@ static int explain(const char *path, const char *request)
 		printf("%s\n", ru->mode == SLUICE_RULES_SHADOW ? ", shadow" : "");
 		if (ru->per_key)
 			for (uint32_t d = 0; d < ru->ndims; d++)
-				print_key(&ru->dims[d], &q);
+				print_key(ru, &ru->dims[d], &q);
 		else
 			printf("  key global\n");
 		printf("  decides: %s", sluice_outcome_name(vr->outcome));

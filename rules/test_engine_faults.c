@@ -268,6 +268,7 @@ Test(engine_faults, empty_key_pass)
 		cr_assert_eq(decide_hdr(&k, "1.1.1.1", i % 2 ? "" : NULL, &v), SLUICE_ACTION_PASS,
 		             "request %d", i);
 		cr_assert_eq(v.nrules, 1);
+		cr_assert_eq(v.rules[0].outcome, SLUICE_OUTCOME_SKIPPED);
 		cr_assert_str_eq(sluice_outcome_name(v.rules[0].outcome), "skipped");
 	}
 	/* 1.1.1.1 with a key: its ip key still has both permits */

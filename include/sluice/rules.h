@@ -208,6 +208,12 @@ typedef struct sluice_rules_adaptive {
 	sluice_rules_mark_t mark;
 } sluice_rules_adaptive_t;
 
+/* empty_key: what a request whose key is empty or absent does (DECIDE). */
+typedef enum sluice_rules_empty_key {
+	SLUICE_RULES_EMPTY_KEY_SHARED = 0, /* counted under one shared key (default) */
+	SLUICE_RULES_EMPTY_KEY_PASS = 1,   /* not limited by the rule: skipped     */
+} sluice_rules_empty_key_t;
+
 typedef struct sluice_rule {
 	const char *id;                 /* 1..SLUICE_RULES_ID_MAX bytes    */
 	sluice_rules_match_t match;
@@ -222,6 +228,7 @@ typedef struct sluice_rule {
 	sluice_rules_adaptive_t adaptive;
 	sluice_rules_mark_t mark;       /* the rule's mapping              */
 	sluice_rules_mark_t id_mark;
+	sluice_rules_empty_key_t empty_key; /* per-key rules; SHARED otherwise */
 } sluice_rule_t;
 
 /* A validated rule set: immutable, rules in file order. */
@@ -352,10 +359,16 @@ SLUICE_API const char *sluice_rules_algo_name(sluice_algo_t a);
  * ip: the address bytes; user: the user id; route: the path; header:NAME,
  * query:NAME: the value the request's lookup callback returns (a value
  * longer than keys.key_max is a limiter error, SLUICE_EKEYLEN, unless
- * keys.hash_long_keys: size key_max for routes and headers).  A request
- * without a value (no user, no such header) is counted under one shared
- * key, a single 0 byte, so leaving a header out does not escape its
- * limit.  A global rule is one limiter (sluice/limiter.h).  Enforcing
+ * keys.hash_long_keys: size key_max for routes and headers).  EMPTY KEYS:
+ * a value that is absent (no address, no user, no such header or query
+ * argument) and one that is empty (0 bytes) are the same thing, and the
+ * rule's empty_key says what such a request does: shared (the default),
+ * it is counted under one key shared by every such request of the rule, a
+ * single 0 byte, so leaving a header out (or sending it empty) never
+ * escapes the limit; pass, it is not limited by the rule at all (nginx
+ * limit_req's behaviour): when any dimension the rule keys on is empty or
+ * absent, nothing is taken from any of its dimensions and its outcome is
+ * SLUICE_OUTCOME_SKIPPED (counted in sluice_rule_skipped_total).  A global rule is one limiter (sluice/limiter.h).  Enforcing
  * rules are all or nothing, as sluice/composite.h: the first refusal
  * gives back what the parts before it took (sluice_keyed_refund,
  * sluice_limiter_refund / _cancel for a booking) and asks no later part;
@@ -517,6 +530,9 @@ typedef enum sluice_outcome {
 	SLUICE_OUTCOME_NOT_ASKED = 5,      /* an earlier rule refused          */
 	SLUICE_OUTCOME_RETURNED = 6,       /* admitted, given back: a later rule refused */
 	SLUICE_OUTCOME_QUEUED = 7,         /* booked a slot delay_ns ahead     */
+	SLUICE_OUTCOME_SKIPPED = 8,        /* empty_key: pass, and a key the rule
+	                                    * keys on was empty or absent: not
+	                                    * limited, nothing taken           */
 } sluice_outcome_t;
 
 typedef struct sluice_verdict_rule {
@@ -678,14 +694,15 @@ SLUICE_API int sluice_verdict_headers(const sluice_verdict_t *v, sluice_header_f
  * the set in force, labelled {rule="<id>"} (no per-key labels),
  * sluice_rule_requests_total (passed + refused), _passed_total,
  * _refused_total, _shadow_refused_total, _queued_total, _errors_total,
- * _failures_total, the latency histogram (from complete()) and the
+ * _failures_total, _skipped_total, the latency histogram (from complete()) and the
  * queue-wait histogram (a queued admission's delay), the effective and
  * the configured limit as gauges; and the engine's reloads, failed
  * reloads and version.  What a decision counts per rule it matched:
  * passed (admitted, also when a later rule refused and its permit went
  * back, and a shadow rule's admissions and would-be refusals), refused
  * (enforce: refused, or a closed error), shadow_refused, queued (+ the
- * wait), errors (a limiter error, open or closed); a rule not asked (an
+ * wait), errors (a limiter error, open or closed), skipped (empty_key:
+ * pass, a key empty or absent; not in requests); a rule not asked (an
  * earlier rule refused) counts nothing.  A rule whose state is kept
  * across a reload keeps its counters (they never go back).  The format's
  * details are rules/metrics_internal.h's.  Takes the load mutex (a
