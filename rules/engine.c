@@ -742,7 +742,7 @@ int sluice_engine_sync(sluice_engine_t *e)
 	if (!e)
 		return SLUICE_EINVAL;
 	pthread_mutex_lock(&e->lock);
-	int rc = sluice__engine_sync_locked(e, sluice_clock_now(e->clock));
+	int rc = sluice__engine_sync_locked(e);
 	pthread_mutex_unlock(&e->lock);
 	return rc;
 }

@@ -150,7 +150,7 @@ void sluice__state_unref(sluice_engine_t *e, struct sluice__state *st);
 void sluice__set_free(sluice_engine_t *e, struct sluice__set *s);
 int sluice__engine_load(sluice_engine_t *e, const char *name, const void *buf, size_t len,
                         int is_file, sluice_rules_errors_t **errs);
-int sluice__engine_sync_locked(sluice_engine_t *e, uint64_t now);
+int sluice__engine_sync_locked(sluice_engine_t *e);
 
 /* engine.c: rule @id in @s (binary search of by_id), or NULL */
 const struct sluice__crule *sluice__set_find(const struct sluice__set *s, const char *id);

@@ -496,9 +496,18 @@ static struct sluice__state *state_new(sluice_engine_t *e, const sluice_rule_t *
 	return st;
 }
 
-/* Bring @st's live parameters to its target at @now.  Return: 1 when a
- * change is still pending, else 0. */
-static int apply(struct sluice__state *st, uint64_t now)
+/*
+ * Bring @st's live parameters to its target, each keyed setter stamped
+ * with a reading of @clock taken just before it (issue 22, Deliver 6): a
+ * change stamped with a reading older than decisions already made could
+ * forget what the keys owe, and a load's parse and compile take long
+ * enough for the reading the load began with to lag every decision made
+ * meanwhile.  The setters keep the newest reading a table has seen
+ * (keyed.h LIVE PARAMETERS); reading here as late as possible makes the
+ * stamp that newest reading, or as near it as this thread can.
+ * Return: 1 when a change is still pending, else 0.
+ */
+static int apply(struct sluice__state *st, const sluice_clock_t *clock)
 {
 	/* the adaptive controller's limit, when it has one, in place of the
 	 * file's: GCRA's rate (per the same period), the others' limit */
@@ -522,7 +531,8 @@ static int apply(struct sluice__state *st, uint64_t now)
 			if (sluice_keyed_params(&st->keyed[i], &p) == 0 && p.rate == t->rate &&
 			    p.period_ns == t->period_ns)
 				continue; /* already in force (another process) */
-			rc = sluice_keyed_set_rate_at(&st->keyed[i], t->rate, t->period_ns, now);
+			rc = sluice_keyed_set_rate_at(&st->keyed[i], t->rate, t->period_ns,
+			                              sluice_clock_now(clock));
 		}
 		if (st->lim && rc == 0)
 			rc = sluice_limiter_set_rate(st->lim, t->rate, t->period_ns);
@@ -536,7 +546,7 @@ static int apply(struct sluice__state *st, uint64_t now)
 			sluice_keyed_params_t p;
 			if (sluice_keyed_params(&st->keyed[i], &p) == 0 && p.burst == tb)
 				continue;
-			rc = sluice_keyed_set_burst_at(&st->keyed[i], tb, now);
+			rc = sluice_keyed_set_burst_at(&st->keyed[i], tb, sluice_clock_now(clock));
 		}
 		if (st->lim && rc == 0)
 			rc = sluice_limiter_set_burst(st->lim, tb);
@@ -552,7 +562,7 @@ static int apply(struct sluice__state *st, uint64_t now)
 			sluice_keyed_params_t p;
 			if (sluice_keyed_params(&st->keyed[i], &p) == 0 && p.limit == t->limit)
 				continue;
-			rc = sluice_keyed_set_limit_at(&st->keyed[i], t->limit, now);
+			rc = sluice_keyed_set_limit_at(&st->keyed[i], t->limit, sluice_clock_now(clock));
 		}
 		if (st->lim && rc == 0)
 			rc = sluice_limiter_set_limit(st->lim, t->limit);
@@ -563,7 +573,7 @@ static int apply(struct sluice__state *st, uint64_t now)
 	return st->pending;
 }
 
-int sluice__engine_sync_locked(sluice_engine_t *e, uint64_t now)
+int sluice__engine_sync_locked(sluice_engine_t *e)
 {
 	struct sluice__set *s = atomic_load_explicit(&e->set, memory_order_relaxed);
 	int n = 0;
@@ -571,7 +581,7 @@ int sluice__engine_sync_locked(sluice_engine_t *e, uint64_t now)
 		struct sluice__state *st = s->cr[i].st;
 		/* pending, or an adaptive limit that moved */
 		if (st->pending || atomic_load_explicit(&st->adapt_limit, memory_order_relaxed))
-			n += apply(st, now);
+			n += apply(st, e->clock);
 	}
 	return n;
 }
@@ -877,7 +887,7 @@ int sluice__engine_load(sluice_engine_t *e, const char *name, const void *buf, s
 	/* commit: the file's live parameters (a refused one stays pending) */
 	for (size_t i = 0; i < s->count; i++) {
 		s->cr[i].st->target = s->cr[i].r->limit;
-		apply(s->cr[i].st, now);
+		apply(s->cr[i].st, e->clock);
 	}
 	s->version = ++e->version;
 	sluice__metrics_engine_reload(&e->metrics, 1, s->version);

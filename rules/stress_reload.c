@@ -449,8 +449,10 @@ static int run_lower(int threads, double seconds, double per_s)
 	for (int t = 0; t < threads; t++)
 		pthread_create(&tid[t], NULL, low_decider, &recs[t]);
 	uint64_t t0 = mono_ns(), end = t0 + (uint64_t)(seconds * 1e9);
+	/* paced from each load's end, not caught up: the slow set is
+	 * then alone in force for a gap after each load that left it */
 	uint64_t gap = (uint64_t)(1e9 / per_s), failed = 0, pending = 0;
-	for (uint64_t next = t0; mono_ns() < end && nloads < LOW_LOADS; next += gap) {
+	while (mono_ns() < end && nloads < LOW_LOADS) {
 		const char *f = nloads % 2 == 1 ? low_slow : low_fast;
 		struct load_rec *L = &loads[nloads++];
 		L->start = sluice_clock_now(&sluice_clock_monotonic);
@@ -462,11 +464,8 @@ static int run_lower(int threads, double seconds, double per_s)
 			failed++;
 		L->rate = ri.rate;
 		pending += ri.pending != 0;
-		uint64_t now = mono_ns();
-		if (next + gap > now) {
-			struct timespec ts = { 0, (long)(next + gap - now) };
-			nanosleep(&ts, NULL);
-		}
+		struct timespec ts = { (time_t)(gap / 1000000000u), (long)(gap % 1000000000u) };
+		nanosleep(&ts, NULL);
 	}
 	double took = (double)(mono_ns() - t0) / 1e9;
 	atomic_store(&stop, 1);
