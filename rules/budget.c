@@ -48,31 +48,26 @@ uint64_t sluice__rule_memory(const sluice_rule_t *r, uint64_t metrics_bytes)
 		uint64_t t = ((uint64_t)r->keys.region_bytes + 63) & ~(uint64_t)63;
 		return sat_add(m, sat_mul(t, r->ndims));
 	}
+	uint64_t lim = 0, b = 1;
 	switch (l->algo) {
-	case SLUICE_ALGO_GCRA:
-		return sat_add(m, sluice_gcra_size());
-	case SLUICE_ALGO_LEAKY:
-		return sat_add(m, sluice_leaky_size());
-	case SLUICE_ALGO_FIXED:
-		return sat_add(m, sluice_fixed_size());
-	case SLUICE_ALGO_WINDOW: {
-		/* log.h, window.h MEMORY: 16 bytes per bucket, a power of two */
-		uint64_t b = 1;
+	case SLUICE_ALGO_GCRA: lim = sluice_gcra_size(); break;
+	case SLUICE_ALGO_LEAKY: lim = sluice_leaky_size(); break;
+	case SLUICE_ALGO_FIXED: lim = sluice_fixed_size(); break;
+	case SLUICE_ALGO_WARMUP: lim = sluice_warmup_size(); break;
+	case SLUICE_ALGO_DECAY: lim = sluice_decay_size(); break;
+	case SLUICE_ALGO_INFLIGHT: lim = sluice_inflight_size(); break;
+	case SLUICE_ALGO_WINDOW: /* window.h MEMORY: 16 bytes per bucket, a power of two */
 		while (b < l->buckets)
 			b <<= 1;
-		return sat_add(m, sat_add(sluice_window_size(), 16 * b));
-	}
-	case SLUICE_ALGO_LOG: /* 8 (C + 1) bytes, C = L */
-		return sat_add(m, sat_add(sluice_log_size(), sat_mul(8, sat_add(l->limit, 1))));
-	case SLUICE_ALGO_WARMUP:
-		return sat_add(m, sluice_warmup_size());
-	case SLUICE_ALGO_DECAY:
-		return sat_add(m, sluice_decay_size());
-	case SLUICE_ALGO_INFLIGHT:
-		return sat_add(m, sluice_inflight_size());
+		lim = sat_add(sluice_window_size(), 16 * b);
+		break;
+	case SLUICE_ALGO_LOG: /* log.h MEMORY: 8 (C + 1) bytes, C = L */
+		lim = sat_add(sluice_log_size(), sat_mul(8, sat_add(l->limit, 1)));
+		break;
 	default:
-		return m;
+		break;
 	}
+	return sat_add(m, lim);
 }
 
 /* Size suffixes: binary multiples, in nginx's letters (k, m, g) and the
@@ -81,20 +76,11 @@ static const struct {
 	const char *name;
 	uint64_t mul;
 } size_units[] = {
-	{ "", 1 },
-	{ "B", 1 },
-	{ "k", 1ULL << 10 },
-	{ "K", 1ULL << 10 },
-	{ "KiB", 1ULL << 10 },
-	{ "m", 1ULL << 20 },
-	{ "M", 1ULL << 20 },
-	{ "MiB", 1ULL << 20 },
-	{ "g", 1ULL << 30 },
-	{ "G", 1ULL << 30 },
-	{ "GiB", 1ULL << 30 },
-	{ "t", 1ULL << 40 },
-	{ "T", 1ULL << 40 },
-	{ "TiB", 1ULL << 40 },
+	{ "", 1 },           { "B", 1 },
+	{ "k", 1ULL << 10 }, { "K", 1ULL << 10 }, { "KiB", 1ULL << 10 },
+	{ "m", 1ULL << 20 }, { "M", 1ULL << 20 }, { "MiB", 1ULL << 20 },
+	{ "g", 1ULL << 30 }, { "G", 1ULL << 30 }, { "GiB", 1ULL << 30 },
+	{ "t", 1ULL << 40 }, { "T", 1ULL << 40 }, { "TiB", 1ULL << 40 },
 };
 
 int sluice_rules_parse_size(const char *s, size_t len, uint64_t *out)

@@ -27,7 +27,10 @@
  * alternates a file whose per-key token bucket is fast (T_A = 100 us) and
  * one where it is slow (T_B = 500 us), the same burst b = 4 and layout, so
  * each load changes the tables' rate live (sluice_keyed_set_rate_at
- * through reload.c); deciders take permits from two keys.  Each admission
+ * through reload.c), each with 40 more rules no request matches (a load
+ * takes a gateway file's while to parse and compile), one load per
+ * 1/reloads-per-s after the last one ended; deciders take permits from
+ * two keys.  Each admission
  * is recorded with its reading r (the verdict's now_ns) and a reading
  * taken when decide returned; the admission happened in between, and
  * only admissions whose gap is at most W = 20 us are counted (dropping
@@ -191,6 +194,16 @@ static void *decider(void *arg)
 	return NULL;
 }
 
+/* A verifier's check: say what failed, set the caller's `bad`. */
+#define CHECK(cond, ...)                                       \
+	do {                                                   \
+		if (!(cond)) {                                 \
+			fprintf(stderr, "FAIL: " __VA_ARGS__); \
+			fputc('\n', stderr);                   \
+			bad = 1;                               \
+		}                                              \
+	} while (0)
+
 static uint64_t mono_ns(void)
 {
 	struct timespec ts;
@@ -254,14 +267,6 @@ static int run_swap(int threads, double seconds, double per_s)
 			bad = 1;
 		}
 	}
-#define CHECK(cond, ...)                                       \
-	do {                                                   \
-		if (!(cond)) {                                 \
-			fprintf(stderr, "FAIL: " __VA_ARGS__); \
-			fputc('\n', stderr);                   \
-			bad = 1;                               \
-		}                                              \
-	} while (0)
 	CHECK(failed == 0, "%llu of %llu loads failed", (unsigned long long)failed,
 	      (unsigned long long)loads);
 	CHECK(all.verdicts == all.calls && all.errors == 0, "%llu calls, %llu verdicts, %llu errors",
@@ -308,7 +313,6 @@ static int run_swap(int threads, double seconds, double per_s)
 	sluice_engine_free(eng);
 	return bad;
 }
-#undef CHECK
 
 
 /* ---- a rate lowered by reloads while traffic flows (Deliver 6) ---- */
@@ -525,14 +529,6 @@ static int run_lower(int threads, double seconds, double per_s)
 		for (int k = 0; k < LOW_KEYS; k++)
 			free(recs[t].a[k]);
 	}
-#define CHECK(cond, ...)                                       \
-	do {                                                   \
-		if (!(cond)) {                                 \
-			fprintf(stderr, "FAIL: " __VA_ARGS__); \
-			fputc('\n', stderr);                   \
-			bad = 1;                               \
-		}                                              \
-	} while (0)
 	CHECK(failed == 0, "lower: %llu of %zu loads failed", (unsigned long long)failed, nloads);
 	CHECK(errors == 0, "lower: %llu decisions returned an error or no rule",
 	      (unsigned long long)errors);

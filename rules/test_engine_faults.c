@@ -70,71 +70,73 @@ static void old_rules_in_force(struct kit *k)
 	cr_assert_eq(decide(k, "GET", "/", NULL, "2.2.2.2", NULL, &v), SLUICE_ACTION_PASS);
 }
 
-/* data_off rewritten far past the region: the old code put the new table
- * at base + data_off + used (a SIGSEGV); now the load fails at the rule
- * that needs the table, naming the header, and nothing changes. */
-Test(engine_faults, region_data_off_out_of_range)
+/* Spend 1.1.1.1's permits on a new region, @rewrite its header as another
+ * process would, then load a file that needs a new table: the load must
+ * fail at that rule (line 6), naming the region header, with the rules
+ * in force and 1.1.1.1's state intact. */
+static void rewritten_refused(void (*rewrite)(uint64_t *h, int arg), int arg)
 {
 	void *reg = region_map(REGION_BYTES);
 	struct kit k;
 	spent_engine(&k, reg);
-	uint64_t *h = reg;
-	h[H_DATA_OFF] = UINT64_C(1) << 62;
-	cr_assert_eq(load_refused(&k, two_tables, 1, 6, "region header"), SLUICE_ELAYOUT);
+	rewrite(reg, arg);
+	cr_assert_eq(load_refused(&k, two_tables, 1, 6, "region header"), SLUICE_ELAYOUT,
+	             "rewrite %d", arg);
 	old_rules_in_force(&k);
 	kit_free(&k);
 	munmap(reg, REGION_BYTES);
 }
 
-/* data_off rewritten to an in-range value that puts the next table over
- * the first one (data_off - used): the old code formatted the new table
- * there, wiping 1.1.1.1's state; now the load fails. */
-Test(engine_faults, region_data_off_overlapping)
+/* far past the region: the old code put the new table at base +
+ * data_off + used (a SIGSEGV) */
+static void data_off_far(uint64_t *h, int arg)
 {
-	void *reg = region_map(REGION_BYTES);
-	struct kit k;
-	spent_engine(&k, reg);
-	uint64_t *h = reg;
+	(void)arg;
+	h[H_DATA_OFF] = UINT64_C(1) << 62;
+}
+
+/* in range, the next table over the first (data_off - used): the old
+ * code formatted it there, wiping 1.1.1.1's state */
+static void data_off_overlapping(uint64_t *h, int arg)
+{
+	(void)arg;
 	cr_assert_gt(h[H_USED], 0);
 	h[H_DATA_OFF] -= h[H_USED];
-	cr_assert_eq(load_refused(&k, two_tables, 1, 6, "region header"), SLUICE_ELAYOUT);
-	old_rules_in_force(&k);
-	kit_free(&k);
-	munmap(reg, REGION_BYTES);
 }
 
-/* The bump offset moved back (used = 0): the next table would land on
- * the first one.  The bump offset only grows, so a value below what this
- * engine has seen is a rewrite. */
+/* the bump offset moved back: it only grows, so a value below what this
+ * engine has seen is a rewrite (the next table would land on the first) */
+static void used_back(uint64_t *h, int arg)
+{
+	(void)arg;
+	h[H_USED] = 0;
+}
+
+static void word_flipped(uint64_t *h, int w)
+{
+	h[w] ^= UINT64_C(0x0101010101010101);
+}
+
+Test(engine_faults, region_data_off_out_of_range)
+{
+	rewritten_refused(data_off_far, 0);
+}
+
+Test(engine_faults, region_data_off_overlapping)
+{
+	rewritten_refused(data_off_overlapping, 0);
+}
+
 Test(engine_faults, region_used_moved_back)
 {
-	void *reg = region_map(REGION_BYTES);
-	struct kit k;
-	spent_engine(&k, reg);
-	uint64_t *h = reg;
-	h[H_USED] = 0;
-	cr_assert_eq(load_refused(&k, two_tables, 1, 6, "region header"), SLUICE_ELAYOUT);
-	old_rules_in_force(&k);
-	kit_free(&k);
-	munmap(reg, REGION_BYTES);
+	rewritten_refused(used_back, 0);
 }
 
-/* Every other header word rewritten, one at a time: each is a refused
- * load with the rules in force kept. */
+/* every other header word, one at a time */
 Test(engine_faults, region_header_words)
 {
-	for (int w = H_MAGIC; w <= H_BYTES; w++) {
-		void *reg = region_map(REGION_BYTES);
-		struct kit k;
-		spent_engine(&k, reg);
-		uint64_t *h = reg;
-		h[w] ^= UINT64_C(0x0101010101010101);
-		cr_assert_eq(load_refused(&k, two_tables, 1, 6, "region header"), SLUICE_ELAYOUT,
-		             "header word %d", w);
-		old_rules_in_force(&k);
-		kit_free(&k);
-		munmap(reg, REGION_BYTES);
-	}
+	for (int w = H_MAGIC; w <= H_BYTES; w++)
+		rewritten_refused(word_flipped, w);
 }
 
 static uint64_t rng_next(uint64_t *s)
