@@ -36,24 +36,8 @@
  *
  * LIMITS: input at most opt->max_bytes (default and largest
  * SLUICE_RULES_MAX_BYTES, 4 MiB); nesting at most SLUICE_RULES_DEPTH_MAX
- * (64) collections deep; at most SLUICE_RULES_RULES_MAX (10,000) rules.
- *
- * MEMORY.  A valid file can still ask for more memory than a machine has
- * (a per-key rule's tables are keys.capacity slots per dimension: 400
- * such rules at the default capacity are 3.3 GB).  So the loader adds up,
- * before anything is allocated, what the engine would allocate for the
- * file: per-key rules, their tables (sluice_keyed_region_bytes() each);
- * global rules, their limiter (a sliding log's ring, a sliding window's
- * buckets); every rule, its metrics (per-CPU stripes).  A file whose
- * total passes the memory budget is invalid: one error at the rule whose
- * running total crosses it, naming the total so far and the budget
- * ("rule 'r131': the file needs N bytes of memory up to this rule, over
- * the memory budget of B bytes").  The budget is opt->memory_budget when
- * given, else the file's top-level memory_budget (a size: 512MiB, 2g),
- * else SLUICE_RULES_MEMORY_BUDGET_DEFAULT (1 GiB).  The total and the
- * budget of a valid file are in sluice_rules_t (memory_bytes,
- * memory_budget).  Not counted: the engine's bookkeeping, a few hundred
- * bytes per rule.
+ * (64) collections deep; at most SLUICE_RULES_RULES_MAX (10,000) rules;
+ * the state at most a memory budget (MEMORY, at sluice_rules_options_t).
  * Anchors, aliases, tags and more than one document are refused (an alias
  * would let a small file expand without bound, and a tag changes a value's
  * type behind the schema's back).
@@ -257,6 +241,24 @@ typedef struct sluice_rules_errors {
 	sluice_rules_error_t *errors;
 } sluice_rules_errors_t;
 
+/*
+ * MEMORY.  A valid file can still ask for more memory than a machine has
+ * (a per-key rule's tables are keys.capacity slots per dimension: 400
+ * such rules at the default capacity are 3.3 GB).  So the loader adds up,
+ * before anything is allocated, what the engine would allocate for the
+ * file: per-key rules, their tables (sluice_keyed_region_bytes() each);
+ * global rules, their limiter (a sliding log's ring, a sliding window's
+ * buckets); every rule, its metrics (per-CPU stripes).  A file whose
+ * total passes the memory budget is invalid: one error at the rule whose
+ * running total crosses it, naming the total so far and the budget
+ * ("rule 'r131': the file needs N bytes of memory up to this rule, over
+ * the memory budget of B bytes").  The budget is opt->memory_budget when
+ * given, else the file's top-level memory_budget (a size: 512MiB, 2g),
+ * else SLUICE_RULES_MEMORY_BUDGET_DEFAULT (1 GiB).  The total and the
+ * budget of a valid file are in sluice_rules_t (memory_bytes,
+ * memory_budget).  Not counted: the engine's bookkeeping, a few hundred
+ * bytes per rule.
+ */
 typedef struct sluice_rules_options {
 	size_t max_bytes;              /* 0: SLUICE_RULES_MAX_BYTES; at most that */
 	const sluice_clock_t *clock;   /* validate against this clock's resolution;
