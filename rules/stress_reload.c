@@ -25,7 +25,9 @@
  * Then (issue 22, Deliver 6) a reload that lowers a rate while traffic
  * flows, on the real clock (sluice_clock_monotonic): the reloader
  * alternates a file whose per-key token bucket is fast (T_A = 100 us) and
- * one where it is slow (T_B = 500 us), the same burst b = 4 and layout, so
+ * one where it is slower by a fifth (T_B = 125 us: a change stamped L
+ * behind the decisions, losing L of debt, admits about L / T_B too many,
+ * against the verifier's slack of W / T_A), the same burst b = 4 and layout, so
  * each load changes the tables' rate live (sluice_keyed_set_rate_at
  * through reload.c), each with 40 more rules no request matches (a load
  * takes a gateway file's while to parse and compile), one load per
@@ -320,7 +322,7 @@ static int run_swap(int threads, double seconds, double per_s)
 #define LOW_KEYS 2
 #define LOW_BURST 4
 #define T_FAST 100000ULL /* ns: 10000/s */
-#define T_SLOW 500000ULL /* ns: 2000/s */
+#define T_SLOW 125000ULL /* ns: 8000/s */
 #define GAP_W 20000ULL   /* ns: the widest decide counted */
 #define LOW_RECS (1u << 18)
 #define LOW_LOADS (1u << 16)
@@ -349,7 +351,7 @@ static void low_files(void)
 		                      "    limit: { algorithm: fixed_window, window: 1h, max_requests: %d }\n",
 		                      i, i, 100 + i);
 	snprintf(low_fast, sizeof(low_fast), "%s%s", LOW_RULE("10000/s"), pad);
-	snprintf(low_slow, sizeof(low_slow), "%s%s", LOW_RULE("2000/s"), pad);
+	snprintf(low_slow, sizeof(low_slow), "%s%s", LOW_RULE("8000/s"), pad);
 }
 
 struct adm {
@@ -503,7 +505,7 @@ static int run_lower(int threads, double seconds, double per_s)
 		 * in force, before the next load began */
 		size_t j = 0;
 		for (size_t l = 0; l < nloads; l++) {
-			if (loads[l].rate != 2000)
+			if (loads[l].rate != 8000)
 				continue;
 			uint64_t from = loads[l].end;
 			uint64_t to = l + 1 < nloads ? loads[l + 1].start : UINT64_MAX;
