@@ -18,7 +18,14 @@ diff -u errors.expected "$out/stderr" || fail "check errors.yaml: stderr differs
 rc=$?
 [ $rc -eq 0 ] || { cat "$out/stderr"; fail "check examples/rules.yaml: exit $rc, expected 0"; }
 [ -s "$out/stderr" ] && fail "check examples/rules.yaml wrote to stderr"
-grep -qx '../../examples/rules.yaml: 9 rules, valid' "$out/stdout" || fail "valid: $(cat "$out/stdout")"
+# with the memory its tables, limiters and metrics need, and the budget
+grep -Eqx '\.\./\.\./examples/rules\.yaml: 9 rules, valid; needs [0-9]+ bytes of memory \(budget 1073741824\)' "$out/stdout" ||
+  fail "valid: $(cat "$out/stdout")"
+# a budget of the caller's: the same file refused under 1 MiB
+"$sluice" check --memory-budget=1MiB ../../examples/rules.yaml >"$out/stdout" 2>"$out/stderr"
+rc=$?
+[ $rc -eq 1 ] || fail "check --memory-budget=1MiB: exit $rc, expected 1"
+grep -Eq 'over the memory budget of 1048576 bytes' "$out/stderr" || fail "1MiB: $(cat "$out/stderr")"
 
 # a file that cannot be opened: exit 1, the file named
 "$sluice" check no-such-file.yaml 2>"$out/stderr"
@@ -27,9 +34,52 @@ rc=$?
 grep -qx 'no-such-file.yaml: cannot open: No such file or directory' "$out/stderr" ||
   fail "missing file: $(cat "$out/stderr")"
 
+# a FIFO with no writer: refused at once (the old code blocked in open())
+mkfifo "$out/fifo" || fail "mkfifo"
+timeout 20 "$sluice" check "$out/fifo" >"$out/stdout" 2>"$out/stderr"
+rc=$?
+[ $rc -eq 1 ] || fail "check on a FIFO: exit $rc, expected 1 (124: it blocked)"
+grep -qx "$out/fifo: cannot open: not a regular file" "$out/stderr" ||
+  fail "FIFO: $(cat "$out/stderr")"
+# nor a directory
+"$sluice" check . 2>"$out/stderr"
+[ $? -eq 1 ] && grep -qx ".: cannot open: not a regular file" "$out/stderr" ||
+  fail "directory: $(cat "$out/stderr")"
+
+# the memory a file needs: 400 per-key rules at the default capacity
+# (about 3.3 GB of tables) are refused under the default budget, at the
+# rule that crosses it; the old code called the file valid
+{
+  echo "rules:"
+  for i in $(seq 0 399); do
+    echo "  - id: r$i"
+    echo "    match: { prefix: /p$i/ }"
+    echo "    dimensions: [ip]"
+    echo "    limit: { algorithm: fixed_window, window: 1h, max_requests: 10 }"
+  done
+} >"$out/big.yaml"
+"$sluice" check "$out/big.yaml" >"$out/stdout" 2>"$out/stderr"
+rc=$?
+[ $rc -eq 1 ] || fail "check big.yaml: exit $rc, expected 1"
+grep -Eq "^$out/big.yaml:[0-9]+:5: rule 'r[0-9]+': the file needs [0-9]+ bytes of memory up to this rule, over the memory budget of 1073741824 bytes" "$out/stderr" ||
+  fail "big.yaml: $(cat "$out/stderr")"
+# explain refuses it the same way, before making an engine of it
+"$sluice" explain "$out/big.yaml" 'GET /p1/' >"$out/stdout" 2>"$out/stderr"
+rc=$?
+[ $rc -eq 1 ] && grep -q "over the memory budget of 1073741824 bytes" "$out/stderr" ||
+  fail "explain big.yaml: exit $rc, $(cat "$out/stderr")"
+# and passes it under a budget of 4g
+"$sluice" check --memory-budget=4g "$out/big.yaml" >"$out/stdout" 2>"$out/stderr"
+rc=$?
+[ $rc -eq 0 ] && grep -Eq "400 rules, valid; needs [0-9]+ bytes of memory \(budget 4294967296\)" "$out/stdout" ||
+  fail "check --memory-budget=4g big.yaml: exit $rc, $(cat "$out/stdout" "$out/stderr")"
+"$sluice" check --memory-budget=lots "$out/big.yaml" >"$out/stdout" 2>"$out/stderr"
+[ $? -eq 2 ] && grep -q "^sluice: --memory-budget: 'lots' is not a size" "$out/stderr" ||
+  fail "--memory-budget=lots: $(cat "$out/stderr")"
+
 # bad arguments: the usage line on stderr, exit 2
-usage="usage: sluice check RULES.yaml
-       sluice explain RULES.yaml 'METHOD PATH [ip=ADDR] [user=ID] [host=HOST] [header:NAME=VALUE] [query:NAME=VALUE]...'"
+usage="usage: sluice check [--memory-budget=SIZE] RULES.yaml
+       sluice explain [--memory-budget=SIZE] RULES.yaml 'METHOD PATH [ip=ADDR] [user=ID] [host=HOST] [header:NAME=VALUE] [query:NAME=VALUE]...'"
 for args in "" "check" "check a b" "explain errors.yaml" "chek errors.yaml" "--check"; do
   # shellcheck disable=SC2086
   "$sluice" $args >"$out/stdout" 2>"$out/stderr"

@@ -53,11 +53,15 @@ static inline void read_end(void)
 
 /* ---- keys --------------------------------------------------------- */
 
-/* The key of a request with no value for a dimension (rules.h DECIDE). */
+/* The key of a request with no value for a dimension (rules.h EMPTY
+ * KEYS, empty_key: shared). */
 static const unsigned char absent_key[1] = { 0 };
 
-static void dim_key(const sluice_rules_dim_t *d, const sluice_request_t *q, const void **key,
-                    size_t *len)
+/* The request's key for dimension @d; an empty or absent value is the
+ * shared absent_key.  Return: 1 when the request has a value, 0 when it
+ * got the shared key. */
+static int dim_key(const sluice_rules_dim_t *d, const sluice_request_t *q, const void **key,
+                   size_t *len)
 {
 	const void *k = NULL;
 	size_t n = 0;
@@ -85,12 +89,14 @@ static void dim_key(const sluice_rules_dim_t *d, const sluice_request_t *q, cons
 	default:
 		break;
 	}
-	if (!k || n == 0) {
-		k = absent_key;
-		n = 1;
+	if (SLUICE_UNLIKELY(!k || n == 0)) {
+		*key = absent_key;
+		*len = 1;
+		return 0;
 	}
 	*key = k;
 	*len = n;
+	return 1;
 }
 
 /* ---- the parts a decision took ------------------------------------ */
@@ -120,13 +126,15 @@ static void give_back(struct took *t)
 }
 
 /* The outcome of one rule over its limits. */
-enum { R_PASS, R_REFUSED, R_ERROR_OPEN, R_ERROR_CLOSED };
+enum { R_PASS, R_REFUSED, R_ERROR_OPEN, R_ERROR_CLOSED, R_SKIPPED };
 
 /*
  * Take one permit from every limit of state @st (its dimensions per
  * @shape) for @q at @now.  Appends what it took to @t (*@nt).  On a
  * refusal or a closed error, stops and leaves the caller to give back.
- * @vr gets the refusing (or the least remaining) decision.
+ * @vr gets the refusing (or the least remaining) decision.  Under
+ * empty_key: pass, every key is found first and a request with an empty
+ * or absent one takes nothing (R_SKIPPED).
  */
 static int take_state(struct sluice__state *st, const sluice_rule_t *shape,
                       const sluice_rule_t *rule, const sluice_request_t *q, uint64_t now,
@@ -135,19 +143,28 @@ static int take_state(struct sluice__state *st, const sluice_rule_t *shape,
 {
 	uint32_t nd = shape->per_key ? shape->ndims : 1;
 	const sluice_decision_t *best = NULL; /* the admission with least room */
+	/* the load bounded *nt + nd by SLUICE_ENGINE_PARTS_MAX (match.c) */
+	int keyed_first = shape->per_key && rule->empty_key == SLUICE_RULES_EMPTY_KEY_PASS;
+	if (keyed_first)
+		for (uint32_t i = 0; i < nd; i++)
+			if (!dim_key(&shape->dims[i], q, &t[*nt + i].key, &t[*nt + i].keylen))
+				return R_SKIPPED;
 	for (uint32_t i = 0; i < nd; i++) {
 		struct took *p = &t[*nt];
 		p->st = st;
 		p->vrule = vrule;
 		p->booked = 0;
-		p->key = NULL;
-		p->keylen = 0;
+		if (!keyed_first) {
+			p->key = NULL;
+			p->keylen = 0;
+		}
 		/* an error may leave it unwritten, and a refusal reports it */
 		p->d = (sluice_decision_t){ 0 };
 		int rc;
 		if (shape->per_key) {
 			p->dim = i;
-			dim_key(&shape->dims[i], q, &p->key, &p->keylen);
+			if (!keyed_first)
+				(void)dim_key(&shape->dims[i], q, &p->key, &p->keylen);
 			/* an in-flight key must fit the verdict, for complete()
 			 * to give it back: the load bounded keys of up to
 			 * key_max; a longer, hashed key may not fit, and is then
@@ -290,6 +307,9 @@ static void account(const struct sluice__crule *c, const sluice_verdict_rule_t *
 		sluice__metrics_count(m, SLUICE__METRICS_PASSED, 1);
 		sluice__metrics_count(m, SLUICE__METRICS_SHADOW_REFUSED, 1);
 		break;
+	case SLUICE_OUTCOME_SKIPPED:
+		sluice__metrics_count(m, SLUICE__METRICS_SKIPPED, 1);
+		break;
 	}
 	if (c->adaptive)
 		(void)sluice__adaptive_tick(c->adaptive, now);
@@ -394,6 +414,9 @@ int sluice_engine_decide_at(sluice_engine_t *e, const sluice_request_t *req, uin
 					v->delay_ns = vr->d.delay_ns;
 			}
 			break;
+		case R_SKIPPED:
+			vr->outcome = SLUICE_OUTCOME_SKIPPED;
+			break;
 		default:
 			refused = 1;
 			vr->outcome = rc == R_REFUSED ? SLUICE_OUTCOME_REFUSED
@@ -432,6 +455,8 @@ int sluice_engine_decide_at(sluice_engine_t *e, const sluice_request_t *req, uin
 		if (rc == R_PASS || rc == R_ERROR_OPEN) {
 			vr->outcome = rc == R_PASS ? SLUICE_OUTCOME_PASSED : SLUICE_OUTCOME_ERROR_OPEN;
 			hold(v, s, matched, t, 0, nt);
+		} else if (rc == R_SKIPPED) {
+			vr->outcome = SLUICE_OUTCOME_SKIPPED;
 		} else {
 			vr->outcome = SLUICE_OUTCOME_SHADOW_REFUSED;
 			if (v->action == SLUICE_ACTION_PASS) {
@@ -606,6 +631,7 @@ int sluice_engine_new(const sluice_engine_options_t *opt, sluice_engine_t **out)
 		return SLUICE_ENOMEM;
 	e->clock = clk;
 	e->max_bytes = o.max_bytes;
+	e->memory_budget = o.memory_budget;
 	e->next_serial = 1;
 	if (pthread_mutex_init(&e->lock, NULL) != 0) {
 		free(e);
@@ -716,7 +742,7 @@ int sluice_engine_sync(sluice_engine_t *e)
 	if (!e)
 		return SLUICE_EINVAL;
 	pthread_mutex_lock(&e->lock);
-	int rc = sluice__engine_sync_locked(e, sluice_clock_now(e->clock));
+	int rc = sluice__engine_sync_locked(e);
 	pthread_mutex_unlock(&e->lock);
 	return rc;
 }

@@ -121,6 +121,7 @@ struct sluice_engine {
 	struct sluice__set *_Atomic set; /* rcu_dereference / rcu_assign_pointer */
 	const sluice_clock_t *clock;
 	size_t max_bytes;
+	uint64_t memory_budget; /* options: 0 for the file's, else the default */
 	/* control side: the load mutex's */
 	pthread_mutex_t lock;
 	struct sluice__state *states;  /* every live state                   */
@@ -149,7 +150,7 @@ void sluice__state_unref(sluice_engine_t *e, struct sluice__state *st);
 void sluice__set_free(sluice_engine_t *e, struct sluice__set *s);
 int sluice__engine_load(sluice_engine_t *e, const char *name, const void *buf, size_t len,
                         int is_file, sluice_rules_errors_t **errs);
-int sluice__engine_sync_locked(sluice_engine_t *e, uint64_t now);
+int sluice__engine_sync_locked(sluice_engine_t *e);
 
 /* engine.c: rule @id in @s (binary search of by_id), or NULL */
 const struct sluice__crule *sluice__set_find(const struct sluice__set *s, const char *id);

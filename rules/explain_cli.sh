@@ -54,7 +54,7 @@ for req in "" "GET" "api/x" "GET api/x" "GET /x ip=300.1.1.1" "GET /x colour=red
   "$sluice" explain explain.yaml "$req" >"$out/stdout" 2>"$out/stderr"
   rc=$?
   [ $rc -eq 2 ] || fail "explain '$req': exit $rc, expected 2"
-  grep -q '^usage: sluice check RULES.yaml$' "$out/stderr" || fail "explain '$req': no usage"
+  grep -q '^usage: sluice check \[--memory-budget=SIZE\] RULES.yaml$' "$out/stderr" || fail "explain '$req': no usage"
   [ -s "$out/stdout" ] && fail "explain '$req' wrote to stdout"
 done
 "$sluice" explain explain.yaml >"$out/stdout" 2>"$out/stderr"

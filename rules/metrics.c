@@ -97,6 +97,20 @@ undo_counters:
 	return rc;
 }
 
+uint64_t sluice__metrics_bytes(int *oom)
+{
+	/* the cells a stripe takes on this machine, from the stripe itself */
+	sluice_stripe_t s;
+	*oom = 0;
+	if (sluice_stripe_init(&s, 0, SLUICE_STRIPE_BY_CPU) != 0) {
+		*oom = 1;
+		return 0;
+	}
+	uint64_t cells = sluice_stripe_cells(&s);
+	sluice_stripe_destroy(&s);
+	return (uint64_t)SLUICE__METRICS_STRIPES * cells * sizeof(struct sluice_stripe_cell);
+}
+
 void sluice__metrics_free(sluice__metrics_t *m)
 {
 	if (!m || !m->latency.bounds)

@@ -99,7 +99,10 @@
 	  "Requests a shadow-mode rule would have refused (they were admitted).")             \
 	X(QUEUED, queued, "Requests this rule admitted after a queueing delay.")              \
 	X(ERRORS, errors, "Limiter errors on this rule (answered as its on_error says).")     \
-	X(FAILURES, failures, "Completed requests the caller reported as failed (ok = 0).")
+	X(FAILURES, failures, "Completed requests the caller reported as failed (ok = 0).")   \
+	X(SKIPPED, skipped,                                                                   \
+	  "Requests this rule did not limit: a key it keys on was empty or absent "          \
+	  "(empty_key: pass).")
 
 typedef enum sluice__metrics_outcome {
 #define SLUICE__METRICS_ENUM(E, n, h) SLUICE__METRICS_##E,
@@ -131,7 +134,7 @@ typedef struct sluice__hist {
 	sluice_stripe_t sum_us;
 } sluice__hist_t;
 
-/* 6 counters, 26 + 1 latency stripes, 17 + 1 queue stripes */
+/* 7 counters, 26 + 1 latency stripes, 17 + 1 queue stripes */
 #define SLUICE__METRICS_STRIPES \
 	(SLUICE__METRICS_NCOUNTERS + SLUICE__METRICS_LATENCY_BOUNDS + 2 + SLUICE__METRICS_QUEUE_BOUNDS + 2)
 
@@ -151,6 +154,12 @@ typedef struct sluice__metrics {
  * Return: 0, SLUICE_EINVAL (NULL @m), SLUICE_ECELLS, SLUICE_ENOMEM.
  */
 int sluice__metrics_init(sluice__metrics_t *m, uint32_t ncells);
+
+/* sluice__metrics_bytes - the bytes one rule's metrics allocate on this
+ * machine (every stripe of sluice__metrics_init at the default cells),
+ * for the memory budget (rules/budget.c).  Allocates one stripe for a
+ * moment to learn the cells; *@oom set (and 0 returned) if it cannot. */
+uint64_t sluice__metrics_bytes(int *oom);
 
 /* sluice__metrics_free - free the stripes.  NULL-safe; no recording or
  * write may be running on @m (the engine frees after a grace period). */

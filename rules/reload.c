@@ -34,7 +34,14 @@
  * entry's release publishes the table, the offset only partitions).  Everything read from
  * the region is checked (offsets and sizes against the region; attach
  * validates the table itself), so another process's bytes cannot make
- * this one read outside it.
+ * this one read outside it.  The header's fixed fields (slots, bytes,
+ * data_off) are copied at open and only the copies are used; before it
+ * takes space, a load checks that the shared header still says what it
+ * said at open and that the bump offset has not gone back below the end
+ * of any table this engine made or attached (it only grows): either found
+ * changed, another process wrote the header, and the load fails with
+ * SLUICE_ELAYOUT ("region header ... changed") before it writes anything,
+ * so no table is laid over another by a rewritten header.
  */
 /* First: _LGPL_SOURCE and urcu-bp.h, before any system header (it says why). */
 #include "urcu_internal.h"
@@ -57,6 +64,9 @@
 #define ENT_CLAIMED 1ULL
 #define ENT_READY 2ULL
 #define ENT_DEAD 3ULL
+/* region_table's own code, never returned by the engine: the header
+ * changed since open (compile() reports it as SLUICE_ELAYOUT, by name) */
+#define SLUICE__EREGION 1000
 
 struct rhdr {
 	_Atomic uint64_t magic;
@@ -80,7 +90,27 @@ struct sluice__region {
 	size_t bytes;
 	struct rhdr *hdr;
 	struct rent *ents;
+	/* private copies, taken at open: what the header said then */
+	uint64_t data_off;
+	uint64_t seen_end; /* the end of the furthest table made or attached */
 };
+
+/* Does the shared header still say what it said at open, and has the
+ * bump offset not gone back?  @used: the offset read.  Return: 1 if so. */
+static int header_intact(const struct sluice__region *g, uint64_t used)
+{
+	const struct rhdr *h = g->hdr;
+	return atomic_load_explicit(&g->hdr->magic, memory_order_relaxed) == REGION_MAGIC &&
+	       h->version == REGION_VERSION && h->slots == SLUICE_ENGINE_DIR_SLOTS &&
+	       h->bytes == g->bytes && h->data_off == g->data_off &&
+	       used <= g->bytes - g->data_off && g->data_off + used >= g->seen_end;
+}
+
+static void saw_table(struct sluice__region *g, uint64_t off, uint64_t bytes)
+{
+	if (off + bytes > g->seen_end)
+		g->seen_end = off + bytes;
+}
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
@@ -110,6 +140,8 @@ int sluice__region_open(sluice_engine_t *e, void *mem, size_t bytes)
 	g->ents = (struct rent *)(g->base + 64);
 	uint64_t data = 64 + (uint64_t)SLUICE_ENGINE_DIR_SLOTS * sizeof(struct rent);
 	uint64_t m = 0;
+	g->data_off = data;
+	g->seen_end = data;
 	/* The first engine formats the directory: CAS 0 -> INIT, the fields,
 	 * then the magic with a release store that attachers' acquire pairs
 	 * with.  A region of all zero bytes is a new one. */
@@ -150,8 +182,13 @@ size_t sluice__region_used(const sluice_engine_t *e)
 {
 	if (!e->region)
 		return 0;
-	return (size_t)(e->region->hdr->data_off +
-	                atomic_load_explicit(&e->region->hdr->used, memory_order_relaxed));
+	/* the private data_off; a used past the region (rewritten) is
+	 * reported as the whole region */
+	const struct sluice__region *g = e->region;
+	uint64_t used = atomic_load_explicit(&g->hdr->used, memory_order_relaxed);
+	if (used > g->bytes - g->data_off)
+		used = g->bytes - g->data_off;
+	return (size_t)(g->data_off + used);
 }
 
 /* The region's table named (@id, @d, @kc): found and attached, or claimed,
@@ -185,11 +222,18 @@ static int region_table(sluice_engine_t *e, const char *id, const sluice_rules_d
 			 * takes nothing and a smaller one can still come; the
 			 * retries are bounded (other processes taking space) */
 			uint64_t sz = (need + 63) & ~(uint64_t)63, off, at;
-			uint64_t room = g->bytes - g->hdr->data_off;
-			int tries = 0, got = 0;
+			uint64_t room = g->bytes - g->data_off;
+			int tries = 0, got = 0, changed = 0;
 			off = atomic_load_explicit(&g->hdr->used, memory_order_relaxed);
 			while (!got && tries++ < 4096) {
-				if (off > room || sz > room - off)
+				/* each value of the offset the CAS could take is
+				 * checked, with the header (another process may
+				 * have rewritten either since open) */
+				if (!header_intact(g, off)) {
+					changed = 1;
+					break;
+				}
+				if (sz > room - off)
 					break;
 				got = atomic_compare_exchange_weak_explicit(&g->hdr->used, &off, off + sz,
 				                                            memory_order_relaxed,
@@ -197,9 +241,11 @@ static int region_table(sluice_engine_t *e, const char *id, const sluice_rules_d
 			}
 			if (!got) {
 				atomic_store_explicit(&en->word, (fp << 2) | ENT_DEAD, memory_order_release);
-				return tries > 4096 ? SLUICE_EBUSY : SLUICE_EMEMORY;
+				return changed ? SLUICE__EREGION
+				               : tries > 4096 ? SLUICE_EBUSY : SLUICE_EMEMORY;
 			}
-			at = g->hdr->data_off + off;
+			at = g->data_off + off;
+			saw_table(g, at, sz);
 			en->digest = h;
 			en->off = at;
 			en->bytes = need;
@@ -231,10 +277,13 @@ static int region_table(sluice_engine_t *e, const char *id, const sluice_rules_d
 		    strncmp(en->id, id, sizeof(en->id)) != 0 ||
 		    strncmp(en->name, dname, sizeof(en->name)) != 0)
 			continue;
-		if (en->off < g->hdr->data_off || en->off > g->bytes || en->bytes > g->bytes - en->off ||
-		    en->bytes < need)
+		uint64_t eoff = en->off, ebytes = en->bytes; /* read once: shared */
+		if (eoff < g->data_off || eoff > g->bytes || ebytes > g->bytes - eoff || ebytes < need)
 			return SLUICE_ELAYOUT;
-		return sluice_keyed_attach(g->base + en->off, en->bytes, e->clock, k);
+		int rc = sluice_keyed_attach(g->base + eoff, ebytes, e->clock, k);
+		if (rc == 0)
+			saw_table(g, eoff, ebytes);
+		return rc;
 	}
 	return SLUICE_EMEMORY; /* the directory is full */
 }
@@ -447,9 +496,18 @@ static struct sluice__state *state_new(sluice_engine_t *e, const sluice_rule_t *
 	return st;
 }
 
-/* Bring @st's live parameters to its target at @now.  Return: 1 when a
- * change is still pending, else 0. */
-static int apply(struct sluice__state *st, uint64_t now)
+/*
+ * Bring @st's live parameters to its target, each keyed setter stamped
+ * with a reading of @clock taken just before it (issue 22, Deliver 6): a
+ * change stamped with a reading older than decisions already made could
+ * forget what the keys owe, and a load's parse and compile take long
+ * enough for the reading the load began with to lag every decision made
+ * meanwhile.  The setters keep the newest reading a table has seen
+ * (keyed.h LIVE PARAMETERS); reading here as late as possible makes the
+ * stamp that newest reading, or as near it as this thread can.
+ * Return: 1 when a change is still pending, else 0.
+ */
+static int apply(struct sluice__state *st, const sluice_clock_t *clock)
 {
 	/* the adaptive controller's limit, when it has one, in place of the
 	 * file's: GCRA's rate (per the same period), the others' limit */
@@ -473,7 +531,8 @@ static int apply(struct sluice__state *st, uint64_t now)
 			if (sluice_keyed_params(&st->keyed[i], &p) == 0 && p.rate == t->rate &&
 			    p.period_ns == t->period_ns)
 				continue; /* already in force (another process) */
-			rc = sluice_keyed_set_rate_at(&st->keyed[i], t->rate, t->period_ns, now);
+			rc = sluice_keyed_set_rate_at(&st->keyed[i], t->rate, t->period_ns,
+			                              sluice_clock_now(clock));
 		}
 		if (st->lim && rc == 0)
 			rc = sluice_limiter_set_rate(st->lim, t->rate, t->period_ns);
@@ -487,7 +546,7 @@ static int apply(struct sluice__state *st, uint64_t now)
 			sluice_keyed_params_t p;
 			if (sluice_keyed_params(&st->keyed[i], &p) == 0 && p.burst == tb)
 				continue;
-			rc = sluice_keyed_set_burst_at(&st->keyed[i], tb, now);
+			rc = sluice_keyed_set_burst_at(&st->keyed[i], tb, sluice_clock_now(clock));
 		}
 		if (st->lim && rc == 0)
 			rc = sluice_limiter_set_burst(st->lim, tb);
@@ -503,7 +562,7 @@ static int apply(struct sluice__state *st, uint64_t now)
 			sluice_keyed_params_t p;
 			if (sluice_keyed_params(&st->keyed[i], &p) == 0 && p.limit == t->limit)
 				continue;
-			rc = sluice_keyed_set_limit_at(&st->keyed[i], t->limit, now);
+			rc = sluice_keyed_set_limit_at(&st->keyed[i], t->limit, sluice_clock_now(clock));
 		}
 		if (st->lim && rc == 0)
 			rc = sluice_limiter_set_limit(st->lim, t->limit);
@@ -514,7 +573,7 @@ static int apply(struct sluice__state *st, uint64_t now)
 	return st->pending;
 }
 
-int sluice__engine_sync_locked(sluice_engine_t *e, uint64_t now)
+int sluice__engine_sync_locked(sluice_engine_t *e)
 {
 	struct sluice__set *s = atomic_load_explicit(&e->set, memory_order_relaxed);
 	int n = 0;
@@ -522,7 +581,7 @@ int sluice__engine_sync_locked(sluice_engine_t *e, uint64_t now)
 		struct sluice__state *st = s->cr[i].st;
 		/* pending, or an adaptive limit that moved */
 		if (st->pending || atomic_load_explicit(&st->adapt_limit, memory_order_relaxed))
-			n += apply(st, now);
+			n += apply(st, e->clock);
 	}
 	return n;
 }
@@ -679,6 +738,12 @@ static struct sluice__set *compile(sluice_engine_t *e, sluice_rules_t *rules,
 		if (!c->st) {
 			if (rc == SLUICE_ENOMEM)
 				x->oom = 1;
+			else if (rc == SLUICE__EREGION)
+				sluice__err(x, &r->mark, SLUICE_ELAYOUT,
+				            "rule '%s': its table could not be made: the shared region header "
+				            "changed since this engine opened the region (another process "
+				            "wrote it), so no table is placed in it (SLUICE_ELAYOUT)",
+				            r->id);
 			else
 				sluice__err(x, &r->mark, rc, "rule '%s': its table could not be made: %s (%s)",
 				            r->id, sluice_err_name(rc), sluice_strerror(rc));
@@ -773,7 +838,8 @@ fail:
 int sluice__engine_load(sluice_engine_t *e, const char *name, const void *buf, size_t len,
                         int is_file, sluice_rules_errors_t **errs)
 {
-	sluice_rules_options_t ro = { .max_bytes = e->max_bytes, .clock = e->clock };
+	sluice_rules_options_t ro = { .max_bytes = e->max_bytes, .clock = e->clock,
+	                              .memory_budget = e->memory_budget };
 	sluice_rules_t *rules = NULL;
 	sluice_rules_errors_t *le = NULL;
 	pthread_mutex_lock(&e->lock);
@@ -821,7 +887,7 @@ int sluice__engine_load(sluice_engine_t *e, const char *name, const void *buf, s
 	/* commit: the file's live parameters (a refused one stays pending) */
 	for (size_t i = 0; i < s->count; i++) {
 		s->cr[i].st->target = s->cr[i].r->limit;
-		apply(s->cr[i].st, now);
+		apply(s->cr[i].st, e->clock);
 	}
 	s->version = ++e->version;
 	sluice__metrics_engine_reload(&e->metrics, 1, s->version);

@@ -12,9 +12,12 @@
  * kind of rules/test_rules.c and the fuzz target).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "rules_internal.h"
 #include "sluice/error.h"
@@ -181,6 +184,7 @@ static int finish(const char *name, const unsigned char *buf, size_t len,
 	char *file = strdup(name);
 	sluice_rule_t *rules = NULL;
 	size_t count = 0;
+	uint64_t memory = 0, budget = 0;
 	int rc;
 
 	if (!desc || !r || !file)
@@ -191,7 +195,7 @@ static int finish(const char *name, const unsigned char *buf, size_t len,
 		if (complete && !x->oom) {
 			/* the schema is checked only on a tree read to its end:
 			 * after a syntax error it would report what is missing */
-			rules = sluice__schema_check(desc, x, root, opt, &count);
+			rules = sluice__schema_check(desc, x, root, opt, &count, &memory, &budget);
 		}
 	}
 	sluice__arena_free(&tree);
@@ -209,6 +213,8 @@ static int finish(const char *name, const unsigned char *buf, size_t len,
 		r->file = file;
 		r->count = count;
 		r->rules = rules;
+		r->memory_bytes = memory;
+		r->memory_budget = budget;
 		r->arena = desc;
 		*out = r;
 		return 0;
@@ -283,9 +289,23 @@ int sluice_rules_load_file(const char *path, const sluice_rules_options_t *opt,
 
 	unsigned char *buf = NULL;
 	size_t len = 0;
-	FILE *f = fopen(path, "rb");
-	if (!f) {
+	/* O_NONBLOCK: a FIFO with no writer would block open() for ever;
+	 * only a regular file is read (a FIFO, a device or a directory is
+	 * refused before any read), and for one the flag changes nothing */
+	FILE *f = NULL;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0) {
 		sluice__err(&x, NULL, 0, "cannot open: %s", strerror(errno));
+	} else if (fstat(fd, &st) != 0) {
+		sluice__err(&x, NULL, 0, "cannot open: %s", strerror(errno));
+		close(fd);
+	} else if (!S_ISREG(st.st_mode)) {
+		sluice__err(&x, NULL, 0, "cannot open: not a regular file");
+		close(fd);
+	} else if (!(f = fdopen(fd, "rb"))) {
+		sluice__err(&x, NULL, 0, "cannot open: %s", strerror(errno));
+		close(fd);
 	} else if (!(buf = malloc(cap + 1))) {
 		x.oom = 1;
 	} else {

@@ -66,15 +66,25 @@ struct sluice__node {
  * Return: the root (NULL for an empty stream), *@complete 1 when the whole
  * input was read and the tree can be checked against the schema.
  */
+/* The libyaml events the calling thread's last sluice__tree_parse pulled
+ * (for the tests: reading stops at a depth error, tree.c DESIGN). */
+extern _Thread_local size_t sluice__tree_events;
 struct sluice__node *sluice__tree_parse(struct sluice__arena *a, struct sluice__errs *x,
                                         const unsigned char *buf, size_t len, int *complete);
 
 /*
  * Check @root against the schema and build the description in @out.
- * Return: the rules array (NULL when invalid or out of memory), *@count.
+ * Return: the rules array (NULL when invalid or out of memory), *@count,
+ * *@memory (the total rules.h MEMORY counts) and *@budget (the budget
+ * applied).
  */
 sluice_rule_t *sluice__schema_check(struct sluice__arena *out, struct sluice__errs *x,
                                     const struct sluice__node *root,
-                                    const sluice_rules_options_t *opt, size_t *count);
+                                    const sluice_rules_options_t *opt, size_t *count,
+                                    uint64_t *memory, uint64_t *budget);
+
+/* The bytes rule @r's state takes (rules/budget.c DESIGN), with
+ * @metrics_bytes for its metrics; saturating. */
+uint64_t sluice__rule_memory(const sluice_rule_t *r, uint64_t metrics_bytes);
 
 #endif /* SLUICE_RULES_INTERNAL_H */

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "metrics_internal.h"
 #include "rules_internal.h"
 #include "sluice/error.h"
 #include "sluice/keyed.h"
@@ -1167,9 +1168,11 @@ static uint64_t configured_limit(const sluice_rules_limit_t *l)
  */
 static void take_rule(struct ctx *c, const struct sluice__node *n, sluice_rule_t *r)
 {
-	static const char *const keys[] = { "id", "match", "dimensions", "limit", "keys",
-		                            "fallback", "mode", "on_error", "adaptive" };
+	static const char *const keys[] = { "id",       "match",    "dimensions", "limit",
+		                            "keys",     "fallback", "mode",       "on_error",
+		                            "adaptive", "empty_key" };
 	static const char *const modes[] = { "enforce", "shadow" };
+	static const char *const empty_key[] = { "shared", "pass" };
 	static const char *const on_error[] = { "allow", "reject" };
 	const struct sluice__node *v[COUNT(keys)];
 	size_t before = sluice__err_total(c->x);
@@ -1223,6 +1226,12 @@ static void take_rule(struct ctx *c, const struct sluice__node *n, sluice_rule_t
 		r->mode = (sluice_rules_mode_t)i;
 	if (v[7] && get_enum(c, v[7], "on_error", on_error, 2, &i) == 0)
 		r->on_error = (sluice_rules_on_error_t)i;
+	if (v[9] && get_enum(c, v[9], "empty_key", empty_key, 2, &i) == 0) {
+		r->empty_key = (sluice_rules_empty_key_t)i;
+		if (!r->per_key && (!v[2] || r->ndims > 0))
+			ERR(c, v[9], "empty_key: says what a request with an empty or absent key does, "
+			             "and the rule has no per-key dimension");
+	}
 	int ad = v[8] ? take_adaptive(c, v[8], &r->adaptive) : 0;
 	bad |= ad;
 	if (v[8] && ad == 0 && limit_ok == 0 && a) {
@@ -1260,12 +1269,15 @@ static int id_cmp(const void *pa, const void *pb)
 
 sluice_rule_t *sluice__schema_check(struct sluice__arena *out, struct sluice__errs *x,
                                     const struct sluice__node *root,
-                                    const sluice_rules_options_t *opt, size_t *count)
+                                    const sluice_rules_options_t *opt, size_t *count,
+                                    uint64_t *memory, uint64_t *budget)
 {
 	struct ctx c = { out, x, opt };
-	static const char *const keys[] = { "version", "rules" };
+	static const char *const keys[] = { "version", "rules", "memory_budget" };
 	const struct sluice__node *v[COUNT(keys)];
 	*count = 0;
+	*memory = 0;
+	*budget = SLUICE_RULES_MEMORY_BUDGET_DEFAULT;
 	if (!root) {
 		sluice_rules_mark_t m = { 1, 1 };
 		sluice__err(x, &m, 0, "empty file: expected a mapping with 'rules'");
@@ -1277,6 +1289,21 @@ sluice_rule_t *sluice__schema_check(struct sluice__arena *out, struct sluice__er
 	if (v[0] && get_uint(&c, v[0], "version", 0, UINT64_MAX, &ver) == 0 && ver != 1)
 		ERR(&c, v[0], "version: %llu is not a version this sluice reads (1)",
 		    (unsigned long long)ver);
+	if (v[2] && !need_scalar(&c, v[2], "memory_budget", "a size such as 512MiB or 2g")) {
+		uint64_t b = 0;
+		int rc = sluice_rules_parse_size(v[2]->s, v[2]->len, &b);
+		char sb[48];
+		if (rc != 0 || !v[2]->plain)
+			ERR(&c, v[2], "memory_budget: '%s' is not a size (expected a size such as 512MiB "
+			              "or 2g: digits, then B, k, m, g, t or KiB, MiB, GiB, TiB)",
+			    shown(v[2], sb));
+		else if (b == 0)
+			ERR(&c, v[2], "memory_budget: must be at least 1 byte");
+		else
+			*budget = b;
+	}
+	if (opt && opt->memory_budget)
+		*budget = opt->memory_budget; /* the caller's wins (rules.h MEMORY) */
 	if (!v[1]) {
 		ERR(&c, root, "file: 'rules' is missing");
 		return NULL;
@@ -1302,11 +1329,30 @@ sluice_rule_t *sluice__schema_check(struct sluice__arena *out, struct sluice__er
 		return NULL;
 	}
 	size_t k = 0, nid = 0;
+	int oom = 0, crossed = 0;
+	uint64_t mbytes = n ? sluice__metrics_bytes(&oom) : 0, total = 0;
+	if (oom)
+		x->oom = 1;
 	for (const struct sluice__node *e = list->first; e && !x->oom; e = e->next, k++) {
+		size_t before = sluice__err_total(x);
 		take_rule(&c, e, &rules[k]);
 		if (rules[k].id)
 			ids[nid++] = (struct id_ref){ rules[k].id, rules[k].id_mark };
+		/* MEMORY: a valid rule's cost, in file order; the first rule
+		 * that crosses the budget is the error */
+		if (sluice__err_total(x) != before)
+			continue;
+		uint64_t cost = sluice__rule_memory(&rules[k], mbytes);
+		total = total + cost < total ? UINT64_MAX : total + cost;
+		if (total > *budget && !crossed) {
+			crossed = 1;
+			sluice__err(x, &rules[k].mark, SLUICE_EMEMORY,
+			            "rule '%s': the file needs %llu bytes of memory up to this rule, over "
+			            "the memory budget of %llu bytes (its tables, limiters and metrics)",
+			            rules[k].id, (unsigned long long)total, (unsigned long long)*budget);
+		}
 	}
+	*memory = total;
 	qsort(ids, nid, sizeof(*ids), id_cmp);
 	/* sorted by id, then by place: each later copy names the first */
 	for (size_t i = 1, first = 0; i < nid; i++) {

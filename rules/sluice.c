@@ -1,14 +1,20 @@
 /*
  * rules/sluice.c - the `sluice` command.
  *
- *   sluice check FILE   exit 0 when FILE is a valid rule file; else every
- *                       error as "FILE:line:col: message" on stderr, exit 1
+ *   sluice check FILE   exit 0 when FILE is a valid rule file (printing
+ *                       its rules and the memory its state needs, rules.h
+ *                       MEMORY); else every error as
+ *                       "FILE:line:col: message" on stderr, exit 1
  *   sluice explain FILE 'METHOD PATH [ip=ADDR] [user=ID] [host=HOST]
  *                       [header:NAME=VALUE] [query:NAME=VALUE]...'
  *                       which rules the request matches, the key each of
  *                       their dimensions uses, and what each would decide
  *                       on a fresh engine (every key's state new), exit 0;
  *                       an invalid FILE as check, exit 1
+ *
+ * Both take --memory-budget=SIZE after the subcommand (a size as the
+ * file's memory_budget: 512MiB, 2g): the budget the file is checked
+ * against, in place of the file's own or the 1 GiB default.
  *
  * Anything else (no subcommand, an unknown one, a missing or extra
  * argument, a request that does not parse) prints the usage on stderr and
@@ -28,9 +34,11 @@
 #include "sluice/rules.h"
 
 static const char usage[] =
-	"usage: sluice check RULES.yaml\n"
-	"       sluice explain RULES.yaml 'METHOD PATH [ip=ADDR] [user=ID] [host=HOST] "
-	"[header:NAME=VALUE] [query:NAME=VALUE]...'\n";
+	"usage: sluice check [--memory-budget=SIZE] RULES.yaml\n"
+	"       sluice explain [--memory-budget=SIZE] RULES.yaml 'METHOD PATH [ip=ADDR] [user=ID] "
+	"[host=HOST] [header:NAME=VALUE] [query:NAME=VALUE]...'\n";
+
+static uint64_t memory_budget; /* --memory-budget; 0: the file's or the default */
 
 static void print_errors(const char *path, int rc, sluice_rules_errors_t *e)
 {
@@ -52,9 +60,12 @@ static int check(const char *path)
 {
 	sluice_rules_t *r = NULL;
 	sluice_rules_errors_t *e = NULL;
-	int rc = sluice_rules_load_file(path, NULL, &r, &e);
+	sluice_rules_options_t o = { .memory_budget = memory_budget };
+	int rc = sluice_rules_load_file(path, &o, &r, &e);
 	if (rc == 0) {
-		printf("%s: %zu rule%s, valid\n", path, r->count, r->count == 1 ? "" : "s");
+		printf("%s: %zu rule%s, valid; needs %llu bytes of memory (budget %llu)\n", path,
+		       r->count, r->count == 1 ? "" : "s", (unsigned long long)r->memory_bytes,
+		       (unsigned long long)r->memory_budget);
 		sluice_rules_free(r);
 		return 0;
 	}
@@ -222,7 +233,7 @@ static void print_limit(const sluice_rule_t *r)
 	}
 }
 
-static void print_key(const sluice_rules_dim_t *d, const struct req *q)
+static void print_key(const sluice_rule_t *ru, const sluice_rules_dim_t *d, const struct req *q)
 {
 	const char *val = NULL;
 	size_t len = 0;
@@ -254,7 +265,9 @@ static void print_key(const sluice_rules_dim_t *d, const struct req *q)
 	if (val && *val)
 		printf(" = %s\n", val);
 	else
-		printf(": none in the request (the one shared key of requests without it)\n");
+		printf(ru->empty_key == SLUICE_RULES_EMPTY_KEY_PASS
+		               ? ": none in the request (empty_key: pass, the rule does not limit it)\n"
+		               : ": none in the request (the one shared key of requests without it)\n");
 }
 
 static int explain(const char *path, const char *request)
@@ -269,10 +282,12 @@ static int explain(const char *path, const char *request)
 	}
 	sluice_rules_t *rules = NULL;
 	sluice_rules_errors_t *e = NULL;
-	int rc = sluice_rules_load_file(path, NULL, &rules, &e);
+	sluice_rules_options_t lo = { .memory_budget = memory_budget };
+	int rc = sluice_rules_load_file(path, &lo, &rules, &e);
 	sluice_engine_t *eng = NULL;
 	if (rc == 0) {
-		rc = sluice_engine_new(NULL, &eng);
+		sluice_engine_options_t eo = { .memory_budget = memory_budget };
+		rc = sluice_engine_new(&eo, &eng);
 		if (rc == 0)
 			rc = sluice_engine_load_file(eng, path, &e);
 	}
@@ -313,7 +328,7 @@ static int explain(const char *path, const char *request)
 		printf("%s\n", ru->mode == SLUICE_RULES_SHADOW ? ", shadow" : "");
 		if (ru->per_key)
 			for (uint32_t d = 0; d < ru->ndims; d++)
-				print_key(&ru->dims[d], &q);
+				print_key(ru, &ru->dims[d], &q);
 		else
 			printf("  key global\n");
 		printf("  decides: %s", sluice_outcome_name(vr->outcome));
@@ -348,6 +363,18 @@ int main(int argc, char **argv)
 	if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
 		fputs(usage, stdout);
 		return 0;
+	}
+	if (argc > 2 && strncmp(argv[2], "--memory-budget=", 16) == 0) {
+		const char *v = argv[2] + 16;
+		if (sluice_rules_parse_size(v, strlen(v), &memory_budget) != 0 || memory_budget == 0) {
+			fprintf(stderr, "sluice: --memory-budget: '%s' is not a size above 0 (512MiB, 2g, "
+			                "...)\n%s",
+			        v, usage);
+			return 2;
+		}
+		for (int i = 2; i + 1 < argc; i++) /* the flag is read: drop it */
+			argv[i] = argv[i + 1];
+		argc--;
 	}
 	if (argc == 3 && strcmp(argv[1], "check") == 0)
 		return check(argv[2]);

@@ -21,9 +21,37 @@
  *     user; `only-a`, removed and put back, at most 5 in total;
  *   - no lost release: after the run, with every verdict completed, each
  *     user of `conc` (concurrency 4, completed at once) can hold 4 again.
+ *
+ * Then (issue 22, Deliver 6) a reload that lowers a rate while traffic
+ * flows, on the real clock (sluice_clock_monotonic): the reloader
+ * alternates a file whose per-key token bucket is fast (T_A = 100 us) and
+ * one where it is slower by a fifth (T_B = 125 us: a change stamped L
+ * behind the decisions, losing L of debt, admits about L / T_B too many,
+ * against the verifier's slack of W / T_A), the same burst b = 4 and layout, so
+ * each load changes the tables' rate live (sluice_keyed_set_rate_at
+ * through reload.c), each with 40 more rules no request matches (a load
+ * takes a gateway file's while to parse and compile), one load per
+ * 1/reloads-per-s after the last one ended; deciders take permits from
+ * two keys.  Each admission
+ * is recorded with its reading r (the verdict's now_ns) and a reading
+ * taken when decide returned; the admission happened in between, and
+ * only admissions whose gap is at most W = 20 us are counted (dropping
+ * one can only hide an excess, never make one).  The reloader records
+ * each load's readings before and after and the rate in force after it
+ * (a change a table refuses for now stays pending, rules.h RELOAD).  The
+ * verifier, per key, over the admissions sorted by reading, with closed
+ * intervals and exact integer arithmetic:
+ *   - every interval [r_i, r_j]: at most b + (r_j - r_i + W) / T_A
+ *     admissions (the bound of the parameter set in force with the most
+ *     room, the fast one: max over the sets of b + t/T);
+ *   - every interval in which only the slow set was in force (after a
+ *     load that left it in force, before the next load began, each
+ *     admission's whole [r, r + W] inside): at most b + (r_j - r_i + W) / T_B.
  * Use-after-free and races are the sanitizers' to find: this program runs
  * in the ASan and TSan builds (suite stress).  Exit 0 when every check
  * held, 1 otherwise.
+ *
+ *   stress_reload [...] [--case=all|swap|lower]  (default all: both)
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -168,6 +196,16 @@ static void *decider(void *arg)
 	return NULL;
 }
 
+/* A verifier's check: say what failed, set the caller's `bad`. */
+#define CHECK(cond, ...)                                       \
+	do {                                                   \
+		if (!(cond)) {                                 \
+			fprintf(stderr, "FAIL: " __VA_ARGS__); \
+			fputc('\n', stderr);                   \
+			bad = 1;                               \
+		}                                              \
+	} while (0)
+
 static uint64_t mono_ns(void)
 {
 	struct timespec ts;
@@ -175,24 +213,8 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-int main(int argc, char **argv)
+static int run_swap(int threads, double seconds, double per_s)
 {
-	int threads = 2;
-	double seconds = 2, per_s = 1000;
-	for (int i = 1; i < argc; i++) {
-		if (sscanf(argv[i], "--threads=%d", &threads) == 1 ||
-		    sscanf(argv[i], "--seconds=%lf", &seconds) == 1 ||
-		    sscanf(argv[i], "--reloads-per-s=%lf", &per_s) == 1)
-			continue;
-		fprintf(stderr, "usage: stress_reload [--threads=N] [--seconds=S] "
-		                "[--reloads-per-s=R]\n");
-		return 2;
-	}
-	if (threads < 1 || threads > MAX_THREADS || seconds <= 0 || per_s <= 0) {
-		fprintf(stderr, "stress_reload: threads 1..%d, seconds and reloads-per-s > 0\n",
-		        MAX_THREADS);
-		return 2;
-	}
 	sluice_clock_manual_init(&clk, 1000000000000ULL);
 	sluice_engine_options_t o = { .clock = &clk };
 	if (sluice_engine_new(&o, &eng) != 0 ||
@@ -247,14 +269,6 @@ int main(int argc, char **argv)
 			bad = 1;
 		}
 	}
-#define CHECK(cond, ...)                                       \
-	do {                                                   \
-		if (!(cond)) {                                 \
-			fprintf(stderr, "FAIL: " __VA_ARGS__); \
-			fputc('\n', stderr);                   \
-			bad = 1;                               \
-		}                                              \
-	} while (0)
 	CHECK(failed == 0, "%llu of %llu loads failed", (unsigned long long)failed,
 	      (unsigned long long)loads);
 	CHECK(all.verdicts == all.calls && all.errors == 0, "%llu calls, %llu verdicts, %llu errors",
@@ -299,5 +313,274 @@ int main(int argc, char **argv)
 	       (unsigned long long)failed, (unsigned long long)all.calls,
 	       (unsigned long long)in.version, bad ? "FAIL" : "ok");
 	sluice_engine_free(eng);
+	return bad;
+}
+
+
+/* ---- a rate lowered by reloads while traffic flows (Deliver 6) ---- */
+
+#define LOW_KEYS 2
+#define LOW_BURST 4
+#define T_FAST 100000ULL /* ns: 10000/s */
+#define T_SLOW 125000ULL /* ns: 8000/s */
+#define GAP_W 20000ULL   /* ns: the widest decide counted */
+#define LOW_RECS (1u << 18)
+#define LOW_LOADS (1u << 16)
+
+/* The rule, then LOW_PAD rules no request matches: a file of a gateway's
+ * size, whose parse and compile take a while (the old reload.c read the
+ * clock before them and stamped the rate change with that reading). */
+#define LOW_PAD 40
+#define LOW_RULE(rate)                                                          \
+	"rules:\n"                                                              \
+	"  - id: lower\n"                                                       \
+	"    match: { prefix: /x/ }\n"                                          \
+	"    dimensions: [ip]\n"                                                \
+	"    limit: { algorithm: token_bucket, rate: " rate ", burst: 4 }\n"     \
+	"    keys: { capacity: 64 }\n"
+static char low_fast[LOW_PAD * 160 + 512], low_slow[LOW_PAD * 160 + 512];
+
+static void low_files(void)
+{
+	char pad[LOW_PAD * 160];
+	size_t o = 0;
+	for (int i = 0; i < LOW_PAD; i++)
+		o += (size_t)snprintf(pad + o, sizeof(pad) - o,
+		                      "  - id: pad%d\n"
+		                      "    match: { prefix: /pad%d/ }\n"
+		                      "    limit: { algorithm: fixed_window, window: 1h, max_requests: %d }\n",
+		                      i, i, 100 + i);
+	snprintf(low_fast, sizeof(low_fast), "%s%s", LOW_RULE("10000/s"), pad);
+	snprintf(low_slow, sizeof(low_slow), "%s%s", LOW_RULE("8000/s"), pad);
+}
+
+struct adm {
+	uint64_t r, after;
+};
+
+struct lrec {
+	struct adm *a[LOW_KEYS];
+	size_t n[LOW_KEYS];
+	uint64_t calls, dropped_wide, full, errors;
+};
+
+static void *low_decider(void *arg)
+{
+	struct lrec *r = arg;
+	unsigned char ip[4] = { 10, 9, 0, 0 };
+	uint64_t i = 0;
+	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+		unsigned k = (unsigned)(i++ % LOW_KEYS);
+		ip[3] = (unsigned char)k;
+		sluice_request_t q = { .method = "GET", .path = "/x/", .addr = ip, .addr_len = 4 };
+		sluice_verdict_t v;
+		int rc = sluice_engine_decide(eng, &q, &v);
+		uint64_t after = sluice_clock_now(&sluice_clock_monotonic);
+		r->calls++;
+		if (rc < 0 || v.nrules != 1) {
+			r->errors++;
+			continue;
+		}
+		if (v.rules[0].outcome != SLUICE_OUTCOME_PASSED)
+			continue;
+		if (after - v.now_ns > GAP_W) {
+			r->dropped_wide++;
+			continue;
+		}
+		if (r->n[k] == LOW_RECS) {
+			r->full++;
+			continue;
+		}
+		r->a[k][r->n[k]++] = (struct adm){ v.now_ns, after };
+	}
+	return NULL;
+}
+
+struct load_rec {
+	uint64_t start, end, rate; /* readings around the load; rate in force after */
+};
+
+static int adm_cmp(const void *pa, const void *pb)
+{
+	const struct adm *a = pa, *b = pb;
+	return a->r < b->r ? -1 : a->r > b->r;
+}
+
+/*
+ * The closed-interval check over admissions @a[0..n) sorted by reading:
+ * for every i <= j, (j - i + 1) <= b + (r_j - r_i + W) / T, in integers:
+ * g(k) = k T - r_k, and g(j) - min_{i <= j} g(i) <= (b - 1) T + W.
+ * Return: the largest excess over the bound, in permits (<= 0: held).
+ */
+static double interval_excess(const struct adm *a, size_t n, uint64_t T, uint64_t b)
+{
+	__extension__ typedef __int128 i128;
+	if (n == 0)
+		return -(double)b;
+	i128 ming = 0 - (i128)a[0].r, worst = -((i128)1 << 100);
+	for (size_t k = 0; k < n; k++) {
+		i128 g = (i128)k * (i128)T - (i128)a[k].r;
+		if (g < ming)
+			ming = g;
+		i128 e = g - ming - ((i128)(b - 1) * (i128)T + (i128)GAP_W);
+		if (e > worst)
+			worst = e;
+	}
+	return (double)worst / (double)T;
+}
+
+static int run_lower(int threads, double seconds, double per_s)
+{
+	low_files();
+	sluice_engine_options_t o = { .clock = &sluice_clock_monotonic };
+	if (sluice_engine_new(&o, &eng) != 0 ||
+	    sluice_engine_load_buffer(eng, "fast.yaml", low_fast, strlen(low_fast), NULL) != 0) {
+		fprintf(stderr, "stress_reload lower: setup failed\n");
+		return 1;
+	}
+	static struct lrec recs[MAX_THREADS];
+	for (int t = 0; t < threads; t++)
+		for (int k = 0; k < LOW_KEYS; k++) {
+			recs[t].a[k] = malloc(LOW_RECS * sizeof(struct adm));
+			if (!recs[t].a[k]) {
+				fprintf(stderr, "stress_reload lower: out of memory\n");
+				return 1;
+			}
+		}
+	static struct load_rec loads[LOW_LOADS];
+	size_t nloads = 0;
+	loads[nloads++] = (struct load_rec){ 0, 0, 10000 };
+	atomic_store(&stop, 0);
+	pthread_t tid[MAX_THREADS];
+	for (int t = 0; t < threads; t++)
+		pthread_create(&tid[t], NULL, low_decider, &recs[t]);
+	uint64_t t0 = mono_ns(), end = t0 + (uint64_t)(seconds * 1e9);
+	/* paced from each load's end, not caught up: the slow set is
+	 * then alone in force for a gap after each load that left it */
+	uint64_t gap = (uint64_t)(1e9 / per_s), failed = 0, pending = 0;
+	while (mono_ns() < end && nloads < LOW_LOADS) {
+		const char *f = nloads % 2 == 1 ? low_slow : low_fast;
+		struct load_rec *L = &loads[nloads++];
+		L->start = sluice_clock_now(&sluice_clock_monotonic);
+		if (sluice_engine_load_buffer(eng, "r.yaml", f, strlen(f), NULL) != 0)
+			failed++;
+		L->end = sluice_clock_now(&sluice_clock_monotonic);
+		sluice_engine_rule_info_t ri;
+		if (sluice_engine_rule_info(eng, "lower", &ri) != 0)
+			failed++;
+		L->rate = ri.rate;
+		pending += ri.pending != 0;
+		struct timespec ts = { (time_t)(gap / 1000000000u), (long)(gap % 1000000000u) };
+		nanosleep(&ts, NULL);
+	}
+	double took = (double)(mono_ns() - t0) / 1e9;
+	atomic_store(&stop, 1);
+	for (int t = 0; t < threads; t++)
+		pthread_join(tid[t], NULL);
+
+	int bad = 0;
+	uint64_t calls = 0, wide = 0, full = 0, errors = 0, admitted = 0;
+	double worst_fast = -1e9, worst_slow = -1e9;
+	size_t slow_runs = 0;
+	for (int k = 0; k < LOW_KEYS; k++) {
+		size_t n = 0;
+		for (int t = 0; t < threads; t++)
+			n += recs[t].n[k];
+		struct adm *all = malloc((n + 1) * sizeof(*all));
+		if (!all) {
+			fprintf(stderr, "stress_reload lower: out of memory\n");
+			return 1;
+		}
+		n = 0;
+		for (int t = 0; t < threads; t++) {
+			memcpy(all + n, recs[t].a[k], recs[t].n[k] * sizeof(*all));
+			n += recs[t].n[k];
+		}
+		admitted += n;
+		qsort(all, n, sizeof(*all), adm_cmp);
+		double e = interval_excess(all, n, T_FAST, LOW_BURST);
+		if (e > worst_fast)
+			worst_fast = e;
+		/* the slow-only periods: after a load that left the slow rate
+		 * in force, before the next load began */
+		size_t j = 0;
+		for (size_t l = 0; l < nloads; l++) {
+			if (loads[l].rate != 8000)
+				continue;
+			uint64_t from = loads[l].end;
+			uint64_t to = l + 1 < nloads ? loads[l + 1].start : UINT64_MAX;
+			while (j < n && all[j].r < from)
+				j++;
+			size_t i0 = j;
+			while (j < n && all[j].r + GAP_W <= to)
+				j++;
+			if (j > i0) {
+				slow_runs++;
+				e = interval_excess(all + i0, j - i0, T_SLOW, LOW_BURST);
+				if (e > worst_slow)
+					worst_slow = e;
+			}
+		}
+		free(all);
+	}
+	for (int t = 0; t < threads; t++) {
+		calls += recs[t].calls;
+		wide += recs[t].dropped_wide;
+		full += recs[t].full;
+		errors += recs[t].errors;
+		for (int k = 0; k < LOW_KEYS; k++)
+			free(recs[t].a[k]);
+	}
+	CHECK(failed == 0, "lower: %llu of %zu loads failed", (unsigned long long)failed, nloads);
+	CHECK(errors == 0, "lower: %llu decisions returned an error or no rule",
+	      (unsigned long long)errors);
+	CHECK(full == 0, "lower: %llu admissions not recorded (buffer full)",
+	      (unsigned long long)full);
+	CHECK(worst_fast <= 0, "lower: an interval admitted %.3f permits over b + (t + W)/T_fast",
+	      worst_fast);
+	CHECK(worst_slow <= 0,
+	      "lower: an interval with only the slow rate in force admitted %.3f permits over "
+	      "b + (t + W)/T_slow",
+	      worst_slow);
+	CHECK(admitted > 0 && slow_runs > 0, "lower: nothing to check (%llu admissions, %zu slow runs)",
+	      (unsigned long long)admitted, slow_runs);
+	printf("stress=reload-lower threads=%d seconds=%.2f loads=%zu pending=%llu decisions=%llu "
+	       "admitted=%llu wide=%llu slow_runs=%zu worst_fast=%.3f worst_slow=%.3f result=%s\n",
+	       threads, took, nloads - 1, (unsigned long long)pending, (unsigned long long)calls,
+	       (unsigned long long)admitted, (unsigned long long)wide, slow_runs, worst_fast,
+	       worst_slow, bad ? "FAIL" : "ok");
+	sluice_engine_free(eng);
+	eng = NULL;
+	return bad;
+}
+
+int main(int argc, char **argv)
+{
+	int threads = 2;
+	double seconds = 2, per_s = 1000;
+	char which[16] = "all";
+	for (int i = 1; i < argc; i++) {
+		if (sscanf(argv[i], "--threads=%d", &threads) == 1 ||
+		    sscanf(argv[i], "--seconds=%lf", &seconds) == 1 ||
+		    sscanf(argv[i], "--reloads-per-s=%lf", &per_s) == 1 ||
+		    sscanf(argv[i], "--case=%15s", which) == 1)
+			continue;
+		fprintf(stderr, "usage: stress_reload [--threads=N] [--seconds=S] "
+		                "[--reloads-per-s=R] [--case=all|swap|lower]\n");
+		return 2;
+	}
+	int swap = strcmp(which, "all") == 0 || strcmp(which, "swap") == 0;
+	int lower = strcmp(which, "all") == 0 || strcmp(which, "lower") == 0;
+	if (threads < 1 || threads > MAX_THREADS || seconds <= 0 || per_s <= 0 || !(swap || lower)) {
+		fprintf(stderr, "stress_reload: threads 1..%d, seconds and reloads-per-s > 0, "
+		                "case all, swap or lower\n",
+		        MAX_THREADS);
+		return 2;
+	}
+	int bad = 0;
+	if (swap)
+		bad |= run_swap(threads, seconds, per_s);
+	if (lower)
+		bad |= run_lower(threads, seconds, per_s);
 	return bad;
 }

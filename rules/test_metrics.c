@@ -250,7 +250,7 @@ static const char *const counter_names[SLUICE__METRICS_NCOUNTERS] = {
 	"sluice_rule_passed_total",
 	"sluice_rule_refused_total",        "sluice_rule_shadow_refused_total",
 	"sluice_rule_queued_total",         "sluice_rule_errors_total",
-	"sluice_rule_failures_total",
+	"sluice_rule_failures_total",       "sluice_rule_skipped_total",
 };
 
 /* The le values as the text must spell them (seconds, exact decimals). */
@@ -369,13 +369,14 @@ Test(metrics, exposition_parses_back_exactly)
 		"sluice_rule_requests_total", "sluice_rule_passed_total",
 		"sluice_rule_refused_total", "sluice_rule_shadow_refused_total",
 		"sluice_rule_queued_total", "sluice_rule_errors_total",
-		"sluice_rule_failures_total", "sluice_rule_latency_seconds",
+		"sluice_rule_failures_total", "sluice_rule_skipped_total",
+		"sluice_rule_latency_seconds",
 		"sluice_rule_queue_wait_seconds", "sluice_rule_limit",
 		"sluice_rule_limit_configured", "sluice_reloads_total",
 		"sluice_reload_failures_total", "sluice_rules_version",
 	};
 	static const char *const kinds[] = { "counter", "counter", "counter", "counter",
-		                             "counter", "counter", "counter", "histogram",
+		                             "counter", "counter", "counter", "counter", "histogram",
 		                             "histogram", "gauge", "gauge", "counter",
 		                             "counter", "gauge" };
 	size_t nf = sizeof(families) / sizeof(families[0]);
@@ -475,7 +476,7 @@ Test(metrics, long_id_crosses_pieces)
 	parse(s.buf, &p);
 	cr_assert_eq(value_u64(find(&p, "sluice_rule_requests_total", id, "")), 5);
 	cr_assert_eq(value_u64(find(&p, "sluice_rule_passed_total", id, "")), 5);
-	cr_assert_eq(p.ntype, 11, "no engine families without an engine");
+	cr_assert_eq(p.ntype, 12, "no engine families without an engine");
 	free(p.s);
 	free(s.buf);
 	sluice__metrics_free(&m);
@@ -518,7 +519,7 @@ Test(metrics, bad_views)
 	struct parsed p;
 	parse(s.buf, &p);
 	cr_assert_eq(p.n, 0);
-	cr_assert_eq(p.ntype, 11);
+	cr_assert_eq(p.ntype, 12);
 	free(p.s);
 	free(s.buf);
 	sluice__metrics_free(&m);

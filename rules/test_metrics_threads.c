@@ -115,7 +115,7 @@ static const char *const counter_names[SLUICE__METRICS_NCOUNTERS] = {
 	"sluice_rule_passed_total",
 	"sluice_rule_refused_total",        "sluice_rule_shadow_refused_total",
 	"sluice_rule_queued_total",         "sluice_rule_errors_total",
-	"sluice_rule_failures_total",
+	"sluice_rule_failures_total",       "sluice_rule_skipped_total",
 };
 
 static void extract(const char *text, uint64_t vals[RULES][NVALS])

@@ -6,8 +6,14 @@
  * time with its start mark; it keeps its own explicit stacks, never
  * recursion, so a deep or hostile input costs memory in proportion to its
  * size, never the C stack.  This file keeps a stack of the collections
- * still open (at most SLUICE_RULES_DEPTH_MAX deep: deeper is refused, and
- * nothing below it is kept) and appends each finished node to its parent.
+ * still open (at most SLUICE_RULES_DEPTH_MAX deep) and appends each
+ * finished node to its parent.  Deeper is refused and ends the reading, as
+ * a syntax error does: no event past the error is pulled, because
+ * libyaml's cost per event grows with the depth of flow collections (its
+ * simple-key checks walk the open levels), so reading on through 100,000
+ * levels was quadratic, seconds to hours on a 4 MiB file; stopping there,
+ * a load's cost is linear in the input (sluice__tree_events counts what
+ * was pulled, for the tests).
  * Every node and scalar is copied into the caller's arena, so an error at
  * any event frees everything with the arena: there is no partial tree to
  * unwind.
@@ -131,29 +137,32 @@ static void refuse_props(struct sluice__errs *x, const yaml_event_t *ev, const y
 		            (const char *)tag);
 }
 
+_Thread_local size_t sluice__tree_events;
+
 struct sluice__node *sluice__tree_parse(struct sluice__arena *a, struct sluice__errs *x,
                                         const unsigned char *buf, size_t len, int *complete)
 {
 	yaml_parser_t p;
 	struct sluice__node *stack[SLUICE_RULES_DEPTH_MAX];
 	size_t depth = 0;
-	size_t skip = 0; /* > 0: inside a collection nested too deep, not kept */
 	struct sluice__node *root = NULL;
 	int docs = 0, done = 0, cut = 0;
 
 	*complete = 0;
+	sluice__tree_events = 0;
 	if (!yaml_parser_initialize(&p)) {
 		x->oom = 1;
 		return NULL;
 	}
 	yaml_parser_set_input_string(&p, buf, len);
-	while (!done && !x->oom) {
+	while (!done && !cut && !x->oom) {
 		yaml_event_t ev;
 		if (!yaml_parser_parse(&p, &ev)) {
 			syntax_error(x, &p, buf, len);
 			yaml_parser_delete(&p);
 			return root;
 		}
+		sluice__tree_events++;
 		struct sluice__node *node = NULL;
 		sluice_rules_mark_t m = mark_of(ev.start_mark);
 		switch (ev.type) {
@@ -167,8 +176,6 @@ struct sluice__node *sluice__tree_parse(struct sluice__arena *a, struct sluice__
 		case YAML_ALIAS_EVENT:
 			sluice__err(x, &m, 0, "aliases (*%.40s) are not supported: write the value out",
 			            (const char *)ev.data.alias.anchor);
-			if (skip)
-				break;
 			if ((node = sluice__arena_alloc(a, sizeof(*node))))
 				node->type = SLUICE__BAD;
 			else
@@ -177,8 +184,6 @@ struct sluice__node *sluice__tree_parse(struct sluice__arena *a, struct sluice__
 		case YAML_SCALAR_EVENT:
 			refuse_props(x, &ev, ev.data.scalar.anchor, ev.data.scalar.tag,
 			             ev.data.scalar.plain_implicit || ev.data.scalar.quoted_implicit);
-			if (skip)
-				break;
 			if ((node = sluice__arena_alloc(a, sizeof(*node)))) {
 				node->type = SLUICE__SCALAR;
 				node->len = ev.data.scalar.length;
@@ -196,12 +201,11 @@ struct sluice__node *sluice__tree_parse(struct sluice__arena *a, struct sluice__
 			             seq ? ev.data.sequence_start.anchor : ev.data.mapping_start.anchor,
 			             seq ? ev.data.sequence_start.tag : ev.data.mapping_start.tag,
 			             seq ? ev.data.sequence_start.implicit : ev.data.mapping_start.implicit);
-			if (skip || depth == SLUICE_RULES_DEPTH_MAX) {
-				if (!skip)
-					sluice__err(x, &m, 0, "nested deeper than %u levels",
-					            SLUICE_RULES_DEPTH_MAX);
+			if (depth == SLUICE_RULES_DEPTH_MAX) {
+				/* the last event pulled (the DESIGN says why) */
+				sluice__err(x, &m, 0, "nested deeper than %u levels",
+				            SLUICE_RULES_DEPTH_MAX);
 				cut = 1;
-				skip++;
 				break;
 			}
 			struct sluice__node *c = sluice__arena_alloc(a, sizeof(*c));
@@ -216,9 +220,7 @@ struct sluice__node *sluice__tree_parse(struct sluice__arena *a, struct sluice__
 		}
 		case YAML_SEQUENCE_END_EVENT:
 		case YAML_MAPPING_END_EVENT:
-			if (skip)
-				skip--;
-			else if (depth > 0)
+			if (depth > 0)
 				node = stack[--depth];
 			break;
 		default: /* STREAM_START, DOCUMENT_END, NONE */
@@ -231,14 +233,14 @@ struct sluice__node *sluice__tree_parse(struct sluice__arena *a, struct sluice__
 				append(stack[depth - 1], node);
 			else if (docs == 1)
 				root = node; /* later documents were refused above */
-		} else if (ev.type == YAML_SCALAR_EVENT && !skip) {
+		} else if (ev.type == YAML_SCALAR_EVENT) {
 			x->oom = 1; /* the scalar's allocation failed */
 		}
 		yaml_event_delete(&ev);
 	}
 	yaml_parser_delete(&p);
-	/* a tree with a subtree cut off (too deep) is not checked: the
-	 * schema would report what was cut as missing */
+	/* a tree cut off (too deep) is not checked: the schema would
+	 * report what was cut as missing */
 	*complete = done && !x->oom && !cut;
 	return root;
 }

@@ -29,7 +29,7 @@ const char *sluice_outcome_name(sluice_outcome_t o)
 {
 	static const char *const n[] = { "passed",     "refused",     "shadow-refused",
 		                         "error-open", "error-closed", "not-asked",
-		                         "returned",   "queued" };
+		                         "returned",   "queued",       "skipped" };
 	return (unsigned)o < sizeof(n) / sizeof(n[0]) ? n[o] : "unknown";
 }
 

@@ -30,11 +30,14 @@
  * A YAML syntax error ends the reading (libyaml cannot go on past it): the
  * list then holds the refusals found before it (anchors, tags, ...), the
  * syntax error at libyaml's mark (at the end of the input where libyaml's
- * mark lies past it), and nothing of the schema.
+ * mark lies past it), and nothing of the schema.  Nesting past the depth
+ * cap ends the reading the same way, at the collection that crosses it
+ * (nothing after it is read: a load costs time linear in its input).
  *
  * LIMITS: input at most opt->max_bytes (default and largest
  * SLUICE_RULES_MAX_BYTES, 4 MiB); nesting at most SLUICE_RULES_DEPTH_MAX
- * (64) collections deep; at most SLUICE_RULES_RULES_MAX (10,000) rules.
+ * (64) collections deep; at most SLUICE_RULES_RULES_MAX (10,000) rules;
+ * the state at most a memory budget (MEMORY, at sluice_rules_options_t).
  * Anchors, aliases, tags and more than one document are refused (an alias
  * would let a small file expand without bound, and a tag changes a value's
  * type behind the schema's back).
@@ -66,6 +69,7 @@
 #define SLUICE_RULES_DIMS_MAX 8u          /* dimensions per rule         */
 #define SLUICE_RULES_ID_MAX 64u           /* longest rule id, bytes      */
 #define SLUICE_RULES_MSG_MAX 200u         /* longest message, with NUL   */
+#define SLUICE_RULES_MEMORY_BUDGET_DEFAULT ((uint64_t)1 << 30) /* MEMORY: 1 GiB */
 
 /* Where an element of the file starts: 1-based line and column (columns
  * count characters, as libyaml does).  0:0 names the file itself. */
@@ -188,6 +192,12 @@ typedef struct sluice_rules_adaptive {
 	sluice_rules_mark_t mark;
 } sluice_rules_adaptive_t;
 
+/* empty_key: what a request whose key is empty or absent does (DECIDE). */
+typedef enum sluice_rules_empty_key {
+	SLUICE_RULES_EMPTY_KEY_SHARED = 0, /* counted under one shared key (default) */
+	SLUICE_RULES_EMPTY_KEY_PASS = 1,   /* not limited by the rule: skipped     */
+} sluice_rules_empty_key_t;
+
 typedef struct sluice_rule {
 	const char *id;                 /* 1..SLUICE_RULES_ID_MAX bytes    */
 	sluice_rules_match_t match;
@@ -202,6 +212,7 @@ typedef struct sluice_rule {
 	sluice_rules_adaptive_t adaptive;
 	sluice_rules_mark_t mark;       /* the rule's mapping              */
 	sluice_rules_mark_t id_mark;
+	sluice_rules_empty_key_t empty_key; /* per-key rules; SHARED otherwise */
 } sluice_rule_t;
 
 /* A validated rule set: immutable, rules in file order. */
@@ -210,6 +221,8 @@ typedef struct sluice_rules {
 	const char *file;         /* the name the load was given */
 	size_t count;
 	const sluice_rule_t *rules;
+	uint64_t memory_bytes;    /* what the rules' state needs (MEMORY) */
+	uint64_t memory_budget;   /* the budget it was checked against   */
 	/* private */
 	void *arena;
 } sluice_rules_t;
@@ -228,10 +241,30 @@ typedef struct sluice_rules_errors {
 	sluice_rules_error_t *errors;
 } sluice_rules_errors_t;
 
+/*
+ * MEMORY.  A valid file can still ask for more memory than a machine has
+ * (a per-key rule's tables are keys.capacity slots per dimension: 400
+ * such rules at the default capacity are 3.3 GB).  So the loader adds up,
+ * before anything is allocated, what the engine would allocate for the
+ * file: per-key rules, their tables (sluice_keyed_region_bytes() each);
+ * global rules, their limiter (a sliding log's ring, a sliding window's
+ * buckets); every rule, its metrics (per-CPU stripes).  A file whose
+ * total passes the memory budget is invalid: one error at the rule whose
+ * running total crosses it, naming the total so far and the budget
+ * ("rule 'r131': the file needs N bytes of memory up to this rule, over
+ * the memory budget of B bytes").  The budget is opt->memory_budget when
+ * given, else the file's top-level memory_budget (a size: 512MiB, 2g),
+ * else SLUICE_RULES_MEMORY_BUDGET_DEFAULT (1 GiB).  The total and the
+ * budget of a valid file are in sluice_rules_t (memory_bytes,
+ * memory_budget).  Not counted: the engine's bookkeeping, a few hundred
+ * bytes per rule.
+ */
 typedef struct sluice_rules_options {
 	size_t max_bytes;              /* 0: SLUICE_RULES_MAX_BYTES; at most that */
 	const sluice_clock_t *clock;   /* validate against this clock's resolution;
 	                                * NULL: a 1 ns clock (no resolution check) */
+	uint64_t memory_budget;        /* MEMORY: 0 for the file's memory_budget,
+	                                * else SLUICE_RULES_MEMORY_BUDGET_DEFAULT */
 } sluice_rules_options_t;
 
 /*
@@ -255,7 +288,9 @@ SLUICE_API int sluice_rules_load_buffer(const char *name, const void *buf, size_
  * sluice_rules_load_file - read @path (at most opt->max_bytes + 1 bytes are
  * read: a larger file is an error at 0:0) and load it as above, errors
  * naming @path.  A file that cannot be opened or read is one error at 0:0
- * with the system's message.
+ * with the system's message; a path that is not a regular file (a FIFO, a
+ * device, a directory) is one error at 0:0, "cannot open: not a regular
+ * file", found without blocking (opened O_NONBLOCK, nothing read).
  * Return: as sluice_rules_load_buffer().
  */
 SLUICE_API int sluice_rules_load_file(const char *path, const sluice_rules_options_t *opt,
@@ -287,6 +322,15 @@ SLUICE_API void sluice_rule_keyed_config(const sluice_rule_t *r, sluice_keyed_co
 SLUICE_API int sluice_rule_limiter_config(const sluice_rule_t *r, const sluice_clock_t *clock,
                                           sluice_limiter_config_t *out);
 
+/*
+ * sluice_rules_parse_size - @len bytes at @s as a size in bytes: digits,
+ * then nothing or B (bytes), k K KiB, m M MiB, g G GiB, t T TiB (binary
+ * multiples).  The grammar of memory_budget and `sluice --memory-budget`.
+ * Return: 0 and *@out; SLUICE_EINVAL (no digits, an unknown suffix, NULL),
+ * SLUICE_ELIMIT (above 2^64 - 1).
+ */
+SLUICE_API int sluice_rules_parse_size(const char *s, size_t len, uint64_t *out);
+
 /* sluice_rules_algo_name - the file's name of @a ("token_bucket", ...), or NULL. */
 SLUICE_API const char *sluice_rules_algo_name(sluice_algo_t a);
 
@@ -317,10 +361,16 @@ SLUICE_API const char *sluice_rules_algo_name(sluice_algo_t a);
  * ip: the address bytes; user: the user id; route: the path; header:NAME,
  * query:NAME: the value the request's lookup callback returns (a value
  * longer than keys.key_max is a limiter error, SLUICE_EKEYLEN, unless
- * keys.hash_long_keys: size key_max for routes and headers).  A request
- * without a value (no user, no such header) is counted under one shared
- * key, a single 0 byte, so leaving a header out does not escape its
- * limit.  A global rule is one limiter (sluice/limiter.h).  Enforcing
+ * keys.hash_long_keys: size key_max for routes and headers).  EMPTY KEYS:
+ * a value that is absent (no address, no user, no such header or query
+ * argument) and one that is empty (0 bytes) are the same thing, and the
+ * rule's empty_key says what such a request does: shared (the default),
+ * it is counted under one key shared by every such request of the rule, a
+ * single 0 byte, so leaving a header out (or sending it empty) never
+ * escapes the limit; pass, it is not limited by the rule at all (nginx
+ * limit_req's behaviour): when any dimension the rule keys on is empty or
+ * absent, nothing is taken from any of its dimensions and its outcome is
+ * SLUICE_OUTCOME_SKIPPED (counted in sluice_rule_skipped_total).  A global rule is one limiter (sluice/limiter.h).  Enforcing
  * rules are all or nothing, as sluice/composite.h: the first refusal
  * gives back what the parts before it took (sluice_keyed_refund,
  * sluice_limiter_refund / _cancel for a booking) and asks no later part;
@@ -434,6 +484,9 @@ typedef struct sluice_engine_options {
 	void *region;                /* NULL: tables in process memory         */
 	size_t region_bytes;         /* with region: its size (>= 1 MiB)       */
 	size_t max_bytes;            /* rule files: 0 for SLUICE_RULES_MAX_BYTES */
+	uint64_t memory_budget;      /* MEMORY, for every load: 0 for the file's
+	                              * memory_budget, else 1 GiB; tables in the
+	                              * region count too                        */
 } sluice_engine_options_t;
 
 /* The kind of a lookup: a header (name compared case-insensitively by the
@@ -479,6 +532,9 @@ typedef enum sluice_outcome {
 	SLUICE_OUTCOME_NOT_ASKED = 5,      /* an earlier rule refused          */
 	SLUICE_OUTCOME_RETURNED = 6,       /* admitted, given back: a later rule refused */
 	SLUICE_OUTCOME_QUEUED = 7,         /* booked a slot delay_ns ahead     */
+	SLUICE_OUTCOME_SKIPPED = 8,        /* empty_key: pass, and a key the rule
+	                                    * keys on was empty or absent: not
+	                                    * limited, nothing taken           */
 } sluice_outcome_t;
 
 typedef struct sluice_verdict_rule {
@@ -640,14 +696,15 @@ SLUICE_API int sluice_verdict_headers(const sluice_verdict_t *v, sluice_header_f
  * the set in force, labelled {rule="<id>"} (no per-key labels),
  * sluice_rule_requests_total (passed + refused), _passed_total,
  * _refused_total, _shadow_refused_total, _queued_total, _errors_total,
- * _failures_total, the latency histogram (from complete()) and the
+ * _failures_total, _skipped_total, the latency histogram (from complete()) and the
  * queue-wait histogram (a queued admission's delay), the effective and
  * the configured limit as gauges; and the engine's reloads, failed
  * reloads and version.  What a decision counts per rule it matched:
  * passed (admitted, also when a later rule refused and its permit went
  * back, and a shadow rule's admissions and would-be refusals), refused
  * (enforce: refused, or a closed error), shadow_refused, queued (+ the
- * wait), errors (a limiter error, open or closed); a rule not asked (an
+ * wait), errors (a limiter error, open or closed), skipped (empty_key:
+ * pass, a key empty or absent; not in requests); a rule not asked (an
  * earlier rule refused) counts nothing.  A rule whose state is kept
  * across a reload keeps its counters (they never go back).  The format's
  * details are rules/metrics_internal.h's.  Takes the load mutex (a
