@@ -201,6 +201,20 @@ int sluice_parse_rate(const char *s, size_t len, uint64_t *rate, uint64_t *perio
 	return 0;
 }
 
+/* Binary multiples, in nginx's letters (k, m, g) and the IEC names; none
+ * or B is bytes. */
+#define SIZE_UNITS_TEXT "B, k, m, g, t or KiB, MiB, GiB, TiB"
+static const struct {
+	const char *name;
+	uint64_t mul;
+} size_units[] = {
+	{ "", 1 },           { "B", 1 },
+	{ "k", 1ULL << 10 }, { "K", 1ULL << 10 }, { "KiB", 1ULL << 10 },
+	{ "m", 1ULL << 20 }, { "M", 1ULL << 20 }, { "MiB", 1ULL << 20 },
+	{ "g", 1ULL << 30 }, { "G", 1ULL << 30 }, { "GiB", 1ULL << 30 },
+	{ "t", 1ULL << 40 }, { "T", 1ULL << 40 }, { "TiB", 1ULL << 40 },
+};
+
 int sluice_parse_fraction(const char *s, size_t len, uint64_t *num, uint64_t *den,
                           sluice_parse_error_t *err)
 {
@@ -242,20 +256,15 @@ int sluice_parse_size(const char *s, size_t len, uint64_t *bytes, sluice_parse_e
 	}
 	if (pos == 0)
 		return fail(err, "not a number", 0);
-	uint64_t mult = 1;
-	if (pos < len) {
-		switch (s[pos]) {
-		case 'k': case 'K': mult = 1ULL << 10; break;
-		case 'm': case 'M': mult = 1ULL << 20; break;
-		case 'g': case 'G': mult = 1ULL << 30; break;
-		default:
-			return fail(err, s[pos] == '.' ? "a size is a whole number of bytes, k, m or g"
-			                                : "unknown size unit (k, m, g)",
-			            pos);
-		}
-		if (pos + 1 != len)
-			return fail(err, "unknown size unit (k, m, g)", pos);
-	}
+	uint64_t mult = 0;
+	for (size_t i = 0; i < COUNT(size_units); i++)
+		if (strlen(size_units[i].name) == len - pos &&
+		    memcmp(size_units[i].name, s + pos, len - pos) == 0)
+			mult = size_units[i].mul;
+	if (!mult)
+		return fail(err, pos < len && s[pos] == '.' ? "a size is a whole number of bytes"
+		                                            : "unknown size unit (" SIZE_UNITS_TEXT ")",
+		            pos);
 	v *= mult;
 	if (v > UINT64_MAX)
 		return fail(err, "out of range (above 2^64 - 1 bytes)", 0);
@@ -366,7 +375,7 @@ int sluice_format_size(uint64_t bytes, char *buf, size_t len)
 	static const struct {
 		const char *name;
 		unsigned shift;
-	} mult[] = { { "g", 30 }, { "m", 20 }, { "k", 10 } };
+	} mult[] = { { "t", 40 }, { "g", 30 }, { "m", 20 }, { "k", 10 } };
 	for (size_t i = 0; i < COUNT(mult); i++)
 		if (bytes && bytes % (1ULL << mult[i].shift) == 0)
 			return put(buf, len, bytes >> mult[i].shift, mult[i].name);

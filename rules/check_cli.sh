@@ -74,7 +74,7 @@ rc=$?
 [ $rc -eq 0 ] && grep -Eq "400 rules, valid; needs [0-9]+ bytes of memory \(budget 4294967296\)" "$out/stdout" ||
   fail "check --memory-budget=4g big.yaml: exit $rc, $(cat "$out/stdout" "$out/stderr")"
 "$sluice" check --memory-budget=lots "$out/big.yaml" >"$out/stdout" 2>"$out/stderr"
-[ $? -eq 2 ] && grep -q "^sluice: --memory-budget: 'lots' is not a size" "$out/stderr" ||
+[ $? -eq 2 ] && grep -q "^sluice: --memory-budget: 'lots': not a number" "$out/stderr" ||
   fail "--memory-budget=lots: $(cat "$out/stderr")"
 
 # bad arguments: the usage line on stderr, exit 2

@@ -32,6 +32,7 @@
 #include "sluice/error.h"
 #include "sluice/keyed.h"
 #include "sluice/limiter.h"
+#include "sluice/parse.h"
 
 struct ctx {
 	struct sluice__arena *out;
@@ -1291,11 +1292,13 @@ sluice_rule_t *sluice__schema_check(struct sluice__arena *out, struct sluice__er
 		    (unsigned long long)ver);
 	if (v[2] && !need_scalar(&c, v[2], "memory_budget", "a size such as 512MiB or 2g")) {
 		uint64_t b = 0;
-		int rc = sluice_rules_parse_size(v[2]->s, v[2]->len, &b);
+		sluice_parse_error_t pe;
+		int rc = sluice_parse_size(v[2]->s, v[2]->len, &b, &pe);
 		char sb[48];
-		if (rc != 0 || !v[2]->plain)
-			ERR(&c, v[2], "memory_budget: '%s' is not a size (expected a size such as 512MiB "
-			              "or 2g: digits, then B, k, m, g, t or KiB, MiB, GiB, TiB)",
+		if (rc != 0)
+			ERR(&c, v[2], "memory_budget: '%s': %s", shown(v[2], sb), pe.message);
+		else if (!v[2]->plain)
+			ERR(&c, v[2], "memory_budget: '%s' is not a size (a size such as 512MiB or 2g)",
 			    shown(v[2], sb));
 		else if (b == 0)
 			ERR(&c, v[2], "memory_budget: must be at least 1 byte");

@@ -30,6 +30,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "sluice/parse.h"
 #include "sluice/error.h"
 #include "sluice/rules.h"
 
@@ -366,10 +367,9 @@ int main(int argc, char **argv)
 	}
 	if (argc > 2 && strncmp(argv[2], "--memory-budget=", 16) == 0) {
 		const char *v = argv[2] + 16;
-		if (sluice_rules_parse_size(v, strlen(v), &memory_budget) != 0 || memory_budget == 0) {
-			fprintf(stderr, "sluice: --memory-budget: '%s' is not a size above 0 (512MiB, 2g, "
-			                "...)\n%s",
-			        v, usage);
+		sluice_parse_error_t e = { "must be above 0", 0 };
+		if (sluice_parse_size(v, strlen(v), &memory_budget, &e) != 0 || memory_budget == 0) {
+			fprintf(stderr, "sluice: --memory-budget: '%s': %s\n%s", v, e.message, usage);
 			return 2;
 		}
 		for (int i = 2; i + 1 < argc; i++) /* the flag is read: drop it */

@@ -167,8 +167,11 @@ Test(parse, sizes)
 	static const struct {
 		const char *s;
 		uint64_t v;
-	} good[] = { { "4096", 4096 }, { "64k", 65536 }, { "64K", 65536 }, { "10m", 10485760 },
-		     { "10M", 10485760 }, { "1g", 1073741824 }, { "0", 0 } };
+	} good[] = { { "4096", 4096 },      { "64k", 65536 },   { "64K", 65536 },
+		     { "10m", 10485760 },   { "10M", 10485760 }, { "1g", 1073741824 },
+		     { "0", 0 },            { "512B", 512 },    { "4KiB", 4096 },
+		     { "2MiB", 2u << 20 },  { "1GiB", 1ULL << 30 }, { "1T", 1ULL << 40 },
+		     { "1TiB", 1ULL << 40 }, { "18446744073709551615", UINT64_MAX } };
 	for (size_t i = 0; i < COUNT(good); i++) {
 		uint64_t v = 1;
 		cr_assert_eq(sluice_parse_size(good[i].s, strlen(good[i].s), &v, NULL), 0, "%s",
@@ -178,12 +181,16 @@ Test(parse, sizes)
 	static const struct {
 		const char *s, *msg;
 	} bad[] = { { "", "empty" },
-		    { "1.5m", "a size is a whole number of bytes, k, m or g" },
-		    { "10mb", "unknown size unit (k, m, g)" },
-		    { "10t", "unknown size unit (k, m, g)" },
+		    { "1.5m", "a size is a whole number of bytes" },
+		    { "10mb", "unknown size unit (B, k, m, g, t or KiB, MiB, GiB, TiB)" },
+		    { "1GB", "unknown size unit (B, k, m, g, t or KiB, MiB, GiB, TiB)" },
+		    { "1 g", "unknown size unit (B, k, m, g, t or KiB, MiB, GiB, TiB)" },
+		    { "10p", "unknown size unit (B, k, m, g, t or KiB, MiB, GiB, TiB)" },
 		    { "m", "not a number" },
 		    { "-1k", "must not be negative" },
-		    { "17179869184g", "out of range (above 2^64 - 1 bytes)" } };
+		    { "17179869184g", "out of range (above 2^64 - 1 bytes)" },
+		    { "16777216T", "out of range (above 2^64 - 1 bytes)" },
+		    { "18446744073709551616", "out of range (above 2^64 - 1 bytes)" } };
 	for (size_t i = 0; i < COUNT(bad); i++) {
 		uint64_t v = 1;
 		sluice_parse_error_t e = { 0 };

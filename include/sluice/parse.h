@@ -22,8 +22,9 @@
  *             per 250 ms.  The rate must be positive.
  *   fraction  number ['%']: an exact ratio, reduced: 2.5 is 5/2, 0.02 and 2% are
  *             1/50, 0.5% is 1/200 (tolerances, multiples, error ratios).
- *   size      digits [k | K | m | M | g | G]: bytes, or KiB, MiB, GiB (the
- *             multiples of nginx's size syntax): 4096, 64k, 10m, 1g.
+ *   size      digits [suffix]: bytes (no suffix, or B), or the binary multiples
+ *             k K KiB, m M MiB, g G GiB, t T TiB (nginx's letters and the IEC
+ *             names): 4096, 512B, 64k, 10m, 2MiB, 1g.
  *   algorithm a name of sluice_algo_t (fixed, window, gcra, leaky, log,
  *             warmup, decay, inflight) or one of its aliases
  *             (SLUICE_ALGO_ALIASES below: token_bucket = gcra, ...).
@@ -128,7 +129,7 @@ SLUICE_API int sluice_format_duration(uint64_t ns, char *buf, size_t len);
  * @period_ns at least 1 (else SLUICE_EINVAL). */
 SLUICE_API int sluice_format_rate(uint64_t rate, uint64_t period_ns, char *buf, size_t len);
 
-/* sluice_format_size - @bytes in the largest of g, m, k that holds it
+/* sluice_format_size - @bytes in the largest of t, g, m, k that holds it
  * whole, else bare bytes: "10m", "64k", "4097". */
 SLUICE_API int sluice_format_size(uint64_t bytes, char *buf, size_t len);
 

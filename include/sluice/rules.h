@@ -322,15 +322,6 @@ SLUICE_API void sluice_rule_keyed_config(const sluice_rule_t *r, sluice_keyed_co
 SLUICE_API int sluice_rule_limiter_config(const sluice_rule_t *r, const sluice_clock_t *clock,
                                           sluice_limiter_config_t *out);
 
-/*
- * sluice_rules_parse_size - @len bytes at @s as a size in bytes: digits,
- * then nothing or B (bytes), k K KiB, m M MiB, g G GiB, t T TiB (binary
- * multiples).  The grammar of memory_budget and `sluice --memory-budget`.
- * Return: 0 and *@out; SLUICE_EINVAL (no digits, an unknown suffix, NULL),
- * SLUICE_ELIMIT (above 2^64 - 1).
- */
-SLUICE_API int sluice_rules_parse_size(const char *s, size_t len, uint64_t *out);
-
 /* sluice_rules_algo_name - the file's name of @a ("token_bucket", ...), or NULL. */
 SLUICE_API const char *sluice_rules_algo_name(sluice_algo_t a);
 
