@@ -329,7 +329,9 @@ int sluice_redis_acquire(sluice_redis_limit_t *l, uint64_t n, sluice_decision_t 
 	/* the budget is real time, whatever clock the leases run on */
 	uint64_t start = got ? 0 : sluice__mono_ns(), spent = 0;
 	while (!got) {
-		if (atomic_load_explicit(&r->breaker, memory_order_relaxed) != SLUICE__BREAKER_CLOSED)
+		/* half-open queues the request as closed does: the I/O thread
+		 * sends the first one it gets as the probe (breaker.c) */
+		if (atomic_load_explicit(&r->breaker, memory_order_relaxed) == SLUICE__BREAKER_OPEN)
 			goto fallback;
 		/* acquire: pairs with the I/O thread's release store, so the
 		 * refused_need read below is the one stored with it */

@@ -95,6 +95,19 @@ int sluice__redis_argv(const sluice_redis_limit_t *l, const char *sha, uint64_t 
                        uint64_t want, uint64_t now_us, char bufs[][32], const char *argv[12]);
 /* parse a script's reply (a redisReply *); -1 when it is not one */
 int sluice__redis_parse(const void *reply, sluice__redis_reply_t *out);
+/* 1 when @reply's times lie within @l's horizon (redis.h LIMITS: GCRA
+ * burst x T, the others W), it grants at most @want and leaves at most the
+ * limit: any other reply is not our script's (a malformed reply) */
+int sluice__redis_reply_fits(const sluice_redis_limit_t *l, const sluice__redis_reply_t *rep,
+                             uint64_t want);
+/* The most bytes of an unfinished reply a reader may hold.  Every reply
+ * sluice reads is far smaller (a script's six integers, a 40-character SHA,
+ * an error line of a few hundred bytes): a reader holding more is not
+ * reading one of ours. */
+#define SLUICE__REDIS_REPLY_MAX 65536
+/* 1 when @rd (a redisReader *) holds more than SLUICE__REDIS_REPLY_MAX
+ * bytes it could not yet make a reply of: drop the connection */
+int sluice__redis_reader_overfull(const void *rd);
 /* make @rd (a redisReader *) refuse array replies longer than any script
  * returns, before hiredis allocates them; 0, or -1 (no table: out of
  * memory at the first call) */

@@ -98,6 +98,40 @@ int sluice__redis_parse(const void *reply, sluice__redis_reply_t *out)
 }
 
 /*
+ * The horizon of @l's replies: how far past the script's now any time it
+ * reports can lie.  GCRA: burst x T (an admission needs room, so a TAT the
+ * script wrote is never further than that ahead of its now: retry-after is
+ * at most need x T, reset at most burst x T); FIXED, WINDOW and LOG: the
+ * window W (a window, a bucket's last window or a log entry ends within W
+ * of now).  limit.c's validation keeps both below 2^50 us, so a time within
+ * the horizon times 1000 fits a uint64_t with room to spare.
+ */
+static uint64_t horizon_us(const sluice_redis_limit_t *l)
+{
+	return l->algo == SLUICE_REDIS_GCRA ? l->burst * l->T_us : l->window_us;
+}
+
+int sluice__redis_reply_fits(const sluice_redis_limit_t *l, const sluice__redis_reply_t *rep,
+                             uint64_t want)
+{
+	uint64_t h = horizon_us(l);
+	return (uint64_t)rep->granted <= want && (uint64_t)rep->remaining <= l->limit &&
+	       (uint64_t)rep->retry_us <= h && (uint64_t)rep->reset_us <= h;
+}
+
+/*
+ * hiredis 0.14 keeps every byte of a reply in its reader's buffer until the
+ * reply is whole (a bulk "$2147483647" waits for 2 GiB) and has no limit
+ * of its own (maxbuf only trims an idle buffer), so the cap is on what the
+ * reader holds unparsed (SLUICE__REDIS_REPLY_MAX, redis_internal.h).
+ */
+int sluice__redis_reader_overfull(const void *reader)
+{
+	const redisReader *rd = reader;
+	return rd->len - rd->pos > SLUICE__REDIS_REPLY_MAX;
+}
+
+/*
  * hiredis 0.14's reader allocates an array reply's element pointers as
  * soon as it reads the header "*N": a server (or anything speaking for it)
  * that announces N = 333,333,336 made the I/O thread calloc 2.6 GB before
