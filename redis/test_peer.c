@@ -136,6 +136,8 @@ static int answer(sluice_test_peer_t *p, int fd, int argc, const char *argv[16],
 		return send_all(fd, out, (size_t)n);
 	case PEER_BULK:
 		return stream(p, fd);
+	case PEER_SILENT:
+		return 0;
 	}
 	return -1;
 }

@@ -21,6 +21,7 @@ enum sluice_test_peer_mode {
 	PEER_BULK,      /* EVALSHA: "$2147483647\r\n" then bytes, 64 KiB a
 	                 * millisecond, up to bulk_max bytes or bulk_ns, then
 	                 * silence until the client hangs up */
+	PEER_SILENT,    /* EVALSHA: no answer at all */
 };
 
 typedef struct sluice_test_peer {

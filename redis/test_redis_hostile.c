@@ -264,3 +264,54 @@ Test(redis_hostile, huge_bulk_reply)
 	              (unsigned long long)((t2 - t1) / 1000));
 	sluice_test_peer_stop(&p);
 }
+
+/*
+ * R4, the frees: a peer that never answers EVALSHA, a command timeout of
+ * 500 ms.  A decision's request is in flight when its limit (or keyed table)
+ * is freed: the free must not wait for the I/O thread (the thread frees
+ * the limit when the command ends; LeakSanitizer checks it does), and
+ * sluice_redis_free returns within connect_timeout + command_timeout.
+ */
+static void free_in_flight(int keyed)
+{
+	sluice_test_peer_t p = { 0 };
+	cr_assert_eq(sluice_test_peer_start(&p, PEER_SILENT), 0);
+	sluice_redis_config_t rc = { .port = p.port, .command_timeout_ns = 500 * MS };
+	sluice_redis_t *r;
+	cr_assert_eq(sluice_redis_new(&rc, &r), 0);
+	sluice_redis_limit_config_t cfg = fixed_cfg("r4f");
+	sluice_redis_limit_t *l = NULL;
+	sluice_redis_keyed_t *k = NULL;
+	if (keyed)
+		cr_assert_eq(sluice_redis_keyed_new(r, &cfg, 4, &k), 0);
+	else
+		cr_assert_eq(sluice_redis_limit_new(r, &cfg, &l), 0);
+	sluice_redis_source_t src;
+	int rc1 = keyed ? sluice_redis_acquire_key(k, "a", 1, 1, NULL, &src)
+	                : sluice_redis_acquire(l, 1, NULL, &src);
+	cr_assert_eq(rc1, 0);
+	cr_assert_eq(src, SLUICE_REDIS_FROM_FALLBACK);
+	/* bounded: the request reaches the peer (the I/O thread now waits) */
+	for (int i = 0; i < 2000 && atomic_load(&p.evalshas) == 0; i++)
+		sleep_ms(1);
+	cr_assert_eq(atomic_load(&p.evalshas), 1);
+	uint64_t t0 = sluice_clock_monotonic_ns();
+	if (keyed)
+		sluice_redis_keyed_free(k);
+	else
+		sluice_redis_limit_free(l);
+	uint64_t t1 = sluice_clock_monotonic_ns();
+	sluice_redis_free(r);
+	uint64_t t2 = sluice_clock_monotonic_ns();
+	cr_log_info("in flight: the free %llu us, redis_free %llu us",
+	            (unsigned long long)((t1 - t0) / 1000), (unsigned long long)((t2 - t1) / 1000));
+	/* a few atomic operations: the slack is the machine's load alone */
+	cr_assert_leq(t1 - t0, 250 * MS, "the free waited %llu us for the I/O thread",
+	              (unsigned long long)((t1 - t0) / 1000));
+	cr_assert_leq(t2 - t1, 50 * MS + 500 * MS + BULK_SLACK_NS, "sluice_redis_free took %llu us",
+	              (unsigned long long)((t2 - t1) / 1000));
+	sluice_test_peer_stop(&p);
+}
+
+Test(redis_hostile, limit_free_with_its_request_in_flight) { free_in_flight(0); }
+Test(redis_hostile, keyed_free_with_a_request_in_flight) { free_in_flight(1); }
