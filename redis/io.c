@@ -197,9 +197,7 @@ static void serve(sluice_redis_t *r, sluice_redis_limit_t *l)
 			sluice__stat(r, ST_IO_ERRORS, 1);
 		sluice__breaker_failure(r, sluice__mono_ns());
 	}
-	/* release: the I/O thread is done with @l; pairs with the acquire in
-	 * sluice_redis_limit_free() */
-	atomic_store_explicit(&l->pending, 0, memory_order_release);
+	sluice__limit_done(l); /* the I/O thread is done with @l */
 }
 
 static void nap(sluice_redis_t *r, uint64_t ns)
@@ -219,8 +217,7 @@ static void drain(sluice_redis_t *r)
 {
 	sluice_redis_limit_t *l;
 	while ((l = sluice__queue_pop(&r->queue)) != NULL)
-		/* release: as in serve() */
-		atomic_store_explicit(&l->pending, 0, memory_order_release);
+		sluice__limit_done(l);
 }
 
 static void *io_main(void *arg)
@@ -253,7 +250,12 @@ static void *io_main(void *arg)
 			nap(r, 50000000);
 			continue;
 		}
-		serve(r, l);
+		/* relaxed: a limit freed while queued is not served, only
+		 * freed (sluice__limit_done's exchange orders the free) */
+		if (atomic_load_explicit(&l->pending, memory_order_relaxed) == SLUICE__ORPHAN)
+			sluice__limit_done(l);
+		else
+			serve(r, l);
 	}
 	drain(r);
 	drop(r);

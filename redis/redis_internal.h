@@ -22,6 +22,8 @@
 #include "queue.h"
 
 enum { SLUICE__BREAKER_CLOSED = 0, SLUICE__BREAKER_OPEN = 1, SLUICE__BREAKER_HALF = 2 };
+/* a limit's pending flag (limit.c: who frees it) */
+enum { SLUICE__IDLE = 0, SLUICE__QUEUED = 1, SLUICE__ORPHAN = 2 };
 
 /* One counter per field of sluice_redis_stats_t, in its order. */
 #define SLUICE__REDIS_NSTATS (sizeof(sluice_redis_stats_t) / sizeof(uint64_t))
@@ -70,7 +72,9 @@ struct sluice_redis_limit {
 	uint64_t base_ns;            /* the lease word's time origin */
 	/* decision threads spend it, the I/O thread installs it */
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t lease;
-	/* decisions set pending 0 -> 1 and push; the I/O thread clears it */
+	struct sluice_redis_keyed *owner; /* the keyed table it is a slot of, or NULL */
+	/* decisions set pending IDLE -> QUEUED and push; the I/O thread
+	 * clears it; a free sets QUEUED -> ORPHAN (limit.c) */
 	_Alignas(SLUICE_CACHELINE) _Atomic int pending;
 	_Atomic uint64_t need;       /* the largest n a waiting decision wants */
 	_Atomic uint64_t demand;     /* decisions that found the lease short */
@@ -135,7 +139,15 @@ void sluice__limit_setup(sluice_redis_limit_t *l, sluice_redis_t *r,
                          const sluice_redis_limit_config_t *cfg, const char *name,
                          sluice_limiter_t *local);
 void sluice__limit_name(sluice_redis_limit_t *l, const char *name, size_t len);
-int sluice__limit_quiesce(sluice_redis_limit_t *l);
+/* a free's part: 1, the caller frees @l now; 0, the I/O thread holds it
+ * and frees it when it is done (never waits) */
+int sluice__limit_let_go(sluice_redis_limit_t *l);
+/* the I/O thread is done with @l: clear pending, and free @l when its
+ * owner has let it go */
+void sluice__limit_done(sluice_redis_limit_t *l);
+
+/* redis/keyed.c: a slot's limit the I/O thread freed after its table's free */
+void sluice__keyed_release(struct sluice_redis_keyed *k, sluice_redis_limit_t *l);
 
 /* redis/io.c */
 /* bumped in the child of every fork(): a backend made before it belongs to
