@@ -240,6 +240,11 @@ Test(redis_hostile, huge_bulk_reply)
 	}
 	cr_assert_leq(worst, cfg.budget_ns + BULK_SLACK_NS, "a decision took %llu us",
 	              (unsigned long long)(worst / 1000));
+	/* each reconnect is a failure: the breaker opens after three, for
+	 * 200 ms, so 800 ms hold at most about 5 x 3 connects (a successful
+	 * connect must not reset the count of failed commands) */
+	uint64_t connects = stats(r).connects;
+	cr_assert_leq(connects, 30, "%llu connects in 800 ms", (unsigned long long)connects);
 	uint64_t grew = peak_rss() - rss0;
 	cr_assert_gt(atomic_load(&p.bulk_sent), 0);
 	cr_assert_leq(grew, 8ULL << 20, "the client's peak RSS grew by %llu KiB (%llu KiB sent)",
