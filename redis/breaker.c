@@ -11,10 +11,15 @@
  * asked, a time past the limit's horizon) open it.  Open: decisions take
  * the fallback at once, with no wait; after breaker_open_ns the I/O thread
  * moves to half-open.  Half-open: decisions queue their requests and wait
- * their budget as when closed, and the I/O thread's next step is the probe:
- * a connect + SCRIPT LOAD when there is no connection, else the first
- * queued request itself.  A probe that succeeds closes it, one that fails
- * opens it again for another breaker_open_ns.
+ * their budget as when closed, and the I/O thread's probe is the first
+ * queued request itself, after a connect + SCRIPT LOAD when there is no
+ * connection.  A probe that succeeds closes it, one that fails (the
+ * connect or the request) opens it again for another breaker_open_ns.
+ * Only a request answered by our script counts as a success, in every
+ * state: a connect that succeeds resets nothing, or a server that accepts
+ * connections and loads scripts but fails every call (a 2 GiB bulk, say)
+ * would have the thread reconnect without end, the breaker never opening
+ * (351 connects in 800 ms in test_redis_hostile before this rule).
  *
  * Why a real request as the probe while connected: a script-level failure
  * leaves the connection up, so a connect proves nothing, and SCRIPT EXISTS

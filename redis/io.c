@@ -243,7 +243,8 @@ static void *io_main(void *arg)
 				nap(r, 1000000);
 				continue;
 			}
-			sluice__breaker_success(r);
+			/* no success for the breaker: a server can accept and
+			 * load scripts and still fail every call (breaker.c) */
 		}
 		sluice_redis_limit_t *l = sluice__queue_pop(&r->queue);
 		if (!l) {

@@ -78,11 +78,12 @@
  *   script error such as a key of the wrong type, NOSCRIPT again after a
  *   reload, a grant above what was asked, a time past the horizon).  It
  *   stays open for breaker_open_ns, then half-open: the I/O thread probes
- *   with a connect and SCRIPT LOAD when it has no connection, else with
- *   the next decision's own request (decisions queue and wait their budget
- *   as when closed).  A probe that succeeds closes it, one that fails opens
- *   it again: once the server is fixed, decisions reach Redis again within
- *   breaker_open_ns plus one round trip.
+ *   with the next decision's own request (decisions queue and wait their
+ *   budget as when closed), after a connect and SCRIPT LOAD when it has no
+ *   connection.  A probe that succeeds closes it, one that fails opens it
+ *   again; only a request our script answered is a success (a connect that
+ *   succeeds resets nothing).  Once the server is fixed, decisions reach
+ *   Redis again within breaker_open_ns plus a connect and a round trip.
  *
  * REPLIES (the server is outside the process: a stray value at a key, a
  *   proxy, a hostile peer)
