@@ -83,25 +83,69 @@ static int is(const char *a, size_t n, const char *word)
 	return n == strlen(word) && strncasecmp(a, word, n) == 0;
 }
 
-/* "$2147483647\r\n" then bytes until bulk_max, bulk_ns, an error or stop */
-static int stream(sluice_test_peer_t *p, int fd)
+/* What a stream sends after its header: fill @buf (@cap bytes), return
+ * how much (0: the reply is whole, stop). */
+typedef struct gen {
+	int depth, left[8]; /* PEER_NESTED: the arrays open, their elements left */
+} gen_t;
+
+static size_t gen_bulk(gen_t *g, char *buf, size_t cap)
+{
+	(void)g;
+	memset(buf, 'x', cap);
+	return cap;
+}
+
+/* the serialisation of a full tree of arrays of 16, NEST_LEVELS deep, with
+ * integers for leaves: 16^NEST_LEVELS of them, 4 bytes each on the wire */
+#define NEST_LEVELS 6
+static size_t gen_nested(gen_t *g, char *buf, size_t cap)
+{
+	size_t n = 0;
+	while (n + 8 <= cap && g->depth >= 0) {
+		if (g->left[g->depth] == 0) {
+			g->depth--;
+			continue;
+		}
+		g->left[g->depth]--;
+		if (g->depth + 1 < NEST_LEVELS) {
+			memcpy(buf + n, "*16\r\n", 5);
+			n += 5;
+			g->left[++g->depth] = 16;
+		} else {
+			memcpy(buf + n, ":1\r\n", 4);
+			n += 4;
+		}
+	}
+	return n;
+}
+
+/* @head, then what @fn makes until bulk_max, bulk_ns, an error or stop */
+static int stream(sluice_test_peer_t *p, int fd, const char *head,
+                  size_t (*fn)(gen_t *, char *, size_t))
 {
 	static char chunk[65536];
-	memset(chunk, 'x', sizeof(chunk));
-	if (send_all(fd, "$2147483647\r\n", 13) < 0)
+	gen_t g = { .depth = 0, .left = { 16 } };
+	if (send_all(fd, head, strlen(head)) < 0)
 		return -1;
 	uint64_t sent = 0, end = mono_ns() + p->bulk_ns;
 	while (sent < p->bulk_max && mono_ns() < end && !atomic_load(&p->stop)) {
 		size_t n = sizeof(chunk);
 		if (n > p->bulk_max - sent)
 			n = (size_t)(p->bulk_max - sent);
-		ssize_t k = send(fd, chunk, n, MSG_NOSIGNAL);
-		if (k < 0 && (errno == EAGAIN || errno == EINTR))
-			continue;
-		if (k <= 0)
-			return -1; /* the client hung up */
-		sent += (uint64_t)k;
-		atomic_fetch_add(&p->bulk_sent, (uint64_t)k);
+		n = fn(&g, chunk, n);
+		if (n == 0)
+			break;
+		for (size_t off = 0; off < n && !atomic_load(&p->stop);) {
+			ssize_t k = send(fd, chunk + off, n - off, MSG_NOSIGNAL);
+			if (k < 0 && (errno == EAGAIN || errno == EINTR))
+				continue;
+			if (k <= 0)
+				return -1; /* the client hung up */
+			off += (size_t)k;
+			sent += (uint64_t)k;
+			atomic_fetch_add(&p->bulk_sent, (uint64_t)k);
+		}
 		/* 64 KiB a millisecond: a stream that lasts (bulk_ns) without
 		 * filling the test machine's memory when a client keeps it */
 		struct timespec ms = { 0, 1000000 };
@@ -135,7 +179,9 @@ static int answer(sluice_test_peer_t *p, int fd, int argc, const char *argv[16],
 		             (long long)r, (long long)r);
 		return send_all(fd, out, (size_t)n);
 	case PEER_BULK:
-		return stream(p, fd);
+		return stream(p, fd, "$2147483647\r\n", gen_bulk);
+	case PEER_NESTED:
+		return stream(p, fd, "*16\r\n", gen_nested);
 	case PEER_SILENT:
 		return 0;
 	}

@@ -22,6 +22,10 @@ enum sluice_test_peer_mode {
 	                 * millisecond, up to bulk_max bytes or bulk_ns, then
 	                 * silence until the client hangs up */
 	PEER_SILENT,    /* EVALSHA: no answer at all */
+	PEER_NESTED,    /* EVALSHA: a full tree of arrays of 16, 6 deep, with
+	                 * integers for leaves (64 MiB), sent as PEER_BULK
+	                 * sends: the reader makes an object of every element
+	                 * as it arrives and keeps no byte unparsed */
 };
 
 typedef struct sluice_test_peer {

@@ -211,17 +211,18 @@ static uint64_t peak_rss(void)
 }
 
 /*
- * R4: a peer that answers EVALSHA with "$2147483647\r\n" and then sends
- * 64 KiB a millisecond for 2 s.  The client holds
- * a bounded amount of it (the reply cap, SLUICE__REDIS_REPLY_MAX, plus one
- * read); decisions are answered within their budget (by the fallback); and
- * both frees return within what redis.h states, while the peer still sends.
+ * R4: a peer that answers EVALSHA with a reply that never ends (a bulk of
+ * 2 GiB, or arrays nested as deep as hiredis reads) and sends 64 KiB a
+ * millisecond for 2 s.  The client holds a bounded amount of it (the reply
+ * cap, SLUICE__REDIS_REPLY_MAX); decisions are answered within their
+ * budget (by the fallback); and both frees return within what redis.h
+ * states, while the peer still sends.
  */
 #define BULK_SLACK_NS (500 * MS) /* a loaded 2-core machine, sanitizers */
-Test(redis_hostile, huge_bulk_reply)
+static void huge_reply(int mode, uint64_t bulk_max)
 {
-	sluice_test_peer_t p = { .bulk_max = 256ULL << 20, .bulk_ns = 2000 * MS };
-	cr_assert_eq(sluice_test_peer_start(&p, PEER_BULK), 0);
+	sluice_test_peer_t p = { .bulk_max = bulk_max, .bulk_ns = 2000 * MS };
+	cr_assert_eq(sluice_test_peer_start(&p, mode), 0);
 	uint64_t rss0 = peak_rss();
 	/* the default open time (200 ms): each reconnect is a fresh reader */
 	sluice_redis_t *r = backend_on(p.port, 0);
@@ -255,9 +256,9 @@ Test(redis_hostile, huge_bulk_reply)
 	uint64_t t1 = sluice_clock_monotonic_ns();
 	sluice_redis_free(r);
 	uint64_t t2 = sluice_clock_monotonic_ns();
-	cr_log_info("huge bulk: peak RSS +%llu KiB, %llu KiB sent, worst decision %llu us, "
+	cr_log_info("huge reply %d: peak RSS +%llu KiB, %llu KiB sent, worst decision %llu us, "
 	            "limit_free %llu us, redis_free %llu us",
-	            (unsigned long long)(grew >> 10),
+	            mode, (unsigned long long)(grew >> 10),
 	            (unsigned long long)(atomic_load(&p.bulk_sent) >> 10),
 	            (unsigned long long)(worst / 1000), (unsigned long long)((t1 - t0) / 1000),
 	            (unsigned long long)((t2 - t1) / 1000));
@@ -269,6 +270,13 @@ Test(redis_hostile, huge_bulk_reply)
 	              (unsigned long long)((t2 - t1) / 1000));
 	sluice_test_peer_stop(&p);
 }
+
+Test(redis_hostile, huge_bulk_reply) { huge_reply(PEER_BULK, 256ULL << 20); }
+/* every byte becomes a reply object at once, so the reader holds nothing
+ * unparsed: the cap must count the reply's bytes, not the reader's buffer
+ * (8 MiB at most: what the client holds when that is wrong is 15 times
+ * what was sent) */
+Test(redis_hostile, huge_nested_array_reply) { huge_reply(PEER_NESTED, 8ULL << 20); }
 
 /*
  * R4, the frees: a peer that never answers EVALSHA, a command timeout of
