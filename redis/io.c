@@ -18,8 +18,8 @@
  * rather than hiredis's redisGetReply, which reads until a reply is whole:
  * a server that announces a 2 GiB bulk and sends it would have the reader
  * buffer all of it while the thread reads.  command() feeds the reader one
- * read (16 KiB) at a time and drops the connection once the reader holds
- * more than SLUICE__REDIS_REPLY_MAX bytes of an unfinished reply, once
+ * read (16 KiB) at a time and drops the connection once the reply would
+ * pass SLUICE__REDIS_REPLY_MAX bytes (scripts.c: what it bounds), once
  * command_timeout has passed since the command began (each read or write
  * blocks at most command_timeout too: a command ends within twice it), or
  * once stop is set, so sluice_redis_free waits for one blocking call at
@@ -42,6 +42,7 @@
 #include <signal.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "redis_internal.h"
 
@@ -70,16 +71,22 @@ static redisReply *command(sluice_redis_t *r)
 		    sluice__mono_ns() > deadline || redisBufferWrite(c, &done) != REDIS_OK)
 			return NULL;
 	}
+	size_t fed = 0;
 	for (;;) {
 		void *rep = NULL;
 		if (redisGetReplyFromReader(c, &rep) != REDIS_OK)
 			return NULL;
 		if (rep)
 			return rep;
-		if (sluice__redis_reader_overfull(c->reader) ||
-		    atomic_load_explicit(&r->stop, memory_order_relaxed) ||
-		    sluice__mono_ns() > deadline || redisBufferRead(c) != REDIS_OK)
+		if (atomic_load_explicit(&r->stop, memory_order_relaxed) ||
+		    sluice__mono_ns() > deadline)
 			return NULL;
+		/* hiredis's redisBufferRead, but fed through the cap; every
+		 * signal is blocked here, so no EINTR */
+		char buf[16384];
+		ssize_t n = read(c->fd, buf, sizeof(buf));
+		if (n <= 0 || sluice__redis_reader_feed(c->reader, buf, (size_t)n, &fed) != 0)
+			return NULL; /* a timeout (EAGAIN), an error, EOF, the cap */
 	}
 }
 

@@ -104,14 +104,16 @@ int sluice__redis_parse(const void *reply, sluice__redis_reply_t *out);
  * limit: any other reply is not our script's (a malformed reply) */
 int sluice__redis_reply_fits(const sluice_redis_limit_t *l, const sluice__redis_reply_t *rep,
                              uint64_t want);
-/* The most bytes of an unfinished reply a reader may hold.  Every reply
+/* The most bytes one reply may take on the wire.  Every reply
  * sluice reads is far smaller (a script's six integers, a 40-character SHA,
  * an error line of a few hundred bytes): a reader holding more is not
  * reading one of ours. */
 #define SLUICE__REDIS_REPLY_MAX 65536
-/* 1 when @rd (a redisReader *) holds more than SLUICE__REDIS_REPLY_MAX
- * bytes it could not yet make a reply of: drop the connection */
-int sluice__redis_reader_overfull(const void *rd);
+/* feed @n bytes of one reply to @rd (a redisReader *); *@fed counts what
+ * was fed for it so far.  0, or -1: a reader error, or the reply would pass
+ * SLUICE__REDIS_REPLY_MAX bytes (nothing of @buf was fed): drop the
+ * connection */
+int sluice__redis_reader_feed(void *rd, const char *buf, size_t n, size_t *fed);
 /* make @rd (a redisReader *) refuse array replies longer than any script
  * returns, before hiredis allocates them; 0, or -1 (no table: out of
  * memory at the first call) */

@@ -120,15 +120,22 @@ int sluice__redis_reply_fits(const sluice_redis_limit_t *l, const sluice__redis_
 }
 
 /*
- * hiredis 0.14 keeps every byte of a reply in its reader's buffer until the
- * reply is whole (a bulk "$2147483647" waits for 2 GiB) and has no limit
- * of its own (maxbuf only trims an idle buffer), so the cap is on what the
- * reader holds unparsed (SLUICE__REDIS_REPLY_MAX, redis_internal.h).
+ * The cap counts a reply's bytes as they arrive, before the reader sees
+ * them: hiredis 0.14 keeps every byte of a bulk in its buffer until the
+ * bulk is whole ("$2147483647" waits for 2 GiB), makes an object of every
+ * element of an array as it arrives (arrays of 16 nested six deep are 16^6
+ * objects, none of them refused by the array cap below), and has no limit
+ * of its own (maxbuf only trims an idle buffer).  Counting what was fed
+ * bounds both: the reader never holds more than SLUICE__REDIS_REPLY_MAX
+ * bytes of one reply, nor more objects than that many bytes can encode
+ * (at least three bytes each).
  */
-int sluice__redis_reader_overfull(const void *reader)
+int sluice__redis_reader_feed(void *reader, const char *buf, size_t n, size_t *fed)
 {
-	const redisReader *rd = reader;
-	return rd->len - rd->pos > SLUICE__REDIS_REPLY_MAX;
+	if (n > SLUICE__REDIS_REPLY_MAX - *fed)
+		return -1;
+	*fed += n;
+	return redisReaderFeed(reader, buf, n) == REDIS_OK ? 0 : -1;
 }
 
 /*

@@ -98,11 +98,12 @@
  *   times past it (a far-future TAT written by hand, a key of a same-named
  *   limit with a longer horizon, a failover to a clock behind) fails every
  *   call on it until it is fixed or its times come within the horizon.
- *   Every command is bounded: a reader holding more than 64 KiB of an
- *   unfinished reply (a script's are a few hundred bytes; a bulk reply is
- *   refused before it is whole) drops the connection, as does a command
- *   not answered within command_timeout_ns (each read or write blocks at
- *   most that long too: a command ends within twice it); both are failures.
+ *   Every command is bounded: a reply that passes 64 KiB on the wire (a
+ *   script's is a few hundred bytes) drops the connection before the
+ *   reader holds more of it (a 2 GiB bulk, a tree of nested arrays), as
+ *   does a command not answered within command_timeout_ns (each read or
+ *   write blocks at most that long too: a command ends within twice it);
+ *   both are failures.
  *
  * PARAMETERS are fixed for a limit's life: a Redis limit has no setters
  *   (through the generic handle they are SLUICE_ENOTSUP), so no change
