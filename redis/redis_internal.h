@@ -6,7 +6,10 @@
  *                     flag (0 -> 1) and need, the queue's tail;
  *   the I/O thread    everything else: the connection, the script SHAs, the
  *                     breaker state, a limit's B, refusal cache, lease word
- *                     (install) and pending (1 -> 0).
+ *                     (install) and pending (QUEUED or ORPHAN -> IDLE, and
+ *                     then the free of an ORPHAN);
+ *   a free            pending IDLE -> QUEUED (then frees) or QUEUED ->
+ *                     ORPHAN (the I/O thread frees), limit.c.
  */
 #ifndef SLUICE_REDIS_INTERNAL_H
 #define SLUICE_REDIS_INTERNAL_H
