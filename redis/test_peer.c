@@ -170,7 +170,9 @@ static int answer(sluice_test_peer_t *p, int fd, int argc, const char *argv[16],
 	int n;
 	switch (atomic_load(&p->mode)) {
 	case PEER_GRANT:
-		n = snprintf(out, sizeof(out), "*6\r\n:1\r\n:0\r\n:0\r\n:1000\r\n:%ld\r\n:0\r\n", want);
+		n = snprintf(out, sizeof(out), "*6\r\n:1\r\n:0\r\n:0\r\n:%lld\r\n:%ld\r\n:0\r\n",
+		             (long long)(atomic_load(&p->reset_us) ? atomic_load(&p->reset_us) : 1000),
+		             want);
 		return send_all(fd, out, (size_t)n);
 	case PEER_NOSCRIPT:
 		return send_all(fd, "-NOSCRIPT No matching script.\r\n", 31);

@@ -15,7 +15,9 @@
 #include <stdint.h>
 
 enum sluice_test_peer_mode {
-	PEER_GRANT = 1, /* EVALSHA: a valid grant of what was asked (want) */
+	PEER_GRANT = 1, /* EVALSHA: a grant of what was asked (want), its
+	                 * reset reset_us (0: 1000 us, valid for every test
+	                 * limit) */
 	PEER_NOSCRIPT,  /* EVALSHA: -NOSCRIPT, every time (SCRIPT LOAD works) */
 	PEER_RETRY,     /* EVALSHA: a refusal with retry and reset = retry_us */
 	PEER_BULK,      /* EVALSHA: "$2147483647\r\n" then bytes, 64 KiB a
@@ -31,7 +33,7 @@ enum sluice_test_peer_mode {
 typedef struct sluice_test_peer {
 	int port;
 	_Atomic int mode;
-	_Atomic int64_t retry_us;
+	_Atomic int64_t retry_us, reset_us;
 	uint64_t bulk_max, bulk_ns;
 	_Atomic uint64_t evalshas;   /* EVALSHA commands answered */
 	_Atomic uint64_t bulk_sent;  /* bytes of bulk data sent, all connections */

@@ -196,6 +196,35 @@ Test(redis_hostile, refusal_for_115_days_from_a_peer) { far_retry(10000000000000
 /* 2^62 us: times 1000 wraps a 64-bit count of ns */
 Test(redis_hostile, refusal_whose_ns_wrap_from_a_peer) { far_retry(INT64_C(1) << 62); }
 
+/* R3: a grant whose reset lies 10^13 us ahead: a FIXED lease lapses at its
+ * reset, so taking it would spend the lease in every window to come.  No
+ * decision may be admitted from such a lease; the breaker opens; a server
+ * that grants with a valid reset is used again. */
+Test(redis_hostile, lease_past_its_window_from_a_peer)
+{
+	sluice_test_peer_t p = { 0 };
+	atomic_store(&p.reset_us, 10000000000000LL);
+	cr_assert_eq(sluice_test_peer_start(&p, PEER_GRANT), 0);
+	sluice_redis_t *r = backend_on(p.port, OPEN_NS);
+	sluice_redis_limit_config_t cfg = fixed_cfg("r3l");
+	sluice_redis_limit_t *l;
+	cr_assert_eq(sluice_redis_limit_new(r, &cfg, &l), 0);
+	uint64_t end = sluice_clock_monotonic_ns() + 2000 * MS;
+	for (int i = 0; i < 2000 && stats(r).breaker_opened == 0 &&
+	                sluice_clock_monotonic_ns() < end; i++) {
+		sluice_redis_source_t src;
+		cr_assert_eq(sluice_redis_acquire(l, 1, NULL, &src), 0,
+		             "admitted from a lease that would outlive its window");
+		sleep_ms(1);
+	}
+	cr_assert_gt(stats(r).breaker_opened, 0, "the grants never opened the breaker");
+	atomic_store(&p.reset_us, 0);
+	cr_assert(until_lease(l, 2000), "no decision went through Redis within 2 s of the fix");
+	sluice_redis_limit_free(l);
+	sluice_redis_free(r);
+	sluice_test_peer_stop(&p);
+}
+
 /* VmHWM (peak resident set) of this process, in bytes */
 static uint64_t peak_rss(void)
 {
