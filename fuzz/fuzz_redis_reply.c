@@ -22,10 +22,22 @@
  *   - anything else is refused (-1) and writes nothing that is used.
  * A reader error (malformed protocol) ends the input, as it ends the
  * connection in the I/O thread.  No crash, leak or sanitizer report.
+ *
+ * The input is fed as the I/O thread feeds a reply (sluice__redis_reader_feed,
+ * the 64 KiB cap on one reply's bytes), and a server that goes on sending
+ * is played too: when the input leaves the reader in the middle of a reply,
+ * its tail is sent again and again until a reply is whole, the reader
+ * fails or the cap drops the connection, or 2 GiB have gone by.  So an
+ * over-long bulk ("$2147483647", corpus/redis_reply/huge-bulk) costs 64 KiB
+ * with the cap, and without it runs into libFuzzer's timeout (shown with
+ * the cap taken out: "timeout after 6 seconds").  A tree of nested arrays
+ * needs a stream no repeated tail makes: test_redis_hostile's peer sends
+ * it.
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <hiredis/hiredis.h>
 
@@ -61,6 +73,25 @@ static void check(const redisReply *r)
 		abort(); /* accepted what the contract refuses */
 }
 
+/* One read of the I/O thread: feed @n bytes of the reply, then take every
+ * whole reply (at most 64 an input, *@got counts them); -1 when the
+ * connection would be dropped. */
+static int feed(redisReader *rd, const char *p, size_t n, size_t *fed, int *got)
+{
+	if (sluice__redis_reader_feed(rd, p, n, fed) != 0)
+		return -1;
+	for (; *got < 64; (*got)++) {
+		void *reply = NULL;
+		if (redisReaderGetReply(rd, &reply) != REDIS_OK)
+			return -1;
+		if (!reply)
+			break;
+		check(reply);
+		freeReplyObject(reply);
+	}
+	return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -71,16 +102,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (sluice__redis_reader_cap(rd) != 0)
 		abort(); /* the I/O thread's reader, exactly */
 	/* Fed in two pieces, as a reply may arrive in two reads. */
-	size_t cut = size ? data[0] % (size + 1) : 0;
-	if (redisReaderFeed(rd, (const char *)data, cut) == REDIS_OK &&
-	    redisReaderFeed(rd, (const char *)data + cut, size - cut) == REDIS_OK) {
-		for (int i = 0; i < 64; i++) { /* bounded: at most 64 replies an input */
-			void *reply = NULL;
-			if (redisReaderGetReply(rd, &reply) != REDIS_OK || !reply)
+	size_t cut = size ? data[0] % (size + 1) : 0, fed = 0;
+	int got = 0;
+	const char *in = (const char *)data;
+	if (feed(rd, in, cut, &fed, &got) == 0 && feed(rd, in + cut, size - cut, &fed, &got) == 0 &&
+	    got == 0 && size > 0) {
+		/* a server that keeps sending: the input's tail, over and over,
+		 * in reads of up to 4 KiB */
+		static char piece[4096];
+		size_t tail = size - cut ? size - cut : size, n = 0;
+		const char *t = in + size - tail;
+		while (n + tail <= sizeof(piece) || n == 0) {
+			size_t k = tail < sizeof(piece) ? tail : sizeof(piece);
+			memcpy(piece + n, t, k);
+			n += k;
+			if (k < tail)
 				break;
-			check(reply);
-			freeReplyObject(reply);
 		}
+		for (uint64_t sent = 0; got == 0 && sent < (2ULL << 30); sent += n)
+			if (feed(rd, piece, n, &fed, &got) != 0)
+				break;
 	}
 	redisReaderFree(rd);
 	return 0;

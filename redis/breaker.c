@@ -6,10 +6,31 @@
  * stale state either waits its budget and falls back, or falls back one
  * decision early; both are within the contract).  Closed: requests go to
  * Redis; breaker_failures consecutive failures (I/O errors, timeouts,
- * refused connects) open it.  Open: decisions take the fallback at once,
- * with no wait; after breaker_open_ns the I/O thread moves to half-open and
- * probes (connect + SCRIPT LOAD).  A probe that succeeds closes it, one
- * that fails opens it again for another breaker_open_ns.
+ * refused connects, and replies that are not our script's: a script error
+ * such as a wrong-type key, NOSCRIPT after a reload, a grant above what was
+ * asked, a time past the limit's horizon) open it.  Open: decisions take
+ * the fallback at once, with no wait; after breaker_open_ns the I/O thread
+ * moves to half-open.  Half-open: decisions queue their requests and wait
+ * their budget as when closed, and the I/O thread's probe is the first
+ * queued request itself, after a connect + SCRIPT LOAD when there is no
+ * connection.  A probe that succeeds closes it, one that fails (the
+ * connect or the request) opens it again for another breaker_open_ns.
+ * Only a request answered by our script counts as a success, in every
+ * state: a connect that succeeds resets nothing, or a server that accepts
+ * connections and loads scripts but fails every call (a 2 GiB bulk, say)
+ * would have the thread reconnect without end, the breaker never opening
+ * (351 connects in 800 ms in test_redis_hostile before this rule).
+ *
+ * Why a real request as the probe while connected: a script-level failure
+ * leaves the connection up, so a connect proves nothing, and SCRIPT EXISTS
+ * would prove only that the scripts are cached, not that the key they
+ * failed on is fixed (a wrong-type or far-future value).  The request
+ * proves exactly the path decisions need, costs no extra round trip, and a
+ * grant it brings is installed as any other.  Its decision waits at most
+ * its budget, as every decision does.  So after the server is fixed,
+ * decisions reach Redis again within breaker_open_ns plus one round trip
+ * (the stall a half-open breaker without traffic is in costs nothing: it
+ * probes with the next decision's request).
  *
  * The fallbacks: LOCAL decides on a local sluice limiter of the same
  * algorithm holding this instance's share (its own lock-free decision

@@ -14,6 +14,17 @@
  * (cache emptied by a restart, a failover, SCRIPT FLUSH) loads the script
  * again and retries once.
  *
+ * Every command is bounded, in bytes and in time, by command() below
+ * rather than hiredis's redisGetReply, which reads until a reply is whole:
+ * a server that announces a 2 GiB bulk and sends it would have the reader
+ * buffer all of it while the thread reads.  command() feeds the reader one
+ * read (16 KiB) at a time and drops the connection once the reply would
+ * pass SLUICE__REDIS_REPLY_MAX bytes (scripts.c: what it bounds), once
+ * command_timeout has passed since the command began (each read or write
+ * blocks at most command_timeout too: a command ends within twice it), or
+ * once stop is set, so sluice_redis_free waits for one blocking call at
+ * most.
+ *
  * The thread sleeps on a semaphore that decisions post when they queue a
  * request (sem_post is a futex wake: no lock, no allocation), with a
  * timeout so that stop and the breaker's timer are noticed.  Every signal
@@ -31,6 +42,7 @@
 #include <signal.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "redis_internal.h"
 
@@ -47,10 +59,43 @@ static void drop(sluice_redis_t *r)
 	r->ctx = NULL;
 }
 
+/* The reply to the command appended to @r's context, bounded as DESIGN
+ * says; NULL on any error (the caller drops the context). */
+static redisReply *command(sluice_redis_t *r)
+{
+	redisContext *c = r->ctx;
+	uint64_t deadline = sluice__mono_ns() + r->command_timeout_ns;
+	int done = 0;
+	while (!done) {
+		if (atomic_load_explicit(&r->stop, memory_order_relaxed) ||
+		    sluice__mono_ns() > deadline || redisBufferWrite(c, &done) != REDIS_OK)
+			return NULL;
+	}
+	size_t fed = 0;
+	for (;;) {
+		void *rep = NULL;
+		if (redisGetReplyFromReader(c, &rep) != REDIS_OK)
+			return NULL;
+		if (rep)
+			return rep;
+		if (atomic_load_explicit(&r->stop, memory_order_relaxed) ||
+		    sluice__mono_ns() > deadline)
+			return NULL;
+		/* hiredis's redisBufferRead, but fed through the cap; every
+		 * signal is blocked here, so no EINTR */
+		char buf[16384];
+		ssize_t n = read(c->fd, buf, sizeof(buf));
+		if (n <= 0 || sluice__redis_reader_feed(c->reader, buf, (size_t)n, &fed) != 0)
+			return NULL; /* a timeout (EAGAIN), an error, EOF, the cap */
+	}
+}
+
 static int load_script(sluice_redis_t *r, sluice_redis_algo_t a)
 {
 	const char *src = sluice__redis_script(a);
-	redisReply *rep = redisCommand(r->ctx, "SCRIPT LOAD %s", src);
+	redisReply *rep = NULL;
+	if (redisAppendCommand(r->ctx, "SCRIPT LOAD %s", src) == REDIS_OK)
+		rep = command(r);
 	int ok = rep && rep->type == REDIS_REPLY_STRING && rep->len == 40;
 	if (ok)
 		memcpy(r->sha[a - 1], rep->str, 41);
@@ -93,7 +138,9 @@ static int call(sluice_redis_t *r, sluice_redis_limit_t *l, uint64_t need, uint6
 		uint64_t now_us = l->clock ? sluice_clock_now(l->clock) / 1000 : 0;
 		int argc = sluice__redis_argv(l, r->sha[l->algo - 1], need, want, now_us, bufs, argv);
 		sluice__stat(r, ST_ROUND_TRIPS, 1);
-		redisReply *x = redisCommandArgv(r->ctx, argc, argv, NULL);
+		redisReply *x = NULL;
+		if (redisAppendCommandArgv(r->ctx, argc, argv, NULL) == REDIS_OK)
+			x = command(r);
 		if (!x) {
 			drop(r);
 			return -1;
@@ -132,8 +179,11 @@ static void serve(sluice_redis_t *r, sluice_redis_limit_t *l)
 	uint64_t sent = sluice__limit_now(l);
 	sluice__redis_reply_t rep;
 	int rc = call(r, l, need, want, &rep);
-	if (rc == 0 && (uint64_t)rep.granted > want)
-		rc = -2; /* more than was asked: not our script's reply */
+	/* more than was asked, more than the limit, or a time past the
+	 * limit's horizon (a refusal for months, a lease that would outlive
+	 * its window): not our script's reply, a failure for the breaker */
+	if (rc == 0 && !sluice__redis_reply_fits(l, &rep, want))
+		rc = -2;
 	if (rc == 0) {
 		sluice__breaker_success(r);
 		if (rep.admitted) {
@@ -154,9 +204,7 @@ static void serve(sluice_redis_t *r, sluice_redis_limit_t *l)
 			sluice__stat(r, ST_IO_ERRORS, 1);
 		sluice__breaker_failure(r, sluice__mono_ns());
 	}
-	/* release: the I/O thread is done with @l; pairs with the acquire in
-	 * sluice_redis_limit_free() */
-	atomic_store_explicit(&l->pending, 0, memory_order_release);
+	sluice__limit_done(l); /* the I/O thread is done with @l */
 }
 
 static void nap(sluice_redis_t *r, uint64_t ns)
@@ -176,8 +224,7 @@ static void drain(sluice_redis_t *r)
 {
 	sluice_redis_limit_t *l;
 	while ((l = sluice__queue_pop(&r->queue)) != NULL)
-		/* release: as in serve() */
-		atomic_store_explicit(&l->pending, 0, memory_order_release);
+		sluice__limit_done(l);
 }
 
 static void *io_main(void *arg)
@@ -203,14 +250,20 @@ static void *io_main(void *arg)
 				nap(r, 1000000);
 				continue;
 			}
-			sluice__breaker_success(r);
+			/* no success for the breaker: a server can accept and
+			 * load scripts and still fail every call (breaker.c) */
 		}
 		sluice_redis_limit_t *l = sluice__queue_pop(&r->queue);
 		if (!l) {
 			nap(r, 50000000);
 			continue;
 		}
-		serve(r, l);
+		/* relaxed: a limit freed while queued is not served, only
+		 * freed (sluice__limit_done's exchange orders the free) */
+		if (atomic_load_explicit(&l->pending, memory_order_relaxed) == SLUICE__ORPHAN)
+			sluice__limit_done(l);
+		else
+			serve(r, l);
 	}
 	drain(r);
 	drop(r);

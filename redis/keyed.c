@@ -38,6 +38,10 @@ struct sluice_redis_keyed {
 	char prefix[257];
 	slot_t *slots;
 	sluice_redis_limit_t *limits; /* capacity of them, cache-line aligned */
+	/* the free's own reference plus one per limit not yet freed: the last
+	 * one gone frees the table (a limit the I/O thread still held at the
+	 * free is freed by it, limit.c) */
+	_Atomic uint32_t refs;
 };
 
 static uint64_t fnv1a(const void *p, size_t n)
@@ -74,6 +78,7 @@ int sluice_redis_keyed_new(sluice_redis_t *r, const sluice_redis_limit_config_t 
 			if (sluice__limit_validate(cfg, &local) != 0)
 				break;
 			sluice__limit_setup(&limits[made], r, cfg, NULL, local);
+			limits[made].owner = k;
 		}
 	}
 	if (made < capacity) {
@@ -90,25 +95,42 @@ int sluice_redis_keyed_new(sluice_redis_t *r, const sluice_redis_limit_config_t 
 	strcpy(k->prefix, cfg->name);
 	k->slots = slots;
 	k->limits = limits;
+	atomic_init(&k->refs, capacity + 1);
 	*out = k;
 	return 0;
+}
+
+static void table_free(sluice_redis_keyed_t *k)
+{
+	atomic_fetch_sub_explicit(&k->r->nlimits, k->mask + 1, memory_order_relaxed);
+	free(k->slots);
+	free(k->limits);
+	free(k);
+}
+
+void sluice__keyed_release(sluice_redis_keyed_t *k, sluice_redis_limit_t *l)
+{
+	sluice_limiter_free(l->local);
+	/* acq_rel: whichever reference is dropped last frees the table, after
+	 * every other holder's last use of it (the I/O thread's and the
+	 * free's) */
+	if (atomic_fetch_sub_explicit(&k->refs, 1, memory_order_acq_rel) == 1)
+		table_free(k);
 }
 
 void sluice_redis_keyed_free(sluice_redis_keyed_t *k)
 {
 	if (!k)
 		return;
-	int stuck = 0;
+	uint32_t freed = 0;
 	for (uint32_t i = 0; i <= k->mask; i++)
-		stuck |= sluice__limit_quiesce(&k->limits[i]) != 0;
-	if (stuck)
-		return; /* the I/O thread still holds one: leak rather than free under it */
-	for (uint32_t i = 0; i <= k->mask; i++)
-		sluice_limiter_free(k->limits[i].local);
-	atomic_fetch_sub_explicit(&k->r->nlimits, k->mask + 1, memory_order_relaxed);
-	free(k->slots);
-	free(k->limits);
-	free(k);
+		if (sluice__limit_let_go(&k->limits[i])) {
+			sluice_limiter_free(k->limits[i].local);
+			freed++;
+		}
+	/* acq_rel: as in sluice__keyed_release() */
+	if (atomic_fetch_sub_explicit(&k->refs, freed + 1, memory_order_acq_rel) == freed + 1)
+		table_free(k);
 }
 
 static int same(const slot_t *s, const void *key, size_t keylen)

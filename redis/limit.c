@@ -256,38 +256,65 @@ int sluice_redis_limit_new(sluice_redis_t *r, const sluice_redis_limit_config_t 
 	return 0;
 }
 
-/* wait (bounded) until the I/O thread is done with @l; 0, or -1 (stuck) */
-int sluice__limit_quiesce(sluice_redis_limit_t *l)
+/*
+ * Freeing a limit never waits for the I/O thread.  Its pending flag says
+ * who holds it: IDLE nobody but the caller; QUEUED a request is queued or
+ * in flight, so the I/O thread will touch it once more; ORPHAN the same,
+ * and its owner has let it go, so the I/O thread frees it when it is done
+ * (sluice__limit_done: the end of that request, bounded as every command
+ * is, or the drain of an open breaker or of sluice_redis_free).
+ */
+static void destroy(sluice_redis_limit_t *l)
 {
-	sluice_redis_t *r = l->r;
-	/* The I/O thread may hold @l (queued or in flight): wait until it
-	 * clears pending, at most as long as a connect and a call take, plus
-	 * margin.  Mark it pending so no decision queues it again. */
-	uint64_t end = sluice__mono_ns() + 2 * (r->connect_timeout_ns + 3 * r->command_timeout_ns) +
-	               r->breaker_open_ns + 1000 * MS;
-	/* acquire: pairs with the I/O thread's release store of 0, so its
-	 * last use of @l happens before the free */
-	int idle = 0;
-	while (!atomic_compare_exchange_weak_explicit(&l->pending, &idle, 1, memory_order_acquire,
-	                                              memory_order_relaxed)) {
-		idle = 0;
-		if (sluice__mono_ns() > end)
-			return -1;
-		struct timespec ts = { 0, 1000000 };
-		nanosleep(&ts, NULL);
+	if (l->owner) {
+		sluice__keyed_release(l->owner, l);
+		return;
 	}
-	return 0;
+	atomic_fetch_sub_explicit(&l->r->nlimits, 1, memory_order_relaxed);
+	sluice_limiter_free(l->local);
+	free(l);
+}
+
+int sluice__limit_let_go(sluice_redis_limit_t *l)
+{
+	if (l->r->fork_gen != atomic_load_explicit(&sluice__redis_fork_gen, memory_order_relaxed))
+		return 1; /* a fork child: no I/O thread here holds it */
+	/* Only the I/O thread moves pending while no decision runs (QUEUED
+	 * or ORPHAN -> IDLE), so the second pass succeeds; the bound is for
+	 * a caller that decides on a limit it frees. */
+	for (int i = 0; i < 64; i++) {
+		int seen = SLUICE__IDLE;
+		/* acquire: pairs with sluice__limit_done's release, so the I/O
+		 * thread's last use of @l happens before the caller frees it */
+		if (atomic_compare_exchange_strong_explicit(&l->pending, &seen, SLUICE__QUEUED,
+		                                            memory_order_acquire,
+		                                            memory_order_relaxed))
+			return 1;
+		if (seen == SLUICE__ORPHAN)
+			return 0; /* freed twice: the first free stands */
+		/* release: pairs with sluice__limit_done's acquire, so all the
+		 * caller did with @l happens before the I/O thread frees it */
+		if (atomic_compare_exchange_strong_explicit(&l->pending, &seen, SLUICE__ORPHAN,
+		                                            memory_order_release,
+		                                            memory_order_relaxed))
+			return 0;
+	}
+	return 0; /* decisions still queue it: leak rather than free under them */
+}
+
+void sluice__limit_done(sluice_redis_limit_t *l)
+{
+	/* acq_rel: the release half pairs with let_go's acquire (IDLE ->
+	 * QUEUED), the acquire half with its release (QUEUED -> ORPHAN) */
+	if (atomic_exchange_explicit(&l->pending, SLUICE__IDLE, memory_order_acq_rel) ==
+	    SLUICE__ORPHAN)
+		destroy(l);
 }
 
 void sluice_redis_limit_free(sluice_redis_limit_t *l)
 {
-	if (!l)
-		return;
-	if (sluice__limit_quiesce(l) != 0)
-		return; /* the I/O thread is stuck: leak rather than free under it */
-	atomic_fetch_sub_explicit(&l->r->nlimits, 1, memory_order_relaxed);
-	sluice_limiter_free(l->local);
-	free(l);
+	if (l && sluice__limit_let_go(l))
+		destroy(l);
 }
 
 /* The decision's fields from what this instance knows without a round trip:
@@ -329,7 +356,9 @@ int sluice_redis_acquire(sluice_redis_limit_t *l, uint64_t n, sluice_decision_t 
 	/* the budget is real time, whatever clock the leases run on */
 	uint64_t start = got ? 0 : sluice__mono_ns(), spent = 0;
 	while (!got) {
-		if (atomic_load_explicit(&r->breaker, memory_order_relaxed) != SLUICE__BREAKER_CLOSED)
+		/* half-open queues the request as closed does: the I/O thread
+		 * sends the first one it gets as the probe (breaker.c) */
+		if (atomic_load_explicit(&r->breaker, memory_order_relaxed) == SLUICE__BREAKER_OPEN)
 			goto fallback;
 		/* acquire: pairs with the I/O thread's release store, so the
 		 * refused_need read below is the one stored with it */

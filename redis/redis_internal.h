@@ -6,7 +6,10 @@
  *                     flag (0 -> 1) and need, the queue's tail;
  *   the I/O thread    everything else: the connection, the script SHAs, the
  *                     breaker state, a limit's B, refusal cache, lease word
- *                     (install) and pending (1 -> 0).
+ *                     (install) and pending (QUEUED or ORPHAN -> IDLE, and
+ *                     then the free of an ORPHAN);
+ *   a free            pending IDLE -> QUEUED (then frees) or QUEUED ->
+ *                     ORPHAN (the I/O thread frees), limit.c.
  */
 #ifndef SLUICE_REDIS_INTERNAL_H
 #define SLUICE_REDIS_INTERNAL_H
@@ -22,6 +25,8 @@
 #include "queue.h"
 
 enum { SLUICE__BREAKER_CLOSED = 0, SLUICE__BREAKER_OPEN = 1, SLUICE__BREAKER_HALF = 2 };
+/* a limit's pending flag (limit.c: who frees it) */
+enum { SLUICE__IDLE = 0, SLUICE__QUEUED = 1, SLUICE__ORPHAN = 2 };
 
 /* One counter per field of sluice_redis_stats_t, in its order. */
 #define SLUICE__REDIS_NSTATS (sizeof(sluice_redis_stats_t) / sizeof(uint64_t))
@@ -70,7 +75,9 @@ struct sluice_redis_limit {
 	uint64_t base_ns;            /* the lease word's time origin */
 	/* decision threads spend it, the I/O thread installs it */
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t lease;
-	/* decisions set pending 0 -> 1 and push; the I/O thread clears it */
+	struct sluice_redis_keyed *owner; /* the keyed table it is a slot of, or NULL */
+	/* decisions set pending IDLE -> QUEUED and push; the I/O thread
+	 * clears it; a free sets QUEUED -> ORPHAN (limit.c) */
 	_Alignas(SLUICE_CACHELINE) _Atomic int pending;
 	_Atomic uint64_t need;       /* the largest n a waiting decision wants */
 	_Atomic uint64_t demand;     /* decisions that found the lease short */
@@ -95,6 +102,21 @@ int sluice__redis_argv(const sluice_redis_limit_t *l, const char *sha, uint64_t 
                        uint64_t want, uint64_t now_us, char bufs[][32], const char *argv[12]);
 /* parse a script's reply (a redisReply *); -1 when it is not one */
 int sluice__redis_parse(const void *reply, sluice__redis_reply_t *out);
+/* 1 when @reply's times lie within @l's horizon (redis.h LIMITS: GCRA
+ * burst x T, the others W), it grants at most @want and leaves at most the
+ * limit: any other reply is not our script's (a malformed reply) */
+int sluice__redis_reply_fits(const sluice_redis_limit_t *l, const sluice__redis_reply_t *rep,
+                             uint64_t want);
+/* The most bytes one reply may take on the wire.  Every reply
+ * sluice reads is far smaller (a script's six integers, a 40-character SHA,
+ * an error line of a few hundred bytes): a reader holding more is not
+ * reading one of ours. */
+#define SLUICE__REDIS_REPLY_MAX 65536
+/* feed @n bytes of one reply to @rd (a redisReader *); *@fed counts what
+ * was fed for it so far.  0, or -1: a reader error, or the reply would pass
+ * SLUICE__REDIS_REPLY_MAX bytes (nothing of @buf was fed): drop the
+ * connection */
+int sluice__redis_reader_feed(void *rd, const char *buf, size_t n, size_t *fed);
 /* make @rd (a redisReader *) refuse array replies longer than any script
  * returns, before hiredis allocates them; 0, or -1 (no table: out of
  * memory at the first call) */
@@ -122,7 +144,15 @@ void sluice__limit_setup(sluice_redis_limit_t *l, sluice_redis_t *r,
                          const sluice_redis_limit_config_t *cfg, const char *name,
                          sluice_limiter_t *local);
 void sluice__limit_name(sluice_redis_limit_t *l, const char *name, size_t len);
-int sluice__limit_quiesce(sluice_redis_limit_t *l);
+/* a free's part: 1, the caller frees @l now; 0, the I/O thread holds it
+ * and frees it when it is done (never waits) */
+int sluice__limit_let_go(sluice_redis_limit_t *l);
+/* the I/O thread is done with @l: clear pending, and free @l when its
+ * owner has let it go */
+void sluice__limit_done(sluice_redis_limit_t *l);
+
+/* redis/keyed.c: a slot's limit the I/O thread freed after its table's free */
+void sluice__keyed_release(struct sluice_redis_keyed *k, sluice_redis_limit_t *l);
 
 /* redis/io.c */
 /* bumped in the child of every fork(): a backend made before it belongs to

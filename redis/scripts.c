@@ -98,6 +98,47 @@ int sluice__redis_parse(const void *reply, sluice__redis_reply_t *out)
 }
 
 /*
+ * The horizon of @l's replies: how far past the script's now any time it
+ * reports can lie.  GCRA: burst x T (an admission needs room, so a TAT the
+ * script wrote is never further than that ahead of its now: retry-after is
+ * at most need x T, reset at most burst x T); FIXED, WINDOW and LOG: the
+ * window W (a window, a bucket's last window or a log entry ends within W
+ * of now).  limit.c's validation keeps both below 2^50 us, so a time within
+ * the horizon times 1000 fits a uint64_t with room to spare.
+ */
+static uint64_t horizon_us(const sluice_redis_limit_t *l)
+{
+	return l->algo == SLUICE_REDIS_GCRA ? l->burst * l->T_us : l->window_us;
+}
+
+int sluice__redis_reply_fits(const sluice_redis_limit_t *l, const sluice__redis_reply_t *rep,
+                             uint64_t want)
+{
+	uint64_t h = horizon_us(l);
+	return (uint64_t)rep->granted <= want && (uint64_t)rep->remaining <= l->limit &&
+	       (uint64_t)rep->retry_us <= h && (uint64_t)rep->reset_us <= h;
+}
+
+/*
+ * The cap counts a reply's bytes as they arrive, before the reader sees
+ * them: hiredis 0.14 keeps every byte of a bulk in its buffer until the
+ * bulk is whole ("$2147483647" waits for 2 GiB), makes an object of every
+ * element of an array as it arrives (arrays of 16 nested six deep are 16^6
+ * objects, none of them refused by the array cap below), and has no limit
+ * of its own (maxbuf only trims an idle buffer).  Counting what was fed
+ * bounds both: the reader never holds more than SLUICE__REDIS_REPLY_MAX
+ * bytes of one reply, nor more objects than that many bytes can encode
+ * (at least three bytes each).
+ */
+int sluice__redis_reader_feed(void *reader, const char *buf, size_t n, size_t *fed)
+{
+	if (n > SLUICE__REDIS_REPLY_MAX - *fed)
+		return -1;
+	*fed += n;
+	return redisReaderFeed(reader, buf, n) == REDIS_OK ? 0 : -1;
+}
+
+/*
  * hiredis 0.14's reader allocates an array reply's element pointers as
  * soon as it reads the header "*N": a server (or anything speaking for it)
  * that announces N = 333,333,336 made the I/O thread calloc 2.6 GB before

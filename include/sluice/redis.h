@@ -24,9 +24,17 @@
  *             most burst + (t + S) / T, where S = lease_ttl_ns: a lease may
  *             be spent for S after it was asked for, so a permit Redis
  *             placed at time x is used in [x, x + S].
- *     LOG     at most limit in any interval of length W - S of real time
- *             (S = lease_ttl_ns, as for GCRA; the log itself holds it for
- *             every W).
+ *     LOG     at most limit in any closed interval [a, a + W - S]
+ *             (S = lease_ttl_ns, as for GCRA): the log counts an entry at
+ *             x while now - W < x, so it holds at most limit in every
+ *             (y - W, y], and a lease granted at x is spent in [x, x + S).
+ *   TIMELINE: t, a and every window above are on Redis's timeline, the
+ *   time the script read when it granted (Redis TIME, whole microseconds;
+ *   the limit's clock when one is set), and an admission's place on it is
+ *   its grant's time plus how long after the send it was spent (under S
+ *   on this host's CLOCK_MONOTONIC).  Timed on the local clock instead,
+ *   the bounds hold as long as the two clocks tick at one rate (a constant
+ *   offset changes nothing).
  *   Lease expiry is measured on this host's CLOCK_MONOTONIC from the moment
  *   the request was sent, which is before Redis executed it, so it lapses no
  *   later than the bound above allows.  The only further slack is the time a
@@ -65,9 +73,43 @@
  *   instances together admit at most what Redis admitted before the fault
  *   plus limit per window while it lasts.  SLUICE_REDIS_ALLOW: every request
  *   passes (fail open).  SLUICE_REDIS_DENY: every request is refused.
- *   The breaker opens after breaker_failures consecutive I/O errors or
- *   timeouts, stays open for breaker_open_ns, then the I/O thread probes
- *   (connect, SCRIPT LOAD) and closes it on success: recovery is automatic.
+ *   The breaker opens after breaker_failures consecutive failures: I/O
+ *   errors, timeouts, and replies that are not our scripts' (REPLIES: a
+ *   script error such as a key of the wrong type, NOSCRIPT again after a
+ *   reload, a grant above what was asked, a time past the horizon).  It
+ *   stays open for breaker_open_ns, then half-open: the I/O thread probes
+ *   with the next decision's own request (decisions queue and wait their
+ *   budget as when closed), after a connect and SCRIPT LOAD when it has no
+ *   connection.  A probe that succeeds closes it, one that fails opens it
+ *   again; only a request our script answered is a success (a connect that
+ *   succeeds resets nothing).  Once the server is fixed, decisions reach
+ *   Redis again within breaker_open_ns plus a connect and a round trip.
+ *
+ * REPLIES (the server is outside the process: a stray value at a key, a
+ *   proxy, a hostile peer)
+ *   A reply is used only when it has the scripts' exact shape and numbers
+ *   the script could return for this limit: admitted 0 or 1, no negative
+ *   count, a grant of at most what was asked, a remaining of at most the
+ *   limit, a retry-after and a reset within the limit's HORIZON (GCRA burst
+ *   x T: a TAT the script wrote is never further ahead of its now; FIXED,
+ *   WINDOW and LOG the window W).  Anything else is a failure for the
+ *   breaker, so nothing a server says makes this instance refuse locally
+ *   (the over-limit cache) for longer than the horizon.  A key holding
+ *   times past it (a far-future TAT written by hand, a key of a same-named
+ *   limit with a longer horizon, a failover to a clock behind) fails every
+ *   call on it until it is fixed or its times come within the horizon.
+ *   Every command is bounded: a reply that passes 64 KiB on the wire (a
+ *   script's is a few hundred bytes) drops the connection before the
+ *   reader holds more of it (a 2 GiB bulk, a tree of nested arrays), as
+ *   does a command not answered within command_timeout_ns (each read or
+ *   write blocks at most that long too: a command ends within twice it);
+ *   both are failures.
+ *
+ * PARAMETERS are fixed for a limit's life: a Redis limit has no setters
+ *   (through the generic handle they are SLUICE_ENOTSUP), so no change
+ *   ever credits time already counted.  A new limit on the same name is
+ *   not a change of the old one: it shares the keys, and each call is
+ *   judged by the parameters of the limit that made it.
  *
  * LIMITS  see sluice_redis_limit_config below; times sent to Redis are whole
  *   microseconds, so window_ns, lease_ttl_ns and T must be multiples of 1000.
@@ -183,7 +225,9 @@ typedef struct sluice_redis_limit sluice_redis_limit_t;
  */
 SLUICE_API int sluice_redis_new(const sluice_redis_config_t *cfg, sluice_redis_t **out);
 /* sluice_redis_free - stop the I/O thread and free (NULL is fine).  Free
- * its limits first. */
+ * its limits first.  Returns within connect_timeout_ns + command_timeout_ns
+ * plus scheduling delay (the one connect, read or write in progress; host
+ * a numeric address: resolving a name takes the resolver's time). */
 SLUICE_API void sluice_redis_free(sluice_redis_t *r);
 /* sluice_redis_stats - a snapshot of the counters. */
 SLUICE_API void sluice_redis_stats(const sluice_redis_t *r, sluice_redis_stats_t *out);
@@ -202,9 +246,10 @@ SLUICE_API int sluice_redis_breaker(const sluice_redis_t *r);
  */
 SLUICE_API int sluice_redis_limit_new(sluice_redis_t *r, const sluice_redis_limit_config_t *cfg,
                                       sluice_redis_limit_t **out);
-/* sluice_redis_limit_free - NULL is fine; no decision may run on it.  Waits
- * (bounded by the connect and command timeouts) for the I/O thread to be
- * done with it. */
+/* sluice_redis_limit_free - NULL is fine; no decision may run on it.  Never
+ * waits for the I/O thread: a limit whose request is queued or in flight is
+ * freed by that thread when it is done with it (the request's end, the
+ * drain of an open breaker, or sluice_redis_free at the latest). */
 SLUICE_API void sluice_redis_limit_free(sluice_redis_limit_t *l);
 
 /*
