@@ -92,6 +92,10 @@ static const char *decimal(const char *s, size_t len, size_t *pos, u128 *mant, u
 		return digits == 0 ? "not a number" : "a '.' needs digits after it";
 	}
 	*pos = p;
+	/* 1e3: say what it is (a bare "unknown unit 'e3'" helps nobody) */
+	if (p + 1 < len && (s[p] == 'e' || s[p] == 'E') &&
+	    ((s[p + 1] >= '0' && s[p + 1] <= '9') || s[p + 1] == '-' || s[p + 1] == '+'))
+		return "exponent notation is not accepted: write the number out";
 	return NULL;
 }
 

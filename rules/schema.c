@@ -255,56 +255,18 @@ static int get_uint(struct ctx *c, const struct sluice__node *n, const char *wha
 }
 
 /*
- * Duration units.  'm' is a minute, as in "1m" of the issue's example and
- * nginx's syntax; a month or a metre has no place in a rate limit, and
- * milliseconds are "ms".  No unit is ambiguous and none is a prefix match:
- * unit_ns() compares the whole tail.
+ * Durations, rates and fractions are the library's grammar (sluice/parse.h),
+ * the nginx module's and sluice-sim's: a spelling one accepts, all accept,
+ * and a bad value gives the library's message behind this file's
+ * file:line:col and the field's name.  Quoted or not: "250ms" is a string
+ * to YAML either way.
  */
-static const struct {
-	const char *name;
-	uint64_t ns;
-} units[] = {
-	{ "ns", 1ULL },          { "us", 1000ULL },          { "ms", 1000000ULL },
-	{ "s", 1000000000ULL },  { "m", 60000000000ULL },    { "h", 3600000000000ULL },
-	{ "d", 86400000000000ULL },
-};
-#define UNIT_LIST "ns, us, ms, s, m, h, d"
-
-/* The unit @s[@pos..@len) names; 0 when none. */
-static uint64_t unit_ns(const char *s, size_t pos, size_t len)
+static int bad_value(struct ctx *c, const struct sluice__node *n, const char *what,
+                     const sluice_parse_error_t *pe)
 {
-	for (size_t i = 0; i < COUNT(units); i++)
-		if (strlen(units[i].name) == len - pos && memcmp(units[i].name, s + pos, len - pos) == 0)
-			return units[i].ns;
-	return 0;
-}
-
-/* "<n><unit>" from @pos: *@ns, or -1 with the reason in *@why. */
-static int parse_duration(const char *s, size_t len, size_t pos, uint64_t *ns, int *why,
-                          size_t *stop)
-{
-	uint64_t v;
-	int rc = digits(s, len, &pos, &v);
-	*stop = pos;
-	if (rc) {
-		*why = rc;
-		return -1;
-	}
-	if (pos == len) {
-		*why = 10; /* no unit */
-		return -1;
-	}
-	uint64_t u = unit_ns(s, pos, len);
-	if (!u) {
-		*why = 11;
-		return -1;
-	}
-	if (v > UINT64_MAX / u) {
-		*why = 12; /* the product overflows */
-		return -1;
-	}
-	*ns = v * u;
-	return 0;
+	char b[48];
+	ERR(c, n, "%s: '%s': %s", what, shown(n, b), pe->message);
+	return -1;
 }
 
 /* A duration, at least @min ns.  Return 0 and *@ns, or -1 (reported). */
@@ -313,88 +275,39 @@ static int get_duration(struct ctx *c, const struct sluice__node *n, const char 
 {
 	if (need_scalar(c, n, what, "a duration such as 250ms"))
 		return -1;
-	int why = 0;
-	size_t stop = 0;
-	char b[48];
-	/* quoted or not: "250ms" is a string to YAML either way */
-	struct sluice__node q = *n;
-	q.plain = 1;
-	if (parse_duration(n->s, n->len, 0, ns, &why, &stop) == 0) {
-		if (*ns < min) {
-			ERR(c, n, "%s: must be positive (found '%s')", what, shown(n, b));
-			return -1;
-		}
-		return 0;
-	}
-	char next = stop < n->len ? n->s[stop] : 0;
-	if (why == 10)
-		ERR(c, n, "%s: a duration needs a unit (" UNIT_LIST "): found '%s'", what, shown(n, b));
-	else if (why == 11 && next == '.')
-		ERR(c, n, "%s: must be a whole number of its unit ('%s': write 1500ms, not 1.5s)", what,
-		    shown(n, b));
-	else if (why == 11 && next != 'e' && next != 'E')
-		ERR(c, n, "%s: unknown unit in '%s' (" UNIT_LIST ")", what, shown(n, b));
-	else if (why == 12)
-		ERR(c, n, "%s: '%s' is out of range (above 2^64 - 1 ns)", what, shown(n, b));
-	else
-		bad_number(c, &q, what, why == 11 ? 0 : why, stop, "a duration such as 250ms");
-	return -1;
-}
-
-/*
- * A rate "<count>/<s|m|h|d>" or "<count>/<duration>" (5/250ms).  It lands
- * as sluice's own pair (rate permits per period_ns), never as a derived
- * interval: GCRA derives T = ceil(period / rate) itself and refuses a
- * rounding above 0.1% (SLUICE_ERATE), which only it can judge.
- */
-static int get_rate(struct ctx *c, const struct sluice__node *n, const char *what,
-                    uint64_t *rate, uint64_t *period_ns)
-{
-	static const char form[] = "a rate such as 50/s, 300/m, 10/h or 5/250ms";
-	if (need_scalar(c, n, what, form))
-		return -1;
-	char b[48];
-	size_t pos = 0;
-	uint64_t v = 0;
-	struct sluice__node q = *n; /* quoted or not, as durations */
-	q.plain = 1;
-	int rc = digits(n->s, n->len, &pos, &v);
-	if (rc != 0 || pos == n->len || n->s[pos] != '/') {
-		if (rc == 0 && pos == n->len)
-			ERR(c, n, "%s: a rate needs a period ('%s/s'?)", what, shown(n, b));
-		else
-			bad_number(c, &q, what, rc, pos, form);
-		return -1;
-	}
-	if (v == 0) {
+	sluice_parse_error_t pe;
+	if (sluice_parse_duration(n->s, n->len, ns, &pe) != 0)
+		return bad_value(c, n, what, &pe);
+	if (*ns < min) {
+		char b[48];
 		ERR(c, n, "%s: must be positive (found '%s')", what, shown(n, b));
 		return -1;
 	}
-	pos++;
-	uint64_t p = 0;
-	if (pos < n->len && !isdigit((unsigned char)n->s[pos])) {
-		p = unit_ns(n->s, pos, n->len); /* 50/s: one unit */
-	} else {
-		int why;
-		size_t stop;
-		if (parse_duration(n->s, n->len, pos, &p, &why, &stop) != 0)
-			p = 0;
-	}
-	if (p == 0) {
-		ERR(c, n, "%s: bad period in '%s' (expected %s)", what, shown(n, b), form);
-		return -1;
-	}
-	*rate = v;
-	*period_ns = p;
 	return 0;
 }
 
 /*
- * A decimal fraction in parts per million: "1.5" (@percent 0) or "10%",
- * "0.5%" (@percent 1, required then).  At most 6 decimals of the number
- * (4 of a percentage): finer would have to be rounded.  Fixed point, not
- * strtod(): a double would accept "1e1", "inf" and "0x1p3" and round
- * "0.1", and the engine compares these values with integer latencies.
+ * A rate (50/s, 10r/s, 0.5/s, 5/250ms).  It lands as sluice's own pair
+ * (rate permits per period_ns), never as a derived interval: GCRA derives
+ * T = ceil(period / rate) itself and refuses a rounding above 0.1%
+ * (SLUICE_ERATE), which only it can judge.
+ */
+static int get_rate(struct ctx *c, const struct sluice__node *n, const char *what,
+                    uint64_t *rate, uint64_t *period_ns)
+{
+	if (need_scalar(c, n, what, "a rate such as 50/s, 300/m, 10/h or 5/250ms"))
+		return -1;
+	sluice_parse_error_t pe;
+	if (sluice_parse_rate(n->s, n->len, rate, period_ns, &pe) != 0)
+		return bad_value(c, n, what, &pe);
+	return 0;
+}
+
+/*
+ * A decimal number ("1.5", @percent 0) or a percentage ("10%", "0.5%",
+ * @percent 1, its '%' required), in parts per million, exactly: a value
+ * finer than 1 ppm is refused, never rounded (the engine compares these
+ * with integer latencies).
  */
 static int get_ppm(struct ctx *c, const struct sluice__node *n, const char *what, int percent,
                    uint64_t *ppm)
@@ -403,48 +316,28 @@ static int get_ppm(struct ctx *c, const struct sluice__node *n, const char *what
 	if (need_scalar(c, n, what, form))
 		return -1;
 	char b[48];
-	size_t pos = 0;
-	uint64_t whole = 0;
-	struct sluice__node q = *n; /* quoted or not, as durations */
-	q.plain = 1;
-	int rc = digits(n->s, n->len, &pos, &whole);
-	if (rc != 0) {
-		bad_number(c, &q, what, rc, pos, form);
-		return -1;
-	}
-	unsigned maxdec = percent ? 4 : 6, dec = 0;
-	uint64_t frac = 0;
-	if (pos < n->len && n->s[pos] == '.') {
-		pos++;
-		while (pos < n->len && isdigit((unsigned char)n->s[pos])) {
-			if (++dec > maxdec) {
-				ERR(c, n, "%s: more than %u decimals ('%s')", what, maxdec, shown(n, b));
-				return -1;
-			}
-			frac = frac * 10 + (uint64_t)(n->s[pos++] - '0');
-		}
-		if (dec == 0) {
-			ERR(c, n, "%s: expected %s, found '%s'", what, form, shown(n, b));
-			return -1;
-		}
-	}
-	size_t end = n->len - (percent && n->len > pos && n->s[n->len - 1] == '%');
-	if (pos != end || (percent && end == n->len)) {
-		if (percent && pos == n->len)
+	uint64_t num, den;
+	sluice_parse_error_t pe;
+	if (sluice_parse_fraction(n->s, n->len, &num, &den, &pe) != 0)
+		return bad_value(c, n, what, &pe);
+	int has_pct = n->s[n->len - 1] == '%';
+	if (has_pct != percent) {
+		if (percent)
 			ERR(c, n, "%s: a percentage needs its '%%' ('%s%%'?)", what, shown(n, b));
 		else
-			bad_number(c, &q, what, 0, pos, form);
+			ERR(c, n, "%s: expected %s, found '%s'", what, form, shown(n, b));
 		return -1;
 	}
-	for (; dec < maxdec; dec++)
-		frac *= 10;
-	/* ppm of 1: a number's 6 decimals are ppm; a percentage's 4 are ppm/100 */
-	uint64_t scale = percent ? 10000 : 1000000;
-	if (whole > (UINT64_MAX - frac) / scale) {
+	sluice__u128 v = (sluice__u128)num * 1000000;
+	if (v % den != 0) {
+		ERR(c, n, "%s: '%s' is finer than one part per million", what, shown(n, b));
+		return -1;
+	}
+	if (v / den > UINT64_MAX) {
 		ERR(c, n, "%s: '%s' is out of range", what, shown(n, b));
 		return -1;
 	}
-	*ppm = whole * scale + frac;
+	*ppm = (uint64_t)(v / den);
 	return 0;
 }
 
@@ -627,13 +520,15 @@ static int take_limit(struct ctx *c, const struct sluice__node *n, sluice_rules_
 		ERR(c, n, "limit: 'algorithm' is missing");
 		return -1;
 	}
-	const char *names[COUNT(algos)];
-	for (size_t i = 0; i < COUNT(algos); i++)
-		names[i] = algos[i].name;
-	unsigned ai;
-	if (get_enum(c, v[0], "limit.algorithm", names, COUNT(algos), &ai))
+	/* the names every front end reads, aliases included (sluice/parse.h):
+	 * token_bucket and gcra, concurrency and inflight, ... */
+	sluice_algo_t kind = SLUICE_ALGO_NONE;
+	sluice_parse_error_t pe;
+	if (need_scalar(c, v[0], "limit.algorithm", "an algorithm such as token_bucket"))
 		return -1;
-	const struct algo *a = &algos[ai];
+	if (sluice_parse_algo(v[0]->s, v[0]->len, &kind, &pe) != 0)
+		return bad_value(c, v[0], "limit.algorithm", &pe);
+	const struct algo *a = algo_of(kind);
 	l->algo = a->algo;
 	int bad = 0;
 	for (size_t p = 0; p < NPARAMS; p++) {

@@ -41,7 +41,9 @@ static const struct {
 	{ "+1s", "takes no sign", 0 },
 	{ "s", "not a number", 0 },
 	{ "1.s", "a '.' needs digits after it", 2 },
-	{ "1e3s", "unknown unit (ns, us, ms, s, m, min, h, d)", 1 },
+	{ "1e3s", "exponent notation is not accepted: write the number out", 1 },
+	{ "1e-3s", "exponent notation is not accepted: write the number out", 1 },
+	{ "5sec", "unknown unit (ns, us, ms, s, m, min, h, d)", 1 },
 	{ "18446744073709551616ns", "out of range (above 2^64 - 1 ns)", 0 },
 	{ "1000000000000000000000000000000s", "too many digits", 30 },
 	{ "1MS", "unknown unit (ns, us, ms, s, m, min, h, d)", 1 },
@@ -106,6 +108,9 @@ static const struct {
 	{ "-1/s", "must not be negative", 0 },
 	{ "r/s", "not a number", 0 },
 	{ "10rs", "a rate needs a period: 10/s, 10r/s, 30r/m, 5/250ms", 3 },
+	{ "100rps", "a rate needs a period: 10/s, 10r/s, 30r/m, 5/250ms", 4 },
+	{ "50/sec", "unknown unit (ns, us, ms, s, m, min, h, d)", 3 },
+	{ "1e3/s", "exponent notation is not accepted: write the number out", 1 },
 	{ "10/0.5ns", "not a whole number of ns", 6 },
 };
 
