@@ -15,7 +15,7 @@ rc=$?
 [ -s "$out/stderr" ] && fail "explain wrote to stderr: $(cat "$out/stderr")"
 cat >"$out/expected" <<'OUT'
 explain.yaml: 4 rules; 3 match POST /api/order/create
-rule order-create (explain.yaml:4): token_bucket, 50 per 1s, burst 20
+rule order-create (explain.yaml:4): token_bucket, 50/s, burst 20
   key ip = 203.0.113.7
   key user = 42
   decides: passed, 19 left

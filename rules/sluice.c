@@ -186,39 +186,39 @@ static int parse_request(char *s, struct req *q, const char **why)
 	return 0;
 }
 
-/* A duration as the file writes it: 1h, 1m, 1s, 250ms, ... */
+/* A duration and a rate as the file may write them (sluice/parse.h's
+ * formatters: the text every front end reads back as the same value). */
 static const char *dur(uint64_t ns, char *b, size_t n)
 {
-	static const struct {
-		uint64_t ns;
-		const char *unit;
-	} u[] = { { 3600000000000ULL, "h" }, { 60000000000ULL, "m" }, { 1000000000ULL, "s" },
-		  { 1000000ULL, "ms" },        { 1000ULL, "us" },       { 1, "ns" } };
-	for (size_t i = 0; i < sizeof(u) / sizeof(u[0]); i++)
-		if (ns % u[i].ns == 0 || u[i].ns == 1) {
-			snprintf(b, n, "%llu%s", (unsigned long long)(ns / u[i].ns), u[i].unit);
-			break;
-		}
+	if (sluice_format_duration(ns, b, n) < 0)
+		snprintf(b, n, "?");
+	return b;
+}
+
+static const char *rate(uint64_t r, uint64_t period_ns, char *b, size_t n)
+{
+	if (sluice_format_rate(r, period_ns, b, n) < 0)
+		snprintf(b, n, "?");
 	return b;
 }
 
 static void print_limit(const sluice_rule_t *r)
 {
-	char b1[32], b2[32];
+	char b1[SLUICE_RATE_STRLEN], b2[SLUICE_RATE_STRLEN];
 	const sluice_rules_limit_t *l = &r->limit;
 	const char *a = sluice_rules_algo_name(l->algo);
 	switch (l->algo) {
 	case SLUICE_ALGO_GCRA:
-		printf("%s, %llu per %s, burst %llu", a, (unsigned long long)l->rate,
-		       dur(l->period_ns, b1, sizeof(b1)), (unsigned long long)l->burst);
+		printf("%s, %s, burst %llu", a, rate(l->rate, l->period_ns, b1, sizeof(b1)),
+		       (unsigned long long)l->burst);
 		break;
 	case SLUICE_ALGO_LEAKY:
-		printf("%s, %llu per %s, depth %llu", a, (unsigned long long)l->rate,
-		       dur(l->period_ns, b1, sizeof(b1)), (unsigned long long)l->depth);
+		printf("%s, %s, depth %llu", a, rate(l->rate, l->period_ns, b1, sizeof(b1)),
+		       (unsigned long long)l->depth);
 		break;
 	case SLUICE_ALGO_WARMUP:
-		printf("%s, %llu per %s after a warm-up of %s", a, (unsigned long long)l->rate,
-		       dur(l->period_ns, b1, sizeof(b1)), dur(l->warmup_ns, b2, sizeof(b2)));
+		printf("%s, %s after a warm-up of %s", a, rate(l->rate, l->period_ns, b1, sizeof(b1)),
+		       dur(l->warmup_ns, b2, sizeof(b2)));
 		break;
 	case SLUICE_ALGO_DECAY:
 		printf("%s, %llu, half-life %s", a, (unsigned long long)l->limit,
