@@ -754,8 +754,15 @@ Test(sim, algorithm_specs)
 	cr_assert_eq(a.cfg.window.limit, 100, "defaults from the policy");
 	cr_assert_eq(sim_algo_parse("window", 100, SEC, &a, err, sizeof(err)), 0, "alias");
 	cr_assert_eq(a.cfg.window.buckets, 10);
-	cr_assert_eq(sim_algo_parse("gcra:burst=5,period=2s", 100, SEC, &a, err, sizeof(err)), 0);
+	cr_assert_eq(sim_algo_parse("gcra:burst=5,rate=100/2s", 100, SEC, &a, err, sizeof(err)), 0);
 	cr_assert(a.cfg.gcra.burst == 5 && a.cfg.gcra.period_ns == 2 * SEC && a.cfg.gcra.rate == 100);
+	/* the rules file's and nginx's rate spellings, and their messages */
+	cr_assert_eq(sim_algo_parse("token_bucket:rate=0.5r/s,burst=2", 100, SEC, &a, err,
+	                            sizeof(err)), 0, "%s", err);
+	cr_assert(a.cfg.gcra.rate == 1 && a.cfg.gcra.period_ns == 2 * SEC);
+	cr_assert_eq(sim_algo_parse("gcra:rate=10", 100, SEC, &a, err, sizeof(err)), -1);
+	cr_assert(strstr(err, "rate=10: a rate needs a period: 10/s, 10r/s, 30r/m, 5/250ms"), "%s",
+	          err);
 	cr_assert_eq(sim_algo_parse("leaky:mode=shaper,delay=50ms", 100, SEC, &a, err, sizeof(err)), 0);
 	cr_assert(a.shaper && a.cfg.leaky.max_delay_ns == 50 * MS && a.cfg.leaky.depth == 0);
 	cr_assert_eq(sim_algo_parse("decay", 100, SEC, &a, err, sizeof(err)), 0);
@@ -767,7 +774,7 @@ Test(sim, algorithm_specs)
 		{ "bogus", "name 'bogus': unknown algorithm (one of:" },
 		{ "ring:buckets=7", "SLUICE_EWINDOW" },
 		{ "ring:buckets=5000", "SLUICE_EBUCKETS" },
-		{ "gcra:bucket=3", "unknown parameter 'bucket' (gcra takes rate, period, burst)" },
+		{ "gcra:bucket=3", "unknown parameter 'bucket' (gcra takes rate, burst)" },
 		{ "gcra:burst", "is not KEY=VALUE" },
 		{ "log:limit=0", "SLUICE_ELIMIT" },
 		{ "fixed:window=1parsec", "window=1parsec" },

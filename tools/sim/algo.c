@@ -16,7 +16,7 @@
 
 #include "sim.h"
 
-enum ptype { COUNT, DURATION, WORD };
+enum ptype { COUNT, DURATION, RATE, WORD };
 
 struct param {
 	const char *key;
@@ -40,17 +40,16 @@ static const struct algo_def defs[] = {
 	    { "window", DURATION, "W" },
 	    { "lease", COUNT, "0 (per-CPU lease cap B)" } } },
 	{ "gcra", SLUICE_ALGO_GCRA, "token bucket (GCRA), rate per period, burst b",
-	  { { "rate", COUNT, "L" }, { "period", DURATION, "W" }, { "burst", COUNT, "L" } } },
+	  { { "rate", RATE, "L per W (10/s, 10r/s, 5/250ms)" }, { "burst", COUNT, "L" } } },
 	{ "leaky", SLUICE_ALGO_LEAKY, "leaky bucket: meter (burst D+1) or shaper (paced)",
-	  { { "rate", COUNT, "L" },
-	    { "period", DURATION, "W" },
+	  { { "rate", RATE, "L per W" },
 	    { "mode", WORD, "meter (or shaper)" },
 	    { "depth", COUNT, "L-1 (meter)" },
 	    { "delay", DURATION, "W (shaper: longest queueing delay)" } } },
 	{ "log", SLUICE_ALGO_LOG, "exact sliding log, L in any W",
 	  { { "limit", COUNT, "L" }, { "window", DURATION, "W" } } },
 	{ "warmup", SLUICE_ALGO_WARMUP, "Guava SmoothWarmingUp, stable rate per period",
-	  { { "rate", COUNT, "L" }, { "period", DURATION, "W" }, { "warmup", DURATION, "W" } } },
+	  { { "rate", RATE, "L per W" }, { "warmup", DURATION, "W" } } },
 	{ "decay", SLUICE_ALGO_DECAY, "exponentially decayed count <= L",
 	  { { "limit", COUNT, "L" }, { "half_life", DURATION, "W ln 2 (long-run rate L/W)" } } },
 	{ "inflight", SLUICE_ALGO_INFLIGHT, "at most K in flight, each held for `hold`",
@@ -152,17 +151,31 @@ static const char *apply(const struct algo_def *def, sim_algo_t *a, const char *
 			snprintf(why + off, len - off, ")");
 		return why;
 	}
-	uint64_t v = 0;
+	uint64_t v = 0, period = 0;
 	const char *e = NULL;
+	sluice_parse_error_t pe;
 	if (p->type == COUNT)
 		e = sim_parse_count(val, &v);
 	else if (p->type == DURATION)
 		e = sim_parse_duration(val, &v);
+	else if (p->type == RATE && sluice_parse_rate(val, strlen(val), &v, &period, &pe) != 0)
+		e = pe.message; /* the rules file's and nginx's rate grammar */
 	if (e) {
 		snprintf(why, len, "%s=%s: %s", key, val, e);
 		return why;
 	}
 	sluice_limiter_config_t *c = &a->cfg;
+	if (p->type == RATE) { /* gcra, leaky, warmup: rate and period at once */
+		uint64_t *r = def->kind == SLUICE_ALGO_GCRA    ? &c->gcra.rate
+		              : def->kind == SLUICE_ALGO_LEAKY ? &c->leaky.rate
+		                                               : &c->warmup.rate;
+		uint64_t *per = def->kind == SLUICE_ALGO_GCRA    ? &c->gcra.period_ns
+		                : def->kind == SLUICE_ALGO_LEAKY ? &c->leaky.period_ns
+		                                                 : &c->warmup.period_ns;
+		*r = v;
+		*per = period;
+		return NULL;
+	}
 	if (strcmp(key, "mode") == 0) { /* only the leaky bucket has modes */
 		int m = strcmp(val, "meter") == 0 ? 0 : strcmp(val, "shaper") == 0 ? 1 : -1;
 		if (m < 0) {
@@ -201,18 +214,13 @@ static const char *apply(const struct algo_def *def, sim_algo_t *a, const char *
 		*(key[0] == 'l' ? &c->log.limit : &c->log.window_ns) = v;
 		break;
 	case SLUICE_ALGO_GCRA:
-		*(key[0] == 'r' ? &c->gcra.rate : key[0] == 'p' ? &c->gcra.period_ns
-		                                                : &c->gcra.burst) = v;
+		c->gcra.burst = v;
 		break;
 	case SLUICE_ALGO_LEAKY:
-		*(key[0] == 'r'   ? &c->leaky.rate
-		  : key[0] == 'p' ? &c->leaky.period_ns
-		  : key[1] == 'e' && key[2] == 'p' ? &c->leaky.depth
-		                                   : &c->leaky.max_delay_ns) = v;
+		*(key[1] == 'e' && key[2] == 'p' ? &c->leaky.depth : &c->leaky.max_delay_ns) = v;
 		break;
 	case SLUICE_ALGO_WARMUP:
-		*(key[0] == 'r' ? &c->warmup.rate : key[0] == 'p' ? &c->warmup.period_ns
-		                                                  : &c->warmup.warmup_ns) = v;
+		c->warmup.warmup_ns = v;
 		break;
 	case SLUICE_ALGO_DECAY:
 		*(key[0] == 'l' ? &c->decay.limit : &c->decay.half_life_ns) = v;
