@@ -54,6 +54,7 @@
 #include <time.h>
 
 #include "engine_internal.h"
+#include "sluice/http.h"
 #include "sluice/error.h"
 
 /* ---- the region --------------------------------------------------- */
@@ -647,28 +648,16 @@ static struct sluice__state *retired_take(struct sluice__set *old, const char *i
 	return NULL;
 }
 
+/* The rule's RateLimit-Policy: the library's one mapping per algorithm
+ * (sluice_http_policy_of(), http.h), as the nginx module advertises a zone;
+ * none (window 0) for in-flight limits and anything it cannot map. */
 static void quota_of(const sluice_rule_t *r, struct sluice__crule *c)
 {
-	const sluice_rules_limit_t *l = &r->limit;
-	switch (l->algo) {
-	case SLUICE_ALGO_GCRA:
-	case SLUICE_ALGO_LEAKY:
-	case SLUICE_ALGO_WARMUP:
-		c->quota = l->rate;
-		c->window_ns = l->period_ns;
-		break;
-	case SLUICE_ALGO_DECAY:
-		c->quota = l->limit;
-		c->window_ns = l->half_life_ns;
-		break;
-	case SLUICE_ALGO_INFLIGHT:
-		c->quota = l->limit;
-		c->window_ns = 0; /* no window: no RateLimit-Policy */
-		break;
-	default:
-		c->quota = l->limit;
-		c->window_ns = l->window_ns;
-		break;
+	sluice_limiter_config_t lc;
+	if (sluice_rule_limiter_config(r, NULL, &lc) != 0 ||
+	    sluice_http_policy_of(&lc, &c->quota, &c->window_ns) != 0) {
+		c->quota = 0;
+		c->window_ns = 0;
 	}
 }
 

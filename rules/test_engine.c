@@ -200,7 +200,7 @@ Test(engine, fallback_reject_with_headers)
 	cr_assert_eq(decide(&k, "POST", "/login", NULL, NULL, "alice", &v), SLUICE_ACTION_PASS);
 	struct hdrs h = { 0 };
 	cr_assert_eq(sluice_verdict_headers(&v, hdr_collect, &h), 2);
-	cr_assert_str_eq(h.text, "RateLimit-Policy: \"login\";q=1;w=1\n"
+	cr_assert_str_eq(h.text, "RateLimit-Policy: \"login\";q=2;w=2\n"
 	                         "RateLimit: \"login\";r=1;t=1\n");
 	cr_assert_eq(decide(&k, "POST", "/login", NULL, NULL, "alice", &v), SLUICE_ACTION_PASS);
 	cr_assert_eq(decide(&k, "POST", "/login", NULL, NULL, "alice", &v), SLUICE_ACTION_REJECT);
@@ -209,8 +209,10 @@ Test(engine, fallback_reject_with_headers)
 	memset(&h, 0, sizeof(h));
 	cr_assert_eq(sluice_verdict_headers(&v, hdr_collect, &h), 3);
 	cr_assert_str_eq(h.text, "Retry-After: 1\n"
-	                         "RateLimit-Policy: \"login\";q=1;w=1\n"
+	                         "RateLimit-Policy: \"login\";q=2;w=2\n"
 	                         "RateLimit: \"login\";r=0;t=1\n");
+	/* q=2;w=2: the library's one mapping (sluice_http_policy_of), the nginx
+	 * module's too: the rate in the whole seconds holding the burst of 2 */
 	/* a request without a user counts under the one absent key */
 	cr_assert_eq(decide(&k, "POST", "/login", NULL, NULL, NULL, &v), SLUICE_ACTION_PASS);
 	cr_assert_eq(decide(&k, "POST", "/login", NULL, NULL, NULL, &v), SLUICE_ACTION_PASS);
