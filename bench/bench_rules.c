@@ -109,7 +109,7 @@ static void *worker(void *arg)
 				sluice_request_t q = { .method = "GET", .path = paths[rule],
 					               .addr = keys[k].ip, .addr_len = 4,
 					               .user = keys[k].user, .user_len = keys[k].user_len };
-				sink += (uint64_t)sluice_engine_decide(r->e, &q, &v);
+				sink += (uint64_t)sluice_engine_decide(r->e, &q, &v) + v.action;
 				break;
 			}
 			case K_KEYED: {

@@ -57,13 +57,14 @@ static int handle(sluice_engine_t *e, const char *user)
 		                 .addr = ip, .addr_len = sizeof(ip),
 		                 .user = user, .user_len = strlen(user) };
 	sluice_verdict_t v;
-	int action = sluice_engine_decide(e, &req, &v);
+	if (sluice_engine_decide(e, &req, &v) != 0) /* 0, or a negative error */
+		return -1;
 	printf("user %s: %s %u (rules version %llu)\n", user, sluice_action_name(v.action),
 	       v.status, (unsigned long long)v.version);
 	sluice_verdict_headers(&v, print_header, NULL);
 	/* ... serve it, or answer v.status ... then: */
 	sluice_engine_complete(e, &v, 1200000 /* ns it took */, 1 /* ok */);
-	return action;
+	return (int)v.action;
 }
 
 int main(void)

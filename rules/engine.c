@@ -468,7 +468,7 @@ int sluice_engine_decide_at(sluice_engine_t *e, const sluice_request_t *req, uin
 	for (uint32_t k = 0; k < nm; k++)
 		account(&s->cr[matched[k]], &v->rules[k], now);
 	read_end();
-	return (int)v->action;
+	return 0; /* the outcome is v->action (rules.h: one return rule) */
 }
 
 int sluice_engine_decide(sluice_engine_t *e, const sluice_request_t *req, sluice_verdict_t *v)

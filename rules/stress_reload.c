@@ -299,7 +299,7 @@ static int run_swap(int threads, double seconds, double per_s)
 		sluice_verdict_t v[CONC + 1];
 		int ok = 0;
 		for (int j = 0; j <= CONC; j++)
-			ok += sluice_engine_decide(eng, &q, &v[j]) == SLUICE_ACTION_PASS;
+			ok += sluice_engine_decide(eng, &q, &v[j]) == 0 && v[j].action == SLUICE_ACTION_PASS;
 		CHECK(ok == CONC, "conc: user %d could take %d of %d after the run (a lost release)",
 		      u, ok, CONC);
 		for (int j = 0; j <= CONC; j++)

@@ -470,24 +470,24 @@ Test(engine, keys_from_headers_queries_and_routes)
 	sluice_verdict_t v;
 	struct kv a = { "A", "t1", 0 };
 	sluice_request_t q = { .method = "GET", .path = "/k/x", .lookup = kv_lookup, .ctx = &a };
-	cr_assert_eq(sluice_engine_decide(k.e, &q, &v), SLUICE_ACTION_PASS);
+	cr_assert_eq(action_of(k.e, &q, &v), SLUICE_ACTION_PASS);
 	cr_assert_eq(a.calls, 2);
 	/* the header's key A is spent: refused even for another tenant */
 	a.query = "t2";
-	cr_assert_eq(sluice_engine_decide(k.e, &q, &v), SLUICE_ACTION_REJECT);
+	cr_assert_eq(action_of(k.e, &q, &v), SLUICE_ACTION_REJECT);
 	cr_assert_eq(v.rules[0].dim, 0);
 	/* key B, tenant t1 spent: refused by the second dimension */
 	a.header = "B";
 	a.query = "t1";
-	cr_assert_eq(sluice_engine_decide(k.e, &q, &v), SLUICE_ACTION_REJECT);
+	cr_assert_eq(action_of(k.e, &q, &v), SLUICE_ACTION_REJECT);
 	cr_assert_eq(v.rules[0].dim, 1);
 	/* ... and nothing taken from B's key: B with a new tenant passes */
 	a.query = "t3";
-	cr_assert_eq(sluice_engine_decide(k.e, &q, &v), SLUICE_ACTION_PASS);
+	cr_assert_eq(action_of(k.e, &q, &v), SLUICE_ACTION_PASS);
 	/* no lookup callback: the shared absent key, once */
 	q.lookup = NULL;
-	cr_assert_eq(sluice_engine_decide(k.e, &q, &v), SLUICE_ACTION_PASS);
-	cr_assert_eq(sluice_engine_decide(k.e, &q, &v), SLUICE_ACTION_REJECT);
+	cr_assert_eq(action_of(k.e, &q, &v), SLUICE_ACTION_PASS);
+	cr_assert_eq(action_of(k.e, &q, &v), SLUICE_ACTION_REJECT);
 	/* route: one limit per path */
 	cr_assert_eq(decide(&k, "GET", "/r/1", NULL, NULL, NULL, &v), SLUICE_ACTION_PASS);
 	cr_assert_eq(decide(&k, "GET", "/r/2", NULL, NULL, NULL, &v), SLUICE_ACTION_PASS);

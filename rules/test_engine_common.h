@@ -96,8 +96,15 @@ static inline int decide(struct kit *k, const char *method, const char *path, co
 		q.user_len = strlen(user);
 	}
 	int rc = sluice_engine_decide(k->e, &q, v);
-	cr_assert_geq(rc, 0, "decide: %d", rc);
-	return rc;
+	cr_assert_eq(rc, 0, "decide: %d", rc);
+	return (int)v->action;
+}
+
+/* The action of a decision the engine made (decide returns 0: rules.h). */
+static inline int action_of(sluice_engine_t *e, const sluice_request_t *q, sluice_verdict_t *v)
+{
+	int rc = sluice_engine_decide(e, q, v);
+	return rc < 0 ? rc : (int)v->action;
 }
 
 struct hdrs {

@@ -349,11 +349,11 @@ Test(engine_reload, shared_region_across_fork)
 		unsigned char a1[4] = { 1, 1, 1, 1 }, a2[4] = { 2, 2, 2, 2 };
 		sluice_request_t q = { .method = "GET", .path = "/", .addr = a1, .addr_len = 4 };
 		sluice_verdict_t cv;
-		if (sluice_engine_decide(e, &q, &cv) != SLUICE_ACTION_REJECT)
+		if (action_of(e, &q, &cv) != SLUICE_ACTION_REJECT)
 			_exit(12); /* the parent's three admissions are in the table */
 		q.addr = a2;
 		for (int i = 0; i < 2; i++)
-			if (sluice_engine_decide(e, &q, &cv) != SLUICE_ACTION_PASS)
+			if (action_of(e, &q, &cv) != SLUICE_ACTION_PASS)
 				_exit(13);
 		sluice_engine_free(e);
 		_exit(0);

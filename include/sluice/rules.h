@@ -609,8 +609,12 @@ SLUICE_API int sluice_engine_load_buffer(sluice_engine_t *e, const char *name, c
  * sluice_engine_decide - decide @req with the rule set in force (DECIDE),
  * filling @v.  Lock-free, no allocation, safe from any number of threads,
  * also while another thread loads.
- * Return: @v->action (>= 0); SLUICE_EINVAL (NULL @e, @req, @v or path, a
- * path that does not start with '/').
+ * Return: 0, with what to do in @v->action (the one return rule of
+ * common.h: a call that is not a decision returns 0 or a negative error,
+ * its outcome in an out-parameter; @v->action is never the return value,
+ * so `if (sluice_engine_decide(...))` is true on errors only);
+ * SLUICE_EINVAL (NULL @e, @req, @v or path, a path that does not start
+ * with '/').
  */
 SLUICE_API int sluice_engine_decide(sluice_engine_t *e, const sluice_request_t *req,
                                     sluice_verdict_t *v);
