@@ -5,6 +5,20 @@
  * The library is built with -fvisibility=hidden; only symbols marked
  * SLUICE_API are exported.  Hot paths live in the public headers as static
  * inline functions, so they need no export and no call.
+ *
+ * THE ONE RETURN RULE, for every public call:
+ *   - a decision (acquire, reserve, try, the keyed and handle forms)
+ *     returns 1 when admitted, 0 when refused, a negative SLUICE_E* code on
+ *     error: SLUICE_ADMITTED and SLUICE_REFUSED name the two outcomes, so
+ *     `if (sluice_gcra_acquire(...) == SLUICE_ADMITTED)` reads right and
+ *     `if (rc < 0)` finds every error;
+ *   - every other call returns 0 or a negative SLUICE_E* code, its outcome
+ *     in an out-parameter (sluice_engine_decide: the action in v->action);
+ *     sizes and lengths, where a call computes one, are the documented
+ *     exceptions (sluice_*_size, the formatters' lengths).
+ * SLUICE_NODISCARD marks the calls whose result must be looked at: a
+ * decision ignored is a limit not enforced, an init ignored a limiter that
+ * may not exist.
  */
 #ifndef SLUICE_COMMON_H
 #define SLUICE_COMMON_H
@@ -15,6 +29,16 @@
 #define SLUICE_API __attribute__((visibility("default")))
 #else
 #define SLUICE_API
+#endif
+
+/* The two outcomes of a decision (THE ONE RETURN RULE above). */
+#define SLUICE_ADMITTED 1
+#define SLUICE_REFUSED 0
+
+#if defined(__GNUC__)
+#define SLUICE_NODISCARD __attribute__((warn_unused_result))
+#else
+#define SLUICE_NODISCARD
 #endif
 
 #define SLUICE_LIKELY(x)   __builtin_expect(!!(x), 1)
