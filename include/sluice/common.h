@@ -14,8 +14,9 @@
  *     `if (rc < 0)` finds every error;
  *   - every other call returns 0 or a negative SLUICE_E* code, its outcome
  *     in an out-parameter (sluice_engine_decide: the action in v->action);
- *     sizes and lengths, where a call computes one, are the documented
- *     exceptions (sluice_*_size, the formatters' lengths).
+ *     sizes, lengths and counts, where a call computes one, are the
+ *     documented exceptions (sluice_*_size, the formatters' lengths, a
+ *     loader's count of errors, the count of changes still pending).
  * SLUICE_NODISCARD marks the calls whose result must be looked at: a
  * decision ignored is a limit not enforced, an init ignored a limiter that
  * may not exist.
