@@ -83,7 +83,7 @@
 
 /* A validated parameter set, before it is published in a slot. */
 struct params {
-	uint64_t interval, tau, burst, recip, shift;
+	uint64_t interval, tau, burst, recip, shift, stamp;
 };
 
 void sluice_gcra_destroy(sluice_gcra_t *g)
@@ -124,6 +124,7 @@ static void store_params(struct sluice__gcra_params *s, const struct params *p, 
 	atomic_store_explicit(&s->gate, lease ? 0 : p->burst, memory_order_release);
 	atomic_store_explicit(&s->recip, p->recip, memory_order_release);
 	atomic_store_explicit(&s->shift, p->shift, memory_order_release);
+	atomic_store_explicit(&s->stamp, p->stamp, memory_order_release);
 }
 
 /* Acquire loads: pair with store_params() (see there). */
@@ -134,6 +135,7 @@ static void load_params(struct sluice__gcra_params *s, struct params *p)
 	p->burst = atomic_load_explicit(&s->burst, memory_order_acquire);
 	p->recip = atomic_load_explicit(&s->recip, memory_order_acquire);
 	p->shift = atomic_load_explicit(&s->shift, memory_order_acquire);
+	p->stamp = atomic_load_explicit(&s->stamp, memory_order_acquire);
 }
 
 /*
@@ -161,7 +163,7 @@ static int init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg, int booking)
 	const sluice_clock_t *clock = sluice__config_clock(cfg->clock);
 	if (!clock)
 		return SLUICE_ECLOCK;
-	struct params p;
+	struct params p = { .stamp = 0 };
 	int rc = make_interval(cfg->rate, cfg->period_ns, &p);
 	if (rc == 0)
 		rc = make_burst(cfg->burst, &p);
@@ -200,7 +202,7 @@ static int init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg, int booking)
 	struct params none = { 0 };
 	for (int i = 0; i < 2; i++) {
 		atomic_init(&g->params[i].era, (uint64_t)i);
-		atomic_init(&g->params[i].start, 0);
+		atomic_init(&g->start[i], 0);
 		store_params(&g->params[i], i ? &p : &none, cfg->lease);
 	}
 	/* TAT 0: the bucket is full at every time. */
@@ -232,7 +234,7 @@ static void help(sluice_gcra_t *g, uint64_t seal)
 	struct sluice__gcra_params *s = &g->params[lo & 1];
 	/* Acquire loads keep the three reads in order: era, start, era. */
 	uint64_t e1 = atomic_load_explicit(&s->era, memory_order_acquire);
-	uint64_t start = atomic_load_explicit(&s->start, memory_order_acquire);
+	uint64_t start = atomic_load_explicit(&g->start[lo & 1], memory_order_acquire);
 	uint64_t e2 = atomic_load_explicit(&s->era, memory_order_acquire);
 	if (e1 != e2 || e1 == 0 || ((e1 ^ lo) & SLUICE__GCRA_SEAL_MASK) != 0)
 		return;
@@ -400,6 +402,8 @@ int sluice__gcra_lease_take(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_d
 		uint64_t shift = atomic_load_explicit(&p->shift, memory_order_acquire);
 		if (n > burst)
 			break; /* the general path decides (ETOOBIG) */
+		if (now < atomic_load_explicit(&p->stamp, memory_order_acquire))
+			break; /* older than the change: the general path refuses */
 		uint64_t tat;
 		uint64_t delay = sluice__gcra_step(a, n * T, now, tau, SLUICE_GCRA_TIME_MAX, &tat);
 		if (delay != 0) {
@@ -519,6 +523,8 @@ uint64_t sluice_gcra_available_at(sluice_gcra_t *g, uint64_t now)
 			continue; /* (a, p) may not be one state */
 		sluice_decision_t d;
 		sluice__gcra_fill(&d, 0, p.burst, p.tau, p.recip, p.shift, now, a, 0);
+		if (now < p.stamp)
+			d.remaining = 0; /* older than the change: nothing passes */
 		uint64_t own = lease_live(g, now, p.burst);
 		return own > d.remaining ? own : d.remaining;
 	}
@@ -575,6 +581,9 @@ static int reconfigure(sluice_gcra_t *g, uint64_t rate, uint64_t period, uint64_
 		sluice__writer_drop(&g->writer);
 		return rc;
 	}
+	/* The stamp: the setter's reading, never before the previous one's
+	 * (DESIGN, "Readings across a change"); the conversion is made at it. */
+	p.stamp = now > o.stamp ? now : o.stamp;
 
 	/* 1. Rewrite the spare slot.  era = 0 first, then release stores: a
 	 * decision or helper still reading this slot (era e-1's) that sees any
@@ -588,7 +597,7 @@ static int reconfigure(sluice_gcra_t *g, uint64_t rate, uint64_t period, uint64_
 		/* Never sealed here: only writers seal, and the previous one
 		 * returned after its unseal (or a helper's). */
 		uint64_t high = atomic_load_explicit(&g->high, memory_order_relaxed);
-		sluice__u128 c = convert(a0, now, &o, &p);
+		sluice__u128 c = convert(a0, p.stamp, &o, &p);
 		uint64_t floor = (a0 > high ? a0 : high);
 		if (floor < SLUICE_GCRA_TIME_MAX)
 			floor++; /* strictly above every old value */
@@ -597,7 +606,7 @@ static int reconfigure(sluice_gcra_t *g, uint64_t rate, uint64_t period, uint64_
 		if (c > SLUICE_GCRA_TIME_MAX)
 			c = SLUICE_GCRA_TIME_MAX; /* nothing passes any more: safe */
 		a1 = (uint64_t)c;
-		atomic_store_explicit(&next->start, a1, memory_order_relaxed);
+		atomic_store_explicit(&g->start[(e + 1) & 1], a1, memory_order_relaxed);
 		atomic_store_explicit(&next->era, e + 1, memory_order_relaxed);
 		/* Pair CAS (full barrier): releases the slot to helpers (they
 		 * load the seal with acquire) and names the seal's full era

@@ -283,7 +283,8 @@ struct sluice_gcra_cell {
 };
 
 /* private: one parameter set.  Two slots; the era's parity picks one.
- * Eight words, 64 bytes: the slot index is a shift. */
+ * Eight words, 64 bytes: the slot index is a shift.  The TAT the era
+ * opens with, which only helpers read, is beside `high` (start[]). */
 struct sluice__gcra_params {
 	_Atomic uint64_t era;      /* the era described; 0 while written   */
 	_Atomic uint64_t interval; /* T, ns: ceil(period / rate)           */
@@ -294,7 +295,9 @@ struct sluice__gcra_params {
 	                            * leases                               */
 	_Atomic uint64_t recip;    /* ceil(2^(62 + shift) / T)             */
 	_Atomic uint64_t shift;    /* ceil(log2 T)                         */
-	_Atomic uint64_t start;    /* the TAT the era opens with (helpers) */
+	_Atomic uint64_t stamp;    /* the change's reading: older readings
+	                            * are judged at it (READINGS ACROSS A
+	                            * CHANGE); 0 for init's set            */
 };
 
 typedef struct sluice_gcra {
@@ -316,6 +319,8 @@ typedef struct sluice_gcra {
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t high; /* highest TAT a cancel
 	                                                    * moved back from */
 	_Atomic uint32_t writer;  /* set_rate/set_burst serialisation flag */
+	_Atomic uint64_t start[2]; /* the TAT the era of params[i] opens with
+	                            * (helpers read it; lib/gcra.c)        */
 	/* private: the state, on a line of its own.  tat and seal_era are one
 	 * 16-byte pair: a seal and its unseal CAS both, so an unseal by a
 	 * helper stalled across 2^32 reconfigurations fails (lib/gcra.c). */
@@ -473,6 +478,7 @@ static inline int sluice__gcra_try(sluice_gcra_t *g, uint64_t n, uint64_t now,
 		uint64_t T = atomic_load_explicit(&p->interval, memory_order_acquire);
 		uint64_t tau = atomic_load_explicit(&p->tau, memory_order_acquire);
 		uint64_t burst = atomic_load_explicit(&p->burst, memory_order_acquire);
+		uint64_t stamp = atomic_load_explicit(&p->stamp, memory_order_acquire);
 		uint64_t recip = 0, shift = 0;
 		if (d) {
 			recip = atomic_load_explicit(&p->recip, memory_order_acquire);
@@ -482,7 +488,13 @@ static inline int sluice__gcra_try(sluice_gcra_t *g, uint64_t n, uint64_t now,
 			return SLUICE__GCRA_SLOW;
 		uint64_t need = n * T; /* <= tau <= 2^62: n <= b */
 		uint64_t next;
-		uint64_t delay = sluice__gcra_step(a, need, now, tau, SLUICE_GCRA_TIME_MAX, &next);
+		/* Judged at the change's stamp when the reading is older, the
+		 * wait measured from the reading (READINGS ACROSS A CHANGE).
+		 * No overflow: a real wait at `at` is below TIME_MAX - at. */
+		uint64_t at = now < stamp ? stamp : now;
+		uint64_t delay = sluice__gcra_step(a, need, at, tau, SLUICE_GCRA_TIME_MAX, &next);
+		if (SLUICE_UNLIKELY(at != now) && delay != SLUICE_NEVER)
+			delay += at - now;
 		int fits = delay != SLUICE_NEVER;
 		if (SLUICE_LIKELY(fits && delay <= max_delay)) {
 			/* Acquire (C11 wants success >= failure): a failure
@@ -631,6 +643,7 @@ sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_decisi
 	uint64_t T = atomic_load_explicit(&p->interval, memory_order_acquire);
 	uint64_t tau = atomic_load_explicit(&p->tau, memory_order_acquire);
 	uint64_t gate = atomic_load_explicit(&p->gate, memory_order_acquire);
+	uint64_t stamp = atomic_load_explicit(&p->stamp, memory_order_acquire);
 	uint64_t recip = 0, shift = 0; /* before the CAS: one parameter set */
 	if (d) {
 		recip = atomic_load_explicit(&p->recip, memory_order_acquire);
@@ -638,7 +651,10 @@ sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_decisi
 	}
 	uint64_t need = n * T; /* used only once n <= b is known: no overflow */
 	uint64_t tat;
-	if (SLUICE_LIKELY(n - 1 < gate)) {
+	/* A reading older than the change in force goes below: it is judged
+	 * at the change's stamp, where an acquire cannot pass (READINGS
+	 * ACROSS A CHANGE). */
+	if (SLUICE_LIKELY(n - 1 < gate && now >= stamp)) {
 		uint64_t wait = sluice__gcra_step(a, need, now, tau, SLUICE_GCRA_TIME_MAX, &tat);
 		if (SLUICE_LIKELY(wait == 0)) {
 			if (atomic_compare_exchange_strong_explicit(&g->tat, &a, tat,
