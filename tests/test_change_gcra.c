@@ -95,9 +95,11 @@ static uint64_t greedy(sluice_gcra_t *g, uint64_t r, uint64_t most)
 /* One change at reading @tc of kind @kind between (T0, b0) and (T1, b1). */
 enum kind { RATE_LOWER, RATE_RAISE, BURST_RAISE, BURST_LOWER };
 
+/* A case: the change, and the ns its reading is ahead of an older decision
+ * (older_reading) or behind decisions already made (lagging_setter). */
 struct change_case {
 	enum kind kind;
-	uint64_t gap_ns; /* tc - r of the old decision */
+	uint64_t ns;
 };
 
 static void change_at(sluice_gcra_t *g, enum kind kind, uint64_t tc)
@@ -146,7 +148,7 @@ ParameterizedTest(struct change_case *c, change_gcra, older_reading)
 	params_of(c->kind, &T0, &bmax, &tmin);
 	sluice_gcra_t g;
 	make(&g, T0, 100);
-	uint64_t r = 1000 * US, tc = r + c->gap_ns;
+	uint64_t r = 1000 * US, tc = r + c->ns;
 	cr_assert_eq(greedy(&g, 0, 1000), 100);
 	for (uint64_t t = T0; t <= r; t += T0)
 		greedy(&g, t, 1000);
@@ -158,7 +160,7 @@ ParameterizedTest(struct change_case *c, change_gcra, older_reading)
 	greedy(&g, r, 1000); /* whatever else the old reading can get */
 	check_bound(bmax, tmin, "up to the old reading");
 	cr_assert_eq(rc, 0, "a reading %llu ns older than the change passed",
-	             (unsigned long long)c->gap_ns);
+	             (unsigned long long)c->ns);
 	cr_assert_geq(d.retry_after_ns, tc - r, "retry_after %llu does not reach the change",
 	              (unsigned long long)d.retry_after_ns);
 	cr_assert_eq(d.now_ns, r);
@@ -198,12 +200,7 @@ Test(change_gcra, older_reading_reserve)
 	check_bound(100, 5 * US, "older reservation");
 }
 
-struct lag_case {
-	enum kind kind;
-	uint64_t lag_ns; /* newest admitted reading - the setter's reading */
-};
-
-static struct lag_case lag_cases[] = {
+static struct change_case lag_cases[] = {
 	{ RATE_LOWER, 2 * US },   { RATE_LOWER, 30 * US },  { RATE_LOWER, 1 * MS },
 	{ RATE_RAISE, 2 * US },   { RATE_RAISE, 1 * MS },   { BURST_RAISE, 2 * US },
 	{ BURST_RAISE, 30 * US }, { BURST_RAISE, 1 * MS },  { BURST_LOWER, 30 * US },
@@ -212,7 +209,7 @@ static struct lag_case lag_cases[] = {
 
 ParameterizedTestParameters(change_gcra, lagging_setter)
 {
-	return cr_make_param_array(struct lag_case, lag_cases,
+	return cr_make_param_array(struct change_case, lag_cases,
 	                           sizeof(lag_cases) / sizeof(lag_cases[0]));
 }
 
@@ -225,14 +222,14 @@ ParameterizedTestParameters(change_gcra, lagging_setter)
  * the bound holds over the whole run, with decisions at readings between
  * tc and x after the change, and one older than tc (refused).
  */
-ParameterizedTest(struct lag_case *c, change_gcra, lagging_setter)
+ParameterizedTest(struct change_case *c, change_gcra, lagging_setter)
 {
 	uint64_t T0, bmax, tmin;
 	params_of(c->kind, &T0, &bmax, &tmin);
 	for (int fill = 0; fill < 3; fill++) {
 		sluice_gcra_t g;
 		make(&g, T0, 100);
-		uint64_t x = 3 * MS, tc = x - c->lag_ns;
+		uint64_t x = 3 * MS, tc = x - c->ns;
 		/* three loads before the change: drained at the rate, half
 		 * used, a burst just taken */
 		greedy(&g, 0, 1000);
