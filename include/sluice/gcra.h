@@ -134,10 +134,12 @@
  * is made at s.  A decision whose reading r is older than the stamp of the
  * parameters it decides with is judged as if at s, its waits measured from
  * r: an acquire cannot pass (refused, retry_after_ns = s - r + the wait at
- * s, so sleeping it from r lands where it passes), a reservation's slot
- * is at or after s (delay_ns >= s - r).  d->now_ns stays r (the fields
- * are measured from it: reset_ns names the TAT for cancel, remaining is
- * what the bucket holds at r, no more than at s); available_at(r) is 0.
+ * s, so sleeping it from r lands where it passes; with leases a spend
+ * from a lease taken at or before r still passes: it was booked then), a
+ * reservation's slot is at or after s (delay_ns >= s - r).  d->now_ns
+ * stays r (the fields are measured from it: reset_ns names the TAT for
+ * cancel, remaining is what the bucket holds at r, no more than at s);
+ * available_at(r) counts only this CPU's lease.
  * A setter's reading may lag decisions already made (the plain setters
  * read the clock, then publish): at no reading from s to the old TAT
  * (every admission so far was at a reading below it) does the change

@@ -50,7 +50,8 @@
  * READINGS ACROSS A CHANGE: GCRA's rule (gcra.h): a set_rate/set_burst is
  * stamped with its reading (never before the previous change's), and a
  * request whose reading r is older than the stamp s is judged at s, its
- * waits measured from r: the meter refuses it (retry_after_ns >= s - r),
+ * waits measured from r: the meter refuses it (retry_after_ns >= s - r;
+ * a lease spend aside, as GCRA's),
  * the shaper books it a slot at or after s (delay_ns >= s - r; the shaper
  * did so before, as its slots follow the TAT, which a change never moves
  * back).  A setter whose reading lags requests already decided credits
