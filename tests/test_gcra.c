@@ -216,7 +216,12 @@ static int by_time(const void *a, const void *b)
  */
 static s128 worst_excess(struct entry *e, size_t n, uint64_t T, uint64_t burst, int era)
 {
-	qsort(e, n, sizeof(*e), by_time);
+	/* sorted once: called once per era on the same ledger */
+	size_t k = 1;
+	while (k < n && by_time(&e[k - 1], &e[k]) <= 0)
+		k++;
+	if (k < n)
+		qsort(e, n, sizeof(*e), by_time);
 	s128 S = 0, best_min = 0, worst = -(s128)burst * T;
 	int have = 0;
 	for (size_t j = 0; j < n; j++) {
