@@ -29,6 +29,8 @@
  *      SLUICE_GCRA_TIME_MAX that names the era).  Retry from 2 if A0 moved.
  *   3. CAS era e -> e+1, then CAS the TAT SEAL(e+1) -> A1.
  *
+ * (`start` lives beside `high`, start[parity]: only helpers read it, so
+ * the slot keeps what decisions read, the stamp included, in 64 bytes.)
  * A decision that finds a seal does step 3 itself (help()) with the `start`
  * the writer stored before sealing, so a writer preempted between its CASes
  * never blocks a decision.  Step 3 is idempotent: each CAS expects the
@@ -59,6 +61,59 @@
  * tolerance's extra length.  Then take the later of that and A0 + 1: the
  * TAT never moves back, so a change can only lower the permits held.
  *
+ * Readings across a change (gcra.h, READINGS ACROSS A CHANGE).  Each era
+ * e has a stamp s_e in its slot: the setter's reading or s_(e-1), the
+ * later (so stamps never decrease), and its start is converted at s_e.  A
+ * decision of era e at reading r < s_e is judged at y = s_e (an acquire
+ * is refused, a booking's slot is at or after y); every admission of era e
+ * is thus at a time y >= s_e (a booking's time, y + delay, is later still
+ * and its slot starts at or after it, so below "admission at y" covers it
+ * with y its time).  Why the stated bound holds, for one interval
+ * I = [x, x + t]: let Tm and bM be the smallest T and the largest b of
+ * the eras from the first admission in I to the last (CAS order), and
+ * write, for a state (A, T, tau) and a time z,
+ *     L(z) = max(A, z) - z,  g(L) = (tau - L)/T for L <= tau, else
+ *     -(L - tau)/Tm   (decreasing, concave, |slope| <= 1/Tm),
+ *     Psi = N + g(L(z)) + (x + t - z)/Tm,   z = max(x, s_e),
+ * N the permits admitted in I so far.  Psi starts (just before the first
+ * admission in I) at most b + t/Tm <= bM + t/Tm.  An admission in I at
+ * y >= z raises max(A, z) by at least n*T (the new TAT is max(A, y) + n*T
+ * > z), so g falls by at least n while N grows by n; one outside I never
+ * lowers A; a cancel restores both.  After an admission in I at y,
+ * L(z) <= y + tau - z, so g(L(z)) >= -(y - z)/Tm >= -(x + t - z)/Tm:
+ * Psi >= N.  So N <= bM + t/Tm follows if no change raises Psi.  A change
+ * e -> e+1 (TAT A0 -> A1, z0 -> z1 >= z0): with the old state, moving z
+ * from z0 to z1 lowers L by at most z1 - z0, so g rises by at most
+ * (z1 - z0)/Tm, which the last term pays.  What is left is
+ * g1(L1(z1)) <= g0(L0(z1)), the new state holding no more at z1:
+ *   - z1 = s: convert() keeps min(credit, the new tau) rounded down, or,
+ *     in debt (lag > tau0), the debt lag - tau in ns (A1 >= A0 + tau1 -
+ *     tau0); the floor A1 >= A0 + 1 only raises L1.  Either way g1 <= g0.
+ *   - s < z1 < A0 (the interval starts after the stamp, and admissions of
+ *     era e may lie there: a setter whose reading lags them).  set_burst
+ *     (T kept): g0, g1 are one function G of L - tau, and A1 >= A0 +
+ *     (tau1 - tau0) when tau1 > tau0, else A1 >= A0 + 1: L1 - tau1 >= L0 -
+ *     tau0 at every z, so g1 <= g0.  set_rate raising (T1 < T0, b kept,
+ *     so tau1 < tau0): A1 >= A0 + 1, so L1 > L0 and L1 - tau1 > L0 - tau0
+ *     at every z, and g1 <= g0 on both branches.  set_rate lowering
+ *     (T1 > T0): with credit at s, A1 >= s + (A0 - s) T1/T0 (the credit
+ *     kept in the slower units, floor), so at z = s + u (u <= A0 - s),
+ *     (L1 - u)/T1 >= (A0 - s)/T0 - u/T1 >= (L0 - u)/T0, the permits
+ *     missing from b, new against old; in debt the debt in ns is kept
+ *     (A1 >= A0 + tau1 - tau0): both pay it off at the same time, and the
+ *     new state then refills more slowly.
+ *   - z1 >= A0: every admission so far was at a reading below A0 (each
+ *     leaves the TAT above its time; only exact cancels move it back), so
+ *     N = 0 and Psi = g1 + t/Tm <= b1 + t/Tm.
+ * With leases each admitted permit was booked by a take within V before
+ * it, and takes are decisions as above: bM + (t + V)/Tm.  The last case
+ * is why the stamp need not be the newest admitted reading (the TAT only
+ * bounds those from above, and a stamp past the present would refuse
+ * readings that are due): a setter that lags them converts at an older s,
+ * which the s < z1 < A0 case covers.  Clamping instead of refusing
+ * (d->now_ns = s) would keep the bound on the clamped times but make a
+ * caller that sleeps delay_ns from its own reading proceed s - r early.
+ *
  * Division: remaining = floor(credit / T) with credit < 2^62 uses
  * recip = ceil(2^(62+s) / T), s = ceil(log2 T) (recip < 2^63).  With
  * recip = 2^(62+s)/T + e, 0 <= e < 1: x*recip/2^(62+s) = x/T + x*e/2^(62+s)
@@ -83,7 +138,7 @@
 
 /* A validated parameter set, before it is published in a slot. */
 struct params {
-	uint64_t interval, tau, burst, recip, shift;
+	uint64_t interval, tau, burst, recip, shift, stamp;
 };
 
 void sluice_gcra_destroy(sluice_gcra_t *g)
@@ -124,6 +179,7 @@ static void store_params(struct sluice__gcra_params *s, const struct params *p, 
 	atomic_store_explicit(&s->gate, lease ? 0 : p->burst, memory_order_release);
 	atomic_store_explicit(&s->recip, p->recip, memory_order_release);
 	atomic_store_explicit(&s->shift, p->shift, memory_order_release);
+	atomic_store_explicit(&s->stamp, p->stamp, memory_order_release);
 }
 
 /* Acquire loads: pair with store_params() (see there). */
@@ -134,6 +190,7 @@ static void load_params(struct sluice__gcra_params *s, struct params *p)
 	p->burst = atomic_load_explicit(&s->burst, memory_order_acquire);
 	p->recip = atomic_load_explicit(&s->recip, memory_order_acquire);
 	p->shift = atomic_load_explicit(&s->shift, memory_order_acquire);
+	p->stamp = atomic_load_explicit(&s->stamp, memory_order_acquire);
 }
 
 /*
@@ -161,7 +218,7 @@ static int init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg, int booking)
 	const sluice_clock_t *clock = sluice__config_clock(cfg->clock);
 	if (!clock)
 		return SLUICE_ECLOCK;
-	struct params p;
+	struct params p = { .stamp = 0 };
 	int rc = make_interval(cfg->rate, cfg->period_ns, &p);
 	if (rc == 0)
 		rc = make_burst(cfg->burst, &p);
@@ -200,7 +257,7 @@ static int init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg, int booking)
 	struct params none = { 0 };
 	for (int i = 0; i < 2; i++) {
 		atomic_init(&g->params[i].era, (uint64_t)i);
-		atomic_init(&g->params[i].start, 0);
+		atomic_init(&g->start[i], 0);
 		store_params(&g->params[i], i ? &p : &none, cfg->lease);
 	}
 	/* TAT 0: the bucket is full at every time. */
@@ -232,7 +289,7 @@ static void help(sluice_gcra_t *g, uint64_t seal)
 	struct sluice__gcra_params *s = &g->params[lo & 1];
 	/* Acquire loads keep the three reads in order: era, start, era. */
 	uint64_t e1 = atomic_load_explicit(&s->era, memory_order_acquire);
-	uint64_t start = atomic_load_explicit(&s->start, memory_order_acquire);
+	uint64_t start = atomic_load_explicit(&g->start[lo & 1], memory_order_acquire);
 	uint64_t e2 = atomic_load_explicit(&s->era, memory_order_acquire);
 	if (e1 != e2 || e1 == 0 || ((e1 ^ lo) & SLUICE__GCRA_SEAL_MASK) != 0)
 		return;
@@ -400,6 +457,8 @@ int sluice__gcra_lease_take(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_d
 		uint64_t shift = atomic_load_explicit(&p->shift, memory_order_acquire);
 		if (n > burst)
 			break; /* the general path decides (ETOOBIG) */
+		if (now < atomic_load_explicit(&p->stamp, memory_order_acquire))
+			break; /* older than the change: the general path refuses */
 		uint64_t tat;
 		uint64_t delay = sluice__gcra_step(a, n * T, now, tau, SLUICE_GCRA_TIME_MAX, &tat);
 		if (delay != 0) {
@@ -519,6 +578,8 @@ uint64_t sluice_gcra_available_at(sluice_gcra_t *g, uint64_t now)
 			continue; /* (a, p) may not be one state */
 		sluice_decision_t d;
 		sluice__gcra_fill(&d, 0, p.burst, p.tau, p.recip, p.shift, now, a, 0);
+		if (now < p.stamp)
+			d.remaining = 0; /* older than the change: nothing passes */
 		uint64_t own = lease_live(g, now, p.burst);
 		return own > d.remaining ? own : d.remaining;
 	}
@@ -575,6 +636,9 @@ static int reconfigure(sluice_gcra_t *g, uint64_t rate, uint64_t period, uint64_
 		sluice__writer_drop(&g->writer);
 		return rc;
 	}
+	/* The stamp: the setter's reading, never before the previous one's
+	 * (DESIGN, "Readings across a change"); the conversion is made at it. */
+	p.stamp = now > o.stamp ? now : o.stamp;
 
 	/* 1. Rewrite the spare slot.  era = 0 first, then release stores: a
 	 * decision or helper still reading this slot (era e-1's) that sees any
@@ -588,7 +652,7 @@ static int reconfigure(sluice_gcra_t *g, uint64_t rate, uint64_t period, uint64_
 		/* Never sealed here: only writers seal, and the previous one
 		 * returned after its unseal (or a helper's). */
 		uint64_t high = atomic_load_explicit(&g->high, memory_order_relaxed);
-		sluice__u128 c = convert(a0, now, &o, &p);
+		sluice__u128 c = convert(a0, p.stamp, &o, &p);
 		uint64_t floor = (a0 > high ? a0 : high);
 		if (floor < SLUICE_GCRA_TIME_MAX)
 			floor++; /* strictly above every old value */
@@ -597,7 +661,7 @@ static int reconfigure(sluice_gcra_t *g, uint64_t rate, uint64_t period, uint64_
 		if (c > SLUICE_GCRA_TIME_MAX)
 			c = SLUICE_GCRA_TIME_MAX; /* nothing passes any more: safe */
 		a1 = (uint64_t)c;
-		atomic_store_explicit(&next->start, a1, memory_order_relaxed);
+		atomic_store_explicit(&g->start[(e + 1) & 1], a1, memory_order_relaxed);
 		atomic_store_explicit(&next->era, e + 1, memory_order_relaxed);
 		/* Pair CAS (full barrier): releases the slot to helpers (they
 		 * load the seal with acquire) and names the seal's full era

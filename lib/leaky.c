@@ -6,8 +6,9 @@
  * configuration onto a GCRA (meter: burst = depth + 1; shaper: burst = 1
  * with the maximum delay kept here) and every decision is one GCRA call
  * (acquire, reserve, cancel), so the ordering, the conformance bound and
- * the clock handling are GCRA's (see gcra.c's DESIGN); nothing here adds an
- * atomic.  Why the meter is nginx's limit_req, step by step, and why the
+ * the clock handling are GCRA's (see gcra.c's DESIGN), readings older than
+ * a change included (gcra.c, "Readings across a change": the meter is
+ * GCRA's acquire, the shaper its reserve); nothing here adds an atomic.  Why the meter is nginx's limit_req, step by step, and why the
  * shaper's slots are FIFO and T apart: see leaky.h's MAPPING.
  */
 #include "sluice/error.h"

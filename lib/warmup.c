@@ -69,6 +69,17 @@
  * computed with.  A refusal writes nothing; one by a decision overlapping
  * two changes may judge n against (and report) the later set's L while
  * reading the earlier state: a limit that was in force during the call.
+ *
+ * Readings across a change (warmup.h, READINGS ACROSS A CHANGE).  No
+ * reading enters set_rate: it moves the ticket one unit later (so the
+ * ticket stays after every admission's start) and scales the stored
+ * permits' fraction of M, the temperature as of the ticket.  A decision
+ * after the change, at any reading r, starts at max(r, ticket) or later,
+ * and an admission at start y moves the ticket to at least y + n I (I of
+ * the set it was costed with): the chain of (a), start(k+1) >= start(k) +
+ * n(k) I(k), holds through every change and every order of readings, so
+ * a reading older than the change, or a setter whose clock lags, gains
+ * nothing; the stamp GCRA keeps in its parameter set is here the ticket.
  */
 #include <sched.h>
 #include <string.h>

@@ -34,6 +34,23 @@
  * thread's deposit before its check (the refusal gcra.h's UNDER-ADMISSION
  * describes), which the bound must survive.
  *
+ * LIVE CHANGES (--changes=K, --change-us=U, --change-lag-us=L): worker 0
+ * makes K changes, one every U us (default 100; at once when behind),
+ * cycling the rate between R and R/2 and the burst between b and 3b/2
+ * (set_rate and set_burst alternately; --change-burst=0: the rate only,
+ * so max(b) = b), while the other workers decide;
+ * with L > 0 each change is stamped with a reading up to L us older than
+ * the clock (set_*_at(now - lag): a setter that lags decisions already
+ * made), else the plain setters read the clock themselves.  The verifier
+ * checks gcra.h's bound across changes, max(b) + t / min(T) (with leases
+ * + V / min(T)), over every interval of the merged log: worst <= 3b/2
+ * (b with --change-burst=0) (+ K_V).  A run that made fewer than K changes proved nothing about the
+ * rest and exits 2.  --stale-us=G: worker 1 plays a decider preempted
+ * between its clock reading and its CAS: it reads the clock, waits a
+ * random 0..2G us (watching the clock) and then takes, at that reading
+ * (acquire_at), every permit it gets; its admissions count at it.  Readings that old
+ * arrive after changes stamped later: gcra.h's READINGS ACROSS A CHANGE.
+ *
  * Defaults: R = 50,000 per second (T = 20 us), b = 20: every tick of the
  * cached (1 ms) or coarse (4 ms) clock refills the whole bucket, so the
  * race for the last permits happens at every tick.
@@ -55,11 +72,14 @@ static const char usage[] =
 	"usage: stress_gcra [--threads=T] [--seconds=S] [--clock=monotonic|coarse|cached]\n"
 	"                   [--rate=R (per second)] [--burst=B] [--cancel-every=K]\n"
 	"                   [--lease=B] [--lease-v=K (V = K intervals)] [--break-lease=1]\n"
-	"                   [--one-cpu=1]\n"
+	"                   [--one-cpu=1] [--changes=K] [--change-us=U] [--change-lag-us=L]\n"
+	"                   [--change-burst=0|1] [--stale-us=G]\n"
 	"                   [--self-test]\n";
 
 static uint64_t rate = 50000, burst = 20, cancel_every = 8, interval;
 static uint64_t lease, lease_v = 4, break_lease, one_cpu;
+static uint64_t changes, change_us = 100, change_lag_us, stale_us, change_burst = 1;
+static _Atomic uint64_t changes_made;
 static sluice_gcra_t gcra;
 
 static const struct stress_u64_opt options[] = {
@@ -70,6 +90,11 @@ static const struct stress_u64_opt options[] = {
 	{ "lease-v", &lease_v },
 	{ "break-lease", &break_lease },
 	{ "one-cpu", &one_cpu },
+	{ "changes", &changes },
+	{ "change-us", &change_us },
+	{ "change-lag-us", &change_lag_us },
+	{ "stale-us", &stale_us },
+	{ "change-burst", &change_burst },
 	{ NULL, NULL },
 };
 
@@ -100,10 +125,67 @@ static int broken_step(struct stress_worker *w)
 	return !stress_record(w, 0, now, 1, 0);
 }
 
+/* --changes: worker 0 changes the rate or the burst every change_us
+ * (stat[2]: when the next change is due), cycling (R, b), (R/2, b),
+ * (R/2, 3b/2), (R, 3b/2). */
+static int change_step(struct stress_worker *w)
+{
+	uint64_t k = atomic_load_explicit(&changes_made, memory_order_relaxed);
+	if (k >= changes) {
+		sched_yield();
+		return 0;
+	}
+	uint64_t now = sluice_clock_now(gcra.clock);
+	if (now < w->stat[2])
+		return 0;
+	w->stat[2] = (w->stat[2] ? w->stat[2] : now) + change_us * 1000;
+	uint64_t lag = change_lag_us ? stress_rand(w) % (change_lag_us * 1000 + 1) : 0;
+	uint64_t at = now > lag ? now - lag : 0;
+	int rc;
+	if (k % 2 == 0 || !change_burst) { /* the rate: R -> R/2 -> R */
+		uint64_t r = (change_burst ? k % 4 == 0 : k % 2 == 0) ? rate / 2 : rate;
+		rc = change_lag_us ? sluice_gcra_set_rate_at(&gcra, r, 1000000000ULL, at)
+		                   : sluice_gcra_set_rate(&gcra, r, 1000000000ULL);
+	} else { /* the burst: b -> 3b/2 -> b */
+		uint64_t b = k % 4 == 1 ? burst + burst / 2 : burst;
+		rc = change_lag_us ? sluice_gcra_set_burst_at(&gcra, b, at)
+		                   : sluice_gcra_set_burst(&gcra, b);
+	}
+	if (rc < 0)
+		return stress_fail(w, rc);
+	atomic_store_explicit(&changes_made, k + 1, memory_order_relaxed);
+	return 0;
+}
+
+/* --stale-us: a decision whose reading is up to 2G us old when it decides. */
+static int stale_step(struct stress_worker *w)
+{
+	uint64_t r = sluice_clock_now(gcra.clock);
+	uint64_t wait = stress_rand(w) % (2 * stale_us * 1000 + 1);
+	while (sluice_clock_now(gcra.clock) - r < wait)
+		;
+	/* everything that reading gets, one permit at a time */
+	for (uint64_t k = 0; k < 2 * burst; k++) {
+		sluice_decision_t d;
+		int rc = sluice_gcra_acquire_at(&gcra, 1, r, &d);
+		if (rc < 0)
+			return stress_fail(w, rc);
+		if (rc == 0)
+			break;
+		if (!stress_record(w, 0, d.now_ns, 1, 0))
+			return 1;
+	}
+	return 0;
+}
+
 static int step(struct stress_worker *w)
 {
 	if (break_lease && w->id == 0)
 		return broken_step(w);
+	if (changes && w->id == 0)
+		return change_step(w);
+	if (stale_us && w->id == 1)
+		return stale_step(w);
 	uint64_t x = stress_rand(w);
 	uint64_t n = 1 + x % n_max;
 	sluice_decision_t d;
@@ -209,8 +291,16 @@ int main(int argc, char **argv)
 		stress_check_init("sluice_gcra_init", sluice_gcra_init(&gcra, &c));
 	}
 	n_max = stress_n_max(burst);
-	/* the bound checked: b, or b + K with leases (or the broken one) */
-	uint64_t bound = burst + (lease || break_lease ? lease_v : 0);
+	/* the bound checked: b, or b + K with leases (or the broken one);
+	 * across changes max(b) = 3b/2 and min(T) = T, the interval of R */
+	uint64_t bound = (changes && change_burst ? burst + burst / 2 : burst) +
+	                 (lease || break_lease ? lease_v : 0);
+	if (changes) {
+		if (o.threads < 2 || break_lease || rate < 2 || burst < 2)
+			stress_die("--changes needs --threads >= 2, R >= 2, b >= 2, no --break-lease");
+		o.mode = change_lag_us ? "acquire+reserve+cancel+lagging-changes"
+		                       : "acquire+reserve+cancel+changes";
+	}
 
 	size_t caps[STRESS_STREAMS] = {
 		stress_cap((double)(burst + lease_v) + (o.seconds + 1) * 1e9 / (double)interval), 0
@@ -224,27 +314,34 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	int incomplete = 0;
 	struct stress_worker *w = stress_run(&o, step, caps);
 	stress_clock_stop(&o);
+	uint64_t made = atomic_load(&changes_made);
+	if (made < changes) {
+		fprintf(stderr, "stress_gcra: %llu of %llu changes made in the run: raise --seconds\n",
+		        (unsigned long long)made, (unsigned long long)changes);
+		incomplete = 1;
+	}
 
 	size_t n;
 	uint64_t admitted;
-	int incomplete = 0;
 	struct stress_rec *all = stress_merge(&o, w, 0, &n, &admitted, &incomplete);
 	uint64_t worst = stress_worst_conform(all, n, interval, 1);
 	uint64_t cancelled = 0, kept = 0, unproved = 0;
 	for (int i = 0; i < o.threads; i++) {
 		cancelled += w[i].stat[0], kept += w[i].stat[1];
-		if (!(break_lease && i == 0)) /* worker 0's stat[2] is its private lease */
+		if (!((break_lease || changes) && i == 0)) /* worker 0's stat[2]: its lease, its deadline */
 			unproved += w[i].stat[2];
 	}
-	char extra[200], ws[32], bs[32];
+	char extra[240], ws[32], bs[32];
 	snprintf(extra, sizeof(extra),
-	         " interval_ns=%llu cancelled=%llu cancel_kept=%llu lease_v_ns=%llu spend_refused=%llu",
+	         " interval_ns=%llu cancelled=%llu cancel_kept=%llu lease_v_ns=%llu spend_refused=%llu"
+	         " changes=%llu",
 	         (unsigned long long)interval, (unsigned long long)cancelled,
 	         (unsigned long long)kept,
 	         (unsigned long long)(lease || break_lease ? lease_v * interval : 0),
-	         (unsigned long long)unproved);
+	         (unsigned long long)unproved, (unsigned long long)made);
 	snprintf(ws, sizeof(ws), "%llu", (unsigned long long)worst);
 	snprintf(bs, sizeof(bs), "%llu", (unsigned long long)bound);
 	int rc = stress_report(&o, stress_decisions(w, o.threads), admitted, extra, ws, bs,

@@ -53,6 +53,7 @@ static uint64_t sat_add(uint64_t a, uint64_t b)
 struct model {
 	uint64_t tat, high;
 	uint64_t T, tau, burst;
+	uint64_t stamp; /* the newest change's reading (READINGS ACROSS A CHANGE) */
 };
 
 static uint64_t ceil_div(uint64_t a, uint64_t b)
@@ -106,9 +107,12 @@ static int model_take(struct model *m, uint64_t n, uint64_t now, uint64_t max_de
 		expect_never(d, m->burst, now);
 		return SLUICE_ETOOBIG;
 	}
-	u128 base = m->tat > now ? m->tat : now;
-	u128 lag = base - now, need = (u128)n * m->T;
-	u128 delay = lag + need > m->tau ? lag + need - m->tau : 0;
+	/* a reading older than the change is judged at its stamp, the wait
+	 * measured from the reading */
+	u128 at = now < m->stamp ? m->stamp : now;
+	u128 base = m->tat > at ? m->tat : at;
+	u128 lag = base - at, need = (u128)n * m->T;
+	u128 delay = (lag + need > m->tau ? lag + need - m->tau : 0) + (at - now);
 	int fits = base + need <= SLUICE_GCRA_TIME_MAX;
 	if (fits && delay <= max_delay) {
 		m->tat = (uint64_t)(base + need);
@@ -134,14 +138,18 @@ static uint64_t model_remaining(const struct model *m, uint64_t now)
 {
 	sluice_decision_t d;
 	model_fill(m, &d, 0, now, m->tat, 0);
-	return d.remaining;
+	return now < m->stamp ? 0 : d.remaining;
 }
 
-/* The documented reconfiguration: keep the permits held (capped at the new
- * b, floor), or the booked time when past the tolerance; never move back;
- * strictly above every TAT so far. */
+/* The documented reconfiguration: at the stamp (the setter's reading, or
+ * the previous stamp when that is newer), keep the permits held (capped at
+ * the new b, floor), or the booked time when past the tolerance; never
+ * move back; strictly above every TAT so far. */
 static void model_reconfigure(struct model *m, uint64_t T, uint64_t burst, uint64_t now)
 {
+	if (now < m->stamp)
+		now = m->stamp;
+	m->stamp = now;
 	uint64_t tau = burst * T;
 	u128 base = m->tat > now ? m->tat : now, lag = base - now, c;
 	if (lag > m->tau) {
@@ -208,7 +216,12 @@ static int by_time(const void *a, const void *b)
  */
 static s128 worst_excess(struct entry *e, size_t n, uint64_t T, uint64_t burst, int era)
 {
-	qsort(e, n, sizeof(*e), by_time);
+	/* sorted once: called once per era on the same ledger */
+	size_t k = 1;
+	while (k < n && by_time(&e[k - 1], &e[k]) <= 0)
+		k++;
+	if (k < n)
+		qsort(e, n, sizeof(*e), by_time);
 	s128 S = 0, best_min = 0, worst = -(s128)burst * T;
 	int have = 0;
 	for (size_t j = 0; j < n; j++) {
@@ -232,26 +245,31 @@ struct schedule {
 	uint64_t rate, period, burst, start, seed;
 	int reserve; /* also reserve and cancel            */
 	int reconf;  /* also set_rate and set_burst         */
+	int spread;  /* steps this many times longer: a bucket that often
+	              * holds permits, so readings older than a change
+	              * find some (READINGS ACROSS A CHANGE)            */
 };
 
 ParameterizedTestParameters(gcra, matches_reference_model)
 {
 	static struct schedule params[] = {
-		{ 10, SEC, 10, 0, 1, 0, 0 },
-		{ 10, SEC, 10, 5 * SEC, 2, 1, 0 },
-		{ 3, SEC, 4, 0, 3, 1, 0 },                   /* T not whole: 333,333,334 */
-		{ 1, 1, 1, 100, 4, 1, 0 },                   /* T = 1 ns, b = 1 */
-		{ 1000000, SEC, 64, 1 * SEC, 5, 1, 0 },      /* 1 us */
-		{ 7, 1000, 3, 0, 6, 1, 0 },                  /* T = 143 (142.857..) */
-		{ 1, SEC, 1, 0, 7, 0, 0 },                   /* b = 1: strict spacing */
+		{ 10, SEC, 10, 0, 1, 0, 0, 0 },
+		{ 10, SEC, 10, 5 * SEC, 2, 1, 0, 0 },
+		{ 3, SEC, 4, 0, 3, 1, 0, 0 },                   /* T not whole: 333,333,334 */
+		{ 1, 1, 1, 100, 4, 1, 0, 0 },                   /* T = 1 ns, b = 1 */
+		{ 1000000, SEC, 64, 1 * SEC, 5, 1, 0, 0 },      /* 1 us */
+		{ 7, 1000, 3, 0, 6, 1, 0, 0 },                  /* T = 143 (142.857..) */
+		{ 1, SEC, 1, 0, 7, 0, 0, 0 },                   /* b = 1: strict spacing */
 		/* near 2^64: the run crosses SLUICE_GCRA_TIME_MAX and readings
 		 * go up to UINT64_MAX */
-		{ 1000, SEC, 20, SLUICE_GCRA_TIME_MAX - 200 * MS, 8, 1, 0 },
-		{ 1, 1, 1000, SLUICE_GCRA_TIME_MAX - 3 * MS, 9, 1, 0 },
+		{ 1000, SEC, 20, SLUICE_GCRA_TIME_MAX - 200 * MS, 8, 1, 0, 0 },
+		{ 1, 1, 1000, SLUICE_GCRA_TIME_MAX - 3 * MS, 9, 1, 0, 0 },
 		/* live reconfiguration mixed in */
-		{ 100, SEC, 10, 0, 10, 1, 1 },
-		{ 3, SEC, 5, 7 * SEC, 11, 1, 1 },
-		{ 1000, SEC, 20, SLUICE_GCRA_TIME_MAX - 4 * SEC, 12, 1, 1 },
+		{ 100, SEC, 10, 0, 10, 1, 1, 0 },
+		{ 3, SEC, 5, 7 * SEC, 11, 1, 1, 0 },
+		{ 1000, SEC, 20, SLUICE_GCRA_TIME_MAX - 4 * SEC, 12, 1, 1, 0 },
+		{ 100, SEC, 10, 0, 13, 1, 1, 40 },
+		{ 1000000, SEC, 64, 1 * SEC, 14, 1, 1, 200 },
 	};
 	return cr_make_param_array(struct schedule, params, sizeof(params) / sizeof(params[0]));
 }
@@ -299,7 +317,8 @@ ParameterizedTest(struct schedule *p, gcra, matches_reference_model)
 		} else if (r % 64 == 3) {
 			t = sat_add(t, (r >> 8) % (3 * tau + 1)); /* past a full refill */
 		} else {
-			t = sat_add(t, (r >> 8) % (2 * T / p->burst + 2));
+			t = sat_add(t, (r >> 8) % ((2 * T / p->burst + 2) *
+			                           (uint64_t)(p->spread ? p->spread : 1)));
 		}
 		uint64_t op = (r >> 32) % 100;
 		uint64_t n = 1 + (r >> 40) % (m.burst < 4 ? m.burst : (m.burst + 1) / 2);

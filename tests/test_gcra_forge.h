@@ -28,6 +28,7 @@ static inline void gcra_forge_params(struct sluice__gcra_params *next,
 	atomic_store(&next->gate, atomic_load(&src->gate));
 	atomic_store(&next->recip, atomic_load(&src->recip));
 	atomic_store(&next->shift, atomic_load(&src->shift));
+	atomic_store(&next->stamp, atomic_load(&src->stamp));
 }
 
 /* Era @era's slot gets @start and its era; the seal names @era in full
@@ -35,7 +36,7 @@ static inline void gcra_forge_params(struct sluice__gcra_params *next,
 static inline void gcra_forge_seal(sluice_gcra_t *g, uint64_t era, uint64_t start)
 {
 	struct sluice__gcra_params *slot = &g->params[era & 1];
-	atomic_store(&slot->start, start);
+	atomic_store(&g->start[era & 1], start);
 	atomic_store(&slot->era, era);
 	atomic_store(&g->seal_era, era);
 	atomic_store(&g->tat, SLUICE__GCRA_SEAL_MIN + (era & SLUICE__GCRA_SEAL_MASK));

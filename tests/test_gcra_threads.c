@@ -153,7 +153,7 @@ static void *stall_main(void *arg)
 		do {
 			a0 = atomic_load(&g->tat);
 			a1 = a0 + 1;
-			atomic_store(&next->start, a1);
+			atomic_store(&g->start[(e + 1) & 1], a1);
 			atomic_store(&next->era, e + 1);
 		} while (!atomic_compare_exchange_strong(&g->tat, &a0, seal));
 		/* "preempted": sealed until a decision helps, or 200 us (a few

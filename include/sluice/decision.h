@@ -28,16 +28,21 @@ typedef struct sluice_decision {
 	uint64_t now_ns;         /* the limiter time the decision was taken at.
 	                          * Windowed limiters: the reading, or their
 	                          * newest bucket/time when the reading was
-	                          * older (time never runs backwards).  Limiters
-	                          * whose state is an absolute time (GCRA, leaky,
-	                          * warm-up) and the concurrency limiter: the
+	                          * older (time never runs backwards).  GCRA,
+	                          * leaky and the concurrency limiter: the
 	                          * reading as given (an old one only finds
-	                          * less room).  Guarantees are stated on this
-	                          * timeline; the relative fields above are
-	                          * measured from it.                         */
+	                          * less room; one older than a live change
+	                          * is judged at the change: gcra.h, READINGS
+	                          * ACROSS A CHANGE).  Warm-up: the reading,
+	                          * raised to its anchor when older.
+	                          * Guarantees are stated on this timeline;
+	                          * the relative fields are measured from it. */
 	uint64_t delay_ns;       /* admitted by a booking (reserve): ns from
 	                          * now until the booked slot may be used
-	                          * (0: at once).  Otherwise always 0.      */
+	                          * (0: at once).  Otherwise always 0.  An
+	                          * admission's start, the time guarantees
+	                          * count it at, is now_ns + delay_ns (an
+	                          * acquire: now_ns).                        */
 } sluice_decision_t;
 
 /* private: fill @d for a request that can never pass (n > limit). */

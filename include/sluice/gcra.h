@@ -22,6 +22,7 @@
  * A decision's time is its reading (d->now_ns, see CLOCK JUMPS).  The bound
  * holds whatever the order of the readings: it follows from the TAT only
  * growing by n*T per admission and every admission leaving TAT' <= t + tau.
+ * Across set_rate/set_burst: READINGS ACROSS A CHANGE.
  * A booking given back exactly (cancel) counts as never made; one that
  * could not be given back counts.
  * Check-and-book is one CAS on the TAT, so the admissions are linearizable
@@ -115,16 +116,44 @@
  *     that of a contended CAS.  Lock-free, not wait-free.
  *
  * CLOCK JUMPS.  The TAT is an absolute time that decisions only move
- * forward (a cancel moves it back only by what it gives back), so a
- * reading older than the times the limiter has acted on simply finds the
- * bucket less refilled (or empty): it can be refused more, never admitted
- * more; no permit can be minted by a clock set back.  Unlike the windowed
+ * forward (a cancel moves it back only by what it gives back), so, within
+ * one parameter set, a reading older than the times the limiter has acted
+ * on simply finds the bucket less refilled (or empty): it can be refused
+ * more, never admitted more; no permit can be minted by a clock set back
+ * (older than a change: READINGS ACROSS A CHANGE).  Unlike the windowed
  * limiters, the reading is therefore used as it is and d->now_ns is the
  * reading: retry_after_ns and a reservation's delay_ns are measured from the
  * caller's own reading, so a caller that sleeps delay_ns from its own
  * clock lands exactly on the slot.  (Raising an old reading to a newer time
  * would make such a caller proceed early.)  A clock that jumps forward
  * finds the bucket full (at most b), as the time says.
+ *
+ * READINGS ACROSS A CHANGE.  Each change is stamped with a reading s: the
+ * setter's (the @now of set_*_at; the clock on entry for the plain ones),
+ * or the previous change's stamp when that is newer; the conversion below
+ * is made at s.  A decision whose reading r is older than the stamp of the
+ * parameters it decides with is judged as if at s, its waits measured from
+ * r: an acquire cannot pass (refused, retry_after_ns = s - r + the wait at
+ * s, so sleeping it from r lands where it passes; with leases a spend
+ * from a lease taken at or before r still passes: it was booked then), a
+ * reservation's slot is at or after s (delay_ns >= s - r).  d->now_ns
+ * stays r (the fields are measured from it: reset_ns names the TAT for
+ * cancel, remaining is what the bucket holds at r, no more than at s);
+ * available_at(r) counts only this CPU's lease.
+ * A setter's reading may lag decisions already made (the plain setters
+ * read the clock, then publish): at no reading from s to the old TAT
+ * (every admission so far was at a reading below it) does the change
+ * leave more than the old state held, so a lag credits nothing (it only
+ * loses, after a rate lowering, up to lag * (1/T0 - 1/T1) permits).
+ * Hence across ANY sequence of changes and ANY readings, the permits
+ * admitted at times in [x, x + t] total at most
+ *
+ *     max(b) + t / min(T)      (with leases: max(b) + (t + V) / min(T))
+ *
+ * over the parameter sets in force from the first of those admissions to
+ * the last (one set: the GUARANTEE), with nothing credited for time the
+ * limiter already counted.  Proof: lib/gcra.c, "Readings across a change".
+ * Cost: one more load from the parameter line and one compare.
  *
  * SET_RATE / SET_BURST (live, from any thread, while decisions run).  The
  * state is kept and the TAT never moves back: just after a change the
@@ -148,8 +177,8 @@
  * decision that meets the seal finishes the change itself (helping), so
  * decisions stay lock-free and none ever combines old parameters with a
  * converted TAT or the reverse.  Within one parameter set the bound above is
- * exact; across changes, an interval sees at most max(b) + t / min(T) over
- * the sets in force during it.  set_rate and set_burst calls are serialised
+ * exact; across changes, READINGS ACROSS A CHANGE states it.  set_rate and
+ * set_burst calls are serialised
  * among themselves by a flag (a preempted one delays only the next one;
  * decisions never touch the flag); a call that waited
  * SLUICE_GCRA_WRITER_WAIT_NS (1 s) for it, because the holder was stopped
@@ -204,8 +233,8 @@
  * compare of n against b that the admission makes anyway fails for a
  * leased limiter (its `gate` is 0).
  *
- * COST: acquire is one load of the TAT, one of the era and three of the
- * parameters (five when it fills a decision; read-mostly lines that only a
+ * COST: acquire is one load of the TAT, one of the era and four of the
+ * parameters (six when it fills a decision; read-mostly lines that only a
  * reconfiguration writes; acquire loads are plain loads on x86), a
  * multiply and one CAS; no division (remaining uses a precomputed
  * reciprocal), no fence, no lock, no allocation.
@@ -283,7 +312,8 @@ struct sluice_gcra_cell {
 };
 
 /* private: one parameter set.  Two slots; the era's parity picks one.
- * Eight words, 64 bytes: the slot index is a shift. */
+ * Eight words, 64 bytes: the slot index is a shift.  The TAT the era
+ * opens with, which only helpers read, is beside `high` (start[]). */
 struct sluice__gcra_params {
 	_Atomic uint64_t era;      /* the era described; 0 while written   */
 	_Atomic uint64_t interval; /* T, ns: ceil(period / rate)           */
@@ -294,7 +324,9 @@ struct sluice__gcra_params {
 	                            * leases                               */
 	_Atomic uint64_t recip;    /* ceil(2^(62 + shift) / T)             */
 	_Atomic uint64_t shift;    /* ceil(log2 T)                         */
-	_Atomic uint64_t start;    /* the TAT the era opens with (helpers) */
+	_Atomic uint64_t stamp;    /* the change's reading: older readings
+	                            * are judged at it (READINGS ACROSS A
+	                            * CHANGE); 0 for init's set            */
 };
 
 typedef struct sluice_gcra {
@@ -316,6 +348,8 @@ typedef struct sluice_gcra {
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t high; /* highest TAT a cancel
 	                                                    * moved back from */
 	_Atomic uint32_t writer;  /* set_rate/set_burst serialisation flag */
+	_Atomic uint64_t start[2]; /* the TAT the era of params[i] opens with
+	                            * (helpers read it; lib/gcra.c)        */
 	/* private: the state, on a line of its own.  tat and seal_era are one
 	 * 16-byte pair: a seal and its unseal CAS both, so an unseal by a
 	 * helper stalled across 2^32 reconfigurations fails (lib/gcra.c). */
@@ -473,6 +507,7 @@ static inline int sluice__gcra_try(sluice_gcra_t *g, uint64_t n, uint64_t now,
 		uint64_t T = atomic_load_explicit(&p->interval, memory_order_acquire);
 		uint64_t tau = atomic_load_explicit(&p->tau, memory_order_acquire);
 		uint64_t burst = atomic_load_explicit(&p->burst, memory_order_acquire);
+		uint64_t stamp = atomic_load_explicit(&p->stamp, memory_order_acquire);
 		uint64_t recip = 0, shift = 0;
 		if (d) {
 			recip = atomic_load_explicit(&p->recip, memory_order_acquire);
@@ -482,7 +517,13 @@ static inline int sluice__gcra_try(sluice_gcra_t *g, uint64_t n, uint64_t now,
 			return SLUICE__GCRA_SLOW;
 		uint64_t need = n * T; /* <= tau <= 2^62: n <= b */
 		uint64_t next;
-		uint64_t delay = sluice__gcra_step(a, need, now, tau, SLUICE_GCRA_TIME_MAX, &next);
+		/* Judged at the change's stamp when the reading is older, the
+		 * wait measured from the reading (READINGS ACROSS A CHANGE).
+		 * No overflow: a real wait at `at` is below TIME_MAX - at. */
+		uint64_t at = now < stamp ? stamp : now;
+		uint64_t delay = sluice__gcra_step(a, need, at, tau, SLUICE_GCRA_TIME_MAX, &next);
+		if (SLUICE_UNLIKELY(at != now) && delay != SLUICE_NEVER)
+			delay += at - now;
 		int fits = delay != SLUICE_NEVER;
 		if (SLUICE_LIKELY(fits && delay <= max_delay)) {
 			/* Acquire (C11 wants success >= failure): a failure
@@ -601,7 +642,8 @@ sluice__gcra_acquire_leased(sluice_gcra_t *g, const struct sluice__gcra_params *
  * pass right after this decision at @now; retry_after_ns = 0 when allowed,
  * else the exact wait until the same request would pass (SLUICE_NEVER when
  * only the end of time stops it); reset_ns = ns until the bucket is full
- * (now_ns + reset_ns is the TAT this decision saw or left); now_ns = @now.
+ * (now_ns + reset_ns is the TAT this decision saw or left); now_ns = @now
+ * (a reading older than the change in force: READINGS ACROSS A CHANGE).
  *
  * Lock-free: one CAS on success; a failed CAS means another booking
  * succeeded.  No allocation.  Safe from any number of threads and with a
@@ -631,6 +673,7 @@ sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_decisi
 	uint64_t T = atomic_load_explicit(&p->interval, memory_order_acquire);
 	uint64_t tau = atomic_load_explicit(&p->tau, memory_order_acquire);
 	uint64_t gate = atomic_load_explicit(&p->gate, memory_order_acquire);
+	uint64_t stamp = atomic_load_explicit(&p->stamp, memory_order_acquire);
 	uint64_t recip = 0, shift = 0; /* before the CAS: one parameter set */
 	if (d) {
 		recip = atomic_load_explicit(&p->recip, memory_order_acquire);
@@ -638,7 +681,10 @@ sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_decisi
 	}
 	uint64_t need = n * T; /* used only once n <= b is known: no overflow */
 	uint64_t tat;
-	if (SLUICE_LIKELY(n - 1 < gate)) {
+	/* A reading older than the change in force goes below: it is judged
+	 * at the change's stamp, where an acquire cannot pass (READINGS
+	 * ACROSS A CHANGE). */
+	if (SLUICE_LIKELY(n - 1 < gate && now >= stamp)) {
 		uint64_t wait = sluice__gcra_step(a, need, now, tau, SLUICE_GCRA_TIME_MAX, &tat);
 		if (SLUICE_LIKELY(wait == 0)) {
 			if (atomic_compare_exchange_strong_explicit(&g->tat, &a, tat,
@@ -755,7 +801,9 @@ SLUICE_API uint64_t sluice_gcra_available(sluice_gcra_t *g);
 /*
  * sluice_gcra_set_rate_at - change the rate to @rate per @period_ns, live.
  * sluice_gcra_set_burst_at - change the burst to @burst, live.
- * @now: the time of the change (the plain variants read the clock).
+ * @now: the change's reading (the plain variants read the clock); the
+ * change is stamped with the later of @now and the previous change's stamp
+ * (READINGS ACROSS A CHANGE).
  *
  * The state is converted as SET_RATE / SET_BURST above says (never more
  * permits than before, no fresh burst).  Safe while decisions run on any

@@ -47,6 +47,18 @@
  * more, never admitted more) and is used as it is; d->now_ns is the reading,
  * and a shaper's delay is measured from it.
  *
+ * READINGS ACROSS A CHANGE: GCRA's rule (gcra.h): a set_rate/set_burst is
+ * stamped with its reading (never before the previous change's), and a
+ * request whose reading r is older than the stamp s is judged at s, its
+ * waits measured from r: the meter refuses it (retry_after_ns >= s - r;
+ * a lease spend aside, as GCRA's),
+ * the shaper books it a slot at or after s (delay_ns >= s - r; the shaper
+ * did so before, as its slots follow the TAT, which a change never moves
+ * back).  A setter whose reading lags requests already decided credits
+ * nothing.  So across any changes and readings the GUARANTEE holds with
+ * the largest D + 1 and the smallest T in force over the interval: meter
+ * max(D + 1) + t / min(T) (+ V / min(T) with leases), shaper 1 + t / min(T).
+ *
  * DECISION: allowed; limit = D + 1 (meter) or 1 (shaper); remaining = how
  * many more single requests would pass at once right now (meter: room left
  * in the bucket; shaper: 1 when the queue is empty, else 0); retry_after_ns:
@@ -238,7 +250,8 @@ SLUICE_API int sluice_leaky_cancel(sluice_leaky_t *l, uint64_t n, const sluice_d
  * sluice_leaky_set_rate_at - drain at @rate per @period_ns from now on.
  * sluice_leaky_set_burst_at - hold @depth
  * (D, the config's field) requests above the one served (meter only).
- * @now: the time of the change (the plain variants read the clock).
+ * @now: the change's reading (the plain variants read the clock; see
+ * READINGS ACROSS A CHANGE).
  *
  * What is already counted: the bucket's level is kept (GCRA's SET_RATE /
  * SET_BURST rule, gcra.h): just after the change the bucket holds the FEWER

@@ -159,7 +159,9 @@ SLUICE_API int sluice_limiter_available(sluice_limiter_t *l, uint64_t *out);
  * sluice_limiter_set_limit - @limit: fixed, window, log, in-flight, decay.
  * Each is the algorithm's own setter, at the limiter's clock's reading,
  * with its rule for what is already counted (nothing forgotten, nothing
- * minted: see the algorithm's header) and its concurrency (safe while
+ * minted: see the algorithm's header), for decisions whose reading is
+ * older than the change (gcra.h, leaky.h, warmup.h: READINGS ACROSS A
+ * CHANGE) and its concurrency (safe while
  * decisions run).  SLUICE_ENOTSUP, changing nothing, where the algorithm
  * has no such parameter, and on a composite (change the part's own handle:
  * the composite holds them, borrowed).

@@ -27,8 +27,8 @@
  *     nothing and refuses.
  *
  * GUARANTEE (any number of threads, any timing, on the limiter's timeline).
- *   Call an admission's START its d->now_ns + d->retry_after_ns (for
- *   acquire_at the start is now_ns).  Admissions are totally ordered by the
+ *   An admission's START is its d->now_ns + d->delay_ns (decision.h; an
+ *   acquire_at has delay_ns = 0: it starts at now_ns).  Admissions are totally ordered by the
  *   CAS that booked them, and each one starts at or after the ticket the
  *   previous one booked: start(k+1) >= start(k) + cost(k) >= start(k) +
  *   n(k) * I, where d->now_ns + d->reset_ns of admission k is exactly that
@@ -72,6 +72,19 @@
  *   the limiter.  d->now_ns is the reading, raised to the anchor when older.
  *   A clock that jumps forward makes the limiter see idle time: it cools
  *   down, which slows it (cold permits cost more).
+ *
+ * READINGS ACROSS A CHANGE.  set_rate takes no reading: its stamp is the
+ *   next free ticket, which it keeps (one unit later) and which lies after
+ *   every admission's start, and the temperature it converts is the
+ *   ticket's, which idle time changes by the same fraction per ns at any
+ *   rate.  So a reading older than a change (or than its setter's clock)
+ *   is judged as any reading is: before the ticket an acquire is refused
+ *   and a reservation is booked at or after it (delay_ns measured from the
+ *   reading); at or after it the temperature is the one the old rate gave,
+ *   on either side of the change.  No timing of a setter, lagging or not,
+ *   credits anything, and (a) of GUARANTEE holds across any changes and
+ *   readings, with I the smallest interval and L the largest limit in
+ *   force over the interval.
  *
  * PRECISION.  Every step rounds toward the slower result:
  *   - costs are ceil(n * I) ns plus the curve part rounded up with a margin
