@@ -107,9 +107,9 @@ static int model_acquire(struct model *m, uint64_t n, uint64_t now, sluice_decis
 	return 0;
 }
 
-/* The documented refund rule (log.h): exact once the log's time is W or
- * more past the admission's, and then nothing is counted any more (the
- * model keeps the permits: they decide nothing). */
+/* The documented refund rule (log.h): expired (SLUICE_EEXPIRED) once the
+ * log's time is W or more past the admission's, and then nothing is counted
+ * any more (the model keeps the permits: they decide nothing). */
 static int model_refund_exact(const struct model *m, uint64_t ta)
 {
 	return m->last - ta >= m->W;
@@ -271,12 +271,12 @@ ParameterizedTest(struct schedule *p, log, matches_reference_model)
 			if (prev_n[k] && (r >> 50) % 3 == 0) {
 				int exact = model_refund_exact(&m, prev[k].now_ns);
 				int rc = sluice_log_refund(&lg, prev_n[k], &prev[k]);
-				cr_assert(rc == 0 || rc == SLUICE_ECANCEL, "step %d: refund %s", i,
-				          sluice_err_name(rc));
-				cr_assert_eq(rc == 0, exact, "step %d: refund %s, the model says %s", i,
+				cr_assert(rc == SLUICE_EEXPIRED || rc == SLUICE_ECANCEL,
+				          "step %d: refund %s", i, sluice_err_name(rc));
+				cr_assert_eq(rc == SLUICE_EEXPIRED, exact, "step %d: refund %s, the model says %s", i,
 				             sluice_err_name(rc), exact ? "exact" : "kept");
 				prev_n[k] = 0; /* at most once */
-				if (rc == 0) {
+				if (rc == SLUICE_EEXPIRED) {
 					adm[prev_i[k]].n = 0; /* remove it from the ledger */
 					refunds_exact++;
 				} else {
@@ -461,10 +461,10 @@ Test(log, n_zero_and_above_limit)
 
 /* ---- refunds ------------------------------------------------------------ */
 
-/* A refund is exact once the permits have left the window at the log's
- * time, and before that keeps them counted (log.h): even after an idle
+/* A refund finds the decision expired once its permits have left the
+ * window at the log's time, and before that keeps them counted (log.h): even after an idle
  * log, where the permits are the only ones in the window. */
-Test(log, refund_is_exact_only_once_out_of_the_window)
+Test(log, refund_expires_once_out_of_the_window)
 {
 	sluice_log_t lg;
 	make(&lg, 4, 1000);
@@ -472,14 +472,15 @@ Test(log, refund_is_exact_only_once_out_of_the_window)
 	cr_assert_eq(sluice_log_acquire_at(&lg, 3, 100, &a), 1);
 	/* idle for more than W, then 4 more: the 3 from 100 have left */
 	cr_assert_eq(sluice_log_acquire_at(&lg, 4, 1200, &b), 1);
-	cr_assert_eq(sluice_log_refund(&lg, 3, &a), 0, "left at 1100: nothing counted");
+	cr_assert_eq(sluice_log_refund(&lg, 3, &a), SLUICE_EEXPIRED, "left at 1100: nothing counted");
 	cr_assert_eq(sluice_log_refund(&lg, 4, &b), SLUICE_ECANCEL, "still in the window");
 	cr_assert_eq(counted_at(&lg, 1200), 4, "kept: fewer admissions, never more");
 	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 2199, NULL), 0);
 	/* a reading past now_ns + W does not do: the log's time must be */
 	cr_assert_eq(sluice_log_refund(&lg, 4, &b), SLUICE_ECANCEL, "the log's time is 1200");
 	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 2200, NULL), 1);
-	cr_assert_eq(sluice_log_refund(&lg, 4, &b), 0, "the log's time is 2200 = 1200 + W");
+	cr_assert_eq(sluice_log_refund(&lg, 4, &b), SLUICE_EEXPIRED,
+	             "the log's time is 2200 = 1200 + W: the first it no longer counts");
 	cr_assert_eq(counted_at(&lg, 2200), 1);
 	sluice_log_destroy(&lg);
 }
@@ -499,7 +500,10 @@ Test(log, refund_under_load_keeps_the_permits)
 	             "first permits, but the log's time (100) is within W of 0");
 	/* once they left the window there is nothing left to give back */
 	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 1700, NULL), 1);
-	cr_assert_eq(sluice_log_refund(&lg, 2, &b), 0);
+	cr_assert_eq(sluice_log_refund(&lg, 2, &b), SLUICE_EEXPIRED);
+	/* 2^32 windows later: expired too (the log compares full times) */
+	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 600 + (1ULL << 32) * 1000, NULL), 1);
+	cr_assert_eq(sluice_log_refund(&lg, 2, &b), SLUICE_EEXPIRED);
 	sluice_log_destroy(&lg);
 }
 

@@ -452,3 +452,43 @@ ParameterizedTest(struct stall_point *p, log_stall, stalled_admission_blocks_nob
 	}
 	free_paged(lg);
 }
+
+/* ---- readings across a change ------------------------------------------- */
+
+/*
+ * A decision stalled across a change must not be judged against the limit
+ * it read before it (log.h, READINGS ACROSS A CHANGE).  The victim reads
+ * L = 100; just before its pair CAS the attack lowers L to 10, takes 1 at
+ * 1000 (the new limit's first admission) and 10 at 1000 + W, an interval
+ * that no longer holds the one at 1000.  The victim's CAS fails; it decides
+ * again on the pair handed back, at the log's time 1000 + W: against 10 it
+ * is refused; against the 100 it read, [1000 + W, 1000 + 2W) would hold 11.
+ */
+#define CHANGE_W 1000000ULL
+static int change_rc[2];
+
+static void attack_lower_then_fill(void *arg)
+{
+	sluice_log_t *lg = arg;
+	cr_assert_eq(sluice_log_set_limit(lg, 10), 0);
+	change_rc[0] = sluice_log_acquire_at(lg, 1, 1000, NULL);
+	change_rc[1] = sluice_log_acquire_at(lg, 10, 1000 + CHANGE_W, NULL);
+}
+
+Test(log_stall, a_decision_stalled_across_a_change_is_judged_by_the_new_limit)
+{
+	sluice_log_t *lg = make_victim(100, CHANGE_W, 1, 0);
+	stall_arm(&lg->head, 16, attack_lower_then_fill, lg);
+	sluice_decision_t d;
+	int rc = sluice_log_acquire_at(lg, 1, 500, &d);
+	cr_assert(stall_fired(), "the victim never wrote the pair");
+	cr_assert_eq(change_rc[0], 1);
+	cr_assert_eq(change_rc[1], 1);
+	cr_assert_eq(rc, 0, "10 in [1000 + W, 1000 + 2W) against a limit of 10: admitted at %llu "
+	             "against d.limit %llu", (unsigned long long)d.now_ns,
+	             (unsigned long long)d.limit);
+	cr_assert_eq(d.limit, 10);
+	cr_assert_eq(d.now_ns, 1000 + CHANGE_W, "judged at the log's time");
+	cr_assert_eq(sluice_log_available_at(lg, 1000 + CHANGE_W), 0);
+	free_paged(lg);
+}
