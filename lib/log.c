@@ -462,22 +462,26 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 {
 	if (n == 0)
 		return SLUICE_EINVAL;
-	/* The limit this decision is judged against, read once (relaxed: it
-	 * publishes nothing; SET_LIMIT in log.h).  L <= capacity, so the
-	 * deciding entry h + n - 1 - L is one the ring still holds. */
-	const uint64_t L = atomic_load_explicit(&lg->limit, memory_order_relaxed);
 	const uint64_t W = lg->window_ns;
-	if (n > L) {
-		uint64_t last = atomic_load_explicit(&lg->last, memory_order_relaxed);
-		sluice__decision_never(d, L, now > last ? now : last);
-		return SLUICE_ETOOBIG;
-	}
+	/* The limit reported if every attempt is beaten (relaxed: it
+	 * publishes nothing). */
+	uint64_t L = atomic_load_explicit(&lg->limit, memory_order_relaxed);
 	struct snap s;
 	int have = 0; /* s holds the pair a failed CAS handed back */
 	for (int attempt = 0; attempt < LOG_TRIES; attempt++) {
 		if (!have && !snapshot(lg, &s))
 			continue;
 		have = 0;
+		/* The limit this attempt is judged against, read after the pair
+		 * it decides on, on every attempt (DESIGN, "Readings across a
+		 * change").  Seq_cst, as set_limit's store: with the pair CASes
+		 * (full barriers) in one total order.  L <= capacity, so the
+		 * deciding entry h + n - 1 - L is one the ring still holds. */
+		L = atomic_load_explicit(&lg->limit, memory_order_seq_cst);
+		if (n > L) {
+			sluice__decision_never(d, L, now > s.t ? now : s.t);
+			return SLUICE_ETOOBIG;
+		}
 		const uint64_t h = s.h;
 		uint64_t T = now > s.t ? now : s.t;
 		uint64_t rp = 0;
@@ -577,7 +581,7 @@ int sluice_log_refund(sluice_log_t *lg, uint64_t n, const sluice_decision_t *adm
 	/* Relaxed: last only grows, and the answer publishes nothing. */
 	uint64_t last = atomic_load_explicit(&lg->last, memory_order_relaxed);
 	if (last >= ta && last - ta >= W)
-		return 0;
+		return SLUICE_EEXPIRED;
 	return SLUICE_ECANCEL;
 }
 
@@ -623,6 +627,6 @@ int sluice_log_set_limit(sluice_log_t *lg, uint64_t limit)
 		return SLUICE_EINVAL;
 	if (limit < 1 || limit > lg->capacity)
 		return SLUICE_ELIMIT;
-	atomic_store_explicit(&lg->limit, limit, memory_order_relaxed);
+	atomic_store_explicit(&lg->limit, limit, memory_order_seq_cst);
 	return 0;
 }

@@ -180,7 +180,10 @@ static inline int sluice_fixed_acquire_at(sluice_fixed_t *f, uint64_t n, uint64_
 	if (SLUICE_UNLIKELY(off >= W))
 		return sluice__fixed_acquire_slow(f, n, now, d);
 	uint64_t tag = h << 32, room = L - n; /* room < 2^32: n <= L */
-	uint64_t w = atomic_load_explicit(&f->word, memory_order_relaxed);
+	/* Acquire (free on x86): pairs with the window's opening (a full
+	 * barrier), and keeps the limit's second load below after this one
+	 * (READINGS ACROSS A CHANGE). */
+	uint64_t w = atomic_load_explicit(&f->word, memory_order_acquire);
 	/* One compare for "tagged h" and "count + n <= L": for a word tagged
 	 * h, w - tag is its count; for a later tag it is 2^32 or more, for
 	 * an earlier one it wraps near 2^64, either way above room.  The rare
@@ -194,7 +197,7 @@ static inline int sluice_fixed_acquire_at(sluice_fixed_t *f, uint64_t n, uint64_
 			sluice__fixed_fill(f, d, 0, L, count, h, now);
 		return 0;
 	}
-	/* Acquire on success, then head again: a word tagged like h but of
+	/* Seq_cst (an acquire) on success, then head again: a word tagged like h but of
 	 * epoch h + k * 2^32 (this decision stalled between its loads and its
 	 * CAS while 2^32 windows went by) exists only once head got there, and
 	 * its opening synchronises with this CAS.  Head fewer than 2^32 epochs
@@ -203,8 +206,17 @@ static inline int sluice_fixed_acquire_at(sluice_fixed_t *f, uint64_t n, uint64_
 	 * (another thread counted first) goes to the slow path, which loops
 	 * on others' progress only: one attempt inline keeps the inline path
 	 * short and free of a loop's register pressure. */
+	/* The limit again, read after the word (READINGS ACROSS A CHANGE):
+	 * a change that landed since the first load sends the decision to
+	 * the slow path, which judges it against the limit read there.
+	 * Seq_cst, as set_limit's store and the CAS below (a plain load and
+	 * the same LOCK CMPXCHG on x86): one total order holds the changes,
+	 * the window openings and this decision, so the limit it is judged
+	 * against was current while the word counted window h. */
+	if (SLUICE_UNLIKELY(atomic_load_explicit(&f->limit, memory_order_seq_cst) != L))
+		return sluice__fixed_acquire_slow(f, n, now, d);
 	uint64_t seen = w;
-	(void)atomic_compare_exchange_strong_explicit(&f->word, &seen, w + n, memory_order_acquire,
+	(void)atomic_compare_exchange_strong_explicit(&f->word, &seen, w + n, memory_order_seq_cst,
 	                                              memory_order_relaxed);
 	/* The word as the CAS found it: the CAS succeeded iff it is w (a
 	 * compare of the value, which GCC branches on directly, where the

@@ -209,9 +209,20 @@ static inline int sluice_inflight_acquire_at(sluice_inflight_t *f, uint64_t n, u
 	uint64_t K = atomic_load_explicit(&f->limit, memory_order_relaxed);
 	if (SLUICE_UNLIKELY(n - 1 >= K))
 		return sluice__inflight_bad_n(f, n, now, d);
-	/* Relaxed: only a guess for the CAS, which re-checks the real value. */
-	uint64_t h = atomic_load_explicit(&f->held, memory_order_relaxed);
+	/* Acquire (free on x86): a guess for the CAS, which re-checks the
+	 * real value, and what the limit's second load below comes after. */
+	uint64_t h = atomic_load_explicit(&f->held, memory_order_acquire);
 	for (;;) {
+		/* The limit again, after held, on every attempt (READINGS
+		 * ACROSS A CHANGE): an acquire is judged against a K current
+		 * after it last read held.  Seq_cst, as set_limit's store and
+		 * the CAS (a plain load and the same LOCK CMPXCHG on x86). */
+		uint64_t K2 = atomic_load_explicit(&f->limit, memory_order_seq_cst);
+		if (SLUICE_UNLIKELY(K2 != K)) {
+			if (n - 1 >= K2)
+				return sluice__inflight_bad_n(f, n, now, d);
+			K = K2;
+		}
 		/* h may exceed K after K was lowered below what is held:
 		 * the step says no, and the room is 0. */
 		if (!sluice__inflight_fits(h, n, K)) {
@@ -219,12 +230,12 @@ static inline int sluice_inflight_acquire_at(sluice_inflight_t *f, uint64_t n, u
 				sluice__inflight_fill(d, 0, K, sluice__inflight_room(h, K), now);
 			return 0;
 		}
-		/* Acquire on success: pairs with the release CAS in
-		 * sluice_inflight_release(), so the releaser's earlier writes
-		 * happen before this holder's work.  Relaxed on failure: h is
-		 * reloaded and checked again. */
-		if (atomic_compare_exchange_weak_explicit(&f->held, &h, h + n, memory_order_acquire,
-		                                          memory_order_relaxed)) {
+		/* Seq_cst (an acquire) on success: pairs with the release CAS
+		 * in sluice_inflight_release(), so the releaser's earlier writes
+		 * happen before this holder's work.  Acquire on failure: h is
+		 * reloaded, and the limit is read again after it. */
+		if (atomic_compare_exchange_weak_explicit(&f->held, &h, h + n, memory_order_seq_cst,
+		                                          memory_order_acquire)) {
 			if (d)
 				sluice__inflight_fill(d, 1, K, K - h - n, now);
 			return 1;

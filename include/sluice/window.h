@@ -452,7 +452,9 @@ static inline int sluice_window_acquire_at(sluice_window_t *w, uint64_t n, uint6
 		return sluice__window_acquire_slow(w, n, now, d);
 	uint64_t c = atomic_load_explicit(&w->cur, memory_order_acquire);
 	_Atomic uint64_t *slot = &w->slots[h & w->mask].word;
-	uint64_t s = atomic_load_explicit(slot, memory_order_relaxed);
+	/* Acquire (free on x86): keeps the limit's second load below after
+	 * this one (READINGS ACROSS A CHANGE). */
+	uint64_t s = atomic_load_explicit(slot, memory_order_acquire);
 	/* One test for "cur and the bucket are h's and the bucket is
 	 * unsealed" (sluice__window_open): with tag = h's, c - tag is the
 	 * base and s - tag the bucket's own count when they are tagged h; a
@@ -471,13 +473,22 @@ static inline int sluice_window_acquire_at(sluice_window_t *w, uint64_t n, uint6
 			sluice__window_fill_refused(w, d, L, counted, base, n, h, now);
 		return 0;
 	}
-	/* Acquire on success: see sluice__window_cas_was_current().  One
+	/* Seq_cst (an acquire) on success: see
+	 * sluice__window_cas_was_current() and the limit's load above.  One
 	 * attempt inline; a failed CAS (another thread counted first, or
 	 * sealed the bucket) goes to the slow path, which retries on others'
 	 * progress only.  The CAS's success is read from the value it found
 	 * (seen == s), which GCC branches on directly. */
+	/* The limit again, read after the bucket word (READINGS ACROSS A
+	 * CHANGE): a change that landed since the first load sends the
+	 * decision to the slow path, which judges it against the limit read
+	 * there.  Seq_cst, as set_limit's stores and the CAS below (a plain
+	 * load and the same LOCK CMPXCHG on x86): the limit it is judged
+	 * against was current while the bucket of epoch h was open. */
+	if (SLUICE_UNLIKELY(atomic_load_explicit(&w->fast_limit, memory_order_seq_cst) != L))
+		return sluice__window_acquire_slow(w, n, now, d);
 	uint64_t seen = s;
-	(void)atomic_compare_exchange_strong_explicit(slot, &seen, s + n, memory_order_acquire,
+	(void)atomic_compare_exchange_strong_explicit(slot, &seen, s + n, memory_order_seq_cst,
 	                                              memory_order_relaxed);
 	if (SLUICE_UNLIKELY(seen != s))
 		return sluice__window_acquire_slow(w, n, now, d);
