@@ -1129,6 +1129,47 @@ Test(decay, a_decision_stalled_across_a_change_is_judged_by_the_new_limit)
 	stall_page_free(x);
 }
 
+/*
+ * A raise whose setter is preempted between its parts: no decision may see
+ * the new limit before the change's stamp.  The setter (L 10 -> 30) is
+ * stopped just before it rewrites the state word; meanwhile a decision at
+ * an older reading asks for 5 on a count of 10.  Before the rewrite the
+ * change has no stamp yet: the decision is judged against 10 at the
+ * state's time and refused.  A setter that stored the raise first let it
+ * through there, at 5 s, before the change (the old code: admitted
+ * against d.limit 30 at 5 s).
+ */
+static sluice_decision_t raise_d;
+static int raise_rc;
+
+static void attack_decide_at_an_older_reading(void *arg)
+{
+	raise_rc = sluice_decay_acquire_at(arg, 5, 2 * SEC, &raise_d);
+}
+
+Test(decay, a_raise_preempted_before_its_rewrite_is_not_seen_early)
+{
+	if (!stall_supported())
+		cr_skip_test("the stall needs x86-64 Linux");
+	sluice_decay_t *x = stall_page();
+	cr_assert_not_null(x);
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_decay_config_t cfg = { .limit = 10, .limit_max = 100, .half_life_ns = SEC,
+		                      .clock = &mclock };
+	cr_assert_eq(sluice_decay_init(x, &cfg), 0);
+	cr_assert_eq(sluice_decay_acquire_at(x, 10, 5 * SEC, NULL), 1);
+	stall_arm(&x->anchor, 16, attack_decide_at_an_older_reading, x);
+	cr_assert_eq(sluice_decay_set_limit(x, 30), 0);
+	cr_assert(stall_fired(), "the setter never rewrote the state");
+	cr_assert_eq(raise_rc, 0, "admitted at %llu ns against d.limit %llu, before the change",
+	             (unsigned long long)raise_d.now_ns, (unsigned long long)raise_d.limit);
+	cr_assert_eq(raise_d.limit, 10);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_decay_acquire_at(x, 20, 2 * SEC, &d), 1, "after it: the raise");
+	cr_assert_gt(d.now_ns, 5 * SEC, "at the change's stamp");
+	stall_page_free(x);
+}
+
 /* ---- racing for the last permit --------------------------------------------- */
 
 #include "race_harness.h"
