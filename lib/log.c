@@ -124,6 +124,7 @@
 #include "sluice/log.h"
 #include "clock_internal.h"
 #include "pair_internal.h"
+#include "writer_internal.h"
 
 /* A fresh log's time: 0 is reserved for "no permit used this slot yet". */
 #define TIME_FLOOR 1ULL
@@ -182,6 +183,7 @@ int sluice_log_init(sluice_log_t *lg, const sluice_log_config_t *cfg)
 		atomic_init(&times[i], 0);
 
 	atomic_init(&lg->limit, cfg->limit);
+	atomic_init(&lg->writer, 0);
 	lg->capacity = cap;
 	lg->window_ns = cfg->window_ns;
 	lg->slots = nslots;
@@ -613,13 +615,41 @@ uint64_t sluice_log_available(sluice_log_t *lg)
 }
 
 /*
- * set_limit is one store.  The ring, head, last and every recorded time
- * stay as they are (nothing forgotten, nothing minted): a decision with
- * limit L looks at the L-th newest entry, which the ring holds for any
- * L <= capacity (it keeps capacity + 1 times), so the DESIGN's proofs hold
- * for each decision with the L it read.  Relaxed: the limit orders no
- * other data; a decision that happens after this store reads it or a
- * later value.
+ * Move the log's time on by 1 ns with nothing admitted (DESIGN, "Readings
+ * across a change"): the pair (2h + m, t) -> (2h + m, t + 1).  Every
+ * decision that read the pair before fails its CAS and decides again, on
+ * the new pair, with the limit read after it.  At t = 2^64 - 1 the time
+ * cannot move: nothing is done (every decision is then at that time, the
+ * change's own).  Lock-free: a failure is an admission (setters hold the
+ * writer flag), so no bound is needed; decay's set_limit is the same.
+ */
+static void redate(sluice_log_t *lg)
+{
+	for (;;) {
+		struct snap s;
+		if (!snapshot(lg, &s))
+			continue;
+		if (s.t == UINT64_MAX)
+			return;
+		/* Full barrier: in the one total order with the decisions'
+		 * pair CASes and their loads of the limit (seq_cst). */
+		if (sluice__pair_cas(&lg->head, s.word, s.t, s.word, s.t + 1))
+			return;
+	}
+}
+
+/*
+ * set_limit keeps the ring, head and every recorded time (nothing
+ * forgotten, nothing minted): a decision with limit L looks at the L-th
+ * newest entry, which the ring holds for any L <= capacity (it keeps
+ * capacity + 1 times), so the DESIGN's proofs hold for each decision with
+ * the L it read.  The change is stamped t + 1 by redate(); a lowering is
+ * stored before it (a decision in between is judged against the lower
+ * limit: stricter), a raise after it (a decision in between against the
+ * old, lower one), so no admission is ever judged against a limit above
+ * the one in force at its time.  Seq_cst stores: in the one total order
+ * with the decisions' loads (DESIGN).  Setters serialise on `writer`
+ * (bounded wait); decisions never look at it.
  */
 int sluice_log_set_limit(sluice_log_t *lg, uint64_t limit)
 {
@@ -627,6 +657,16 @@ int sluice_log_set_limit(sluice_log_t *lg, uint64_t limit)
 		return SLUICE_EINVAL;
 	if (limit < 1 || limit > lg->capacity)
 		return SLUICE_ELIMIT;
-	atomic_store_explicit(&lg->limit, limit, memory_order_seq_cst);
+	if (sluice__writer_take(&lg->writer, SLUICE_LOG_WRITER_WAIT_NS) != 0)
+		return SLUICE_ETIMEDOUT;
+	uint64_t old = atomic_load_explicit(&lg->limit, memory_order_relaxed);
+	if (limit < old)
+		atomic_store_explicit(&lg->limit, limit, memory_order_seq_cst);
+	if (limit != old)
+		redate(lg);
+	if (limit > old)
+		atomic_store_explicit(&lg->limit, limit, memory_order_seq_cst);
+	/* Release: the next setter starts after this change is complete. */
+	sluice__writer_drop(&lg->writer);
 	return 0;
 }

@@ -158,6 +158,10 @@
 
 #define SLUICE_LOG_LIMIT_MAX (1ULL << 24)
 
+/* set_limit gives up (SLUICE_ETIMEDOUT) after waiting this long for a
+ * concurrent set_limit (one stopped mid-change) to finish. */
+#define SLUICE_LOG_WRITER_WAIT_NS 1000000000ULL
+
 typedef struct sluice_log_config {
 	uint64_t limit;              /* L: permits in any interval of W, 1..2^24 */
 	uint64_t window_ns;          /* W: >= 1 and >= the clock's resolution    */
@@ -177,6 +181,7 @@ typedef struct sluice_log {
 	uint64_t slots_inv;          /* floor((2^64 - 1) / M): q % M by multiplying */
 	const sluice_clock_t *clock;
 	_Atomic uint64_t *times;     /* permit q's time lives in times[q % slots] */
+	_Atomic uint32_t writer;     /* set_limit serialisation flag            */
 	/* private: read by every decision, written by every admission.
 	 * head and last are one 16-byte pair, changed together by one
 	 * double-width CAS (lib/log.c, DESIGN) */
