@@ -20,6 +20,30 @@
  * pair and fails on a reused word.  The same two mechanisms as the ring
  * (window.c, "Stalls of any length"), for the same reasons.
  *
+ * Readings across a change (fixed.h).  set_limit's store, the window
+ * openings (the pair CAS, a full barrier), every decision's second load
+ * of the limit and its count CAS are seq_cst: one total order S (on x86
+ * the loads are plain loads and the CASes the LOCK CMPXCHG they were).  A
+ * change's stamp is the epoch of the count word at its place in S: the
+ * newest window counted in.  An admission into window j loaded the word
+ * tagged j (acquire: its opening O_j happens before, so O_j precedes the
+ * limit's load in S), then the limit, then CASed the word unchanged:
+ * the next opening comes after that CAS in the word's order, so after the
+ * load in S.  So the limit it read is the last change before a point of S
+ * where the word counts j: a change stamped j or the one in force when j
+ * opened, i.e. a limit in force in window j.  An opening counts nothing
+ * (it would be judged against a limit read while the word still counted
+ * an older window): the opener counts on its next attempt, as any other
+ * decision.  A reading older than head's window is decided in head's
+ * (CLOCK JUMPS), so no decision is judged in a window older than the
+ * change it read.  The window's count is checked by its last admission
+ * against its limit: the window holds at most the largest limit in force
+ * in it.  The old code read the limit once per call, before the word: a
+ * decision that lost its CAS went on across windows against the limit it
+ * read before a change (tests/test_fixed.c: 11 in a window under 10).
+ * Cost: one more load of the limit's line (read-mostly) and a compare on
+ * the inline path; one more CAS per window opening.
+ *
  * Leases (config.lease > 0): the fixed window is the ring's N = 1 case,
  * so the lease code stays one implementation (window.c's).  init builds
  * a ring of one bucket of width W with leases of B, and stores limit = 0:

@@ -62,8 +62,9 @@
  * p_z, at most L of them up to the end of z's batch, lie in [s, s + W).
  *
  * Consistent reads.  head, then last, then head again, all acquires: the
- * two halves change only together, by one CAS that always moves h, so an
- * unchanged head means last is the value written with it.  No 16-byte
+ * two halves change together, by one CAS that moves h, or last alone, by
+ * set_limit's re-dating (below), which only moves it on; so an unchanged
+ * head means last is a value the pair held with that head.  No 16-byte
  * load is needed (x86-64 has none that is atomic without a CAS).  A lost
  * pair CAS is the other consistent read: CMPXCHG16B compares and hands
  * back all 16 bytes in one atomic access, so the pair it returns is a
@@ -101,8 +102,37 @@
  * it reads.  A mutex-protected log pays two (lock, unlock).
  *
  * Wrap.  h counts permits in 63 bits: at 10^9 permits a second it would
- * take 292 years to reach 2^63, and times are nondecreasing along h, so
- * no pair value ever repeats (no ABA on the CAS).
+ * take 292 years to reach 2^63, and times are nondecreasing along h (and
+ * increase at a re-dating, which keeps h), so no pair value ever repeats
+ * (no ABA on the CAS).
+ *
+ * Readings across a change (log.h).  set_limit re-dates: the pair
+ * (2h + m, t) -> (2h + m, t + 1), one pair CAS.  (I1)-(I3) hold after it:
+ * the newest batch B's time is in the pair, so B is now at t + 1 >= every
+ * older permit; its slots are written by the next claimant, at the new
+ * pair, with t + 1, and a helper stalled with the old pair raises one
+ * only to t (raise only), which the claimant raises again; bstart and the
+ * slots before B are untouched.  It is the change's stamp.  The limit's
+ * stores, its loads (one per attempt, after the pair the attempt decides
+ * on) and the pair CASes are seq_cst: one total order S.  An admission's
+ * CAS replaces the pair p it decided on; its limit load came after p was
+ * read (acquire) and before the CAS, and no pair CAS came in between, so
+ * no re-dating did: the load lies in S between p's writing and the next
+ * pair CAS.  A lowering is stored before its re-dating: an admission after
+ * the re-dating read its pair after it, so the limit after the store; one
+ * whose CAS came between the store and the re-dating may have read the
+ * lower limit at a time < t + 1 (stricter).  A raise is stored after its
+ * re-dating: an admission before it loaded the limit before the
+ * re-dating, before the store; one after may read the old, lower limit.
+ * Every admission after the re-dating is at T >= t + 1.  So each admission
+ * is judged against a limit no higher than the one in force at its T, and
+ * the GUARANTEE's proof (the newest permit z of an interval: at most L_z
+ * in it) gives at most the largest limit in force in the interval.  Setters
+ * serialise on `writer`, so the stores and re-datings of two changes do
+ * not interleave.  The old code read the limit once per call and stored it
+ * alone: a decision that lost its CAS went on against the old limit, and
+ * one in flight with no admission in between admitted 50 under a limit of
+ * 10 (tests/test_log_stall.c).
  *
  * Refund.  A slot is never lowered: a stale helper (above) could raise a
  * re-dated slot back to its old time, leaving the ring unsorted, and (I1)

@@ -66,8 +66,29 @@
  * The full epoch also says whether a bucket is open (slot_of()), so a
  * clock jump of exactly k * 2^32 buckets is not mistaken for the old one.
  *
- * Memory orders: the admission CAS is an acquire only for the head check
- * after it (see window.h).  Slot and cur opens are releases and their
+ * Readings across a change (window.h).  set_limit's stores, the bucket
+ * openings (open_slot()'s pair CAS, a full barrier), every decision's
+ * load of the limit after the bucket word and its admission CAS are
+ * seq_cst: one total order S (on x86 plain loads and the LOCK CMPXCHG the
+ * CASes were).  A change's stamp is the newest epoch whose bucket is open
+ * at its place in S.  An admission into epoch h loaded h's open bucket
+ * word (acquire: the opening precedes its limit load in S), then the
+ * limit, then CASed the word unchanged, so before the seal (an acq_rel CAS
+ * on the same word, which synchronises with it) that happens before
+ * h + 1's opening: the limit load happens before that opening.  So the limit it read is the
+ * last change before a point of S where h's bucket is the newest open
+ * one: a limit in force in epoch h.  A lease take is such an admission
+ * (bucket_take()); a spend checks nothing, its permits were counted by the
+ * take in its own epoch.  The run of N epochs ending at h is checked by h's
+ * last admission against its limit (base + own + n): every run holds at
+ * most the largest limit in force in its newest counting epoch.  The old
+ * code read the limit once per call: a decision whose epoch moved on went
+ * on against the limit it read before a change (tests/test_window.c: 11
+ * in a window under 10).  Cost: one more load of the limit's line
+ * (read-mostly) and a compare on the inline path.
+ *
+ * Memory orders: the admission CAS is seq_cst (above); its acquire is
+ * also what the head check after it needs (see window.h).  Slot and cur opens are releases and their
  * loads in this file acquires, so a reader that sees an open word also
  * sees head at least as new as the opener saw it (which is what the
  * staleness checks rely on).
