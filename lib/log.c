@@ -495,9 +495,7 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 	if (n == 0)
 		return SLUICE_EINVAL;
 	const uint64_t W = lg->window_ns;
-	/* The limit reported if every attempt is beaten (relaxed: it
-	 * publishes nothing). */
-	uint64_t L = atomic_load_explicit(&lg->limit, memory_order_relaxed);
+	uint64_t L = 0; /* read on every attempt, below */
 	struct snap s;
 	int have = 0; /* s holds the pair a failed CAS handed back */
 	for (int attempt = 0; attempt < LOG_TRIES; attempt++) {
@@ -584,7 +582,9 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 		uint64_t last = atomic_load_explicit(&lg->last, memory_order_relaxed);
 		uint64_t T = now > last ? now : last;
 		d->allowed = 0;
-		d->limit = L;
+		/* the limit of the last attempt, or (none got a snapshot) the
+		 * current one: relaxed, it publishes nothing */
+		d->limit = L ? L : atomic_load_explicit(&lg->limit, memory_order_relaxed);
 		d->remaining = 0;
 		d->retry_after_ns = 0;
 		d->delay_ns = 0;
