@@ -1071,6 +1071,16 @@ Test(decay, set_limit_keeps_the_count)
 
 /* ---- readings across a change --------------------------------------------- */
 
+/* L = 10 (up to 100), h = 1 s, full: 10 admitted at 5 s. */
+static void make_full_at_5s(sluice_decay_t *x)
+{
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_decay_config_t cfg = { .limit = 10, .limit_max = 100, .half_life_ns = SEC,
+		                      .clock = &mclock };
+	cr_assert_eq(sluice_decay_init(x, &cfg), 0);
+	cr_assert_eq(sluice_decay_acquire_at(x, 10, 5 * SEC, NULL), 1);
+}
+
 /*
  * A change is stamped one grid unit past the count's time; a decision
  * whose reading is older is judged at that stamp, against the new limit
@@ -1080,11 +1090,7 @@ Test(decay, set_limit_keeps_the_count)
 Test(decay, a_reading_older_than_a_change_is_judged_at_the_change)
 {
 	sluice_decay_t x;
-	sluice_clock_manual_init(&mclock, 0);
-	sluice_decay_config_t cfg = { .limit = 10, .limit_max = 100, .half_life_ns = SEC,
-		                      .clock = &mclock };
-	cr_assert_eq(sluice_decay_init(&x, &cfg), 0);
-	cr_assert_eq(sluice_decay_acquire_at(&x, 10, 5 * SEC, NULL), 1);
+	make_full_at_5s(&x);
 	cr_assert_eq(sluice_decay_set_limit(&x, 30), 0);
 	sluice_decision_t d;
 	cr_assert_eq(sluice_decay_acquire_at(&x, 21, 2 * SEC, &d), 0, "10 kept + 21 > 30");
@@ -1153,11 +1159,7 @@ Test(decay, a_raise_preempted_before_its_rewrite_is_not_seen_early)
 		cr_skip_test("the stall needs x86-64 Linux");
 	sluice_decay_t *x = stall_page();
 	cr_assert_not_null(x);
-	sluice_clock_manual_init(&mclock, 0);
-	sluice_decay_config_t cfg = { .limit = 10, .limit_max = 100, .half_life_ns = SEC,
-		                      .clock = &mclock };
-	cr_assert_eq(sluice_decay_init(x, &cfg), 0);
-	cr_assert_eq(sluice_decay_acquire_at(x, 10, 5 * SEC, NULL), 1);
+	make_full_at_5s(x);
 	stall_arm(&x->anchor, 16, attack_decide_at_an_older_reading, x);
 	cr_assert_eq(sluice_decay_set_limit(x, 30), 0);
 	cr_assert(stall_fired(), "the setter never rewrote the state");
