@@ -285,9 +285,12 @@ static inline int sluice_log_acquire(sluice_log_t *lg, uint64_t n, sluice_decisi
  * Lock-free (one load); safe from any number of threads; no allocation;
  * writes nothing.
  * Return: SLUICE_EEXPIRED (left the window at the log's time: the first
- * time it is, now_ns + W, and every later one); SLUICE_ECANCEL (still in
- * the window: kept); SLUICE_EINVAL (NULL, n = 0, n above the capacity,
- * or @admitted is not an admission).  Never 0: no refund is exact.
+ * time it is, now_ns + W, and every later one; for the newest admission
+ * at a change, which the change moved 1 ns on, its last nanosecond in the
+ * window answers so too: nothing is given back either way);
+ * SLUICE_ECANCEL (still in the window: kept); SLUICE_EINVAL (NULL, n = 0,
+ * n above the capacity, or @admitted is not an admission).  Never 0: no
+ * refund is exact.
  */
 SLUICE_API int sluice_log_refund(sluice_log_t *lg, uint64_t n,
                                  const sluice_decision_t *admitted);
