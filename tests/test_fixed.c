@@ -383,6 +383,18 @@ static int fixed_acquire_cb(void *f, uint64_t n, sluice_decision_t *d)
 	return sluice_fixed_acquire(f, n, d);
 }
 
+static int fixed_set_cb(void *f, uint64_t limit)
+{
+	return sluice_fixed_set_limit(f, limit);
+}
+
+/* The newest window counted in: the count word's full epoch. */
+static uint64_t fixed_stamp_cb(void *f, int after)
+{
+	(void)after;
+	return atomic_load_explicit(&((sluice_fixed_t *)f)->epoch, memory_order_seq_cst);
+}
+
 static void *fclock_main(void *arg)
 {
 	sluice_fixed_t *f = arg;
@@ -390,7 +402,7 @@ static void *fclock_main(void *arg)
 	for (int i = 0; i < FSTEPS; i++) {
 		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
 		if (i % 5 == 2)
-			cr_assert_eq(sluice_fixed_set_limit(f, FLIMITS[(x >> 9) % NFLIMITS]), 0);
+			sl_set(f, fixed_set_cb, fixed_stamp_cb, FLIMITS[(x >> 9) % NFLIMITS]);
 		uint64_t now = sluice_clock_now(&mclock);
 		if (x % 40 == 0 && now > 3 * FW)
 			sluice_clock_manual_set(&mclock, now - x % (2 * FW)); /* a step back */
@@ -415,11 +427,13 @@ ParameterizedTest(int *threads, fixed, set_limit_under_load)
 	sluice_fixed_config_t cfg = { .limit = FLIMITS[0], .window_ns = FW, .clock = &mclock };
 	cr_assert_eq(sluice_fixed_init(&f, &cfg), 0);
 	nfdeciders = *threads;
+	sl_changes_init(FLIMITS[0]);
 	fdeciders = sl_start(*threads, &f, fixed_acquire_cb, FW, 3, 7);
 	pthread_t clock_tid;
 	cr_assert_eq(pthread_create(&clock_tid, NULL, fclock_main, &f), 0);
 	sl_join(fdeciders, *threads, clock_tid);
 	sl_check(fdeciders, *threads, FLIMITS, NFLIMITS, 1, 200);
+	sl_check_in_force(fdeciders, *threads, 1);
 	sl_free(fdeciders, *threads);
 }
 
