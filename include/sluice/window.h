@@ -102,7 +102,8 @@
  *   buckets or mint permits.  A forward jump opens a new epoch; buckets it
  *   skips count zero.
  *
- * COST: admission (no leases) is three relaxed loads and one CAS, no division.
+ * COST: admission (no leases) is four loads (the limit twice: READINGS
+ *   ACROSS A CHANGE) and one CAS, no division.
  *   With leases, an admission from the lease is one CAS on this CPU's own
  *   line (plus two shared reads when @d is filled); one in B touches the
  *   bucket word.
