@@ -70,13 +70,13 @@
  * openings (open_slot()'s pair CAS, a full barrier), every decision's
  * load of the limit after the bucket word and its admission CAS are
  * seq_cst: one total order S (on x86 plain loads and the LOCK CMPXCHG the
- * CASes were).  A change's stamp is the newest epoch whose bucket is open
- * at its place in S.  An admission into epoch h loaded h's open bucket
+ * CASes were).  A change's stamp is the newest epoch whose bucket has
+ * been opened at its place in S.  An admission into epoch h loaded h's open bucket
  * word (acquire: the opening precedes its limit load in S), then the
  * limit, then CASed the word unchanged, so before the seal (an acq_rel CAS
  * on the same word, which synchronises with it) that happens before
  * h + 1's opening: the limit load happens before that opening.  So the limit it read is the
- * last change before a point of S where h's bucket is the newest open
+ * last change before a point of S where h's bucket is the newest opened
  * one: a limit in force in epoch h.  A lease take is such an admission
  * (bucket_take()); a spend checks nothing, its permits were counted by the
  * take in its own epoch.  The run of N epochs ending at h is checked by h's

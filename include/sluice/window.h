@@ -79,8 +79,8 @@
  *   answers SLUICE_ENOTSUP for those).
  *
  * READINGS ACROSS A CHANGE: a change is stamped with the newest epoch
- *   whose bucket is open when it lands (one total order of the changes and
- *   the bucket openings, lib/window.c DESIGN); it is in force from that
+ *   whose bucket has been opened when it lands (one total order of the
+ *   changes and the bucket openings, lib/window.c DESIGN); it is in force from that
  *   epoch until the epoch of the next change, both included.  Every
  *   admission (every lease take) is judged against a limit in force in its
  *   own epoch: it reads the limit after the bucket word and its CAS
