@@ -11,8 +11,8 @@
  * buckets) the permits admitted total at most the largest d.limit among
  * that run's admissions.  Every d.limit must be one that was set, several
  * must be seen, the limit must refuse some and some runs must reach their
- * bound, or the check tested nothing.  sl_check_in_force() checks the
- * tighter READINGS ACROSS A CHANGE bound (below).
+ * bound, or the check tested nothing.  It checks the tighter READINGS
+ * ACROSS A CHANGE bound too (below).
  */
 #ifndef SLUICE_SET_LIMIT_LOAD_H
 #define SLUICE_SET_LIMIT_LOAD_H
@@ -102,70 +102,9 @@ static void sl_join(struct sl_decider *d, int threads, pthread_t clock_tid)
 }
 
 /*
- * The bound (above) over every run of @runs epochs; the run must span more
- * than @min_span epochs.  @limits: every limit the clock thread sets.
- */
-static void sl_check(const struct sl_decider *d, int threads, const uint64_t *limits,
-                     size_t nlimits, uint64_t runs, uint64_t min_span)
-{
-	uint64_t lo = UINT64_MAX, hi = 0, refused = 0, seen = 0;
-	for (int i = 0; i < threads; i++) {
-		cr_assert_eq(d[i].err, 0, "acquire failed: %s", sluice_strerror(d[i].err));
-		cr_assert_lt(d[i].nrec, SL_RECORD_CAP, "record buffer overflowed");
-		refused += d[i].refused;
-		for (size_t k = 0; k < d[i].nrec; k++) {
-			struct sl_record r = d[i].rec[k];
-			lo = r.epoch < lo ? r.epoch : lo;
-			hi = r.epoch > hi ? r.epoch : hi;
-			int known = 0;
-			for (size_t j = 0; j < nlimits; j++)
-				if (r.limit == limits[j]) {
-					known = 1;
-					seen |= 1u << j;
-				}
-			cr_assert(known, "d.limit %u was never set", r.limit);
-		}
-	}
-	cr_assert_gt(hi - lo, min_span, "the run must cross many epochs");
-	cr_assert_geq(__builtin_popcountll(seen), 4, "admissions judged against several limits");
-	uint64_t span = hi - lo + 1;
-	uint64_t *per = calloc(span, sizeof(uint64_t)), *lim = calloc(span, sizeof(uint64_t));
-	cr_assert(per && lim);
-	for (int i = 0; i < threads; i++)
-		for (size_t k = 0; k < d[i].nrec; k++) {
-			struct sl_record r = d[i].rec[k];
-			per[r.epoch - lo] += r.n;
-			if (r.limit > lim[r.epoch - lo])
-				lim[r.epoch - lo] = r.limit;
-		}
-	uint64_t admitted = 0, tight = 0;
-	for (uint64_t e = 0; e < span; e++) {
-		admitted += per[e];
-		uint64_t sum = 0, bound = 0;
-		for (uint64_t k = 0; k < runs && k <= e; k++) {
-			sum += per[e - k];
-			bound = lim[e - k] > bound ? lim[e - k] : bound;
-		}
-		tight += sum && sum == bound;
-		cr_assert_leq(sum, bound,
-		              "%d threads: %llu admitted in the %llu epochs ending at %llu, "
-		              "largest d.limit among them %llu",
-		              threads, (unsigned long long)sum, (unsigned long long)runs,
-		              (unsigned long long)(e + lo), (unsigned long long)bound);
-	}
-	cr_assert_gt(refused, 0, "the limit must bite");
-	cr_assert_gt(tight, 0, "some runs must reach their bound, or it tests nothing");
-	cr_log_info("set_limit threads=%d runs=%llu admitted=%llu refused=%llu tight=%llu", threads,
-	            (unsigned long long)runs, (unsigned long long)admitted,
-	            (unsigned long long)refused, (unsigned long long)tight);
-	free(per);
-	free(lim);
-}
-
-/*
- * READINGS ACROSS A CHANGE (fixed.h, window.h), checked exactly: every run
- * of @runs epochs holds at most the largest limit in force in its newest
- * epoch that counted anything.  The clock thread makes each change with
+ * READINGS ACROSS A CHANGE (fixed.h, window.h), checked exactly by sl_check():
+ * every run of @runs epochs holds at most the largest limit in force in its
+ * newest epoch that counted anything.  The clock thread makes each change with
  * sl_set(), which brackets its stamp (the newest epoch counted in) with
  * the caller's readings before and after: change i is taken as in force
  * on [before_i, after_(i+1)], which contains its true span, so the check
@@ -207,39 +146,78 @@ static uint64_t sl_in_force_max(uint64_t e)
 	return m;
 }
 
-static void sl_check_in_force(const struct sl_decider *d, int threads, uint64_t runs)
+/*
+ * The bound (above) over every run of @runs epochs; the run must span more
+ * than @min_span epochs.  @limits: every limit the clock thread sets.
+ */
+static void sl_check(const struct sl_decider *d, int threads, const uint64_t *limits,
+                     size_t nlimits, uint64_t runs, uint64_t min_span)
 {
-	uint64_t lo = UINT64_MAX, hi = 0;
+	uint64_t lo = UINT64_MAX, hi = 0, refused = 0, seen = 0;
+	for (int i = 0; i < threads; i++) {
+		cr_assert_eq(d[i].err, 0, "acquire failed: %s", sluice_strerror(d[i].err));
+		cr_assert_lt(d[i].nrec, SL_RECORD_CAP, "record buffer overflowed");
+		refused += d[i].refused;
+		for (size_t k = 0; k < d[i].nrec; k++) {
+			struct sl_record r = d[i].rec[k];
+			lo = r.epoch < lo ? r.epoch : lo;
+			hi = r.epoch > hi ? r.epoch : hi;
+			int known = 0;
+			for (size_t j = 0; j < nlimits; j++)
+				if (r.limit == limits[j]) {
+					known = 1;
+					seen |= 1u << j;
+				}
+			cr_assert(known, "d.limit %u was never set", r.limit);
+		}
+	}
+	cr_assert_gt(hi - lo, min_span, "the run must cross many epochs");
+	cr_assert_geq(__builtin_popcountll(seen), 4, "admissions judged against several limits");
+	uint64_t span = hi - lo + 1;
+	uint64_t *per = calloc(span, sizeof(uint64_t)), *lim = calloc(span, sizeof(uint64_t));
+	cr_assert(per && lim);
 	for (int i = 0; i < threads; i++)
 		for (size_t k = 0; k < d[i].nrec; k++) {
-			lo = d[i].rec[k].epoch < lo ? d[i].rec[k].epoch : lo;
-			hi = d[i].rec[k].epoch > hi ? d[i].rec[k].epoch : hi;
+			struct sl_record r = d[i].rec[k];
+			per[r.epoch - lo] += r.n;
+			if (r.limit > lim[r.epoch - lo])
+				lim[r.epoch - lo] = r.limit;
 		}
-	cr_assert_geq(hi, lo, "no admission");
-	uint64_t span = hi - lo + 1, tight = 0;
-	uint64_t *per = calloc(span, sizeof(uint64_t));
-	cr_assert_not_null(per);
-	for (int i = 0; i < threads; i++)
-		for (size_t k = 0; k < d[i].nrec; k++)
-			per[d[i].rec[k].epoch - lo] += d[i].rec[k].n;
+	uint64_t admitted = 0, tight = 0, tight_in_force = 0;
 	for (uint64_t e = 0; e < span; e++) {
-		if (!per[e])
-			continue; /* a run ending here holds no more than the last one that counted */
-		uint64_t sum = 0, bound = sl_in_force_max(e + lo);
-		for (uint64_t k = 0; k < runs && k <= e; k++)
+		admitted += per[e];
+		uint64_t sum = 0, bound = 0;
+		for (uint64_t k = 0; k < runs && k <= e; k++) {
 			sum += per[e - k];
-		tight += sum == bound;
+			bound = lim[e - k] > bound ? lim[e - k] : bound;
+		}
+		tight += sum && sum == bound;
 		cr_assert_leq(sum, bound,
+		              "%d threads: %llu admitted in the %llu epochs ending at %llu, "
+		              "largest d.limit among them %llu",
+		              threads, (unsigned long long)sum, (unsigned long long)runs,
+		              (unsigned long long)(e + lo), (unsigned long long)bound);
+		/* READINGS ACROSS A CHANGE, at the run's newest counting epoch
+		 * (a run ending in an empty epoch holds no more than that one) */
+		uint64_t in_force = per[e] ? sl_in_force_max(e + lo) : UINT64_MAX;
+		tight_in_force += sum == in_force;
+		cr_assert_leq(sum, in_force,
 		              "%d threads: %llu admitted in the %llu epochs ending at %llu, "
 		              "largest limit in force there %llu",
 		              threads, (unsigned long long)sum, (unsigned long long)runs,
-		              (unsigned long long)(e + lo), (unsigned long long)bound);
+		              (unsigned long long)(e + lo), (unsigned long long)in_force);
 	}
 	cr_assert_gt(sl_nchanges, 50, "the run must make many changes");
+	cr_assert_gt(tight_in_force, 0, "some runs must reach the limit in force");
+	cr_assert_gt(refused, 0, "the limit must bite");
 	cr_assert_gt(tight, 0, "some runs must reach their bound, or it tests nothing");
-	cr_log_info("in force: changes=%zu tight=%llu", sl_nchanges - 1, (unsigned long long)tight);
+	cr_log_info("set_limit threads=%d runs=%llu admitted=%llu refused=%llu tight=%llu "
+	            "changes=%zu", threads, (unsigned long long)runs, (unsigned long long)admitted,
+	            (unsigned long long)refused, (unsigned long long)tight, sl_nchanges - 1);
 	free(per);
+	free(lim);
 }
+
 
 static void sl_free(struct sl_decider *d, int threads)
 {

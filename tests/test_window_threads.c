@@ -284,7 +284,6 @@ ParameterizedTest(struct params *p, window_threads, set_limit_bound)
 	sl_join(ldeciders, p->threads, clock_tid);
 	cr_log_info("set_limit lease=%u", p->lease);
 	sl_check(ldeciders, p->threads, LIMITS, NLIMITS, BUCKETS, 500);
-	sl_check_in_force(ldeciders, p->threads, BUCKETS);
 	sl_free(ldeciders, p->threads);
 	sluice_window_destroy(&w);
 }
