@@ -527,13 +527,15 @@ static void fill(const sluice_decay_t *x, sluice_decision_t *d, int allowed, uin
 	d->now_ns = t;
 }
 
-/* The limit in force, in units of 2^-F.  Relaxed: read after the state
- * word's acquire load, which pairs with set_limit's pair CAS (a release)
- * written after its store, so a decision that saw the word set_limit
- * wrote (or a later one) sees the new limit (DESIGN, SET_LIMIT). */
+/* The limit in force, in units of 2^-F, read after the state word's
+ * acquire load.  Seq_cst (a plain load on x86): in one total order with
+ * set_limit's stores and rewrite and the decisions' pair CASes, so a
+ * decision that saw the word a lowering's rewrite wrote (or a later one)
+ * reads the new limit, and one whose CAS came before a raise's rewrite
+ * cannot have read the raise (DESIGN, SET_LIMIT). */
 static inline uint64_t limit_q(const sluice_decay_t *x)
 {
-	return atomic_load_explicit(&((sluice_decay_t *)x)->limit, memory_order_relaxed)
+	return atomic_load_explicit(&((sluice_decay_t *)x)->limit, memory_order_seq_cst)
 	       << x->frac_bits;
 }
 
@@ -707,7 +709,8 @@ int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
  * nothing minted), and decisions compare it with the new limit.
  *
  * What makes the change take effect for every decision at once: after
- * storing the limit, set_limit rewrites the state word from a snapshot
+ * storing a lowered limit (before storing a raised one: below), set_limit
+ * rewrites the state word from a snapshot
  * with one pair CAS, to the same count at the count's time plus one grid
  * unit (u).  A decision reads the limit after its snapshot's acquire load
  * of the word:
@@ -727,6 +730,28 @@ int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
  * reading is older than that time is decided at it, one grid unit later
  * than its reading at most.  Writers serialise on `writer` with a bounded
  * wait; decisions never look at it.
+ *
+ * Readings across a change (decay.h).  The rewrite is the change's stamp:
+ * the count's time t_c = t + u, newer than every time the state has
+ * decided at.  A decision that reads the rewritten word decides at t_c or
+ * later (a reading older than the state's time is taken as that time), so
+ * every admission after the stamp is judged at a time >= t_c.  Which limit
+ * it is judged against: the seq_cst stores, the rewrite, every decision's
+ * limit load and pair CAS lie in one total order S.  A lowering is stored
+ * before the rewrite: a decision whose CAS comes after the rewrite read
+ * the word after it, hence the limit after the store (S), so the new one;
+ * a decision between the store and the rewrite may be judged against the
+ * lower limit before the stamp, which only admits fewer.  A raise is
+ * stored after the rewrite: a decision whose CAS comes before the rewrite
+ * loaded the limit before its CAS, before the rewrite, before the store
+ * (S), so the old one; one after may be judged against the old, lower
+ * limit after the stamp: fewer again.  So every admission is judged
+ * against a limit no higher than the one in force at its time (the limit
+ * of the newest change stamped at or before it), and the GUARANTEE's
+ * bound (b) holds with the largest limit in force over the interval.
+ * Stored before the rewrite, a raise let a decision between the two
+ * (the setter preempted there) admit up to the new limit at the old
+ * state's time, before the change's stamp (tests/test_decay.c).
  */
 int sluice_decay_set_limit(sluice_decay_t *x, uint64_t limit)
 {
@@ -736,8 +761,13 @@ int sluice_decay_set_limit(sluice_decay_t *x, uint64_t limit)
 		return SLUICE_ELIMIT;
 	if (sluice__writer_take(&x->writer, SLUICE_DECAY_WRITER_WAIT_NS) != 0)
 		return SLUICE_ETIMEDOUT;
-	/* Relaxed: published by the pair CAS below (a release). */
-	atomic_store_explicit(&x->limit, limit, memory_order_relaxed);
+	/* A lowering is stored before the rewrite, a raise after it (DESIGN,
+	 * SET_LIMIT): no decision is judged against a limit above the one in
+	 * force at its time.  Seq_cst: in one total order with the rewrite
+	 * and the decisions' pair CASes and limit loads. */
+	uint64_t old = atomic_load_explicit(&x->limit, memory_order_relaxed);
+	if (limit <= old)
+		atomic_store_explicit(&x->limit, limit, memory_order_seq_cst);
 	for (;;) {
 		struct snap s;
 		if (!snapshot(x, &s))
@@ -761,6 +791,8 @@ int sluice_decay_set_limit(sluice_decay_t *x, uint64_t limit)
 		if (sluice__anchor_write(&x->anchor, &s.a, w))
 			break;
 	}
+	if (limit > old)
+		atomic_store_explicit(&x->limit, limit, memory_order_seq_cst);
 	/* Release: the next writer starts after this change is complete. */
 	sluice__writer_drop(&x->writer);
 	return 0;

@@ -20,6 +20,30 @@
  * pair and fails on a reused word.  The same two mechanisms as the ring
  * (window.c, "Stalls of any length"), for the same reasons.
  *
+ * Readings across a change (fixed.h).  set_limit's store, the window
+ * openings (the pair CAS, a full barrier), every decision's second load
+ * of the limit and its count CAS are seq_cst: one total order S (on x86
+ * the loads are plain loads and the CASes the LOCK CMPXCHG they were).  A
+ * change's stamp is the epoch of the count word at its place in S: the
+ * newest window counted in.  An admission into window j loaded the word
+ * tagged j (acquire: its opening O_j happens before, so O_j precedes the
+ * limit's load in S), then the limit, then CASed the word unchanged:
+ * the next opening comes after that CAS in the word's order, so after the
+ * load in S.  So the limit it read is the last change before a point of S
+ * where the word counts j: a change stamped j or the one in force when j
+ * opened, i.e. a limit in force in window j.  An opening counts nothing
+ * (it would be judged against a limit read while the word still counted
+ * an older window): the opener counts on its next attempt, as any other
+ * decision.  A reading older than head's window is decided in head's
+ * (CLOCK JUMPS), so no decision is judged in a window older than the
+ * change it read.  The window's count is checked by its last admission
+ * against its limit: the window holds at most the largest limit in force
+ * in it.  The old code read the limit once per call, before the word: a
+ * decision that lost its CAS went on across windows against the limit it
+ * read before a change (tests/test_fixed.c: 11 in a window under 10).
+ * Cost: one more load of the limit's line (read-mostly) and a compare on
+ * the inline path; one more CAS per window opening.
+ *
  * Leases (config.lease > 0): the fixed window is the ring's N = 1 case,
  * so the lease code stays one implementation (window.c's).  init builds
  * a ring of one bucket of width W with leases of B, and stores limit = 0:
@@ -111,13 +135,12 @@ uint64_t sluice__fixed_advance(sluice_fixed_t *f, uint64_t now)
  */
 int sluice__fixed_acquire_slow(sluice_fixed_t *f, uint64_t n, uint64_t now, sluice_decision_t *d)
 {
-	/* The limit this decision is judged against, read once (relaxed: it
-	 * publishes nothing).  It may be lower than the one the fast path
-	 * checked n against, if set_limit ran in between: check n again,
-	 * since opening a window below counts n unchecked. */
-	uint64_t L = atomic_load_explicit(&f->limit, memory_order_relaxed);
-	if (n > L) {
-		sluice__decision_never(d, L, now);
+	/* A request above the limit moves nothing, not even head (relaxed: it
+	 * publishes nothing).  The limit the decision is judged against is
+	 * read in the loop, after the word. */
+	uint64_t L0 = atomic_load_explicit(&f->limit, memory_order_relaxed);
+	if (n > L0) {
+		sluice__decision_never(d, L0, now);
 		return SLUICE_ETOOBIG;
 	}
 	for (;;) {
@@ -126,6 +149,14 @@ int sluice__fixed_acquire_slow(sluice_fixed_t *f, uint64_t n, uint64_t now, slui
 			h = sluice__fixed_advance(f, now);
 		uint64_t w = atomic_load_explicit(&f->word, memory_order_acquire);
 		uint64_t e = atomic_load_explicit(&f->epoch, memory_order_acquire);
+		/* The limit this attempt is judged against, read after the
+		 * word, on every attempt (READINGS ACROSS A CHANGE, DESIGN).
+		 * Seq_cst: as on the fast path. */
+		uint64_t L = atomic_load_explicit(&f->limit, memory_order_seq_cst);
+		if (n > L) {
+			sluice__decision_never(d, L, now);
+			return SLUICE_ETOOBIG;
+		}
 		if (e == h && (w >> 32) == (h & 0xffffffffu)) {
 			uint64_t count = w & 0xffffffffu;
 			if (count + n > L) {
@@ -133,9 +164,9 @@ int sluice__fixed_acquire_slow(sluice_fixed_t *f, uint64_t n, uint64_t now, slui
 					sluice__fixed_fill(f, d, 0, L, count, h, now);
 				return 0;
 			}
-			/* Acquire on success: as on the fast path. */
+			/* Seq_cst on success: as on the fast path. */
 			if (!atomic_compare_exchange_strong_explicit(&f->word, &w, w + n,
-			                                             memory_order_acquire,
+			                                             memory_order_seq_cst,
 			                                             memory_order_relaxed))
 				continue;
 			if (!sluice__same_lap(atomic_load_explicit(&f->head, memory_order_relaxed), h)) {
@@ -149,13 +180,13 @@ int sluice__fixed_acquire_slow(sluice_fixed_t *f, uint64_t n, uint64_t now, slui
 		}
 		if (e >= h)
 			continue; /* a newer window's word (head moved), or a torn read */
-		/* Full barrier (the release the acquire loads of word pair with).
-		 * n <= L <= 2^32 - 1, so n fits the count. */
-		if (sluice__pair_cas(&f->word, w, e, ((h & 0xffffffffu) << 32) | n, h)) {
-			if (d)
-				sluice__fixed_fill(f, d, 1, L, n, h, now);
-			return 1;
-		}
+		/* Open h's word with a count of 0 and count into it on the next
+		 * attempt, with a limit read after this opening: an opening that
+		 * counted n would be judged against a limit read while the word
+		 * still counted an older window (DESIGN).  Full barrier (the
+		 * release the acquire loads of word pair with).  A failure is
+		 * another thread's opening or count: look again. */
+		(void)sluice__pair_cas(&f->word, w, e, (h & 0xffffffffu) << 32, h);
 	}
 }
 
@@ -179,12 +210,12 @@ int sluice_fixed_refund(sluice_fixed_t *f, uint64_t n, const sluice_decision_t *
 	    sluice__refund_epoch(admitted, f->window_ns, &f->head, &e, &h) != 0)
 		return SLUICE_EINVAL;
 	if (e < h)
-		return 0; /* that window is over: its permits count no more */
+		return SLUICE_EEXPIRED; /* that window is over: its permits count no more */
 	for (;;) {
 		uint64_t w = atomic_load_explicit(&f->word, memory_order_acquire);
 		uint64_t we = atomic_load_explicit(&f->epoch, memory_order_acquire);
 		if (we > e)
-			return 0; /* a later window opened: e is over */
+			return SLUICE_EEXPIRED; /* a later window opened: e is over */
 		if (we < e)
 			return SLUICE_EINVAL; /* e never opened: no admission in it */
 		if ((w >> 32) != (e & 0xffffffffu))
@@ -234,9 +265,11 @@ uint64_t sluice_fixed_available(sluice_fixed_t *f)
 
 /*
  * set_limit is one store: the count stays where it is (nothing forgotten,
- * nothing minted) and every decision compares it with the one limit it
- * read.  Relaxed: the limit orders no other data; coherence alone means a
- * decision that happens after this store reads this value or a later one.
+ * nothing minted) and every decision compares it with the limit it read
+ * after the count word.  Seq_cst: it takes its place in the one total
+ * order with the window openings and the decisions' second loads of the
+ * limit (DESIGN, readings across a change); the window it lands in is the
+ * change's stamp.  It orders no other data.
  */
 int sluice_fixed_set_limit(sluice_fixed_t *f, uint64_t limit)
 {
@@ -246,6 +279,6 @@ int sluice_fixed_set_limit(sluice_fixed_t *f, uint64_t limit)
 		return sluice_window_set_limit(f->ring, limit);
 	if (sluice__fixed_limit_ok(limit) != 0)
 		return SLUICE_ELIMIT; /* the validator's range, as init */
-	atomic_store_explicit(&f->limit, limit, memory_order_relaxed);
+	atomic_store_explicit(&f->limit, limit, memory_order_seq_cst);
 	return 0;
 }

@@ -11,9 +11,23 @@
  * every failed CAS is someone else's completed operation).
  * Hence 0 <= held <= K at every point of held's modification order, which is
  * the header's GUARANTEE.  K itself is a second word, written only by set_limit;
- * an acquire reads it once, so the bound it keeps is its own K (held may
- * stay above a lowered K until releases bring it down: SET_LIMIT).  The check is never a separate load followed by a
+ * an acquire checks against a K it read after its last read of held, so
+ * the bound it keeps is a K current while held had the value its CAS
+ * replaced (held may stay above a lowered K until releases bring it down:
+ * SET_LIMIT).  The check is never a separate load followed by a
  * store: that would let two threads both see the last free slot.
+ *
+ * Readings across a change (inflight.h).  set_limit's store, every
+ * acquire's load of K and its CAS on held are seq_cst: one total order S.
+ * An acquire loads held (h), then K, then CASes h -> h + n; the CAS
+ * succeeds only if held is h again, and a lost CAS hands back held and
+ * the next attempt loads K after it.  So the K an admission was checked
+ * against is the last value stored before its K load in S, a point
+ * between its read of h and its CAS: held + n <= a K in force during that
+ * span.  The old code read K once per call, so an acquire that lost its
+ * CAS to acquires judged against a lowered K went on against the old one
+ * (tests/test_inflight.c: held 11 under K = 10).  Cost: one load of K's
+ * line (read-mostly) and one compare per acquire; x86 adds no fence.
  *
  * Who writes what: acquire and release write held (acquire and release
  * orders: the limiter is a semaphore, and a holder's work must happen before
@@ -87,16 +101,16 @@ int sluice__inflight_bad_release(sluice_inflight_t *f, uint64_t n, uint64_t held
 
 /*
  * set_limit is one store: held stays as it is (nothing forgotten, nothing
- * minted) and every acquire compares held + n with the one K it read, so
- * no acquire ever takes held above its own K.  Relaxed: K orders no other
- * data; by coherence an acquire that happens after this store reads this
- * value or a later one.
+ * minted) and every acquire compares held + n with a K it read after held,
+ * so no acquire ever takes held above that K.  Seq_cst: in one total order
+ * with the acquires' loads of K and their CASes (DESIGN); K orders no
+ * other data.
  */
 int sluice_inflight_set_limit(sluice_inflight_t *f, uint64_t limit)
 {
 	int rc = f ? sluice__inflight_limit_ok(limit) : SLUICE_EINVAL;
 	if (rc != 0)
 		return rc; /* SLUICE_ELIMIT: the validator's range, as init */
-	atomic_store_explicit(&f->limit, limit, memory_order_relaxed);
+	atomic_store_explicit(&f->limit, limit, memory_order_seq_cst);
 	return 0;
 }

@@ -546,9 +546,13 @@ static int composite_take(sluice_composite_t *c, const void *key, size_t keylen,
 	}
 	if (rc != 1) {
 		/* give back what the parts before the refusal took */
-		for (unsigned k = i; k-- > 0;)
-			if (refund(c->parts[k], key, keylen, n, &got[k]) != 0)
+		for (unsigned k = i; k-- > 0;) {
+			/* SLUICE_EEXPIRED: the part's window ended meanwhile, so
+			 * its permits count no more: nothing left unreturned */
+			int r = refund(c->parts[k], key, keylen, n, &got[k]);
+			if (r != 0 && r != SLUICE_EEXPIRED)
 				atomic_fetch_add_explicit(&c->unreturned, 1, memory_order_relaxed);
+		}
 		if (d) {
 			*d = got[i]; /* the refusing part's decision */
 			for (unsigned k = 0; k < i; k++) {

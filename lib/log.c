@@ -62,8 +62,9 @@
  * p_z, at most L of them up to the end of z's batch, lie in [s, s + W).
  *
  * Consistent reads.  head, then last, then head again, all acquires: the
- * two halves change only together, by one CAS that always moves h, so an
- * unchanged head means last is the value written with it.  No 16-byte
+ * two halves change together, by one CAS that moves h, or last alone, by
+ * set_limit's re-dating (below), which only moves it on; so an unchanged
+ * head means last is a value the pair held with that head.  No 16-byte
  * load is needed (x86-64 has none that is atomic without a CAS).  A lost
  * pair CAS is the other consistent read: CMPXCHG16B compares and hands
  * back all 16 bytes in one atomic access, so the pair it returns is a
@@ -101,8 +102,37 @@
  * it reads.  A mutex-protected log pays two (lock, unlock).
  *
  * Wrap.  h counts permits in 63 bits: at 10^9 permits a second it would
- * take 292 years to reach 2^63, and times are nondecreasing along h, so
- * no pair value ever repeats (no ABA on the CAS).
+ * take 292 years to reach 2^63, and times are nondecreasing along h (and
+ * increase at a re-dating, which keeps h), so no pair value ever repeats
+ * (no ABA on the CAS).
+ *
+ * Readings across a change (log.h).  set_limit re-dates: the pair
+ * (2h + m, t) -> (2h + m, t + 1), one pair CAS.  (I1)-(I3) hold after it:
+ * the newest batch B's time is in the pair, so B is now at t + 1 >= every
+ * older permit; its slots are written by the next claimant, at the new
+ * pair, with t + 1, and a helper stalled with the old pair raises one
+ * only to t (raise only), which the claimant raises again; bstart and the
+ * slots before B are untouched.  It is the change's stamp.  The limit's
+ * stores, its loads (one per attempt, after the pair the attempt decides
+ * on) and the pair CASes are seq_cst: one total order S.  An admission's
+ * CAS replaces the pair p it decided on; its limit load came after p was
+ * read (acquire) and before the CAS, and no pair CAS came in between, so
+ * no re-dating did: the load lies in S between p's writing and the next
+ * pair CAS.  A lowering is stored before its re-dating: an admission after
+ * the re-dating read its pair after it, so the limit after the store; one
+ * whose CAS came between the store and the re-dating may have read the
+ * lower limit at a time < t + 1 (stricter).  A raise is stored after its
+ * re-dating: an admission before it loaded the limit before the
+ * re-dating, before the store; one after may read the old, lower limit.
+ * Every admission after the re-dating is at T >= t + 1.  So each admission
+ * is judged against a limit no higher than the one in force at its T, and
+ * the GUARANTEE's proof (the newest permit z of an interval: at most L_z
+ * in it) gives at most the largest limit in force in the interval.  Setters
+ * serialise on `writer`, so the stores and re-datings of two changes do
+ * not interleave.  The old code read the limit once per call and stored it
+ * alone: a decision that lost its CAS went on against the old limit, and
+ * one in flight with no admission in between admitted 50 under a limit of
+ * 10 (tests/test_log_stall.c).
  *
  * Refund.  A slot is never lowered: a stale helper (above) could raise a
  * re-dated slot back to its old time, leaving the ring unsorted, and (I1)
@@ -124,6 +154,7 @@
 #include "sluice/log.h"
 #include "clock_internal.h"
 #include "pair_internal.h"
+#include "writer_internal.h"
 
 /* A fresh log's time: 0 is reserved for "no permit used this slot yet". */
 #define TIME_FLOOR 1ULL
@@ -182,6 +213,7 @@ int sluice_log_init(sluice_log_t *lg, const sluice_log_config_t *cfg)
 		atomic_init(&times[i], 0);
 
 	atomic_init(&lg->limit, cfg->limit);
+	atomic_init(&lg->writer, 0);
 	lg->capacity = cap;
 	lg->window_ns = cfg->window_ns;
 	lg->slots = nslots;
@@ -462,22 +494,24 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 {
 	if (n == 0)
 		return SLUICE_EINVAL;
-	/* The limit this decision is judged against, read once (relaxed: it
-	 * publishes nothing; SET_LIMIT in log.h).  L <= capacity, so the
-	 * deciding entry h + n - 1 - L is one the ring still holds. */
-	const uint64_t L = atomic_load_explicit(&lg->limit, memory_order_relaxed);
 	const uint64_t W = lg->window_ns;
-	if (n > L) {
-		uint64_t last = atomic_load_explicit(&lg->last, memory_order_relaxed);
-		sluice__decision_never(d, L, now > last ? now : last);
-		return SLUICE_ETOOBIG;
-	}
+	uint64_t L = 0; /* read on every attempt, below */
 	struct snap s;
 	int have = 0; /* s holds the pair a failed CAS handed back */
 	for (int attempt = 0; attempt < LOG_TRIES; attempt++) {
 		if (!have && !snapshot(lg, &s))
 			continue;
 		have = 0;
+		/* The limit this attempt is judged against, read after the pair
+		 * it decides on, on every attempt (DESIGN, "Readings across a
+		 * change").  Seq_cst, as set_limit's store: with the pair CASes
+		 * (full barriers) in one total order.  L <= capacity, so the
+		 * deciding entry h + n - 1 - L is one the ring still holds. */
+		L = atomic_load_explicit(&lg->limit, memory_order_seq_cst);
+		if (n > L) {
+			sluice__decision_never(d, L, now > s.t ? now : s.t);
+			return SLUICE_ETOOBIG;
+		}
 		const uint64_t h = s.h;
 		uint64_t T = now > s.t ? now : s.t;
 		uint64_t rp = 0;
@@ -548,7 +582,9 @@ int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_dec
 		uint64_t last = atomic_load_explicit(&lg->last, memory_order_relaxed);
 		uint64_t T = now > last ? now : last;
 		d->allowed = 0;
-		d->limit = L;
+		/* the limit of the last attempt, or (none got a snapshot) the
+		 * current one: relaxed, it publishes nothing */
+		d->limit = L ? L : atomic_load_explicit(&lg->limit, memory_order_relaxed);
 		d->remaining = 0;
 		d->retry_after_ns = 0;
 		d->delay_ns = 0;
@@ -577,7 +613,7 @@ int sluice_log_refund(sluice_log_t *lg, uint64_t n, const sluice_decision_t *adm
 	/* Relaxed: last only grows, and the answer publishes nothing. */
 	uint64_t last = atomic_load_explicit(&lg->last, memory_order_relaxed);
 	if (last >= ta && last - ta >= W)
-		return 0;
+		return SLUICE_EEXPIRED;
 	return SLUICE_ECANCEL;
 }
 
@@ -609,13 +645,41 @@ uint64_t sluice_log_available(sluice_log_t *lg)
 }
 
 /*
- * set_limit is one store.  The ring, head, last and every recorded time
- * stay as they are (nothing forgotten, nothing minted): a decision with
- * limit L looks at the L-th newest entry, which the ring holds for any
- * L <= capacity (it keeps capacity + 1 times), so the DESIGN's proofs hold
- * for each decision with the L it read.  Relaxed: the limit orders no
- * other data; a decision that happens after this store reads it or a
- * later value.
+ * Move the log's time on by 1 ns with nothing admitted (DESIGN, "Readings
+ * across a change"): the pair (2h + m, t) -> (2h + m, t + 1).  Every
+ * decision that read the pair before fails its CAS and decides again, on
+ * the new pair, with the limit read after it.  At t = 2^64 - 1 the time
+ * cannot move: nothing is done (every decision is then at that time, the
+ * change's own).  Lock-free: a failure is an admission (setters hold the
+ * writer flag), so no bound is needed; decay's set_limit is the same.
+ */
+static void redate(sluice_log_t *lg)
+{
+	for (;;) {
+		struct snap s;
+		if (!snapshot(lg, &s))
+			continue;
+		if (s.t == UINT64_MAX)
+			return;
+		/* Full barrier: in the one total order with the decisions'
+		 * pair CASes and their loads of the limit (seq_cst). */
+		if (sluice__pair_cas(&lg->head, s.word, s.t, s.word, s.t + 1))
+			return;
+	}
+}
+
+/*
+ * set_limit keeps the ring, head and every recorded time (nothing
+ * forgotten, nothing minted): a decision with limit L looks at the L-th
+ * newest entry, which the ring holds for any L <= capacity (it keeps
+ * capacity + 1 times), so the DESIGN's proofs hold for each decision with
+ * the L it read.  The change is stamped t + 1 by redate(); a lowering is
+ * stored before it (a decision in between is judged against the lower
+ * limit: stricter), a raise after it (a decision in between against the
+ * old, lower one), so no admission is ever judged against a limit above
+ * the one in force at its time.  Seq_cst stores: in the one total order
+ * with the decisions' loads (DESIGN).  Setters serialise on `writer`
+ * (bounded wait); decisions never look at it.
  */
 int sluice_log_set_limit(sluice_log_t *lg, uint64_t limit)
 {
@@ -623,6 +687,16 @@ int sluice_log_set_limit(sluice_log_t *lg, uint64_t limit)
 		return SLUICE_EINVAL;
 	if (limit < 1 || limit > lg->capacity)
 		return SLUICE_ELIMIT;
-	atomic_store_explicit(&lg->limit, limit, memory_order_relaxed);
+	if (sluice__writer_take(&lg->writer, SLUICE_LOG_WRITER_WAIT_NS) != 0)
+		return SLUICE_ETIMEDOUT;
+	uint64_t old = atomic_load_explicit(&lg->limit, memory_order_relaxed);
+	if (limit < old)
+		atomic_store_explicit(&lg->limit, limit, memory_order_seq_cst);
+	if (limit != old)
+		redate(lg);
+	if (limit > old)
+		atomic_store_explicit(&lg->limit, limit, memory_order_seq_cst);
+	/* Release: the next setter starts after this change is complete. */
+	sluice__writer_drop(&lg->writer);
 	return 0;
 }

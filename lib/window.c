@@ -66,8 +66,29 @@
  * The full epoch also says whether a bucket is open (slot_of()), so a
  * clock jump of exactly k * 2^32 buckets is not mistaken for the old one.
  *
- * Memory orders: the admission CAS is an acquire only for the head check
- * after it (see window.h).  Slot and cur opens are releases and their
+ * Readings across a change (window.h).  set_limit's stores, the bucket
+ * openings (open_slot()'s pair CAS, a full barrier), every decision's
+ * load of the limit after the bucket word and its admission CAS are
+ * seq_cst: one total order S (on x86 plain loads and the LOCK CMPXCHG the
+ * CASes were).  A change's stamp is the newest epoch whose bucket has
+ * been opened at its place in S.  An admission into epoch h loaded h's open bucket
+ * word (acquire: the opening precedes its limit load in S), then the
+ * limit, then CASed the word unchanged, so before the seal (an acq_rel CAS
+ * on the same word, which synchronises with it) that happens before
+ * h + 1's opening: the limit load happens before that opening.  So the limit it read is the
+ * last change before a point of S where h's bucket is the newest opened
+ * one: a limit in force in epoch h.  A lease take is such an admission
+ * (bucket_take()); a spend checks nothing, its permits were counted by the
+ * take in its own epoch.  The run of N epochs ending at h is checked by h's
+ * last admission against its limit (base + own + n): every run holds at
+ * most the largest limit in force in its newest counting epoch.  The old
+ * code read the limit once per call: a decision whose epoch moved on went
+ * on against the limit it read before a change (tests/test_window.c: 11
+ * in a window under 10).  Cost: one more load of the limit's line
+ * (read-mostly) and a compare on the inline path.
+ *
+ * Memory orders: the admission CAS is seq_cst (above); its acquire is
+ * also what the head check after it needs (see window.h).  Slot and cur opens are releases and their
  * loads in this file acquires, so a reader that sees an open word also
  * sees head at least as new as the opener saw it (which is what the
  * staleness checks rely on).
@@ -299,17 +320,23 @@ static uint64_t ready_head(sluice_window_t *w, uint64_t now, uint64_t *cur_out,
 	}
 }
 
+/* bucket_take()'s "the epoch moved on: start over" (its other returns
+ * are 1, 0 and SLUICE_ETOOBIG) */
+#define TAKE_MOVED 2
+
 static int bucket_take(sluice_window_t *w, uint64_t n, uint64_t now, sluice_decision_t *d,
                        uint64_t h, uint64_t c, uint64_t s, struct sluice_window_cell *cell,
-                       uint64_t v, uint64_t ev, uint64_t L);
+                       uint64_t v, uint64_t ev);
 
 int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
                                 sluice_decision_t *d)
 {
 	if (n == 0)
 		return SLUICE_EINVAL;
-	/* The limit this decision is judged against, read once (relaxed: it
-	 * publishes nothing; SET_LIMIT in window.h). */
+	/* A request above the limit moves nothing (relaxed: it publishes
+	 * nothing).  The limit it is judged against is read by bucket_take(),
+	 * after the bucket word, on every attempt (window.h, READINGS ACROSS
+	 * A CHANGE). */
 	uint64_t L = atomic_load_explicit(&w->limit, memory_order_relaxed);
 	if (n > L) {
 		sluice__decision_never(d, L, now);
@@ -320,8 +347,8 @@ int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
 	for (;;) {
 		uint64_t c, s;
 		uint64_t h = ready_head(w, now, &c, &s);
-		int rc = bucket_take(w, n, now, d, h, c, s, NULL, 0, 0, L);
-		if (rc >= 0)
+		int rc = bucket_take(w, n, now, d, h, c, s, NULL, 0, 0);
+		if (rc != TAKE_MOVED)
 			return rc; /* else the epoch moved on: start over */
 	}
 }
@@ -391,14 +418,24 @@ static void lease_deposit(sluice_window_t *w, struct sluice_window_cell *cell, u
 /*
  * One CAS on h's bucket (cur @c and slot @s as read): take n, plus a new
  * lease for @cell (whose pair was @v, @ev) when leases are on, or refuse
- * from the reads alone.  Returns 1 or 0, or -1 when the epoch moved on.
+ * from the reads alone.  Returns 1 or 0, SLUICE_ETOOBIG (n above the limit
+ * read here), or TAKE_MOVED when the epoch moved on.
  */
 static int bucket_take(sluice_window_t *w, uint64_t n, uint64_t now, sluice_decision_t *d,
                        uint64_t h, uint64_t c, uint64_t s, struct sluice_window_cell *cell,
-                       uint64_t v, uint64_t ev, uint64_t L)
+                       uint64_t v, uint64_t ev)
 {
 	_Atomic uint64_t *slot = &w->slots[h & w->mask].word;
 	for (;;) {
+		/* The limit this attempt is judged against, read after the
+		 * bucket word @s (an acquire: ready_head()'s load, or the
+		 * failed CAS below), on every attempt (DESIGN, readings across
+		 * a change).  Seq_cst, as set_limit's stores and the CAS. */
+		uint64_t L = atomic_load_explicit(&w->limit, memory_order_seq_cst);
+		if (n > L) {
+			sluice__decision_never(d, L, now);
+			return SLUICE_ETOOBIG;
+		}
 		uint64_t counted = (c & 0xffffffffu) + (s & SLUICE__SLOT_OWN);
 		if (counted + n > L) {
 			/* Refused from reads: no shared line written. */
@@ -413,9 +450,12 @@ static int bucket_take(sluice_window_t *w, uint64_t n, uint64_t now, sluice_deci
 			if (extra > w->lease)
 				extra = w->lease;
 		}
-		/* Acquire on success: see sluice__window_cas_was_current(). */
-		if (atomic_compare_exchange_weak_explicit(slot, &s, s + n + extra, memory_order_acquire,
-		                                          memory_order_relaxed)) {
+		/* Seq_cst (an acquire) on success: see
+		 * sluice__window_cas_was_current() and the limit's load above.
+		 * Acquire on failure: the word it hands back is what the next
+		 * attempt's limit is read after. */
+		if (atomic_compare_exchange_weak_explicit(slot, &s, s + n + extra, memory_order_seq_cst,
+		                                          memory_order_acquire)) {
 			if (SLUICE_UNLIKELY(!sluice__window_cas_was_current(w, h))) {
 				/* n + extra stay counted where the CAS landed */
 				sluice__window_fill_stale(w, d, L, now);
@@ -436,7 +476,7 @@ static int bucket_take(sluice_window_t *w, uint64_t n, uint64_t now, sluice_deci
 			return 1;
 		}
 		if (TAG_OF(s) != SLUICE__LO32(h) || (s & SLUICE__SLOT_SEALED))
-			return -1;
+			return TAKE_MOVED;
 	}
 }
 
@@ -472,8 +512,8 @@ int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
 			continue; /* refilled since: spend it */
 		if (ev > h)
 			continue; /* a newer epoch's lease: head has moved, look again */
-		int rc = bucket_take(w, n, now, d, h, c, s, cell, v, ev, L);
-		if (rc >= 0)
+		int rc = bucket_take(w, n, now, d, h, c, s, cell, v, ev);
+		if (rc != TAKE_MOVED)
 			return rc;
 	}
 }
@@ -505,21 +545,21 @@ int sluice_window_refund(sluice_window_t *w, uint64_t n, const sluice_decision_t
 	    sluice__refund_epoch(admitted, w->width_ns, &w->head, &e, &h) != 0)
 		return SLUICE_EINVAL;
 	if (h - e >= w->buckets)
-		return 0; /* e has left the window: its permits count no more */
+		return SLUICE_EEXPIRED; /* e has left the window: its permits count no more */
 	struct sluice__window_slot *slot = &w->slots[e & w->mask];
 	for (;;) {
 		uint64_t s = atomic_load_explicit(&slot->word, memory_order_acquire);
 		uint64_t se = atomic_load_explicit(&slot->epoch, memory_order_acquire);
 		/* The word was read first: if it was e's, the epoch is e or newer. */
 		if (se > e)
-			return 0; /* reused: e left the window */
+			return SLUICE_EEXPIRED; /* reused: e left the window */
 		if (se < e)
 			return SLUICE_EINVAL; /* e never opened: no admission in it */
 		if (TAG_OF(s) != SLUICE__LO32(e))
 			continue; /* the word was older than the epoch read: again */
 		if (s & SLUICE__SLOT_SEALED) {
 			h = atomic_load_explicit(&w->head, memory_order_acquire);
-			return h - e >= w->buckets ? 0 : SLUICE_ECANCEL;
+			return h - e >= w->buckets ? SLUICE_EEXPIRED : SLUICE_ECANCEL;
 		}
 		if ((s & SLUICE__SLOT_OWN) < n)
 			return SLUICE_EINVAL; /* more than the bucket counts */

@@ -71,7 +71,10 @@ sluice__window_closed_sum(uint64_t h, uint64_t buckets, sluice__window_word_fn w
  * @max of them (the caller's retry bound, counted in *@tries).  Release:
  * the sealed, final count is what the head move after it publishes (the
  * acquire loads of head pair with that, and the acquire on failure
- * reloads the count an admission wrote).
+ * reloads the count an admission wrote).  Acquire too (acq_rel, the same
+ * LOCK CMPXCHG on x86): it synchronises with the admissions it seals
+ * after, so each one's load of the limit happens before the next bucket
+ * opens (window.c DESIGN, readings across a change).
  * Return: 1 when the word is sealed (by this call or another), or is no
  * longer @h's; 0 when the bound ran out first (head must not move).
  */
@@ -83,7 +86,7 @@ static inline int sluice__window_seal(_Atomic uint64_t *b, uint64_t w, uint64_t 
 			return 0;
 		if (atomic_compare_exchange_weak_explicit(
 			    b, &w, w | SLUICE__SLOT_SEALED | SLUICE__SLOT_FOLDED,
-			    memory_order_release, memory_order_acquire))
+			    memory_order_acq_rel, memory_order_acquire))
 			break;
 	}
 	return 1;

@@ -230,4 +230,23 @@ void stress_expect(struct stress_selftest *st, const char *name, int want_ok, in
                    const char *detail);
 int stress_self_report(const struct stress_selftest *st);
 
+/*
+ * Verifiers with a bound that changes over time (stress_set_limit.c): every
+ * run of @buckets epochs, or every interval of @window_ns, is checked
+ * against @bound(t, @ctx) at its newest admission's time t.  Appended for
+ * issue 22.  @c: violations (runs over their bound), the largest excess
+ * with its sum and bound (or, with none, the fullest run and its bound),
+ * and how many runs reached their bound exactly.
+ */
+typedef uint64_t (*stress_bound_fn)(uint64_t t, void *ctx);
+struct stress_changes_check {
+	uint64_t violations, excess, sum, bound, tight;
+};
+void stress_check_aligned_changes(const struct stress_rec *r, size_t n, uint64_t width_ns,
+                                  uint64_t buckets, stress_bound_fn bound, void *ctx,
+                                  struct stress_changes_check *c);
+void stress_check_sliding_changes(const struct stress_rec *r, size_t n, uint64_t window_ns,
+                                  stress_bound_fn bound, void *ctx,
+                                  struct stress_changes_check *c);
+
 #endif /* SLUICE_STRESS_COMMON_H */

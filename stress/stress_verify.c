@@ -79,3 +79,60 @@ uint64_t stress_worst_conform(const struct stress_rec *r, size_t n, uint64_t num
 	}
 	return (uint64_t)((best + (s128)num - 1) / (s128)num);
 }
+
+/*
+ * The same sweeps as stress_worst_aligned() and stress_worst_sliding(), with
+ * a bound that depends on time (set_limit: the largest limit in force).
+ * The run (aligned) or interval (sliding) ending at each record, which is
+ * then its newest, is checked against @bound at that record's time.
+ */
+static void changes_tally(struct stress_changes_check *c, uint64_t sum, uint64_t b)
+{
+	if (sum > b) {
+		c->violations++;
+		if (sum - b > c->excess || c->violations == 1) {
+			c->excess = sum - b;
+			c->sum = sum;
+			c->bound = b;
+		}
+	} else if (!c->violations && sum * c->bound >= c->sum * b) {
+		/* no violation yet: remember the fullest run relative to its bound */
+		c->sum = sum;
+		c->bound = b;
+	}
+	c->tight += sum == b;
+}
+
+void stress_check_aligned_changes(const struct stress_rec *r, size_t n, uint64_t width_ns,
+                                  uint64_t buckets, stress_bound_fn bound, void *ctx,
+                                  struct stress_changes_check *c)
+{
+	uint64_t sum = 0;
+	size_t lo = 0;
+	*c = (struct stress_changes_check){ 0 };
+	for (size_t hi = 0; hi < n; hi++) {
+		uint64_t e = r[hi].t / width_ns;
+		sum += r[hi].n;
+		while (e - r[lo].t / width_ns >= buckets)
+			sum -= r[lo++].n;
+		changes_tally(c, sum, bound(r[hi].t, ctx));
+	}
+}
+
+void stress_check_sliding_changes(const struct stress_rec *r, size_t n, uint64_t window_ns,
+                                  stress_bound_fn bound, void *ctx,
+                                  struct stress_changes_check *c)
+{
+	/* The records in (t_hi - W, t_hi]: the interval [t_hi - W + 1, t_hi + 1)
+	 * ending at hi, whose newest admission is hi's (or one at the same
+	 * time, sorted after it: checked at its own turn). */
+	uint64_t sum = 0;
+	size_t lo = 0;
+	*c = (struct stress_changes_check){ 0 };
+	for (size_t hi = 0; hi < n; hi++) {
+		sum += r[hi].n;
+		while (r[hi].t - r[lo].t >= window_ns)
+			sum -= r[lo++].n;
+		changes_tally(c, sum, bound(r[hi].t, ctx));
+	}
+}

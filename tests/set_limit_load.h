@@ -11,7 +11,8 @@
  * buckets) the permits admitted total at most the largest d.limit among
  * that run's admissions.  Every d.limit must be one that was set, several
  * must be seen, the limit must refuse some and some runs must reach their
- * bound, or the check tested nothing.
+ * bound, or the check tested nothing.  It checks the tighter READINGS
+ * ACROSS A CHANGE bound too (below).
  */
 #ifndef SLUICE_SET_LIMIT_LOAD_H
 #define SLUICE_SET_LIMIT_LOAD_H
@@ -101,6 +102,51 @@ static void sl_join(struct sl_decider *d, int threads, pthread_t clock_tid)
 }
 
 /*
+ * READINGS ACROSS A CHANGE (fixed.h, window.h), checked exactly by sl_check():
+ * every run of @runs epochs holds at most the largest limit in force in its
+ * newest epoch that counted anything.  The clock thread makes each change with
+ * sl_set(), which brackets its stamp (the newest epoch counted in) with
+ * the caller's readings before and after: change i is taken as in force
+ * on [before_i, after_(i+1)], which contains its true span, so the check
+ * is looser than the statement, never stricter.  sl_changes_init() first.
+ */
+struct sl_change {
+	uint64_t limit, before, after;
+};
+#define SL_CHANGES_CAP 4096
+static struct sl_change sl_changes[SL_CHANGES_CAP];
+static size_t sl_nchanges;
+
+static void sl_changes_init(uint64_t limit)
+{
+	sl_changes[0] = (struct sl_change){ limit, 0, 0 };
+	sl_nchanges = 1;
+}
+
+/* One change: @set(@limiter, @limit) between two readings of @stamp (the
+ * newest epoch counted in: before, then after). */
+static void sl_set(void *limiter, int (*set)(void *, uint64_t), uint64_t (*stamp)(void *, int),
+                   uint64_t limit)
+{
+	cr_assert_lt(sl_nchanges, SL_CHANGES_CAP);
+	uint64_t before = stamp(limiter, 0);
+	cr_assert_eq(set(limiter, limit), 0);
+	sl_changes[sl_nchanges++] = (struct sl_change){ limit, before, stamp(limiter, 1) };
+}
+
+static uint64_t sl_in_force_max(uint64_t e)
+{
+	uint64_t m = 0;
+	for (size_t i = 0; i < sl_nchanges; i++) {
+		int from = sl_changes[i].before <= e;
+		int until = i + 1 == sl_nchanges || sl_changes[i + 1].after >= e;
+		if (from && until && sl_changes[i].limit > m)
+			m = sl_changes[i].limit;
+	}
+	return m;
+}
+
+/*
  * The bound (above) over every run of @runs epochs; the run must span more
  * than @min_span epochs.  @limits: every limit the clock thread sets.
  */
@@ -137,7 +183,7 @@ static void sl_check(const struct sl_decider *d, int threads, const uint64_t *li
 			if (r.limit > lim[r.epoch - lo])
 				lim[r.epoch - lo] = r.limit;
 		}
-	uint64_t admitted = 0, tight = 0;
+	uint64_t admitted = 0, tight = 0, tight_in_force = 0;
 	for (uint64_t e = 0; e < span; e++) {
 		admitted += per[e];
 		uint64_t sum = 0, bound = 0;
@@ -151,15 +197,27 @@ static void sl_check(const struct sl_decider *d, int threads, const uint64_t *li
 		              "largest d.limit among them %llu",
 		              threads, (unsigned long long)sum, (unsigned long long)runs,
 		              (unsigned long long)(e + lo), (unsigned long long)bound);
+		/* READINGS ACROSS A CHANGE, at the run's newest counting epoch
+		 * (a run ending in an empty epoch holds no more than that one) */
+		uint64_t in_force = per[e] ? sl_in_force_max(e + lo) : UINT64_MAX;
+		tight_in_force += sum == in_force;
+		cr_assert_leq(sum, in_force,
+		              "%d threads: %llu admitted in the %llu epochs ending at %llu, "
+		              "largest limit in force there %llu",
+		              threads, (unsigned long long)sum, (unsigned long long)runs,
+		              (unsigned long long)(e + lo), (unsigned long long)in_force);
 	}
+	cr_assert_gt(sl_nchanges, 50, "the run must make many changes");
+	cr_assert_gt(tight_in_force, 0, "some runs must reach the limit in force");
 	cr_assert_gt(refused, 0, "the limit must bite");
 	cr_assert_gt(tight, 0, "some runs must reach their bound, or it tests nothing");
-	cr_log_info("set_limit threads=%d runs=%llu admitted=%llu refused=%llu tight=%llu", threads,
-	            (unsigned long long)runs, (unsigned long long)admitted,
-	            (unsigned long long)refused, (unsigned long long)tight);
+	cr_log_info("set_limit threads=%d runs=%llu admitted=%llu refused=%llu tight=%llu "
+	            "changes=%zu", threads, (unsigned long long)runs, (unsigned long long)admitted,
+	            (unsigned long long)refused, (unsigned long long)tight, sl_nchanges - 1);
 	free(per);
 	free(lim);
 }
+
 
 static void sl_free(struct sl_decider *d, int threads)
 {

@@ -30,6 +30,7 @@
 
 #include "test_pace.h"
 #include "test_rng.h"
+#include "test_stall.h"
 
 #define US 1000ULL
 #define MS 1000000ULL
@@ -1066,6 +1067,109 @@ Test(decay, set_limit_keeps_the_count)
 	cr_assert_eq(sluice_decay_init(&y, &cfg), SLUICE_ELIMIT);
 	cfg.limit_max = SLUICE_DECAY_LIMIT_MAX + 1;
 	cr_assert_eq(sluice_decay_init(&y, &cfg), SLUICE_ELIMIT);
+}
+
+/* ---- readings across a change --------------------------------------------- */
+
+/* L = 10 (up to 100), h = 1 s, full: 10 admitted at 5 s. */
+static void make_full_at_5s(sluice_decay_t *x)
+{
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_decay_config_t cfg = { .limit = 10, .limit_max = 100, .half_life_ns = SEC,
+		                      .clock = &mclock };
+	cr_assert_eq(sluice_decay_init(x, &cfg), 0);
+	cr_assert_eq(sluice_decay_acquire_at(x, 10, 5 * SEC, NULL), 1);
+}
+
+/*
+ * A change is stamped one grid unit past the count's time; a decision
+ * whose reading is older is judged at that stamp, against the new limit
+ * (decay.h, READINGS ACROSS A CHANGE): a raise admits the difference at the
+ * count the change kept, no more, and the decision reports the stamp.
+ */
+Test(decay, a_reading_older_than_a_change_is_judged_at_the_change)
+{
+	sluice_decay_t x;
+	make_full_at_5s(&x);
+	cr_assert_eq(sluice_decay_set_limit(&x, 30), 0);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_decay_acquire_at(&x, 21, 2 * SEC, &d), 0, "10 kept + 21 > 30");
+	cr_assert_gt(d.now_ns, 5 * SEC, "judged at the change's stamp, not at 2 s");
+	cr_assert_eq(d.limit, 30);
+	cr_assert_eq(sluice_decay_acquire_at(&x, 20, 2 * SEC, &d), 1);
+	cr_assert_gt(d.now_ns, 5 * SEC);
+	cr_assert_eq(sluice_decay_set_limit(&x, 20), 0);
+	cr_assert_eq(sluice_decay_acquire_at(&x, 1, 3 * SEC, &d), 0, "30 kept > 20");
+	cr_assert_eq(d.limit, 20);
+}
+
+/*
+ * A decision stalled between its reads and its CAS while a lowering
+ * publishes: the change rewrites the state word, so the victim's CAS fails
+ * and it decides again against the new limit.  (This held before issue 22
+ * too; a set_limit that only stored the limit fails it.)
+ */
+static void attack_lower(void *arg)
+{
+	cr_assert_eq(sluice_decay_set_limit(arg, 10), 0);
+}
+
+Test(decay, a_decision_stalled_across_a_change_is_judged_by_the_new_limit)
+{
+	if (!stall_supported())
+		cr_skip_test("the stall needs x86-64 Linux");
+	cr_assert_leq(sizeof(sluice_decay_t), 4096);
+	sluice_decay_t *x = stall_page();
+	cr_assert_not_null(x);
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_decay_config_t cfg = { .limit = 100, .half_life_ns = SEC, .clock = &mclock };
+	cr_assert_eq(sluice_decay_init(x, &cfg), 0);
+	cr_assert_eq(sluice_decay_acquire_at(x, 10, SEC, NULL), 1);
+	stall_arm(&x->anchor, 16, attack_lower, x);
+	sluice_decision_t d;
+	int rc = sluice_decay_acquire_at(x, 1, SEC, &d);
+	cr_assert(stall_fired(), "the victim never wrote the state");
+	cr_assert_eq(rc, 0, "10 counted against L = 10: admitted against d.limit %llu",
+	             (unsigned long long)d.limit);
+	cr_assert_eq(d.limit, 10);
+	stall_page_free(x);
+}
+
+/*
+ * A raise whose setter is preempted between its parts: no decision may see
+ * the new limit before the change's stamp.  The setter (L 10 -> 30) is
+ * stopped just before it rewrites the state word; meanwhile a decision at
+ * an older reading asks for 5 on a count of 10.  Before the rewrite the
+ * change has no stamp yet: the decision is judged against 10 at the
+ * state's time and refused.  A setter that stored the raise first let it
+ * through there, at 5 s, before the change (the old code: admitted
+ * against d.limit 30 at 5 s).
+ */
+static sluice_decision_t raise_d;
+static int raise_rc;
+
+static void attack_decide_at_an_older_reading(void *arg)
+{
+	raise_rc = sluice_decay_acquire_at(arg, 5, 2 * SEC, &raise_d);
+}
+
+Test(decay, a_raise_preempted_before_its_rewrite_is_not_seen_early)
+{
+	if (!stall_supported())
+		cr_skip_test("the stall needs x86-64 Linux");
+	sluice_decay_t *x = stall_page();
+	cr_assert_not_null(x);
+	make_full_at_5s(x);
+	stall_arm(&x->anchor, 16, attack_decide_at_an_older_reading, x);
+	cr_assert_eq(sluice_decay_set_limit(x, 30), 0);
+	cr_assert(stall_fired(), "the setter never rewrote the state");
+	cr_assert_eq(raise_rc, 0, "admitted at %llu ns against d.limit %llu, before the change",
+	             (unsigned long long)raise_d.now_ns, (unsigned long long)raise_d.limit);
+	cr_assert_eq(raise_d.limit, 10);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_decay_acquire_at(x, 20, 2 * SEC, &d), 1, "after it: the raise");
+	cr_assert_gt(d.now_ns, 5 * SEC, "at the change's stamp");
+	stall_page_free(x);
 }
 
 /* ---- racing for the last permit --------------------------------------------- */

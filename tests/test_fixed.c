@@ -201,9 +201,9 @@ Test(fixed, refund_gives_back_while_the_window_lasts)
 	cr_assert_eq(sluice_fixed_acquire_at(&f, 1, 5 * SEC + 4, &d), 0, "and no more");
 	cr_assert_eq(sluice_fixed_refund(&f, 11, &a), SLUICE_EINVAL, "more than counted");
 	cr_assert_eq(sluice_fixed_refund(&f, 0, &a), SLUICE_EINVAL);
-	/* next window: the old permits count no more; refunding them is a no-op */
+	/* next window: the old permits count no more; refunding them says so (EEXPIRED) */
 	cr_assert_eq(sluice_fixed_acquire_at(&f, 10, 6 * SEC, &d), 1);
-	cr_assert_eq(sluice_fixed_refund(&f, 6, &a), 0);
+	cr_assert_eq(sluice_fixed_refund(&f, 6, &a), SLUICE_EEXPIRED);
 	cr_assert_eq(sluice_fixed_acquire_at(&f, 1, 6 * SEC + 1, &d), 0, "the new window is untouched");
 }
 
@@ -383,6 +383,18 @@ static int fixed_acquire_cb(void *f, uint64_t n, sluice_decision_t *d)
 	return sluice_fixed_acquire(f, n, d);
 }
 
+static int fixed_set_cb(void *f, uint64_t limit)
+{
+	return sluice_fixed_set_limit(f, limit);
+}
+
+/* The newest window counted in: the count word's full epoch. */
+static uint64_t fixed_stamp_cb(void *f, int after)
+{
+	(void)after;
+	return atomic_load_explicit(&((sluice_fixed_t *)f)->epoch, memory_order_seq_cst);
+}
+
 static void *fclock_main(void *arg)
 {
 	sluice_fixed_t *f = arg;
@@ -390,7 +402,7 @@ static void *fclock_main(void *arg)
 	for (int i = 0; i < FSTEPS; i++) {
 		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
 		if (i % 5 == 2)
-			cr_assert_eq(sluice_fixed_set_limit(f, FLIMITS[(x >> 9) % NFLIMITS]), 0);
+			sl_set(f, fixed_set_cb, fixed_stamp_cb, FLIMITS[(x >> 9) % NFLIMITS]);
 		uint64_t now = sluice_clock_now(&mclock);
 		if (x % 40 == 0 && now > 3 * FW)
 			sluice_clock_manual_set(&mclock, now - x % (2 * FW)); /* a step back */
@@ -415,6 +427,7 @@ ParameterizedTest(int *threads, fixed, set_limit_under_load)
 	sluice_fixed_config_t cfg = { .limit = FLIMITS[0], .window_ns = FW, .clock = &mclock };
 	cr_assert_eq(sluice_fixed_init(&f, &cfg), 0);
 	nfdeciders = *threads;
+	sl_changes_init(FLIMITS[0]);
 	fdeciders = sl_start(*threads, &f, fixed_acquire_cb, FW, 3, 7);
 	pthread_t clock_tid;
 	cr_assert_eq(pthread_create(&clock_tid, NULL, fclock_main, &f), 0);
@@ -602,4 +615,118 @@ Test(fixed, a_word_of_the_old_window_under_a_new_head_is_opened)
 	cr_assert_eq(d.remaining, 0);
 	cr_assert_eq(sluice_fixed_available_at(f, OPEN_H + 1), 0);
 	stall_page_free(f);
+}
+
+/* ---- readings across a change, and refunds too old to give back --------- */
+
+/*
+ * A change, then a decision whose reading is older than every window the
+ * limiter has counted in: it is judged in the newest window (CLOCK JUMPS),
+ * the one the change took effect in, against the new limit (fixed.h,
+ * READINGS ACROSS A CHANGE).  A lowering and a raise.
+ */
+Test(fixed, a_reading_older_than_a_change_is_judged_in_its_window)
+{
+	sluice_fixed_t f = make(10, SEC, 0);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 3, 5 * SEC + 500, NULL), 1);
+	cr_assert_eq(sluice_fixed_set_limit(&f, 4), 0);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 2, 4 * SEC, &d), 0, "3 + 2 > 4 in window 5");
+	cr_assert_eq(d.now_ns, 5 * SEC, "judged in the newest window");
+	cr_assert_eq(d.limit, 4);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 1, 5 * SEC + 1, &d), 1, "an older reading in it");
+	cr_assert_eq(d.remaining, 0);
+	cr_assert_eq(sluice_fixed_set_limit(&f, 7), 0);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 4, 1, &d), 0, "4 + 4 > 7");
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 3, 1, &d), 1, "the raise, in window 5 only");
+	cr_assert_eq(d.now_ns, 5 * SEC);
+	cr_assert_eq(sluice_fixed_available_at(&f, 5 * SEC + 2), 0);
+}
+
+/*
+ * A decision stalled across a change must not be judged against the limit
+ * it read before it.  The victim reads L = 100 and opens window A; just
+ * before its write to the word the attack lowers L to 10, takes 1 in A
+ * (the new limit's first admission: it is in force from A on), then fills
+ * window B with 10.  The victim's opening CAS fails; its reading is older
+ * than B, so it decides in B: against the limit in force there, 10, it is
+ * refused.  Judged against the 100 it read, it would make B hold 11.
+ */
+#define STALE_W 1000ULL
+#define STALE_A 7ULL
+static int stale_rc[2];
+
+static void attack_lower_then_fill_a_later_window(void *arg)
+{
+	sluice_fixed_t *f = arg;
+	cr_assert_eq(sluice_fixed_set_limit(f, 10), 0);
+	stale_rc[0] = sluice_fixed_acquire_at(f, 1, STALE_A * STALE_W, NULL);
+	stale_rc[1] = sluice_fixed_acquire_at(f, 10, (STALE_A + 1) * STALE_W, NULL);
+}
+
+Test(fixed, a_decision_stalled_across_a_change_is_judged_by_the_new_limit)
+{
+	if (!stall_supported())
+		cr_skip_test("the stall needs x86-64 Linux");
+	sluice_fixed_t *f = stall_page();
+	cr_assert_not_null(f);
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_fixed_config_t cfg = { .limit = 100, .window_ns = STALE_W, .clock = &mclock };
+	cr_assert_eq(sluice_fixed_init(f, &cfg), 0);
+	cr_assert_eq(sluice_fixed_acquire_at(f, 1, 0, NULL), 1);
+	stall_arm(&f->word, sizeof(f->word), attack_lower_then_fill_a_later_window, f);
+	sluice_decision_t d;
+	int rc = sluice_fixed_acquire_at(f, 1, STALE_A * STALE_W + 5, &d);
+	cr_assert(stall_fired(), "the victim never wrote the word");
+	cr_assert_eq(stale_rc[0], 1);
+	cr_assert_eq(stale_rc[1], 1);
+	cr_assert_eq(rc, 0, "window %llu holds 10, the limit in force there is 10: admitted "
+	             "against d.limit %llu", (unsigned long long)(STALE_A + 1),
+	             (unsigned long long)d.limit);
+	cr_assert_eq(d.limit, 10);
+	cr_assert_eq(sluice_fixed_available_at(f, (STALE_A + 1) * STALE_W), 0);
+	stall_page_free(f);
+}
+
+/*
+ * A refund gives back while the admission's window is current (the last
+ * instant of it included); from the next window on its permits count no
+ * more and the refund says so: SLUICE_EEXPIRED, not 0 (an exact give-back).
+ * 2^32 windows later the count word carries the same 32-bit tag: the full
+ * epoch still tells the two apart.
+ */
+Test(fixed, refund_of_a_window_that_is_over_is_expired)
+{
+	sluice_fixed_t f = make(10, SEC, 0);
+	sluice_decision_t a, d;
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 5, 3 * SEC + 1, &a), 1);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 5, 4 * SEC - 1, &d), 1, "the window's last ns");
+	cr_assert_eq(sluice_fixed_refund(&f, 2, &a), 0, "the last window it can give back");
+	cr_assert_eq(sluice_fixed_available_at(&f, 4 * SEC - 1), 2);
+	cr_assert_eq(sluice_fixed_available_at(&f, 4 * SEC), 10, "a later window, not opened");
+	/* head moves on (a decision in window 4): window 3 is over */
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 1, 4 * SEC, &d), 1);
+	cr_assert_eq(sluice_fixed_refund(&f, 1, &a), SLUICE_EEXPIRED, "the first it cannot");
+	cr_assert_eq(sluice_fixed_available_at(&f, 4 * SEC), 9, "nothing given to window 4");
+	/* 2^32 windows after a: same tag, another epoch */
+	uint64_t far = (3ULL + (1ULL << 32)) * SEC + 1;
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 10, far, &d), 1);
+	cr_assert_eq(sluice_fixed_refund(&f, 1, &a), SLUICE_EEXPIRED, "2^32 windows later");
+	cr_assert_eq(sluice_fixed_available_at(&f, far), 0, "nothing given to the reused word");
+	cr_assert_eq(sluice_fixed_refund(&f, 4, &d), 0, "the current window still gives back");
+}
+
+/* The same with leases: the ring's N = 1 answers (window.h). */
+Test(fixed, lease_refund_of_a_window_that_is_over_is_expired)
+{
+	sluice_fixed_t f;
+	make_leased(&f, 10, SEC, 4);
+	sluice_decision_t a, d;
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 3, 2 * SEC, &a), 1);
+	cr_assert_eq(sluice_fixed_refund(&f, 1, &a), 0);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 1, 3 * SEC, &d), 1);
+	cr_assert_eq(sluice_fixed_refund(&f, 1, &a), SLUICE_EEXPIRED);
+	cr_assert_eq(sluice_fixed_acquire_at(&f, 1, (2ULL + (1ULL << 32)) * SEC, &d), 1);
+	cr_assert_eq(sluice_fixed_refund(&f, 1, &a), SLUICE_EEXPIRED);
+	sluice_fixed_destroy(&f);
 }

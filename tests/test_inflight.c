@@ -12,6 +12,7 @@
 
 #include "sluice/sluice.h"
 #include "sluice/inflight.h"
+#include "test_stall.h"
 
 #define SEC 1000000000ULL
 
@@ -351,4 +352,42 @@ Test(inflight, set_limit_keeps_what_is_held)
 	cr_assert_eq(sluice_inflight_available(&f), 9);
 	cr_assert_eq(sluice_inflight_set_limit(&f, SLUICE_INFLIGHT_LIMIT_MAX), 0);
 	cr_assert_eq(sluice_inflight_available(&f), SLUICE_INFLIGHT_LIMIT_MAX);
+}
+
+/* ---- a change while an acquire is under way ------------------------------ */
+
+/*
+ * An acquire that loses its CAS across a change decides again against the
+ * limit in force (inflight.h, READINGS ACROSS A CHANGE).  The victim reads
+ * K = 100; just before its CAS the attack lowers K to 10 and takes all 10.
+ * The victim's CAS fails; against 10 it is refused.  Judged against the
+ * 100 it read, held would reach 11 while the only limit in force is 10.
+ */
+static int change_rc;
+
+static void attack_lower_then_fill(void *arg)
+{
+	cr_assert_eq(sluice_inflight_set_limit(arg, 10), 0);
+	change_rc = sluice_inflight_acquire_at(arg, 10, 0, NULL);
+}
+
+Test(inflight, an_acquire_across_a_change_is_judged_by_the_new_limit)
+{
+	if (!stall_supported())
+		cr_skip_test("the stall needs x86-64 Linux");
+	sluice_inflight_t *f = stall_page();
+	cr_assert_not_null(f);
+	sluice_inflight_config_t cfg = { .limit = 100, .clock = &mclock };
+	sluice_clock_manual_init(&mclock, 0);
+	cr_assert_eq(sluice_inflight_init(f, &cfg), 0);
+	stall_arm(&f->held, sizeof(f->held), attack_lower_then_fill, f);
+	sluice_decision_t d;
+	int rc = sluice_inflight_acquire_at(f, 1, 0, &d);
+	cr_assert(stall_fired(), "the victim never wrote held");
+	cr_assert_eq(change_rc, 1);
+	cr_assert_eq(rc, 0, "held 10 against K = 10: admitted against d.limit %llu",
+	             (unsigned long long)d.limit);
+	cr_assert_eq(d.limit, 10);
+	cr_assert_eq(held_of(f), 10);
+	stall_page_free(f);
 }

@@ -50,7 +50,7 @@ static void make(sluice_log_t *lg, uint64_t limit, uint64_t window_ns)
 /* ---- reference model ---------------------------------------------------- */
 
 struct model {
-	uint64_t L, W, last;
+	uint64_t L, W, last, last_n; /* last_n: the newest admission's permits */
 	uint64_t *t; /* t[i]: time of the i-th permit still counted */
 	size_t n, cap;
 };
@@ -60,10 +60,23 @@ static void model_init(struct model *m, uint64_t L, uint64_t W, size_t cap)
 	m->L = L;
 	m->W = W;
 	m->last = 1;
+	m->last_n = 0;
 	m->n = 0;
 	m->cap = cap;
 	m->t = malloc(sizeof(uint64_t) * cap);
 	cr_assert_not_null(m->t);
+}
+
+/* set_limit to @L (log.h, READINGS ACROSS A CHANGE): a change moves the
+ * log's time on by 1 ns, and the newest admission's permits with it. */
+static void model_set_limit(struct model *m, uint64_t L)
+{
+	if (L != m->L && m->last != UINT64_MAX) {
+		for (uint64_t i = 0; i < m->last_n; i++)
+			m->t[m->n - 1 - i]++;
+		m->last++;
+	}
+	m->L = L;
 }
 
 /* Of the last L entries (missing ones, before the first permit, count as
@@ -96,6 +109,7 @@ static int model_acquire(struct model *m, uint64_t n, uint64_t now, sluice_decis
 		for (uint64_t i = 0; i < n; i++)
 			m->t[m->n++] = T;
 		m->last = T;
+		m->last_n = n;
 		w->allowed = 1;
 		w->remaining = left - n;
 		w->reset_ns = m->W;
@@ -107,9 +121,9 @@ static int model_acquire(struct model *m, uint64_t n, uint64_t now, sluice_decis
 	return 0;
 }
 
-/* The documented refund rule (log.h): exact once the log's time is W or
- * more past the admission's, and then nothing is counted any more (the
- * model keeps the permits: they decide nothing). */
+/* The documented refund rule (log.h): expired (SLUICE_EEXPIRED) once the
+ * log's time is W or more past the admission's, and then nothing is counted
+ * any more (the model keeps the permits: they decide nothing). */
 static int model_refund_exact(const struct model *m, uint64_t ta)
 {
 	return m->last - ta >= m->W;
@@ -242,8 +256,9 @@ ParameterizedTest(struct schedule *p, log, matches_reference_model)
 		if ((r >> 20) % 97 == 0)
 			n = (changing ? 2 * L : L) + 1 + (r >> 30) % 3; /* can never pass */
 		if (changing && i % 1000 == 999) {
-			m.L = lims[(uint64_t)i / 1000 % 4];
-			cr_assert_eq(sluice_log_set_limit(&lg, m.L), 0);
+			uint64_t L2 = lims[(uint64_t)i / 1000 % 4];
+			model_set_limit(&m, L2);
+			cr_assert_eq(sluice_log_set_limit(&lg, L2), 0);
 		}
 
 		sluice_decision_t got, want;
@@ -271,12 +286,12 @@ ParameterizedTest(struct schedule *p, log, matches_reference_model)
 			if (prev_n[k] && (r >> 50) % 3 == 0) {
 				int exact = model_refund_exact(&m, prev[k].now_ns);
 				int rc = sluice_log_refund(&lg, prev_n[k], &prev[k]);
-				cr_assert(rc == 0 || rc == SLUICE_ECANCEL, "step %d: refund %s", i,
-				          sluice_err_name(rc));
-				cr_assert_eq(rc == 0, exact, "step %d: refund %s, the model says %s", i,
+				cr_assert(rc == SLUICE_EEXPIRED || rc == SLUICE_ECANCEL,
+				          "step %d: refund %s", i, sluice_err_name(rc));
+				cr_assert_eq(rc == SLUICE_EEXPIRED, exact, "step %d: refund %s, the model says %s", i,
 				             sluice_err_name(rc), exact ? "exact" : "kept");
 				prev_n[k] = 0; /* at most once */
-				if (rc == 0) {
+				if (rc == SLUICE_EEXPIRED) {
 					adm[prev_i[k]].n = 0; /* remove it from the ledger */
 					refunds_exact++;
 				} else {
@@ -461,10 +476,10 @@ Test(log, n_zero_and_above_limit)
 
 /* ---- refunds ------------------------------------------------------------ */
 
-/* A refund is exact once the permits have left the window at the log's
- * time, and before that keeps them counted (log.h): even after an idle
+/* A refund finds the decision expired once its permits have left the
+ * window at the log's time, and before that keeps them counted (log.h): even after an idle
  * log, where the permits are the only ones in the window. */
-Test(log, refund_is_exact_only_once_out_of_the_window)
+Test(log, refund_expires_once_out_of_the_window)
 {
 	sluice_log_t lg;
 	make(&lg, 4, 1000);
@@ -472,14 +487,15 @@ Test(log, refund_is_exact_only_once_out_of_the_window)
 	cr_assert_eq(sluice_log_acquire_at(&lg, 3, 100, &a), 1);
 	/* idle for more than W, then 4 more: the 3 from 100 have left */
 	cr_assert_eq(sluice_log_acquire_at(&lg, 4, 1200, &b), 1);
-	cr_assert_eq(sluice_log_refund(&lg, 3, &a), 0, "left at 1100: nothing counted");
+	cr_assert_eq(sluice_log_refund(&lg, 3, &a), SLUICE_EEXPIRED, "left at 1100: nothing counted");
 	cr_assert_eq(sluice_log_refund(&lg, 4, &b), SLUICE_ECANCEL, "still in the window");
 	cr_assert_eq(counted_at(&lg, 1200), 4, "kept: fewer admissions, never more");
 	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 2199, NULL), 0);
 	/* a reading past now_ns + W does not do: the log's time must be */
 	cr_assert_eq(sluice_log_refund(&lg, 4, &b), SLUICE_ECANCEL, "the log's time is 1200");
 	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 2200, NULL), 1);
-	cr_assert_eq(sluice_log_refund(&lg, 4, &b), 0, "the log's time is 2200 = 1200 + W");
+	cr_assert_eq(sluice_log_refund(&lg, 4, &b), SLUICE_EEXPIRED,
+	             "the log's time is 2200 = 1200 + W: the first it no longer counts");
 	cr_assert_eq(counted_at(&lg, 2200), 1);
 	sluice_log_destroy(&lg);
 }
@@ -499,7 +515,10 @@ Test(log, refund_under_load_keeps_the_permits)
 	             "first permits, but the log's time (100) is within W of 0");
 	/* once they left the window there is nothing left to give back */
 	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 1700, NULL), 1);
-	cr_assert_eq(sluice_log_refund(&lg, 2, &b), 0);
+	cr_assert_eq(sluice_log_refund(&lg, 2, &b), SLUICE_EEXPIRED);
+	/* 2^32 windows later: expired too (the log compares full times) */
+	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 600 + (1ULL << 32) * 1000, NULL), 1);
+	cr_assert_eq(sluice_log_refund(&lg, 2, &b), SLUICE_EEXPIRED);
 	sluice_log_destroy(&lg);
 }
 
@@ -672,24 +691,33 @@ Test(log, set_limit_keeps_every_time)
 	sluice_decision_t d;
 	cr_assert_eq(sluice_log_acquire_at(&lg, 4, 100, NULL), 1);
 	cr_assert_eq(sluice_log_acquire_at(&lg, 6, 500, NULL), 1);
-	/* lower below what the window counts: refusals until enough leaves */
+	/* lower below what the window counts: refusals until enough leaves.
+	 * The change is stamped at the log's time + 1 ns (501): the newest
+	 * admission's 6 permits move there with it (log.h, READINGS ACROSS
+	 * A CHANGE) */
 	cr_assert_eq(sluice_log_set_limit(&lg, 5), 0);
 	cr_assert_eq(sluice_log_available_at(&lg, 600), 0);
-	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 600, &d), 0);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 400, &d), 0, "an older reading");
+	cr_assert_eq(d.now_ns, 501, "judged at the change's stamp");
 	cr_assert_eq(d.limit, 5);
-	cr_assert_eq(d.retry_after_ns, 900, "the 5th newest (t = 500) leaves at 1500");
+	cr_assert_eq(d.retry_after_ns, 1000, "the 5th newest (t = 501) leaves at 1501");
 	cr_assert_eq(sluice_log_acquire_at(&lg, 6, 600, NULL), SLUICE_ETOOBIG);
 	cr_assert_eq(sluice_log_available_at(&lg, 1100), 0, "the 4 at 100 left: 6 > 5 remain");
-	cr_assert_eq(sluice_log_available_at(&lg, 1500), 5);
+	cr_assert_eq(sluice_log_available_at(&lg, 1500), 0, "1 ns later than before the change");
+	cr_assert_eq(sluice_log_available_at(&lg, 1501), 5);
 	/* raise above the init limit, up to the capacity: the difference */
-	cr_assert_eq(sluice_log_acquire_at(&lg, 5, 1500, NULL), 1);
-	cr_assert_eq(sluice_log_set_limit(&lg, 20), 0);
+	cr_assert_eq(sluice_log_acquire_at(&lg, 5, 1501, NULL), 1);
+	cr_assert_eq(sluice_log_set_limit(&lg, 20), 0); /* stamped 1502 */
 	cr_assert_eq(sluice_log_available_at(&lg, 1600), 15);
 	cr_assert_eq(sluice_log_acquire_at(&lg, 16, 1600, NULL), 0);
 	cr_assert_eq(sluice_log_acquire_at(&lg, 15, 1600, &d), 1);
 	cr_assert_eq(d.limit, 20);
 	cr_assert_eq(sluice_log_acquire_at(&lg, 1, 1700, NULL), 0, "nothing minted");
-	cr_assert_eq(sluice_log_available_at(&lg, 2500), 5, "the 5 at 1500 left");
+	cr_assert_eq(sluice_log_available_at(&lg, 2501), 0, "the 5 moved to 1502 with the change");
+	cr_assert_eq(sluice_log_available_at(&lg, 2502), 5, "the 5 at 1502 left");
+	cr_assert_eq(sluice_log_available_at(&lg, 2600), 20);
+	/* the same limit again changes nothing, not even the time */
+	cr_assert_eq(sluice_log_set_limit(&lg, 20), 0);
 	cr_assert_eq(sluice_log_available_at(&lg, 2600), 20);
 	/* invalid: the init's code, nothing changes */
 	cr_assert_eq(sluice_log_set_limit(&lg, 0), SLUICE_ELIMIT);

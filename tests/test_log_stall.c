@@ -452,3 +452,108 @@ ParameterizedTest(struct stall_point *p, log_stall, stalled_admission_blocks_nob
 	}
 	free_paged(lg);
 }
+
+/* ---- readings across a change ------------------------------------------- */
+
+/*
+ * A decision stalled across a change must not be judged against the limit
+ * it read before it (log.h, READINGS ACROSS A CHANGE).  The victim reads
+ * L = 100; just before its pair CAS the attack lowers L to 10, takes 1 at
+ * 1000 (the new limit's first admission) and 10 at 1000 + W, an interval
+ * that no longer holds the one at 1000.  The victim's CAS fails; it decides
+ * again on the pair handed back, at the log's time 1000 + W: against 10 it
+ * is refused; against the 100 it read, [1000 + W, 1000 + 2W) would hold 11.
+ */
+#define CHANGE_W 1000000ULL
+static int change_rc[2];
+
+static void attack_lower_then_fill(void *arg)
+{
+	sluice_log_t *lg = arg;
+	cr_assert_eq(sluice_log_set_limit(lg, 10), 0);
+	change_rc[0] = sluice_log_acquire_at(lg, 1, 1000, NULL);
+	change_rc[1] = sluice_log_acquire_at(lg, 10, 1000 + CHANGE_W, NULL);
+}
+
+Test(log_stall, a_decision_stalled_across_a_change_is_judged_by_the_new_limit)
+{
+	sluice_log_t *lg = make_victim(100, CHANGE_W, 1, 0);
+	stall_arm(&lg->head, 16, attack_lower_then_fill, lg);
+	sluice_decision_t d;
+	int rc = sluice_log_acquire_at(lg, 1, 500, &d);
+	cr_assert(stall_fired(), "the victim never wrote the pair");
+	cr_assert_eq(change_rc[0], 1);
+	cr_assert_eq(change_rc[1], 1);
+	cr_assert_eq(rc, 0, "10 in [1000 + W, 1000 + 2W) against a limit of 10: admitted at %llu "
+	             "against d.limit %llu", (unsigned long long)d.now_ns,
+	             (unsigned long long)d.limit);
+	cr_assert_eq(d.limit, 10);
+	cr_assert_eq(d.now_ns, 1000 + CHANGE_W, "judged at the log's time");
+	cr_assert_eq(sluice_log_available_at(lg, 1000 + CHANGE_W), 0);
+	free_paged(lg);
+}
+
+/*
+ * A decision in flight across a lowering, with no admission in between:
+ * the victim (n = 50) reads L = 100 after the pair; just before its pair
+ * CAS the attack lowers L to 10 and nothing else.  The change moves the
+ * log's time on (set_limit's re-dating), so the victim's CAS fails and it
+ * decides again: 50 is above 10, SLUICE_ETOOBIG.  A set_limit that only
+ * stored the limit left the pair as the victim read it: 50 admitted, an
+ * interval of W holding 50 while the only limit in force was 10.
+ */
+static void attack_lower_only(void *arg)
+{
+	cr_assert_eq(sluice_log_set_limit(arg, 10), 0);
+}
+
+Test(log_stall, a_decision_in_flight_across_a_lowering_decides_again)
+{
+	sluice_log_t *lg = make_victim(100, CHANGE_W, 1, 0);
+	stall_arm(&lg->head, 16, attack_lower_only, lg);
+	sluice_decision_t d;
+	int rc = sluice_log_acquire_at(lg, 50, 5 * CHANGE_W, &d);
+	cr_assert(stall_fired(), "the victim never wrote the pair");
+	cr_assert_eq(rc, SLUICE_ETOOBIG, "%d: %llu admitted at %llu against d.limit %llu", rc,
+	             50ULL, (unsigned long long)d.now_ns, (unsigned long long)d.limit);
+	cr_assert_eq(d.limit, 10);
+	cr_assert_eq(atomic_load(&lg->head) >> 1, 1, "nothing admitted");
+	free_paged(lg);
+}
+
+/*
+ * A raise whose setter is stopped before it re-dates the log: no decision
+ * may see the raise before the change's stamp.  The attack, a decision at
+ * an older reading while the setter (L 2 -> 10) is stopped, is judged
+ * against 2 and refused; after the call, at the stamp, the raise admits.
+ */
+static sluice_decision_t raise_d;
+static int raise_rc;
+
+static void attack_decide_old_reading(void *arg)
+{
+	raise_rc = sluice_log_acquire_at(arg, 5, 50, &raise_d);
+}
+
+Test(log_stall, a_raise_stopped_before_its_stamp_is_not_seen_early)
+{
+	if (!stall_supported())
+		cr_skip_test("needs x86-64 Linux, not under ThreadSanitizer");
+	sluice_log_t *lg = stall_page();
+	cr_assert_not_null(lg);
+	sluice_log_config_t cfg = { .limit = 2, .window_ns = CHANGE_W, .clock = &mclock,
+		                    .capacity = 10 };
+	cr_assert_eq(sluice_log_init(lg, &cfg), 0);
+	cr_assert_eq(sluice_log_acquire_at(lg, 1, 100, NULL), 1);
+	stall_arm(&lg->head, 16, attack_decide_old_reading, lg);
+	cr_assert_eq(sluice_log_set_limit(lg, 10), 0);
+	cr_assert(stall_fired(), "the setter never moved the pair");
+	cr_assert_eq(raise_rc, SLUICE_ETOOBIG, "admitted at %llu against d.limit %llu, before "
+	             "the change", (unsigned long long)raise_d.now_ns,
+	             (unsigned long long)raise_d.limit);
+	cr_assert_eq(raise_d.limit, 2);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_log_acquire_at(lg, 5, 50, &d), 1, "after it: the raise");
+	cr_assert_eq(d.limit, 10);
+	free_paged(lg);
+}

@@ -6,8 +6,9 @@
  * Each decider records (now_ns, n) of every admission in its own buffer:
  * now_ns is the log's own timeline (a reading older than the log's newest
  * time counts at that time).  Now and then it gives an admission straight
- * back, as a composite does when another limiter refuses; an exact refund
- * (0) removes the record, SLUICE_ECANCEL keeps it.  The clock thread steps
+ * back, as a composite does when another limiter refuses: SLUICE_ECANCEL
+ * (still in the window, kept) or SLUICE_EEXPIRED (already out of it at the
+ * log's time), the record kept either way (the log counted it).  The clock thread steps
  * the manual clock forward by up to W/8, now and then back by up to 2 W and
  * now and then forward past W (idle gaps, where refunds can be exact), so
  * deciders race across thousands of windows with stale and out-of-order
@@ -78,9 +79,8 @@ static void *decider_main(void *arg)
 				me->rec[me->nrec++] = (struct record){ d.now_ns, n, d.limit };
 			if ((x >> 32) % 4 == 0) {
 				int r = sluice_log_refund(me->lg, n, &d);
-				if (r == 0) {
-					me->rec[me->nrec - 1].n = 0; /* given back */
-					me->refunds_exact++;
+				if (r == SLUICE_EEXPIRED) {
+					me->refunds_exact++; /* out of the window already */
 				} else {
 					cr_assert_eq(r, SLUICE_ECANCEL, "refund: %s", sluice_err_name(r));
 					me->refunds_kept++;

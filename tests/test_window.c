@@ -504,7 +504,7 @@ Test(window, refund)
 	cr_assert_eq(counted_at(&w, 260 * MS), 7, "kept: fewer admissions, not more");
 	/* once bucket 1 has left the window there is nothing to give back */
 	cr_assert_eq(counted_at(&w, 1150 * MS), 1);
-	cr_assert_eq(sluice_window_refund(&w, 6, &a), 0);
+	cr_assert_eq(sluice_window_refund(&w, 6, &a), SLUICE_EEXPIRED);
 	cr_assert_eq(counted_at(&w, 1160 * MS), 1);
 	sluice_window_destroy(&w);
 }
@@ -711,4 +711,105 @@ Test(window, sealed_bucket_takes_nothing_from_the_inline_path)
 	cr_assert_eq(sluice_window_available_at(w, SEAL_H + 1), 0);
 	sluice_window_destroy(w);
 	stall_page_free(w);
+}
+
+/* ---- readings across a change, and refunds too old to give back --------- */
+
+/*
+ * A change, then a decision whose reading is older than the newest bucket:
+ * it is judged in that bucket (CLOCK JUMPS), against the new limit, over
+ * the N buckets ending there (window.h, READINGS ACROSS A CHANGE).
+ */
+Test(window, a_reading_older_than_a_change_is_judged_in_its_bucket)
+{
+	sluice_window_t w;
+	make(&w, 10, SEC, 10);
+	sluice_decision_t d;
+	cr_assert_eq(sluice_window_acquire_at(&w, 3, 150 * MS, NULL), 1); /* bucket 1 */
+	cr_assert_eq(sluice_window_acquire_at(&w, 3, 550 * MS, NULL), 1); /* bucket 5 */
+	cr_assert_eq(sluice_window_set_limit(&w, 7), 0);
+	cr_assert_eq(sluice_window_acquire_at(&w, 2, 10 * MS, &d), 0, "6 + 2 > 7");
+	cr_assert_eq(d.now_ns, 500 * MS, "judged in the newest bucket");
+	cr_assert_eq(d.limit, 7);
+	cr_assert_eq(sluice_window_acquire_at(&w, 1, 10 * MS, &d), 1);
+	cr_assert_eq(sluice_window_set_limit(&w, 9), 0);
+	cr_assert_eq(sluice_window_acquire_at(&w, 3, 520 * MS, &d), 0, "7 + 3 > 9");
+	cr_assert_eq(sluice_window_acquire_at(&w, 2, 520 * MS, &d), 1, "the raise, no more");
+	cr_assert_eq(sluice_window_available_at(&w, 10 * MS), 0);
+	sluice_window_destroy(&w);
+}
+
+/*
+ * A decision stalled across a change must not be judged against the limit
+ * it read before it (fixed window: test_fixed.c, the same attack).  The
+ * victim reads L = 100 and starts opening epoch A; just before its write
+ * to cur the attack lowers L to 10, takes 1 in A (the new limit's first
+ * admission) and 10 in A + 2, whose window (N = 2) no longer holds A.
+ * The victim's reading is older than A + 2, so it decides there: against
+ * 10 it is refused; against the 100 it read the window would hold 11.
+ */
+#define STALE_WIDTH 1000ULL
+#define STALE_A 7ULL
+static int stale_rc[2];
+
+static void attack_lower_then_fill_a_later_epoch(void *arg)
+{
+	sluice_window_t *w = arg;
+	cr_assert_eq(sluice_window_set_limit(w, 10), 0);
+	stale_rc[0] = sluice_window_acquire_at(w, 1, STALE_A * STALE_WIDTH, NULL);
+	stale_rc[1] = sluice_window_acquire_at(w, 10, (STALE_A + 2) * STALE_WIDTH, NULL);
+}
+
+Test(window, a_decision_stalled_across_a_change_is_judged_by_the_new_limit)
+{
+	if (!stall_supported())
+		cr_skip_test("the stall needs x86-64 Linux");
+	sluice_window_t *w = stall_page();
+	cr_assert_not_null(w);
+	sluice_clock_manual_init(&mclock, 0);
+	sluice_window_config_t cfg = { .limit = 100, .window_ns = 2 * STALE_WIDTH, .buckets = 2,
+		                       .clock = &mclock };
+	cr_assert_eq(sluice_window_init(w, &cfg), 0);
+	cr_assert_eq(sluice_window_acquire_at(w, 1, 0, NULL), 1);
+	stall_arm(&w->cur, sizeof(w->cur), attack_lower_then_fill_a_later_epoch, w);
+	sluice_decision_t d;
+	int rc = sluice_window_acquire_at(w, 1, STALE_A * STALE_WIDTH + 5, &d);
+	cr_assert(stall_fired(), "the victim never wrote cur");
+	cr_assert_eq(stale_rc[0], 1);
+	cr_assert_eq(stale_rc[1], 1);
+	cr_assert_eq(rc, 0, "epochs A + 1, A + 2 hold 10 against a limit of 10: admitted "
+	             "against d.limit %llu", (unsigned long long)d.limit);
+	cr_assert_eq(d.limit, 10);
+	cr_assert_eq(sluice_window_available_at(w, (STALE_A + 2) * STALE_WIDTH), 0);
+	sluice_window_destroy(w);
+	stall_page_free(w);
+}
+
+/*
+ * A refund gives back exactly while its bucket is open; while the sealed
+ * bucket is in the window, SLUICE_ECANCEL (its count is final, still
+ * counted); from the epoch that leaves it out of the window on, its permits
+ * count no more: SLUICE_EEXPIRED, not 0.  2^32 epochs later the bucket word
+ * has the same 32-bit tag: the full epoch tells them apart.
+ */
+Test(window, refund_of_a_bucket_out_of_the_window_is_expired)
+{
+	sluice_window_t w;
+	make(&w, 10, SEC, 10); /* buckets of 100 ms */
+	sluice_decision_t a, d;
+	cr_assert_eq(sluice_window_acquire_at(&w, 5, 150 * MS, &a), 1); /* epoch 1 */
+	cr_assert_eq(sluice_window_acquire_at(&w, 1, 199 * MS, &d), 1, "the bucket's last ns");
+	cr_assert_eq(sluice_window_refund(&w, 1, &a), 0, "open: the last epoch it gives back");
+	cr_assert_eq(sluice_window_acquire_at(&w, 1, 1099 * MS, &d), 1); /* epoch 10 */
+	cr_assert_eq(sluice_window_refund(&w, 1, &a), SLUICE_ECANCEL, "the last epoch counting it");
+	cr_assert_eq(counted_at(&w, 1099 * MS), 6, "kept");
+	cr_assert_eq(sluice_window_acquire_at(&w, 1, 1100 * MS, &d), 1); /* epoch 11 */
+	cr_assert_eq(sluice_window_refund(&w, 1, &a), SLUICE_EEXPIRED, "the first it cannot");
+	cr_assert_eq(counted_at(&w, 1100 * MS), 2, "nothing given to the window");
+	uint64_t far = (1ULL + (1ULL << 32)) * 100 * MS + 1;
+	cr_assert_eq(sluice_window_acquire_at(&w, 10, far, &d), 1);
+	cr_assert_eq(sluice_window_refund(&w, 1, &a), SLUICE_EEXPIRED, "2^32 epochs later");
+	cr_assert_eq(counted_at(&w, far), 10, "nothing given to the reused bucket");
+	cr_assert_eq(sluice_window_refund(&w, 3, &d), 0, "the open bucket still gives back");
+	sluice_window_destroy(&w);
 }

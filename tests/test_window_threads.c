@@ -231,6 +231,20 @@ static int window_acquire_cb(void *w, uint64_t n, sluice_decision_t *d)
 	return sluice_window_acquire(w, n, d);
 }
 
+static int window_set_cb(void *w, uint64_t limit)
+{
+	return sluice_window_set_limit(w, limit);
+}
+
+/* The newest epoch counted in, bracketed by head: after, head (an epoch
+ * not opened yet counts nothing); before, head - 1 (every older one is
+ * sealed). */
+static uint64_t window_stamp_cb(void *w, int after)
+{
+	uint64_t h = atomic_load_explicit(&((sluice_window_t *)w)->head, memory_order_seq_cst);
+	return after || h == 0 ? h : h - 1;
+}
+
 static void *lclock_main(void *arg)
 {
 	sluice_window_t *w = arg;
@@ -238,7 +252,7 @@ static void *lclock_main(void *arg)
 	for (int i = 0; i < LCLOCK_STEPS; i++) {
 		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
 		if (i % 7 == 3)
-			cr_assert_eq(sluice_window_set_limit(w, LIMITS[(x >> 9) % NLIMITS]), 0);
+			sl_set(w, window_set_cb, window_stamp_cb, LIMITS[(x >> 9) % NLIMITS]);
 		sluice_clock_manual_advance(&mclock, x % (WIDTH / 2));
 		PACE_WAIT(ldeciders, nldeciders);
 	}
@@ -263,6 +277,7 @@ ParameterizedTest(struct params *p, window_threads, set_limit_bound)
 		                       .lease = p->lease };
 	cr_assert_eq(sluice_window_init(&w, &cfg), 0);
 	nldeciders = p->threads;
+	sl_changes_init(LIMITS[0]);
 	ldeciders = sl_start(p->threads, &w, window_acquire_cb, WIDTH, N_MAX, 3);
 	pthread_t clock_tid;
 	cr_assert_eq(pthread_create(&clock_tid, NULL, lclock_main, &w), 0);

@@ -181,7 +181,7 @@ Test(wrap, ring_refund_2_32_buckets_old)
 	cr_assert_eq(sluice_window_acquire_at(&w, 1, H, &a), 1);
 	ring_go_round(&w, 1);
 	cr_assert_eq(sluice_window_acquire_at(&w, L, H + WRAP, NULL), 1);
-	cr_assert_eq(sluice_window_refund(&w, 1, &a), 0, "nothing to give back");
+	cr_assert_eq(sluice_window_refund(&w, 1, &a), SLUICE_EEXPIRED, "nothing to give back");
 	cr_assert_eq(sluice_window_acquire_at(&w, 1, H + WRAP, NULL), 0,
 	             "a refund from 2^32 buckets ago freed a permit now");
 	sluice_window_destroy(&w);
@@ -193,7 +193,7 @@ Test(wrap, fixed_refund_2_32_windows_old)
 	sluice_decision_t a;
 	cr_assert_eq(sluice_fixed_acquire_at(f, 1, H, &a), 1);
 	cr_assert_eq(sluice_fixed_acquire_at(f, L, H + WRAP, NULL), 1);
-	cr_assert_eq(sluice_fixed_refund(f, 1, &a), 0, "nothing to give back");
+	cr_assert_eq(sluice_fixed_refund(f, 1, &a), SLUICE_EEXPIRED, "nothing to give back");
 	cr_assert_eq(sluice_fixed_acquire_at(f, 1, H + WRAP, NULL), 0,
 	             "a refund from 2^32 windows ago freed a permit now");
 	munmap(f, (size_t)sysconf(_SC_PAGESIZE));
@@ -237,7 +237,7 @@ Test(wrap, ring_refund_stalled_across_2_32_buckets)
 	stall_arm(&w.slots[H & w.mask].word, 8, attack_ring_reopen, &w);
 	int rc = sluice_window_refund(&w, 1, &a);
 	cr_assert(stall_fired(), "the refund never wrote the bucket word");
-	cr_assert_eq(rc, 0);
+	cr_assert_eq(rc, SLUICE_EEXPIRED, "bucket H left the window: %s", sluice_err_name(rc));
 	uint64_t admitted = 1; /* the attack's */
 	for (int i = 0; i < 2 * L; i++)
 		admitted += (uint64_t)sluice_window_acquire_at(&w, 1, H + WRAP, NULL);
@@ -263,7 +263,7 @@ Test(wrap, fixed_refund_stalled_across_2_32_windows)
 	stall_arm(&f->word, 8, attack_fixed_reopen, f);
 	int rc = sluice_fixed_refund(f, 1, &a);
 	cr_assert(stall_fired(), "the refund never wrote the count word");
-	cr_assert_eq(rc, 0);
+	cr_assert_eq(rc, SLUICE_EEXPIRED, "window H is over: %s", sluice_err_name(rc));
 	uint64_t admitted = 1;
 	for (int i = 0; i < 2 * L; i++)
 		admitted += (uint64_t)sluice_fixed_acquire_at(f, 1, H + WRAP, NULL);

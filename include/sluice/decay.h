@@ -248,6 +248,20 @@ SLUICE_API int sluice_decay_refund(sluice_decay_t *x, uint64_t n,
  * re-encode in every word a stalled thread may still hold; build a new
  * limiter (sluice_limiter_set_rate says SLUICE_ENOTSUP).
  *
+ * READINGS ACROSS A CHANGE: the change is stamped t_c = the count's time
+ * plus one grid unit (newer than every time an admission was decided
+ * at), by the state word's rewrite.  Every decision whose CAS comes after
+ * it decides at a time >= t_c (a reading older than the count's time is
+ * used as that time), so none is judged at a reading older than the
+ * change; a lowering is stored before the rewrite and a raise after it,
+ * so a decision whose CAS falls between the two is judged against the
+ * lower of the two limits.  So no admission is judged against a limit
+ * above the one in force at its time (the limit of the newest change
+ * stamped at or before it), across any sequence of changes and any
+ * interleaving of readings, a decision stalled for any time between its
+ * clock read and its CAS included (it fails its CAS and decides again):
+ * bound (b) holds for any interval with the largest limit in force in it.
+ *
  * Safe while decisions run on any number of threads: they stay lock-free
  * (the change is one store and one double-width CAS on the state; a
  * decision it overtakes fails its CAS and decides again with the new L).

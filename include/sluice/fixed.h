@@ -3,7 +3,8 @@
  *
  * GUARANTEE (any number of threads, any timing): for every aligned window
  * [k*W, (k+1)*W) of the limiter's timeline, the permits admitted at a time
- * inside it total at most L (while set_limit changes L: SET_LIMIT below).  A decision's time is its reading, or the start
+ * inside it total at most L (while set_limit changes L: READINGS ACROSS A
+ * CHANGE below).  A decision's time is its reading, or the start
  * of the newest window when the reading is older (decision.now_ns).  Check-and-count is one CAS on one 64-bit word
  * that packs the window's epoch tag (low 32 bits of k) with its count, so two
  * racing threads can never both take the last permit.
@@ -36,19 +37,25 @@
  * minted: permits already admitted in the current window stay counted
  * against the new limit, so lowering L below the count refuses every
  * request until the window ends, and raising it admits just the
- * difference in that window.  The change applies to every decision
- * that reads the limit after it (any decision that happens after the
- * call returns).  A decision reads the limit once, checks count + n
- * against that value in its CAS, and reports it in decision.limit; so
- * with changes under way the GUARANTEE becomes: the permits admitted in
- * a window total at most the largest decision.limit among its
- * admissions, i.e. at most max(old, new) across one change (a decision
- * that read the old limit just before the change may still admit
- * against it).  A decision that stalled between reading the limit and
- * its CAS across several changes is judged against the limit it read.
- * A request above the limit it reads is SLUICE_ETOOBIG.  The limit is
- * the only setter: a fixed window has no rate or burst (the generic
- * handle answers SLUICE_ENOTSUP for those).
+ * difference in that window.  A request above the limit it reads is
+ * SLUICE_ETOOBIG.  The limit is the only setter: a fixed window has no
+ * rate or burst (the generic handle answers SLUICE_ENOTSUP for those).
+ *
+ * READINGS ACROSS A CHANGE: a change is stamped with the newest window
+ * the limiter has counted in when it lands (one total order of the
+ * changes and the window openings, lib/fixed.c DESIGN); it is in force
+ * from that window until the window of the next change, both included.
+ * Every admission is judged against a limit in force in its own window:
+ * it reads the limit after the count word and its CAS succeeds only on
+ * that word unchanged, a decision that lost its CAS or opened the window
+ * reads it again, and a reading older than the newest window is judged
+ * in the newest window (CLOCK JUMPS), never in the older window it names.
+ * So, across any sequence of changes and any interleaving of readings
+ * (a decision stalled for any time between its clock read and its CAS
+ * included), the GUARANTEE holds per window with L = the largest limit in
+ * force in that window: max(old, new) in the window a change lands in,
+ * the new limit alone in every later one.  decision.limit is the limit
+ * the decision was judged against.
  *
  * LEASES (config.lease = B > 0, off by default), for a hot key: the
  * fixed window is then the sliding ring's N = 1 case (window.h, EXACT
@@ -93,8 +100,9 @@ typedef struct sluice_fixed_config {
 } sluice_fixed_config_t;
 
 typedef struct sluice_fixed {
-	/* written only by sluice_fixed_set_limit() (relaxed); a decision
-	 * reads it once and is judged against that value (SET_LIMIT) */
+	/* written only by sluice_fixed_set_limit(); a decision is judged
+	 * against the value it reads after the count word (READINGS ACROSS
+	 * A CHANGE) */
 	_Atomic uint64_t limit;
 	/* read-only after init */
 	uint64_t window_ns;
@@ -157,8 +165,9 @@ static inline void sluice__fixed_fill(const sluice_fixed_t *f, sluice_decision_t
 static inline int sluice_fixed_acquire_at(sluice_fixed_t *f, uint64_t n, uint64_t now,
                                           sluice_decision_t *d)
 {
-	/* Relaxed: the limit publishes nothing; the one value read here is
-	 * what this decision is judged against (SET_LIMIT). */
+	/* Relaxed: the limit publishes nothing; this first read gates n and
+	 * leases, and the one after the count word confirms it (READINGS
+	 * ACROSS A CHANGE). */
 	uint64_t L = atomic_load_explicit(&f->limit, memory_order_relaxed);
 	if (SLUICE_UNLIKELY(n - 1 >= L)) {
 		/* With leases L is 0 and the ring decides, inline here as the
@@ -180,7 +189,10 @@ static inline int sluice_fixed_acquire_at(sluice_fixed_t *f, uint64_t n, uint64_
 	if (SLUICE_UNLIKELY(off >= W))
 		return sluice__fixed_acquire_slow(f, n, now, d);
 	uint64_t tag = h << 32, room = L - n; /* room < 2^32: n <= L */
-	uint64_t w = atomic_load_explicit(&f->word, memory_order_relaxed);
+	/* Acquire (free on x86): pairs with the window's opening (a full
+	 * barrier), and keeps the limit's second load below after this one
+	 * (READINGS ACROSS A CHANGE). */
+	uint64_t w = atomic_load_explicit(&f->word, memory_order_acquire);
 	/* One compare for "tagged h" and "count + n <= L": for a word tagged
 	 * h, w - tag is its count; for a later tag it is 2^32 or more, for
 	 * an earlier one it wraps near 2^64, either way above room.  The rare
@@ -194,7 +206,7 @@ static inline int sluice_fixed_acquire_at(sluice_fixed_t *f, uint64_t n, uint64_
 			sluice__fixed_fill(f, d, 0, L, count, h, now);
 		return 0;
 	}
-	/* Acquire on success, then head again: a word tagged like h but of
+	/* Seq_cst (an acquire) on success, then head again: a word tagged like h but of
 	 * epoch h + k * 2^32 (this decision stalled between its loads and its
 	 * CAS while 2^32 windows went by) exists only once head got there, and
 	 * its opening synchronises with this CAS.  Head fewer than 2^32 epochs
@@ -203,8 +215,17 @@ static inline int sluice_fixed_acquire_at(sluice_fixed_t *f, uint64_t n, uint64_
 	 * (another thread counted first) goes to the slow path, which loops
 	 * on others' progress only: one attempt inline keeps the inline path
 	 * short and free of a loop's register pressure. */
+	/* The limit again, read after the word (READINGS ACROSS A CHANGE):
+	 * a change that landed since the first load sends the decision to
+	 * the slow path, which judges it against the limit read there.
+	 * Seq_cst, as set_limit's store and the CAS below (a plain load and
+	 * the same LOCK CMPXCHG on x86): one total order holds the changes,
+	 * the window openings and this decision, so the limit it is judged
+	 * against was current while the word counted window h. */
+	if (SLUICE_UNLIKELY(atomic_load_explicit(&f->limit, memory_order_seq_cst) != L))
+		return sluice__fixed_acquire_slow(f, n, now, d);
 	uint64_t seen = w;
-	(void)atomic_compare_exchange_strong_explicit(&f->word, &seen, w + n, memory_order_acquire,
+	(void)atomic_compare_exchange_strong_explicit(&f->word, &seen, w + n, memory_order_seq_cst,
 	                                              memory_order_relaxed);
 	/* The word as the CAS found it: the CAS succeeded iff it is w (a
 	 * compare of the value, which GCC branches on directly, where the
@@ -236,9 +257,12 @@ static inline int sluice_fixed_acquire_at(sluice_fixed_t *f, uint64_t n, uint64_
  * a second refund of one decision from a first refund of another; the
  * count never goes below zero, but a repeated refund frees permits that
  * other admissions took.  Lock-free, no allocation.
- * Return: 0; SLUICE_EINVAL (NULL, a refused decision, n = 0, more than
- * the window counts, or a decision from a window this limiter never
- * opened, e.g. later than its newest).
+ * Return: 0 (given back: its window is current); SLUICE_EEXPIRED (its
+ * window is over, a later one has opened: nothing to give back, nothing
+ * changed; 2^32 windows later too); SLUICE_EINVAL (NULL, a refused
+ * decision, n = 0, more than the window counts, or a decision from a
+ * window this limiter never opened, e.g. later than its newest).  With
+ * leases, the ring's answers (window.h).
  */
 SLUICE_API int sluice_fixed_refund(sluice_fixed_t *f, uint64_t n,
                                    const sluice_decision_t *admitted);
@@ -270,10 +294,10 @@ SLUICE_API uint64_t sluice_fixed_available(sluice_fixed_t *f);
  * sluice_fixed_set_limit - change L to @limit, keeping the count (see
  * SET_LIMIT above for what it means for permits already counted and for
  * decisions running meanwhile).
- * Safe while decisions run on any thread: one relaxed store, which the
- * deciders read without a lock; concurrent calls leave one of their
- * values.  No allocation.  Takes effect at once, in the current window:
- * there is no time to anchor it to, so there is no _at variant.
+ * Safe while decisions run on any thread: one store, which the deciders
+ * read without a lock; concurrent calls leave one of their values.  No
+ * allocation.  Takes effect at once, in the newest window counted in (its
+ * stamp: READINGS ACROSS A CHANGE), so there is no _at variant.
  * Return: 0; SLUICE_EINVAL (NULL), SLUICE_ELIMIT (outside
  * 1..SLUICE_FIXED_LIMIT_MAX, as init): then nothing changes.
  */

@@ -9,8 +9,8 @@
  * GUARANTEE (any number of threads, any timing): let held be the sum of n
  * over successful acquires minus the sum of n over successful releases.
  * held never exceeds K and never goes below 0 (it never wraps); while
- * set_limit changes K, no acquire takes held above the K it read
- * (SET_LIMIT).  Every
+ * set_limit changes K, no acquire takes held above a K in force while it
+ * decided (READINGS ACROSS A CHANGE).  Every
  * successful acquire and release is one CAS on one 64-bit word that checks
  * the bound against the value it replaces, so the operations are
  * linearizable: two threads can never both take the last slot.  When every release matches an earlier
@@ -39,16 +39,24 @@
  * SET_LIMIT (sluice_inflight_set_limit(), safe while acquires and releases
  * run): a change keeps held.  Nothing held is forgotten and nothing is
  * minted: lowering K below held refuses every acquire until releases bring
- * held to K - n or less; raising it lets exactly the difference in.  An
- * acquire reads K once, its CAS checks held + n against that value, and
- * it reports it in decision.limit; so with changes under way the
- * GUARANTEE above reads: every successful acquire leaves held at most the
- * K it read (its decision.limit), hence held never exceeds the largest
- * limit any acquire read: max(old, new) across one change (an acquire
- * that read the old K just before the change may still admit against
- * it).  held may stay above a lowered K, never because of an acquire
- * that read it.  The limit is the only setter (no rate, no burst: the
- * generic handle answers SLUICE_ENOTSUP for those).
+ * held to K - n or less; raising it lets exactly the difference in.  held
+ * may stay above a lowered K, never because of an acquire that read it.
+ * The limit is the only setter (no rate, no burst: the generic handle
+ * answers SLUICE_ENOTSUP for those).
+ *
+ * READINGS ACROSS A CHANGE: time plays no part here (the reading is only
+ * copied to d->now_ns), so a reading older than a change changes nothing;
+ * what matters is the order of the change and the acquire's CAS.  An
+ * acquire reads K after held, on every attempt (a lost CAS reads held and
+ * then K again), and its CAS succeeds only on held unchanged; the change,
+ * the loads of K and the CAS lie in one total order (lib/inflight.c).  So
+ * every successful acquire leaves held at most a K in force at a point
+ * between its last read of held and its CAS, with held unchanged in
+ * between (its decision.limit): held after an acquire never exceeds the
+ * largest limit in force while held had the value the CAS replaced.  An
+ * acquire that read the old K and then lost its CAS, to any acquire or
+ * release, decides again against the K in force then, however long it
+ * stalled.
  *
  * BAD RELEASES: a release of more than is held returns SLUICE_ERELEASE,
  * changes nothing and increments the limiter's counter
@@ -108,8 +116,8 @@ typedef struct sluice_inflight_config {
 } sluice_inflight_config_t;
 
 typedef struct sluice_inflight {
-	/* written only by sluice_inflight_set_limit() (relaxed); an acquire
-	 * reads it once and is judged against that value (SET_LIMIT) */
+	/* written only by sluice_inflight_set_limit(); an acquire is judged
+	 * against the value it reads after held (READINGS ACROSS A CHANGE) */
 	_Atomic uint64_t limit;
 	/* read-only after init */
 	const sluice_clock_t *clock;
@@ -204,14 +212,25 @@ static inline void sluice__inflight_fill(sluice_decision_t *d, int allowed, uint
 static inline int sluice_inflight_acquire_at(sluice_inflight_t *f, uint64_t n, uint64_t now,
                                              sluice_decision_t *d)
 {
-	/* Relaxed: the limit publishes nothing; the one value read here is
-	 * what this acquire is judged against (SET_LIMIT). */
+	/* Relaxed: the limit publishes nothing; this first read gates n, and
+	 * the one after held below is what the acquire is judged against. */
 	uint64_t K = atomic_load_explicit(&f->limit, memory_order_relaxed);
 	if (SLUICE_UNLIKELY(n - 1 >= K))
 		return sluice__inflight_bad_n(f, n, now, d);
-	/* Relaxed: only a guess for the CAS, which re-checks the real value. */
-	uint64_t h = atomic_load_explicit(&f->held, memory_order_relaxed);
+	/* Acquire (free on x86): a guess for the CAS, which re-checks the
+	 * real value, and what the limit's second load below comes after. */
+	uint64_t h = atomic_load_explicit(&f->held, memory_order_acquire);
 	for (;;) {
+		/* The limit again, after held, on every attempt (READINGS
+		 * ACROSS A CHANGE): an acquire is judged against a K current
+		 * after it last read held.  Seq_cst, as set_limit's store and
+		 * the CAS (a plain load and the same LOCK CMPXCHG on x86). */
+		uint64_t K2 = atomic_load_explicit(&f->limit, memory_order_seq_cst);
+		if (SLUICE_UNLIKELY(K2 != K)) {
+			if (n - 1 >= K2)
+				return sluice__inflight_bad_n(f, n, now, d);
+			K = K2;
+		}
 		/* h may exceed K after K was lowered below what is held:
 		 * the step says no, and the room is 0. */
 		if (!sluice__inflight_fits(h, n, K)) {
@@ -219,12 +238,12 @@ static inline int sluice_inflight_acquire_at(sluice_inflight_t *f, uint64_t n, u
 				sluice__inflight_fill(d, 0, K, sluice__inflight_room(h, K), now);
 			return 0;
 		}
-		/* Acquire on success: pairs with the release CAS in
-		 * sluice_inflight_release(), so the releaser's earlier writes
-		 * happen before this holder's work.  Relaxed on failure: h is
-		 * reloaded and checked again. */
-		if (atomic_compare_exchange_weak_explicit(&f->held, &h, h + n, memory_order_acquire,
-		                                          memory_order_relaxed)) {
+		/* Seq_cst (an acquire) on success: pairs with the release CAS
+		 * in sluice_inflight_release(), so the releaser's earlier writes
+		 * happen before this holder's work.  Acquire on failure: h is
+		 * reloaded, and the limit is read again after it. */
+		if (atomic_compare_exchange_weak_explicit(&f->held, &h, h + n, memory_order_seq_cst,
+		                                          memory_order_acquire)) {
 			if (d)
 				sluice__inflight_fill(d, 1, K, K - h - n, now);
 			return 1;

@@ -12,11 +12,13 @@
  * GUARANTEE (any number of threads, any timing, any alignment):
  *   for every interval [s, s + W) of the log's timeline, the permits of the
  *   admissions whose decision.now_ns lies inside it total at most L (while
- *   set_limit changes L: SET_LIMIT below).
+ *   set_limit changes L: READINGS ACROSS A CHANGE below).
  *   Admission is one 16-byte CAS on the pair (head, last): the count of
  *   permits and the newest permit's time, so two threads can never both
- *   take the last place; an admission's permits are recorded at exactly
- *   its now_ns, and times never decrease in admission order, so "the n-th
+ *   take the last place; an admission's permits are recorded at its now_ns
+ *   (the newest admission's 1 ns later once a change moves the log's time
+ *   on: READINGS ACROSS A CHANGE), and times never decrease in admission
+ *   order, so "the n-th
  *   oldest of the last L" is always the entry L - n + 1 places back.
  *   tests/test_log_threads.c checks exactly this sentence.
  *
@@ -103,18 +105,31 @@
  *   them leave the window (retry_after_ns says when), and raising it
  *   admits just the difference.  The ring holds C + 1 times for the
  *   capacity C given at init (config.capacity, default L), so a limit
- *   can be raised up to C without allocating.  A decision reads the limit
- *   once, decides on the L-th newest entry for that L and reports it in
- *   decision.limit; the change applies to every decision that happens
- *   after the call.  With changes under way the GUARANTEE holds with L =
- *   the limit read by the newest admission whose now_ns lies in the
- *   interval; so every interval of length W holds at most the largest
- *   decision.limit among its admissions: max(old, new) across one change
- *   (a decision that read the old limit just before the change may still
- *   admit against it; one stalled across several changes is judged
- *   against the limit it read).  A request above the limit it reads is
- *   SLUICE_ETOOBIG.  The limit is the only setter: a log has no rate or
- *   burst (the generic handle answers SLUICE_ENOTSUP for those).
+ *   can be raised up to C without allocating.  A decision decides on the
+ *   L-th newest entry for the L it is judged against and reports it in
+ *   decision.limit.  A request above that limit is SLUICE_ETOOBIG.  The
+ *   limit is the only setter: a log has no rate or burst (the generic
+ *   handle answers SLUICE_ENOTSUP for those).
+ *
+ * READINGS ACROSS A CHANGE: a change that alters the limit moves the log's
+ *   time on by 1 ns, with nothing admitted: it is stamped t + 1, t the
+ *   newest time the log has recorded, and the newest admission's permits
+ *   are recorded at t + 1 from then on (they stay in the window 1 ns
+ *   longer: fewer admissions).  It is in force from its stamp until the
+ *   next change's, both included.  Every decision whose pair CAS comes
+ *   after the stamp is decided at a time >= t + 1 (a reading older than
+ *   the log's time is used as that time), on a limit read after the pair
+ *   it replaces; a decision that read the pair before fails its CAS and
+ *   decides again.  A lowering is stored just before the stamp and a
+ *   raise just after it, so a decision in between is judged against the
+ *   lower of the two.  So no admission is judged against a limit above
+ *   the one in force at its now_ns, and across any sequence of changes
+ *   and any interleaving of readings (a decision stalled for any time
+ *   between its clock read and its CAS included) the GUARANTEE holds for
+ *   every [s, s + W) with L = the largest limit in force in it.  At the
+ *   last time, 2^64 - 1, the time cannot move: a change is stamped there,
+ *   where every decision already is.  set_limit calls serialise among
+ *   themselves (SLUICE_LOG_WRITER_WAIT_NS); decisions never wait for them.
  *
  * CLOCK JUMPS: the log keeps `last`, the newest time an admission used, and
  *   a reading older than it is treated as that time (decision.now_ns says
@@ -122,8 +137,8 @@
  *   old places nor shift the log; a forward jump ages every entry, as the
  *   time says.  A fresh log's time is 1 ns: a reading of 0 is used as 1
  *   (the value 0 marks a slot no permit has used yet).  `last` is the
- *   newest admission's own now_ns, changed only with head, by the
- *   admission's CAS.
+ *   newest admission's own now_ns, changed with head by the admission's
+ *   CAS, or moved on by 1 ns alone by set_limit.
  *
  * LIMITS: L in 1..SLUICE_LOG_LIMIT_MAX (2^24); L = 0 is SLUICE_ELIMIT and
  *   an L whose ring would exceed the memory cap is SLUICE_EMEMORY.
@@ -158,6 +173,10 @@
 
 #define SLUICE_LOG_LIMIT_MAX (1ULL << 24)
 
+/* set_limit gives up (SLUICE_ETIMEDOUT) after waiting this long for a
+ * concurrent set_limit (one stopped mid-change) to finish. */
+#define SLUICE_LOG_WRITER_WAIT_NS 1000000000ULL
+
 typedef struct sluice_log_config {
 	uint64_t limit;              /* L: permits in any interval of W, 1..2^24 */
 	uint64_t window_ns;          /* W: >= 1 and >= the clock's resolution    */
@@ -167,8 +186,8 @@ typedef struct sluice_log_config {
 } sluice_log_config_t;
 
 typedef struct sluice_log {
-	/* written only by sluice_log_set_limit() (relaxed); a decision reads
-	 * it once and is judged against that value (SET_LIMIT) */
+	/* written only by sluice_log_set_limit(); each attempt of a decision
+	 * reads it after the pair (READINGS ACROSS A CHANGE) */
 	_Atomic uint64_t limit;      /* L                                        */
 	/* read-only after init */
 	uint64_t capacity;           /* C >= every L                             */
@@ -177,6 +196,7 @@ typedef struct sluice_log {
 	uint64_t slots_inv;          /* floor((2^64 - 1) / M): q % M by multiplying */
 	const sluice_clock_t *clock;
 	_Atomic uint64_t *times;     /* permit q's time lives in times[q % slots] */
+	_Atomic uint32_t writer;     /* set_limit serialisation flag            */
 	/* private: read by every decision, written by every admission.
 	 * head and last are one 16-byte pair, changed together by one
 	 * double-width CAS (lib/log.c, DESIGN) */
@@ -216,7 +236,8 @@ SLUICE_API size_t sluice_log_size(void);
  * @lg: the log.  @n: 1..L.  @now: ns on the log's clock base (any value; a
  * reading older than the log's newest time is used as that time).
  * @d: NULL, or filled with the decision: now_ns the time used (for an
- * admission, exactly the time its permits were recorded at); retry_after_ns exact
+ * admission, the time its permits were recorded at, until a change moves
+ * them 1 ns on); retry_after_ns exact
  * (when the deciding entry leaves the window); remaining how many more
  * permits would pass at now_ns; reset_ns when every permit counted now has
  * left the window.
@@ -249,10 +270,10 @@ static inline int sluice_log_acquire(sluice_log_t *lg, uint64_t n, sluice_decisi
  * describes (its decision as filled by acquire; admitted->now_ns is the time
  * its permits were recorded at).
  *
- * A log gives permits back exactly only when doing so cannot change any
- * later decision: when they have already left the window, i.e. the log's
- * time (the newest admission's now_ns) is at least now_ns + W.  Then
- * nothing counts them any more, and it returns 0.  Otherwise, including
+ * A log never gives permits back: once they have left the window, i.e.
+ * the log's time (the newest admission's now_ns) is at least now_ns + W,
+ * nothing counts them any more and it returns SLUICE_EEXPIRED (the
+ * decision is too old: nothing to give back).  Before that, including
  * the permits of an admission just made, it returns SLUICE_ECANCEL and
  * they stay counted until they leave the window on their own (fewer
  * future admissions, never more): a slot is never lowered, because a
@@ -263,8 +284,13 @@ static inline int sluice_log_acquire(sluice_log_t *lg, uint64_t n, sluice_decisi
  * decision.
  * Lock-free (one load); safe from any number of threads; no allocation;
  * writes nothing.
- * Return: 0, SLUICE_ECANCEL, SLUICE_EINVAL (NULL, n = 0, n above the
- * capacity, or @admitted is not an admission).
+ * Return: SLUICE_EEXPIRED (left the window at the log's time: the first
+ * time it is, now_ns + W, and every later one; for the newest admission
+ * at a change, which the change moved 1 ns on, its last nanosecond in the
+ * window answers so too: nothing is given back either way);
+ * SLUICE_ECANCEL (still in the window: kept); SLUICE_EINVAL (NULL, n = 0,
+ * n above the capacity, or @admitted is not an admission).  Never 0: no
+ * refund is exact.
  */
 SLUICE_API int sluice_log_refund(sluice_log_t *lg, uint64_t n,
                                  const sluice_decision_t *admitted);
@@ -287,13 +313,18 @@ SLUICE_API uint64_t sluice_log_available(sluice_log_t *lg);
 
 /*
  * sluice_log_set_limit - change L to @limit (1..capacity), keeping every
- * recorded time (see SET_LIMIT above).  Safe while decisions and refunds
- * run on any number of threads: one relaxed store, which they read without
- * a lock; concurrent calls leave one of their values.  No allocation: the
- * ring was sized for the capacity at init.  It takes effect at once; there
- * is no time to anchor it to, so there is no _at variant.
+ * recorded time (see SET_LIMIT above), stamped at the log's time + 1 ns
+ * (READINGS ACROSS A CHANGE; the same limit again changes nothing).  Safe
+ * while decisions and refunds run on any number of threads: a store and
+ * one pair CAS, retried only when an admission came in between (each
+ * retry is another thread's progress); decisions never wait for it.  Calls
+ * serialise among themselves on a flag, waiting with sched_yield at most
+ * SLUICE_LOG_WRITER_WAIT_NS: a control-path call.  No allocation: the
+ * ring was sized for the capacity at init.  It takes effect at once; its
+ * time is the log's own, so there is no _at variant.
  * Return: 0; SLUICE_EINVAL (NULL), SLUICE_ELIMIT (0, or above the
- * capacity the ring was sized for): then nothing changes.
+ * capacity the ring was sized for), SLUICE_ETIMEDOUT (another set_limit
+ * held the flag that long: stopped mid-change): then nothing changes.
  */
 SLUICE_API int sluice_log_set_limit(sluice_log_t *lg, uint64_t limit);
 

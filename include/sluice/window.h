@@ -5,7 +5,7 @@
  * the permits admitted with a clock reading in [k*W/N, (k+1)*W/N): k is the
  * bucket's epoch.  A decision in epoch h counts the buckets h-N+1 .. h.
  *
- * GUARANTEES (L the limit; while set_limit changes it, read SET_LIMIT below)
+ * GUARANTEES (L the limit; while set_limit changes it, READINGS ACROSS A CHANGE)
  *
  *   Any number of threads, any timing:
  *     for every run of N consecutive epochs, the permits admitted total at
@@ -72,20 +72,29 @@
  *   window stay counted against the new limit, so lowering L below what
  *   they hold refuses every request until enough buckets leave the window
  *   (retry_after_ns says when), and raising it admits just the
- *   difference.  The change applies to every decision that reads the
- *   limit after it (any decision that happens after the call returns).
- *   A decision reads the limit once, checks against that value in its CAS
- *   and reports it in decision.limit, so with changes under way the bounds
- *   above hold with L = the largest decision.limit among the admissions
- *   of the N epochs: at most max(old, new) across one change (a decision
- *   that read the old limit just before the change may still admit
- *   against it).  A decision that stalled
- *   between reading the limit and its CAS across several changes is
- *   judged against the limit it read.  A spend from a lease checks no
- *   limit: its permits were counted against its taker's, and it reports
- *   the current limit.  A request above the limit it reads is
- *   SLUICE_ETOOBIG.  The limit is the only setter: the ring has no rate
- *   or burst (the generic handle answers SLUICE_ENOTSUP for those).
+ *   difference.  A spend from a lease checks no limit: its permits were
+ *   counted against its taker's, and it reports the current limit.  A
+ *   request above the limit it reads is SLUICE_ETOOBIG.  The limit is the
+ *   only setter: the ring has no rate or burst (the generic handle
+ *   answers SLUICE_ENOTSUP for those).
+ *
+ * READINGS ACROSS A CHANGE: a change is stamped with the newest epoch
+ *   whose bucket has been opened when it lands (one total order of the
+ *   changes and the bucket openings, lib/window.c DESIGN); it is in force from that
+ *   epoch until the epoch of the next change, both included.  Every
+ *   admission (every lease take) is judged against a limit in force in its
+ *   own epoch: it reads the limit after the bucket word and its CAS
+ *   succeeds only on that word unchanged; a decision that lost its CAS
+ *   reads it again; a reading older than the newest bucket is judged in the
+ *   newest bucket (CLOCK JUMPS).  So, across any sequence of changes and
+ *   any interleaving of readings (a decision stalled for any time between
+ *   its clock read and its CAS included), the bounds above hold for every
+ *   run of N epochs with L = the largest limit in force in the newest
+ *   epoch of the run that counted anything (so at most the largest limit
+ *   in force during the run): a run whose newest counting epoch is later
+ *   than a change's stamp holds at most the new limit, whatever its older
+ *   epochs counted.  decision.limit is the limit the decision was judged
+ *   against (a spend: the current one).
  *
  * CLOCK JUMPS: the ring keeps the newest epoch it has opened (`head`, 64
  *   bits, only moved forward by CAS).  A reading before head's bucket is
@@ -93,7 +102,8 @@
  *   buckets or mint permits.  A forward jump opens a new epoch; buckets it
  *   skips count zero.
  *
- * COST: admission (no leases) is three relaxed loads and one CAS, no division.
+ * COST: admission (no leases) is four loads (the limit twice: READINGS
+ *   ACROSS A CHANGE) and one CAS, no division.
  *   With leases, an admission from the lease is one CAS on this CPU's own
  *   line (plus two shared reads when @d is filled); one in B touches the
  *   bucket word.
@@ -164,8 +174,9 @@ struct sluice__window_slot {
 };
 
 typedef struct sluice_window {
-	/* written only by sluice_window_set_limit() (relaxed); a decision
-	 * reads one of them once and is judged against it (SET_LIMIT) */
+	/* written only by sluice_window_set_limit(); a decision is judged
+	 * against one of them read after the bucket word (READINGS ACROSS A
+	 * CHANGE) */
 	_Atomic uint64_t limit;
 	_Atomic uint64_t fast_limit;       /* L without leases, else 0: one
 	                                    * compare gates the inline path
@@ -227,9 +238,12 @@ SLUICE_API size_t sluice_window_size(void);
  * a repeated refund from another admission's (the count never goes below
  * zero, but a repeated refund frees permits others took).
  * Lock-free, no allocation.
- * Return: 0, SLUICE_ECANCEL, SLUICE_EINVAL (NULL, a refused decision,
- * n = 0, more than the bucket counts, or a decision from an epoch this
- * window never opened, e.g. later than its newest).
+ * Return: 0 (given back: its bucket is open); SLUICE_ECANCEL (sealed, still
+ * in the window: kept); SLUICE_EEXPIRED (the bucket has left the window,
+ * the N-th epoch after it or any later one, 2^32 epochs later too: nothing
+ * to give back, nothing changed); SLUICE_EINVAL (NULL, a refused
+ * decision, n = 0, more than the bucket counts, or a decision from an
+ * epoch this window never opened, e.g. later than its newest).
  */
 SLUICE_API int sluice_window_refund(sluice_window_t *w, uint64_t n,
                                     const sluice_decision_t *admitted);
@@ -419,7 +433,7 @@ static inline int sluice__window_acquire_leased(sluice_window_t *w, uint64_t n, 
  * Lock-free: a thread that finds the epoch half-opened or half-sealed
  * finishes that step itself instead of waiting, so a stalled thread never
  * blocks the others.  No allocation.  Safe from any number of threads.
- * Without leases: relaxed CAS on the bucket word; the admission depends only on that
+ * Without leases: one CAS on the bucket word; the admission depends only on that
  * word and on `cur`, whose base is a pure function of the epoch it tags.
  * Leases: relaxed CAS on this CPU's cell; every permit in a cell tagged
  * with epoch h was first counted in h's bucket by the CAS that leased it.
@@ -452,7 +466,9 @@ static inline int sluice_window_acquire_at(sluice_window_t *w, uint64_t n, uint6
 		return sluice__window_acquire_slow(w, n, now, d);
 	uint64_t c = atomic_load_explicit(&w->cur, memory_order_acquire);
 	_Atomic uint64_t *slot = &w->slots[h & w->mask].word;
-	uint64_t s = atomic_load_explicit(slot, memory_order_relaxed);
+	/* Acquire (free on x86): keeps the limit's second load below after
+	 * this one (READINGS ACROSS A CHANGE). */
+	uint64_t s = atomic_load_explicit(slot, memory_order_acquire);
 	/* One test for "cur and the bucket are h's and the bucket is
 	 * unsealed" (sluice__window_open): with tag = h's, c - tag is the
 	 * base and s - tag the bucket's own count when they are tagged h; a
@@ -471,13 +487,22 @@ static inline int sluice_window_acquire_at(sluice_window_t *w, uint64_t n, uint6
 			sluice__window_fill_refused(w, d, L, counted, base, n, h, now);
 		return 0;
 	}
-	/* Acquire on success: see sluice__window_cas_was_current().  One
+	/* Seq_cst (an acquire) on success: see
+	 * sluice__window_cas_was_current() and the limit's load above.  One
 	 * attempt inline; a failed CAS (another thread counted first, or
 	 * sealed the bucket) goes to the slow path, which retries on others'
 	 * progress only.  The CAS's success is read from the value it found
 	 * (seen == s), which GCC branches on directly. */
+	/* The limit again, read after the bucket word (READINGS ACROSS A
+	 * CHANGE): a change that landed since the first load sends the
+	 * decision to the slow path, which judges it against the limit read
+	 * there.  Seq_cst, as set_limit's stores and the CAS below (a plain
+	 * load and the same LOCK CMPXCHG on x86): the limit it is judged
+	 * against was current while the bucket of epoch h was open. */
+	if (SLUICE_UNLIKELY(atomic_load_explicit(&w->fast_limit, memory_order_seq_cst) != L))
+		return sluice__window_acquire_slow(w, n, now, d);
 	uint64_t seen = s;
-	(void)atomic_compare_exchange_strong_explicit(slot, &seen, s + n, memory_order_acquire,
+	(void)atomic_compare_exchange_strong_explicit(slot, &seen, s + n, memory_order_seq_cst,
 	                                              memory_order_relaxed);
 	if (SLUICE_UNLIKELY(seen != s))
 		return sluice__window_acquire_slow(w, n, now, d);
@@ -524,9 +549,8 @@ SLUICE_API uint64_t sluice_window_available(sluice_window_t *w);
  * Safe while decisions run on any number of threads: they read the limit
  * without a lock (relaxed); the call stores it (and, without leases, the
  * inline path's copy of it, made consistent with it when calls race).
- * No allocation.  It takes effect at once for the window
- * ending in the current bucket: there is no time to anchor it to, so
- * there is no _at variant.
+ * No allocation.  It takes effect at once, in the newest open bucket (its
+ * stamp: READINGS ACROSS A CHANGE), so there is no _at variant.
  * Return: 0; SLUICE_EINVAL (NULL), SLUICE_ELIMIT (outside
  * 1..SLUICE_WINDOW_LIMIT_MAX, as init): then nothing changes.
  */
