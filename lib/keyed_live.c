@@ -127,15 +127,31 @@ void sluice__keyed_live_format(struct sluice__keyed_live *l, const struct params
 	field_init(f, F_RATE, p->rate);
 	field_init(f, F_PERIOD, p->period_ns);
 	field_init(f, F_BURST, p->algo == SLUICE_ALGO_LEAKY ? p->depth : p->burst);
+	field_init(f, F_LIFT, 0);
+	atomic_store_explicit(&l->hw, 0, memory_order_relaxed);
+}
+
+/* Raise hw to @to (fetch-max; seq_cst: hw_note() says why).  Bounded:
+ * each failure means hw moved, up among honest writers. */
+void sluice__keyed_hw_raise(struct sluice__keyed_live *l, uint64_t to)
+{
+	uint64_t v = atomic_load_explicit(&l->hw, memory_order_seq_cst);
+	for (unsigned n = 0; n < RETRY_MAX && v < to; n++)
+		if (atomic_compare_exchange_weak_explicit(&l->hw, &v, to, memory_order_seq_cst,
+		                                          memory_order_seq_cst))
+			return;
 }
 
 uint64_t sluice__keyed_gcra_convert(const struct kp *p, uint64_t x)
 {
 	uint64_t tc = p->tc, t0 = p->pinterval, tau0 = p->ptau, t1 = p->interval, tau1 = p->tau;
-	uint64_t d = x > tc ? x - tc : 0;          /* the debt at the change */
-	uint64_t credit0 = d < tau0 ? tau0 - d : 0; /* ns of old permits held */
-	/* (a): those permits, in new ns, at most b1 (gcra.c's own rule) */
-	uint64_t da = tau1 - sluice__gcra_kept(credit0, t0, t1, tau1);
+	uint64_t d = x > tc ? x - tc : 0; /* the debt at the change */
+	/* (a): the permits held at tc, in new ns, at most b1 (gcra.c's own
+	 * rule); a key that owes more than tau0 at tc (decided at readings
+	 * after tc: a lagging stamp) holds a negative number of them, and
+	 * keeps owing it in new ns, rounded up (DESIGN, "Debt") */
+	uint64_t da = d <= tau0 ? tau1 - sluice__gcra_kept(tau0 - d, t0, t1, tau1)
+	                        : tmax_add(tau1, sluice__keyed_gcra_owed(d - tau0, t0, t1));
 	uint64_t dn = d > da ? d : da; /* the fewer permits of (a) and (b) */
 	uint64_t y = dn > TMAX - (tc > TMAX ? TMAX : tc) ? TMAX : tc + dn;
 	/* y >= x for every x the era before wrote (dn >= d); a forged x
@@ -210,19 +226,21 @@ static void pub_set(struct sluice__keyed_live *l, uint64_t era, uint64_t t)
 	}
 }
 
-/* Raise every group's floor to @to (burst raises, see DESIGN); relaxed
- * fetch-max, published to creations by the era's publication (a creation
- * acquires the new era before it reads the floor). */
-static void floors_raise(const sluice_keyed_t *k, uint64_t to)
+/*
+ * sluice__keyed_gcra_quiet - the latest stamp at which era e + 1 may not
+ * yet be published (DESIGN, "Two eras"): every state era e - 1 wrote is a
+ * TAT x <= pt + tau_{e-1} (pt: the newest reading after era e's
+ * publication), and era e reads it through the conversion at tc, to at
+ * most max(pt + tau_{e-1}, tc + tau_e + owed(pt - tc)); a stamp past
+ * that finds every such state a full bucket of era e.
+ */
+static uint64_t sluice__keyed_gcra_quiet(uint64_t tc, uint64_t pt, uint64_t t0, uint64_t tau0,
+                                         uint64_t t1, uint64_t tau1)
 {
-	for (uint64_t g = 0; g <= k->group_mask; g++) {
-		_Atomic uint64_t *f = &k->floors[g];
-		uint64_t v = atomic_load_explicit(f, memory_order_relaxed);
-		for (unsigned n = 0; n < RETRY_MAX && v < to; n++)
-			if (atomic_compare_exchange_weak_explicit(f, &v, to, memory_order_relaxed,
-			                                          memory_order_relaxed))
-				break;
-	}
+	uint64_t lag = pt > tc ? pt - tc : 0;
+	uint64_t a = tmax_add(pt, tau0);
+	uint64_t b = tmax_add(tmax_add(tc, tau1), sluice__keyed_gcra_owed(lag, t0, t1));
+	return a > b ? a : b;
 }
 
 enum what { SET_RATE, SET_BURST, SET_LIMIT };
@@ -241,6 +259,15 @@ static int change(sluice_keyed_t *k, enum what what, uint64_t a, uint64_t b, uin
 	int rc = lock_take(l, &lo, &e);
 	if (rc != 0)
 		return rc;
+	if (gcra) {
+		/* The stamp: never older than the newest reading the table
+		 * has seen, less the slack (DESIGN, "The newest reading"),
+		 * and itself noted there before the publication. */
+		uint64_t h = atomic_load_explicit(&l->hw, memory_order_seq_cst);
+		if (h > HW_SLACK && h - HW_SLACK > now)
+			now = h - HW_SLACK > TMAX ? TMAX : h - HW_SLACK;
+		sluice__keyed_hw_raise(l, now);
+	}
 	_Atomic uint64_t(*cur)[2] = l->blk[e & 1].f;
 	_Atomic uint64_t(*nxt)[2] = l->blk[(e + 1) & 1].f;
 #define CUR(i) atomic_load_explicit(&cur[i][0], memory_order_relaxed)
@@ -269,17 +296,17 @@ static int change(sluice_keyed_t *k, enum what what, uint64_t a, uint64_t b, uin
 		rc = SLUICE_ELIMIT; /* FIXED, INFLIGHT: the count's bits are fixed */
 	if (rc == 0 && gcra && e > 0) {
 		/* One parity bit: era e - 1's states must be full buckets of
-		 * era e by now (DESIGN).  If era e's publication reading was
-		 * not recorded (its setter stopped or died after publishing),
-		 * record this reading: the publication came before it. */
+		 * era e by now (DESIGN, "Two eras").  If era e's newest
+		 * reading was not recorded (its setter stopped or died after
+		 * publishing), record hw now: the publication came before. */
 		uint64_t pe = atomic_load_explicit(&l->pub[1], memory_order_acquire);
 		uint64_t pt = atomic_load_explicit(&l->pub[0], memory_order_relaxed);
 		if (pe != e + 1) {
-			pub_set(l, e, now);
-			pt = now;
+			pt = atomic_load_explicit(&l->hw, memory_order_seq_cst);
+			pub_set(l, e, pt);
 		}
-		uint64_t span = CUR(F_PTAU) > CUR(F_TAU) ? CUR(F_PTAU) : CUR(F_TAU);
-		if (now <= pt || now - pt <= span)
+		if (now <= sluice__keyed_gcra_quiet(CUR(F_TC), pt, CUR(F_PINTERVAL), CUR(F_PTAU),
+		                                    CUR(F_INTERVAL), CUR(F_TAU)))
 			rc = SLUICE_EBUSY;
 	}
 	if (rc != 0) {
@@ -297,10 +324,11 @@ static int change(sluice_keyed_t *k, enum what what, uint64_t a, uint64_t b, uin
 		     field_set(nxt, F_RATE, c.rate, me) && field_set(nxt, F_PERIOD, c.period_ns, me) &&
 		     field_set(nxt, F_BURST, what == SET_BURST ? a : CUR(F_BURST), me);
 		/* A burst raise: a full bucket keeps b0 of b1 (DESIGN), and so
-		 * do keys created from here on, from the floor. */
+		 * do keys created from here on, from the later of the change
+		 * and their group's floor (sluice__keyed_successor()). */
 		uint64_t b0 = CUR(F_NMAX);
-		if (ok && p.nmax > b0)
-			floors_raise(k, now + sluice__sat_mul(p.nmax - b0, p.interval));
+		uint64_t lift = p.nmax > b0 ? sluice__sat_mul(p.nmax - b0, p.interval) : 0;
+		ok = ok && field_set(nxt, F_LIFT, lift, me);
 	} else {
 		/* FIXED: windows of W; WINDOW: ranges of N buckets of W / N
 		 * ending at bucket h.  The change's window (range) and every
@@ -317,7 +345,7 @@ static int change(sluice_keyed_t *k, enum what what, uint64_t a, uint64_t b, uin
 		}
 		ok = field_set(nxt, F_LIMIT, p.limit, me) && field_set(nxt, F_NMAX, p.nmax, me) &&
 		     field_set(nxt, F_CAP, cap, me) && field_set(nxt, F_FROM, from, me) &&
-		     field_set(nxt, F_TC, now, me);
+		     field_set(nxt, F_TC, now, me) && field_set(nxt, F_LIFT, 0, me);
 	}
 #undef CUR
 	/* Publish era e + 1: a pair CAS expecting our lock word (fails if it
@@ -325,7 +353,10 @@ static int change(sluice_keyed_t *k, enum what what, uint64_t a, uint64_t b, uin
 	 * that kp_load()'s acquire of the era pairs with. */
 	if (!ok || !sluice__pair_cas(&l->ctl[0], lo, e, lo, e + 1))
 		return SLUICE_EBUSY; /* stolen: the new holder decides */
-	pub_set(l, e + 1, now);
+	/* The newest reading after the publication (seq_cst, after the
+	 * publication's full barrier: hw_note() says why it covers every
+	 * reading of the era before). */
+	pub_set(l, e + 1, atomic_load_explicit(&l->hw, memory_order_seq_cst));
 	lock_drop(l, lo, e + 1);
 	return 0;
 }
