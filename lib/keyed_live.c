@@ -44,43 +44,116 @@
  * SET_BURST and of the standalone windows: never more permits than before,
  * no fresh burst), per algorithm:
  *
- * GCRA, LEAKY.  A change at reading tc from (T0, tau0) to (T1, tau1) (tau
- * = b T; LEAKY: b = D + 1) leaves each key's bucket, at tc, holding the
- * FEWER of (a) the permits it held just before, (tau0 - d) / T0 with d
- * its debt max(0, TAT - tc), capped at b1, and (b) what the new parameters
- * give for the unchanged TAT, (tau1 - d) / T1; then it refills at the new
- * rate.  As in gcra.h: raising the rate or lowering the burst keeps the
- * TAT; lowering the rate or raising the burst keeps the permits held (a
- * full bucket keeps b0 of the new b1 and gets the rest at the new rate).
- * Keys are not rewritten by the setter (a table can hold 2^32): each
- * live state word carries its era's parity in bit 62, and a decision of
- * era e that meets a state of parity e - 1 (or, see below, a TAT below
- * tc) reads it through sluice__keyed_gcra_convert(), which is that rule
- * taken at tc, so the answer does not depend on when the key is next
+ * GCRA, LEAKY.  A change from (T0, tau0) to (T1, tau1) (tau = b T;
+ * LEAKY: b = D + 1), stamped tc, leaves each key's bucket, at tc, holding
+ * the FEWER of (a) the permits it held just before, (tau0 - d) / T0 with
+ * d its debt max(0, TAT - tc), capped at b1, and (b) what the new
+ * parameters give for the unchanged TAT, (tau1 - d) / T1; then it refills
+ * at the new rate.  As in gcra.h: raising the rate or lowering the burst
+ * keeps the TAT; lowering the rate or raising the burst keeps the permits
+ * held (a full bucket keeps b0 of the new b1 and gets the rest at the new
+ * rate).  Keys are not rewritten by the setter (a table can hold 2^32):
+ * each live state word carries its era's parity in bit 62, and a decision
+ * of era e that meets a state of parity e - 1 (or, see "Two eras", a TAT
+ * below tc) reads it through sluice__keyed_gcra_convert(), which is that
+ * rule taken at tc, so the answer does not depend on when the key is next
  * used.  The converted TAT is never below the old one, and an admission
  * writes more than it, so a state word never repeats a value (no ABA for
- * a decision stalled across changes).  A refusal writes nothing; an admission writes the converted TAT
- * plus its cost with era e's parity.  New keys start at the group's
- * floor, which a burst raise lifts to tc + (b1 - b0) T1 before publishing,
- * so a key reclaimed as fresh just before the change does not come back
- * with the raised burst at once either.  One parity bit tells only two
- * eras apart, so a setter refuses (SLUICE_EBUSY, nothing changed) a
- * change of era e + 1 unless its reading is later than the reading after
- * era e's publication plus the larger of era e - 1's and era e's tau:
- * every state written in era e - 1 was written from a reading before era
- * e's publication (decisions and initialisations check the era after their
- * last reading), so its TAT, converted to era e, is then in the past: it
- * is a full bucket of era e, and is read so (a TAT below tc is converted
- * as a full bucket), whatever its parity says.  Decisions read the time
- * as max(reading, tc) (time never runs back past a change).
+ * a decision stalled across changes).  A refusal writes nothing; an
+ * admission writes the converted TAT plus its cost with era e's parity.
+ * Decisions read the time as max(reading, tc).
+ *
+ * Debt.  (a) can be negative: a key decided at readings after tc (the
+ * stamp lags them, below) can owe d > tau0 at tc.  It then holds
+ * -(d - tau0) / T0 permits, and keeps owing them: (a)'s debt is tau1 +
+ * (d - tau0) T1 / T0, rounded up (sluice__keyed_gcra_owed()).  Clamping
+ * the credit at 0, as this file once did, forgot that debt: a key emptied
+ * at x and a change stamped x - 30 us got 30 us of permits back (issue 22,
+ * finding 2: up to b1 - b0 for a burst raise, past max(b) + t/min(T) for a
+ * rate lowering).
+ *
+ * A lagging stamp, per key.  Let r be the newest reading decided on a key
+ * with the old parameters, x its TAT when the change is published.  Then
+ * r <= x: an admission at r writes TAT >= r + T0, a refusal at r needs x
+ * - r > tau0 - n T0 >= 0, an initialisation at r writes TAT >= r, and
+ * TATs only grow (a refund takes back at most what an admission added).
+ * Claim: the conversion at tc is, for every s in [tc, max(tc, x)], no more
+ * permissive than the conversion at s followed by nothing (TAT y_tc >=
+ * y_s).  (b): s + (x - s) = x = tc + (x - tc), equal.  (a) (uncapped):
+ * y_s - y_tc = (s - tc)(1 - T1 / T0), which is <= 0 for a rate lowering
+ * (T1 > T0), 0 for a burst change (T1 = T0), and for a rate raise (b)
+ * decides both (tau1 - p T1 <= d there: the TAT is kept); capped at b1
+ * (a burst lowering) (b) decides both too.  Take s = max(tc, r): the key
+ * is converted no more permissively than at its own newest reading, so
+ * the time [tc, r] that the old parameters already counted is credited
+ * nothing at the new ones.  A decision of the new era with a reading t in
+ * [tc, s) meets a TAT >= y_tc >= x >= s > t: it writes max(TAT, t) + nT1
+ * = max(TAT, s) + nT1, the TAT a decision at s writes, after a stricter
+ * test; one before tc is read as at tc.  So every decision of the new era
+ * is dominated by one at max(reading, s), and keyed.h's bound follows
+ * with the change in force for the key from s.
+ *
+ * The newest reading.  hw (keyed_internal.h) is raised by every GCRA or
+ * LEAKY decision and creation whose reading passes it, to that reading +
+ * HW_SLACK, before it loads the era (hw_note(); seq_cst); the setter
+ * stamps tc = max(now, hw - HW_SLACK), a reading some call made (hw -
+ * HW_SLACK never passes one), notes tc in hw, publishes, and then loads
+ * hw (seq_cst) as pt, the era's newest reading.  A call whose era load saw
+ * era e - 1 noted its reading before that load, and the setter of era e
+ * loads hw after its publication: in the single order of seq_cst
+ * operations the call's note (or the note it read) comes before its era
+ * load, which comes before the publication (it saw the era before), which
+ * comes before the setter's load, so pt >= every reading of era e - 1.
+ * The stamp lags the newest reading by less than HW_SLACK plus the
+ * setter's own run: the per-key argument above makes that lag harmless,
+ * the stamp only makes it small.
+ *
+ * Two eras.  One parity bit tells only two eras apart: era e + 1 reads a
+ * state of era e - 1 as its own unless the TAT is below its stamp.  So a
+ * setter refuses (SLUICE_EBUSY, nothing changed) era e + 1 unless its
+ * stamp is past Q = max(pt + tau_{e-1}, tc_e + tau_e + owed(pt - tc_e))
+ * (sluice__keyed_gcra_quiet()).  Every state era e - 1 wrote is a TAT x
+ * <= pt + tau_{e-1}: an admission at reading r <= pt writes at most
+ * max(r, tc_{e-1}) + tau_{e-1}, an initialisation at most max(r, floor,
+ * tc_{e-1}) + lift_{e-1} with floors and stamps readings (<= pt) and the
+ * lift (b1 - b0) T1 <= tau_{e-1}.  Era e converts x, with d = x - tc_e <=
+ * (pt - tc_e) + tau_{e-1}, to at most Q (Debt: d past tau_{e-1} owes at
+ * most owed(pt - tc_e) more).  A stamp past Q therefore finds every such
+ * state a full bucket of era e, and reads it so (a TAT below tc is
+ * converted as a full bucket), whatever its parity says.  If era e's pt
+ * was not recorded (its setter stopped or died after publishing), the
+ * next setter records hw, which covers it.
+ *
+ * Burst raises and new keys.  New keys start at max(now, floor, tc), and
+ * in an era that raised the burst at max(floor, tc) + lift (F_LIFT = (b1 -
+ * b0) T1) if that is later: a key reclaimed fresh at the floor's reading
+ * held at most b0 there (as of the era before, or b1 - lift if reclaimed
+ * in this era: fewer), so it does not come back with the raised burst at
+ * once either.  (The setter once raised every group's floor before
+ * publishing instead; a reclaim of the era before could then write a
+ * later floor after it, and the key came back with b1.)
+ *
+ * Hostile blocks.  The block is shared memory: a decision refuses one
+ * whose T, tau and largest n are not what a setter writes (kp_gcra_ok();
+ * issue 22, R7: T = 0 or tau = 2^61 admitted every request); the
+ * conversion's T0, tau0 and the lift only ever saturate (owed() of T0 = 0
+ * owes everything).
  *
  * FIXED, WINDOW.  The count is kept; the limit of a window (WINDOW: of the
- * N-bucket range ending at bucket h) that contains the change's reading,
- * or an earlier time, is the cap min(L_new, L_old) (and the cap before it
- * while that transition still ran), later windows have L_new: the window
- * in progress never gets more room than the old limit left it, and never
- * more than the new one allows.  This needs no per-key state: the block
- * holds the first window (bucket) number F_FROM where L_new applies alone.
+ * N-bucket range ending at bucket h) that contains the change's reading
+ * tc, or an earlier time, is the cap min(L_new, L_old) (and the cap before
+ * it while that transition still ran), later windows have L_new for the
+ * decisions that see the change: the window in progress at tc never gets
+ * more room than the old limit left it, and never more than the new one
+ * allows.  A window that began after tc but before the publication holds
+ * what decisions of the old era admitted in it (at most L_old: their
+ * checks were against it) and takes new admissions only up to L_new, so
+ * it holds at most max(its count at the publication, L_new) <= max(L_old,
+ * L_new): keyed.h states this; no stamp can help, since those admissions
+ * are already counted.  This needs no per-key state: the block holds the
+ * first window (bucket) number F_FROM where L_new applies alone.  Decisions
+ * refuse a block whose largest n is not its L or whose cap exceeds L
+ * (kp_win_ok(): every setter keeps both), and clamp L to the count's range.
  * The window length and the bucket count fix the layout: no set_rate.
  *
  * INFLIGHT.  The count held is kept; the new K applies to the next

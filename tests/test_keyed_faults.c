@@ -1121,3 +1121,28 @@ Test(keyed_faults, a_randomly_forged_live_block_never_crashes_or_overadmits, .ti
 			sluice_keyed_free(&lk);
 		}
 }
+
+/* The conversion alone, without the newest reading (hw written back to 0,
+ * as a table formatted before it kept none would have it): a key emptied
+ * at X (owes tau = 100 us at 1/us), a rate lowering to 1/2us stamped 30
+ * us behind X.  At the stamp the key owes 130 us: 30 us of old permits
+ * past the old tau, kept as 60 us of new ones on top of the new tau
+ * (200 us): TAT X + 230 us, so the next permit is at X + 32 us exactly
+ * (fewer than at X's own conversion, never more).  The clamped conversion
+ * forgot the 30 us: 15 permits at X. */
+Test(keyed_faults, a_lagging_stamp_keeps_the_debt_past_the_old_tau_in_new_units)
+{
+	sluice_keyed_t lk;
+	make(&lk, gcra_cfg(8, 1000000, SEC, 100, SLUICE_KEYED_REJECT));
+	const uint64_t X = 2 * MS, us = 1000;
+	int got = 0;
+	while (got < 1000 && acq(&lk, "k", 1, X, NULL) == 1)
+		got++;
+	cr_assert_eq(got, 100);
+	atomic_store(&lk.live->hw, 0);
+	cr_assert_eq(sluice_keyed_set_rate_at(&lk, 500000, SEC, X - 30 * us), 0);
+	cr_assert_eq(admitted_of(&lk, "k", X, 100), 0, "the debt past tau0 was forgotten");
+	cr_assert_eq(admitted_of(&lk, "k", X + 32 * us - 1, 100), 0);
+	cr_assert_eq(admitted_of(&lk, "k", X + 32 * us, 100), 1);
+	sluice_keyed_free(&lk);
+}
