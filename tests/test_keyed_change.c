@@ -106,6 +106,15 @@ static double verify(struct rec *r, const struct sets *p, const char *what)
 	return worst;
 }
 
+/* Permits of 1 taken for @key at @now before the first refusal. */
+static int take_n(sluice_keyed_t *k, const char *key, uint64_t now)
+{
+	int got = 0;
+	while (got < 100000 && acq(k, key, 1, now, NULL) == 1)
+		got++;
+	return got;
+}
+
 /* Take permits of 1 at @now until the first refusal, recording each at
  * @eff. */
 static void take_rec(sluice_keyed_t *k, const char *key, uint64_t now, uint64_t eff,
@@ -137,14 +146,8 @@ static const char *change_name[] = { "rate lowered", "rate raised", "burst raise
  */
 static double run_lag(sluice_algo_t algo, enum change what, uint64_t lag)
 {
-	sluice_keyed_config_t c = gcra_cfg(64, 1000000, SEC, 100, SLUICE_KEYED_REJECT);
-	if (algo == SLUICE_ALGO_LEAKY) {
-		c.algo = SLUICE_ALGO_LEAKY;
-		c.burst = 0;
-		c.depth = 99; /* D + 1 = 100 */
-	}
 	sluice_keyed_t k;
-	make(&k, c);
+	make(&k, bucket_cfg(algo, 64, 1000000, SEC, 100, SLUICE_KEYED_REJECT));
 	static struct rec r;
 	r.m = 0;
 	const uint64_t X = 2 * MS;
@@ -189,35 +192,37 @@ static double run_lag(sluice_algo_t algo, enum change what, uint64_t lag)
 
 static const uint64_t lags[] = { 2 * US, 30 * US, 500 * US, 1 * MS };
 
-Test(keyed_change, gcra_rate_lowering_behind_decided_readings_keeps_the_debt)
+/* Every lag of lags[] for one algorithm and change. */
+static void run_lags(sluice_algo_t algo, enum change what)
 {
 	for (size_t i = 0; i < sizeof(lags) / sizeof(lags[0]); i++)
-		run_lag(SLUICE_ALGO_GCRA, RATE_DOWN, lags[i]);
+		run_lag(algo, what, lags[i]);
+}
+
+Test(keyed_change, gcra_rate_lowering_behind_decided_readings_keeps_the_debt)
+{
+	run_lags(SLUICE_ALGO_GCRA, RATE_DOWN);
 }
 
 Test(keyed_change, gcra_rate_raise_behind_decided_readings_keeps_the_debt)
 {
-	for (size_t i = 0; i < sizeof(lags) / sizeof(lags[0]); i++)
-		run_lag(SLUICE_ALGO_GCRA, RATE_UP, lags[i]);
+	run_lags(SLUICE_ALGO_GCRA, RATE_UP);
 }
 
 Test(keyed_change, gcra_burst_raise_behind_decided_readings_mints_nothing)
 {
-	for (size_t i = 0; i < sizeof(lags) / sizeof(lags[0]); i++)
-		run_lag(SLUICE_ALGO_GCRA, BURST_UP, lags[i]);
+	run_lags(SLUICE_ALGO_GCRA, BURST_UP);
 }
 
 Test(keyed_change, gcra_burst_lowering_behind_decided_readings_keeps_the_debt)
 {
-	for (size_t i = 0; i < sizeof(lags) / sizeof(lags[0]); i++)
-		run_lag(SLUICE_ALGO_GCRA, BURST_DOWN, lags[i]);
+	run_lags(SLUICE_ALGO_GCRA, BURST_DOWN);
 }
 
 Test(keyed_change, leaky_changes_behind_decided_readings_keep_the_debt)
 {
 	for (int w = RATE_DOWN; w <= BURST_DOWN; w++)
-		for (size_t i = 0; i < sizeof(lags) / sizeof(lags[0]); i++)
-			run_lag(SLUICE_ALGO_LEAKY, (enum change)w, lags[i]);
+		run_lags(SLUICE_ALGO_LEAKY, (enum change)w);
 }
 
 /* The debt in numbers: a key emptied at X (owes tau = 100 us) and a rate
@@ -231,10 +236,7 @@ Test(keyed_change, gcra_debt_past_the_stamps_horizon_is_kept_in_new_units)
 	sluice_keyed_t k;
 	make(&k, gcra_cfg(64, 1000000, SEC, 100, SLUICE_KEYED_REJECT));
 	const uint64_t X = 2 * MS;
-	int got = 0;
-	while (got < 1000 && acq(&k, "k", 1, X, NULL) == 1)
-		got++;
-	cr_assert_eq(got, 100);
+	cr_assert_eq(take_n(&k, "k", X), 100);
 	cr_assert_eq(sluice_keyed_set_rate_at(&k, 500000, SEC, X - 30 * US), 0);
 	sluice_decision_t d;
 	cr_assert_eq(acq(&k, "k", 1, X, &d), 0, "the debt of the key was forgotten");
@@ -253,18 +255,11 @@ Test(keyed_change, gcra_burst_raise_on_a_key_in_debt_credits_nothing_at_once)
 	sluice_keyed_t k;
 	make(&k, gcra_cfg(64, 1000000, SEC, 50, SLUICE_KEYED_REJECT));
 	const uint64_t X = 2 * MS;
-	int got = 0;
-	while (got < 1000 && acq(&k, "k", 1, X, NULL) == 1)
-		got++;
-	cr_assert_eq(got, 50);
+	cr_assert_eq(take_n(&k, "k", X), 50);
 	cr_assert_eq(sluice_keyed_set_burst_at(&k, 100, X - 60 * US), 0);
-	got = 0;
-	while (got < 1000 && acq(&k, "k", 1, X, NULL) == 1)
-		got++;
+	int got = take_n(&k, "k", X);
 	cr_assert_eq(got, 0, "a burst raise minted %d permits", got);
-	got = 0;
-	while (got < 1000 && acq(&k, "k", 1, X + 30 * US, NULL) == 1)
-		got++;
+	got = take_n(&k, "k", X + 30 * US);
 	cr_assert_eq(got, 30, "30 us at 1/us refill 30, got %d", got);
 	sluice_keyed_free(&k);
 }
@@ -277,14 +272,11 @@ Test(keyed_change, a_decision_older_than_the_change_counts_at_the_change)
 	sluice_keyed_t k;
 	make(&k, gcra_cfg(64, 1000000, SEC, 100, SLUICE_KEYED_REJECT));
 	const uint64_t tc = 2 * MS;
-	int got = 0;
-	while (got < 1000 && acq(&k, "k", 1, tc - 50 * US, NULL) == 1)
-		got++;
-	cr_assert_eq(got, 100);
+	cr_assert_eq(take_n(&k, "k", tc - 50 * US), 100);
 	/* at tc the key holds 50; lowering the rate keeps those 50 */
 	cr_assert_eq(sluice_keyed_set_rate_at(&k, 500000, SEC, tc), 0);
 	sluice_decision_t d;
-	got = 0;
+	int got = 0;
 	while (got < 1000 && acq(&k, "k", 1, tc - 40 * US, &d) == 1)
 		got++;
 	cr_assert_eq(got, 50, "at tc - 40 us, judged at tc: 50, got %d", got);
@@ -302,14 +294,6 @@ static sluice_keyed_config_t win_cfg(sluice_algo_t algo, uint64_t limit)
 	return (sluice_keyed_config_t){ .algo = algo, .policy = SLUICE_KEYED_REJECT,
 		                        .capacity = 64, .limit = limit, .window_ns = MS,
 		                        .buckets = algo == SLUICE_ALGO_WINDOW ? 4 : 0 };
-}
-
-static int take_n(sluice_keyed_t *k, const char *key, uint64_t now)
-{
-	int got = 0;
-	while (got < 100000 && acq(k, key, 1, now, NULL) == 1)
-		got++;
-	return got;
 }
 
 /* L lowered 10 -> 4 stamped in window 0 while window 1 already holds 10:

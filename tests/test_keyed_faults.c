@@ -1067,14 +1067,8 @@ Test(keyed_faults, a_forged_live_block_admits_no_more_than_its_parameters, .time
 	for (size_t ai = 0; ai < 2; ai++)
 		for (size_t i = 0; i < sizeof(forge) / sizeof(forge[0]); i++) {
 			sluice_algo_t algo = algos[ai];
-			sluice_keyed_config_t c = gcra_cfg(8, 10, SEC, 5, SLUICE_KEYED_REJECT);
-			if (algo == SLUICE_ALGO_LEAKY) {
-				c.algo = SLUICE_ALGO_LEAKY;
-				c.burst = 0;
-				c.depth = 4; /* D + 1 = 5 */
-			}
 			sluice_keyed_t lk;
-			make(&lk, c);
+			make(&lk, bucket_cfg(algo, 8, 10, SEC, 5, SLUICE_KEYED_REJECT));
 			cr_assert_eq(acq(&lk, "old", 1, SEC, NULL), 1);
 			forge_live(&lk, forge[i].f, forge[i].v);
 			int got_old = admitted_of(&lk, "old", SEC, 100000);
