@@ -213,9 +213,11 @@
  * calls refuse, fail with SLUICE_EKEYFULL, or give up with SLUICE_EBUSY;
  * it cannot make a call of this process crash, read or write outside the
  * table, divide by zero, shift out of range, or run for more than
- * 4096 retries (every value read from a slot, a floor or the header is
- * either validated or harmless at any value: tests/test_keyed_faults.c
- * forges slots at random).  It can, of course, admit anything it likes in
+ * 4096 retries (every value read from a slot, a floor, the header or the
+ * live parameters is either validated or harmless at any value:
+ * tests/test_keyed_faults.c forges slots and live blocks at random); a
+ * rewritten live block is refused whole unless it is a set a setter
+ * writes (LIVE PARAMETERS).  It can, of course, admit anything it likes in
  * its own process.
  *
  * CLOCK JUMPS.  GCRA, LEAKY: the reading is used as it is (an older reading
@@ -375,8 +377,11 @@
  * bytes is loaded once, as the two words both the hash and the compare
  * use; the AES hash is one call, SipHash-1-3 inline), prefetches its first probed slot, reads
  * that slot's line (usually the key's: one line a key with key_max <= 16)
- * and compares the key words, loads the era of the parameters, the era's
- * block (one or two lines that only changes write) and the owner counter,
+ * and compares the key words, loads the era of the parameters (GCRA,
+ * LEAKY: and the newest reading beside it, compared with the reading: a
+ * write to that line about once per 65.5 us of the table's time), the
+ * era's block (one or two lines that only changes write; its values
+ * checked with a multiply and a few compares) and the owner counter,
  * the state and the era again, checks the tag and the slot's claim counter
  * again (not the key words: the claim they matched under),
  * does one double-width CAS on the state and owner (none on a refusal)
