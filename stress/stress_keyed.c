@@ -272,9 +272,9 @@ static void *live_main(void *arg)
 	while (!atomic_load_explicit(&live_stop, memory_order_relaxed)) {
 		sluice_decision_t d;
 		int rc = sluice_keyed_acquire(me->k, "hot", 3, 1, &d);
-		/* give the setter the CPU now and then: with a decider per
+		/* give the setter the CPU now and then (every 256): with a decider per
 		 * CPU it would otherwise change once per time slice */
-		if ((++me->decisions & 63) == 0)
+		if ((++me->decisions & 255) == 0)
 			sched_yield();
 		if (rc != 0 && rc != 1) {
 			fprintf(stderr, "stress_keyed: acquire: %s\n", sluice_err_name(rc));
