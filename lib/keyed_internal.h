@@ -578,6 +578,10 @@ struct kp {
  * and hw - HW_SLACK is never past a reading some call used.
  */
 #define HW_SLACK (1ULL << 16)
+/* Readings more than HW_TRUST (2^30 ns, 1.07 s) past a change's stamp are
+ * a forward clock jump to it: they neither raise the stamp nor make the
+ * next change wait (keyed_live.c, "Jumps"). */
+#define HW_TRUST (1ULL << 30)
 
 void sluice__keyed_hw_raise(struct sluice__keyed_live *l, uint64_t to);
 

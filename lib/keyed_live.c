@@ -106,7 +106,21 @@
  * comes before the setter's load, so pt >= every reading of era e - 1.
  * The stamp lags the newest reading by less than HW_SLACK plus the
  * setter's own run: the per-key argument above makes that lag harmless,
- * the stamp only makes it small.
+ * the stamp only makes it small.  The plain setters read their clock
+ * again once they hold the lock, so their own lag is the run from there
+ * to the publication (a stop there longer than the lease loses the lock
+ * and publishes nothing).
+ *
+ * Jumps.  A reading more than HW_TRUST (1.07 s) past the stamp is taken
+ * as a forward clock jump (a caller on another timeline, a bad reading):
+ * it does not raise the stamp (the table's time would jump to it for
+ * every key: each one's bucket full at once), and pt is capped at tc +
+ * HW_TRUST (else no later change could be made until the clock reached
+ * it).  The per-key argument needs no stamp, so such a key is converted
+ * as exactly as any; only "Two eras" no longer covers it: the second
+ * change after may read its state as its own.  That TAT is at least the
+ * jumped reading, so nothing is admitted for the key until the clock
+ * comes within that change's tau of it.
  *
  * Two eras.  One parity bit tells only two eras apart: era e + 1 reads a
  * state of era e - 1 as its own unless the TAT is below its stamp.  So a
@@ -318,7 +332,20 @@ static uint64_t sluice__keyed_gcra_quiet(uint64_t tc, uint64_t pt, uint64_t t0, 
 
 enum what { SET_RATE, SET_BURST, SET_LIMIT };
 
-static int change(sluice_keyed_t *k, enum what what, uint64_t a, uint64_t b, uint64_t now)
+/* The newest reading after era @e's publication, for the next setter:
+ * hw, but a jump past the era's stamp @tc by more than HW_TRUST is not
+ * waited for (DESIGN, "Jumps"). */
+static uint64_t pub_reading(struct sluice__keyed_live *l, uint64_t tc)
+{
+	uint64_t h = atomic_load_explicit(&l->hw, memory_order_seq_cst);
+	uint64_t top = tmax_add(tc, HW_TRUST);
+	return h < top ? h : top;
+}
+
+/* @plain: the plain setter, whose reading is the handle's clock: read it
+ * again once the lock is held (a wait for the lock is no lag). */
+static int change(sluice_keyed_t *k, enum what what, uint64_t a, uint64_t b, uint64_t now,
+                  int plain)
 {
 	if (!k || !k->live)
 		return SLUICE_EINVAL;
@@ -332,12 +359,17 @@ static int change(sluice_keyed_t *k, enum what what, uint64_t a, uint64_t b, uin
 	int rc = lock_take(l, &lo, &e);
 	if (rc != 0)
 		return rc;
+	if (plain) {
+		uint64_t c = sluice_clock_now(k->clock);
+		if (c > now)
+			now = c > TMAX ? TMAX : c;
+	}
 	if (gcra) {
 		/* The stamp: never older than the newest reading the table
 		 * has seen, less the slack (DESIGN, "The newest reading"),
 		 * and itself noted there before the publication. */
 		uint64_t h = atomic_load_explicit(&l->hw, memory_order_seq_cst);
-		if (h > HW_SLACK && h - HW_SLACK > now)
+		if (h > HW_SLACK && h - HW_SLACK > now && h - HW_SLACK - now <= HW_TRUST)
 			now = h - HW_SLACK > TMAX ? TMAX : h - HW_SLACK;
 		sluice__keyed_hw_raise(l, now);
 	}
@@ -375,7 +407,7 @@ static int change(sluice_keyed_t *k, enum what what, uint64_t a, uint64_t b, uin
 		uint64_t pe = atomic_load_explicit(&l->pub[1], memory_order_acquire);
 		uint64_t pt = atomic_load_explicit(&l->pub[0], memory_order_relaxed);
 		if (pe != e + 1) {
-			pt = atomic_load_explicit(&l->hw, memory_order_seq_cst);
+			pt = pub_reading(l, CUR(F_TC));
 			pub_set(l, e, pt);
 		}
 		if (now <= sluice__keyed_gcra_quiet(CUR(F_TC), pt, CUR(F_PINTERVAL), CUR(F_PTAU),
@@ -429,39 +461,39 @@ static int change(sluice_keyed_t *k, enum what what, uint64_t a, uint64_t b, uin
 	/* The newest reading after the publication (seq_cst, after the
 	 * publication's full barrier: hw_note() says why it covers every
 	 * reading of the era before). */
-	pub_set(l, e + 1, atomic_load_explicit(&l->hw, memory_order_seq_cst));
+	pub_set(l, e + 1, pub_reading(l, now));
 	lock_drop(l, lo, e + 1);
 	return 0;
 }
 
 int sluice_keyed_set_rate_at(sluice_keyed_t *k, uint64_t rate, uint64_t period_ns, uint64_t now)
 {
-	return change(k, SET_RATE, rate, period_ns, now);
+	return change(k, SET_RATE, rate, period_ns, now, 0);
 }
 
 int sluice_keyed_set_rate(sluice_keyed_t *k, uint64_t rate, uint64_t period_ns)
 {
-	return k ? change(k, SET_RATE, rate, period_ns, sluice_clock_now(k->clock)) : SLUICE_EINVAL;
+	return k ? change(k, SET_RATE, rate, period_ns, sluice_clock_now(k->clock), 1) : SLUICE_EINVAL;
 }
 
 int sluice_keyed_set_burst_at(sluice_keyed_t *k, uint64_t burst, uint64_t now)
 {
-	return change(k, SET_BURST, burst, 0, now);
+	return change(k, SET_BURST, burst, 0, now, 0);
 }
 
 int sluice_keyed_set_burst(sluice_keyed_t *k, uint64_t burst)
 {
-	return k ? change(k, SET_BURST, burst, 0, sluice_clock_now(k->clock)) : SLUICE_EINVAL;
+	return k ? change(k, SET_BURST, burst, 0, sluice_clock_now(k->clock), 1) : SLUICE_EINVAL;
 }
 
 int sluice_keyed_set_limit_at(sluice_keyed_t *k, uint64_t limit, uint64_t now)
 {
-	return change(k, SET_LIMIT, limit, 0, now);
+	return change(k, SET_LIMIT, limit, 0, now, 0);
 }
 
 int sluice_keyed_set_limit(sluice_keyed_t *k, uint64_t limit)
 {
-	return k ? change(k, SET_LIMIT, limit, 0, sluice_clock_now(k->clock)) : SLUICE_EINVAL;
+	return k ? change(k, SET_LIMIT, limit, 0, sluice_clock_now(k->clock), 1) : SLUICE_EINVAL;
 }
 
 int sluice_keyed_params(const sluice_keyed_t *k, sluice_keyed_params_t *out)

@@ -286,6 +286,26 @@ Test(keyed_change, a_decision_older_than_the_change_counts_at_the_change)
 	sluice_keyed_free(&k);
 }
 
+/* A reading far ahead of the others (another timeline, a clock jump) is
+ * not the table's time: it does not raise a change's stamp (other keys
+ * would be judged at it, each bucket full at once), and it does not hold
+ * the next change back until the clock reaches it. */
+Test(keyed_change, a_forward_jump_moves_no_stamp_and_blocks_no_change)
+{
+	sluice_keyed_t k;
+	make(&k, gcra_cfg(64, 1000, SEC, 10, SLUICE_KEYED_REJECT));
+	const uint64_t X = 10 * SEC;
+	cr_assert_eq(take_n(&k, "a", X), 10);
+	cr_assert_eq(acq(&k, "jump", 1, X + 3600 * SEC, NULL), 1);
+	cr_assert_eq(sluice_keyed_set_rate_at(&k, 500, SEC, X), 0);
+	cr_assert_eq(take_n(&k, "a", X), 0, "judged at the jumped reading");
+	cr_assert_eq(take_n(&k, "a", X + 2 * MS - 1), 0);
+	cr_assert_eq(take_n(&k, "a", X + 2 * MS), 1, "at 1/2ms from X");
+	cr_assert_eq(sluice_keyed_set_rate_at(&k, 1000, SEC, X + 3 * SEC), 0,
+	             "the next change waits for the real readings only");
+	sluice_keyed_free(&k);
+}
+
 /* ---- FIXED, WINDOW: a window that began between the stamp and the
  * publication ----------------------------------------------------------- */
 

@@ -292,9 +292,12 @@
  * older than readings decisions already used: it reads the clock, then
  * publishes while deciders go on.  So:
  *   GCRA, LEAKY: the change is stamped tc = the later of the setter's
- *     reading and the table's newest reading less at most 65.5 us (every
- *     decision notes its reading in the table when it passes the one
- *     noted, about once per 65.5 us); for each key it takes effect at
+ *     reading (the plain setters read their clock again once they hold
+ *     the setters' lock) and the table's newest reading less at most
+ *     65.5 us (every decision notes its reading in the table when it
+ *     passes the one noted, about once per 65.5 us); a reading more than
+ *     2^30 ns (1.07 s) past the setter's is a forward clock jump and moves
+ *     no stamp.  For each key the change takes effect at
  *     s = the later of tc and the newest reading decided on that key
  *     before the publication (never earlier: nothing is credited for time
  *     a decision with the old parameters already counted).  At s the key
@@ -319,10 +322,15 @@
  *     so at most max(b) + (y - x) / min(T) over the sets in force.  Two
  *     changes must be more than max(tau before, tau after) apart (tau =
  *     b T), counted from the newest reading the table had seen when the
- *     first was published (at most 65.5 us past a real one), plus what a
- *     key may still owe past tau then (keyed_live.c, "Two eras"): an
- *     earlier second change is refused with SLUICE_EBUSY, having changed
- *     nothing (a key's state word tells two parameter sets apart).
+ *     first was published (at most 65.5 us past a real one, and at most
+ *     1.07 s past the first's stamp), plus what a key may still owe past
+ *     tau then (keyed_live.c, "Two eras"): an earlier second change is
+ *     refused with SLUICE_EBUSY, having changed nothing (a key's state
+ *     word tells two parameter sets apart).  The one case this spacing
+ *     does not cover is a key decided at a jumped reading (above): the
+ *     second change after may read its state as its own, which admits
+ *     nothing for it until the clock comes within that change's tau of
+ *     the jumped reading.
  *   FIXED, WINDOW: counts are kept, and the stamp is the setter's reading
  *     tc; the window (the range of N buckets) that holds tc, and every
  *     earlier one, has the smaller of the old and new L (and of the caps
