@@ -36,8 +36,10 @@
  *       setter preempted between its reading and its publication); a
  *       change refused with SLUICE_EBUSY (too soon after the last) is
  *       retried.  The verifier checks the hot key's ledger against keyed.h's
- *       bound over the sets in force, max(b) + t/min(T), on every closed
- *       interval of admission times (d.now_ns).  Exit 77 (a skip) when fewer
+ *       bounds on every closed interval of admission times (d.now_ns):
+ *       max(b) + t/min(T) over the sets in force, and the tighter b + the
+ *       time of each rate over its T, each rate given every instant it
+ *       may have been in force (live_time_term()).  Exit 77 (a skip) when fewer
  *       than N changes fit in S seconds (a loaded machine), after checking.
  *
  * Output: one line per run, then exit 1 on a violation:
