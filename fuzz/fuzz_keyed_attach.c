@@ -17,6 +17,14 @@
  *          what a buggy or hostile process sharing the mapping can do
  *          (half the offsets land in the 256-byte header: keyed.h MEMORY).
  *
+ * Byte 0, bit 2 (built only) aims the patches at the live-parameter block
+ * instead (keyed.h LIVE PARAMETERS: after the header, read at every
+ * decision, never validated by attach; issue 22, R7: interval 0 or tau
+ * 2^61 written there admitted every request at burst 5).  When only the
+ * block was patched, a fresh key at one instant must be admitted at most
+ * what the block in force allows as a set a setter could write
+ * (live_holds): nothing at all when it is not one.
+ *
  * Byte 0, bit 1 then FORGES the header's check the way any such process
  * can: the check is a SipHash under a key fixed in the library (a checksum
  * against accidents, not a defence), so the target recomputes it over the
@@ -40,6 +48,7 @@
 
 #include "fuzz_keyed.h"
 #include "siphash_internal.h"
+#include "keyed_internal.h" /* the live block's layout (live_holds) */
 
 #define HDR 256 /* the header's size (keyed.h MEMORY): where the check is searched, and header patches */
 
@@ -160,6 +169,57 @@ static void limits_hold(sluice_keyed_t *k, sluice_clock_t *clk)
 	decide(k, clk);
 }
 
+/*
+ * Only the live block was patched: what may a fresh key get at one instant?
+ * The decisions read the block of the era in force; if it is a set a
+ * setter writes (kp_gcra_ok, kp_win_ok: keyed_internal.h) they use it,
+ * clamped to the count's range, else they refuse it whole.  So at most:
+ * GCRA, LEAKY its largest n (b, D + 1: tau = n T); FIXED, WINDOW its L
+ * (FIXED at most the count's bits, WINDOW init's largest); INFLIGHT its K
+ * at most the count's bits.  64 takes of 1 at one reading, then the usual
+ * decisions.
+ */
+static void live_holds(sluice_keyed_t *k, sluice_clock_t *clk)
+{
+	struct sluice__keyed_live *l = k->live;
+	uint64_t e = atomic_load(&l->ctl[1]);
+	_Atomic uint64_t(*f)[2] = l->blk[e & 1].f;
+	struct kp p = { .era = e };
+	p.interval = atomic_load(&f[F_INTERVAL][0]);
+	p.tau = atomic_load(&f[F_TAU][0]);
+	p.nmax = atomic_load(&f[F_NMAX][0]);
+	p.limit = atomic_load(&f[F_LIMIT][0]);
+	p.cap = atomic_load(&f[F_CAP][0]);
+	uint64_t cmask = k->cbits < 64 ? (1ULL << k->cbits) - 1 : UINT64_MAX, most;
+	switch (k->algo) {
+	case SLUICE_ALGO_FIXED:
+		most = kp_win_ok(&p) ? (p.limit < cmask ? p.limit : cmask) : 0;
+		break;
+	case SLUICE_ALGO_WINDOW:
+		most = kp_win_ok(&p) ? (p.limit < (1ULL << 30) - 1 ? p.limit : (1ULL << 30) - 1) : 0;
+		break;
+	case SLUICE_ALGO_INFLIGHT:
+		most = p.limit < cmask ? p.limit : cmask;
+		break;
+	default:
+		most = kp_gcra_ok(&p) ? p.nmax : 0;
+		break;
+	}
+	const uint64_t now = 5000000000ULL;
+	sluice_clock_manual_set(clk, now);
+	uint64_t got = 0;
+	for (int i = 0; i < 64; i++) {
+		sluice_decision_t d;
+		int rc = sluice_keyed_acquire_at(k, "f", 1, 1, now, &d);
+		FUZZ_CHECK(fuzz_known_rc(rc), "acquire on a forged live block: %d", rc);
+		got += rc == 1;
+	}
+	FUZZ_CHECK(got <= most, "algo %d: a forged live block admitted %llu at one instant, "
+	                        "its parameters allow %llu",
+	           (int)k->algo, (unsigned long long)got, (unsigned long long)most);
+	decide(k, clk);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (check_at == -2)
@@ -169,6 +229,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	unsigned char *mem;
 	size_t len;
 	int header_only = 0; /* built, and no patch reached past the header */
+	int live_only = 0;   /* built, bit 2: every patch in the live block */
 	fuzz_table_t t = { 0 };
 	if (!(mode & 1)) {
 		len = in.n;
@@ -182,12 +243,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* patches: offset, count, bytes.  The offset's 2 bytes: below
 		 * 0x8000 a header byte (modulo its 256), else any byte of the
 		 * region (modulo its size), so half the patches hit the header */
-		header_only = 1;
+		header_only = !(mode & 4);
+		live_only = (mode & 4) != 0;
 		while (in.n > 0) {
 			size_t raw = (size_t)fuzz_bytes(&in, 2);
 			size_t off = raw < 0x8000 ? raw % HDR : (raw - 0x8000) % len;
+			if (mode & 4) /* the live block, right after the header */
+				off = HDR + raw % LIVE_BYTES;
 			size_t n = 1 + fuzz_u8(&in) % 16;
 			header_only &= off + n <= HDR;
+			live_only &= off + n <= HDR + LIVE_BYTES;
 			for (size_t i = 0; i < n && off + i < len; i++)
 				mem[off + i] = fuzz_u8(&in);
 		}
@@ -207,6 +272,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		           sluice_err_name(rc));
 	else if (header_only)
 		limits_hold(&k, &clk);
+	else if (live_only && !(mode & 2))
+		live_holds(&k, &clk);
 	else
 		decide(&k, &clk);
 	free(mem);

@@ -132,12 +132,14 @@ enum { KP_GCRA, KP_WIN, KP_LIMIT }; /* which fields a decision reads */
  * per GCRA decision). */
 __attribute__((always_inline)) static inline int
 read_state(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, const struct kid *id,
-           uint64_t n, struct kp *p, int which, uint64_t *o, uint64_t *a, unsigned *tries)
+           uint64_t n, uint64_t now, struct kp *p, int which, uint64_t *o, uint64_t *a,
+           unsigned *tries)
 {
 	_Atomic uint64_t *st = state_at(k, s);
-	if (which == KP_GCRA) /* a constant at every (inlined) call */
+	if (which == KP_GCRA) { /* a constant at every (inlined) call */
+		hw_note(k, now); /* before the era (keyed_live.c) */
 		kp_load_gcra(k, p);
-	else if (which == KP_WIN)
+	} else if (which == KP_WIN)
 		kp_load_win(k, p);
 	else
 		kp_load_limit(k, p);
@@ -145,6 +147,12 @@ read_state(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, const str
 	*a = atomic_load_explicit(st, memory_order_acquire);
 	if (SLUICE_UNLIKELY(!kp_same(k, p->era)))
 		return ++*tries > RETRY_MAX ? BUSY : AGAIN;
+	/* One era's block, whole: is it one a setter writes?  (Shared
+	 * memory: keyed_internal.h, kp_gcra_ok.)  Refused whole if not. */
+	if (which == KP_GCRA && SLUICE_UNLIKELY(!kp_gcra_ok(p)))
+		return BUSY;
+	if (which == KP_WIN && SLUICE_UNLIKELY(!kp_win_ok(p)))
+		return BUSY;
 	/* Then the tag and the key's claim (still_ours(); as
 	 * sluice_keyed_release() says why): the state belonged to this key. */
 	if (!still_ours(k, s, tag, id))
@@ -181,6 +189,7 @@ read_state(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, const str
  */
 #define STEP_CAS 8 /* a step's "CAS the state to *next" */
 #define CANCEL 9   /* a refund's step: nothing can be given back */
+#define EXPIRED 10 /* a refund's step: the admission's window is over */
 typedef int (*step_fn)(const sluice_keyed_t *k, const struct kp *p, uint64_t a, uint64_t n,
                        uint64_t now, sluice_decision_t *d, const void *ctx, uint64_t *next);
 
@@ -193,7 +202,7 @@ decide_loop(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, const st
 	for (;;) {
 		struct kp p;
 		uint64_t o, a, next;
-		int r = read_state(k, s, tag, id, n, &p, which, &o, &a, tries);
+		int r = read_state(k, s, tag, id, n, now, &p, which, &o, &a, tries);
 		if (r == AGAIN)
 			continue;
 		if (r != READ)
@@ -396,7 +405,7 @@ static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag
 		 * closed buckets are final. */
 		struct kp p;
 		uint64_t o, h;
-		int r = read_state(k, s, tag, id, n, &p, KP_WIN, &o, &h, tries);
+		int r = read_state(k, s, tag, id, n, now, &p, KP_WIN, &o, &h, tries);
 		if (r == AGAIN)
 			continue;
 		if (r != READ)
@@ -419,8 +428,12 @@ static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag
 		}
 		const struct win_ctx wc = { k, s };
 		uint64_t base = sluice__window_closed_sum(h, k->buckets, win_word, &wc);
-		/* the limit of the range that ends at bucket h (keyed_live.c) */
-		const uint64_t lim = win_limit(&p, h);
+		/* the limit of the range that ends at bucket h (keyed_live.c);
+		 * a forged one at most init's largest (the counts stay in
+		 * their bits) */
+		uint64_t lim = win_limit(&p, h);
+		if (SLUICE_UNLIKELY(lim > SLUICE_WINDOW_LIMIT_MAX))
+			lim = SLUICE_WINDOW_LIMIT_MAX;
 		for (;;) {
 			uint64_t counted = base + (w & SLUICE__SLOT_OWN);
 			uint64_t start = h * k->width_ns;
@@ -584,12 +597,21 @@ uint64_t sluice__keyed_successor(const sluice_keyed_t *k, const struct kp *p, ui
 		uint64_t gen = virgin ? 0 : (r >> k->cbits);
 		return ((gen + 1) & (S_VAL >> k->cbits)) << k->cbits;
 	}
-	default:
+	default: {
 		/* in the era the initialisation read (its parity), never
-		 * before that era's change (keyed_live.c) */
-		if (t < p->tc)
-			t = p->tc > TMAX ? TMAX : p->tc;
-		return ((p->era & 1) ? S_PAR : 0) | t;
+		 * before that era's change, and after a burst raise no fuller
+		 * than b0 of b1 at the later of the change and the floor: the
+		 * key it replaces, reclaimed fresh at the floor's reading
+		 * (or before the change), held b0 there (keyed_live.c) */
+		uint64_t base = floor > p->tc ? floor : p->tc;
+		if (t < base)
+			t = base;
+		if (p->lift)
+			base = tmax_add(base, p->lift);
+		if (t < base)
+			t = base;
+		return ((p->era & 1) ? S_PAR : 0) | (t > TMAX ? TMAX : t);
+	}
 	}
 }
 /* ---------------------------------------------------------------- */
@@ -757,9 +779,11 @@ static inline int fixed_unstep(const sluice_keyed_t *k, const struct kp *p, uint
 	(void)p, (void)now, (void)d;
 	const sluice_decision_t *admitted = ctx;
 	const uint64_t cmask = (1ULL << k->cbits) - 1;
-	uint64_t we = (a & S_VAL) >> k->cbits;
-	if (we != admitted->now_ns / k->window_ns || (a & cmask) < n)
-		return CANCEL; /* another window now */
+	uint64_t we = (a & S_VAL) >> k->cbits, aw = admitted->now_ns / k->window_ns;
+	if (we > aw)
+		return EXPIRED; /* the key is in a later window: that one is over */
+	if (we != aw || (a & cmask) < n)
+		return CANCEL; /* not this key's window, or not this much */
 	*next = a - n;
 	return STEP_CAS;
 }
@@ -795,6 +819,8 @@ static int refund_once(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t ta
 		        : decide_loop(k, s, tag, id, n, 0, NULL, tries, KP_GCRA, gcra_unstep, admitted);
 	if (r == 1)
 		return 0;
+	if (r == EXPIRED)
+		return SLUICE_EEXPIRED;
 	/* BUSY: the bound; the rest (the key's state gone or retired, a
 	 * change that lowered the largest n, decided on since): nothing */
 	return r == BUSY ? SLUICE_EBUSY : SLUICE_ECANCEL;

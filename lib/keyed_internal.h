@@ -523,9 +523,12 @@ static inline void busy_decision(uint64_t limit, sluice_decision_t *d, uint64_t 
  * read and fails on a newer one, so a setter resumed after its lock was
  * stolen can never write into a block a newer setter filled (the only
  * blocks that are ever in force).  Decisions read only the value words.
- * pub is (the reading after the last publication, its era + 1): what the
- * next setter needs to know when the era before it is all fresh
- * (keyed_live.c).
+ * pub is (the newest reading after the last publication, its era + 1):
+ * what the next setter needs to know when the era before it is all fresh
+ * (keyed_live.c).  hw is the newest reading: at least every reading a GCRA
+ * or LEAKY decision, creation or setter of the table used, at most
+ * HW_SLACK past one of them (hw_note(); keyed_live.c, "The newest
+ * reading").
  */
 enum {
 	F_INTERVAL, /* GCRA, LEAKY: T                                       */
@@ -542,6 +545,7 @@ enum {
 	F_RATE,   /* as configured: the next change starts from these      */
 	F_PERIOD,
 	F_BURST,  /* GCRA: b; LEAKY: D                                     */
+	F_LIFT,   /* GCRA, LEAKY: a burst raise's (b1 - b0) T1, else 0      */
 	F_COUNT
 };
 struct sluice__keyed_blk {
@@ -550,6 +554,7 @@ struct sluice__keyed_blk {
 struct sluice__keyed_live {
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t ctl[2];
 	_Atomic uint64_t pub[2];
+	_Atomic uint64_t hw; /* in the era's line: loaded with it */
 	struct sluice__keyed_blk blk[2];
 };
 #define LIVE_BYTES ((uint32_t)sizeof(struct sluice__keyed_live))
@@ -562,8 +567,90 @@ struct sluice__keyed_live {
 /* The parameters one decision uses, all from one era. */
 struct kp {
 	uint64_t era, interval, tau, nmax, recip, shift, pinterval, ptau, tc;
-	uint64_t limit, cap, from;
+	uint64_t limit, cap, from, lift;
 };
+
+/*
+ * The newest reading (keyed_live.c, "The newest reading").  hw is raised
+ * to a reading plus HW_SLACK whenever a reading passes it, so it is
+ * written about once per HW_SLACK of the table's time (2^16 ns, 65.5 us:
+ * some 15,000 writes a second to the era's line, a miss per CPU each),
+ * and hw - HW_SLACK is never past a reading some call used.
+ */
+#define HW_SLACK (1ULL << 16)
+/* Readings more than HW_TRUST (2^30 ns, 1.07 s) past a change's stamp are
+ * a forward clock jump to it: they neither raise the stamp nor make the
+ * next change wait (keyed_live.c, "Jumps"). */
+#define HW_TRUST (1ULL << 30)
+
+void sluice__keyed_hw_raise(struct sluice__keyed_live *l, uint64_t to);
+
+/*
+ * hw_note - make the newest reading cover @now, before the era is loaded
+ * (kp_era()).  seq_cst, as the era load after it and the setter's
+ * publication and hw load (keyed_live.c): of a call whose era load saw
+ * era e - 1 and the setter of era e, which loads hw after publishing e,
+ * one comes first, so that setter's hw covers every reading of era e - 1
+ * (the store-buffer pattern: each side writes its word, then reads the
+ * other's).  On the hot path: a load of the era's line, already loaded,
+ * and a compare.
+ */
+static inline void hw_note(const sluice_keyed_t *k, uint64_t now)
+{
+	if (SLUICE_UNLIKELY(now > atomic_load_explicit(&k->live->hw, memory_order_seq_cst)))
+		sluice__keyed_hw_raise(k->live, now + HW_SLACK);
+}
+
+/* @a + @b, at most TMAX (the latest time a state word holds). */
+static inline uint64_t tmax_add(uint64_t a, uint64_t b)
+{
+	return a >= TMAX || b >= TMAX - a ? TMAX : a + b;
+}
+
+/*
+ * sluice__keyed_gcra_owed - GCRA, LEAKY: a debt of @over ns past the old
+ * tolerance (permits owed, @over / @t_old of them) in ns of the new
+ * interval @t_new, rounded up (more owed: against admission), at most
+ * TMAX.  A change's conversion (keyed_live.c) keeps it; @t_old = 0 (a
+ * forged value) owes everything.  (Arithmetic of gcra_step.h's kind, kept
+ * here because only the keyed conversion keeps a debt past the horizon.)
+ */
+static inline uint64_t sluice__keyed_gcra_owed(uint64_t over, uint64_t t_old, uint64_t t_new)
+{
+	if (t_old == 0)
+		return TMAX;
+	sluice__u128 owed = ((sluice__u128)over * t_new + t_old - 1) / t_old;
+	return owed > TMAX ? TMAX : (uint64_t)owed;
+}
+
+/*
+ * kp_gcra_ok - GCRA, LEAKY: are the era's T, tau and largest n what a
+ * setter or init writes (1 <= T, tau = nmax T with no overflow, tau at most
+ * SLUICE_KEYED_TAU_MAX)?  The block is shared memory: another process can
+ * write anything there (issue 22, R7: T = 0 or tau = 2^61 admitted every
+ * request).  A block that fails is refused whole (the decision returns
+ * SLUICE_EBUSY, having taken nothing), not clamped: no clamp of an
+ * inconsistent set is a set init accepted.  A multiply and three
+ * compares on values already loaded.
+ */
+static inline int kp_gcra_ok(const struct kp *p)
+{
+	uint64_t prod;
+	return !__builtin_mul_overflow(p->nmax, p->interval, &prod) && prod == p->tau &&
+	       p->tau - 1 < SLUICE_KEYED_TAU_MAX;
+}
+
+/*
+ * kp_win_ok - FIXED, WINDOW: the relations every setter keeps: the
+ * largest n is the limit, and the cap of a transition never exceeds the
+ * limit (it is the smaller of the old and new L, or an earlier cap).  A
+ * block that fails is refused whole (SLUICE_EBUSY); values that pass are
+ * clamped to the count's range where they are used.
+ */
+static inline int kp_win_ok(const struct kp *p)
+{
+	return p->nmax == p->limit && p->cap <= p->limit;
+}
 
 /*
  * kp_load - the era in force and its parameters.  Acquire on the era:
@@ -578,7 +665,9 @@ struct kp {
  */
 static inline _Atomic uint64_t (*kp_era(const sluice_keyed_t *k, uint64_t *e))[2]
 {
-	*e = atomic_load_explicit(&k->live->ctl[1], memory_order_acquire);
+	/* seq_cst (a plain load on x86, as acquire): also ordered after
+	 * hw_note() (see there). */
+	*e = atomic_load_explicit(&k->live->ctl[1], memory_order_seq_cst);
 	return k->live->blk[*e & 1].f;
 }
 
@@ -634,6 +723,7 @@ static inline void kp_load(const sluice_keyed_t *k, struct kp *p)
 {
 	kp_load_gcra(k, p);
 	kp_load_windows(k, p);
+	p->lift = KPF(k->live->blk[p->era & 1].f, F_LIFT);
 }
 
 /*

@@ -44,43 +44,130 @@
  * SET_BURST and of the standalone windows: never more permits than before,
  * no fresh burst), per algorithm:
  *
- * GCRA, LEAKY.  A change at reading tc from (T0, tau0) to (T1, tau1) (tau
- * = b T; LEAKY: b = D + 1) leaves each key's bucket, at tc, holding the
- * FEWER of (a) the permits it held just before, (tau0 - d) / T0 with d
- * its debt max(0, TAT - tc), capped at b1, and (b) what the new parameters
- * give for the unchanged TAT, (tau1 - d) / T1; then it refills at the new
- * rate.  As in gcra.h: raising the rate or lowering the burst keeps the
- * TAT; lowering the rate or raising the burst keeps the permits held (a
- * full bucket keeps b0 of the new b1 and gets the rest at the new rate).
- * Keys are not rewritten by the setter (a table can hold 2^32): each
- * live state word carries its era's parity in bit 62, and a decision of
- * era e that meets a state of parity e - 1 (or, see below, a TAT below
- * tc) reads it through sluice__keyed_gcra_convert(), which is that rule
- * taken at tc, so the answer does not depend on when the key is next
+ * GCRA, LEAKY.  A change from (T0, tau0) to (T1, tau1) (tau = b T;
+ * LEAKY: b = D + 1), stamped tc, leaves each key's bucket, at tc, holding
+ * the FEWER of (a) the permits it held just before, (tau0 - d) / T0 with
+ * d its debt max(0, TAT - tc), capped at b1, and (b) what the new
+ * parameters give for the unchanged TAT, (tau1 - d) / T1; then it refills
+ * at the new rate.  As in gcra.h: raising the rate or lowering the burst
+ * keeps the TAT; lowering the rate or raising the burst keeps the permits
+ * held (a full bucket keeps b0 of the new b1 and gets the rest at the new
+ * rate).  Keys are not rewritten by the setter (a table can hold 2^32):
+ * each live state word carries its era's parity in bit 62, and a decision
+ * of era e that meets a state of parity e - 1 (or, see "Two eras", a TAT
+ * below tc) reads it through sluice__keyed_gcra_convert(), which is that
+ * rule taken at tc, so the answer does not depend on when the key is next
  * used.  The converted TAT is never below the old one, and an admission
  * writes more than it, so a state word never repeats a value (no ABA for
- * a decision stalled across changes).  A refusal writes nothing; an admission writes the converted TAT
- * plus its cost with era e's parity.  New keys start at the group's
- * floor, which a burst raise lifts to tc + (b1 - b0) T1 before publishing,
- * so a key reclaimed as fresh just before the change does not come back
- * with the raised burst at once either.  One parity bit tells only two
- * eras apart, so a setter refuses (SLUICE_EBUSY, nothing changed) a
- * change of era e + 1 unless its reading is later than the reading after
- * era e's publication plus the larger of era e - 1's and era e's tau:
- * every state written in era e - 1 was written from a reading before era
- * e's publication (decisions and initialisations check the era after their
- * last reading), so its TAT, converted to era e, is then in the past: it
- * is a full bucket of era e, and is read so (a TAT below tc is converted
- * as a full bucket), whatever its parity says.  Decisions read the time
- * as max(reading, tc) (time never runs back past a change).
+ * a decision stalled across changes).  A refusal writes nothing; an
+ * admission writes the converted TAT plus its cost with era e's parity.
+ * Decisions read the time as max(reading, tc).
+ *
+ * Debt.  (a) can be negative: a key decided at readings after tc (the
+ * stamp lags them, below) can owe d > tau0 at tc.  It then holds
+ * -(d - tau0) / T0 permits, and keeps owing them: (a)'s debt is tau1 +
+ * (d - tau0) T1 / T0, rounded up (sluice__keyed_gcra_owed()).  Clamping
+ * the credit at 0, as this file once did, forgot that debt: a key emptied
+ * at x and a change stamped x - 30 us got 30 us of permits back (issue 22,
+ * finding 2: up to b1 - b0 for a burst raise, past max(b) + t/min(T) for a
+ * rate lowering).
+ *
+ * A lagging stamp, per key.  Let r be the newest reading decided on a key
+ * with the old parameters, x its TAT when the change is published.  Then
+ * r <= x: an admission at r writes TAT >= r + T0, a refusal at r needs x
+ * - r > tau0 - n T0 >= 0, an initialisation at r writes TAT >= r, and
+ * TATs only grow (a refund takes back at most what an admission added).
+ * Claim: the conversion at tc is, for every s in [tc, max(tc, x)], no more
+ * permissive than the conversion at s followed by nothing (TAT y_tc >=
+ * y_s).  (b): s + (x - s) = x = tc + (x - tc), equal.  (a) (uncapped):
+ * y_s - y_tc = (s - tc)(1 - T1 / T0), which is <= 0 for a rate lowering
+ * (T1 > T0), 0 for a burst change (T1 = T0), and for a rate raise (b)
+ * decides both (tau1 - p T1 <= d there: the TAT is kept); capped at b1
+ * (a burst lowering) (b) decides both too.  Take s = max(tc, r): the key
+ * is converted no more permissively than at its own newest reading, so
+ * the time [tc, r] that the old parameters already counted is credited
+ * nothing at the new ones.  A decision of the new era with a reading t in
+ * [tc, s) meets a TAT >= y_tc >= x >= s > t: it writes max(TAT, t) + nT1
+ * = max(TAT, s) + nT1, the TAT a decision at s writes, after a stricter
+ * test; one before tc is read as at tc.  So every decision of the new era
+ * is dominated by one at max(reading, s), and keyed.h's bound follows
+ * with the change in force for the key from s.
+ *
+ * The newest reading.  hw (keyed_internal.h) is raised by every GCRA or
+ * LEAKY decision and creation whose reading passes it, to that reading +
+ * HW_SLACK, before it loads the era (hw_note(); seq_cst); the setter
+ * stamps tc = max(now, hw - HW_SLACK), a reading some call made (hw -
+ * HW_SLACK never passes one), notes tc in hw, publishes, and then loads
+ * hw (seq_cst) as pt, the era's newest reading.  A call whose era load saw
+ * era e - 1 noted its reading before that load, and the setter of era e
+ * loads hw after its publication: in the single order of seq_cst
+ * operations the call's note (or the note it read) comes before its era
+ * load, which comes before the publication (it saw the era before), which
+ * comes before the setter's load, so pt >= every reading of era e - 1.
+ * The stamp lags the newest reading by less than HW_SLACK plus the
+ * setter's own run: the per-key argument above makes that lag harmless,
+ * the stamp only makes it small.  The plain setters read their clock
+ * again once they hold the lock, so their own lag is the run from there
+ * to the publication (a stop there longer than the lease loses the lock
+ * and publishes nothing).
+ *
+ * Jumps.  A reading more than HW_TRUST (1.07 s) past the stamp is taken
+ * as a forward clock jump (a caller on another timeline, a bad reading):
+ * it does not raise the stamp (the table's time would jump to it for
+ * every key: each one's bucket full at once), and pt is capped at tc +
+ * HW_TRUST (else no later change could be made until the clock reached
+ * it).  The per-key argument needs no stamp, so such a key is converted
+ * as exactly as any; only "Two eras" no longer covers it: the second
+ * change after may read its state as its own.  That TAT is at least the
+ * jumped reading, so nothing is admitted for the key until the clock
+ * comes within that change's tau of it.
+ *
+ * Two eras.  One parity bit tells only two eras apart: era e + 1 reads a
+ * state of era e - 1 as its own unless the TAT is below its stamp.  So a
+ * setter refuses (SLUICE_EBUSY, nothing changed) era e + 1 unless its
+ * stamp is past Q = max(pt + tau_{e-1}, tc_e + tau_e + owed(pt - tc_e))
+ * (sluice__keyed_gcra_quiet()).  Every state era e - 1 wrote is a TAT x
+ * <= pt + tau_{e-1}: an admission at reading r <= pt writes at most
+ * max(r, tc_{e-1}) + tau_{e-1}, an initialisation at most max(r, floor,
+ * tc_{e-1}) + lift_{e-1} with floors and stamps readings (<= pt) and the
+ * lift (b1 - b0) T1 <= tau_{e-1}.  Era e converts x, with d = x - tc_e <=
+ * (pt - tc_e) + tau_{e-1}, to at most Q (Debt: d past tau_{e-1} owes at
+ * most owed(pt - tc_e) more).  A stamp past Q therefore finds every such
+ * state a full bucket of era e, and reads it so (a TAT below tc is
+ * converted as a full bucket), whatever its parity says.  If era e's pt
+ * was not recorded (its setter stopped or died after publishing), the
+ * next setter records hw, which covers it.
+ *
+ * Burst raises and new keys.  New keys start at max(now, floor, tc), and
+ * in an era that raised the burst at max(floor, tc) + lift (F_LIFT = (b1 -
+ * b0) T1) if that is later: a key reclaimed fresh at the floor's reading
+ * held at most b0 there (as of the era before, or b1 - lift if reclaimed
+ * in this era: fewer), so it does not come back with the raised burst at
+ * once either.  (The setter once raised every group's floor before
+ * publishing instead; a reclaim of the era before could then write a
+ * later floor after it, and the key came back with b1.)
+ *
+ * Hostile blocks.  The block is shared memory: a decision refuses one
+ * whose T, tau and largest n are not what a setter writes (kp_gcra_ok();
+ * issue 22, R7: T = 0 or tau = 2^61 admitted every request); the
+ * conversion's T0, tau0 and the lift only ever saturate (owed() of T0 = 0
+ * owes everything).
  *
  * FIXED, WINDOW.  The count is kept; the limit of a window (WINDOW: of the
- * N-bucket range ending at bucket h) that contains the change's reading,
- * or an earlier time, is the cap min(L_new, L_old) (and the cap before it
- * while that transition still ran), later windows have L_new: the window
- * in progress never gets more room than the old limit left it, and never
- * more than the new one allows.  This needs no per-key state: the block
- * holds the first window (bucket) number F_FROM where L_new applies alone.
+ * N-bucket range ending at bucket h) that contains the change's reading
+ * tc, or an earlier time, is the cap min(L_new, L_old) (and the cap before
+ * it while that transition still ran), later windows have L_new for the
+ * decisions that see the change: the window in progress at tc never gets
+ * more room than the old limit left it, and never more than the new one
+ * allows.  A window that began after tc but before the publication holds
+ * what decisions of the old era admitted in it (at most L_old: their
+ * checks were against it) and takes new admissions only up to L_new, so
+ * it holds at most max(its count at the publication, L_new) <= max(L_old,
+ * L_new): keyed.h states this; no stamp can help, since those admissions
+ * are already counted.  This needs no per-key state: the block holds the
+ * first window (bucket) number F_FROM where L_new applies alone.  Decisions
+ * refuse a block whose largest n is not its L or whose cap exceeds L
+ * (kp_win_ok(): every setter keeps both), and clamp L to the count's range.
  * The window length and the bucket count fix the layout: no set_rate.
  *
  * INFLIGHT.  The count held is kept; the new K applies to the next
@@ -127,15 +214,31 @@ void sluice__keyed_live_format(struct sluice__keyed_live *l, const struct params
 	field_init(f, F_RATE, p->rate);
 	field_init(f, F_PERIOD, p->period_ns);
 	field_init(f, F_BURST, p->algo == SLUICE_ALGO_LEAKY ? p->depth : p->burst);
+	field_init(f, F_LIFT, 0);
+	atomic_store_explicit(&l->hw, 0, memory_order_relaxed);
+}
+
+/* Raise hw to @to (fetch-max; seq_cst: hw_note() says why).  Bounded:
+ * each failure means hw moved, up among honest writers. */
+void sluice__keyed_hw_raise(struct sluice__keyed_live *l, uint64_t to)
+{
+	uint64_t v = atomic_load_explicit(&l->hw, memory_order_seq_cst);
+	for (unsigned n = 0; n < RETRY_MAX && v < to; n++)
+		if (atomic_compare_exchange_weak_explicit(&l->hw, &v, to, memory_order_seq_cst,
+		                                          memory_order_seq_cst))
+			return;
 }
 
 uint64_t sluice__keyed_gcra_convert(const struct kp *p, uint64_t x)
 {
 	uint64_t tc = p->tc, t0 = p->pinterval, tau0 = p->ptau, t1 = p->interval, tau1 = p->tau;
-	uint64_t d = x > tc ? x - tc : 0;          /* the debt at the change */
-	uint64_t credit0 = d < tau0 ? tau0 - d : 0; /* ns of old permits held */
-	/* (a): those permits, in new ns, at most b1 (gcra.c's own rule) */
-	uint64_t da = tau1 - sluice__gcra_kept(credit0, t0, t1, tau1);
+	uint64_t d = x > tc ? x - tc : 0; /* the debt at the change */
+	/* (a): the permits held at tc, in new ns, at most b1 (gcra.c's own
+	 * rule); a key that owes more than tau0 at tc (decided at readings
+	 * after tc: a lagging stamp) holds a negative number of them, and
+	 * keeps owing it in new ns, rounded up (DESIGN, "Debt") */
+	uint64_t da = d <= tau0 ? tau1 - sluice__gcra_kept(tau0 - d, t0, t1, tau1)
+	                        : tmax_add(tau1, sluice__keyed_gcra_owed(d - tau0, t0, t1));
 	uint64_t dn = d > da ? d : da; /* the fewer permits of (a) and (b) */
 	uint64_t y = dn > TMAX - (tc > TMAX ? TMAX : tc) ? TMAX : tc + dn;
 	/* y >= x for every x the era before wrote (dn >= d); a forged x
@@ -210,24 +313,39 @@ static void pub_set(struct sluice__keyed_live *l, uint64_t era, uint64_t t)
 	}
 }
 
-/* Raise every group's floor to @to (burst raises, see DESIGN); relaxed
- * fetch-max, published to creations by the era's publication (a creation
- * acquires the new era before it reads the floor). */
-static void floors_raise(const sluice_keyed_t *k, uint64_t to)
+/*
+ * sluice__keyed_gcra_quiet - the latest stamp at which era e + 1 may not
+ * yet be published (DESIGN, "Two eras"): every state era e - 1 wrote is a
+ * TAT x <= pt + tau_{e-1} (pt: the newest reading after era e's
+ * publication), and era e reads it through the conversion at tc, to at
+ * most max(pt + tau_{e-1}, tc + tau_e + owed(pt - tc)); a stamp past
+ * that finds every such state a full bucket of era e.
+ */
+static uint64_t sluice__keyed_gcra_quiet(uint64_t tc, uint64_t pt, uint64_t t0, uint64_t tau0,
+                                         uint64_t t1, uint64_t tau1)
 {
-	for (uint64_t g = 0; g <= k->group_mask; g++) {
-		_Atomic uint64_t *f = &k->floors[g];
-		uint64_t v = atomic_load_explicit(f, memory_order_relaxed);
-		for (unsigned n = 0; n < RETRY_MAX && v < to; n++)
-			if (atomic_compare_exchange_weak_explicit(f, &v, to, memory_order_relaxed,
-			                                          memory_order_relaxed))
-				break;
-	}
+	uint64_t lag = pt > tc ? pt - tc : 0;
+	uint64_t a = tmax_add(pt, tau0);
+	uint64_t b = tmax_add(tmax_add(tc, tau1), sluice__keyed_gcra_owed(lag, t0, t1));
+	return a > b ? a : b;
 }
 
 enum what { SET_RATE, SET_BURST, SET_LIMIT };
 
-static int change(sluice_keyed_t *k, enum what what, uint64_t a, uint64_t b, uint64_t now)
+/* The newest reading after era @e's publication, for the next setter:
+ * hw, but a jump past the era's stamp @tc by more than HW_TRUST is not
+ * waited for (DESIGN, "Jumps"). */
+static uint64_t pub_reading(struct sluice__keyed_live *l, uint64_t tc)
+{
+	uint64_t h = atomic_load_explicit(&l->hw, memory_order_seq_cst);
+	uint64_t top = tmax_add(tc, HW_TRUST);
+	return h < top ? h : top;
+}
+
+/* @plain: the plain setter, whose reading is the handle's clock: read it
+ * again once the lock is held (a wait for the lock is no lag). */
+static int change(sluice_keyed_t *k, enum what what, uint64_t a, uint64_t b, uint64_t now,
+                  int plain)
 {
 	if (!k || !k->live)
 		return SLUICE_EINVAL;
@@ -241,6 +359,20 @@ static int change(sluice_keyed_t *k, enum what what, uint64_t a, uint64_t b, uin
 	int rc = lock_take(l, &lo, &e);
 	if (rc != 0)
 		return rc;
+	if (plain) {
+		uint64_t c = sluice_clock_now(k->clock);
+		if (c > now)
+			now = c > TMAX ? TMAX : c;
+	}
+	if (gcra) {
+		/* The stamp: never older than the newest reading the table
+		 * has seen, less the slack (DESIGN, "The newest reading"),
+		 * and itself noted there before the publication. */
+		uint64_t h = atomic_load_explicit(&l->hw, memory_order_seq_cst);
+		if (h > HW_SLACK && h - HW_SLACK > now && h - HW_SLACK - now <= HW_TRUST)
+			now = h - HW_SLACK > TMAX ? TMAX : h - HW_SLACK;
+		sluice__keyed_hw_raise(l, now);
+	}
 	_Atomic uint64_t(*cur)[2] = l->blk[e & 1].f;
 	_Atomic uint64_t(*nxt)[2] = l->blk[(e + 1) & 1].f;
 #define CUR(i) atomic_load_explicit(&cur[i][0], memory_order_relaxed)
@@ -269,17 +401,17 @@ static int change(sluice_keyed_t *k, enum what what, uint64_t a, uint64_t b, uin
 		rc = SLUICE_ELIMIT; /* FIXED, INFLIGHT: the count's bits are fixed */
 	if (rc == 0 && gcra && e > 0) {
 		/* One parity bit: era e - 1's states must be full buckets of
-		 * era e by now (DESIGN).  If era e's publication reading was
-		 * not recorded (its setter stopped or died after publishing),
-		 * record this reading: the publication came before it. */
+		 * era e by now (DESIGN, "Two eras").  If era e's newest
+		 * reading was not recorded (its setter stopped or died after
+		 * publishing), record hw now: the publication came before. */
 		uint64_t pe = atomic_load_explicit(&l->pub[1], memory_order_acquire);
 		uint64_t pt = atomic_load_explicit(&l->pub[0], memory_order_relaxed);
 		if (pe != e + 1) {
-			pub_set(l, e, now);
-			pt = now;
+			pt = pub_reading(l, CUR(F_TC));
+			pub_set(l, e, pt);
 		}
-		uint64_t span = CUR(F_PTAU) > CUR(F_TAU) ? CUR(F_PTAU) : CUR(F_TAU);
-		if (now <= pt || now - pt <= span)
+		if (now <= sluice__keyed_gcra_quiet(CUR(F_TC), pt, CUR(F_PINTERVAL), CUR(F_PTAU),
+		                                    CUR(F_INTERVAL), CUR(F_TAU)))
 			rc = SLUICE_EBUSY;
 	}
 	if (rc != 0) {
@@ -297,10 +429,11 @@ static int change(sluice_keyed_t *k, enum what what, uint64_t a, uint64_t b, uin
 		     field_set(nxt, F_RATE, c.rate, me) && field_set(nxt, F_PERIOD, c.period_ns, me) &&
 		     field_set(nxt, F_BURST, what == SET_BURST ? a : CUR(F_BURST), me);
 		/* A burst raise: a full bucket keeps b0 of b1 (DESIGN), and so
-		 * do keys created from here on, from the floor. */
+		 * do keys created from here on, from the later of the change
+		 * and their group's floor (sluice__keyed_successor()). */
 		uint64_t b0 = CUR(F_NMAX);
-		if (ok && p.nmax > b0)
-			floors_raise(k, now + sluice__sat_mul(p.nmax - b0, p.interval));
+		uint64_t lift = p.nmax > b0 ? sluice__sat_mul(p.nmax - b0, p.interval) : 0;
+		ok = ok && field_set(nxt, F_LIFT, lift, me);
 	} else {
 		/* FIXED: windows of W; WINDOW: ranges of N buckets of W / N
 		 * ending at bucket h.  The change's window (range) and every
@@ -317,7 +450,7 @@ static int change(sluice_keyed_t *k, enum what what, uint64_t a, uint64_t b, uin
 		}
 		ok = field_set(nxt, F_LIMIT, p.limit, me) && field_set(nxt, F_NMAX, p.nmax, me) &&
 		     field_set(nxt, F_CAP, cap, me) && field_set(nxt, F_FROM, from, me) &&
-		     field_set(nxt, F_TC, now, me);
+		     field_set(nxt, F_TC, now, me) && field_set(nxt, F_LIFT, 0, me);
 	}
 #undef CUR
 	/* Publish era e + 1: a pair CAS expecting our lock word (fails if it
@@ -325,39 +458,42 @@ static int change(sluice_keyed_t *k, enum what what, uint64_t a, uint64_t b, uin
 	 * that kp_load()'s acquire of the era pairs with. */
 	if (!ok || !sluice__pair_cas(&l->ctl[0], lo, e, lo, e + 1))
 		return SLUICE_EBUSY; /* stolen: the new holder decides */
-	pub_set(l, e + 1, now);
+	/* The newest reading after the publication (seq_cst, after the
+	 * publication's full barrier: hw_note() says why it covers every
+	 * reading of the era before). */
+	pub_set(l, e + 1, pub_reading(l, now));
 	lock_drop(l, lo, e + 1);
 	return 0;
 }
 
 int sluice_keyed_set_rate_at(sluice_keyed_t *k, uint64_t rate, uint64_t period_ns, uint64_t now)
 {
-	return change(k, SET_RATE, rate, period_ns, now);
+	return change(k, SET_RATE, rate, period_ns, now, 0);
 }
 
 int sluice_keyed_set_rate(sluice_keyed_t *k, uint64_t rate, uint64_t period_ns)
 {
-	return k ? change(k, SET_RATE, rate, period_ns, sluice_clock_now(k->clock)) : SLUICE_EINVAL;
+	return k ? change(k, SET_RATE, rate, period_ns, sluice_clock_now(k->clock), 1) : SLUICE_EINVAL;
 }
 
 int sluice_keyed_set_burst_at(sluice_keyed_t *k, uint64_t burst, uint64_t now)
 {
-	return change(k, SET_BURST, burst, 0, now);
+	return change(k, SET_BURST, burst, 0, now, 0);
 }
 
 int sluice_keyed_set_burst(sluice_keyed_t *k, uint64_t burst)
 {
-	return k ? change(k, SET_BURST, burst, 0, sluice_clock_now(k->clock)) : SLUICE_EINVAL;
+	return k ? change(k, SET_BURST, burst, 0, sluice_clock_now(k->clock), 1) : SLUICE_EINVAL;
 }
 
 int sluice_keyed_set_limit_at(sluice_keyed_t *k, uint64_t limit, uint64_t now)
 {
-	return change(k, SET_LIMIT, limit, 0, now);
+	return change(k, SET_LIMIT, limit, 0, now, 0);
 }
 
 int sluice_keyed_set_limit(sluice_keyed_t *k, uint64_t limit)
 {
-	return k ? change(k, SET_LIMIT, limit, 0, sluice_clock_now(k->clock)) : SLUICE_EINVAL;
+	return k ? change(k, SET_LIMIT, limit, 0, sluice_clock_now(k->clock), 1) : SLUICE_EINVAL;
 }
 
 int sluice_keyed_params(const sluice_keyed_t *k, sluice_keyed_params_t *out)

@@ -314,6 +314,7 @@ int64_t sluice__keyed_create(const sluice_keyed_t *k, const struct kid *id, uint
 {
 	for (;; ++*tries) {
 		struct kp p;
+		hw_note(k, now); /* the initialisation's reading (keyed_live.c) */
 		kp_load(k, &p);
 		if (*tries > RETRY_MAX) {
 			busy_decision(p.nmax, d, now);

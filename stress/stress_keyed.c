@@ -26,6 +26,22 @@
  *       killed worker's included), that the survivors kept deciding after
  *       the kill, and that the table still creates keys afterwards.
  *
+ *   stress_keyed --mode=live [--algo=gcra|leaky] [--threads=T] [--changes=N] [--seconds=S]
+ *       T threads decide on one hot key of a table whose parameters this
+ *       thread changes N times (default 10,000) on the real clock (issue
+ *       22, finding 2): the rate between 1/5us and 1/10us and the bucket
+ *       (GCRA b, LEAKY D + 1) between 4 and 8, half the changes with the
+ *       plain setters (the clock read on entry, published while deciders
+ *       go on), half with set_*_at stamped 2 us - 1 ms behind the clock (a
+ *       setter preempted between its reading and its publication); a
+ *       change refused with SLUICE_EBUSY (too soon after the last) is
+ *       retried.  The verifier checks the hot key's ledger against keyed.h's
+ *       bounds on every closed interval of admission times (d.now_ns):
+ *       max(b) + t/min(T) over the sets in force, and the tighter b + the
+ *       time of each rate over its T, each rate given every instant it
+ *       may have been in force (live_time_term()).  Exit 77 (a skip) when fewer
+ *       than N changes fit in S seconds (a loaded machine), after checking.
+ *
  * Output: one line per run, then exit 1 on a violation:
  *   stress algo=keyed-gcra mode=... threads=... decisions=... admitted=...
  *          worst=... bound=... verdict=ok|VIOLATION
@@ -64,11 +80,11 @@ static uint64_t RATE = 1000;
 #define INTERVAL (SEC / RATE)
 
 static struct {
-	const char *mode, *clock, *policy;
+	const char *mode, *clock, *policy, *algo;
 	int threads, workers, kills;
 	double seconds;
-	uint64_t keys, capacity;
-} opt = { "threads", "cached", "evict", 2, 3, 3, 1.0, 10000000, 100000 };
+	uint64_t keys, capacity, changes;
+} opt = { "threads", "cached", "evict", "gcra", 2, 3, 3, 1.0, 10000000, 100000, 10000 };
 
 static const char *arg_value(const char *arg, const char *key)
 {
@@ -156,6 +172,52 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
+/* opt.threads workers running @fn on @k, each with a record buffer of
+ * RECORD_CAP; NULL when one could not start. */
+static struct worker *spawn(sluice_keyed_t *k, void *(*fn)(void *))
+{
+	struct worker *w = calloc((size_t)opt.threads, sizeof(*w));
+	if (!w)
+		return NULL;
+	for (int i = 0; i < opt.threads; i++) {
+		w[i].k = k;
+		w[i].id = (uint64_t)i;
+		w[i].rec = malloc(sizeof(struct record) * RECORD_CAP);
+		if (!w[i].rec || pthread_create(&w[i].tid, NULL, fn, &w[i]) != 0)
+			return NULL;
+	}
+	return w;
+}
+
+/* Join spawn()'s workers and merge their records (freeing their buffers):
+ * *total records, *decisions made, *admitted permits; NULL on no memory. */
+static struct record *join(struct worker *w, size_t *total, uint64_t *decisions,
+                           uint64_t *admitted)
+{
+	*total = 0;
+	*decisions = 0;
+	*admitted = 0;
+	for (int i = 0; i < opt.threads; i++) {
+		pthread_join(w[i].tid, NULL);
+		*total += w[i].nrec;
+		*decisions += w[i].decisions;
+		if (w[i].overflow)
+			fprintf(stderr, "stress_keyed: thread %d filled its record buffer\n", i);
+	}
+	struct record *all = malloc(sizeof(*all) * (*total + 1));
+	if (!all)
+		return NULL;
+	size_t m = 0;
+	for (int i = 0; i < opt.threads; i++) {
+		for (size_t j = 0; j < w[i].nrec; j++)
+			*admitted += w[i].rec[j].n;
+		memcpy(all + m, w[i].rec, w[i].nrec * sizeof(*all));
+		m += w[i].nrec;
+		free(w[i].rec);
+	}
+	return all;
+}
+
 static int run_threads(void)
 {
 	const sluice_clock_t *clock =
@@ -171,40 +233,17 @@ static int run_threads(void)
 		fprintf(stderr, "stress_keyed: new: %s\n", sluice_err_name(rc));
 		return 2;
 	}
-	struct worker *w = calloc((size_t)opt.threads, sizeof(*w));
+	deadline_ns = sluice_clock_monotonic_ns() + (uint64_t)(opt.seconds * 1e9);
+	struct worker *w = spawn(&k, thread_main);
 	if (!w)
 		return 2;
-	deadline_ns = sluice_clock_monotonic_ns() + (uint64_t)(opt.seconds * 1e9);
-	for (int i = 0; i < opt.threads; i++) {
-		w[i].k = &k;
-		w[i].id = (uint64_t)i;
-		w[i].rec = malloc(sizeof(struct record) * RECORD_CAP);
-		if (!w[i].rec || pthread_create(&w[i].tid, NULL, thread_main, &w[i]) != 0)
-			return 2;
-	}
-	size_t total = 0;
-	uint64_t decisions = 0;
-	for (int i = 0; i < opt.threads; i++) {
-		pthread_join(w[i].tid, NULL);
-		total += w[i].nrec;
-		decisions += w[i].decisions;
-		if (w[i].overflow)
-			fprintf(stderr, "stress_keyed: thread %d filled its record buffer\n", i);
-	}
+	size_t total;
+	uint64_t decisions, admitted;
+	struct record *all = join(w, &total, &decisions, &admitted);
 	if (clock == &sluice_clock_cached)
 		sluice_clock_cached_stop();
-	struct record *all = malloc(sizeof(*all) * (total + 1));
 	if (!all)
 		return 2;
-	size_t m = 0;
-	uint64_t admitted = 0;
-	for (int i = 0; i < opt.threads; i++) {
-		for (size_t j = 0; j < w[i].nrec; j++)
-			admitted += w[i].rec[j].n;
-		memcpy(all + m, w[i].rec, w[i].nrec * sizeof(*all));
-		m += w[i].nrec;
-		free(w[i].rec);
-	}
 	int ok;
 	uint64_t worst = worst_burst(all, total, &ok);
 	sluice_keyed_stats_t s;
@@ -220,6 +259,180 @@ static int run_threads(void)
 	free(w);
 	sluice_keyed_free(&k);
 	return ok ? 0 : 1;
+}
+
+/* ---- live ------------------------------------------------------------------------- */
+
+#define LIVE_T_MIN 5000ULL /* 1/5us; the other rate is 1/10us */
+#define LIVE_B_MAX 8ULL    /* the other bucket is 4 */
+
+static _Atomic int live_stop;
+
+/* The spans of the table's time in which the fast rate (1/LIVE_T_MIN)
+ * may be in force: from the stamp asked for a change to it (the change
+ * takes effect no earlier) to the clock after the change back to the slow
+ * rate returned (it took effect no later); era 0 is fast from 0. */
+#define LIVE_SPANS 8192u
+struct span {
+	uint64_t lo, hi;
+};
+static struct span fast[LIVE_SPANS];
+static size_t nfast;
+
+static int cmp_span(const void *a, const void *b)
+{
+	const struct span *x = a, *y = b;
+	return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+/* keyed.h's tighter bound's time term: G(t) = t + (the fast time before
+ * t), so that the sets in force over [a, c] refill at most (G(c) - G(a))
+ * / (2 LIVE_T_MIN) permits (fast time at 1/LIVE_T_MIN, the rest at half
+ * that).  The spans are merged first (a lagged stamp can start one before
+ * the last ended).  Rewrites the times of @r, sorted by time. */
+static void live_time_term(struct record *r, size_t n)
+{
+	qsort(fast, nfast, sizeof(fast[0]), cmp_span);
+	size_t m = 0;
+	for (size_t i = 0; i < nfast; i++) {
+		if (m > 0 && fast[i].lo <= fast[m - 1].hi) {
+			if (fast[i].hi > fast[m - 1].hi)
+				fast[m - 1].hi = fast[i].hi;
+		} else {
+			fast[m++] = fast[i];
+		}
+	}
+	uint64_t before = 0; /* fast time of the spans wholly before t */
+	size_t s = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t t = r[i].t;
+		for (; s < m && fast[s].hi <= t; s++)
+			before += fast[s].hi - fast[s].lo;
+		uint64_t part = s < m && fast[s].lo < t ? t - fast[s].lo : 0;
+		r[i].t = t + before + part;
+	}
+}
+
+static void *live_main(void *arg)
+{
+	struct worker *me = arg;
+	while (!atomic_load_explicit(&live_stop, memory_order_relaxed)) {
+		sluice_decision_t d;
+		int rc = sluice_keyed_acquire(me->k, "hot", 3, 1, &d);
+		/* give the setter the CPU now and then (every 256): with a decider per
+		 * CPU it would otherwise change once per time slice */
+		if ((++me->decisions & 255) == 0)
+			sched_yield();
+		if (rc != 0 && rc != 1) {
+			fprintf(stderr, "stress_keyed: acquire: %s\n", sluice_err_name(rc));
+			exit(2);
+		}
+		if (rc == 1) {
+			if (me->nrec == RECORD_CAP) {
+				me->overflow = 1;
+				break;
+			}
+			me->rec[me->nrec++] = (struct record){ d.now_ns, 0, 1 };
+		}
+	}
+	return NULL;
+}
+
+/* Change @k's parameters opt.changes times (mode=live, the top of the
+ * file says how); return the number made before the deadline. */
+static uint64_t live_changes(sluice_keyed_t *k, int leaky, uint64_t *tries)
+{
+	uint64_t deadline = sluice_clock_monotonic_ns() + (uint64_t)(opt.seconds * 1e9);
+	uint64_t done = 0, x = 0x9E3779B97F4A7C15ULL;
+	*tries = 0;
+	nfast = 1; /* era 0: fast from 0, until the first change to slow */
+	fast[0] = (struct span){ 0, UINT64_MAX };
+	while (done < opt.changes && sluice_clock_monotonic_ns() < deadline) {
+		unsigned which = (unsigned)(done % 4);
+		uint64_t r = xorshift(&x), now = sluice_clock_monotonic_ns();
+		int lag = r & 1; /* half stamped 2 us .. 1 ms behind the clock */
+		uint64_t behind = 2000 + (r >> 8) % (1000000 - 2000 + 1);
+		uint64_t at = lag && now > behind ? now - behind : now;
+		uint64_t rate = which == 0 ? SEC / (2 * LIVE_T_MIN) : SEC / LIVE_T_MIN;
+		uint64_t bucket = which == 1 ? LIVE_B_MAX : LIVE_B_MAX / 2;
+		uint64_t burst = leaky ? bucket - 1 : bucket; /* LEAKY's depth: D + 1 */
+		int rc;
+		if (which % 2 == 0)
+			rc = lag ? sluice_keyed_set_rate_at(k, rate, SEC, at)
+			         : sluice_keyed_set_rate(k, rate, SEC);
+		else
+			rc = lag ? sluice_keyed_set_burst_at(k, burst, at)
+			         : sluice_keyed_set_burst(k, burst);
+		++*tries;
+		if (rc == 0 && which == 0) /* to slow: the fast span ends by now */
+			fast[nfast - 1].hi = sluice_clock_monotonic_ns();
+		if (rc == 0 && which == 2) { /* to fast, from its stamp on */
+			if (nfast < LIVE_SPANS)
+				fast[nfast++] = (struct span){ at, UINT64_MAX };
+			else
+				fast[nfast - 1].hi = UINT64_MAX; /* out of spans: fast from here */
+		}
+		if (rc == 0)
+			done++;
+		else if (rc == SLUICE_EBUSY)
+			sched_yield(); /* too soon after the last change */
+		else {
+			fprintf(stderr, "stress_keyed: set: %s\n", sluice_err_name(rc));
+			exit(2);
+		}
+	}
+	return done;
+}
+
+static int run_live(void)
+{
+	int leaky = strcmp(opt.algo, "leaky") == 0;
+	sluice_keyed_config_t c = { .algo = leaky ? SLUICE_ALGO_LEAKY : SLUICE_ALGO_GCRA,
+		                    .policy = SLUICE_KEYED_REJECT, .capacity = 64,
+		                    .rate = SEC / LIVE_T_MIN, .period_ns = SEC };
+	if (leaky)
+		c.depth = LIVE_B_MAX - 1;
+	else
+		c.burst = LIVE_B_MAX;
+	sluice_keyed_t k;
+	int rc = sluice_keyed_new(&k, &c, &sluice_clock_monotonic);
+	if (rc != 0) {
+		fprintf(stderr, "stress_keyed: new: %s\n", sluice_err_name(rc));
+		return 2;
+	}
+	struct worker *w = spawn(&k, live_main);
+	if (!w)
+		return 2;
+	uint64_t tries, done = live_changes(&k, leaky, &tries);
+	atomic_store_explicit(&live_stop, 1, memory_order_relaxed);
+	size_t total;
+	uint64_t decisions, admitted;
+	struct record *all = join(w, &total, &decisions, &admitted);
+	if (!all)
+		return 2;
+	/* max over [t_i, t_j] of (admitted T_MIN - (t_j - t_i)), in ns: the
+	 * bound over the sets in force, max(b) + t/min(T) (sorts @all) */
+	s128 worst = worst_excess_ns(all, total, LIVE_T_MIN);
+	int ok = worst <= (s128)LIVE_B_MAX * (s128)LIVE_T_MIN;
+	/* keyed.h's tighter bound, with b(x) at most LIVE_B_MAX and each set
+	 * given every instant it may have been in force: the same check on
+	 * G(t) with the slow interval */
+	live_time_term(all, total);
+	s128 tight = worst_excess_ns(all, total, 2 * LIVE_T_MIN);
+	int tight_ok = tight <= (s128)LIVE_B_MAX * (s128)(2 * LIVE_T_MIN);
+	printf("stress algo=keyed-%s mode=live threads=%d changes=%llu tries=%llu decisions=%llu "
+	       "admitted=%llu worst=%.3f tight=%.3f bound=%llu verdict=%s\n",
+	       opt.algo, opt.threads, (unsigned long long)done, (unsigned long long)tries,
+	       (unsigned long long)decisions, (unsigned long long)admitted,
+	       (double)worst / (double)LIVE_T_MIN, (double)tight / (double)(2 * LIVE_T_MIN),
+	       (unsigned long long)LIVE_B_MAX, ok && tight_ok ? "ok" : "VIOLATION");
+	ok = ok && tight_ok;
+	free(all);
+	free(w);
+	sluice_keyed_free(&k);
+	if (!ok)
+		return 1;
+	return done < opt.changes ? 77 : 0;
 }
 
 /* ---- flood ------------------------------------------------------------------------ */
@@ -563,6 +776,10 @@ int main(int argc, char **argv)
 			opt.clock = v;
 		else if ((v = arg_value(argv[i], "--policy")))
 			opt.policy = v;
+		else if ((v = arg_value(argv[i], "--algo")))
+			opt.algo = v;
+		else if ((v = arg_value(argv[i], "--changes")))
+			opt.changes = strtoull(v, NULL, 10);
 		else {
 			fprintf(stderr, "usage: see the comment at the top of stress_keyed.c\n");
 			return 2;
@@ -578,5 +795,12 @@ int main(int argc, char **argv)
 		return run_flood();
 	if (strcmp(opt.mode, "procs") == 0)
 		return run_procs();
+	if (strcmp(opt.mode, "live") == 0) {
+		if (strcmp(opt.algo, "gcra") != 0 && strcmp(opt.algo, "leaky") != 0) {
+			fprintf(stderr, "stress_keyed: --algo=gcra|leaky\n");
+			return 2;
+		}
+		return run_live();
+	}
 	return run_threads();
 }

@@ -223,7 +223,7 @@ Test(composite_keyed, keyed_refund_is_exact_only_on_the_state_it_left)
 	cr_assert_eq(sluice_keyed_acquire(&f, a, 1, 2, NULL), 1, "the 2 came back");
 	sluice_clock_manual_advance(&mclock, SEC);
 	cr_assert_eq(sluice_keyed_acquire(&f, a, 1, 1, NULL), 1, "a new window");
-	cr_assert_eq(sluice_keyed_refund(&f, a, 1, 1, &d2), SLUICE_ECANCEL, "its window is over");
+	cr_assert_eq(sluice_keyed_refund(&f, a, 1, 1, &d2), SLUICE_EEXPIRED, "its window is over");
 	sluice_keyed_free(&f);
 	/* WINDOW: never exact */
 	sluice_keyed_t w;

@@ -33,6 +33,21 @@ static inline sluice_keyed_config_t gcra_cfg(uint64_t cap, uint64_t rate, uint64
 		                        .rate = rate, .period_ns = period, .burst = burst };
 }
 
+/* GCRA with burst @bucket, or LEAKY with depth @bucket - 1 (its bucket
+ * D + 1 = @bucket): the same limit in either algorithm. */
+static inline sluice_keyed_config_t bucket_cfg(sluice_algo_t algo, uint64_t cap, uint64_t rate,
+                                               uint64_t period, uint64_t bucket,
+                                               sluice_keyed_policy_t pol)
+{
+	sluice_keyed_config_t c = gcra_cfg(cap, rate, period, bucket, pol);
+	if (algo == SLUICE_ALGO_LEAKY) {
+		c.algo = SLUICE_ALGO_LEAKY;
+		c.burst = 0;
+		c.depth = bucket - 1;
+	}
+	return c;
+}
+
 static inline int acq(sluice_keyed_t *k, const char *key, uint64_t n, uint64_t now,
                       sluice_decision_t *d)
 {

@@ -388,7 +388,7 @@ Test(keyed_faults, forged_slots_never_crash_or_hang, .timeout = 60)
 	};
 	rng_state = 0xf0f9e;
 	for (size_t c = 0; c < sizeof(cfgs) / sizeof(cfgs[0]); c++) {
-		for (int round = 0; round < 300; round++) {
+		for (int round = 0; round < 150; round++) {
 			make(&tk, cfgs[c]);
 			char key[8];
 			snprintf(key, sizeof(key), "k%d", round % 5);
@@ -1010,4 +1010,133 @@ Test(keyed_faults, every_length_is_hashed_with_its_length)
 			sluice_keyed_free(&k);
 		}
 	}
+}
+
+/* ---- the live-parameter block rewritten by another process (R7) ----------- */
+
+/* Write @v into field @i of the block in force (value half), as a hostile
+ * or broken attacher could. */
+static void forge_live(sluice_keyed_t *k, unsigned i, uint64_t v)
+{
+	struct sluice__keyed_live *l = k->live;
+	uint64_t e = atomic_load(&l->ctl[1]);
+	atomic_store(&l->blk[e & 1].f[i][0], v);
+}
+
+/* Permits of 1 admitted for @key at @now in @tries calls; every call
+ * returns an answer (1, 0, or a refusal code), never hangs. */
+static int admitted_of(sluice_keyed_t *k, const char *key, uint64_t now, int tries)
+{
+	int got = 0;
+	for (int i = 0; i < tries; i++) {
+		int rc = acq(k, key, 1, now, NULL);
+		cr_assert(rc == 1 || rc == 0 || rc == SLUICE_EBUSY || rc == SLUICE_ETOOBIG,
+		          "acquire: %s", sluice_err_name(rc));
+		got += rc == 1;
+	}
+	return got;
+}
+
+/* issue 22, R7: interval 0 or tau 2^61 written into the live block made
+ * 100,000 of 100,000 pass at burst 5 (here 20,000 tries).  No value in any field may make a
+ * decision admit more than what init would accept allows: here the
+ * table's own b = 5 at one reading (a key that existed before the forge
+ * and one created after it). */
+Test(keyed_faults, a_forged_live_block_admits_no_more_than_its_parameters, .timeout = 60)
+{
+	static const struct {
+		unsigned f;
+		uint64_t v;
+	} forge[] = {
+		{ F_INTERVAL, 0 },
+		{ F_INTERVAL, 1 },
+		{ F_TAU, 1ULL << 61 },
+		{ F_TAU, 1ULL << 63 },
+		{ F_TAU, 0 },
+		{ F_NMAX, 1ULL << 63 },
+		{ F_NMAX, 0 },
+		{ F_NMAX, 1000 },
+		{ F_RECIP, 0 },
+		{ F_SHIFT, 200 },
+		{ F_PINTERVAL, 0 },
+		{ F_PTAU, 1ULL << 63 },
+		{ F_TC, SLUICE_KEYED_TIME_MAX },
+		{ F_TC, ~0ULL },
+	};
+	static const sluice_algo_t algos[] = { SLUICE_ALGO_GCRA, SLUICE_ALGO_LEAKY };
+	for (size_t ai = 0; ai < 2; ai++)
+		for (size_t i = 0; i < sizeof(forge) / sizeof(forge[0]); i++) {
+			sluice_algo_t algo = algos[ai];
+			sluice_keyed_t lk;
+			make(&lk, bucket_cfg(algo, 8, 10, SEC, 5, SLUICE_KEYED_REJECT));
+			cr_assert_eq(acq(&lk, "old", 1, SEC, NULL), 1);
+			forge_live(&lk, forge[i].f, forge[i].v);
+			int got_old = admitted_of(&lk, "old", SEC, 20000);
+			int got_new = admitted_of(&lk, "new", SEC, 20000);
+			cr_assert_leq(got_old, 4, "algo %d field %u = %#llx: %d of 20000 admitted",
+			              (int)algo, forge[i].f,
+			              (unsigned long long)forge[i].v, got_old);
+			cr_assert_leq(got_new, 5, "algo %d field %u = %#llx: %d of 20000 admitted (new key)",
+			              (int)algo, forge[i].f,
+			              (unsigned long long)forge[i].v, got_new);
+			sluice_keyed_free(&lk);
+		}
+}
+
+/* The same at random: every field of the block in force rewritten with
+ * random values, for every algorithm; no crash, no hang, and GCRA admits
+ * no more than its b at one reading, FIXED and INFLIGHT no more than the
+ * largest limit their count's bits hold (what set_limit would accept),
+ * WINDOW no more than init's largest L. */
+Test(keyed_faults, a_randomly_forged_live_block_never_crashes_or_overadmits, .timeout = 60)
+{
+	static const sluice_keyed_config_t cfgs[] = {
+		{ .algo = SLUICE_ALGO_GCRA, .capacity = 8, .rate = 10, .period_ns = SEC, .burst = 5 },
+		{ .algo = SLUICE_ALGO_LEAKY, .capacity = 8, .rate = 10, .period_ns = SEC, .depth = 4 },
+		{ .algo = SLUICE_ALGO_FIXED, .capacity = 8, .limit = 5, .window_ns = SEC },
+		{ .algo = SLUICE_ALGO_WINDOW, .capacity = 8, .limit = 5, .window_ns = SEC, .buckets = 4 },
+		{ .algo = SLUICE_ALGO_INFLIGHT, .capacity = 8, .limit = 5 },
+	};
+	rng_state = 22;
+	for (size_t a = 0; a < sizeof(cfgs) / sizeof(cfgs[0]); a++)
+		for (int round = 0; round < 150; round++) {
+			sluice_keyed_t lk;
+			make(&lk, cfgs[a]);
+			cr_assert_eq(acq(&lk, "old", 1, SEC, NULL), 1);
+			for (unsigned f = 0; f < F_COUNT; f++)
+				if (rnd() & 1)
+					forge_live(&lk, f, rnd() >> (rnd() & 63));
+			int got = admitted_of(&lk, "new", SEC, 500);
+			uint64_t most = cfgs[a].algo == SLUICE_ALGO_GCRA || cfgs[a].algo == SLUICE_ALGO_LEAKY
+			                        ? 5
+			                        : 7; /* 2^bit_width(5) - 1 */
+			cr_assert_leq((uint64_t)got, most, "algo %d round %d: %d admitted",
+			              (int)cfgs[a].algo, round, got);
+			sluice_keyed_free(&lk);
+		}
+}
+
+/* The conversion alone, without the newest reading (hw written back to 0,
+ * as a table formatted before it kept none would have it): a key emptied
+ * at X (owes tau = 100 us at 1/us), a rate lowering to 1/2us stamped 30
+ * us behind X.  At the stamp the key owes 130 us: 30 us of old permits
+ * past the old tau, kept as 60 us of new ones on top of the new tau
+ * (200 us): TAT X + 230 us, so the next permit is at X + 32 us exactly
+ * (fewer than at X's own conversion, never more).  The clamped conversion
+ * forgot the 30 us: 15 permits at X. */
+Test(keyed_faults, a_lagging_stamp_keeps_the_debt_past_the_old_tau_in_new_units)
+{
+	sluice_keyed_t lk;
+	make(&lk, gcra_cfg(8, 1000000, SEC, 100, SLUICE_KEYED_REJECT));
+	const uint64_t X = 2 * MS, us = 1000;
+	int got = 0;
+	while (got < 1000 && acq(&lk, "k", 1, X, NULL) == 1)
+		got++;
+	cr_assert_eq(got, 100);
+	atomic_store(&lk.live->hw, 0);
+	cr_assert_eq(sluice_keyed_set_rate_at(&lk, 500000, SEC, X - 30 * us), 0);
+	cr_assert_eq(admitted_of(&lk, "k", X, 100), 0, "the debt past tau0 was forgotten");
+	cr_assert_eq(admitted_of(&lk, "k", X + 32 * us - 1, 100), 0);
+	cr_assert_eq(admitted_of(&lk, "k", X + 32 * us, 100), 1);
+	sluice_keyed_free(&lk);
 }

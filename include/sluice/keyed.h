@@ -213,9 +213,11 @@
  * calls refuse, fail with SLUICE_EKEYFULL, or give up with SLUICE_EBUSY;
  * it cannot make a call of this process crash, read or write outside the
  * table, divide by zero, shift out of range, or run for more than
- * 4096 retries (every value read from a slot, a floor or the header is
- * either validated or harmless at any value: tests/test_keyed_faults.c
- * forges slots at random).  It can, of course, admit anything it likes in
+ * 4096 retries (every value read from a slot, a floor, the header or the
+ * live parameters is either validated or harmless at any value:
+ * tests/test_keyed_faults.c forges slots and live blocks at random); a
+ * rewritten live block is refused whole unless it is a set a setter
+ * writes (LIVE PARAMETERS).  It can, of course, admit anything it likes in
  * its own process.
  *
  * CLOCK JUMPS.  GCRA, LEAKY: the reading is used as it is (an older reading
@@ -285,27 +287,61 @@
  * limit wider than bit_width of the one init was given: SLUICE_ELIMIT).
  * What a change means for what each key has already counted (never more
  * permits than before, no fresh burst: the rule of gcra.h's SET_RATE /
- * SET_BURST):
- *   GCRA, LEAKY: a change at reading tc from (T0, b0) to (T1, b1) leaves
- *     each key holding, at tc, the fewer of (a) the permits it held just
- *     before, capped at b1, and (b) what (T1, b1) give for its unchanged
- *     TAT; it then refills at the new rate.  So lowering the rate or
- *     raising the burst keeps the permits held (a full bucket of b0 raised
- *     to b1 holds b0 and fills up at the new rate, as do keys created
- *     within (b1 - b0) T1 of the change); raising the rate or lowering the
+ * SET_BURST), and for readings on either side of it.  A setter's reading
+ * (@now of set_*_at, the clock read on entry by the plain ones) may be
+ * older than readings decisions already used: it reads the clock, then
+ * publishes while deciders go on.  So:
+ *   GCRA, LEAKY: the change is stamped tc = the later of the setter's
+ *     reading (the plain setters read their clock again once they hold
+ *     the setters' lock) and the table's newest reading less at most
+ *     65.5 us (every decision notes its reading in the table when it
+ *     passes the one noted, about once per 65.5 us); a reading more than
+ *     2^30 ns (1.07 s) past the setter's is a forward clock jump and moves
+ *     no stamp.  For each key the change takes effect at
+ *     s = the later of tc and the newest reading decided on that key
+ *     before the publication (never earlier: nothing is credited for time
+ *     a decision with the old parameters already counted).  At s the key
+ *     holds the fewer of (a) the permits it held just before (negative
+ *     for a key that owed more than b0 at tc: that debt is kept, in the
+ *     new T, rounded against admission), capped at b1, and (b) what
+ *     (T1, b1) give for its unchanged TAT; it then refills at the new
+ *     rate.  So lowering the rate or raising the burst keeps the permits
+ *     held (a full bucket of b0 raised to b1 holds b0 and fills up at the
+ *     new rate, as do keys created, or reclaimed, within (b1 - b0) T1 of
+ *     the later of the change and their group's reclaim floor: a raise
+ *     never credits more than b1 less what the key holds at s, and that
+ *     only as the new rate refills it); raising the rate or lowering the
  *     burst keeps the TAT (an emptied key gets the faster rate once its
- *     old TAT passes).  Across changes a key's admissions in any [x, y]
- *     total at most b(x) + the sum over the parameter sets in force during
- *     [x, y] of their time in it divided by their T, with b(x) the burst
- *     in force at x (the larger of two at a change's reading).  Two changes
- *     must be more than max(tau before, tau after) of the first apart (tau
- *     = b T): an earlier second change is refused with SLUICE_EBUSY, having
- *     changed nothing (a key's state word tells two parameter sets apart).
- *   FIXED, WINDOW: counts are kept; the window (the range of N buckets)
- *     that holds the change's reading, and every earlier one, has the
- *     smaller of the old and new L (and of the caps of a change whose
- *     transition it also holds); later windows have the new L.  So a
- *     window never holds more than the limit in force when it began.
+ *     old TAT passes).  A decision of the new parameters whose reading is
+ *     older than s counts as at s: its TAT is written as at s and its test
+ *     is stricter (less room).  Across any sequence of changes and any
+ *     interleaving of readings, a key's admissions at (so counted) times
+ *     in any [x, y] total at most b(x) + the sum over the parameter sets
+ *     in force during [x, y] of their time in it divided by their T, with
+ *     b(x) the burst in force at x (the larger of two at a change's s);
+ *     so at most max(b) + (y - x) / min(T) over the sets in force.  Two
+ *     changes must be more than max(tau before, tau after) apart (tau =
+ *     b T), counted from the newest reading the table had seen when the
+ *     first was published (at most 65.5 us past a real one, and at most
+ *     1.07 s past the first's stamp), plus what a key may still owe past
+ *     tau then (keyed_live.c, "Two eras"): an earlier second change is
+ *     refused with SLUICE_EBUSY, having changed nothing (a key's state
+ *     word tells two parameter sets apart).  The one case this spacing
+ *     does not cover is a key decided at a jumped reading (above): the
+ *     second change after may read its state as its own, which admits
+ *     nothing for it until the clock comes within that change's tau of
+ *     the jumped reading.
+ *   FIXED, WINDOW: counts are kept, and the stamp is the setter's reading
+ *     tc; the window (the range of N buckets) that holds tc, and every
+ *     earlier one, has the smaller of the old and new L (and of the caps
+ *     of a change whose transition it also holds); later windows have the
+ *     new L for the decisions that see the change.  A window that began
+ *     after tc but before the publication may already hold admissions
+ *     decided with the old L: every window holds at most the larger of
+ *     what was admitted in it before the publication (at most the old L)
+ *     and the limit the change gives it; so at most the larger L in force
+ *     during it.  A reading before the key's newest window counts in that
+ *     window (CLOCK JUMPS), under that window's limit.
  *   INFLIGHT: the count held is kept and the new K applies to the next
  *     acquire (a lower K refuses until releases bring the count under it).
  * Each decision uses one parameter set in full, never a mix of two: the
@@ -315,12 +351,20 @@
  * Decisions never wait for a change.  Changes serialise on a lock in the
  * table; one whose holder is stopped or dead for SLUICE_KEYED_LEASE_MS is
  * overtaken, and the overtaken setter, resumed, can write and publish
- * nothing.  The parameters read from the table are used only in ways that
- * are harmless at any value (masked shifts, guarded divisors, clamped
- * counts), as the slots are.
+ * nothing.  The parameters are read from shared memory, which another
+ * process can rewrite: every decision checks the block it read as a setter
+ * writes it (GCRA, LEAKY: T >= 1, tau = b T without overflow, tau at most
+ * SLUICE_KEYED_TAU_MAX; FIXED, WINDOW: the largest n is L and the cap of a
+ * transition at most L) and refuses a block that fails whole
+ * (SLUICE_EBUSY, nothing taken): no clamp of an inconsistent set is one
+ * init accepts.  Values that pass are clamped to the count's range where
+ * used (FIXED, INFLIGHT: the count's bits; WINDOW: SLUICE_WINDOW_LIMIT_MAX);
+ * the rest are used only in ways that are harmless at any value (masked
+ * shifts, guarded divisors, saturating sums), as the slots are.  So a
+ * rewritten block admits at most what a set init accepts allows.
  *
  * MEMORY (sluice_keyed_region_bytes()): 256 bytes of header, 576 of live
- * parameters (a line of control words and two blocks of 14 (value, ticket)
+ * parameters (a line of control words and two blocks of 15 (value, ticket)
  * pairs), 1 KiB of statistics
  * (16 cells of 64 bytes, picked by CPU), 8 bytes per group of 8 slots (the
  * reclaim floor), and per slot: 16 bytes (the tag and the claim counter),
@@ -341,8 +385,11 @@
  * bytes is loaded once, as the two words both the hash and the compare
  * use; the AES hash is one call, SipHash-1-3 inline), prefetches its first probed slot, reads
  * that slot's line (usually the key's: one line a key with key_max <= 16)
- * and compares the key words, loads the era of the parameters, the era's
- * block (one or two lines that only changes write) and the owner counter,
+ * and compares the key words, loads the era of the parameters (GCRA,
+ * LEAKY: and the newest reading beside it, compared with the reading: a
+ * write to that line about once per 65.5 us of the table's time), the
+ * era's block (one or two lines that only changes write; its values
+ * checked with a multiply and a few compares) and the owner counter,
  * the state and the era again, checks the tag and the slot's claim counter
  * again (not the key words: the claim they matched under),
  * does one double-width CAS on the state and owner (none on a refusal)
@@ -374,7 +421,7 @@
 #define SLUICE_KEYED_TAU_MAX ((1ULL << 61) - 1) /* GCRA, LEAKY: b * T, ns */
 #define SLUICE_KEYED_TIME_MAX ((1ULL << 62) - 1) /* latest reading        */
 #define SLUICE_KEYED_LEASE_MS 100u    /* a stalled claim may be stolen after */
-#define SLUICE_KEYED_VERSION 9u /* 9: the header's flags name the hash (HASHING) */
+#define SLUICE_KEYED_VERSION 10u /* 10: the live block keeps the newest reading and a lift */
 
 typedef enum sluice_keyed_policy {
 	SLUICE_KEYED_REJECT = 0,
@@ -596,7 +643,9 @@ SLUICE_API int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t k
  * what that admission left: GCRA, LEAKY: the TAT it left (now_ns +
  * reset_ns), in the same parameter era, moves back by n T (gcra.h's
  * cancel); FIXED: while the key's window is the admission's, its count
- * drops by n; INFLIGHT: a release of n.  Otherwise nothing is given back
+ * drops by n, and once the key has moved to a later window the
+ * admission's window is over: SLUICE_EEXPIRED; INFLIGHT: a release of n.
+ * Otherwise nothing is given back
  * and the permits stay counted (fewer admissions later, never more):
  * SLUICE_ECANCEL, also always for WINDOW (its buckets move on under every
  * decision of the key) and when the key is
@@ -605,8 +654,9 @@ SLUICE_API int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t k
  * Never creates a key.  Lock-free, no allocation; after a stop of any
  * length it gives nothing to a later owner of the slot or a later state of
  * the key (the decisions' pair CAS).
- * Return: 0; SLUICE_ECANCEL; SLUICE_EINVAL (NULL, n = 0, @admitted not
- * allowed); SLUICE_EKEYLEN; SLUICE_EBUSY (4096 retries: nothing changed);
+ * Return: 0; SLUICE_ECANCEL; SLUICE_EEXPIRED (FIXED: the admission's
+ * window is over, nothing changed); SLUICE_EINVAL (NULL, n = 0, @admitted
+ * not allowed); SLUICE_EKEYLEN; SLUICE_EBUSY (4096 retries: nothing changed);
  * INFLIGHT: as sluice_keyed_release().
  */
 SLUICE_API int sluice_keyed_refund(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t n,
@@ -622,7 +672,12 @@ SLUICE_API int sluice_keyed_refund(sluice_keyed_t *k, const void *key, size_t ke
  * (K).  The plain variants read the handle's clock.
  *
  * Every key keeps its state: no refill, no reset; LIVE PARAMETERS says what
- * the state already counted means under the new parameters.  Safe while
+ * the state already counted means under the new parameters, what the
+ * change guarantees to decisions whose readings are older than it, and
+ * what happens when @now is older than readings already decided (GCRA,
+ * LEAKY: the stamp is raised to within 65.5 us of the table's newest
+ * reading, and each key's state is converted as at its own newest one;
+ * FIXED, WINDOW: the stamp is @now).  Safe while
  * decisions run in any number of threads and processes: they never wait
  * for a change, and each uses either the old or the new parameters in
  * full.  Changes serialise on a lock in the table; a holder stopped past
@@ -634,7 +689,8 @@ SLUICE_API int sluice_keyed_refund(sluice_keyed_t *k, const void *key, size_t ke
  * SLUICE_EBURST, SLUICE_ELIMIT, ...), and SLUICE_ELIMIT for a FIXED or
  * INFLIGHT limit wider than the count's bits (LIMITS); SLUICE_EBUSY when
  * (GCRA, LEAKY) the previous change is too recent (LIVE PARAMETERS: retry
- * once @now is past the previous change by its tau) or another setter
+ * once @now is past the previous change's newest reading by the larger
+ * tau and what a key may still owe past it) or another setter
  * overtook this one: nothing changed.
  */
 SLUICE_API int sluice_keyed_set_rate_at(sluice_keyed_t *k, uint64_t rate, uint64_t period_ns,
