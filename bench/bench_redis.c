@@ -68,7 +68,7 @@ static sluice_redis_limit_config_t limit_cfg(const char *name)
 	};
 }
 
-static uint64_t keyfull;
+static uint64_t keyfull, errors; /* SLUICE_EKEYFULL refusals; failed calls */
 
 /* sluice-redis: one limit, or (@k) NKEYS keys of a keyed limit */
 static result_t run_sluice(sluice_redis_t *r, sluice_redis_limit_t *l, sluice_redis_keyed_t *kt,
@@ -85,8 +85,8 @@ static result_t run_sluice(sluice_redis_t *r, sluice_redis_limit_t *l, sluice_re
 		if (kt)
 			keyfull += sluice_redis_acquire_key(kt, key, (size_t)len, 1, NULL, NULL) ==
 			           SLUICE_EKEYFULL;
-		else
-			sluice_redis_acquire(l, 1, NULL, NULL);
+		else if (sluice_redis_acquire(l, 1, NULL, NULL) < 0)
+			errors++;
 		t = now_ns();
 		if (n < MAX_SAMPLES)
 			lat[n] = t - a;
@@ -207,8 +207,8 @@ int main(int argc, char **argv)
 	printf("\nhot: %.0fx the decisions/s, %.0fx fewer round trips; keys: %.1fx, %.1fx\n",
 	       m[0].rate / m[1].rate, m[1].trips / (m[0].trips > 0 ? m[0].trips : 1e-12),
 	       m[2].rate / m[3].rate, m[3].trips / (m[2].trips > 0 ? m[2].trips : 1e-12));
-	printf("keys refused as SLUICE_EKEYFULL (probe group full): %llu\n",
-	       (unsigned long long)keyfull);
+	printf("keys refused as SLUICE_EKEYFULL (probe group full): %llu; calls that failed: %llu\n",
+	       (unsigned long long)keyfull, (unsigned long long)errors);
 	redisFree(c);
 	sluice_redis_limit_free(hot);
 	sluice_redis_keyed_free(keys);

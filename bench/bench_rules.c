@@ -316,7 +316,10 @@ int main(int argc, char **argv)
 	unsigned nr = o.repeats < 64 ? o.repeats : 64;
 	for (unsigned rep = 0; rep < nr; rep++) {
 		sluice_engine_t *e;
-		sluice_engine_new(NULL, &e);
+		if (sluice_engine_new(NULL, &e) != 0) {
+			fprintf(stderr, "bench_rules: sluice_engine_new failed\n");
+			exit(1);
+		}
 		uint64_t t0 = mono_ns();
 		int rc1 = sluice_engine_load_buffer(e, "big.yaml", y, len, NULL);
 		uint64_t t1 = mono_ns();

@@ -70,7 +70,7 @@ typedef struct sluice_composite {
  * same limiter listed twice: it would be charged n per listing).  @c is
  * untouched on error.
  */
-SLUICE_API int sluice_composite_init(sluice_composite_t *c, const sluice_composite_config_t *cfg);
+SLUICE_NODISCARD SLUICE_API int sluice_composite_init(sluice_composite_t *c, const sluice_composite_config_t *cfg);
 
 /*
  * sluice_composite_acquire_at - take @n from every part at @now, or nothing.
@@ -81,7 +81,7 @@ SLUICE_API int sluice_composite_init(sluice_composite_t *c, const sluice_composi
  * (permits taken before it are given back; @d is that part's decision,
  * e.g. retry_after_ns = SLUICE_NEVER for SLUICE_ETOOBIG).
  */
-SLUICE_API int sluice_composite_acquire_at(sluice_composite_t *c, uint64_t n, uint64_t now,
+SLUICE_NODISCARD SLUICE_API int sluice_composite_acquire_at(sluice_composite_t *c, uint64_t n, uint64_t now,
                                            sluice_decision_t *d);
 
 /*
@@ -98,7 +98,7 @@ SLUICE_API int sluice_composite_release(sluice_composite_t *c, uint64_t n);
  * n = 0 no part is asked and @each is left as it was).  For a
  * RateLimit field per policy, or to see which part refused.
  */
-SLUICE_API int sluice_composite_acquire_each_at(sluice_composite_t *c, uint64_t n, uint64_t now,
+SLUICE_NODISCARD SLUICE_API int sluice_composite_acquire_each_at(sluice_composite_t *c, uint64_t n, uint64_t now,
                                                 sluice_decision_t *d,
                                                 sluice_decision_t each[SLUICE_COMPOSITE_MAX]);
 
@@ -110,7 +110,7 @@ SLUICE_API int sluice_composite_acquire_each_at(sluice_composite_t *c, uint64_t 
  * decision as in acquire_each_at.
  * Return: as acquire_at.
  */
-SLUICE_API int sluice_composite_acquire_key_at(sluice_composite_t *c, const void *key,
+SLUICE_NODISCARD SLUICE_API int sluice_composite_acquire_key_at(sluice_composite_t *c, const void *key,
                                                size_t keylen, uint64_t n, uint64_t now,
                                                sluice_decision_t *d,
                                                sluice_decision_t each[SLUICE_COMPOSITE_MAX]);

@@ -160,7 +160,7 @@ typedef struct sluice_decay {
  * SLUICE_EHALFLIFE, SLUICE_ERESOLUTION (h below the clock's resolution).
  * On error @x is untouched.
  */
-SLUICE_API int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg);
+SLUICE_NODISCARD SLUICE_API int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg);
 
 /* sluice_decay_destroy - nothing to free; NULL-safe.  No decision may run. */
 SLUICE_API void sluice_decay_destroy(sluice_decay_t *x);
@@ -181,11 +181,11 @@ SLUICE_API size_t sluice_decay_size(void);
  * Return: 1 admitted, 0 refused, SLUICE_EINVAL (@x NULL or n = 0),
  * SLUICE_ETOOBIG (n > limit; @d says retry_after_ns = SLUICE_NEVER).
  */
-SLUICE_API int sluice_decay_acquire_at(sluice_decay_t *x, uint64_t n, uint64_t now,
+SLUICE_NODISCARD SLUICE_API int sluice_decay_acquire_at(sluice_decay_t *x, uint64_t n, uint64_t now,
                                        sluice_decision_t *d);
 
 /* sluice_decay_acquire - as _at, reading the limiter's clock. */
-static inline int sluice_decay_acquire(sluice_decay_t *x, uint64_t n, sluice_decision_t *d)
+SLUICE_NODISCARD static inline int sluice_decay_acquire(sluice_decay_t *x, uint64_t n, sluice_decision_t *d)
 {
 	return sluice_decay_acquire_at(x, n, sluice_clock_now(x->clock), d);
 }

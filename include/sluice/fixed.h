@@ -127,7 +127,7 @@ typedef struct sluice_fixed {
  * On error @f is untouched and nothing is allocated.  Allocates only with
  * leases (the ring); not thread-safe for the same @f.
  */
-SLUICE_API int sluice_fixed_init(sluice_fixed_t *f, const sluice_fixed_config_t *cfg);
+SLUICE_NODISCARD SLUICE_API int sluice_fixed_init(sluice_fixed_t *f, const sluice_fixed_config_t *cfg);
 SLUICE_API size_t sluice_fixed_size(void);
 /* sluice_fixed_destroy - free the ring of a leased window (without leases
  * a fixed window allocates nothing).  NULL is fine.  No decision may be
@@ -162,7 +162,7 @@ static inline void sluice__fixed_fill(const sluice_fixed_t *f, sluice_decision_t
  * (n above the limit this decision read: cannot pass unless set_limit
  * raises it; @d says retry_after_ns = SLUICE_NEVER).
  */
-static inline int sluice_fixed_acquire_at(sluice_fixed_t *f, uint64_t n, uint64_t now,
+SLUICE_NODISCARD static inline int sluice_fixed_acquire_at(sluice_fixed_t *f, uint64_t n, uint64_t now,
                                           sluice_decision_t *d)
 {
 	/* Relaxed: the limit publishes nothing; this first read gates n and
@@ -268,7 +268,7 @@ SLUICE_API int sluice_fixed_refund(sluice_fixed_t *f, uint64_t n,
                                    const sluice_decision_t *admitted);
 
 /* sluice_fixed_acquire - as _at, reading the limiter's clock. */
-static inline int sluice_fixed_acquire(sluice_fixed_t *f, uint64_t n, sluice_decision_t *d)
+SLUICE_NODISCARD static inline int sluice_fixed_acquire(sluice_fixed_t *f, uint64_t n, sluice_decision_t *d)
 {
 	return sluice_fixed_acquire_at(f, n, sluice_clock_now(f->clock), d);
 }

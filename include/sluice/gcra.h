@@ -369,7 +369,7 @@ typedef struct sluice_gcra {
  * lease cells).  On error @g is untouched and nothing is allocated.
  * Allocates only with leases (LEASES); not thread-safe for the same @g.
  */
-SLUICE_API int sluice_gcra_init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg);
+SLUICE_NODISCARD SLUICE_API int sluice_gcra_init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg);
 /* sluice_gcra_destroy - free the lease cells, if any (NULL is fine).  No
  * decision may be running. */
 SLUICE_API void sluice_gcra_destroy(sluice_gcra_t *g);
@@ -652,7 +652,7 @@ sluice__gcra_acquire_leased(sluice_gcra_t *g, const struct sluice__gcra_params *
  * Return: 1 admitted, 0 refused (nothing taken), SLUICE_EINVAL (n = 0),
  * SLUICE_ETOOBIG (n > b: can never pass; retry_after_ns = SLUICE_NEVER).
  */
-__attribute__((always_inline)) static inline int
+SLUICE_NODISCARD __attribute__((always_inline)) static inline int
 sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_decision_t *d)
 {
 	/* The admission, inline: n in 1..b (the gate: b, or 0 with leases,
@@ -725,7 +725,7 @@ sluice_gcra_acquire_at(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_decisi
 }
 
 /* sluice_gcra_acquire - as _at, reading the limiter's clock. */
-static inline int sluice_gcra_acquire(sluice_gcra_t *g, uint64_t n, sluice_decision_t *d)
+SLUICE_NODISCARD static inline int sluice_gcra_acquire(sluice_gcra_t *g, uint64_t n, sluice_decision_t *d)
 {
 	return sluice_gcra_acquire_at(g, n, sluice_clock_now(g->clock), d);
 }
@@ -746,7 +746,7 @@ static inline int sluice_gcra_acquire(sluice_gcra_t *g, uint64_t n, sluice_decis
  * Return: 1 booked, 0 not booked, SLUICE_EINVAL (n = 0),
  * SLUICE_ETOOBIG (n > b: can never be booked; retry_after_ns = SLUICE_NEVER).
  */
-static inline int sluice_gcra_reserve_at(sluice_gcra_t *g, uint64_t n, uint64_t now,
+SLUICE_NODISCARD static inline int sluice_gcra_reserve_at(sluice_gcra_t *g, uint64_t n, uint64_t now,
                                          uint64_t max_delay_ns, sluice_decision_t *d)
 {
 	int rc = sluice__gcra_try(g, n, now, max_delay_ns, d);
@@ -756,7 +756,7 @@ static inline int sluice_gcra_reserve_at(sluice_gcra_t *g, uint64_t n, uint64_t 
 }
 
 /* sluice_gcra_reserve - as _at, reading the limiter's clock. */
-static inline int sluice_gcra_reserve(sluice_gcra_t *g, uint64_t n, uint64_t max_delay_ns,
+SLUICE_NODISCARD static inline int sluice_gcra_reserve(sluice_gcra_t *g, uint64_t n, uint64_t max_delay_ns,
                                       sluice_decision_t *d)
 {
 	return sluice_gcra_reserve_at(g, n, sluice_clock_now(g->clock), max_delay_ns, d);

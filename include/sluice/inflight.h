@@ -137,7 +137,7 @@ typedef struct sluice_inflight {
  * SLUICE_INFLIGHT_LIMIT_MAX), SLUICE_ECLOCK (unknown clock kind).
  * On error @f is untouched.
  */
-SLUICE_API int sluice_inflight_init(sluice_inflight_t *f, const sluice_inflight_config_t *cfg);
+SLUICE_NODISCARD SLUICE_API int sluice_inflight_init(sluice_inflight_t *f, const sluice_inflight_config_t *cfg);
 
 /* sluice_inflight_destroy - nothing to free; NULL-safe.  For symmetry with
  * the limiters that allocate.  No call on @f may be running.  Slots still
@@ -209,7 +209,7 @@ static inline void sluice__inflight_fill(sluice_decision_t *d, int allowed, uint
  * (n = 0), SLUICE_ETOOBIG (n above the K this acquire read: cannot pass
  * unless set_limit raises it; retry_after_ns is SLUICE_NEVER).
  */
-static inline int sluice_inflight_acquire_at(sluice_inflight_t *f, uint64_t n, uint64_t now,
+SLUICE_NODISCARD static inline int sluice_inflight_acquire_at(sluice_inflight_t *f, uint64_t n, uint64_t now,
                                              sluice_decision_t *d)
 {
 	/* Relaxed: the limit publishes nothing; this first read gates n, and
@@ -255,7 +255,7 @@ static inline int sluice_inflight_acquire_at(sluice_inflight_t *f, uint64_t n, u
  * sluice_inflight_acquire - as _at; reads the limiter's clock only when @d
  * is non-NULL (the time is used for nothing but d->now_ns).
  */
-static inline int sluice_inflight_acquire(sluice_inflight_t *f, uint64_t n, sluice_decision_t *d)
+SLUICE_NODISCARD static inline int sluice_inflight_acquire(sluice_inflight_t *f, uint64_t n, sluice_decision_t *d)
 {
 	return sluice_inflight_acquire_at(f, n, d ? sluice_clock_now(f->clock) : 0, d);
 }

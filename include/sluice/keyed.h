@@ -525,7 +525,7 @@ SLUICE_API size_t sluice_keyed_region_bytes(const sluice_keyed_config_t *cfg);
  * (key_max), the algorithm's parameter codes (see LIMITS), SLUICE_ECLOCK
  * (getrandom failed).  On error @mem is untouched.
  */
-SLUICE_API int sluice_keyed_init(void *mem, size_t size, const sluice_keyed_config_t *cfg);
+SLUICE_NODISCARD SLUICE_API int sluice_keyed_init(void *mem, size_t size, const sluice_keyed_config_t *cfg);
 
 /*
  * sluice_keyed_attach - make @k a handle on the table at @mem (@size bytes,
@@ -554,7 +554,7 @@ SLUICE_API int sluice_keyed_init(void *mem, size_t size, const sluice_keyed_conf
  * allocation.
  * Return: 0 or a negative code; on error @k is untouched.
  */
-SLUICE_API int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock,
+SLUICE_NODISCARD SLUICE_API int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock,
                                    sluice_keyed_t *k);
 
 /*
@@ -563,7 +563,7 @@ SLUICE_API int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t 
  * sharing, init and attach memory you mapped.  Allocates once.
  * Return: as sluice_keyed_init() and attach, or SLUICE_ENOMEM.
  */
-SLUICE_API int sluice_keyed_new(sluice_keyed_t *k, const sluice_keyed_config_t *cfg,
+SLUICE_NODISCARD SLUICE_API int sluice_keyed_new(sluice_keyed_t *k, const sluice_keyed_config_t *cfg,
                                 const sluice_clock_t *clock);
 /* sluice_keyed_free - free what sluice_keyed_new() allocated (nothing for an
  * attached handle).  NULL is fine.  No call on @k may be running. */
@@ -592,11 +592,11 @@ SLUICE_API size_t sluice_keyed_size(void);
  * when that is known, else 0), SLUICE_EBUSY (4096 retries without an
  * answer, see WORST CASE: nothing taken; d says refused, retry_after_ns 0).
  */
-SLUICE_API int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen,
+SLUICE_NODISCARD SLUICE_API int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen,
                                        uint64_t n, uint64_t now, sluice_decision_t *d);
 
 /* sluice_keyed_acquire - as _at, reading the handle's clock. */
-static inline int sluice_keyed_acquire(sluice_keyed_t *k, const void *key, size_t keylen,
+SLUICE_NODISCARD static inline int sluice_keyed_acquire(sluice_keyed_t *k, const void *key, size_t keylen,
                                        uint64_t n, sluice_decision_t *d)
 {
 	return sluice_keyed_acquire_at(k, key, keylen, n, sluice_clock_now(k->clock), d);

@@ -146,7 +146,7 @@ typedef struct sluice_leaky {
  * On error @l is untouched and nothing is allocated.  Allocates only with
  * leases; not thread-safe for the same @l.
  */
-SLUICE_API int sluice_leaky_init(sluice_leaky_t *l, const sluice_leaky_config_t *cfg);
+SLUICE_NODISCARD SLUICE_API int sluice_leaky_init(sluice_leaky_t *l, const sluice_leaky_config_t *cfg);
 /* sluice_leaky_destroy - free the lease cells, if any (NULL is fine). */
 SLUICE_API void sluice_leaky_destroy(sluice_leaky_t *l);
 /* sluice_leaky_size - sizeof(sluice_leaky_t), for FFI callers. */
@@ -161,14 +161,14 @@ SLUICE_API size_t sluice_leaky_size(void);
  * Return: 1 admitted, 0 refused (nothing taken), SLUICE_EINVAL (n = 0),
  * SLUICE_ETOOBIG (n above limit; retry_after_ns = SLUICE_NEVER).
  */
-static inline int sluice_leaky_acquire_at(sluice_leaky_t *l, uint64_t n, uint64_t now,
+SLUICE_NODISCARD static inline int sluice_leaky_acquire_at(sluice_leaky_t *l, uint64_t n, uint64_t now,
                                           sluice_decision_t *d)
 {
 	return sluice_gcra_acquire_at(&l->gcra, n, now, d);
 }
 
 /* sluice_leaky_acquire - as _at, reading the limiter's clock. */
-static inline int sluice_leaky_acquire(sluice_leaky_t *l, uint64_t n, sluice_decision_t *d)
+SLUICE_NODISCARD static inline int sluice_leaky_acquire(sluice_leaky_t *l, uint64_t n, sluice_decision_t *d)
 {
 	return sluice_gcra_acquire(&l->gcra, n, d);
 }
@@ -189,7 +189,7 @@ static inline int sluice_leaky_acquire(sluice_leaky_t *l, uint64_t n, sluice_dec
  * Return: 1 admitted (with its delay), 0 refused, SLUICE_EINVAL,
  * SLUICE_ETOOBIG.
  */
-static inline int sluice_leaky_reserve_at(sluice_leaky_t *l, uint64_t n, uint64_t now,
+SLUICE_NODISCARD static inline int sluice_leaky_reserve_at(sluice_leaky_t *l, uint64_t n, uint64_t now,
                                           uint64_t max_delay_ns, sluice_decision_t *d)
 {
 	uint64_t limit = max_delay_ns < l->max_delay_ns ? max_delay_ns : l->max_delay_ns;
@@ -197,7 +197,7 @@ static inline int sluice_leaky_reserve_at(sluice_leaky_t *l, uint64_t n, uint64_
 }
 
 /* sluice_leaky_reserve - as _at, reading the limiter's clock. */
-static inline int sluice_leaky_reserve(sluice_leaky_t *l, uint64_t n, uint64_t max_delay_ns,
+SLUICE_NODISCARD static inline int sluice_leaky_reserve(sluice_leaky_t *l, uint64_t n, uint64_t max_delay_ns,
                                        sluice_decision_t *d)
 {
 	return sluice_leaky_reserve_at(l, n, sluice_clock_now(l->gcra.clock), max_delay_ns, d);

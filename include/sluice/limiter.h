@@ -55,17 +55,17 @@ typedef struct sluice_limiter sluice_limiter_t;
  * Return: 0 and *@out, or the algorithm's init error (SLUICE_EALGO for an
  * unknown algorithm, SLUICE_ENOMEM); *@out is untouched on error.
  */
-SLUICE_API int sluice_limiter_new(const sluice_limiter_config_t *cfg, sluice_limiter_t **out);
+SLUICE_NODISCARD SLUICE_API int sluice_limiter_new(const sluice_limiter_config_t *cfg, sluice_limiter_t **out);
 /* sluice_limiter_free - free a limiter (NULL is fine). */
 SLUICE_API void sluice_limiter_free(sluice_limiter_t *l);
 SLUICE_API sluice_algo_t sluice_limiter_algo(const sluice_limiter_t *l);
 SLUICE_API const sluice_clock_t *sluice_limiter_clock(const sluice_limiter_t *l);
 
 /* sluice_limiter_acquire_at - the algorithm's acquire_at: 1, 0 or a negative error. */
-SLUICE_API int sluice_limiter_acquire_at(sluice_limiter_t *l, uint64_t n, uint64_t now,
+SLUICE_NODISCARD SLUICE_API int sluice_limiter_acquire_at(sluice_limiter_t *l, uint64_t n, uint64_t now,
                                          sluice_decision_t *d);
 /* sluice_limiter_acquire - the same, reading the limiter's clock. */
-SLUICE_API int sluice_limiter_acquire(sluice_limiter_t *l, uint64_t n, sluice_decision_t *d);
+SLUICE_NODISCARD SLUICE_API int sluice_limiter_acquire(sluice_limiter_t *l, uint64_t n, sluice_decision_t *d);
 
 /*
  * sluice_limiter_acquire_key_at - as acquire_at, for @key (@keylen bytes):
@@ -77,10 +77,10 @@ SLUICE_API int sluice_limiter_acquire(sluice_limiter_t *l, uint64_t n, sluice_de
  * key: SLUICE_EKEYLEN.
  * Return: as acquire_at, or the keyed table's errors (keyed.h).
  */
-SLUICE_API int sluice_limiter_acquire_key_at(sluice_limiter_t *l, const void *key, size_t keylen,
+SLUICE_NODISCARD SLUICE_API int sluice_limiter_acquire_key_at(sluice_limiter_t *l, const void *key, size_t keylen,
                                              uint64_t n, uint64_t now, sluice_decision_t *d);
 /* sluice_limiter_acquire_key - the same, reading the limiter's clock. */
-SLUICE_API int sluice_limiter_acquire_key(sluice_limiter_t *l, const void *key, size_t keylen,
+SLUICE_NODISCARD SLUICE_API int sluice_limiter_acquire_key(sluice_limiter_t *l, const void *key, size_t keylen,
                                           uint64_t n, sluice_decision_t *d);
 /* sluice_limiter_release_key - release for @key (a keyed INFLIGHT table's
  * key; ignored elsewhere). */
@@ -118,10 +118,10 @@ SLUICE_API int sluice_limiter_refund(sluice_limiter_t *l, uint64_t n,
  * Return: 1 booked, 0 not booked, SLUICE_ENOTSUP, SLUICE_EINVAL (NULL
  * handle, n = 0), or the algorithm's error (SLUICE_ETOOBIG).
  */
-SLUICE_API int sluice_limiter_reserve_at(sluice_limiter_t *l, uint64_t n, uint64_t now,
+SLUICE_NODISCARD SLUICE_API int sluice_limiter_reserve_at(sluice_limiter_t *l, uint64_t n, uint64_t now,
                                          uint64_t max_delay_ns, sluice_decision_t *d);
 /* sluice_limiter_reserve - the same, reading the limiter's clock. */
-SLUICE_API int sluice_limiter_reserve(sluice_limiter_t *l, uint64_t n, uint64_t max_delay_ns,
+SLUICE_NODISCARD SLUICE_API int sluice_limiter_reserve(sluice_limiter_t *l, uint64_t n, uint64_t max_delay_ns,
                                       sluice_decision_t *d);
 
 /*
@@ -229,7 +229,7 @@ typedef struct sluice_limiter_ops {
  * Return: 0 and *@out; SLUICE_EINVAL (NULL ops, acquire_at or out),
  * SLUICE_ENOMEM; *@out untouched on error.
  */
-SLUICE_API int sluice_limiter_new_external(const sluice_limiter_ops_t *ops, void *ctx,
+SLUICE_NODISCARD SLUICE_API int sluice_limiter_new_external(const sluice_limiter_ops_t *ops, void *ctx,
                                            const sluice_clock_t *clock, sluice_limiter_t **out);
 
 #endif /* SLUICE_LIMITER_H */

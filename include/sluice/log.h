@@ -220,7 +220,7 @@ typedef struct sluice_log {
  * SLUICE_ERESOLUTION (W below the clock's resolution), SLUICE_ENOMEM.
  * On error @lg is left untouched and nothing is allocated.
  */
-SLUICE_API int sluice_log_init(sluice_log_t *lg, const sluice_log_config_t *cfg);
+SLUICE_NODISCARD SLUICE_API int sluice_log_init(sluice_log_t *lg, const sluice_log_config_t *cfg);
 
 /*
  * sluice_log_destroy - free the ring.  NULL-safe.  No decision or refund may
@@ -256,11 +256,11 @@ SLUICE_API size_t sluice_log_size(void);
  * SLUICE_ETOOBIG (n above the L this decision read: can pass only once
  * set_limit raises it; @d says retry_after_ns = SLUICE_NEVER).
  */
-SLUICE_API int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now,
+SLUICE_NODISCARD SLUICE_API int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now,
                                      sluice_decision_t *d);
 
 /* sluice_log_acquire - as _at, reading the log's clock. */
-static inline int sluice_log_acquire(sluice_log_t *lg, uint64_t n, sluice_decision_t *d)
+SLUICE_NODISCARD static inline int sluice_log_acquire(sluice_log_t *lg, uint64_t n, sluice_decision_t *d)
 {
 	return sluice_log_acquire_at(lg, n, sluice_clock_now(lg->clock), d);
 }

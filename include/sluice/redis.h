@@ -223,7 +223,7 @@ typedef struct sluice_redis_limit sluice_redis_limit_t;
  * Return: 0 and *@out; SLUICE_EINVAL (NULL, bad port), SLUICE_ENOMEM,
  * SLUICE_ETHREAD.  Not a decision path.
  */
-SLUICE_API int sluice_redis_new(const sluice_redis_config_t *cfg, sluice_redis_t **out);
+SLUICE_NODISCARD SLUICE_API int sluice_redis_new(const sluice_redis_config_t *cfg, sluice_redis_t **out);
 /* sluice_redis_free - stop the I/O thread and free (NULL is fine).  Free
  * its limits first.  Returns within connect_timeout_ns + command_timeout_ns
  * plus scheduling delay (the one connect, read or write in progress; host
@@ -244,7 +244,7 @@ SLUICE_API int sluice_redis_breaker(const sluice_redis_t *r);
  * expected_instances 0 or above the limit with LOCAL), SLUICE_ECAPACITY
  * (max_limits reached), SLUICE_ENOMEM.  Not a decision path.
  */
-SLUICE_API int sluice_redis_limit_new(sluice_redis_t *r, const sluice_redis_limit_config_t *cfg,
+SLUICE_NODISCARD SLUICE_API int sluice_redis_limit_new(sluice_redis_t *r, const sluice_redis_limit_config_t *cfg,
                                       sluice_redis_limit_t **out);
 /* sluice_redis_limit_free - NULL is fine; no decision may run on it.  Never
  * waits for the I/O thread: a limit whose request is queued or in flight is
@@ -266,7 +266,7 @@ SLUICE_API void sluice_redis_limit_free(sluice_redis_limit_t *l);
  * Return: 1 admitted, 0 refused, SLUICE_EINVAL (n == 0), SLUICE_ETOOBIG
  * (n above the limit or burst: never, taking nothing).
  */
-SLUICE_API int sluice_redis_acquire(sluice_redis_limit_t *l, uint64_t n, sluice_decision_t *d,
+SLUICE_NODISCARD SLUICE_API int sluice_redis_acquire(sluice_redis_limit_t *l, uint64_t n, sluice_decision_t *d,
                                     sluice_redis_source_t *src);
 
 /* The longest key of a keyed limit. */
@@ -284,7 +284,7 @@ typedef struct sluice_redis_keyed sluice_redis_keyed_t;
  * Return: 0 and *@out; sluice_redis_limit_new()'s errors; SLUICE_ECAPACITY
  * (capacity out of range or above what the backend has left).
  */
-SLUICE_API int sluice_redis_keyed_new(sluice_redis_t *r, const sluice_redis_limit_config_t *cfg,
+SLUICE_NODISCARD SLUICE_API int sluice_redis_keyed_new(sluice_redis_t *r, const sluice_redis_limit_config_t *cfg,
                                       uint32_t capacity, sluice_redis_keyed_t **out);
 /* sluice_redis_keyed_free - as sluice_redis_limit_free(), for every key. */
 SLUICE_API void sluice_redis_keyed_free(sluice_redis_keyed_t *k);
@@ -303,7 +303,7 @@ SLUICE_API void sluice_redis_keyed_free(sluice_redis_keyed_t *k);
  * whose probe group of 16 slots is full: nothing decided, take your own
  * fallback).
  */
-SLUICE_API int sluice_redis_acquire_key(sluice_redis_keyed_t *k, const void *key, size_t keylen,
+SLUICE_NODISCARD SLUICE_API int sluice_redis_acquire_key(sluice_redis_keyed_t *k, const void *key, size_t keylen,
                                         uint64_t n, sluice_decision_t *d,
                                         sluice_redis_source_t *src);
 
@@ -319,6 +319,6 @@ SLUICE_API int sluice_redis_acquire_key(sluice_redis_keyed_t *k, const void *key
  * local limits is all or nothing as any other.
  * Return: 0 and *@out; SLUICE_EINVAL; SLUICE_ENOMEM.
  */
-SLUICE_API int sluice_redis_limiter_new(sluice_redis_limit_t *l, sluice_limiter_t **out);
+SLUICE_NODISCARD SLUICE_API int sluice_redis_limiter_new(sluice_redis_limit_t *l, sluice_limiter_t **out);
 
 #endif /* SLUICE_REDIS_H */

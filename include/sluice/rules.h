@@ -580,7 +580,7 @@ typedef struct sluice_verdict {
  * SLUICE_ECLOCK, SLUICE_ELAYOUT (the region holds something else),
  * SLUICE_ENOMEM.
  */
-SLUICE_API int sluice_engine_new(const sluice_engine_options_t *opt, sluice_engine_t **out);
+SLUICE_NODISCARD SLUICE_API int sluice_engine_new(const sluice_engine_options_t *opt, sluice_engine_t **out);
 
 /* sluice_engine_free - free the engine, its rule set and its states
  * (region tables stay in the region).  NULL is fine. */
@@ -616,11 +616,11 @@ SLUICE_API int sluice_engine_load_buffer(sluice_engine_t *e, const char *name, c
  * SLUICE_EINVAL (NULL @e, @req, @v or path, a path that does not start
  * with '/').
  */
-SLUICE_API int sluice_engine_decide(sluice_engine_t *e, const sluice_request_t *req,
+SLUICE_NODISCARD SLUICE_API int sluice_engine_decide(sluice_engine_t *e, const sluice_request_t *req,
                                     sluice_verdict_t *v);
 /* sluice_engine_decide_at - the same at the reading @now of the engine's
  * clock's timeline. */
-SLUICE_API int sluice_engine_decide_at(sluice_engine_t *e, const sluice_request_t *req,
+SLUICE_NODISCARD SLUICE_API int sluice_engine_decide_at(sluice_engine_t *e, const sluice_request_t *req,
                                        uint64_t now, sluice_verdict_t *v);
 
 /*

@@ -124,7 +124,7 @@ SLUICE_API void sluice__stripe_probe_move(uint32_t *probe);
  * Return: 0, SLUICE_EINVAL, SLUICE_ECELLS, SLUICE_ENOMEM.  Not thread-safe
  * with respect to the same stripe; allocates.
  */
-SLUICE_API int sluice_stripe_init(sluice_stripe_t *s, uint32_t ncells,
+SLUICE_NODISCARD SLUICE_API int sluice_stripe_init(sluice_stripe_t *s, uint32_t ncells,
                                   sluice_stripe_mode_t mode);
 /* sluice_stripe_destroy - free the cells.  No add or sum may be running. */
 SLUICE_API void sluice_stripe_destroy(sluice_stripe_t *s);

@@ -247,7 +247,7 @@ typedef struct sluice_warmup {
  * SLUICE_EWARMUP, SLUICE_ERESOLUTION (I below the clock's resolution).
  * On error @w is untouched.
  */
-SLUICE_API int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg);
+SLUICE_NODISCARD SLUICE_API int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg);
 
 /* sluice_warmup_destroy - nothing to free; NULL-safe.  No decision may run. */
 SLUICE_API void sluice_warmup_destroy(sluice_warmup_t *w);
@@ -278,7 +278,7 @@ SLUICE_API size_t sluice_warmup_size(void);
  * Return: 1 booked, 0 refused, SLUICE_EINVAL (@w NULL or n = 0),
  * SLUICE_ETOOBIG (n > limit; @d says retry_after_ns = SLUICE_NEVER).
  */
-SLUICE_API int sluice_warmup_reserve_at(sluice_warmup_t *w, uint64_t n, uint64_t now,
+SLUICE_NODISCARD SLUICE_API int sluice_warmup_reserve_at(sluice_warmup_t *w, uint64_t n, uint64_t now,
                                         uint64_t max_delay_ns, sluice_decision_t *d);
 
 /*
@@ -290,17 +290,17 @@ SLUICE_API int sluice_warmup_reserve_at(sluice_warmup_t *w, uint64_t n, uint64_t
  * Return: 1 admitted, 0 refused (retry_after_ns: exact time until the next
  * free ticket), SLUICE_EINVAL, SLUICE_ETOOBIG.
  */
-SLUICE_API int sluice_warmup_acquire_at(sluice_warmup_t *w, uint64_t n, uint64_t now,
+SLUICE_NODISCARD SLUICE_API int sluice_warmup_acquire_at(sluice_warmup_t *w, uint64_t n, uint64_t now,
                                         sluice_decision_t *d);
 
 /* sluice_warmup_acquire - as _at, reading the limiter's clock. */
-static inline int sluice_warmup_acquire(sluice_warmup_t *w, uint64_t n, sluice_decision_t *d)
+SLUICE_NODISCARD static inline int sluice_warmup_acquire(sluice_warmup_t *w, uint64_t n, sluice_decision_t *d)
 {
 	return sluice_warmup_acquire_at(w, n, sluice_clock_now(w->clock), d);
 }
 
 /* sluice_warmup_reserve - as _at, reading the limiter's clock. */
-static inline int sluice_warmup_reserve(sluice_warmup_t *w, uint64_t n, uint64_t max_delay_ns,
+SLUICE_NODISCARD static inline int sluice_warmup_reserve(sluice_warmup_t *w, uint64_t n, uint64_t max_delay_ns,
                                         sluice_decision_t *d)
 {
 	return sluice_warmup_reserve_at(w, n, sluice_clock_now(w->clock), max_delay_ns, d);

@@ -214,7 +214,7 @@ typedef struct sluice_window {
  * ring (the only allocation a window ever makes); not thread-safe for the
  * same @w, and no decision may run on @w before it returns.
  */
-SLUICE_API int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg);
+SLUICE_NODISCARD SLUICE_API int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg);
 /* sluice_window_destroy - free the ring.  No decision may be running. */
 SLUICE_API void sluice_window_destroy(sluice_window_t *w);
 SLUICE_API size_t sluice_window_size(void);
@@ -442,7 +442,7 @@ static inline int sluice__window_acquire_leased(sluice_window_t *w, uint64_t n, 
  * (n above the limit this decision read: cannot pass unless set_limit
  * raises it; retry_after_ns = SLUICE_NEVER).
  */
-static inline int sluice_window_acquire_at(sluice_window_t *w, uint64_t n, uint64_t now,
+SLUICE_NODISCARD static inline int sluice_window_acquire_at(sluice_window_t *w, uint64_t n, uint64_t now,
                                            sluice_decision_t *d)
 {
 	/* n = 0, n > L and leases all fail this one compare.
@@ -516,7 +516,7 @@ static inline int sluice_window_acquire_at(sluice_window_t *w, uint64_t n, uint6
 }
 
 /* sluice_window_acquire - as _at, reading the window's clock. */
-static inline int sluice_window_acquire(sluice_window_t *w, uint64_t n, sluice_decision_t *d)
+SLUICE_NODISCARD static inline int sluice_window_acquire(sluice_window_t *w, uint64_t n, sluice_decision_t *d)
 {
 	return sluice_window_acquire_at(w, n, sluice_clock_now(w->clock), d);
 }
