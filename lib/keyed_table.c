@@ -332,6 +332,29 @@ static sluice_keyed_config_t header_config(const struct sluice__keyed_hdr *h)
 		                        .window_ns = h->window_ns, .buckets = h->buckets };
 }
 
+/* What a table of @p needs of the clock its process decides on: a known
+ * kind, and (windows) a bucket no narrower than the clock's step. */
+static int check_clock(const struct params *p, const sluice_clock_t *c)
+{
+	if (c->kind > SLUICE_CLOCK_MANUAL)
+		return SLUICE_ECLOCK;
+	if ((p->algo == SLUICE_ALGO_FIXED || p->algo == SLUICE_ALGO_WINDOW) &&
+	    sluice__clock_require_step(c, p->width_ns) != 0)
+		return SLUICE_ERESOLUTION;
+	return 0;
+}
+
+int sluice_keyed_config_check(const sluice_keyed_config_t *cfg, const sluice_clock_t *clock)
+{
+	struct params p;
+	if (!cfg)
+		return SLUICE_EINVAL;
+	int rc = sluice__keyed_validate(cfg, &p); /* init's own validator */
+	if (rc == 0 && clock)
+		rc = check_clock(&p, clock); /* attach's, with that clock */
+	return rc;
+}
+
 int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock, sluice_keyed_t *k)
 {
 	if (!mem || !k)
@@ -384,11 +407,8 @@ int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock, slu
 	if (!(p.flags & SLUICE_KEYED_SIPHASH) && !sluice__keyed_have_aes())
 		return SLUICE_ELAYOUT;
 	const sluice_clock_t *c = clock ? clock : &sluice_clock_cached;
-	if (c->kind > SLUICE_CLOCK_MANUAL)
-		return SLUICE_ECLOCK;
-	if ((p.algo == SLUICE_ALGO_FIXED || p.algo == SLUICE_ALGO_WINDOW) &&
-	    sluice__clock_require_step(c, p.width_ns) != 0)
-		return SLUICE_ERESOLUTION;
+	if ((rc = check_clock(&p, c)) != 0)
+		return rc;
 
 	/* From here only the validated copy (p, l, dk) is used: a later
 	 * rewrite of the header changes nothing in this handle. */

@@ -449,16 +449,14 @@ static char *ngx_http_sluice_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf
 		c.policy = c.algo == SLUICE_ALGO_INFLIGHT ? SLUICE_KEYED_REJECT : SLUICE_KEYED_EVICT;
 
 	/* Validate with the library's own validator now, so nginx -t names
-	 * the problem: a small private table, freed at once. */
-	sluice_keyed_t probe;
+	 * the problem: init's and attach's checks, with no table. */
 	c.capacity = SLUICE_KEYED_CAPACITY_MIN;
-	int rc = sluice_keyed_new(&probe, &c, &sluice_clock_monotonic);
+	int rc = sluice_keyed_config_check(&c, &sluice_clock_monotonic);
 	if (rc != 0) {
 		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V \"%V\": %s (%s)", &cmd->name, &name,
 		                   sluice_strerror(rc), sluice_err_name(rc));
 		return NGX_CONF_ERROR;
 	}
-	sluice_keyed_free(&probe);
 
 	ngx_http_sluice_zone_t *z = ngx_http_sluice_get_zone(cf, &name, (size_t)size);
 	if (z == NULL)

@@ -982,15 +982,11 @@ int sluice_rule_limiter_config(const sluice_rule_t *r, const sluice_clock_t *clk
 
 /*
  * Hand the rule's parameters to the algorithm's own validation.  Per-key
- * rules: sluice_keyed_init() on a 64-byte probe with size 0 validates the
- * whole keyed configuration (the algorithm's init and the keyed ranges,
- * the keys section's capacity, policy and key length) and, the
- * configuration valid, refuses the size with SLUICE_ESIZE before writing
- * anything (keyed.h: "On error @mem is untouched"); that code is success
- * here, and rules/test_rules.c pins the order.  With a clock in the
- * options, a table of 8 slots is built and attached with it, for the
- * resolution checks attach makes.  Global rules: sluice_limiter_new() and
- * free.  Return: 0 or the sluice code (reported).
+ * rules: sluice_keyed_config_check(), init's own validator (the
+ * algorithm's init and the keyed ranges, the keys section's capacity,
+ * policy and key length) and, with a clock in the options, the resolution
+ * checks attach makes with it: no probe table.  Global rules:
+ * sluice_limiter_new() and free.  Return: 0 or the sluice code (reported).
  */
 static int check_with_sluice(struct ctx *c, sluice_rule_t *r)
 {
@@ -1003,29 +999,8 @@ static int check_with_sluice(struct ctx *c, sluice_rule_t *r)
 	if (r->per_key) {
 		sluice_keyed_config_t kc;
 		sluice_rule_keyed_config(r, &kc);
-		kc.flags |= SLUICE_KEYED_SEEDED; /* a probe: no getrandom() */
-		_Alignas(SLUICE_CACHELINE) unsigned char probe[SLUICE_CACHELINE];
-		who = "sluice_keyed_init";
-		rc = sluice_keyed_init(probe, 0, &kc);
-		if (rc == SLUICE_ESIZE)
-			rc = 0;
-		if (rc == 0 && c->opt && c->opt->clock) {
-			sluice_keyed_config_t small = kc;
-			small.capacity = SLUICE_KEYED_CAPACITY_MIN;
-			size_t bytes = sluice_keyed_region_bytes(&small);
-			size_t alloc = (bytes + SLUICE_CACHELINE - 1) & ~(size_t)(SLUICE_CACHELINE - 1);
-			void *mem = bytes ? aligned_alloc(SLUICE_CACHELINE, alloc) : NULL;
-			sluice_keyed_t k;
-			who = "sluice_keyed_attach";
-			if (!mem) {
-				c->x->oom = 1;
-				return SLUICE_ENOMEM;
-			}
-			rc = sluice_keyed_init(mem, alloc, &small);
-			if (rc == 0)
-				rc = sluice_keyed_attach(mem, alloc, c->opt->clock, &k);
-			free(mem);
-		}
+		who = "sluice_keyed_config_check";
+		rc = sluice_keyed_config_check(&kc, c->opt ? c->opt->clock : NULL);
 		if (rc == 0)
 			r->keys.region_bytes = sluice_keyed_region_bytes(&kc);
 	} else {

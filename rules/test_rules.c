@@ -234,7 +234,7 @@ Test(rules, refused_by_the_algorithm)
 	cr_assert_eq(e->errors[0].mark.col, 5);
 	cr_assert_eq(e->errors[0].code, SLUICE_EBURST);
 	cr_assert(strstr(e->errors[0].msg, "rule 'r': token_bucket parameters refused by "
-	                                   "sluice_keyed_init: SLUICE_EBURST"),
+	                                   "sluice_keyed_config_check: SLUICE_EBURST"),
 	          "%s", e->errors[0].msg);
 	sluice_rules_errors_free(e);
 
@@ -256,7 +256,7 @@ Test(rules, refused_by_the_algorithm)
 	/* keyed's own ranges, narrower than the module's: FIXED L <= 2^24 - 1 */
 	one_error(RULE("    dimensions: [user]\n",
 	               "{ algorithm: fixed_window, window: 1h, max_requests: 16777216 }"),
-	          2, "id", "sluice_keyed_init: SLUICE_ELIMIT");
+	          2, "id", "sluice_keyed_config_check: SLUICE_ELIMIT");
 	sluice_rules_free((sluice_rules_t *)load_ok(
 		RULE("", "{ algorithm: fixed_window, window: 1h, max_requests: 16777216 }"), NULL));
 	/* a leaky shaper (queue fallback) takes its queue as a time, not a depth */
@@ -280,7 +280,7 @@ Test(rules, resolution_against_the_clock)
 	int rc = sluice_rules_load_buffer("t.yaml", y, strlen(y), &opt, &r, &e);
 	cr_assert_eq(rc, 1);
 	cr_assert_eq(e->errors[0].code, SLUICE_ERESOLUTION, "%s", e->errors[0].msg);
-	cr_assert(strstr(e->errors[0].msg, "sluice_keyed_attach"), "%s", e->errors[0].msg);
+	cr_assert(strstr(e->errors[0].msg, "sluice_keyed_config_check"), "%s", e->errors[0].msg);
 	sluice_rules_errors_free(e);
 	/* global: the module's own init */
 	const char *g = RULE("", "{ algorithm: fixed_window, window: 100us, max_requests: 3 }");

@@ -194,7 +194,12 @@ Test(keyed, invalid_config)
 		             i);
 		sluice_keyed_t k;
 		cr_assert_eq(sluice_keyed_new(&k, &p->c, NULL), p->rc, "entry %zu", i);
+		/* the check says what init says, with no memory */
+		cr_assert_eq(sluice_keyed_config_check(&p->c, NULL), p->rc, "entry %zu: check", i);
+		cr_assert_eq(sluice_keyed_config_check(&p->c, &sluice_clock_monotonic), p->rc,
+		             "entry %zu: check with a clock", i);
 	}
+	cr_assert_eq(sluice_keyed_config_check(NULL, NULL), SLUICE_EINVAL);
 }
 
 /* The live parameters after the header: a line of control words and two
@@ -1018,6 +1023,10 @@ Test(keyed, attach_checks_the_clock_resolution)
 	cr_assert_eq(sluice_keyed_new(&k, &c, &sluice_clock_coarse), SLUICE_ERESOLUTION);
 	cr_assert_eq(sluice_keyed_new(&k, &c, &sluice_clock_monotonic), 0);
 	sluice_keyed_free(&k);
+	/* the check makes attach's clock checks with the clock it is given */
+	cr_assert_eq(sluice_keyed_config_check(&c, &sluice_clock_coarse), SLUICE_ERESOLUTION);
+	cr_assert_eq(sluice_keyed_config_check(&c, &sluice_clock_monotonic), 0);
+	cr_assert_eq(sluice_keyed_config_check(&c, NULL), 0, "NULL: init's checks only");
 }
 
 /* ---- FIXED: the window is named in full -------------------------------------- */

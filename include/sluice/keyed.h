@@ -528,6 +528,17 @@ SLUICE_API size_t sluice_keyed_region_bytes(const sluice_keyed_config_t *cfg);
 SLUICE_NODISCARD SLUICE_API int sluice_keyed_init(void *mem, size_t size, const sluice_keyed_config_t *cfg);
 
 /*
+ * sluice_keyed_config_check - what sluice_keyed_init() would return for
+ * @cfg, and then sluice_keyed_attach() with @clock (NULL: init's checks
+ * only), for memory large enough: the same validator, with no memory and
+ * no table.  The rules file and the nginx module validate through this,
+ * never through a throw-away table.  Thread-safe, no allocation.
+ * Return: 0, or init's (then attach's) error code for @cfg.
+ */
+SLUICE_NODISCARD SLUICE_API int sluice_keyed_config_check(const sluice_keyed_config_t *cfg,
+                                                          const sluice_clock_t *clock);
+
+/*
  * sluice_keyed_attach - make @k a handle on the table at @mem (@size bytes,
  * as mapped by this process), deciding with @clock (NULL: the cached clock).
  *
