@@ -74,7 +74,7 @@ c_args = ['-isystem', '$out/usr/include']
 c_link_args = ['-Wl,-rpath-link,$lib', '-Wl,-rpath-link,$out/lib/aarch64-linux-gnu']
 
 [binaries]
-exe_wrapper = ['env', 'QEMU_LD_PREFIX=$out', 'SLUICE_QEMU=$qemu',
+exe_wrapper = ['env', 'SLUICE_TEST_EMULATOR=qemu-user', 'QEMU_LD_PREFIX=$out', 'SLUICE_QEMU=$qemu',
                'SLUICE_QEMU_SHIM=$out/qemu-exec-shim.so',
                '$qemu', '-E', 'LD_PRELOAD=$out/qemu-exec-shim.so']
 INI
