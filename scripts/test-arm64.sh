@@ -71,17 +71,4 @@ CRITERION_VERBOSITY_LEVEL=1 meson test -C "$dir" --suite unit --no-rebuild --pri
 # Criterion's own skips (tests that cannot hold under qemu-user), with its reason.
 grep -hE '^\[SKIP\]' "$dir/meson-logs/testlog.txt" | grep -v ': Test is disabled$' |
   sed 's/^\[SKIP\] /skipped: /' | sort -u
-python3 - "$dir/meson-logs/testlog.json" >"$dir.counts" <<'PY'
-import json, sys
-ok = bad = 0
-try:
-    for line in open(sys.argv[1]):
-        r = json.loads(line).get("result")
-        if r in ("OK", "EXPECTEDFAIL", "SKIP"):
-            ok += r != "SKIP"
-        else:
-            bad += 1
-except OSError:
-    bad += 1
-print(ok, bad)
-PY
+python3 scripts/testlog_counts.py "$dir/meson-logs/testlog.json" >"$dir.counts"
