@@ -117,7 +117,11 @@ sluice__keyhash_aes16(const uint64_t ak[SLUICE__KEYHASH_WORDS], uint64_t w0, uin
 	return (uint64_t)_mm_cvtsi128_si64(x);
 }
 
-#elif defined(__aarch64__) && defined(__GNUC__)
+#elif defined(__aarch64__) && defined(__GNUC__) &&                                        \
+        (!defined(__clang__) || defined(__ARM_FEATURE_AES) || defined(__ARM_FEATURE_CRYPTO))
+/* (clang 14's arm_neon.h declares the AES intrinsics only when the whole
+ * file targets them; built so, or with GCC, the path below is compiled for
+ * them by its attribute; otherwise tables are SipHash.) */
 #define SLUICE__KEYHASH_AES 1
 #include <arm_neon.h>
 #include <sys/auxv.h>
