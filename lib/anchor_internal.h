@@ -79,7 +79,17 @@
  * guarantees that a reader who acquires the word sees that anchor or a
  * later one.  An anchor CAS is a release of the announcing word it was read
  * after, so a reader who sees the new anchor sees that word or a later one.
- * The pair CAS is a full barrier (LOCK CMPXCHG16B), so a release.
+ * The pair CAS is a full barrier on success (pair_internal.h: CMPXCHG16B,
+ * CASPAL or LDXP/STLXP + DMB), so a release.  What the proof needs from the
+ * hardware, and arm64 gives as x86-64 does: the snapshot's three acquires
+ * stay in program order (LDAR orders every later access after it); and the
+ * anchor CAS is cumulative: a helper releases an anchor after only READING
+ * the announcing word another thread wrote, and a reader that acquires the
+ * new anchor must see that word too.  Release is cumulative on ARMv8
+ * because the architecture is other-multi-copy atomic (a write is seen by
+ * all other cores at once), so the chain writer -> helper (acquire) ->
+ * helper's release CAS -> reader (acquire) carries the word; no fence is
+ * needed beyond these orders on either architecture.
  *
  * THE ERA BIT (warm-up only; decay never sets it, and for it everything
  * below is exactly as if the bit did not exist).  Every anchor a move

@@ -8,7 +8,11 @@
  * reading into sluice__cached_now every period, sleeping on absolute
  * deadlines (a condition variable on CLOCK_MONOTONIC) so the period does not
  * drift and a stop or a new period wakes it at once.  Readers do one relaxed
- * load; the reading carries no other data, so no ordering is needed.  The
+ * load; the reading carries no other data, so no ordering is needed (on
+ * arm64 as on x86-64: an aligned 8-byte load is single-copy atomic, and
+ * per-location coherence keeps one thread's successive readings from going
+ * back while the ticker runs; a reading is as old as a thread that stalled
+ * after taking it could hold anyway).  The
  * ticker is the only writer while it runs; start() writes the first reading
  * before creating it, stop() writes 0 after joining it, and the fork child
  * handler writes 0 in the child.  0 sends readers to CLOCK_MONOTONIC.

@@ -205,8 +205,8 @@ static void digest_keys(uint64_t k0, uint64_t k1, uint64_t dk[4])
 int sluice__keyed_test_no_aes;
 #endif
 
-/* Can this process run the AES hash (keyhash_internal.h)?  cpuid, through
- * GCC's __builtin_cpu_supports (it initialises its own CPU model table). */
+/* Can this process run the AES hash (keyhash_internal.h)?  The CPU's word
+ * for it: sluice__keyhash_cpu_aes() (cpuid on x86-64, HWCAP_AES on arm64). */
 int sluice__keyed_have_aes(void)
 {
 #ifdef SLUICE_TESTING
@@ -214,8 +214,7 @@ int sluice__keyed_have_aes(void)
 		return 0;
 #endif
 #ifdef SLUICE__KEYHASH_AES
-	__builtin_cpu_init();
-	return __builtin_cpu_supports("aes") ? 1 : 0;
+	return sluice__keyhash_cpu_aes();
 #else
 	return 0;
 #endif

@@ -18,6 +18,9 @@ packages=(
   clang libclang-rt-14-dev   # fuzz/: libFuzzer and clang's sanitizer runtimes
                              # (the runtimes are only a Recommends of clang)
   debootstrap                # scripts/clean_machine.sh: a bookworm chroot with only a compiler, libc and pthreads
+  crossbuild-essential-arm64 qemu-user  # scripts/test-arm64.sh: the arm64 cross compiler and libc, and
+                             # the emulator its tests run under; the arm64 libraries the tests
+                             # link are unpacked by scripts/arm64-sysroot.sh (why not multiarch: there)
 )
 
 missing=()

@@ -63,6 +63,15 @@ run_config tsan tsan -Db_sanitize=thread -Db_lundef=false
 CC=clang run_config fuzz asan -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
   -Dc_args=-fno-sanitize-recover=all -Dtests=disabled
 
+# arm64: the cross build (cross/aarch64-linux-gnu.ini) and its plain unit
+# suite under qemu-user, counted as its own build; scripts/test-arm64.sh
+# says what it does not run under emulation, and why.
+echo "== arm64"
+scripts/test-arm64.sh build-test-arm64
+read -r a64_ok a64_bad <build-test-arm64.counts || { a64_ok=0; a64_bad=1; }
+passed=$((passed + a64_ok))
+failed=$((failed + a64_bad))
+
 # The plain build and install on a machine with only a compiler, libc and
 # pthreads: a debootstrap chroot, made once and kept (scripts/clean_machine.sh
 # says what it checks; it builds the committed tree, git archive HEAD).

@@ -44,6 +44,15 @@
 #define UNDER_ASAN 0
 #endif
 
+/* Under an emulator: the arm64 stage of scripts/test.sh runs the tests under
+ * qemu-user and says so in SLUICE_TEST_EMULATOR.  qemu-user 7.2, like the
+ * sanitizers' runtimes, cannot create a thread in the child of a
+ * multi-threaded fork (the child asserts in qemu_plugin_vcpu_init_hook and
+ * exits 127), and each fork of the emulator costs far more than a native
+ * one. */
+#include <stdlib.h>
+#define UNDER_EMULATOR (getenv("SLUICE_TEST_EMULATOR") != NULL)
+
 #define HANG_NS (5ULL * 1000000000ULL)         /* a child alive after 5 s is hung */
 #define ADVANCE_WAIT_NS (2ULL * 1000000000ULL) /* "frozen": no change in 2 s */
 

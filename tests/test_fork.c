@@ -57,6 +57,7 @@ TestSuite(fork, .timeout = 120);
 
 #define LOOP_FORKS 10000
 #define LOOP_FORKS_SANITIZED 3000
+#define LOOP_FORKS_EMULATED 100 /* qemu-user: ~85 ms a fork of the emulator */
 #define LOOP_MAX_BAD 3 /* stop the loop after this many bad children */
 
 /* ---- helpers (parent and child) --------------------------------------- */
@@ -125,6 +126,9 @@ Test(fork, child_can_start_and_stop_its_own_ticker, .fini = stop_ticker)
 	if (UNDER_TSAN || UNDER_ASAN)
 		cr_skip_test("the sanitizers' runtimes do not support creating threads in the "
 		             "child of a multi-threaded fork (see the file's comment)");
+	if (UNDER_EMULATOR)
+		cr_skip_test("qemu-user cannot create threads in the child of a multi-threaded "
+		             "fork (fork_loop.h)");
 	uint64_t period = 1000000, child_period = 200000;
 	cr_assert_eq(sluice_clock_cached_start(period), 0, "start(1 ms) failed");
 	run_child("ticker running", child_start_stop_fn, &child_period);
@@ -143,7 +147,7 @@ static int grandchild_fn(void *arg)
 	int rc = child_reads();
 	if (rc != C_OK)
 		return rc;
-	if (!UNDER_TSAN && !UNDER_ASAN) {
+	if (!UNDER_TSAN && !UNDER_ASAN && !UNDER_EMULATOR) {
 		if (sluice_clock_cached_start(*(const uint64_t *)arg) != 0)
 			return C_START;
 		if (!word_advances())
@@ -213,14 +217,16 @@ static int loop_child_fn(void *arg)
 {
 	unsigned i = *(const unsigned *)arg;
 	int rc = child_reads();
-	if (rc != C_OK || UNDER_TSAN || UNDER_ASAN || (i & 3) != 0)
+	if (rc != C_OK || UNDER_TSAN || UNDER_ASAN || UNDER_EMULATOR || (i & 3) != 0)
 		return rc;
 	return child_start_stop(1000, 2);
 }
 
 Test(fork, loop_of_forks_with_the_ticker_running, .fini = stop_ticker, .timeout = 300)
 {
-	unsigned forks = UNDER_TSAN || UNDER_ASAN ? LOOP_FORKS_SANITIZED : LOOP_FORKS;
+	unsigned forks = UNDER_EMULATOR            ? LOOP_FORKS_EMULATED
+	                 : UNDER_TSAN || UNDER_ASAN ? LOOP_FORKS_SANITIZED
+	                                            : LOOP_FORKS;
 	cr_assert_eq(sluice_clock_cached_start(1000), 0, "start(1 us) failed");
 	pthread_t churn;
 	atomic_store(&churn_stop, 0);
