@@ -33,21 +33,7 @@ run_config() {
   rm -f "$dir/meson-logs/$log"
   meson test -C "$dir" "${setup[@]}" --print-errorlogs --num-processes 2 | grep -E '^ *[0-9]+/[0-9]+ |^(Ok|Fail|Timeout):'
   local counts
-  counts=$(python3 - "$dir/meson-logs/$log" <<'PY'
-import json, sys
-ok = bad = 0
-try:
-    for line in open(sys.argv[1]):
-        r = json.loads(line).get("result")
-        if r in ("OK", "EXPECTEDFAIL", "SKIP"):
-            ok += r != "SKIP"
-        else:
-            bad += 1
-except OSError:
-    bad += 1
-print(ok, bad)
-PY
-)
+  counts=$(python3 scripts/testlog_counts.py "$dir/meson-logs/$log")
   passed=$((passed + ${counts% *}))
   failed=$((failed + ${counts#* }))
 }

@@ -3,7 +3,7 @@
 
 OK and EXPECTEDFAIL pass, SKIP counts neither way, anything else fails; a
 missing log is one failure (the run did not happen).  scripts/test.sh's
-final line adds these up (run_config's inline copy is the same rule).
+final line adds these up, for every build (run_config and the arm64 stage).
 """
 import json
 import sys

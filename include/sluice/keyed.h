@@ -115,7 +115,8 @@
  * is chosen by init and recorded in the table's header, so every process
  * that attaches uses the same one:
  *   - keys of up to 16 bytes (and the digests of hashed long keys), where
- *     the CPU that formats the table has AES-NI: the AES hash of
+ *     the CPU that formats the table has AES instructions (AES-NI on
+ *     x86-64, AESE/AESMC on arm64: the same function bit for bit): the AES hash of
  *     lib/keyhash_internal.h, four AES rounds under round keys derived
  *     from the seed, after a whitening key that depends on the seed and
  *     the key's length (the shape of Go's runtime aeshash and Rust's
@@ -124,7 +125,7 @@
  *     the seed (the rounds Rust's and Python's hash tables use), which is
  *     also the hash of keys longer than 16 bytes in every table.
  * A table with the AES hash cannot be attached by a process whose CPU
- * lacks AES-NI (SLUICE_ELAYOUT; tests/test_keyed_faults.c); a SipHash
+ * lacks AES instructions (SLUICE_ELAYOUT; tests/test_keyed_faults.c); a SipHash
  * table attaches anywhere.  What an attacker who does not know the seed
  * can and cannot do: SipHash-1-3 is a pseudorandom function, so a client
  * that learns which of its keys share a group (from refusals, evictions
@@ -432,7 +433,7 @@ typedef enum sluice_keyed_policy {
 /* config.flags */
 #define SLUICE_KEYED_HASH_LONG_KEYS 1u /* digest keys longer than key_max   */
 #define SLUICE_KEYED_SEEDED 2u         /* use config.seed, not getrandom()  */
-#define SLUICE_KEYED_SIPHASH 4u        /* SipHash-1-3 even with AES-NI (HASHING) */
+#define SLUICE_KEYED_SIPHASH 4u        /* SipHash-1-3 even with AES (HASHING) */
 
 typedef struct sluice_keyed_config {
 	sluice_algo_t algo;  /* SLUICE_ALGO_GCRA, _LEAKY, _FIXED, _WINDOW, _INFLIGHT */
@@ -555,7 +556,7 @@ SLUICE_NODISCARD SLUICE_API int sluice_keyed_config_check(const sluice_keyed_con
  * shift, the bucket width, the largest n, the digest keys) and the layout,
  * and refuses (SLUICE_ELAYOUT) a header whose stored values differ or whose
  * layout does not fit in @size, or whose hash this CPU cannot compute
- * (the AES hash without AES-NI: HASHING).  The handle keeps the recomputed values, so
+ * (the AES hash without AES instructions: HASHING).  The handle keeps the recomputed values, so
  * a later rewrite of the header changes nothing for it.  What attach cannot
  * check: that the seed and the slots are the ones init wrote (see SHARED
  * MEMORY for what forged slots can do).  Memory that is not a table gives an
