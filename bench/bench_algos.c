@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench_algos.c - decisions per second for every algorithm on ONE hot key,
  * at 1 thread, 2 threads and threads = online CPUs, in three regimes, each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench_cas.c - what the full-width design costs at the instruction level:
  * one thread, a dependent chain of (load, CAS) on one word, three ways:

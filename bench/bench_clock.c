@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench_clock.c - what a clock read costs, and what the cached clock's
  * ticker costs in CPU and in staleness.

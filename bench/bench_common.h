@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench_common.h - what every sluice benchmark shares: the command line
  * (--quick, --repeats=N, --seconds=S) and the median of repeated runs.

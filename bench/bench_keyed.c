@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench_keyed.c - decisions per second of a keyed GCRA table against three
  * baselines in the same process and the same run:

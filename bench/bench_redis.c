@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench_redis.c - libsluice-redis against one EVALSHA per decision, in the
  * same process and the same run, on a private redis-server (127.0.0.1).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench_rules.c - the rules engine's costs (issue 12 item 9).
  *

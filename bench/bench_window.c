@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench_window.c - ns per decision, one thread, allow-mostly regime, for the
  * fixed window and the sliding window ring on every clock source, against

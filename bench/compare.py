@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """compare.py - one benchmark, two builds, the same run.
 
     bench/compare.py [--runs=N] [--save=DIR] BEFORE_BINARY AFTER_BINARY [-- ARGS...]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Every figure of the README's Benchmarks section, from one command:
 #
 #   bench/readme_figures.sh [BUILD_DIR] [OUT_DIR]

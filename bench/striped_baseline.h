@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * striped_baseline.h - a striped read-check-add sliding window, kept in
  * bench/ as a baseline (not a limiter): the shape of sluice's former

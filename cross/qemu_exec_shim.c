@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * qemu_exec_shim.c - lets an emulated arm64 program exec arm64 programs
  * under qemu-user where the kernel has no binfmt_misc entry for them.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Write the Nth ```c block of README.md (default: the first) to a file, so
 the build compiles and the test suite runs the README's examples exactly as
 printed.  Usage: extract_readme_c.py README.md OUT [N [LANG]]; LANG (default

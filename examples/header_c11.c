@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * header_c11.c - every public header compiles as strict ISO C11, without
  * _GNU_SOURCE or _POSIX_C_SOURCE, under -pedantic, and the inline paths

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * keyed_per_ip.c - a per-client-IP rate limit: 10 requests per second per
  * address, bursts of 20, for up to 100,000 addresses in 8.1 MiB.

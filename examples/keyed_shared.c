@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * keyed_shared.c - one keyed table shared by several processes through a
  * MAP_SHARED mapping: every worker sees the same per-user budget.

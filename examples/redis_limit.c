@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redis_limit.c - "1000 requests per second to the payment API", across
  * every instance behind the load balancer, kept in Redis and answered

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rules_engine.c - the rules engine in a server, start to end: load a rule
  * file, decide each request, write the answer's header fields, complete

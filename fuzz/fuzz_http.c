@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_http.c - the HTTP field formatters (sluice/http.h) with hostile
  * decisions, names and buffer sizes.

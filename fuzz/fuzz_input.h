@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_input.h - reading a libFuzzer input as a stream of values, for the
  * targets in fuzz/ (fuzz_<target>.c, STYLE.md "Fuzzing").

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_keyed.h - a keyed table's configuration from fuzz input, for
  * fuzz_keyed_attach.c and fuzz_keyed_acquire.c.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_keyed_acquire.c - a valid keyed table (sluice/keyed.h), driven by a
  * sequence of acquires and releases with fuzzed keys, permits and readings.

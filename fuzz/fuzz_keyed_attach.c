@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_keyed_attach.c - sluice_keyed_attach() on a shared-memory region
  * another process wrote, then a few decisions on whatever it accepted.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_parse.c - the one grammar (sluice/parse.h) on arbitrary bytes.
  *

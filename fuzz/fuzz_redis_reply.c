@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_redis_reply.c - what libsluice-redis takes from a Redis server: the
  * bytes of a reply stream (RESP), read by hiredis's own reader as the I/O

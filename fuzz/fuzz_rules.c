@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_rules.c - the rule file loader (libsluice-rules,
  * sluice_rules_load_buffer: what `sluice check` and the engine run on a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_sim_trace.c - sluice-sim's trace parser (tools/sim/trace.c,
  * sim_trace_parse: the code the tool runs on a file, fed a buffer), then a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * anchor_internal.h - the anchor protocol decay and warm-up share (never
  * installed): a 64-bit time kept in a narrow field of one state word,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * clock.c - the shared system clocks, the cached-clock ticker, its fork
  * handlers, and the floor that keeps the ticker as fine as its limiters.

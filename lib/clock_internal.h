@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * clock_internal.h - the clock a limiter's config names (never installed):
  * one place decides the default clock and which kinds an init accepts.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * decay.c - decayed-rate counter: validation, the packed state, decay
  * arithmetic without libm, admissions, re-anchoring and refunds.

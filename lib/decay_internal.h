@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * decay_internal.h - decay's private view for its own tests (never
  * installed, never exported).

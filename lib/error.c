@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * error.c - sluice_strerror() and sluice_err_name(), read from one table
  * generated from SLUICE_ERRORS in sluice/error.h, so codes, names and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fixed.c - fixed window: validation and the once-per-window slow path.
  *

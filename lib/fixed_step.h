@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fixed_step.h - the fixed window's validation, once (never installed):
  * lib/fixed.c's init and the keyed tables (lib/keyed_table.c) call it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * gcra.c - GCRA token bucket: validation, the slow decision path, cancel,
  * and live reconfiguration (set_rate / set_burst).

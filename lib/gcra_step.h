@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * gcra_step.h - GCRA's parameter arithmetic, once (never installed): the
  * emission interval T from a rate, the tolerance tau from a burst, the

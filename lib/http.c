@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * http.c - format Retry-After, RateLimit-Policy and RateLimit field values.
  *

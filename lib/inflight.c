@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * inflight.c - concurrency limiter: validation and the two rare paths (a
  * request that can never pass, a release of more than is held).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * inflight_step.h - the in-flight limit's validation, once (never
  * installed): lib/inflight.c's init and the keyed tables call it.

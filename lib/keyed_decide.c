@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * keyed_decide.c - decisions on one key's state (GCRA, LEAKY, FIXED,
  * WINDOW, INFLIGHT), the algorithms' freshness and first states for the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * keyed_internal.h - what the keyed files share (never installed): the
  * table header, the slot and state word encodings, the key as a table

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * keyed_live.c - a keyed table's live parameters: the block every decision
  * reads, the setters (sluice_keyed_set_rate/_burst/_limit) that change it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * keyed_slot.c - the slot protocol of keyed tables: claims (take, write the
  * key words, validate against other copies, initialise, publish), helping,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * keyed_table.c - a keyed table's format: validation of a configuration
  * (through each algorithm's own validator), the layout it implies, the

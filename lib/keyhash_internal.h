@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * keyhash_internal.h - the keyed tables' short-key hash on CPUs with AES
  * instructions, x86-64's AES-NI or ARMv8's Cryptographic Extension (never

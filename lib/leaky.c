@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leaky.c - leaky bucket (meter and shaper) on GCRA's state machine.
  *

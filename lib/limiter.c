@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * limiter.c - the generic handle and the composite: dispatch to the
  * algorithm of each handle, the composite's all-or-nothing over handles,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * log.c - exact sliding log: validation, decisions, refunds.
  *
@@ -481,13 +482,16 @@ static inline uint64_t leaves_in(const sluice_log_t *lg, uint64_t r, uint64_t T)
 
 static inline void backoff(int attempt)
 {
-#if defined(__x86_64__) || defined(__i386__)
 	int k = attempt < 6 ? 1 << attempt : LOG_BACKOFF_MAX;
-	while (k-- > 0)
+	while (k-- > 0) {
+#if defined(__x86_64__) || defined(__i386__)
 		__builtin_ia32_pause();
+#elif defined(__aarch64__)
+		__asm__ __volatile__("yield"); /* arm64's spin-wait hint, as pause */
 #else
-	(void)attempt;
+		__asm__ __volatile__("" ::: "memory"); /* a bounded spin, no hint */
 #endif
+	}
 }
 
 int sluice_log_acquire_at(sluice_log_t *lg, uint64_t n, uint64_t now, sluice_decision_t *d)

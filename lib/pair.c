@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pair.c - which 16-byte CAS instruction an arm64 CPU runs
  * (lib/pair_internal.h); built for arm64 only (lib/meson.build).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pair_internal.h - a double-width CAS on a 16-byte pair of 64-bit atomics
  * (never installed).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * parse.c - the one grammar of sluice/parse.h: durations, rates, sizes,
  * algorithm names, and their formatters.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * refund_internal.h - what every refund checks first (never installed).
  */

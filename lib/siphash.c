@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * siphash.c - SipHash-c-d, written from the paper ("SipHash: a fast
  * short-input PRF", Aumasson and Bernstein, 2012, section 2).

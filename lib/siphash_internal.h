@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * siphash_internal.h - SipHash (Aumasson and Bernstein, 2012), a keyed
  * hash the keyed tables use against hash flooding: for every key of a table

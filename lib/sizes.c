@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sizes.c - sluice_<handle>_size(): sizeof each handle as this library was
  * built, one definition for all.  A program compares them with the sizeof

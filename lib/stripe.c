@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stripe.c - the per-CPU cells' allocation (stripes, and the sliding
  * window's lease cells) and the LongAdder probe.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stripe_internal.h - the per-CPU cells' allocation, once (never
  * installed): sluice_stripe_init() and the sliding window's lease cells

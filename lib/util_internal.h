@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * util_internal.h - the small arithmetic every module needs, once (never
  * installed): powers of two, bit widths, ceilings, saturating products.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * version.c - sluice_version() and sluice_version_string(): the version this
  * library was compiled as, for callers to compare with the headers they were

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * warmup.c - smooth warm-up limiter (Guava SmoothWarmingUp, cold factor 3):
  * validation, the packed state, bookings, re-anchoring, refunds and live

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * window.c - sliding window ring: validation, opening and sealing epochs,
  * the slow admission paths (with and without leases), and refusal

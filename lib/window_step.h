@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * window_step.h - the sliding window's arithmetic, once (never installed):
  * validation (lib/window.c's init, lib/keyed_table.c), a closed bucket's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * writer_internal.h - the flag a limiter's setters serialise on (never
  * installed): GCRA's set_rate/set_burst, decay's set_limit, warm-up's

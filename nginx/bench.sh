@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # nginx/bench.sh [MODULE.so] - sluice_limit beside nginx's limit_req, in one
 # nginx, in the same run.
 #

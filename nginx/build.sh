@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Build ngx_http_sluice_module.so against Debian's nginx-dev, so the
 # packaged nginx loads it with load_module.
 #   nginx/build.sh OUT_DIR LIBSLUICE_A INCLUDE_DIR

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # nginx/callgrind.sh [MODULE.so] - instructions per request of sluice_limit
 # and of limit_req, counted by callgrind in one nginx process.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ngx_http_sluice_module.c - sluice's keyed tables in front of nginx's
  * content: per-key rate limits decided lock-free by every worker.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * decide_n - make exactly COUNT decisions on one limiter, one thread, and
  * nothing else, so a tool that counts instructions (callgrind) or cycles

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Instructions per decision, counted by valgrind's callgrind: the figure to
 # track over time, because unlike ns it does not move with a noisy machine.
 #

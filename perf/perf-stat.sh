@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Cycles, instructions and cache misses per decision from `perf stat`,
 # where the machine exposes hardware counters (many VMs do not: then perf
 # says "<not supported>" and this script says so, and prints the software

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Decisions per second against threads, one hot key, allow regime: sluice
 # (ring EXACT with and without leases, GCRA, fixed window) beside the mutex
 # and spinlock baselines of the same algorithm, drawn with gnuplot.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * breaker.c - the circuit breaker and the fallbacks.
  *

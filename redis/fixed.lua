@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Fixed window on one hash: w (the window number now / W) and c (its count).
 -- KEYS[1] the state key.  ARGV: need, want, now (0: Redis TIME), limit, W (us).
 -- Returns {admitted, remaining, retry_after_us, reset_us, granted, now_us}.

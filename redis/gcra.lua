@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- GCRA on one key: its value is the theoretical arrival time TAT (us).
 -- KEYS[1] the state key.  ARGV: need, want, now (0: Redis TIME), T (us per
 -- permit), burst.  Grants g = min(want, room) permits when room >= need and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * io.c - a backend's connection and its I/O thread.
  *

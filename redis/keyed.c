@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * keyed.c - per-key distributed limits: one Redis limit per key (per IP,
  * per user), found in a bounded table of limits made at creation.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lease.c - a limit's local lease: permits Redis granted (and counted) in
  * one script call, spent here by decisions without a round trip.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * limit.c - the limiter face: backends and limits (validation, creation),
  * and the decision path sluice_redis_acquire().

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Sliding log on a ZSET: one entry per permit, scored by its time (us); an
 -- entry at t counts while now - W < t.  KEYS[1] the ZSET, KEYS[2] a counter
 -- that makes every member unique (two permits in one microsecond must be two

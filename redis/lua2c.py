@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """lua2c.py OUT.h PRELUDE.lua IN.lua... - embed each Lua script as a C string.
 
 Each IN/<name>.lua becomes `static const char sluice__redis_lua_<name>[]`,

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- prelude.lua: prepended by lua2c.py to every script (gcra, fixed, window,
 -- log), so the arguments all four share and the Redis TIME read are written
 -- once.  Every script takes ARGV[1..3] = need, want, now (us; 0: read Redis

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * queue.h - the bounded request queue from decision threads to the I/O
  * thread: many producers, one consumer, no lock, no allocation after init.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redis_internal.h - libsluice-redis's shared internals (never installed).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * run_example.c - run an example program against a private redis-server:
  * run_example PROGRAM  starts the server (test_server.c), runs PROGRAM PORT

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * scripts.c - the four Lua scripts (redis/<algo>.lua, embedded at build time by
  * lua2c.py), the arguments of one call, and the parse of a reply.

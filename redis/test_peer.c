@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_peer.c - the tests' hostile Redis (test_peer.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_peer.h - a hostile Redis for the tests: a thread with a listening
  * socket on 127.0.0.1 that speaks just enough RESP to be a backend's

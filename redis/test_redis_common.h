@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_redis_common.h - what the libsluice-redis tests share: a private
  * server per test (test_server.h), a backend on it, a limit config.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_redis_faults.c - faults injected while two threads decide on one
  * limit as fast as they can (one decision per ~20 us each): kill -9 and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_redis_hostile.c - what a server can do to a backend while the
  * connection stays up: keys holding what no script wrote (a string, a

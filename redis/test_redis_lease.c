@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_redis_lease.c - leases against a real redis-server, on a manual
  * clock: the scripts get its time and the leases lapse on it, so every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_redis_procs.c - 4 processes x 2 threads share one limit on one
  * redis-server, each process with its own backend (connection, I/O thread,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_redis_scripts.c - the four Lua scripts against a real redis-server,
  * on synthetic time (every edge exact) and on Redis TIME.

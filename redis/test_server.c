@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_server.c - the tests' private redis-server (test_server.h).
  *

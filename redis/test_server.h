@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_server.h - a private redis-server for one test: 127.0.0.1, a free
  * port, no persistence, DEBUG allowed locally, a private temp dir.

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Bucketed sliding window on one hash: field = bucket number (now / b, b =
 -- W / N), value = permits counted in it.  A decision counts the last N
 -- buckets (the current one whole), so any N consecutive buckets hold at

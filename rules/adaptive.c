@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * adaptive.c - the adaptive-limit controller: per window, judge the rule's
  * p99 latency or error ratio from its metrics and step the effective limit

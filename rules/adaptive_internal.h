@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rules/adaptive_internal.h - the adaptive-limit controller of one rule
  * (the rule file's `adaptive:` section, sluice_rules_adaptive_t).  Internal

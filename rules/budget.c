@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rules/budget.c - what a rule set costs in memory before anything is
  * allocated (rules.h MEMORY), and the size grammar the budget is written

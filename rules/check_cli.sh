@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # rules/check_cli.sh SLUICE TESTDATA - run `sluice check` as a user would
 # and check its exit codes and output (issue 12, "Done when": a file with
 # ten different errors, each line named).  Exits 1 on the first mismatch.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # rules/cli_test.sh - sourced (not run) by check_cli.sh and explain_cli.sh:
 # the set-up both share.  The caller's arguments are SLUICE TESTDATA: it
 # leaves $sluice (the program, absolute), the working directory TESTDATA,

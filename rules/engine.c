@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rules/engine.c - the engine's decision side: decide, complete, and the
  * RCU read sections around them; new, free, info.

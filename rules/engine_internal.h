@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rules/engine_internal.h - what the engine's files share (never
  * installed): a rule's persistent state, the compiled rule set, the

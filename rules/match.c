@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rules/match.c - the route index: which rules a request's path can
  * match, compiled at load, looked up without a scan of patterns.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * metrics.c - the rules engine's per-rule metrics (striped counters and
  * histograms) and their Prometheus text exposition (format 0.0.4).

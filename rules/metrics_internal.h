@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rules/metrics_internal.h - per-rule metrics of the rules engine and
  * their Prometheus text exposition (format 0.0.4).  Internal to

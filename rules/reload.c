@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rules/reload.c - loads: compile a rule file into a set, find each rule's
  * state again, publish with RCU, free what only the old set used; the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rules/rules.c - the loader's entry points: read the input (capped), parse
  * it into a tree (tree.c), check it against the schema (schema.c), and hand

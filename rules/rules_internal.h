@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rules/rules_internal.h - what the loader's files share (never installed):
  * the arena every allocation of a load comes from, the document tree

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rules/schema.c - the rule file's schema: which keys each section takes,
  * the grammar of each value type (integers, rates, durations, fractions),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stress_reload.c - threads decide while another thread reloads,
  * alternately, two rule files about 1000 times a second (issue 12 item 8).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_adaptive.c - the adaptive-limit controller on a manual clock: init's
  * refusals, the limit falling window by window while the p99 latency is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_adaptive_threads.c - two threads record completions and tick one
  * controller while a third moves a manual clock forward one window at a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_engine.c - the rules engine on a manual clock: matching, several
  * rules on one request (all or nothing), each fallback, shadow mode,

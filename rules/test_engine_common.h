@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_engine_common.h - what the engine's tests share: an engine on a
  * manual clock, loads that must succeed, a request builder, and a header

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_engine_faults.c - the engine against what it cannot trust or did
  * not say (issue 22 R1, R8): the shared region's header rewritten by

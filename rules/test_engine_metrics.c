@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_engine_metrics.c - the engine's metrics and adaptive limits, on a
  * manual clock: what each outcome counts, the latency histogram from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_engine_reload.c - reloads that keep state (rules.h RELOAD) and the
  * shared region (SHARED STATE), on a manual clock.

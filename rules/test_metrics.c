@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_metrics.c - the rules engine's per-rule metrics and their Prometheus
  * text exposition: init's parameters, the histogram's bucket edges and the

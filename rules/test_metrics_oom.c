@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rules/test_metrics_oom.c - every allocation of sluice__metrics_init fails
  * in turn (one per stripe, SLUICE__METRICS_STRIPES in all): init returns

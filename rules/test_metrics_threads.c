@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_metrics_threads.c - two threads record into three rules' metrics
  * while a third renders the exposition again and again.  Each rendering

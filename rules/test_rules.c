@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rules/test_rules.c - the rule file loader: every error kind at its exact
  * line and column, valid files to exactly the expected description, the

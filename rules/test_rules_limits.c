@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rules/test_rules_limits.c - the loader against inputs that cost more
  * than their size says (issue 22 R5, R6): nesting far past the depth cap,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rules/tree.c - a rule file's YAML, through libyaml's event API, into a
  * small document tree with the exact mark of every node.

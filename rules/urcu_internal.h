@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rules/urcu_internal.h - how the engine's two halves (engine.c, the read
  * side; reload.c, the loader) include liburcu-bp, and the ThreadSanitizer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rules/verdict.c - a verdict's answer fields (Retry-After, RateLimit-
  * Policy, RateLimit) through sluice/http.h, and the names of actions and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # scripts/arm64-sysroot.sh DIR - the arm64 libraries the cross build's tests
 # and rules/ link (Criterion, libyaml, liburcu, and what they load, libc
 # included), unpacked into DIR from Debian's arm64 packages, and DIR/sysroot.ini,

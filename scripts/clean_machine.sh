@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # clean_machine.sh - the plain build and install on a machine that has only
 # a C compiler, libc, pthreads and the build tools: no Criterion, no
 # Concurrency Kit, no liburcu, libyaml or hiredis.

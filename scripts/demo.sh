@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The main job: install what is missing, build, run the demo:
 #   1. the gateway: sluice's nginx module in front of a static backend, on
 #      loopback; traffic from two clients, what passed, what was refused

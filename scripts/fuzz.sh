@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # scripts/fuzz.sh [SECONDS] - build the libFuzzer targets in fuzz/ with clang,
 # AddressSanitizer and UndefinedBehaviorSanitizer, and run each one for
 # SECONDS (default 5, as CI does; by hand: scripts/fuzz.sh 600) on its

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Install the Debian packages sluice needs, only those that are missing.
 # Why each is here: see "Dependencies" in README.md.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # scripts/test-arm64.sh [DIR] - scripts/test.sh's arm64 stage: the cross
 # build for aarch64-linux-gnu (cross/aarch64-linux-gnu.ini: the core library,
 # rules/ and tools/ and the unit tests, warnings as errors) and the plain

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Build and run every test in three configurations: plain, AddressSanitizer +
 # UndefinedBehaviorSanitizer, ThreadSanitizer; then the fuzz targets in a
 # fourth (clang, ASan + UBSan, libFuzzer).  Warnings are errors.  The last

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """testlog_counts.py TESTLOG.json - "PASSED FAILED" from a meson test log.
 
 OK and EXPECTEDFAIL pass, SKIP counts neither way, anything else fails; a

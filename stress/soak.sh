@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # soak.sh - run every stress program for a while and total the results.
 #
 #   stress/soak.sh [-C BUILDDIR] [SECONDS]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stress_common.h - what every stress program shares: options, the real
  * clocks, worker threads with pre-allocated record buffers, the merged

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stress_composite - many threads, a real clock, one composite of a sliding
  * ring (EXACT) and a GCRA; verify composite.h's GUARANTEE: each part's own

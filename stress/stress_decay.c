@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stress_decay - many threads, a real clock, one decayed-count limiter;
  * verify decay.h's GUARANTEE over every admission recorded.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stress_fixed - many threads, a real clock, one fixed window; verify
  * fixed.h's GUARANTEE over every admission recorded.

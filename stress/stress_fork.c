@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stress_fork.c - the cached clock across many forks, for as long as asked.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stress_gcra - many threads, a real clock, one GCRA token bucket; verify
  * gcra.h's GUARANTEE over every admission recorded.

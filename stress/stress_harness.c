@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stress_harness.c - options, clocks, worker threads, merging and the result
  * line for the stress programs (the interface is in stress_common.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stress_inflight - many threads take and release slots of one concurrency
  * limiter; an observer counts what is really in flight.  Verifies

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stress_keyed - keyed tables under real clocks, threads and processes;
  * every admission recorded and checked against keyed.h's GUARANTEE.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stress_keyed_common.h - what the keyed stress programs (stress_keyed.c,
  * stress_keyed_stop.c) share: the admission record, the per-key GCRA

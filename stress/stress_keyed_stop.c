@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stress_keyed_stop - forked workers on keyed tables in one MAP_SHARED
  * mapping while the parent stops (SIGSTOP), resumes (SIGCONT) and kills

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stress_leaky - many threads, a real clock, one leaky bucket as a meter or
  * as a shaper; verify leaky.h's GUARANTEE over every admission recorded.

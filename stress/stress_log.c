@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stress_log - many threads, a real clock, one exact sliding log; verify
  * log.h's GUARANTEE over every admission recorded.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stress_set_limit - set_limit under load on a real clock: one setter
  * thread changes the limit --changes times (10,000 by default) while the

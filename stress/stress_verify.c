@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stress_verify.c - the verifiers several stress programs share: aligned
  * windows (fixed window, ring), every interval of one length (sliding log),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stress_warmup - many threads, a real clock, one warm-up limiter, with
  * idle phases so it cools down and warms up again many times; verify

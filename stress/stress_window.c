@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stress_window - many threads, a real clock, one sliding ring; verify
  * window.h's GUARANTEE over every admission recorded.

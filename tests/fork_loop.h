@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fork_loop.h - what tests/test_fork.c and stress/stress_fork.c share: the
  * sanitizer flags their children adapt to, the child's clock checks and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # install_test.sh - install this build into a scratch directory and use it
 # the way a user would: only the installed headers, the installed libraries
 # and pkg-config, never the source tree.
@@ -156,4 +157,45 @@ for p in "${programs[@]}"; do
 		"$tmp/$p-static" >/dev/null || fail "$p (static) exited $?"
 	fi
 done
+# --- libsluice-redis, where the build has it: a consumer built from the
+# installed headers and `pkg-config --libs sluice sluice-redis` alone (the
+# .pc names hiredis), shared and static, links and runs.
+if [ -e "$dest$libdir/pkgconfig/sluice-redis.pc" ]; then
+	# hiredis is the system's: its .pc is found where pkg-config looks by
+	# default, after the installed ones (the sysroot only prefixes paths
+	# that are not already the system's own: -lhiredis needs no -L)
+	PKG_CONFIG_LIBDIR=$dest$libdir/pkgconfig:$(env -u PKG_CONFIG_LIBDIR -u PKG_CONFIG_SYSROOT_DIR pkg-config --variable pc_path pkg-config)
+	export PKG_CONFIG_LIBDIR
+	pkg-config --exists --print-errors sluice-redis ||
+		fail "pkg-config cannot find or parse the installed sluice-redis.pc"
+	cat >"$tmp/redis.c" <<'EOF'
+#include <stdio.h>
+#include <sluice/redis.h>
+#include <sluice/sluice.h>
+
+int main(void)
+{
+	/* no server: a call it refuses says so without a round trip */
+	sluice_redis_t *r = NULL;
+	int rc = sluice_redis_new(NULL, &r);
+	printf("%s\n", sluice_err_name(rc));
+	return rc == SLUICE_EINVAL && r == NULL ? 0 : 1;
+}
+EOF
+	# shellcheck disable=SC2046 # pkg-config's output is a word list
+	$CC -Wall -Werror $(pkg-config --cflags sluice sluice-redis) -o "$tmp/redis" "$tmp/redis.c" \
+		$(pkg-config --libs sluice sluice-redis) ||
+		fail "redis.c does not link with pkg-config --libs sluice sluice-redis"
+	loads=$(ldd "$tmp/redis")
+	[[ $loads == *"libsluice-redis.so.${version%%.*} => $dest/"* ]] ||
+		fail "redis does not load the installed libsluice-redis.so: $(grep sluice <<<"$loads")"
+	"$tmp/redis" >/dev/null || fail "redis (shared) exited $?"
+	# shellcheck disable=SC2046
+	$CC -Wall -Werror $(pkg-config --cflags sluice sluice-redis) -o "$tmp/redis-static" \
+		"$tmp/redis.c" -l:libsluice-redis.a -l:libsluice.a \
+		$(pkg-config --static --libs sluice sluice-redis | sed 's/-lsluice-redis//; s/-lsluice\b//') ||
+		fail "redis.c does not link the installed static libraries with pkg-config --static"
+	"$tmp/redis-static" >/dev/null || fail "redis (static) exited $?"
+	programs+=(redis)
+fi
 echo "install_test: ok: ${programs[*]} against $version installed in a scratch destdir"

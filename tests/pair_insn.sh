@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # pair_insn.sh OBJDUMP CPU-FAMILY LIB... - the 16-byte CAS of
 # lib/pair_internal.h is the instruction itself in the built library, never
 # a call: no libatomic (__atomic_compare_exchange_16, a NEEDED libatomic),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * race_harness.h - what the "racing for the last permit" tests share: a
  * spinning two-party barrier, so both racers leave it within a few cache

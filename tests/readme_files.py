@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Check that every README block fenced as ```LANG PATH (e.g. ```c
 examples/redis_limit.c) is exactly the file PATH of the tree, so an example
 the README prints is the one the build compiles and a test runs.  The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * set_limit_load.h - set_limit under load, for the windowed limiters' tests
  * (test_fixed.c: the fixed window; test_window_threads.c: the ring).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # sim_cli.sh - smoke test of the sluice-sim command line: good runs, bad
 # arguments (a clear message and a non-zero exit), trace errors naming the
 # line, the same seed giving the same output, and the plot with gnuplot

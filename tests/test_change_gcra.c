@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_change_gcra.c - readings across a live change (issue 22): GCRA, the
  * leaky meter and shaper, warm-up.  Manual clock and explicit readings

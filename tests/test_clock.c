@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_clock.c - the four time sources: the manual clock (set, advance,
  * set backwards), the monotonic and coarse readings, each clock's resolution,

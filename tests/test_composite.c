@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_composite.c - all-or-nothing across limiters, deterministic.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_composite_keyed.c - "per key and also in total, all or nothing": a
  * composite of a keyed part (a per-IP GCRA table behind the generic

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_composite_threads.c - many threads on one composite, plus threads on
  * one of its parts directly: all-or-nothing must hold exactly.

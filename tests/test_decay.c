@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_decay.c - decayed-rate counter: manual clock, deterministic; then a
  * small multi-thread check.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_error.c - the error table: every SLUICE_ERRORS entry is a negative
  * enum value (so rc == SLUICE_ETOOBIG compares what a call returns), with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_fixed.c - fixed window: exact per window, the boundary burst it
  * cannot prevent, all-or-nothing n, clock jumps, invalid configuration.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_fork.c - the cached clock across fork() (clock.h, FORK).
  *

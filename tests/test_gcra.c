@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_gcra.c - GCRA token bucket, single thread, manual clock.
  *

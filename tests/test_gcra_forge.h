@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_gcra_forge.h - the white-box GCRA tests' forgery of a writer stopped
  * half-way through a reconfiguration, done through the private fields the

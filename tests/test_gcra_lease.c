@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_gcra_lease.c - GCRA's per-CPU leases, one thread, manual clock.
  *

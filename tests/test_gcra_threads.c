@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_gcra_threads.c - many threads on one GCRA, the clock moved by another
  * thread: every interval of the recorded admissions must respect the

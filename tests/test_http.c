@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_http.c - Retry-After, RateLimit-Policy and RateLimit values: exact
  * strings, rounding edges, huge values, names (escaping and rejection),

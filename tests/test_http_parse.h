@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_http_parse.h - a parser of the structured-field grammar that
  * sluice/http.h promises, for reading formatted fields back: tests/test_http.c

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_inflight.c - concurrency limiter: acquire/release sequences, n > 1
  * all or nothing, n > K, bad releases refused and counted (never printed), the

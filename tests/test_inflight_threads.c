@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_inflight_threads.c - many threads on one concurrency limiter: the
  * slots really held never exceed K, every slot comes back, bad releases are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_keyed.c - keyed tables, single thread, manual clock.
  *

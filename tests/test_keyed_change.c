@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_keyed_change.c - keyed tables across live changes whose reading is
  * older than readings already decided (issue 22, finding 2): the plain

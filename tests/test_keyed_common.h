@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_keyed_common.h - what the single-threaded keyed tests share
  * (test_keyed.c against the library, test_keyed_faults.c against its own

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_keyed_faults.c - keyed tables under the faults another thread or
  * process can cause: a decision or a claim stopped at a given instruction

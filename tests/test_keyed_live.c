@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_keyed_live.c - live parameters of keyed tables (keyed.h, LIVE
  * PARAMETERS): each setter's rule on a manual clock, then a table changed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_keyed_threads.c - many threads on one keyed table.
  *

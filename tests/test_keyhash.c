@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_keyhash.c - the keyed tables' hash choice on this CPU
  * (lib/keyhash_internal.h): a table formatted here records the AES hash

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_leaky.c - leaky bucket meter and shaper, single thread, manual clock.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_limiter.c - the generic handle: every kind behind one API, and
  * sluice_limiter_wait's promise: take within the timeout, or take nothing.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_log.c - exact sliding log, single thread, manual clock.
  *

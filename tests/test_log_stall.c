@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_log_stall.c - the exact log under stalls at exact instructions:
  * a thread stopped anywhere in its admission blocks nobody, and every

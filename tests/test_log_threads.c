@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_log_threads.c - many threads on one sliding log, the clock moved by
  * another thread: every interval of length W of the admissions' timeline

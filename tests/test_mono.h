@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_mono.h - real-time helpers for the programs that wait on real time
  * (the fork tests, the fork stress program, the clock benchmark): a reading

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_pace.h - the pacing the threaded tests share: the thread that moves
  * the manual clock waits, after each step, until the deciders have made a

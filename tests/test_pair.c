@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_pair.c - the 16-byte CAS of lib/pair_internal.h, each instruction
  * form this architecture has (x86-64: CMPXCHG16B; arm64: CASPAL where the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_parse.c - sluice/parse.h: the one grammar, value by value.
  *

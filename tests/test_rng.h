@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_rng.h - the xorshift64 generator the deterministic tests share: a
  * file seeds `rng_state` (never 0) and draws with rnd(), so a schedule is

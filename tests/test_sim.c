@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_sim.c - the simulator's pieces (tools/sim/), against numbers worked
  * out by hand.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_stall.h - stall a thread at an exact instruction: just before its
  * first write to a chosen word, after every read it made before it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_stripe.c - striped counter: init's cell-count table (default, powers
  * of two, rounding, the 4096 limit, bad mode, NULL), exact quiescent sums

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_version.c - sluice/version.h and lib/version.c agree: the hex packs
  * MAJOR, MINOR and PATCH one byte each, the string spells the same three

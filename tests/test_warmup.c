@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_warmup.c - smooth warm-up limiter (Guava SmoothWarmingUp semantics):
  * manual clock, deterministic; then a small multi-thread check.

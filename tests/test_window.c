@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_window.c - sliding window ring, single thread, manual clock.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_window_threads.c - many threads on one ring, the clock moved by
  * another thread: the per-epoch ledger of admissions must respect the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_wrap.c - the fixed window and the ring across 2^32 epochs: a
  * decision, a lease take or a refund stalled between its reads and its

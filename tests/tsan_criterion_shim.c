@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tsan_criterion_shim.c - lets Criterion start under ThreadSanitizer.
  * Linked into the test programs of -Db_sanitize=thread builds only.

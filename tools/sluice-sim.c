@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sluice-sim - offer simulated traffic to the real sluice limiters in
  * virtual time and compare what they admit.

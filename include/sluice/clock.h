@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sluice/clock.h - nanosecond time sources for limiters.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sluice/common.h - export macro, branch hints and cache-line size shared by
  * every sluice header.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sluice/composite.h - all-or-nothing across 2..8 limiters.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sluice/decay.h - decayed-rate counter: admitted permits fade out
  * exponentially instead of dropping out of a window all at once.

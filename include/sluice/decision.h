@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sluice/decision.h - the one decision shape every algorithm fills.
  *

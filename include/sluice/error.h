@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sluice/error.h - error codes.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sluice/fixed.h - fixed window counter: at most L permits per aligned window.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sluice/gcra.h - GCRA token bucket: rate + burst in one 64-bit word.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sluice/http.h - HTTP answer helpers: Retry-After, RateLimit-Policy and
  * RateLimit field values from a decision and its policy.

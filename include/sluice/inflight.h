@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sluice/inflight.h - concurrency limiter: at most K requests in flight.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sluice/keyed.h - a table of per-key limiters (per IP, per user, per route)
  * in one fixed block of memory, lock-free, with no pointers inside, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sluice/leaky.h - leaky bucket, as a meter (police) or as a shaper (pace).
  *

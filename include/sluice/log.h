@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sluice/log.h - exact sliding log: at most L permits in ANY interval of
  * length W, not only in aligned windows or buckets.

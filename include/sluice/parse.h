@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sluice/parse.h - the one grammar for what a user writes: durations,
  * rates, sizes and algorithm names, and a formatter for each.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sluice/redis.h - one limit shared by many processes and hosts, kept in
  * Redis, answered locally from leases (libsluice-redis, on hiredis).

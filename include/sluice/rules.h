@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sluice/rules.h - rule files: YAML in, a validated, immutable description
  * of a rule set out (libsluice-rules; the format is docs/rules.md); and

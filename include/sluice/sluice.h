@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sluice/sluice.h - umbrella header: includes every public sluice header. */
 #ifndef SLUICE_SLUICE_H
 #define SLUICE_SLUICE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sluice/stripe.h - striped counter (LongAdder semantics), the library's
  * one per-CPU cell type and its picker.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sluice/version.h - the version of the headers a program was compiled with,
  * and of the library it runs with.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sluice/warmup.h - smooth warm-up limiter: Guava's SmoothWarmingUp.
  *

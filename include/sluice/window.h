@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sluice/window.h - sliding window counter on a ring of epoch-tagged buckets.
  *

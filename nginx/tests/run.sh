@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # nginx/tests/run.sh TEST - one test of the nginx module against Debian's
 # packaged nginx (meson suite 'nginx'; nginx/meson.build lists the tests).
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * advise.c - `sluice-sim advise`: how many buckets a ring needs for a
  * tolerance, what it costs, and when another algorithm fits better.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * algo.c - --algo specifications: NAME[:KEY=VALUE,...] -> a limiter.
  *

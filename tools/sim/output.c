@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * output.c - what a run prints and writes: the comparison table, the
  * per-interval CSV, and the gnuplot script that draws it.

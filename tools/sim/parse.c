@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * parse.c - numbers with units, for the command line and trace files.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rng.c - the simulator's own pseudo-random numbers, so that --seed makes a
  * run repeat exactly on any libc (rand() differs between them and shares

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * run.c - one simulation: a profile's requests against one algorithm, in
  * virtual time.

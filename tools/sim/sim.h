@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sim.h - internals of sluice-sim, the traffic simulator (issue 6).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stats.c - the most permits admitted in any interval of a given length.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * trace.c - trace files: one request per line, TIME [KEY [PERMITS]].
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * traffic.c - the synthetic traffic profiles, as generators.
  *
