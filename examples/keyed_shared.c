@@ -18,7 +18,7 @@ int main(void)
 		                      .period_ns = 60000000000, .burst = 5 };
 	size_t size = sluice_keyed_region_bytes(&cfg);
 	void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (mem == MAP_FAILED || sluice_keyed_init(mem, size, &cfg) != 0)
+	if (mem == MAP_FAILED || sluice_keyed_format(mem, size, &cfg) != 0)
 		return 1;
 
 	for (int w = 0; w < 3; w++) {

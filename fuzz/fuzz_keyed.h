@@ -7,7 +7,7 @@
  * slots, so probe groups fill and the full-group paths run), the key length,
  * the seed (always SLUICE_KEYED_SEEDED: a run must be a function of its
  * input, getrandom() would make a crash unreproducible) and the parameters,
- * often hostile ones.  When sluice_keyed_init() refuses them (validation is
+ * often hostile ones.  When sluice_keyed_format() refuses them (validation is
  * part of what is fuzzed), the same algorithm's valid defaults are used, so
  * every input still reaches a table.
  */
@@ -88,7 +88,7 @@ static inline int fuzz_keyed_table(fuzz_in_t *in, fuzz_table_t *t)
 	}
 	t->mem = fuzz_region(size);
 	t->size = size;
-	int rc = sluice_keyed_init(t->mem, size, c);
+	int rc = sluice_keyed_format(t->mem, size, c);
 	FUZZ_CHECK(rc == 0, "init after a size of %zu: %s", size, sluice_err_name(rc));
 	return 0;
 }

@@ -237,7 +237,7 @@ static int get_seed(uint64_t seed[2])
 	return 0;
 }
 
-int sluice_keyed_init(void *mem, size_t size, const sluice_keyed_config_t *cfg)
+int sluice_keyed_format(void *mem, size_t size, const sluice_keyed_config_t *cfg)
 {
 	struct params p;
 	struct layout l;
@@ -455,7 +455,7 @@ int sluice_keyed_new(sluice_keyed_t *k, const sluice_keyed_config_t *cfg,
 	void *mem = aligned_alloc(SLUICE_CACHELINE, sluice__round_up(size, SLUICE_CACHELINE));
 	if (!mem)
 		return SLUICE_ENOMEM;
-	rc = sluice_keyed_init(mem, size, cfg);
+	rc = sluice_keyed_format(mem, size, cfg);
 	if (rc == 0)
 		rc = sluice_keyed_attach(mem, size, clock, k);
 	if (rc != 0) {

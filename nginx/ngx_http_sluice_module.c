@@ -747,7 +747,7 @@ static ngx_int_t ngx_http_sluice_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 		              &shm_zone->shm.name, shm_zone->shm.size);
 		return NGX_ERROR;
 	}
-	rc = sluice_keyed_init(mem, bytes, &c);
+	rc = sluice_keyed_format(mem, bytes, &c);
 	if (rc == 0)
 		rc = sluice_keyed_attach(mem, bytes, &sluice_clock_monotonic, &z->keyed);
 	if (rc != 0) {

@@ -254,7 +254,7 @@ static int region_table(sluice_engine_t *e, const char *id, const sluice_rules_d
 			en->kind = (uint32_t)d->kind;
 			snprintf(en->id, sizeof(en->id), "%s", id);
 			snprintf(en->name, sizeof(en->name), "%s", dname);
-			int rc = sluice_keyed_init(g->base + at, need, kc);
+			int rc = sluice_keyed_format(g->base + at, need, kc);
 			if (rc) {
 				atomic_store_explicit(&en->word, (fp << 2) | ENT_DEAD, memory_order_release);
 				return rc;
@@ -465,7 +465,7 @@ static struct sluice__state *state_new(sluice_engine_t *e, const sluice_rule_t *
 					*rc = n ? SLUICE_ENOMEM : SLUICE_EINVAL;
 					break;
 				}
-				*rc = sluice_keyed_init(st->mem[i], sz, &kc);
+				*rc = sluice_keyed_format(st->mem[i], sz, &kc);
 				if (*rc == 0)
 					*rc = sluice_keyed_attach(st->mem[i], sz, e->clock, &st->keyed[i]);
 			}

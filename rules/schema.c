@@ -16,7 +16,7 @@
  *
  * Ranges that belong to an algorithm are not repeated here: once a rule's
  * own fields are well-formed, its parameters go to the algorithm's init
- * (check_with_sluice()): per-key rules to sluice_keyed_init()'s validator
+ * (check_with_sluice()): per-key rules to sluice_keyed_format()'s validator
  * (the keyed ranges and the algorithm's own, with the keys section), the
  * others to sluice_limiter_new() on a throw-away limiter.  What this file
  * checks itself is only the file's own grammar (a count is at least 1, a

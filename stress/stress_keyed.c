@@ -655,7 +655,7 @@ static int run_procs(void)
 	                          -1, 0);
 	if (mem == MAP_FAILED)
 		return 2;
-	int rc = sluice_keyed_init(mem, tsize, &c);
+	int rc = sluice_keyed_format(mem, tsize, &c);
 	if (rc != 0) {
 		fprintf(stderr, "stress_keyed: init: %s\n", sluice_err_name(rc));
 		return 2;

@@ -249,9 +249,9 @@ int main(int argc, char **argv)
 		return 2;
 	fmem = mem;
 	hmem = mem + fsize;
-	int rc = sluice_keyed_init(fmem, fsize, &fc);
+	int rc = sluice_keyed_format(fmem, fsize, &fc);
 	if (rc == 0)
-		rc = sluice_keyed_init(hmem, hsize, &hc);
+		rc = sluice_keyed_format(hmem, hsize, &hc);
 	if (rc != 0) {
 		fprintf(stderr, "stress_keyed_stop: init: %s\n", sluice_err_name(rc));
 		return 2;

@@ -188,7 +188,7 @@ Test(keyed, invalid_config)
 		cr_assert_eq(sluice_keyed_region_bytes(&p->c), 0, "entry %zu: size of an invalid config", i);
 		static _Alignas(64) unsigned char mem[1 << 16];
 		memset(mem, 0xa5, 256);
-		int rc = sluice_keyed_init(mem, sizeof(mem), &p->c);
+		int rc = sluice_keyed_format(mem, sizeof(mem), &p->c);
 		cr_assert_eq(rc, p->rc, "entry %zu: init: %s, want %s", i, sluice_err_name(rc),
 		             sluice_err_name(p->rc));
 		cr_assert_eq(mem[0], 0xa5, "entry %zu: a failed init must leave the memory untouched",
@@ -244,11 +244,11 @@ Test(keyed, init_refuses_small_or_misaligned_memory)
 	size_t need = sluice_keyed_region_bytes(&c);
 	unsigned char *mem = aligned_alloc(64, need + 64);
 	cr_assert_not_null(mem);
-	cr_assert_eq(sluice_keyed_init(mem, need - 1, &c), SLUICE_ESIZE);
-	cr_assert_eq(sluice_keyed_init(mem + 8, need, &c), SLUICE_ESIZE);
-	cr_assert_eq(sluice_keyed_init(NULL, need, &c), SLUICE_EINVAL);
-	cr_assert_eq(sluice_keyed_init(mem, need, NULL), SLUICE_EINVAL);
-	cr_assert_eq(sluice_keyed_init(mem, need, &c), 0);
+	cr_assert_eq(sluice_keyed_format(mem, need - 1, &c), SLUICE_ESIZE);
+	cr_assert_eq(sluice_keyed_format(mem + 8, need, &c), SLUICE_ESIZE);
+	cr_assert_eq(sluice_keyed_format(NULL, need, &c), SLUICE_EINVAL);
+	cr_assert_eq(sluice_keyed_format(mem, need, NULL), SLUICE_EINVAL);
+	cr_assert_eq(sluice_keyed_format(mem, need, &c), 0);
 	free(mem);
 }
 
@@ -988,7 +988,7 @@ Test(keyed, attach_checks_layout_version_size)
 	memset(mem, 0, size + 64);
 	sluice_keyed_t a, b;
 	cr_assert_eq(sluice_keyed_attach(mem, size, NULL, &a), SLUICE_ELAYOUT, "not a table");
-	cr_assert_eq(sluice_keyed_init(mem, size, &c), 0);
+	cr_assert_eq(sluice_keyed_format(mem, size, &c), 0);
 	cr_assert_eq(sluice_keyed_attach(mem, size - 1, NULL, &a), SLUICE_ESIZE);
 	cr_assert_eq(sluice_keyed_attach(mem, 100, NULL, &a), SLUICE_ESIZE);
 	cr_assert_eq(sluice_keyed_attach(mem + 8, size, NULL, &a), SLUICE_ESIZE);

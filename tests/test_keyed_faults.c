@@ -489,7 +489,7 @@ Test(keyed_faults, attach_refuses_a_rewritten_header_with_its_checksum_redone)
 		size_t size = sluice_keyed_region_bytes(&f->c);
 		unsigned char *mem = aligned_alloc(64, (size + 63) / 64 * 64);
 		cr_assert_not_null(mem);
-		cr_assert_eq(sluice_keyed_init(mem, size, &f->c), 0);
+		cr_assert_eq(sluice_keyed_format(mem, size, &f->c), 0);
 		sluice_keyed_t a;
 		cr_assert_eq(sluice_keyed_attach(mem, size, &sluice_clock_monotonic, &a), 0);
 		struct sluice__keyed_hdr *h = (struct sluice__keyed_hdr *)mem;
@@ -686,13 +686,13 @@ Test(keyed_faults, inflight_acquire_stopped_across_owner_changes_takes_nothing_f
 	sluice_keyed_free(&tk);
 }
 
-/* A region of c's size, formatted by sluice_keyed_init (freed by the caller). */
+/* A region of c's size, formatted by sluice_keyed_format (freed by the caller). */
 static void *formatted_region(const sluice_keyed_config_t *c, size_t *size)
 {
 	*size = sluice_keyed_region_bytes(c);
 	void *mem = aligned_alloc(SLUICE_CACHELINE, *size);
 	cr_assert_not_null(mem);
-	cr_assert_eq(sluice_keyed_init(mem, *size, c), 0);
+	cr_assert_eq(sluice_keyed_format(mem, *size, c), 0);
 	return mem;
 }
 
@@ -944,7 +944,7 @@ Test(keyed_faults, attach_refuses_an_aes_table_where_aes_ni_is_absent)
 	cr_assert_eq(sluice_keyed_attach(mem, size, NULL, &a), SLUICE_ELAYOUT,
 	             "an AES table where AES-NI is absent");
 	/* formatted without AES-NI: SipHash-1-3, recorded in the header */
-	cr_assert_eq(sluice_keyed_init(mem, size, &c), 0);
+	cr_assert_eq(sluice_keyed_format(mem, size, &c), 0);
 	cr_assert_neq(h->flags & SLUICE_KEYED_SIPHASH, 0);
 	cr_assert_eq(sluice_keyed_attach(mem, size, NULL, &a), 0);
 	cr_assert_eq(acq(&a, "k", 1, 0, NULL), 1);

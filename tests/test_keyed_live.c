@@ -321,7 +321,7 @@ static void procs_start(struct procs *p, const sluice_keyed_config_t *c, sluice_
 	             0);
 	cr_assert_neq(p->mem, MAP_FAILED);
 	cr_assert_neq(p->sh, MAP_FAILED);
-	cr_assert_eq(sluice_keyed_init(p->mem, p->size, c), 0);
+	cr_assert_eq(sluice_keyed_format(p->mem, p->size, c), 0);
 	sluice_clock_manual_init(&p->sh->clock, SEC);
 	cr_assert_eq(sluice_keyed_attach(p->mem, p->size, &p->sh->clock, k), 0);
 	p->sh->eras = 1;

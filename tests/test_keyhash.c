@@ -42,7 +42,7 @@ Test(keyhash, a_new_table_records_the_aes_hash_exactly_where_the_cpu_has_it)
 	cr_assert_gt(size, 0);
 	void *mem = aligned_alloc(SLUICE_CACHELINE, size);
 	cr_assert_not_null(mem);
-	cr_assert_eq(sluice_keyed_init(mem, size, &c), 0);
+	cr_assert_eq(sluice_keyed_format(mem, size, &c), 0);
 	const struct sluice__keyed_hdr *h = mem;
 	int aes = cpu_has_aes();
 	printf("keyhash: this CPU %s AES instructions\n", aes ? "has" : "lacks");

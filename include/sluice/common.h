@@ -18,6 +18,11 @@
  *     sizes, lengths and counts, where a call computes one, are the
  *     documented exceptions (sluice_*_size, the formatters' lengths, a
  *     loader's count of errors, the count of changes still pending).
+ * THE VERBS: `_init` initialises a struct the caller allocated (and
+ * `_destroy` releases what it holds); `_new` allocates and `_free` frees;
+ * `sluice_keyed_format` writes a table into memory processes then attach.
+ * (sluice_keyed_new/_free fill and empty a caller's handle around memory
+ * they allocate: the one exception left, issue 28.)
  * SLUICE_NODISCARD marks the calls whose result must be looked at: a
  * decision ignored is a limit not enforced, an init ignored a limiter that
  * may not exist.

@@ -510,13 +510,16 @@ typedef struct sluice_keyed_params {
 /*
  * sluice_keyed_region_bytes - bytes of memory a table with @cfg needs.
  * Thread-safe, no allocation.
- * Return: the size, or 0 when @cfg is invalid (sluice_keyed_init() says why).
+ * Return: the size, or 0 when @cfg is invalid (sluice_keyed_format() says why).
  */
 SLUICE_API size_t sluice_keyed_region_bytes(const sluice_keyed_config_t *cfg);
 
 /*
- * sluice_keyed_init - validate @cfg and format @size bytes at @mem (64-byte
+ * sluice_keyed_format - validate @cfg and format @size bytes at @mem (64-byte
  * aligned, at least sluice_keyed_region_bytes(cfg)) as an empty table.
+ * Its own verb (common.h): `_init` initialises a caller's struct,
+ * `_new`/`_free` allocate, and this writes a table into memory that any
+ * number of processes then attach.
  *
  * Reads getrandom() for the seed unless cfg->flags has SLUICE_KEYED_SEEDED.
  * No other process may use @mem during init; the header's magic is written
@@ -527,10 +530,10 @@ SLUICE_API size_t sluice_keyed_region_bytes(const sluice_keyed_config_t *cfg);
  * (key_max), the algorithm's parameter codes (see LIMITS), SLUICE_ECLOCK
  * (getrandom failed).  On error @mem is untouched.
  */
-SLUICE_NODISCARD SLUICE_API int sluice_keyed_init(void *mem, size_t size, const sluice_keyed_config_t *cfg);
+SLUICE_NODISCARD SLUICE_API int sluice_keyed_format(void *mem, size_t size, const sluice_keyed_config_t *cfg);
 
 /*
- * sluice_keyed_config_check - what sluice_keyed_init() would return for
+ * sluice_keyed_config_check - what sluice_keyed_format() would return for
  * @cfg, and then sluice_keyed_attach() with @clock (NULL: init's checks
  * only), for memory large enough: the same validator, with no memory and
  * no table.  The rules file and the nginx module validate through this,
@@ -550,7 +553,7 @@ SLUICE_NODISCARD SLUICE_API int sluice_keyed_config_check(const sluice_keyed_con
  * (SLUICE_ELAYOUT) - the checksum's key is fixed and public, so it only
  * catches accidents (another version, a stray write), never a process that
  * rewrites the header on purpose; then runs the stored configuration
- * through the same validator as sluice_keyed_init() (the algorithm's own
+ * through the same validator as sluice_keyed_format() (the algorithm's own
  * init and the keyed ranges: a configuration init refuses is refused with
  * init's code, e.g. SLUICE_EWINDOW for W = 0, SLUICE_ELIMIT for a FIXED
  * L of 2^26), recomputes every derived value (GCRA's T, tau, reciprocal and
@@ -574,7 +577,7 @@ SLUICE_NODISCARD SLUICE_API int sluice_keyed_attach(void *mem, size_t size, cons
  * sluice_keyed_new - allocate a table for @cfg in this process, init it and
  * attach @k to it with @clock.  For a table used by one process; for
  * sharing, init and attach memory you mapped.  Allocates once.
- * Return: as sluice_keyed_init() and attach, or SLUICE_ENOMEM.
+ * Return: as sluice_keyed_format() and attach, or SLUICE_ENOMEM.
  */
 SLUICE_NODISCARD SLUICE_API int sluice_keyed_new(sluice_keyed_t *k, const sluice_keyed_config_t *cfg,
                                 const sluice_clock_t *clock);

@@ -16,7 +16,7 @@
  * has, never both:
  *   - a description (return 0) passed every check of docs/rules.md, and
  *     every rule's parameters were accepted by the algorithm's own init
- *     (per-key rules: by sluice_keyed_init()'s validator with the rule's
+ *     (per-key rules: by sluice_keyed_format()'s validator with the rule's
  *     keys section; the others: by sluice_limiter_new() on a throw-away
  *     limiter), with the clock of the options: so the engine's build of the
  *     same rule, on that clock, is refused for no parameter reason;
@@ -312,7 +312,7 @@ SLUICE_API int sluice_rules_error_format(const sluice_rules_errors_t *e, size_t 
 
 /*
  * sluice_rule_keyed_config - the keyed table a per-key rule @r describes
- * (its algorithm, parameters and keys section), for sluice_keyed_init/_new.
+ * (its algorithm, parameters and keys section), for sluice_keyed_format/_new.
  * sluice_rule_limiter_config - the limiter a global rule @r describes, on
  * @clock (a leaky bucket with a queue fallback is the shaper of that
  * max_wait), for sluice_limiter_new.  The one mapping from a rule to
