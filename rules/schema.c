@@ -530,6 +530,11 @@ static int take_limit(struct ctx *c, const struct sluice__node *n, sluice_rules_
 	if (sluice_parse_algo(v[0]->s, v[0]->len, &kind, &pe) != 0)
 		return bad_value(c, v[0], "limit.algorithm", &pe);
 	const struct algo *a = algo_of(kind);
+	if (!a) { /* an algorithm of SLUICE_ALGOS this table has no row for */
+		ERR(c, v[0], "limit.algorithm: '%.*s' has no rule-file parameters", (int)v[0]->len,
+		    v[0]->s);
+		return -1;
+	}
 	l->algo = a->algo;
 	int bad = 0;
 	for (size_t p = 0; p < NPARAMS; p++) {

@@ -36,8 +36,10 @@
  * or an ngx_str_t) and returns 0 with the value, or SLUICE_ESYNTAX with
  * @err filled (when not NULL): a static message naming what is wrong, and
  * the offset in s where it was found.  The value is not written on error.
- * Each formatter writes the shortest text its parser reads back as the same
- * value, NUL-terminated, and returns its length, or SLUICE_ETRUNC when @len
+ * Each formatter writes a text its parser reads back as the same value (a
+ * whole number in the largest unit that holds the value whole: "1500ms",
+ * not "1.5s"; tests/test_parse.c and fuzz_parse check the round trip),
+ * NUL-terminated, and returns its length, or SLUICE_ETRUNC when @len
  * is too small (nothing usable written).  All are pure functions: no
  * allocation, no locale, thread-safe.
  */
