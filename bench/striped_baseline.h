@@ -26,6 +26,7 @@
 
 #include "sluice/decision.h"
 #include "sluice/stripe.h"
+#include "sluice/static/stripe.h" /* sluice__stripe_pick: the library's picker */
 #include "stripe_internal.h" /* the cells' allocation (bench links the static library) */
 
 #define STRIPED_BASE_SLOTS 16u /* >= N, a power of two */

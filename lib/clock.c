@@ -6,7 +6,7 @@
  * DESIGN
  *
  * The ticker is one process-wide thread that stores a fresh CLOCK_MONOTONIC
- * reading into sluice__cached_now every period, sleeping on absolute
+ * reading into sluice_inline_cached_now every period, sleeping on absolute
  * deadlines (a condition variable on CLOCK_MONOTONIC) so the period does not
  * drift and a stop or a new period wakes it at once.  Readers do one relaxed
  * load; the reading carries no other data, so no ordering is needed (on
@@ -40,7 +40,7 @@
  *     No start/stop/require_step is half done, and the ticker is parked in
  *     its timed wait or waiting for tick_lock, holding nothing.
  *   parent (after fork): release both; nothing else changed.
- *   child: the ticker is gone, so the child falls back: sluice__cached_now
+ *   child: the ticker is gone, so the child falls back: sluice_inline_cached_now
  *     = 0 (reads are CLOCK_MONOTONIC, one clock_gettime each), running = 0,
  *     tick_stop and tick_changed cleared, a fresh condition variable over
  *     the inherited one (never pthread_cond_destroy: glibc's waits for the
@@ -85,7 +85,7 @@ sluice_clock_t sluice_clock_monotonic = { .kind = SLUICE_CLOCK_MONOTONIC };
 sluice_clock_t sluice_clock_coarse = { .kind = SLUICE_CLOCK_COARSE };
 sluice_clock_t sluice_clock_cached = { .kind = SLUICE_CLOCK_CACHED };
 
-_Atomic uint64_t sluice__cached_now;
+_Atomic uint64_t sluice_inline_cached_now;
 
 /* start/stop/floor/fork serialisation: never touched by a read. */
 static pthread_mutex_t ticker_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -138,7 +138,7 @@ static void after_fork_child(void)
 	atomic_store_explicit(&ticker_running, 0, memory_order_relaxed);
 	/* Relaxed: the reading is self-contained (see clock.h); 0 means
 	 * "no ticker", and readers fall back to CLOCK_MONOTONIC. */
-	atomic_store_explicit(&sluice__cached_now, 0, memory_order_relaxed);
+	atomic_store_explicit(&sluice_inline_cached_now, 0, memory_order_relaxed);
 	tick_stop = false;
 	tick_changed = false;
 	/* The inherited condition variable may count the parent's ticker as
@@ -202,7 +202,7 @@ static void unlock_control(int old)
 static void publish_now(void)
 {
 	/* Relaxed: the reading is self-contained (see clock.h). */
-	atomic_store_explicit(&sluice__cached_now, sluice_clock_monotonic_ns(),
+	atomic_store_explicit(&sluice_inline_cached_now, sluice_clock_monotonic_ns(),
 	                      memory_order_relaxed);
 }
 
@@ -281,7 +281,7 @@ int sluice_clock_cached_start(uint64_t period_ns)
 		publish_now();
 		tick_stop = false; /* no ticker runs: nobody else reads it */
 		if (create_ticker_locked() != 0) {
-			atomic_store_explicit(&sluice__cached_now, 0, memory_order_relaxed);
+			atomic_store_explicit(&sluice_inline_cached_now, 0, memory_order_relaxed);
 			atomic_store_explicit(&ticker_period, old, memory_order_relaxed);
 			rc = SLUICE_ETHREAD;
 		} else {
@@ -305,7 +305,7 @@ void sluice_clock_cached_stop(void)
 		 * returns; it never takes ticker_mutex. */
 		pthread_join(ticker_thread, NULL);
 		atomic_store_explicit(&ticker_running, 0, memory_order_relaxed);
-		atomic_store_explicit(&sluice__cached_now, 0, memory_order_relaxed);
+		atomic_store_explicit(&sluice_inline_cached_now, 0, memory_order_relaxed);
 	}
 	unlock_control(cancel);
 }
@@ -340,12 +340,12 @@ int sluice__clock_require_step(const sluice_clock_t *c, uint64_t step_ns)
 
 /* ---- plain reads ---------------------------------------------------------- */
 
-uint64_t sluice__monotonic_ns(void)
+uint64_t sluice_inline_monotonic_ns(void)
 {
 	return sluice_clock_monotonic_ns(); /* inline here: clock.c sees the clocks */
 }
 
-uint64_t sluice__coarse_ns(void)
+uint64_t sluice_inline_coarse_ns(void)
 {
 	return sluice_clock_coarse_ns();
 }

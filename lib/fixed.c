@@ -49,7 +49,7 @@
  * so the lease code stays one implementation (window.c's).  init builds
  * a ring of one bucket of width W with leases of B, and stores limit = 0:
  * the inline acquire's first compare (n - 1 >= limit) then always sends
- * the decision to sluice__fixed_bad_n(), which hands it to the ring, so
+ * the decision to sluice_inline_fixed_bad_n(), which hands it to the ring, so
  * the path without leases pays nothing for the option.  Every other call
  * checks `ring` first.  Why the ring's N = 1 is this module's guarantee:
  * its EXACT bound with N = 1 is "at most L per epoch [kW, (k+1)W)", its
@@ -110,7 +110,7 @@ void sluice_fixed_destroy(sluice_fixed_t *f)
 	f->ring = NULL;
 }
 
-uint64_t sluice__fixed_advance(sluice_fixed_t *f, uint64_t now)
+static uint64_t fixed_advance(sluice_fixed_t *f, uint64_t now)
 {
 	uint64_t e = now / f->window_ns;
 	uint64_t h = atomic_load_explicit(&f->head, memory_order_acquire);
@@ -134,7 +134,7 @@ uint64_t sluice__fixed_advance(sluice_fixed_t *f, uint64_t now)
  * never open (and count into) a window that was already opened.  Every
  * retry follows a CAS another thread won, or a head that moved on.
  */
-int sluice__fixed_acquire_slow(sluice_fixed_t *f, uint64_t n, uint64_t now, sluice_decision_t *d)
+int sluice_inline_fixed_acquire_slow(sluice_fixed_t *f, uint64_t n, uint64_t now, sluice_decision_t *d)
 {
 	/* A request above the limit moves nothing, not even head (relaxed: it
 	 * publishes nothing).  The limit the decision is judged against is
@@ -147,7 +147,7 @@ int sluice__fixed_acquire_slow(sluice_fixed_t *f, uint64_t n, uint64_t now, slui
 	for (;;) {
 		uint64_t h = atomic_load_explicit(&f->head, memory_order_acquire);
 		if (now - h * f->window_ns >= f->window_ns && now / f->window_ns > h)
-			h = sluice__fixed_advance(f, now);
+			h = fixed_advance(f, now);
 		uint64_t w = atomic_load_explicit(&f->word, memory_order_acquire);
 		uint64_t e = atomic_load_explicit(&f->epoch, memory_order_acquire);
 		/* The limit this attempt is judged against, read after the
@@ -191,7 +191,7 @@ int sluice__fixed_acquire_slow(sluice_fixed_t *f, uint64_t n, uint64_t now, slui
 	}
 }
 
-int sluice__fixed_bad_n(const sluice_fixed_t *f, uint64_t n, uint64_t now, sluice_decision_t *d)
+int sluice_inline_fixed_bad_n(const sluice_fixed_t *f, uint64_t n, uint64_t now, sluice_decision_t *d)
 {
 	if (f->ring) /* leases: the ring decides (DESIGN) */
 		return sluice_window_acquire_at(f->ring, n, now, d);

@@ -311,7 +311,7 @@ static void help(sluice_gcra_t *g, uint64_t seal)
  * makes n "never" must be the b of one consistent state: read it like the
  * fast path (TAT, era, slot) and confirm the TAT did not move.
  */
-int sluice__gcra_take_slow(sluice_gcra_t *g, uint64_t n, uint64_t now, uint64_t max_delay,
+int sluice_inline_gcra_take_slow(sluice_gcra_t *g, uint64_t n, uint64_t now, uint64_t max_delay,
                            sluice_decision_t *d)
 {
 	if (!g || n == 0)
@@ -432,7 +432,7 @@ static void lease_deposit(sluice_gcra_t *g, struct sluice_gcra_cell *cell, uint6
 	(void)unbook(g, next, next - extra * T);
 }
 
-int sluice__gcra_lease_take(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_decision_t *d)
+int sluice_inline_gcra_lease_take(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_decision_t *d)
 {
 	struct sluice_gcra_cell *cell = &g->cells[sluice__stripe_pick(g->cell_mask)];
 	/* Relaxed: the deposit's pair CAS checks both values. */
@@ -491,7 +491,7 @@ int sluice__gcra_lease_take(sluice_gcra_t *g, uint64_t n, uint64_t now, sluice_d
 	 * moving. */
 	int rc = sluice__gcra_try(g, n, now, 0, d);
 	if (SLUICE_UNLIKELY(rc == SLUICE__GCRA_SLOW))
-		rc = sluice__gcra_take_slow(g, n, now, 0, d);
+		rc = sluice_inline_gcra_take_slow(g, n, now, 0, d);
 	return rc;
 }
 

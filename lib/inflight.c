@@ -76,7 +76,7 @@ void sluice_inflight_destroy(sluice_inflight_t *f)
 	(void)f;
 }
 
-int sluice__inflight_bad_n(const sluice_inflight_t *f, uint64_t n, uint64_t now,
+int sluice_inline_inflight_bad_n(const sluice_inflight_t *f, uint64_t n, uint64_t now,
                            sluice_decision_t *d)
 {
 	if (n == 0)
@@ -91,7 +91,7 @@ int sluice__inflight_bad_n(const sluice_inflight_t *f, uint64_t n, uint64_t now,
  * caller returned before its CAS), so held stays >= 0 and the limiter stays
  * exact for everybody else.  Count it; report nothing else (see DESIGN).
  */
-int sluice__inflight_bad_release(sluice_inflight_t *f, uint64_t n, uint64_t held)
+int sluice_inline_inflight_bad_release(sluice_inflight_t *f, uint64_t n, uint64_t held)
 {
 	(void)n;
 	(void)held;

@@ -33,6 +33,7 @@
 #include "sluice/error.h"
 #include "sluice/keyed.h"
 #include "sluice/stripe.h"
+#include "sluice/static/stripe.h" /* sluice__stripe_pick: the library's picker */
 #include "keyhash_internal.h"
 #include "siphash_internal.h"
 #include "util_internal.h"

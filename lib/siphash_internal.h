@@ -32,11 +32,11 @@
 
 #include "sluice/common.h"
 
-SLUICE_API uint64_t sluice__siphash(unsigned c, unsigned d, uint64_t k0, uint64_t k1,
-                                    const void *data, size_t len);
+uint64_t sluice__siphash(unsigned c, unsigned d, uint64_t k0, uint64_t k1,
+                         const void *data, size_t len);
 
 /* SipHash-1-3: the tables' hash (the same function, rounds unrolled). */
-SLUICE_API uint64_t sluice__siphash13(uint64_t k0, uint64_t k1, const void *data, size_t len);
+uint64_t sluice__siphash13(uint64_t k0, uint64_t k1, const void *data, size_t len);
 
 #define SLUICE__ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
 

@@ -78,7 +78,7 @@ int64_t sluice_stripe_sum_and_reset(sluice_stripe_t *s)
 	return total;
 }
 
-unsigned sluice__getcpu(void)
+unsigned sluice_inline_getcpu(void)
 {
 	int cpu = sched_getcpu();
 	return cpu < 0 ? 0u : (unsigned)cpu;
@@ -87,7 +87,7 @@ unsigned sluice__getcpu(void)
 static _Thread_local uint32_t probe_state;
 static _Atomic uint32_t probe_seed_counter;
 
-uint32_t *sluice__stripe_probe(void)
+uint32_t *sluice_inline_stripe_probe(void)
 {
 	if (SLUICE_UNLIKELY(probe_state == 0)) {
 		/* Successive threads take successive multiples of the golden
@@ -102,7 +102,7 @@ uint32_t *sluice__stripe_probe(void)
 	return &probe_state;
 }
 
-void sluice__stripe_probe_move(uint32_t *probe)
+void sluice_inline_stripe_probe_move(uint32_t *probe)
 {
 	/* xorshift32, as LongAdder's advanceProbe: cheap and never 0. */
 	uint32_t x = *probe;

@@ -329,7 +329,7 @@ static int bucket_take(sluice_window_t *w, uint64_t n, uint64_t now, sluice_deci
                        uint64_t h, uint64_t c, uint64_t s, struct sluice_window_cell *cell,
                        uint64_t v, uint64_t ev);
 
-int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
+int sluice_inline_window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
                                 sluice_decision_t *d)
 {
 	if (n == 0)
@@ -344,7 +344,7 @@ int sluice__window_acquire_slow(sluice_window_t *w, uint64_t n, uint64_t now,
 		return SLUICE_ETOOBIG;
 	}
 	if (w->lease)
-		return sluice__window_lease_take(w, n, now, d);
+		return sluice_inline_window_lease_take(w, n, now, d);
 	for (;;) {
 		uint64_t c, s;
 		uint64_t h = ready_head(w, now, &c, &s);
@@ -441,7 +441,7 @@ static int bucket_take(sluice_window_t *w, uint64_t n, uint64_t now, sluice_deci
 		if (counted + n > L) {
 			/* Refused from reads: no shared line written. */
 			if (d)
-				sluice__window_fill_refused(w, d, L, counted, c & 0xffffffffu, n, h, now);
+				sluice_inline_window_fill_refused(w, d, L, counted, c & 0xffffffffu, n, h, now);
 			return 0;
 		}
 		uint64_t extra = 0;
@@ -485,7 +485,7 @@ static int bucket_take(sluice_window_t *w, uint64_t n, uint64_t now, sluice_deci
  * The lease was short: take n (and maybe a new lease) from the bucket in
  * one CAS, or refuse from reads alone.  Called with n in 1..limit.
  */
-int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
+int sluice_inline_window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
                               sluice_decision_t *d)
 {
 	/* As in the slow path: one limit per decision, n checked against it. */
@@ -520,7 +520,7 @@ int sluice__window_lease_take(sluice_window_t *w, uint64_t n, uint64_t now,
 }
 
 /* A refusal: window_step.h's walk over this ring's slots. */
-void sluice__window_fill_refused(sluice_window_t *w, sluice_decision_t *d, uint64_t limit,
+void sluice_inline_window_fill_refused(sluice_window_t *w, sluice_decision_t *d, uint64_t limit,
                                  uint64_t counted, uint64_t base, uint64_t n, uint64_t h,
                                  uint64_t now)
 {

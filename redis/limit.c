@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "redis_internal.h"
+#include "sluice/static/decision.h" /* sluice__decision_never */
 
 #define MS 1000000ULL
 

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "sluice/clock.h"
+#include "sluice/static/clock.h" /* the ticker's word, sluice_inline_cached_now */
 
 #include "test_mono.h"
 
@@ -88,10 +89,10 @@ static inline const char *child_fail_name(int code)
  * briefly, then sleep 10 us a step. */
 static inline int word_advances(void)
 {
-	uint64_t w0 = atomic_load_explicit(&sluice__cached_now, memory_order_relaxed);
+	uint64_t w0 = atomic_load_explicit(&sluice_inline_cached_now, memory_order_relaxed);
 	uint64_t start = mono_ns();
 	for (int i = 0; mono_ns() - start < ADVANCE_WAIT_NS; i++) {
-		uint64_t w = atomic_load_explicit(&sluice__cached_now, memory_order_relaxed);
+		uint64_t w = atomic_load_explicit(&sluice_inline_cached_now, memory_order_relaxed);
 		if (w != 0 && w != w0)
 			return 1;
 		if (i >= 1000)
@@ -146,7 +147,7 @@ static inline int child_start_stop(uint64_t period, int rounds)
 			return C_START_DEAD;
 		sluice_clock_cached_stop();
 		if (sluice_clock_cached_running() != 0 ||
-		    atomic_load_explicit(&sluice__cached_now, memory_order_relaxed) != 0)
+		    atomic_load_explicit(&sluice_inline_cached_now, memory_order_relaxed) != 0)
 			return C_STOP;
 	}
 	return C_OK;

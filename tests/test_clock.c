@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "sluice/clock.h"
+#include "sluice/static/clock.h" /* the ticker's word, sluice_inline_cached_now */
 #include "sluice/error.h"
 #include "sluice/fixed.h"
 #include "sluice/gcra.h"
@@ -489,7 +490,7 @@ Test(clock, cached_reading_advances_while_running, .fini = stop_ticker)
 
 	/* start() publishes a first reading before it returns: the private
 	 * word is already set, so the very first read is not a fallback. */
-	uint64_t published = atomic_load(&sluice__cached_now);
+	uint64_t published = atomic_load(&sluice_inline_cached_now);
 	cr_assert_geq(published, before_start,
 	              "start() returned with the cached word at %llu, before the call (%llu)",
 	              (unsigned long long)published, (unsigned long long)before_start);
@@ -518,9 +519,9 @@ Test(clock, cached_reading_advances_while_running, .fini = stop_ticker)
 
 	sluice_clock_cached_stop();
 	cr_assert_eq(sluice_clock_cached_running(), 0, "running after stop");
-	cr_assert_eq(atomic_load(&sluice__cached_now), 0,
+	cr_assert_eq(atomic_load(&sluice_inline_cached_now), 0,
 	             "stop() left the cached word at %llu; it must be 0 once stopped",
-	             (unsigned long long)atomic_load(&sluice__cached_now));
+	             (unsigned long long)atomic_load(&sluice_inline_cached_now));
 	/* After stop the reading falls back and keeps going forward. */
 	uint64_t after_stop = sluice_clock_now(&sluice_clock_cached);
 	cr_assert_geq(after_stop, cur, "cached reading went backwards across stop: %llu < %llu",
@@ -921,10 +922,10 @@ Test(clock, ticker_thread_blocks_every_signal, .fini = stop_ticker)
 	/* glibc creates a thread with every signal blocked and installs the
 	 * creator's mask once it runs: wait until the ticker has run (its
 	 * first tick replaces the reading start() published), up to ~2 s. */
-	uint64_t published = atomic_load(&sluice__cached_now);
-	for (int i = 0; i < 2000 && atomic_load(&sluice__cached_now) == published; i++)
+	uint64_t published = atomic_load(&sluice_inline_cached_now);
+	for (int i = 0; i < 2000 && atomic_load(&sluice_inline_cached_now) == published; i++)
 		sleep_ns(1000000);
-	cr_assert_neq(atomic_load(&sluice__cached_now), published, "the ticker never ticked");
+	cr_assert_neq(atomic_load(&sluice_inline_cached_now), published, "the ticker never ticked");
 	int na = task_ids(after, 64);
 	cr_assert_eq(na, nb + 1, "start added %d tasks, expected 1", na - nb);
 	long ticker = 0;

@@ -20,6 +20,7 @@
 
 #include "sluice/error.h"
 #include "sluice/gcra.h"
+#include "sluice/static/gcra.h" /* sluice__gcra_init_booking */
 
 #include "test_rng.h"
 #include "test_stall.h"

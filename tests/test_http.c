@@ -15,6 +15,7 @@
 
 #include "sluice/sluice.h"
 #include "sluice/http.h"
+#include "sluice/static/decision.h" /* sluice__decision_never */
 #include "sluice/inflight.h"
 
 #include "test_http_parse.h"

@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 
 #include "sluice/sluice.h"
+#include "sluice/static/stripe.h" /* sluice__stripe_pick */
 
 #include "test_gcra_forge.h"
 #include "test_stall.h"

@@ -185,74 +185,20 @@ SLUICE_API extern sluice_clock_t sluice_clock_monotonic;
 SLUICE_API extern sluice_clock_t sluice_clock_coarse;
 SLUICE_API extern sluice_clock_t sluice_clock_cached;
 
-/* private: the ticker's last reading; 0 while no ticker runs in this
- * process (stopped, never started, or the child of a fork). */
-SLUICE_API extern _Atomic uint64_t sluice__cached_now;
-
-static inline uint64_t sluice__timespec_ns(const struct timespec *ts)
-{
-	return (uint64_t)ts->tv_sec * 1000000000ULL + (uint64_t)ts->tv_nsec;
-}
-
-/* private: the same reads, out of line, for callers whose <time.h> hides
- * the POSIX clocks (strict -std=c11 without feature macros). */
-SLUICE_API uint64_t sluice__monotonic_ns(void);
-SLUICE_API uint64_t sluice__coarse_ns(void);
-
 /* sluice_clock_monotonic_ns - CLOCK_MONOTONIC in ns.  Thread-safe. */
-static inline uint64_t sluice_clock_monotonic_ns(void)
-{
-#ifdef CLOCK_MONOTONIC
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return sluice__timespec_ns(&ts);
-#else
-	return sluice__monotonic_ns();
-#endif
-}
+SLUICE_API uint64_t sluice_clock_monotonic_ns(void);
 
 /* sluice_clock_coarse_ns - CLOCK_MONOTONIC_COARSE in ns.  Thread-safe. */
-static inline uint64_t sluice_clock_coarse_ns(void)
-{
-#ifdef CLOCK_MONOTONIC_COARSE
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return sluice__timespec_ns(&ts);
-#else
-	return sluice__coarse_ns();
-#endif
-}
+SLUICE_API uint64_t sluice_clock_coarse_ns(void);
 
-static inline uint64_t sluice_clock_cached_ns(void)
-{
-	/* Relaxed: the word is a self-contained reading; nothing else is
-	 * published with it. */
-	uint64_t v = atomic_load_explicit(&sluice__cached_now, memory_order_relaxed);
-	if (SLUICE_UNLIKELY(v == 0))
-		v = sluice_clock_monotonic_ns();
-	return v;
-}
+SLUICE_API uint64_t sluice_clock_cached_ns(void);
 
 /*
  * sluice_clock_now - read a clock.
  * @c: any clock.  Thread-safe, lock-free, no allocation.
  * Return: ns on the CLOCK_MONOTONIC time base (manual: the set value).
  */
-static inline uint64_t sluice_clock_now(const sluice_clock_t *c)
-{
-	switch (c->kind) {
-	case SLUICE_CLOCK_CACHED:
-		return sluice_clock_cached_ns();
-	case SLUICE_CLOCK_COARSE:
-		return sluice_clock_coarse_ns();
-	case SLUICE_CLOCK_MANUAL:
-		return atomic_load_explicit(&((sluice_clock_t *)c)->manual_ns,
-		                            memory_order_relaxed);
-	case SLUICE_CLOCK_MONOTONIC:
-	default:
-		return sluice_clock_monotonic_ns();
-	}
-}
+SLUICE_API uint64_t sluice_clock_now(const sluice_clock_t *c);
 
 /*
  * sluice_clock_resolution_ns - the finest step the clock can show.
@@ -339,14 +285,12 @@ SLUICE_API int sluice_clock_cached_running(void);
  */
 SLUICE_API void sluice_clock_manual_init(sluice_clock_t *c, uint64_t start_ns);
 
-static inline void sluice_clock_manual_set(sluice_clock_t *c, uint64_t ns)
-{
-	atomic_store_explicit(&c->manual_ns, ns, memory_order_relaxed);
-}
+SLUICE_API void sluice_clock_manual_set(sluice_clock_t *c, uint64_t ns);
 
-static inline void sluice_clock_manual_advance(sluice_clock_t *c, uint64_t delta_ns)
-{
-	atomic_fetch_add_explicit(&c->manual_ns, delta_ns, memory_order_relaxed);
-}
+SLUICE_API void sluice_clock_manual_advance(sluice_clock_t *c, uint64_t delta_ns);
+
+#ifdef SLUICE_INLINE
+#include "static/clock.h"
+#endif
 
 #endif /* SLUICE_CLOCK_H */

@@ -3,9 +3,23 @@
  * sluice/common.h - export macro, branch hints and cache-line size shared by
  * every sluice header.
  *
- * The library is built with -fvisibility=hidden; only symbols marked
- * SLUICE_API are exported.  Hot paths live in the public headers as static
- * inline functions, so they need no export and no call.
+ * The library is built with -fvisibility=hidden and a linker version
+ * script (lib/sluice.map.in): only symbols marked SLUICE_API and named
+ * sluice_* are exported, every one under the version node SLUICE_1.0.
+ *
+ * INLINE.  By default every call is a call into the library, so a program
+ * depends only on the functions and on the sizes of the structs it
+ * allocates (the ABI that NEWS.md promises for all of 1.x), never on their
+ * private fields.  A program that defines SLUICE_INLINE before including any
+ * sluice header (as liburcu's _LGPL_SOURCE) compiles the decision paths in
+ * place instead, from include/sluice/static/: about a call's cost less per
+ * decision (docs/performance.md, bench_algos' inline and out-of-line rows),
+ * in exchange for being bound to the exact release it was built with.  The
+ * bodies read private fields and call helpers exported under the node
+ * SLUICE_INLINE_<release> only, and static/common.h pins every such file to
+ * that node, so the same program against another release of libsluice.so
+ * fails to start, never runs with the wrong layout.  Rebuild it with each
+ * release.  The same holds for static linking (libsluice.a), trivially.
  *
  * THE ONE RETURN RULE, for every public call:
  *   - a decision (acquire, reserve, try, the keyed and handle forms)
@@ -87,15 +101,8 @@ typedef enum sluice_algo {
 	SLUICE_ALGO_EXTERNAL,  /* the handle only: sluice_limiter_new_external() */
 } sluice_algo_t;
 
-/*
- * private: after a CAS on a word tagged with the low 32 bits of epoch h,
- * given a 64-bit head loaded after it: did the CAS hit epoch h's word?  A
- * word of epoch h + k * 2^32 (k >= 1) exists only once head got there, so a
- * head fewer than 2^32 epochs past h proves it (window.h, fixed.h).
- */
-static inline int sluice__same_lap(uint64_t head_after, uint64_t h)
-{
-	return head_after - h < (1ULL << 32);
-}
+#ifdef SLUICE_INLINE
+#include "static/common.h"
+#endif
 
 #endif /* SLUICE_COMMON_H */

@@ -186,10 +186,7 @@ SLUICE_NODISCARD SLUICE_API int sluice_decay_acquire_at(sluice_decay_t *x, uint6
                                        sluice_decision_t *d);
 
 /* sluice_decay_acquire - as _at, reading the limiter's clock. */
-SLUICE_NODISCARD static inline int sluice_decay_acquire(sluice_decay_t *x, uint64_t n, sluice_decision_t *d)
-{
-	return sluice_decay_acquire_at(x, n, sluice_clock_now(x->clock), d);
-}
+SLUICE_NODISCARD SLUICE_API int sluice_decay_acquire(sluice_decay_t *x, uint64_t n, sluice_decision_t *d);
 
 /*
  * sluice_decay_available_at - the largest n that sluice_decay_acquire_at()
@@ -278,5 +275,9 @@ SLUICE_API int sluice_decay_set_limit(sluice_decay_t *x, uint64_t limit);
 /* sluice_decay_limit - L in force.  Relaxed read: a concurrent
  * set_limit may make it stale at once. */
 SLUICE_API uint64_t sluice_decay_limit(const sluice_decay_t *x);
+
+#ifdef SLUICE_INLINE
+#include "static/decay.h"
+#endif
 
 #endif /* SLUICE_DECAY_H */

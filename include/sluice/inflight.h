@@ -155,45 +155,7 @@ SLUICE_API size_t sluice_inflight_size(void);
  * threads that released have been joined.
  * Return: the count since init.
  */
-static inline uint64_t sluice_inflight_bad_releases(const sluice_inflight_t *f)
-{
-	return atomic_load_explicit(&((sluice_inflight_t *)f)->bad_releases,
-	                            memory_order_relaxed);
-}
-
-/* private slow paths (lib/inflight.c) */
-SLUICE_API int sluice__inflight_bad_n(const sluice_inflight_t *f, uint64_t n, uint64_t now,
-                                      sluice_decision_t *d);
-SLUICE_API int sluice__inflight_bad_release(sluice_inflight_t *f, uint64_t n, uint64_t held);
-
-/*
- * private: the in-flight limit's step, the one copy of its arithmetic
- * (inflight.h's acquire and the keyed tables' INFLIGHT decisions): can @n
- * more slots be taken while @held are, under @limit?  @held may be above a
- * lowered limit (SET_LIMIT) or, in a keyed table, forged: then nothing
- * fits, and nothing wraps.  sluice__inflight_room(): the slots free.
- */
-static inline int sluice__inflight_fits(uint64_t held, uint64_t n, uint64_t limit)
-{
-	return held <= limit && n <= limit - held;
-}
-
-static inline uint64_t sluice__inflight_room(uint64_t held, uint64_t limit)
-{
-	return held >= limit ? 0 : limit - held;
-}
-
-static inline void sluice__inflight_fill(sluice_decision_t *d, int allowed, uint64_t limit,
-                                         uint64_t remaining, uint64_t now)
-{
-	d->allowed = allowed;
-	d->limit = limit;
-	d->remaining = remaining;
-	d->retry_after_ns = 0;          /* see DECISION above               */
-	d->delay_ns = 0;
-	d->reset_ns = SLUICE_NEVER;
-	d->now_ns = now;
-}
+SLUICE_API uint64_t sluice_inflight_bad_releases(const sluice_inflight_t *f);
 
 /*
  * sluice_inflight_acquire_at - take @n slots, all or nothing.
@@ -210,56 +172,14 @@ static inline void sluice__inflight_fill(sluice_decision_t *d, int allowed, uint
  * (n = 0), SLUICE_ETOOBIG (n above the K this acquire read: cannot pass
  * unless set_limit raises it; retry_after_ns is SLUICE_NEVER).
  */
-SLUICE_NODISCARD static inline int sluice_inflight_acquire_at(sluice_inflight_t *f, uint64_t n, uint64_t now,
-                                             sluice_decision_t *d)
-{
-	/* Relaxed: the limit publishes nothing; this first read gates n, and
-	 * the one after held below is what the acquire is judged against. */
-	uint64_t K = atomic_load_explicit(&f->limit, memory_order_relaxed);
-	if (SLUICE_UNLIKELY(n - 1 >= K))
-		return sluice__inflight_bad_n(f, n, now, d);
-	/* Acquire (free on x86): a guess for the CAS, which re-checks the
-	 * real value, and what the limit's second load below comes after. */
-	uint64_t h = atomic_load_explicit(&f->held, memory_order_acquire);
-	for (;;) {
-		/* The limit again, after held, on every attempt (READINGS
-		 * ACROSS A CHANGE): an acquire is judged against a K current
-		 * after it last read held.  Seq_cst, as set_limit's store and
-		 * the CAS (a plain load and the same LOCK CMPXCHG on x86). */
-		uint64_t K2 = atomic_load_explicit(&f->limit, memory_order_seq_cst);
-		if (SLUICE_UNLIKELY(K2 != K)) {
-			if (n - 1 >= K2)
-				return sluice__inflight_bad_n(f, n, now, d);
-			K = K2;
-		}
-		/* h may exceed K after K was lowered below what is held:
-		 * the step says no, and the room is 0. */
-		if (!sluice__inflight_fits(h, n, K)) {
-			if (d)
-				sluice__inflight_fill(d, 0, K, sluice__inflight_room(h, K), now);
-			return 0;
-		}
-		/* Seq_cst (an acquire) on success: pairs with the release CAS
-		 * in sluice_inflight_release(), so the releaser's earlier writes
-		 * happen before this holder's work.  Acquire on failure: h is
-		 * reloaded, and the limit is read again after it. */
-		if (atomic_compare_exchange_weak_explicit(&f->held, &h, h + n, memory_order_seq_cst,
-		                                          memory_order_acquire)) {
-			if (d)
-				sluice__inflight_fill(d, 1, K, K - h - n, now);
-			return 1;
-		}
-	}
-}
+SLUICE_NODISCARD SLUICE_API int sluice_inflight_acquire_at(sluice_inflight_t *f, uint64_t n, uint64_t now,
+                                             sluice_decision_t *d);
 
 /*
  * sluice_inflight_acquire - as _at; reads the limiter's clock only when @d
  * is non-NULL (the time is used for nothing but d->now_ns).
  */
-SLUICE_NODISCARD static inline int sluice_inflight_acquire(sluice_inflight_t *f, uint64_t n, sluice_decision_t *d)
-{
-	return sluice_inflight_acquire_at(f, n, d ? sluice_clock_now(f->clock) : 0, d);
-}
+SLUICE_NODISCARD SLUICE_API int sluice_inflight_acquire(sluice_inflight_t *f, uint64_t n, sluice_decision_t *d);
 
 /*
  * sluice_inflight_release - give back @n slots taken by an earlier acquire.
@@ -278,20 +198,7 @@ SLUICE_NODISCARD static inline int sluice_inflight_acquire(sluice_inflight_t *f,
  * Return: 0 given back; SLUICE_EINVAL (n = 0); SLUICE_ERELEASE (n > held:
  * nothing changed).
  */
-static inline int sluice_inflight_release(sluice_inflight_t *f, uint64_t n)
-{
-	if (SLUICE_UNLIKELY(n == 0))
-		return SLUICE_EINVAL;
-	uint64_t h = atomic_load_explicit(&f->held, memory_order_relaxed);
-	do {
-		if (SLUICE_UNLIKELY(n > h))
-			return sluice__inflight_bad_release(f, n, h);
-		/* Release on success: publishes this holder's writes to the
-		 * next acquirer (pairs with the acquire CAS above). */
-	} while (!atomic_compare_exchange_weak_explicit(&f->held, &h, h - n, memory_order_release,
-	                                                memory_order_relaxed));
-	return 0;
-}
+SLUICE_API int sluice_inflight_release(sluice_inflight_t *f, uint64_t n);
 
 /*
  * sluice_inflight_refund - give back @n slots of the admission @admitted
@@ -305,12 +212,8 @@ static inline int sluice_inflight_release(sluice_inflight_t *f, uint64_t n)
  * SLUICE_ERELEASE when @n is more than is held (nothing changed, so the
  * error errs toward fewer future admissions, never more).
  */
-static inline int sluice_inflight_refund(sluice_inflight_t *f, uint64_t n,
-                                         const sluice_decision_t *admitted)
-{
-	(void)admitted;
-	return sluice_inflight_release(f, n);
-}
+SLUICE_API int sluice_inflight_refund(sluice_inflight_t *f, uint64_t n,
+                                         const sluice_decision_t *admitted);
 
 /*
  * sluice_inflight_available - the largest n an acquire would admit right
@@ -322,13 +225,7 @@ static inline int sluice_inflight_refund(sluice_inflight_t *f, uint64_t n,
  * acquire, release or set_limit runs.
  * Return: 0..K.
  */
-static inline uint64_t sluice_inflight_available(const sluice_inflight_t *f)
-{
-	sluice_inflight_t *m = (sluice_inflight_t *)f; /* loads only */
-	uint64_t K = atomic_load_explicit(&m->limit, memory_order_relaxed);
-	uint64_t h = atomic_load_explicit(&m->held, memory_order_relaxed);
-	return h >= K ? 0 : K - h;
-}
+SLUICE_API uint64_t sluice_inflight_available(const sluice_inflight_t *f);
 
 /*
  * sluice_inflight_set_limit - change K to @limit, keeping held (see
@@ -339,5 +236,9 @@ static inline uint64_t sluice_inflight_available(const sluice_inflight_t *f)
  * SLUICE_INFLIGHT_LIMIT_MAX, as init): then nothing changes.
  */
 SLUICE_API int sluice_inflight_set_limit(sluice_inflight_t *f, uint64_t limit);
+
+#ifdef SLUICE_INLINE
+#include "static/inflight.h"
+#endif
 
 #endif /* SLUICE_INFLIGHT_H */

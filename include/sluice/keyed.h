@@ -612,11 +612,8 @@ SLUICE_NODISCARD SLUICE_API int sluice_keyed_acquire_at(sluice_keyed_t *k, const
                                        uint64_t n, uint64_t now, sluice_decision_t *d);
 
 /* sluice_keyed_acquire - as _at, reading the handle's clock. */
-SLUICE_NODISCARD static inline int sluice_keyed_acquire(sluice_keyed_t *k, const void *key, size_t keylen,
-                                       uint64_t n, sluice_decision_t *d)
-{
-	return sluice_keyed_acquire_at(k, key, keylen, n, sluice_clock_now(k->clock), d);
-}
+SLUICE_NODISCARD SLUICE_API int sluice_keyed_acquire(sluice_keyed_t *k, const void *key, size_t keylen,
+                                       uint64_t n, sluice_decision_t *d);
 
 /*
  * sluice_keyed_prefetch - start loading the cache line where @key's state
@@ -731,5 +728,9 @@ SLUICE_API int sluice_keyed_params(const sluice_keyed_t *k, sluice_keyed_params_
  * Thread-safe, any process.  Return: 0, SLUICE_EINVAL.
  */
 SLUICE_API int sluice_keyed_stats(const sluice_keyed_t *k, sluice_keyed_stats_t *s);
+
+#ifdef SLUICE_INLINE
+#include "static/keyed.h"
+#endif
 
 #endif /* SLUICE_KEYED_H */

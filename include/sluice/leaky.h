@@ -162,17 +162,11 @@ SLUICE_API size_t sluice_leaky_size(void);
  * Return: 1 admitted, 0 refused (nothing taken), SLUICE_EINVAL (n = 0),
  * SLUICE_ETOOBIG (n above limit; retry_after_ns = SLUICE_NEVER).
  */
-SLUICE_NODISCARD static inline int sluice_leaky_acquire_at(sluice_leaky_t *l, uint64_t n, uint64_t now,
-                                          sluice_decision_t *d)
-{
-	return sluice_gcra_acquire_at(&l->gcra, n, now, d);
-}
+SLUICE_NODISCARD SLUICE_API int sluice_leaky_acquire_at(sluice_leaky_t *l, uint64_t n, uint64_t now,
+                                          sluice_decision_t *d);
 
 /* sluice_leaky_acquire - as _at, reading the limiter's clock. */
-SLUICE_NODISCARD static inline int sluice_leaky_acquire(sluice_leaky_t *l, uint64_t n, sluice_decision_t *d)
-{
-	return sluice_gcra_acquire(&l->gcra, n, d);
-}
+SLUICE_NODISCARD SLUICE_API int sluice_leaky_acquire(sluice_leaky_t *l, uint64_t n, sluice_decision_t *d);
 
 /*
  * sluice_leaky_reserve_at - queue @n requests at @now (shaper), for a caller
@@ -190,19 +184,12 @@ SLUICE_NODISCARD static inline int sluice_leaky_acquire(sluice_leaky_t *l, uint6
  * Return: 1 admitted (with its delay), 0 refused, SLUICE_EINVAL,
  * SLUICE_ETOOBIG.
  */
-SLUICE_NODISCARD static inline int sluice_leaky_reserve_at(sluice_leaky_t *l, uint64_t n, uint64_t now,
-                                          uint64_t max_delay_ns, sluice_decision_t *d)
-{
-	uint64_t limit = max_delay_ns < l->max_delay_ns ? max_delay_ns : l->max_delay_ns;
-	return sluice_gcra_reserve_at(&l->gcra, n, now, limit, d);
-}
+SLUICE_NODISCARD SLUICE_API int sluice_leaky_reserve_at(sluice_leaky_t *l, uint64_t n, uint64_t now,
+                                          uint64_t max_delay_ns, sluice_decision_t *d);
 
 /* sluice_leaky_reserve - as _at, reading the limiter's clock. */
-SLUICE_NODISCARD static inline int sluice_leaky_reserve(sluice_leaky_t *l, uint64_t n, uint64_t max_delay_ns,
-                                       sluice_decision_t *d)
-{
-	return sluice_leaky_reserve_at(l, n, sluice_clock_now(l->gcra.clock), max_delay_ns, d);
-}
+SLUICE_NODISCARD SLUICE_API int sluice_leaky_reserve(sluice_leaky_t *l, uint64_t n, uint64_t max_delay_ns,
+                                       sluice_decision_t *d);
 
 /*
  * sluice_leaky_refund - give back @n requests of the admission (or
@@ -220,10 +207,7 @@ SLUICE_API int sluice_leaky_refund(sluice_leaky_t *l, uint64_t n,
                                    const sluice_decision_t *admitted);
 
 /* sluice_leaky_interval_ns - T, ns between two drained requests. */
-static inline uint64_t sluice_leaky_interval_ns(const sluice_leaky_t *l)
-{
-	return sluice_gcra_interval_ns(&l->gcra);
-}
+SLUICE_API uint64_t sluice_leaky_interval_ns(const sluice_leaky_t *l);
 
 /*
  * sluice_leaky_available_at - the largest n that sluice_leaky_acquire_at()
@@ -277,5 +261,9 @@ SLUICE_API int sluice_leaky_set_rate_at(sluice_leaky_t *l, uint64_t rate, uint64
 SLUICE_API int sluice_leaky_set_rate(sluice_leaky_t *l, uint64_t rate, uint64_t period_ns);
 SLUICE_API int sluice_leaky_set_burst_at(sluice_leaky_t *l, uint64_t depth, uint64_t now);
 SLUICE_API int sluice_leaky_set_burst(sluice_leaky_t *l, uint64_t depth);
+
+#ifdef SLUICE_INLINE
+#include "static/leaky.h"
+#endif
 
 #endif /* SLUICE_LEAKY_H */

@@ -261,10 +261,7 @@ SLUICE_NODISCARD SLUICE_API int sluice_log_acquire_at(sluice_log_t *lg, uint64_t
                                      sluice_decision_t *d);
 
 /* sluice_log_acquire - as _at, reading the log's clock. */
-SLUICE_NODISCARD static inline int sluice_log_acquire(sluice_log_t *lg, uint64_t n, sluice_decision_t *d)
-{
-	return sluice_log_acquire_at(lg, n, sluice_clock_now(lg->clock), d);
-}
+SLUICE_NODISCARD SLUICE_API int sluice_log_acquire(sluice_log_t *lg, uint64_t n, sluice_decision_t *d);
 
 /*
  * sluice_log_refund - give back @n permits of the admission @admitted
@@ -328,5 +325,9 @@ SLUICE_API uint64_t sluice_log_available(sluice_log_t *lg);
  * held the flag that long: stopped mid-change): then nothing changes.
  */
 SLUICE_API int sluice_log_set_limit(sluice_log_t *lg, uint64_t limit);
+
+#ifdef SLUICE_INLINE
+#include "static/log.h"
+#endif
 
 #endif /* SLUICE_LOG_H */

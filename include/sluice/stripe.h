@@ -78,45 +78,12 @@ typedef struct sluice_stripe {
 	sluice_stripe_mode_t mode;
 } sluice_stripe_t;
 
-/* private: sched_getcpu() out of line (it is a GNU extension, and the
- * fallback is only taken where the rseq area is not registered). */
-SLUICE_API unsigned sluice__getcpu(void);
-
 /*
  * sluice_cpu - the CPU this thread runs on (may be stale by the time it is
  * used; callers only use it to spread load).  Lock-free, no system call when
  * the kernel's rseq area is registered (glibc >= 2.35).
  */
-static inline unsigned sluice_cpu(void)
-{
-#ifdef SLUICE_HAVE_RSEQ
-	if (SLUICE_LIKELY(__rseq_size != 0)) {
-		const struct rseq *rs =
-			(const struct rseq *)((char *)__builtin_thread_pointer() + __rseq_offset);
-		/* The kernel writes cpu_id on every migration; a relaxed
-		 * atomic load keeps ThreadSanitizer and the compiler honest. */
-		int32_t cpu = (int32_t)__atomic_load_n(&rs->cpu_id, __ATOMIC_RELAXED);
-		if (SLUICE_LIKELY(cpu >= 0))
-			return (unsigned)cpu;
-	}
-#endif
-	return sluice__getcpu();
-}
-
-/*
- * private: the picker, the one copy: this CPU's cell index among @mask + 1
- * cells (a power of two).  A thread migrated right after it lands on
- * another CPU's cell, which every user tolerates (atomic adds; a lease
- * cell's CAS fails or spends another CPU's lease, both exact).
- */
-static inline uint32_t sluice__stripe_pick(uint32_t mask)
-{
-	return sluice_cpu() & mask;
-}
-
-/* private: the per-thread probe of BY_PROBE stripes */
-SLUICE_API uint32_t *sluice__stripe_probe(void);
-SLUICE_API void sluice__stripe_probe_move(uint32_t *probe);
+SLUICE_API unsigned sluice_cpu(void);
 
 /*
  * sluice_stripe_init - allocate and zero the cells.
@@ -130,46 +97,20 @@ SLUICE_NODISCARD SLUICE_API int sluice_stripe_init(sluice_stripe_t *s, uint32_t 
 /* sluice_stripe_destroy - free the cells.  No add or sum may be running. */
 SLUICE_API void sluice_stripe_destroy(sluice_stripe_t *s);
 /* sluice_stripe_cells - how many cells init chose. */
-static inline uint32_t sluice_stripe_cells(const sluice_stripe_t *s) { return s->mask + 1; }
+SLUICE_API uint32_t sluice_stripe_cells(const sluice_stripe_t *s);
 
 /*
  * sluice_stripe_add - add @n (may be negative) to this thread's cell.
  * Lock-free, no allocation.  Relaxed: a counter publishes nothing else;
  * readers that need ordering with other data must provide it themselves.
  */
-static inline void sluice_stripe_add(sluice_stripe_t *s, int64_t n)
-{
-	if (SLUICE_LIKELY(s->mode == SLUICE_STRIPE_BY_CPU)) {
-		atomic_fetch_add_explicit(&s->cells[sluice__stripe_pick(s->mask)].word[0], n,
-		                          memory_order_relaxed);
-		return;
-	}
-	uint32_t *probe = sluice__stripe_probe();
-	for (;;) {
-		_Atomic int64_t *cell = &s->cells[*probe & s->mask].word[0];
-		int64_t v = atomic_load_explicit(cell, memory_order_relaxed);
-		/* wraps like the BY_CPU fetch_add, instead of signed overflow */
-		int64_t next = (int64_t)((uint64_t)v + (uint64_t)n);
-		if (atomic_compare_exchange_strong_explicit(cell, &v, next, memory_order_relaxed,
-		                                            memory_order_relaxed))
-			return;
-		/* Somebody else writes this cell: move away for next time,
-		 * and retry on the new cell now. */
-		sluice__stripe_probe_move(probe);
-	}
-}
+SLUICE_API void sluice_stripe_add(sluice_stripe_t *s, int64_t n);
 
 /*
  * sluice_stripe_sum - total of all cells.  Exact when quiescent; see the
  * error bound above when adds run concurrently.  Lock-free, O(cells).
  */
-static inline int64_t sluice_stripe_sum(const sluice_stripe_t *s)
-{
-	int64_t total = 0;
-	for (uint32_t i = 0; i <= s->mask; i++)
-		total += atomic_load_explicit(&s->cells[i].word[0], memory_order_relaxed);
-	return total;
-}
+SLUICE_API int64_t sluice_stripe_sum(const sluice_stripe_t *s);
 
 /*
  * sluice_stripe_sum_and_reset - take the total and leave every cell at 0.
@@ -177,5 +118,9 @@ static inline int64_t sluice_stripe_sum(const sluice_stripe_t *s)
  * either in this result or in the cells afterwards.  Lock-free, O(cells).
  */
 SLUICE_API int64_t sluice_stripe_sum_and_reset(sluice_stripe_t *s);
+
+#ifdef SLUICE_INLINE
+#include "static/stripe.h"
+#endif
 
 #endif /* SLUICE_STRIPE_H */

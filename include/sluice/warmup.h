@@ -295,17 +295,11 @@ SLUICE_NODISCARD SLUICE_API int sluice_warmup_acquire_at(sluice_warmup_t *w, uin
                                         sluice_decision_t *d);
 
 /* sluice_warmup_acquire - as _at, reading the limiter's clock. */
-SLUICE_NODISCARD static inline int sluice_warmup_acquire(sluice_warmup_t *w, uint64_t n, sluice_decision_t *d)
-{
-	return sluice_warmup_acquire_at(w, n, sluice_clock_now(w->clock), d);
-}
+SLUICE_NODISCARD SLUICE_API int sluice_warmup_acquire(sluice_warmup_t *w, uint64_t n, sluice_decision_t *d);
 
 /* sluice_warmup_reserve - as _at, reading the limiter's clock. */
-SLUICE_NODISCARD static inline int sluice_warmup_reserve(sluice_warmup_t *w, uint64_t n, uint64_t max_delay_ns,
-                                        sluice_decision_t *d)
-{
-	return sluice_warmup_reserve_at(w, n, sluice_clock_now(w->clock), max_delay_ns, d);
-}
+SLUICE_NODISCARD SLUICE_API int sluice_warmup_reserve(sluice_warmup_t *w, uint64_t n, uint64_t max_delay_ns,
+                                        sluice_decision_t *d);
 
 /*
  * sluice_warmup_refund - give back @n permits booked by @admitted (a
@@ -392,5 +386,9 @@ SLUICE_API int sluice_warmup_set_rate(sluice_warmup_t *w, uint64_t rate, uint64_
  */
 SLUICE_API uint64_t sluice_warmup_limit(sluice_warmup_t *w);
 SLUICE_API void sluice_warmup_rate(sluice_warmup_t *w, uint64_t *rate, uint64_t *period_ns);
+
+#ifdef SLUICE_INLINE
+#include "static/warmup.h"
+#endif
 
 #endif /* SLUICE_WARMUP_H */
