@@ -65,10 +65,14 @@ for h in "$src"/include/sluice/*.h; do
 	[ -f "$hdr/$name" ] ||
 		fail "include/sluice/$name is not installed (add it to include/sluice/meson.build)"
 done
-for h in "$hdr"/*.h; do
+for h in "$src"/include/sluice/static/*.h; do
+	[ -f "$hdr/static/$(basename "$h")" ] ||
+		fail "include/sluice/static/$(basename "$h") is not installed (include/sluice/meson.build)"
+done
+for h in "$hdr"/*.h "$hdr"/static/*.h; do
 	while IFS= read -r inc; do
 		case $inc in
-		\"*\") file=$hdr/${inc:1:-1} ;;                     # next to the header
+		\"*\") file=$(dirname "$h")/${inc:1:-1} ;;          # next to the header
 		\<sluice/*\>) file=$dest$includedir/${inc:1:-1} ;;  # through -I includedir
 		*) continue ;;                                       # the C library's
 		esac
@@ -156,7 +160,45 @@ for p in "${programs[@]}"; do
 			fail "$p.c does not link the installed libsluice.a with pkg-config --static"
 		"$tmp/$p-static" >/dev/null || fail "$p (static) exited $?"
 	fi
+	# The inline opt-in (common.h, INLINE): the same program with the
+	# decision paths compiled in from sluice/static/, shared and static;
+	# shared, it must require this release's own node, and without the
+	# opt-in no inline node at all.
+	if [ -e "$so" ]; then
+		# shellcheck disable=SC2086
+		$CC -Wall -Werror -DSLUICE_INLINE $cflags -o "$tmp/$p-inline" "$tmp/$p.c" $libs ||
+			fail "$p.c does not compile and link with -DSLUICE_INLINE against the installed library"
+		"$tmp/$p-inline" >/dev/null || fail "$p (inline, shared) exited $?"
+		needs=$(readelf -V "$tmp/$p-inline")
+		[[ $needs == *"SLUICE_INLINE_$version"* ]] ||
+			fail "$p built with SLUICE_INLINE does not require the node SLUICE_INLINE_$version"
+		needs=$(readelf -V "$tmp/$p")
+		[[ $needs != *SLUICE_INLINE* ]] || fail "$p built without SLUICE_INLINE requires an inline node"
+	fi
+	if [ -e "$dest$libdir/libsluice.a" ]; then
+		# shellcheck disable=SC2086
+		$CC -Wall -Werror -DSLUICE_INLINE $cflags -o "$tmp/$p-inline-static" "$tmp/$p.c" \
+			${static_libs//-lsluice/-l:libsluice.a} ||
+			fail "$p.c does not link the installed libsluice.a with -DSLUICE_INLINE"
+		"$tmp/$p-inline-static" >/dev/null || fail "$p (inline, static) exited $?"
+	fi
 done
+
+# --- The release pin at work: a libsluice.so.1 of another release (a stub
+# with that release's version nodes) must be refused by the dynamic linker
+# for a program built with SLUICE_INLINE, by name of the node it lacks.
+if [ -e "$so" ]; then
+	mkdir "$tmp/other"
+	printf 'int sluice_version_stub;\nint sluice_inline_stub;\n' >"$tmp/other/stub.c"
+	printf 'SLUICE_1.0 { global: sluice_version_stub; local: *; };\nSLUICE_INLINE_0.0.0 { global: sluice_inline_stub; } SLUICE_1.0;\n' >"$tmp/other/stub.map"
+	$CC -shared -fPIC -Wl,-soname,"libsluice.so.${version%%.*}" -Wl,--version-script="$tmp/other/stub.map" \
+		-o "$tmp/other/libsluice.so.${version%%.*}" "$tmp/other/stub.c" || fail "cannot build the stub library"
+	if out=$(LD_LIBRARY_PATH=$tmp/other "$tmp/version-inline" 2>&1); then
+		fail "version (inline) started against another release's libsluice.so: $out"
+	fi
+	[[ $out == *"SLUICE_INLINE_$version"*"not found"* ]] ||
+		fail "version (inline) against another release failed, but not for the node: $out"
+fi
 # --- libsluice-redis, where the build has it: a consumer built from the
 # installed headers and `pkg-config --libs sluice sluice-redis` alone (the
 # .pc names hiredis), shared and static, links and runs.
@@ -190,6 +232,11 @@ EOF
 	[[ $loads == *"libsluice-redis.so.${version%%.*} => $dest/"* ]] ||
 		fail "redis does not load the installed libsluice-redis.so: $(grep sluice <<<"$loads")"
 	"$tmp/redis" >/dev/null || fail "redis (shared) exited $?"
+	# shellcheck disable=SC2046
+	$CC -Wall -Werror -DSLUICE_INLINE $(pkg-config --cflags sluice sluice-redis) -o "$tmp/redis-inline" \
+		"$tmp/redis.c" $(pkg-config --libs sluice sluice-redis) ||
+		fail "redis.c does not link with -DSLUICE_INLINE and pkg-config --libs sluice sluice-redis"
+	"$tmp/redis-inline" >/dev/null || fail "redis (inline, shared) exited $?"
 	# shellcheck disable=SC2046
 	$CC -Wall -Werror $(pkg-config --cflags sluice sluice-redis) -o "$tmp/redis-static" \
 		"$tmp/redis.c" -l:libsluice-redis.a -l:libsluice.a \
