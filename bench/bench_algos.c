@@ -61,6 +61,10 @@
  * the probe's, from the same run.  Three more probes on the same line
  * show the floor of a decision's shape: fetch_add+fill (the RMW and the
  * seven stores of an admitted decision), cas (a load and a CAS), cas+fill.
+ * Series whose mode ends in "call" (fixed-exact/call, gcra-call, ...) are
+ * the same loops built without SLUICE_INLINE (bench_algos_call.c): the
+ * default, out-of-line calls beside the inline series above them, on the
+ * same limiters (common.h, INLINE).
  * Nothing here asserts speed.
  */
 #include <math.h>
@@ -77,11 +81,12 @@
 
 #include "sluice/sluice.h"
 
+#include "bench_algos_call.h"
 #include "bench_common.h"
+#include "decide_loop.h"
 
 #define MS 1000000ULL
 #define SEC 1000000000ULL
-#define BATCH 256
 #define BUCKETS 10u
 #define LEASE 1024u      /* the lease cap B of the exact-lease series */
 #define LEASE_SMALL 64u  /* and of exact-lease64, to show what B costs */
@@ -504,25 +509,6 @@ static void setup_b_composite(const struct params *p)
 /* Per thread, so the threads do not share a written line through it. */
 static _Thread_local volatile uint64_t sink;
 
-#define LOOP(name, DECIDE, AFTER)                                               \
-	static uint64_t name(void)                                             \
-	{                                                                      \
-		sluice_decision_t d;                                           \
-		memset(&d, 0, sizeof(d));                                      \
-		uint64_t admitted = 0, acc = 0;                                \
-		for (unsigned i = 0; i < BATCH; i++) {                         \
-			int rc_ = (DECIDE);                                    \
-			admitted += rc_ == 1;                                  \
-			acc += d.remaining;                                    \
-			if (rc_ == 1) {                                        \
-				AFTER;                                         \
-			}                                                      \
-		}                                                              \
-		sink += acc;                                                   \
-		return admitted;                                               \
-	}
-
-#define NOTHING ((void)0)
 LOOP(loop_fixed, sluice_fixed_acquire(&g.fixed, 1, &d), NOTHING)
 LOOP(loop_window, sluice_window_acquire(&g.window, 1, &d), NOTHING)
 LOOP(loop_gcra, sluice_gcra_acquire(&g.gcra, 1, &d), NOTHING)
@@ -709,24 +695,32 @@ static struct series series[] = {
 	  { { 0 } }, { { 0 } } },
 	BASES("fixed", K_FIXED, fixed, setup_b_fixed, teardown_locks),
 	S("fixed", "exact", K_FIXED, setup_fixed, loop_fixed, NULL),
+	S("fixed", "exact/call", K_FIXED, setup_fixed, bench_call_fixed, NULL),
 	S("fixed", "lease", K_FIXED, setup_fixed_lease, loop_fixed, teardown_fixed),
 	BASES("ring", K_RING, ring, setup_b_ring, teardown_locks),
 	S("ring", "exact", K_RING, setup_exact, loop_window, teardown_window),
+	S("ring", "exact/call", K_RING, setup_exact, bench_call_window, teardown_window),
 	S("ring", "exact-lease", K_RING, setup_lease, loop_window, teardown_window),
 	S("ring", "exact-lease64", K_RING, setup_lease_small, loop_window, teardown_window),
 	BASES("gcra", K_GCRA, gcra, setup_b_gcra, teardown_locks),
 	S("gcra", "-", K_GCRA, setup_gcra, loop_gcra, NULL),
+	S("gcra", "call", K_GCRA, setup_gcra, bench_call_gcra, NULL),
 	S("leaky", "meter", K_GCRA, setup_leaky, loop_leaky, NULL),
+	S("leaky", "meter/call", K_GCRA, setup_leaky, bench_call_leaky, NULL),
 	S("gcra", "lease", K_GCRA, setup_gcra_lease, loop_gcra, teardown_gcra),
 	S("leaky", "lease", K_GCRA, setup_leaky_lease, loop_leaky, teardown_leaky),
 	BASES("log", K_LOG, log, setup_b_log, teardown_b_log),
 	S("log", "-", K_LOG, setup_log, loop_log, teardown_log),
+	S("log", "call", K_LOG, setup_log, bench_call_log, teardown_log),
 	BASES("warmup", K_WARMUP, warmup, setup_b_warmup, teardown_warmup_base),
 	S("warmup", "-", K_WARMUP, setup_warmup, loop_warmup, NULL),
+	S("warmup", "call", K_WARMUP, setup_warmup, bench_call_warmup, NULL),
 	BASES("decay", K_DECAY, decay, setup_b_decay, teardown_locks),
 	S("decay", "-", K_DECAY, setup_decay, loop_decay, NULL),
+	S("decay", "call", K_DECAY, setup_decay, bench_call_decay, NULL),
 	BASES("inflight", K_INFLIGHT, inflight, setup_b_inflight, teardown_locks),
 	S("inflight", "-", K_INFLIGHT, setup_inflight, loop_inflight, NULL),
+	S("inflight", "call", K_INFLIGHT, setup_inflight, bench_call_inflight, NULL),
 	BASES("composite", K_COMPOSITE, composite, setup_b_composite, teardown_locks),
 	S("composite", "ring+gcra", K_COMPOSITE, setup_composite, loop_composite,
 	  teardown_composite),
@@ -970,6 +964,8 @@ int main(int argc, char **argv)
 	       repeats, seconds, (unsigned long long)SLUICE_CACHED_PERIOD_NS);
 	fflush(stdout);
 
+	bench_call_use(&g.fixed, &g.window, &g.gcra, &g.leaky, &g.log, &g.warmup, &g.decay,
+	               &g.inflight);
 	int rc = sluice_clock_cached_start(0);
 	if (rc)
 		die("sluice_clock_cached_start", rc);
