@@ -346,7 +346,7 @@ static void put_backends(struct out *o, const sluice__metrics_view_t *v)
 			if (!v->rows[r].fallback)
 				continue;
 			put_series(o, fb[f].name, "", v->rows[r].rule_id);
-			puts_(o, "\",backend=\"");
+			puts_(o, ",backend=\"");
 			put_label_value(o, v->rows[r].backend ? v->rows[r].backend : "");
 			put(o, "\"", 1);
 			put_value_u64(o, (uint64_t)sluice_stripe_sum(&v->rows[r].fallback[f]));
