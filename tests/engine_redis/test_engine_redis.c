@@ -21,6 +21,7 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -357,7 +358,8 @@ struct timed {
 	pthread_t t;
 	sluice_engine_t *e;
 	_Atomic int *stop;
-	uint64_t n, late, preempted, worst, lease, fallback, after_restart_lease;
+	uint64_t n, late, preempted, worst, lease, fallback;
+	_Atomic uint64_t after_restart_lease; /* the main thread watches it */
 	_Atomic int *restarted;
 };
 
@@ -386,8 +388,10 @@ static void *timed_decide(void *arg)
 		w->lease += v.rules[0].source == SLUICE_SOURCE_REDIS_LEASE;
 		w->fallback += v.rules[0].source == SLUICE_SOURCE_FALLBACK;
 		if (atomic_load_explicit(w->restarted, memory_order_relaxed))
-			w->after_restart_lease += v.rules[0].source == SLUICE_SOURCE_REDIS_LEASE ||
-			                          v.rules[0].source == SLUICE_SOURCE_REDIS_REFUSAL;
+			atomic_fetch_add_explicit(&w->after_restart_lease,
+			                          v.rules[0].source == SLUICE_SOURCE_REDIS_LEASE ||
+			                                  v.rules[0].source == SLUICE_SOURCE_REDIS_REFUSAL,
+			                          memory_order_relaxed);
 		struct timespec pause = { 0, 100000 };
 		nanosleep(&pause, NULL);
 	}
