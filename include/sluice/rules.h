@@ -228,6 +228,21 @@ typedef enum sluice_rules_empty_key {
  *     books nothing), adaptive (a Redis limit has no setters), and per-key
  *     tables wider than libsluice-redis's (key_max above 32 bytes: keys go
  *     to Redis in hex; capacity above 65536; hash_long_keys).
+ *   - reload: a rule whose id, backend (address, connection settings) and
+ *     parameters are unchanged keeps its Redis limit (its lease, its
+ *     over-limit cache) and the backend its connection; a changed address
+ *     makes a new backend and limit; a changed parameter a new limit on the
+ *     same Redis key, with no ghost (Redis keeps the count: a ghost on it
+ *     would take each permit twice).  A failed load keeps every one and
+ *     closes what it opened.  A backend serves only the process that made
+ *     it: a child of fork() that loads makes its own (redis.h FORK).
+ *   - all or nothing: a Redis permit has no refund; when a later rule
+ *     refuses, it stays counted (fewer admissions later, never more).
+ *   - the verdict says where each rule's decision came from
+ *     (sluice_verdict_rule_t.source); the metrics count per backend and
+ *     per rule what the fallback decided (sluice_engine_metrics).
+ *   - the decision: sluice_redis_acquire / _acquire_key, lock-free and
+ *     allocation-free, waiting at most the budget; nothing more.
  */
 typedef enum sluice_rules_backend_type {
 	SLUICE_RULES_BACKEND_REDIS = 1,
@@ -253,7 +268,8 @@ typedef struct sluice_rules_backend {
 	uint32_t expected_instances;    /* LOCAL: the share; default 1          */
 	uint64_t connect_timeout_ns, command_timeout_ns, breaker_open_ns; /* 0: its */
 	uint32_t breaker_failures;      /* 0: its                               */
-	uint32_t max_limits;            /* 0: the engine sizes it (rules.h BACKENDS) */
+	uint32_t max_limits;            /* 0: twice the limits the file puts on
+	                                 * it, at least 1024 (RELOAD, BACKENDS) */
 	sluice_rules_mark_t mark;       /* the backend's mapping               */
 } sluice_rules_backend_t;
 
@@ -771,10 +787,16 @@ SLUICE_API int sluice_verdict_headers(const sluice_verdict_t *v, sluice_header_f
  * the set in force, labelled {rule="<id>"} (no per-key labels),
  * sluice_rule_requests_total (passed + refused), _passed_total,
  * _refused_total, _shadow_refused_total, _queued_total, _errors_total,
- * _failures_total, _skipped_total, the latency histogram (from complete()) and the
+ * _failures_total, _skipped_total, (rules on a backend, BACKENDS)
+ * _fallback_passed_total and _fallback_refused_total {rule, backend}, the
+ * latency histogram (from complete()) and the
  * queue-wait histogram (a queued admission's delay), the effective and
- * the configured limit as gauges; and the engine's reloads, failed
- * reloads and version.  What a decision counts per rule it matched:
+ * the configured limit as gauges; per backend of the set
+ * {backend="<name>"}, libsluice-redis's counters (sluice_backend_*_total:
+ * round trips, lease admits, remote and cache refusals, budget timeouts,
+ * I/O errors, connects, breaker opened; fallbacks by kind) and
+ * sluice_backend_breaker_state; and the engine's reloads, failed reloads
+ * and version.  What a decision counts per rule it matched:
  * passed (admitted, also when a later rule refused and its permit went
  * back, and a shadow rule's admissions and would-be refusals), refused
  * (enforce: refused, or a closed error), shadow_refused, queued (+ the
