@@ -224,6 +224,20 @@ int sluice__limit_validate(const sluice_redis_limit_config_t *cfg, sluice_limite
 	return 0;
 }
 
+/* Everything sluice_redis_limit_new() checks of @cfg, with no backend: the
+ * rules loader validates a file this way before any connection exists
+ * (validation lives in the module, not in its callers).  The LOCAL share
+ * is checked by making the local limiter the limit would hold, once. */
+int sluice_redis_limit_config_check(const sluice_redis_limit_config_t *cfg)
+{
+	if (!cfg)
+		return SLUICE_EINVAL;
+	sluice_limiter_t *local = NULL;
+	int rc = sluice__limit_validate(cfg, &local);
+	sluice_limiter_free(local);
+	return rc;
+}
+
 int sluice__limits_reserve(sluice_redis_t *r, unsigned n)
 {
 	unsigned had = atomic_fetch_add_explicit(&r->nlimits, n, memory_order_relaxed);

@@ -114,6 +114,11 @@ struct took {
 
 static void give_back(struct took *t)
 {
+	/* a Redis permit was counted in Redis when it was granted and has no
+	 * refund (redis.h): it stays counted, fewer admissions later, never
+	 * more (rules.h BACKENDS) */
+	if (t->st->rl.b)
+		return;
 	if (t->dim == UINT32_MAX) {
 		if (t->booked)
 			(void)sluice_limiter_cancel(t->st->lim, 1, &t->d);
@@ -162,7 +167,15 @@ static int take_state(struct sluice__state *st, const sluice_rule_t *shape,
 		/* an error may leave it unwritten, and a refusal reports it */
 		p->d = (sluice_decision_t){ 0 };
 		int rc;
-		if (shape->per_key) {
+		if (st->rl.b) {
+			/* on a backend (rules.h BACKENDS): libsluice-redis decides,
+			 * waiting at most its budget, and says from where */
+			p->dim = shape->per_key ? i : UINT32_MAX;
+			if (shape->per_key && !keyed_first)
+				(void)dim_key(&shape->dims[i], q, &p->key, &p->keylen);
+			rc = sluice__rlimits_acquire(&st->rl, p->dim, p->key, p->keylen, &p->d,
+			                             &vr->source);
+		} else if (shape->per_key) {
 			p->dim = i;
 			if (!keyed_first)
 				(void)dim_key(&shape->dims[i], q, &p->key, &p->keylen);
@@ -234,6 +247,7 @@ static int take_rule(const struct sluice__crule *c, const sluice_request_t *q, u
 		                budget);
 		if (rc != R_PASS)
 			*vr = g;
+		vr->source = g.source; /* the most telling of both */
 	}
 	if (rc != R_PASS) {
 		while (*nt > start)
@@ -312,6 +326,13 @@ static void account(const struct sluice__crule *c, const sluice_verdict_rule_t *
 		sluice__metrics_count(m, SLUICE__METRICS_SKIPPED, 1);
 		break;
 	}
+	/* a backend's fallback decided (rules.h BACKENDS): its outcome too */
+	if (vr->source == SLUICE_SOURCE_FALLBACK && c->st->fb_ok) {
+		int refused = vr->outcome == SLUICE_OUTCOME_REFUSED ||
+		              vr->outcome == SLUICE_OUTCOME_SHADOW_REFUSED ||
+		              vr->outcome == SLUICE_OUTCOME_ERROR_CLOSED;
+		sluice_stripe_add(&c->st->fb[refused], 1);
+	}
 	if (c->adaptive)
 		(void)sluice__adaptive_tick(c->adaptive, now);
 }
@@ -384,6 +405,7 @@ int sluice_engine_decide_at(sluice_engine_t *e, const sluice_request_t *req, uin
 		sluice_verdict_rule_t *vr = &v->rules[nm];
 		memcpy(vr->id, r->id, s->cr[cand[i]].idlen + 1);
 		vr->outcome = SLUICE_OUTCOME_NOT_ASKED;
+		vr->source = SLUICE_SOURCE_LOCAL;
 		vr->error = 0;
 		vr->dim = 0;
 		memset(&vr->d, 0, sizeof(vr->d));
@@ -730,9 +752,27 @@ int sluice_engine_metrics(sluice_engine_t *e, int (*write)(void *ctx, const char
 		rows[i] = (sluice__metrics_row_t){ .rule_id = c->r->id, .m = &c->st->metrics,
 			                           .limit = rate ? a->rate : a->limit,
 			                           .limit_configured = rate ? f->rate : f->limit };
+		if (c->st->fb_ok) {
+			rows[i].fallback = c->st->fb;
+			rows[i].backend = c->r->backend->name;
+		}
 	}
-	sluice__metrics_view_t view = { .rows = rows, .nrows = n, .engine = &e->metrics };
+	/* the backends the set names, each under its name in the file */
+	size_t nb = s ? s->nbk : 0;
+	sluice__metrics_backend_row_t *brows = calloc(nb + 1, sizeof(*brows));
+	if (!brows) {
+		free(rows);
+		pthread_mutex_unlock(&e->lock);
+		return SLUICE_ENOMEM;
+	}
+	for (size_t i = 0; i < nb; i++) {
+		sluice__backend_row(s->bk[i], &brows[i]);
+		brows[i].name = s->rules->backends[i].name;
+	}
+	sluice__metrics_view_t view = { .rows = rows, .nrows = n, .engine = &e->metrics,
+		                        .backends = brows, .nbackends = nb };
 	int rc = sluice__metrics_write(&view, write, ctx);
+	free(brows);
 	free(rows);
 	pthread_mutex_unlock(&e->lock);
 	return rc;

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "adaptive_internal.h"
+#include "backend_internal.h"
 #include "metrics_internal.h"
 #include "rules_internal.h"
 #include "sluice/rules.h"
@@ -41,6 +42,10 @@ struct sluice__layout {
 	uint64_t cbits;      /* keyed FIXED, INFLIGHT: bit_width(limit)          */
 	uint64_t fixed[4];   /* global algorithms whose parameters are all fixed */
 	int shaper;          /* leaky: a queue fallback makes it the shaper       */
+	/* a rule on a backend: the backend's serial and every parameter of
+	 * its Redis limit (none changes live: redis.h PARAMETERS) */
+	uint64_t backend;
+	uint64_t rparams[12];
 };
 
 struct sluice__state {
@@ -51,6 +56,11 @@ struct sluice__state {
 	sluice_keyed_t keyed[SLUICE_RULES_DIMS_MAX]; /* per-key rules       */
 	void *mem[SLUICE_RULES_DIMS_MAX]; /* owned table memory (no region) */
 	sluice_limiter_t *lim;        /* global rules                        */
+	struct sluice__rlimits rl;    /* a rule on a backend (rl.b set): its
+	                               * Redis limits, instead of the above  */
+	sluice_stripe_t fb[2];        /* on a backend: decisions its fallback
+	                               * took, [0] admitted, [1] refused     */
+	int fb_ok;                    /* fb initialised                      */
 	sluice_rules_limit_t applied; /* the parameters in force              */
 	sluice_rules_limit_t target;  /* what the newest load asked for       */
 	int pending;                  /* applied != target                    */
@@ -113,6 +123,10 @@ struct sluice__set {
 	 * complete() finds one to release what it holds */
 	struct sluice__state **retired;
 	size_t nretired;
+	/* the backends of the description, by its index (one reference
+	 * each; two names on one connection share one object) */
+	struct sluice__backend **bk;
+	size_t nbk;
 };
 
 struct sluice__region;
@@ -131,6 +145,8 @@ struct sluice_engine {
 	sluice__metrics_engine_t metrics; /* reloads, failures, version     */
 	struct sluice__region *region; /* NULL: process memory               */
 	size_t region_bytes;
+	struct sluice__backend *backends; /* every open backend (rules.h BACKENDS) */
+	uint64_t next_backend;         /* backend serials                     */
 };
 
 /* match.c: build the index of @s's rules; errors (too many rules could
@@ -148,6 +164,7 @@ uint32_t sluice__index_lookup(const struct sluice__index *ix, const char *path, 
 int sluice__region_open(sluice_engine_t *e, void *mem, size_t bytes);
 size_t sluice__region_used(const sluice_engine_t *e);
 void sluice__state_unref(sluice_engine_t *e, struct sluice__state *st);
+void sluice__backend_unref(sluice_engine_t *e, struct sluice__backend *b);
 void sluice__set_free(sluice_engine_t *e, struct sluice__set *s);
 int sluice__engine_load(sluice_engine_t *e, const char *name, const void *buf, size_t len,
                         int is_file, sluice_rules_errors_t **errs);

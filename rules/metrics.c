@@ -305,6 +305,90 @@ static void put_engine_u64(struct out *o, const char *name, const char *type, co
 	put(o, "\n", 1);
 }
 
+/* name{backend="b"} or name{backend="b",kind="k"}, then the value */
+static void put_backend_series(struct out *o, const char *name, const char *backend,
+                               const char *kind, uint64_t value)
+{
+	puts_(o, name);
+	puts_(o, "{backend=\"");
+	put_label_value(o, backend);
+	if (kind) {
+		puts_(o, "\",kind=\"");
+		puts_(o, kind);
+	}
+	put(o, "\"", 1);
+	put_value_u64(o, value);
+}
+
+/*
+ * Rules on a backend and the backends (rules.h BACKENDS): per such rule
+ * the outcome of the decisions its backend's fallback took, and per
+ * backend libsluice-redis's counters and its breaker.  Families with no
+ * sample are left out (a file with no backend writes none of them).
+ */
+static void put_backends(struct out *o, const sluice__metrics_view_t *v)
+{
+	static const struct {
+		const char *name, *help;
+	} fb[2] = {
+		{ "sluice_rule_fallback_passed_total",
+		  "Requests of a rule on a backend that the backend's fallback admitted (Redis did "
+		  "not answer within the budget, or its breaker was open)." },
+		{ "sluice_rule_fallback_refused_total",
+		  "Requests of a rule on a backend that the backend's fallback refused." },
+	};
+	int any = 0;
+	for (size_t r = 0; r < v->nrows; r++)
+		any |= v->rows[r].fallback != NULL;
+	for (unsigned f = 0; any && f < 2; f++) {
+		put_family(o, fb[f].name, "counter", fb[f].help);
+		for (size_t r = 0; r < v->nrows; r++) {
+			if (!v->rows[r].fallback)
+				continue;
+			put_series(o, fb[f].name, "", v->rows[r].rule_id);
+			puts_(o, ",backend=\"");
+			put_label_value(o, v->rows[r].backend ? v->rows[r].backend : "");
+			put(o, "\"", 1);
+			put_value_u64(o, (uint64_t)sluice_stripe_sum(&v->rows[r].fallback[f]));
+		}
+	}
+	if (!v->nbackends || !v->backends)
+		return;
+#define SLUICE__BACKEND_COUNTER(field, help)                                           \
+	do {                                                                           \
+		put_family(o, "sluice_backend_" #field "_total", "counter", help);     \
+		for (size_t b = 0; b < v->nbackends; b++)                              \
+			put_backend_series(o, "sluice_backend_" #field "_total",       \
+			                   v->backends[b].name, NULL, v->backends[b].field); \
+	} while (0)
+	SLUICE__BACKEND_COUNTER(round_trips, "Script calls sent to Redis (NOSCRIPT retries too).");
+	SLUICE__BACKEND_COUNTER(lease_admits, "Decisions admitted from a local lease.");
+	SLUICE__BACKEND_COUNTER(remote_refusals, "Decisions Redis refused.");
+	SLUICE__BACKEND_COUNTER(cache_refusals,
+	                        "Decisions refused locally by the over-limit cache (no round trip).");
+	SLUICE__BACKEND_COUNTER(budget_timeouts, "Decisions that spent their budget waiting for Redis.");
+	SLUICE__BACKEND_COUNTER(io_errors, "I/O errors and timeouts (each a reconnect).");
+	SLUICE__BACKEND_COUNTER(connects, "Successful connects (each with SCRIPT LOAD).");
+	SLUICE__BACKEND_COUNTER(breaker_opened, "Times the circuit breaker opened.");
+#undef SLUICE__BACKEND_COUNTER
+	put_family(o, "sluice_backend_fallbacks_total", "counter",
+	           "Decisions taken by the fallback, by kind (local share, allow, deny).");
+	for (size_t b = 0; b < v->nbackends; b++) {
+		const sluice__metrics_backend_row_t *br = &v->backends[b];
+		put_backend_series(o, "sluice_backend_fallbacks_total", br->name, "local",
+		                   br->fallback_local);
+		put_backend_series(o, "sluice_backend_fallbacks_total", br->name, "allow",
+		                   br->fallback_allow);
+		put_backend_series(o, "sluice_backend_fallbacks_total", br->name, "deny",
+		                   br->fallback_deny);
+	}
+	put_family(o, "sluice_backend_breaker_state", "gauge",
+	           "The circuit breaker now: 0 closed, 1 open, 2 half-open.");
+	for (size_t b = 0; b < v->nbackends; b++)
+		put_backend_series(o, "sluice_backend_breaker_state", v->backends[b].name, NULL,
+		                   (uint64_t)v->backends[b].breaker);
+}
+
 int sluice__metrics_write(const sluice__metrics_view_t *v,
                           int (*write)(void *ctx, const char *buf, size_t len), void *ctx)
 {
@@ -358,6 +442,8 @@ int sluice__metrics_write(const sluice__metrics_view_t *v,
 		put_series(&o, "sluice_rule_limit_configured", "", v->rows[r].rule_id);
 		put_value_u64(&o, v->rows[r].limit_configured);
 	}
+
+	put_backends(&o, v);
 
 	if (v->engine) {
 		const sluice__metrics_engine_t *e = v->engine;

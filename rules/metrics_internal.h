@@ -261,7 +261,22 @@ typedef struct sluice__metrics_row {
 	const sluice__metrics_t *m;   /* its metrics                          */
 	uint64_t limit;               /* effective limit now (adaptive's)     */
 	uint64_t limit_configured;    /* the file's limit                     */
+	/* a rule on a backend: its decisions taken by the backend's fallback,
+	 * [0] admitted, [1] refused (sluice_rule_fallback_*_total); NULL for
+	 * a rule per instance, which has no such series */
+	const sluice_stripe_t *fallback;
+	const char *backend;          /* its backend's name, or NULL          */
 } sluice__metrics_row_t;
+
+/* One backend in a view (rules.h BACKENDS): libsluice-redis's counters,
+ * copied (this header does not include sluice/redis.h). */
+typedef struct sluice__metrics_backend_row {
+	const char *name;             /* the backend's name in the file       */
+	uint64_t round_trips, lease_admits, remote_refusals, cache_refusals;
+	uint64_t fallback_local, fallback_allow, fallback_deny, budget_timeouts;
+	uint64_t io_errors, connects, breaker_opened;
+	int breaker;                  /* 0 closed, 1 open, 2 half-open        */
+} sluice__metrics_backend_row_t;
 
 /* What sluice__metrics_write renders: rows in the order given (rule ids
  * unique: the loader refuses duplicates; a view with two rows of one id
@@ -270,6 +285,8 @@ typedef struct sluice__metrics_view {
 	const sluice__metrics_row_t *rows;
 	size_t nrows;
 	const sluice__metrics_engine_t *engine;
+	const sluice__metrics_backend_row_t *backends; /* names unique */
+	size_t nbackends;
 } sluice__metrics_view_t;
 
 /* The writer's stack buffer. */

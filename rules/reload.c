@@ -390,21 +390,44 @@ uint64_t sluice__memory_ns(const sluice_rule_t *r)
 	}
 }
 
-static void state_free(struct sluice__state *st)
+/* A backend's last reference gone (no set names it, no state holds a
+ * limit on it): off the engine's list, its thread stopped. */
+void sluice__backend_unref(sluice_engine_t *e, struct sluice__backend *b)
+{
+	if (!b || --b->owners > 0)
+		return;
+	for (struct sluice__backend **p = &e->backends; *p; p = &(*p)->next)
+		if (*p == b) {
+			*p = b->next;
+			break;
+		}
+	sluice__backend_close(b);
+}
+
+static void state_free(sluice_engine_t *e, struct sluice__state *st)
 {
 	if (st->metrics_ok)
 		sluice__metrics_free(&st->metrics);
 	for (uint32_t i = 0; i < st->ndims; i++)
 		free(st->mem[i]);
 	sluice_limiter_free(st->lim);
+	if (st->fb_ok) {
+		sluice_stripe_destroy(&st->fb[0]);
+		sluice_stripe_destroy(&st->fb[1]);
+	}
+	if (st->rl.b) {
+		/* its limits before the backend they are on (redis.h) */
+		struct sluice__backend *b = st->rl.b;
+		sluice__rlimits_free(&st->rl);
+		sluice__backend_unref(e, b);
+	}
 	free(st);
 }
 
 void sluice__state_unref(sluice_engine_t *e, struct sluice__state *st)
 {
-	(void)e;
 	if (st && --st->owners == 0)
-		state_free(st);
+		state_free(e, st);
 }
 
 static struct sluice__state *ref(struct sluice__state *st)
@@ -413,9 +436,11 @@ static struct sluice__state *ref(struct sluice__state *st)
 	return st;
 }
 
-/* A new state for @r.  Return: the state (owners 1), or NULL and *@rc. */
+/* A new state for @r (on backend @bk, or NULL: per instance).  Return:
+ * the state (owners 1), or NULL and *@rc. */
 static struct sluice__state *state_new(sluice_engine_t *e, const sluice_rule_t *r,
-                                       const struct sluice__layout *L, int *rc)
+                                       const struct sluice__layout *L,
+                                       struct sluice__backend *bk, int *rc)
 {
 	struct sluice__state *st = calloc(1, sizeof(*st));
 	if (!st) {
@@ -438,6 +463,26 @@ static struct sluice__state *state_new(sluice_engine_t *e, const sluice_rule_t *
 	/* the shape: what a ghost decides with, pointing into this state */
 	st->shape = *r;
 	st->shape.id = st->id;
+	st->shape.backend = NULL; /* the description's: freed before the state */
+	if (bk) {
+		/* the rule's limits on its backend, in place of local ones; a
+		 * manual clock (tests) is the scripts' time, else Redis TIME */
+		*rc = sluice_stripe_init(&st->fb[0], 0, SLUICE_STRIPE_BY_CPU);
+		if (*rc == 0 && (*rc = sluice_stripe_init(&st->fb[1], 0, SLUICE_STRIPE_BY_CPU)) != 0)
+			sluice_stripe_destroy(&st->fb[0]);
+		st->fb_ok = *rc == 0;
+		if (*rc == 0) {
+			bk->owners++; /* held by st->rl.b, dropped by state_free */
+			*rc = sluice__rlimits_new(&st->rl, bk, r,
+			                          e->clock->kind == SLUICE_CLOCK_MANUAL ? e->clock : NULL);
+			st->rl.b = bk;
+		}
+		if (*rc) {
+			state_free(e, st);
+			return NULL;
+		}
+		return st;
+	}
 	memset(&st->shape.match, 0, sizeof(st->shape.match));
 	for (uint32_t i = 0; i < r->ndims; i++)
 		st->shape.dims[i].name = r->dims[i].name ? st->layout.dims[i].name : NULL;
@@ -492,7 +537,7 @@ static struct sluice__state *state_new(sluice_engine_t *e, const sluice_rule_t *
 			*rc = sluice_limiter_new(&lc, &st->lim);
 	}
 	if (*rc) {
-		state_free(st);
+		state_free(e, st);
 		return NULL;
 	}
 	return st;
@@ -619,6 +664,9 @@ void sluice__set_free(sluice_engine_t *e, struct sluice__set *s)
 	}
 	for (size_t i = 0; i < s->nretired; i++)
 		sluice__state_unref(e, s->retired[i]);
+	for (size_t i = 0; s->bk && i < s->nbk; i++)
+		sluice__backend_unref(e, s->bk[i]);
+	free(s->bk);
 	sluice__index_free(&s->idx);
 	sluice_rules_free(s->rules);
 	free(s->retired);
@@ -662,6 +710,76 @@ static void quota_of(const sluice_rule_t *r, struct sluice__crule *c)
 	}
 }
 
+/* The layout of a rule on backend @bk: the backend and every parameter of
+ * its Redis limit, so a change of any makes a new limit (and a new state). */
+static void remote_layout(const sluice_rule_t *r, const struct sluice__backend *bk,
+                          struct sluice__layout *L)
+{
+	const sluice_rules_limit_t *l = &r->limit;
+	const sluice_rules_backend_t *b = r->backend;
+	L->backend = bk->serial;
+	const uint64_t p[12] = { l->rate,           l->period_ns,  l->burst,
+		                 l->limit,          l->window_ns,  l->buckets,
+		                 b->lease_ttl_ns,   b->budget_ns,  b->lease_max,
+		                 (uint64_t)b->fallback, b->expected_instances, 0 };
+	memcpy(L->rparams, p, sizeof(p));
+}
+
+/*
+ * The set's backends: for each of the description's, the engine's backend
+ * with its connection parameters made by this process (kept across the
+ * load: its connection, its leases' limits and its counters), else a new
+ * one, with room for twice the limits this file puts on it (a reload that
+ * changes every rule holds old and new limits until the old set is freed)
+ * and at least 1024, unless the file sets max_limits.  Each gets one
+ * reference from the set.  Return: 0, or -1 with the errors in @x.
+ */
+static int backends_open(sluice_engine_t *e, const sluice_rules_t *rules, struct sluice__set *s,
+                         struct sluice__errs *x)
+{
+	if (!rules->nbackends)
+		return 0;
+	s->bk = calloc(rules->nbackends, sizeof(*s->bk));
+	if (!s->bk) {
+		x->oom = 1;
+		return -1;
+	}
+	s->nbk = rules->nbackends;
+	int bad = 0;
+	for (size_t i = 0; i < rules->nbackends; i++) {
+		const sluice_rules_backend_t *want = &rules->backends[i];
+		struct sluice__backend *b = e->backends;
+		while (b && !sluice__backend_same(b, want))
+			b = b->next;
+		if (!b) {
+			uint64_t need = 0;
+			for (size_t k = 0; k < rules->count; k++)
+				if (rules->rules[k].backend == want)
+					need += sluice__backend_need(&rules->rules[k]);
+			need *= 2;
+			uint32_t room = need < 1024 ? 1024 : need > UINT32_MAX ? UINT32_MAX : (uint32_t)need;
+			int rc = sluice__backend_open(want, room, ++e->next_backend, &b);
+			if (rc == SLUICE_ENOMEM) {
+				x->oom = 1;
+				return -1;
+			}
+			if (rc) {
+				sluice__err(x, &want->mark, rc,
+				            "backends.%s: redis %s could not be started: %s (%s)",
+				            want->name, want->address, sluice_err_name(rc),
+				            sluice_strerror(rc));
+				bad = -1;
+				continue;
+			}
+			b->next = e->backends;
+			e->backends = b;
+		}
+		b->owners++;
+		s->bk[i] = b;
+	}
+	return bad;
+}
+
 /* Compile @rules into a new set against @old (may be NULL).  Return: the
  * set, or NULL with errors in @x (or x->oom). */
 static struct sluice__set *compile(sluice_engine_t *e, sluice_rules_t *rules,
@@ -685,7 +803,9 @@ static struct sluice__set *compile(sluice_engine_t *e, sluice_rules_t *rules,
 		x->oom = 1;
 		goto fail;
 	}
-	int bad = 0;
+	int bad = backends_open(e, rules, s, x);
+	if (x->oom)
+		goto fail;
 	for (size_t i = 0; i < s->count; i++) {
 		const sluice_rule_t *r = &rules->rules[i];
 		struct sluice__crule *c = &s->cr[i];
@@ -696,6 +816,13 @@ static struct sluice__set *compile(sluice_engine_t *e, sluice_rules_t *rules,
 		s->by_id[i] = (uint32_t)i;
 		struct sluice__layout L;
 		layout_of(r, &L);
+		struct sluice__backend *bk = NULL;
+		if (r->backend) {
+			bk = s->bk[r->backend - rules->backends];
+			if (!bk)
+				continue; /* its backend's error is reported */
+			remote_layout(r, bk, &L);
+		}
 		const struct sluice__crule *oc = old ? sluice__set_find(old, r->id) : NULL;
 		struct sluice__state *rs = retired_take(old, r->id);
 		if (oc && layout_fits(&oc->st->layout, &L)) {
@@ -724,10 +851,18 @@ static struct sluice__set *compile(sluice_engine_t *e, sluice_rules_t *rules,
 			continue;
 		}
 		int rc;
-		c->st = state_new(e, r, &L, &rc);
+		c->st = state_new(e, r, &L, bk, &rc);
 		if (!c->st) {
 			if (rc == SLUICE_ENOMEM)
 				x->oom = 1;
+			else if (bk && rc == SLUICE_ECAPACITY)
+				sluice__err(x, &r->mark, rc,
+				            "rule '%s': backend %s (redis %s) has no room for its %llu "
+				            "limits: it holds at most %u (backends.%s.max_limits) "
+				            "(SLUICE_ECAPACITY)",
+				            r->id, r->backend->name, bk->address,
+				            (unsigned long long)sluice__backend_need(r), bk->max_limits,
+				            r->backend->name);
 			else if (rc == SLUICE__EREGION)
 				sluice__err(x, &r->mark, SLUICE_ELAYOUT,
 				            "rule '%s': its table could not be made: the shared region header "
@@ -740,7 +875,16 @@ static struct sluice__set *compile(sluice_engine_t *e, sluice_rules_t *rules,
 			bad = 1;
 			continue;
 		}
-		if (prev) {
+		if (prev && L.backend && prev->layout.backend) {
+			/* Redis keeps the count across the change: a ghost on the
+			 * same Redis would take each permit twice (rules.h
+			 * BACKENDS, RELOAD); the old state goes with the old set */
+			if (oc)
+				used_old[oc - old->cr] = 1;
+			else
+				for (size_t k = 0; k < old->nretired; k++)
+					used_ret[k] |= old->retired[k] == rs;
+		} else if (prev) {
 			c->ghost = ref(prev);
 			c->ghost_until = now + prev->memory_ns;
 			if (c->ghost_until < now)

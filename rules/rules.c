@@ -186,6 +186,8 @@ static int finish(const char *name, const unsigned char *buf, size_t len,
 	sluice_rule_t *rules = NULL;
 	size_t count = 0;
 	uint64_t memory = 0, budget = 0;
+	const sluice_rules_backend_t *backends = NULL;
+	size_t nbackends = 0;
 	int rc;
 
 	if (!desc || !r || !file)
@@ -196,7 +198,8 @@ static int finish(const char *name, const unsigned char *buf, size_t len,
 		if (complete && !x->oom) {
 			/* the schema is checked only on a tree read to its end:
 			 * after a syntax error it would report what is missing */
-			rules = sluice__schema_check(desc, x, root, opt, &count, &memory, &budget);
+			rules = sluice__schema_check(desc, x, root, opt, &count, &memory, &budget,
+			                             &backends, &nbackends);
 		}
 	}
 	sluice__arena_free(&tree);
@@ -216,6 +219,8 @@ static int finish(const char *name, const unsigned char *buf, size_t len,
 		r->rules = rules;
 		r->memory_bytes = memory;
 		r->memory_budget = budget;
+		r->nbackends = nbackends;
+		r->backends = backends;
 		r->arena = desc;
 		*out = r;
 		return 0;

@@ -76,13 +76,15 @@ struct sluice__node *sluice__tree_parse(struct sluice__arena *a, struct sluice__
 /*
  * Check @root against the schema and build the description in @out.
  * Return: the rules array (NULL when invalid or out of memory), *@count,
- * *@memory (the total rules.h MEMORY counts) and *@budget (the budget
- * applied).
+ * *@memory (the total rules.h MEMORY counts), *@budget (the budget
+ * applied) and the backends: section (*@backends, *@nbackends; rules
+ * point into it).
  */
 sluice_rule_t *sluice__schema_check(struct sluice__arena *out, struct sluice__errs *x,
                                     const struct sluice__node *root,
                                     const sluice_rules_options_t *opt, size_t *count,
-                                    uint64_t *memory, uint64_t *budget);
+                                    uint64_t *memory, uint64_t *budget,
+                                    const sluice_rules_backend_t **backends, size_t *nbackends);
 
 /* The bytes rule @r's state takes (rules/budget.c DESIGN), with
  * @metrics_bytes for its metrics; saturating. */

@@ -23,11 +23,13 @@
  * duration has a unit, a status is an HTTP error) and what no sluice init
  * sees (dimensions, match, fallback, adaptive).
  */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_internal.h"
 #include "metrics_internal.h"
 #include "rules_internal.h"
 #include "sluice/error.h"
@@ -39,6 +41,9 @@ struct ctx {
 	struct sluice__arena *out;
 	struct sluice__errs *x;
 	const sluice_rules_options_t *opt;
+	const sluice_rules_backend_t *backends; /* backends:, for `backend:` */
+	size_t nbackends;
+	const unsigned char *backend_bad; /* per backend: refused (reported) */
 };
 
 #define ERR(c, node, ...) sluice__err((c)->x, &(node)->mark, 0, __VA_ARGS__)
@@ -1028,6 +1033,304 @@ static int check_with_sluice(struct ctx *c, sluice_rule_t *r)
 	return rc;
 }
 
+/* ---- backends (rules.h BACKENDS) --------------------------------------- */
+
+/*
+ * HOST:PORT with a numeric host (IPv4, or IPv6 in brackets): a name would
+ * make every connect wait on the resolver, past any budget (redis.h,
+ * sluice_redis_free).  Return 0 with @host (into the arena) and @port, or
+ * -1 (reported).
+ */
+static int get_address(struct ctx *c, const struct sluice__node *n, const char *what,
+                       const char **host, uint32_t *port)
+{
+	if (need_scalar(c, n, what, "HOST:PORT such as 127.0.0.1:6379"))
+		return -1;
+	char b[48], h[INET6_ADDRSTRLEN + 1];
+	const char *s = n->s, *colon = NULL;
+	size_t len = n->len, hl;
+	unsigned char addr[16];
+	int ok = 0;
+	if (len && s[0] == '[') {
+		const char *end = memchr(s, ']', len);
+		if (end && end + 1 < s + len && end[1] == ':') {
+			colon = end + 1;
+			hl = (size_t)(end - s - 1);
+			if (hl < sizeof(h)) {
+				memcpy(h, s + 1, hl);
+				h[hl] = '\0';
+				ok = inet_pton(AF_INET6, h, addr) == 1;
+			}
+		}
+	} else if ((colon = memchr(s, ':', len)) != NULL) {
+		hl = (size_t)(colon - s);
+		if (hl < sizeof(h)) {
+			memcpy(h, s, hl);
+			h[hl] = '\0';
+			ok = inet_pton(AF_INET, h, addr) == 1;
+		}
+	}
+	uint64_t p = 0;
+	size_t pos = 0;
+	if (ok) {
+		const char *ps = colon + 1;
+		size_t pl = len - (size_t)(ps - s);
+		ok = digits(ps, pl, &pos, &p) == 0 && pos == pl && p >= 1 && p <= 65535;
+	}
+	if (!ok) {
+		ERR(c, n, "%s: '%s' is not HOST:PORT with a numeric address and a port 1..65535 "
+		          "(127.0.0.1:6379, [::1]:6379; a host name would wait on the resolver)",
+		    what, shown(n, b));
+		return -1;
+	}
+	if (!(*host = sluice__arena_strndup(c->out, h, strlen(h)))) {
+		c->x->oom = 1;
+		return -1;
+	}
+	*port = (uint32_t)p;
+	return 0;
+}
+
+static int take_backend(struct ctx *c, const struct sluice__node *k, const struct sluice__node *n,
+                        sluice_rules_backend_t *b)
+{
+	static const char *const keys[] = { "type",           "address",         "lease_ttl",
+		                            "budget",         "lease_max",       "fallback",
+		                            "expected_instances", "connect_timeout", "command_timeout",
+		                            "breaker_failures", "breaker_open",  "max_limits" };
+	static const char *const types[] = { "redis" };
+	static const char *const fallbacks[] = { "local", "allow", "deny" };
+	const struct sluice__node *v[COUNT(keys)];
+	char what[SLUICE_RULES_ID_MAX + 32];
+	int bad = 0;
+	b->mark = n->mark;
+	b->lease_max = 16;
+	b->fallback = SLUICE_RULES_BACKEND_LOCAL;
+	b->expected_instances = 1;
+	if (get_string(c, k, "backends: a backend's name", SLUICE_RULES_ID_MAX, id_char,
+	               "letters, digits and - _ .", &b->name))
+		return -1;
+	snprintf(what, sizeof(what), "backends.%s", b->name);
+	if (take_map(c, n, what, keys, COUNT(keys), v))
+		return -1;
+	unsigned i;
+	snprintf(what, sizeof(what), "backends.%s.type", b->name);
+	if (!v[0]) {
+		ERR(c, n, "backends.%s: 'type' is missing (redis)", b->name);
+		bad = -1;
+	} else if (get_enum(c, v[0], what, types, COUNT(types), &i)) {
+		bad = -1;
+	} else if (!sluice__backend_built(SLUICE_RULES_BACKEND_REDIS)) {
+		ERR(c, v[0], "%s: redis needs libsluice-redis, which this build of libsluice-rules "
+		             "does not have (configure with -Dredis=enabled, hiredis installed)",
+		    what);
+		bad = -1;
+	} else {
+		b->type = SLUICE_RULES_BACKEND_REDIS;
+	}
+	snprintf(what, sizeof(what), "backends.%s.address", b->name);
+	if (!v[1]) {
+		ERR(c, n, "backends.%s: 'address' is missing (HOST:PORT)", b->name);
+		bad = -1;
+	} else if (get_address(c, v[1], what, &b->host, &b->port) == 0) {
+		if (!(b->address = sluice__arena_strndup(c->out, v[1]->s, v[1]->len))) {
+			c->x->oom = 1;
+			return -1;
+		}
+	} else {
+		bad = -1;
+	}
+	/* the durations, each optional: 0 leaves libsluice-redis's default */
+	static const struct {
+		unsigned key;
+		size_t off;
+	} durs[] = { { 2, offsetof(sluice_rules_backend_t, lease_ttl_ns) },
+		     { 3, offsetof(sluice_rules_backend_t, budget_ns) },
+		     { 7, offsetof(sluice_rules_backend_t, connect_timeout_ns) },
+		     { 8, offsetof(sluice_rules_backend_t, command_timeout_ns) },
+		     { 10, offsetof(sluice_rules_backend_t, breaker_open_ns) } };
+	for (size_t d = 0; d < COUNT(durs); d++) {
+		if (!v[durs[d].key])
+			continue;
+		snprintf(what, sizeof(what), "backends.%s.%s", b->name, keys[durs[d].key]);
+		uint64_t ns;
+		if (get_duration(c, v[durs[d].key], what, 1, &ns))
+			bad = -1;
+		else
+			memcpy((char *)b + durs[d].off, &ns, sizeof(ns));
+	}
+	static const struct {
+		unsigned key;
+		uint64_t max;
+		size_t off;
+	} counts[] = { { 4, SLUICE__BACKEND_LEASE_MAX, offsetof(sluice_rules_backend_t, lease_max) },
+		       { 6, UINT32_MAX, offsetof(sluice_rules_backend_t, expected_instances) },
+		       { 9, UINT32_MAX, offsetof(sluice_rules_backend_t, breaker_failures) },
+		       { 11, UINT32_MAX, offsetof(sluice_rules_backend_t, max_limits) } };
+	for (size_t d = 0; d < COUNT(counts); d++) {
+		if (!v[counts[d].key])
+			continue;
+		snprintf(what, sizeof(what), "backends.%s.%s", b->name, keys[counts[d].key]);
+		uint64_t u;
+		if (get_uint(c, v[counts[d].key], what, 1, counts[d].max, &u)) {
+			bad = -1;
+		} else {
+			uint32_t u32 = (uint32_t)u;
+			memcpy((char *)b + counts[d].off, &u32, sizeof(u32));
+		}
+	}
+	snprintf(what, sizeof(what), "backends.%s.fallback", b->name);
+	if (v[5] && get_enum(c, v[5], what, fallbacks, COUNT(fallbacks), &i) == 0)
+		b->fallback = (sluice_rules_backend_fallback_t)(i + 1);
+	else if (v[5])
+		bad = -1;
+	if (v[6] && b->fallback != SLUICE_RULES_BACKEND_LOCAL && !bad)
+		ERR(c, v[6], "backends.%s.expected_instances: sizes the local share of fallback: "
+		             "local, and the fallback is not local", b->name);
+	return bad;
+}
+
+/* backends: a mapping of names to backends.  Return: 0 or -1 (reported). */
+static int take_backends(struct ctx *c, const struct sluice__node *n)
+{
+	if (n->type == SLUICE__BAD)
+		return -1;
+	if (n->type != SLUICE__MAP) {
+		ERR(c, n, "backends: expected a mapping of names to backends, found %s", type_name(n));
+		return -1;
+	}
+	size_t count = n->n / 2;
+	if (count > SLUICE__BACKENDS_MAX) {
+		ERR(c, n, "backends: %zu backends, at most %u", count, SLUICE__BACKENDS_MAX);
+		return -1;
+	}
+	sluice_rules_backend_t *bs = sluice__arena_alloc(c->out, (count + 1) * sizeof(*bs));
+	if (!bs) {
+		c->x->oom = 1;
+		return -1;
+	}
+	unsigned char *refused = sluice__arena_alloc(c->out, count + 1);
+	if (!refused) {
+		c->x->oom = 1;
+		return -1;
+	}
+	int bad = 0;
+	size_t k = 0;
+	for (const struct sluice__node *key = n->first; key && key->next; key = key->next->next) {
+		if (key->type != SLUICE__SCALAR) {
+			if (key->type != SLUICE__BAD)
+				ERR(c, key, "backends: a name must be a string, found %s", type_name(key));
+			bad = -1;
+			continue;
+		}
+		for (size_t j = 0; j < k; j++)
+			if (strlen(bs[j].name) == key->len && memcmp(bs[j].name, key->s, key->len) == 0) {
+				ERR(c, key, "backends: duplicate backend '%s' (first at line %u col %u)",
+				    bs[j].name, bs[j].mark.line, bs[j].mark.col);
+				bad = -1;
+				goto next;
+			}
+		/* a refused backend stays in the list (flagged): a rule naming
+		 * it is still checked for what a backend cannot run, and gets
+		 * no second error for the name */
+		int rc = take_backend(c, key, key->next, &bs[k]);
+		if (rc != 0)
+			bad = -1;
+		if (!bs[k].name) { /* no name to find it by: not listed */
+			memset(&bs[k], 0, sizeof(bs[k]));
+			continue;
+		}
+		refused[k++] = rc != 0;
+	next:;
+	}
+	c->backends = bs;
+	c->nbackends = k;
+	c->backend_bad = refused;
+	return bad;
+}
+
+/* The rule's `backend: NAME`.  Return: 0; 1 for a backend refused
+ * (already reported: the rule is checked, not built); -1 (reported). */
+static int take_rule_backend(struct ctx *c, const struct sluice__node *n, sluice_rule_t *r)
+{
+	const char *name;
+	r->backend_mark = n->mark;
+	if (get_string(c, n, "backend", SLUICE_RULES_ID_MAX, id_char, "letters, digits and - _ .",
+	               &name))
+		return -1;
+	for (size_t i = 0; i < c->nbackends; i++)
+		if (strcmp(c->backends[i].name, name) == 0) {
+			r->backend = &c->backends[i];
+			return c->backend_bad[i] ? 1 : 0;
+		}
+	char list[160];
+	size_t o = 0;
+	for (size_t i = 0; i < c->nbackends && o < sizeof(list); i++)
+		o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%s", i ? ", " : "",
+		                      c->backends[i].name);
+	if (c->nbackends)
+		ERR(c, n, "backend: unknown backend '%s' (the file's backends: %s)", name, list);
+	else
+		ERR(c, n, "backend: unknown backend '%s' (the file has no backends: section)", name);
+	return -1;
+}
+
+/* What a rule on a backend cannot be, once its sections are read. */
+static void check_on_backend(struct ctx *c, const struct sluice__node *bn, sluice_rule_t *r)
+{
+	const sluice_rules_backend_t *b = r->backend;
+	const char *an = sluice_rules_algo_name(r->limit.algo);
+	if (!sluice__backend_algo(r->limit.algo)) {
+		ERR(c, bn, "backend: %s (%s) cannot run %s: a rule on a backend takes token_bucket, "
+		           "fixed_window, sliding_window or sliding_log",
+		    b->name, b->address, an ? an : "this algorithm");
+		return;
+	}
+	if (r->fallback.type == SLUICE_RULES_FALLBACK_QUEUE)
+		ERR(c, bn, "backend: a rule on backend %s cannot have fallback: queue (a Redis "
+		           "limit books no slot)", b->name);
+	if (r->adaptive.enabled)
+		ERR(c, bn, "backend: a rule on backend %s cannot be adaptive (a Redis limit's "
+		           "parameters are fixed for its life)", b->name);
+	if (r->per_key) {
+		if (r->keys.key_max > SLUICE__BACKEND_KEY_MAX)
+			ERR(c, bn, "backend: a per-key rule on backend %s takes keys.key_max up to %u "
+			           "(keys go to Redis in hex), not %u",
+			    b->name, SLUICE__BACKEND_KEY_MAX, r->keys.key_max);
+		if (r->keys.flags & SLUICE_KEYED_HASH_LONG_KEYS)
+			ERR(c, bn, "backend: a per-key rule on backend %s cannot hash_long_keys",
+			    b->name);
+		if (r->keys.capacity > SLUICE__BACKEND_CAPACITY_MAX)
+			ERR(c, bn, "backend: a per-key rule on backend %s takes keys.capacity up to %u, "
+			           "not %llu",
+			    b->name, SLUICE__BACKEND_CAPACITY_MAX, (unsigned long long)r->keys.capacity);
+	}
+}
+
+/* The rule's parameters, by libsluice-redis's own validation (the global
+ * limit or the per-key one, and its LOCAL share): no connection made. */
+static int check_with_backend(struct ctx *c, sluice_rule_t *r)
+{
+	const char *who = "sluice_redis_limit_config_check";
+	int rc = sluice__backend_limit_check(r, c->opt ? c->opt->clock : NULL);
+	/* what the code means here, where its generic text says too little */
+	const char *hint = "";
+	if (rc == SLUICE_EMODE && r->backend->fallback == SLUICE_RULES_BACKEND_LOCAL)
+		hint = "; fallback: local keeps limit / expected_instances (token_bucket: rate and "
+		       "burst divided) and that share must be at least 1";
+	else if (rc == SLUICE_EWINDOW || rc == SLUICE_ERATE)
+		hint = "; Redis counts in whole microseconds: the window, a bucket, and a "
+		       "token_bucket's period / rate must each be whole microseconds";
+	else if (rc == SLUICE_ELEASE)
+		hint = "; lease_max 1..65536, and a sliding_log's lease_ttl below its window";
+	if (rc != 0)
+		sluice__err(c->x, &r->mark, rc,
+		            "rule '%s': %s parameters refused by %s on backend %s: %s (%s%s)", r->id,
+		            sluice_rules_algo_name(r->limit.algo), who, r->backend->name,
+		            sluice_err_name(rc), sluice_strerror(rc), hint);
+	return rc;
+}
+
 /* ---- rules ----------------------------------------------------------- */
 
 /* The limit the adaptive floor is measured against: GCRA's rate (per its
@@ -1047,7 +1350,7 @@ static void take_rule(struct ctx *c, const struct sluice__node *n, sluice_rule_t
 {
 	static const char *const keys[] = { "id",       "match",    "dimensions", "limit",
 		                            "keys",     "fallback", "mode",       "on_error",
-		                            "adaptive", "empty_key" };
+		                            "adaptive", "empty_key", "backend" };
 	static const char *const modes[] = { "enforce", "shadow" };
 	static const char *const empty_key[] = { "shared", "pass" };
 	static const char *const on_error[] = { "allow", "reject" };
@@ -1121,10 +1424,19 @@ static void take_rule(struct ctx *c, const struct sluice__node *n, sluice_rule_t
 			    (unsigned long long)r->adaptive.floor,
 			    (unsigned long long)configured_limit(&r->limit));
 	}
+	int bk = v[10] ? take_rule_backend(c, v[10], r) : 0;
+	if (bk >= 0 && r->backend && limit_ok == 0 && a)
+		check_on_backend(c, v[10], r);
+	if (bk != 0)
+		bad = -1;
 	/* the parameters go to sluice only when everything they are made of
 	 * is well-formed: an error above already names the cause */
-	if (sluice__err_total(c->x) == before && !bad && limit_ok == 0 && r->id && !c->x->oom)
-		check_with_sluice(c, r);
+	if (sluice__err_total(c->x) == before && !bad && limit_ok == 0 && r->id && !c->x->oom) {
+		if (r->backend)
+			check_with_backend(c, r);
+		else
+			check_with_sluice(c, r);
+	}
 }
 
 /* Duplicate ids are found by sorting (10,000 rules: n log n, not n^2). */
@@ -1147,14 +1459,17 @@ static int id_cmp(const void *pa, const void *pb)
 sluice_rule_t *sluice__schema_check(struct sluice__arena *out, struct sluice__errs *x,
                                     const struct sluice__node *root,
                                     const sluice_rules_options_t *opt, size_t *count,
-                                    uint64_t *memory, uint64_t *budget)
+                                    uint64_t *memory, uint64_t *budget,
+                                    const sluice_rules_backend_t **backends, size_t *nbackends)
 {
-	struct ctx c = { out, x, opt };
-	static const char *const keys[] = { "version", "rules", "memory_budget" };
+	struct ctx c = { out, x, opt, NULL, 0, NULL };
+	static const char *const keys[] = { "version", "rules", "memory_budget", "backends" };
 	const struct sluice__node *v[COUNT(keys)];
 	*count = 0;
 	*memory = 0;
 	*budget = SLUICE_RULES_MEMORY_BUDGET_DEFAULT;
+	*backends = NULL;
+	*nbackends = 0;
 	if (!root) {
 		sluice_rules_mark_t m = { 1, 1 };
 		sluice__err(x, &m, 0, "empty file: expected a mapping with 'rules'");
@@ -1183,6 +1498,12 @@ sluice_rule_t *sluice__schema_check(struct sluice__arena *out, struct sluice__er
 	}
 	if (opt && opt->memory_budget)
 		*budget = opt->memory_budget; /* the caller's wins (rules.h MEMORY) */
+	/* before the rules, which name them; a backend refused is not in the
+	 * list, so a rule naming it gets one more error, at its own place */
+	if (v[3])
+		(void)take_backends(&c, v[3]);
+	*backends = c.backends;
+	*nbackends = c.nbackends;
 	if (!v[1]) {
 		ERR(&c, root, "file: 'rules' is missing");
 		return NULL;

@@ -272,6 +272,27 @@ static void print_key(const sluice_rule_t *ru, const sluice_rules_dim_t *d, cons
 		               : ": none in the request (the one shared key of requests without it)\n");
 }
 
+/* Which backend decided (rules.h BACKENDS), and how: "backend local", or
+ * "backend fleet (redis 127.0.0.1:6379): ..." */
+static void print_backend(const sluice_rule_t *ru, const sluice_verdict_rule_t *vr)
+{
+	static const char *const how[] = {
+		[SLUICE_SOURCE_LOCAL] = "not asked",
+		[SLUICE_SOURCE_REDIS_LEASE] = "admitted from a Redis lease",
+		[SLUICE_SOURCE_REDIS_REFUSAL] = "refused by Redis",
+		[SLUICE_SOURCE_FALLBACK] = "by its fallback (Redis did not answer within the budget, "
+		                           "or the breaker is open)",
+	};
+	if (!ru->backend) {
+		printf("  backend local\n");
+		return;
+	}
+	static const char *const fb[] = { "", "local", "allow", "deny" };
+	printf("  backend %s (redis %s, fallback %s): %s\n", ru->backend->name,
+	       ru->backend->address, fb[ru->backend->fallback & 3],
+	       vr->source <= SLUICE_SOURCE_FALLBACK ? how[vr->source] : "?");
+}
+
 static int explain(const char *path, const char *request)
 {
 	char *buf = strdup(request);
@@ -343,6 +364,8 @@ static int explain(const char *path, const char *request)
 			printf(", after %s", dur(vr->d.delay_ns, db, sizeof(db)));
 		}
 		printf("\n");
+		if (rules->nbackends) /* without backends every rule is local: no line */
+			print_backend(ru, vr);
 	}
 	char b[32];
 	printf("action: %s", sluice_action_name(v.action));

@@ -247,6 +247,14 @@ SLUICE_API int sluice_redis_breaker(const sluice_redis_t *r);
  */
 SLUICE_NODISCARD SLUICE_API int sluice_redis_limit_new(sluice_redis_t *r, const sluice_redis_limit_config_t *cfg,
                                       sluice_redis_limit_t **out);
+/*
+ * sluice_redis_limit_config_check - what sluice_redis_limit_new() would
+ * say of @cfg, without a backend: no connection, no thread (the rules
+ * loader checks a file's global rules with it before anything connects).
+ * Return: 0, or sluice_redis_limit_new()'s validation errors (not
+ * SLUICE_ECAPACITY, which depends on the backend).  Not a decision path.
+ */
+SLUICE_NODISCARD SLUICE_API int sluice_redis_limit_config_check(const sluice_redis_limit_config_t *cfg);
 /* sluice_redis_limit_free - NULL is fine; no decision may run on it.  Never
  * waits for the I/O thread: a limit whose request is queued or in flight is
  * freed by that thread when it is done with it (the request's end, the

@@ -199,6 +199,80 @@ typedef enum sluice_rules_empty_key {
 	SLUICE_RULES_EMPTY_KEY_PASS = 1,   /* not limited by the rule: skipped     */
 } sluice_rules_empty_key_t;
 
+/*
+ * BACKENDS.  A rule is per instance (every process counts on its own) unless
+ * it names a backend: `backends:` at the top of the file names each one,
+ * and `backend: NAME` in a rule makes its limit global, kept on that
+ * backend by libsluice-redis (sluice/redis.h) and shared by every instance
+ * that loads a rule of the same id on the same Redis.  The engine links
+ * libsluice-redis when the build has it (-Dredis, hiredis found); a build
+ * without it refuses `type: redis` at load with an error naming the option.
+ * One backend is one Redis connection and one I/O thread per engine and
+ * process (FORK below).  What a backend's decision is:
+ *   - fallback (what the rule decides on while Redis does not answer within
+ *     the budget, or the breaker is open) is libsluice-redis's own, not a
+ *     second mechanism: local (SLUICE_REDIS_LOCAL, the default): a local
+ *     limiter of the rule's algorithm holding limit / expected_instances
+ *     (GCRA: rate and burst divided), so a fleet of that many instances
+ *     admits about the limit while Redis is away; allow (fail open); deny
+ *     (fail closed).  A refusal, by Redis or by the local share, is then
+ *     the rule's refusal: its own `fallback:` section (reject with status,
+ *     stale) says what the request gets.
+ *   - algorithms: those libsluice-redis runs: token_bucket (GCRA: the limit
+ *     is the burst, the rate per its period), fixed_window, sliding_window
+ *     (its buckets), sliding_log (global rules only, as locally).  Per-key
+ *     rules use sluice_redis_keyed_new(): one Redis limit per key, named
+ *     "<id>/<algorithm>:<dimension>:<key in hex>"; global ones
+ *     sluice_redis_limit_new(), named "<id>/<algorithm>".
+ *   - not on a backend (check errors): fallback: queue (a Redis limit
+ *     books nothing), adaptive (a Redis limit has no setters), and per-key
+ *     tables wider than libsluice-redis's (key_max above 32 bytes: keys go
+ *     to Redis in hex; capacity above 65536; hash_long_keys).
+ *   - reload: a rule whose id, backend (address, connection settings) and
+ *     parameters are unchanged keeps its Redis limit (its lease, its
+ *     over-limit cache) and the backend its connection; a changed address
+ *     makes a new backend and limit; a changed parameter a new limit on the
+ *     same Redis key, with no ghost (Redis keeps the count: a ghost on it
+ *     would take each permit twice).  A failed load keeps every one and
+ *     closes what it opened.  A backend serves only the process that made
+ *     it: a child of fork() that loads makes its own (redis.h FORK).
+ *   - all or nothing: a Redis permit has no refund; when a later rule
+ *     refuses, it stays counted (fewer admissions later, never more).
+ *   - the verdict says where each rule's decision came from
+ *     (sluice_verdict_rule_t.source); the metrics count per backend and
+ *     per rule what the fallback decided (sluice_engine_metrics).
+ *   - the decision: sluice_redis_acquire / _acquire_key, lock-free and
+ *     allocation-free, waiting at most the budget; nothing more.
+ */
+typedef enum sluice_rules_backend_type {
+	SLUICE_RULES_BACKEND_REDIS = 1,
+} sluice_rules_backend_type_t;
+
+/* The values of sluice_redis_fallback_t (sluice/redis.h), without it. */
+typedef enum sluice_rules_backend_fallback {
+	SLUICE_RULES_BACKEND_LOCAL = 1, /* limit / expected_instances, locally */
+	SLUICE_RULES_BACKEND_ALLOW = 2, /* fail open                          */
+	SLUICE_RULES_BACKEND_DENY = 3,  /* fail closed                        */
+} sluice_rules_backend_fallback_t;
+
+typedef struct sluice_rules_backend {
+	const char *name;               /* the key under backends:             */
+	sluice_rules_backend_type_t type;
+	const char *address;            /* as written: "127.0.0.1:6379"        */
+	const char *host;               /* its numeric address: "127.0.0.1", "::1" */
+	uint32_t port;                  /* 1..65535                            */
+	uint64_t lease_ttl_ns;          /* GCRA, log: S; 0: libsluice-redis's  */
+	uint64_t budget_ns;             /* a decision's wait for Redis; 0: its  */
+	uint32_t lease_max;             /* largest lease B (default 16)         */
+	sluice_rules_backend_fallback_t fallback; /* default LOCAL             */
+	uint32_t expected_instances;    /* LOCAL: the share; default 1          */
+	uint64_t connect_timeout_ns, command_timeout_ns, breaker_open_ns; /* 0: its */
+	uint32_t breaker_failures;      /* 0: its                               */
+	uint32_t max_limits;            /* 0: twice the limits the file puts on
+	                                 * it, at least 1024 (RELOAD, BACKENDS) */
+	sluice_rules_mark_t mark;       /* the backend's mapping               */
+} sluice_rules_backend_t;
+
 typedef struct sluice_rule {
 	const char *id;                 /* 1..SLUICE_RULES_ID_MAX bytes    */
 	sluice_rules_match_t match;
@@ -214,6 +288,9 @@ typedef struct sluice_rule {
 	sluice_rules_mark_t mark;       /* the rule's mapping              */
 	sluice_rules_mark_t id_mark;
 	sluice_rules_empty_key_t empty_key; /* per-key rules; SHARED otherwise */
+	const sluice_rules_backend_t *backend; /* NULL: per instance; else the
+	                                * rules_t's backend it names (BACKENDS) */
+	sluice_rules_mark_t backend_mark; /* its `backend:` value; 0:0 if none */
 } sluice_rule_t;
 
 /* A validated rule set: immutable, rules in file order. */
@@ -224,6 +301,8 @@ typedef struct sluice_rules {
 	const sluice_rule_t *rules;
 	uint64_t memory_bytes;    /* what the rules' state needs (MEMORY) */
 	uint64_t memory_budget;   /* the budget it was checked against   */
+	size_t nbackends;         /* backends:, in file order (BACKENDS)  */
+	const sluice_rules_backend_t *backends;
 	/* private */
 	void *arena;
 } sluice_rules_t;
@@ -529,8 +608,24 @@ typedef enum sluice_outcome {
 	                                    * limited, nothing taken           */
 } sluice_outcome_t;
 
+/* Where a rule's decision came from (sluice_verdict_rule_t.source): this
+ * instance's own limits, or a backend (rules.h BACKENDS) and how.  A rule
+ * of several dimensions reports the most telling of its parts (fallback,
+ * then refusal, then lease). */
+typedef enum sluice_verdict_source {
+	SLUICE_SOURCE_LOCAL = 0,         /* per instance (or not asked)        */
+	SLUICE_SOURCE_REDIS_LEASE = 1,   /* admitted from a Redis lease       */
+	SLUICE_SOURCE_REDIS_REFUSAL = 2, /* Redis refused (or its over-limit
+	                                  * cache, with no round trip)        */
+	SLUICE_SOURCE_FALLBACK = 3,      /* the backend's fallback decided:
+	                                  * Redis late or the breaker open    */
+} sluice_verdict_source_t;
+
 typedef struct sluice_verdict_rule {
 	char id[SLUICE_RULES_ID_MAX + 1];
+	/* a sluice_verdict_source_t, in the byte after id that was padding
+	 * (the struct's size and every other offset are unchanged) */
+	unsigned char source;
 	sluice_outcome_t outcome;
 	int error;               /* the SLUICE_E* a limiter returned, else 0  */
 	uint32_t dim;            /* refused/error: the dimension's index       */
@@ -692,10 +787,16 @@ SLUICE_API int sluice_verdict_headers(const sluice_verdict_t *v, sluice_header_f
  * the set in force, labelled {rule="<id>"} (no per-key labels),
  * sluice_rule_requests_total (passed + refused), _passed_total,
  * _refused_total, _shadow_refused_total, _queued_total, _errors_total,
- * _failures_total, _skipped_total, the latency histogram (from complete()) and the
+ * _failures_total, _skipped_total, (rules on a backend, BACKENDS)
+ * _fallback_passed_total and _fallback_refused_total {rule, backend}, the
+ * latency histogram (from complete()) and the
  * queue-wait histogram (a queued admission's delay), the effective and
- * the configured limit as gauges; and the engine's reloads, failed
- * reloads and version.  What a decision counts per rule it matched:
+ * the configured limit as gauges; per backend of the set
+ * {backend="<name>"}, libsluice-redis's counters (sluice_backend_*_total:
+ * round trips, lease admits, remote and cache refusals, budget timeouts,
+ * I/O errors, connects, breaker opened; fallbacks by kind) and
+ * sluice_backend_breaker_state; and the engine's reloads, failed reloads
+ * and version.  What a decision counts per rule it matched:
  * passed (admitted, also when a later rule refused and its permit went
  * back, and a shadow rule's admissions and would-be refusals), refused
  * (enforce: refused, or a closed error), shadow_refused, queued (+ the
