@@ -12,8 +12,8 @@
  * allocates (the ABI that NEWS.md promises for all of 1.x), never on their
  * private fields.  A program that defines SLUICE_INLINE before including any
  * sluice header (as liburcu's _LGPL_SOURCE) compiles the decision paths in
- * place instead, from include/sluice/static/: about a call's cost less per
- * decision (docs/performance.md, bench_algos' inline and out-of-line rows),
+ * place instead, from include/sluice/static/: a call's cost less per
+ * decision, which shows on refusals (docs/performance.md, "Issue 28 item 5"),
  * in exchange for being bound to the exact release it was built with.  The
  * bodies read private fields and call helpers exported under the node
  * SLUICE_INLINE_<release> only, and static/common.h pins every such file to
