@@ -431,7 +431,7 @@ static double timed(enum impl impl, int regime, int threads, double seconds, dou
 			                    .rate = rg->rate, .period_ns = SEC, .burst = rg->burst,
 			                    .key_max = impl == KEYED32_CACHED || impl == KEYED32_MONO ? 0 : 16,
 			                    .flags = impl == KEYEDSIP_CACHED ? SLUICE_KEYED_SIPHASH : 0 };
-		int rc = sluice_keyed_new(&k, &c, clock);
+		int rc = sluice_keyed_init(&k, &c, clock);
 		if (rc != 0) {
 			fprintf(stderr, "bench_keyed: new: %s\n", sluice_err_name(rc));
 			exit(2);
@@ -473,7 +473,7 @@ static double timed(enum impl impl, int regime, int threads, double seconds, dou
 	} else if (arr) {
 		free(arr);
 	} else {
-		sluice_keyed_free(&k);
+		sluice_keyed_destroy(&k);
 	}
 	*frac = (double)admitted / (double)decisions;
 	*cpu_ns = (double)cpu / (double)decisions;

@@ -236,7 +236,7 @@ static int instr(const char *arg)
 		                     .rate = 1000000000, .period_ns = SEC, .burst = 1000000 };
 	for (int i = 0; kind == K_KEYED && i < NRULES; i++)
 		for (int j = 0; j < 2; j++)
-			if (sluice_keyed_new(&base[i][j], &kc, &manual))
+			if (sluice_keyed_init(&base[i][j], &kc, &manual))
 				return 1;
 	pthread_barrier_t start;
 	pthread_barrier_init(&start, NULL, 1);
@@ -279,7 +279,7 @@ int main(int argc, char **argv)
 		                     .rate = 1000000000, .period_ns = SEC, .burst = 1000000 };
 	for (int i = 0; i < NRULES; i++)
 		for (int j = 0; j < 2; j++)
-			if (sluice_keyed_new(&base[i][j], &kc, NULL)) {
+			if (sluice_keyed_init(&base[i][j], &kc, NULL)) {
 				fprintf(stderr, "bench_rules: keyed setup failed\n");
 				return 1;
 			}
@@ -354,7 +354,7 @@ int main(int argc, char **argv)
 	sluice_engine_free(empty);
 	for (int i = 0; i < NRULES; i++)
 		for (int j = 0; j < 2; j++)
-			sluice_keyed_free(&base[i][j]);
+			sluice_keyed_destroy(&base[i][j]);
 	sluice_clock_cached_stop();
 	return 0;
 }

@@ -15,7 +15,7 @@ int main(void)
 		                      .capacity = 100000, .rate = 10, .period_ns = 1000000000,
 		                      .burst = 20 };
 	sluice_keyed_t per_ip;
-	if (sluice_keyed_new(&per_ip, &cfg, &sluice_clock_monotonic) != 0)
+	if (sluice_keyed_init(&per_ip, &cfg, &sluice_clock_monotonic) != 0)
 		return 1;
 
 	struct in6_addr ip; /* the key: the address bytes (IPv4 as ::ffff:a.b.c.d) */
@@ -30,6 +30,6 @@ int main(void)
 			       (unsigned long long)(d.retry_after_ns / 1000000));
 	}
 	printf("2001:db8::42: %d of 25 admitted\n", admitted);
-	sluice_keyed_free(&per_ip);
+	sluice_keyed_destroy(&per_ip);
 	return admitted >= 20 && admitted <= 21 ? 0 : 1; /* the burst (+1 if 100 ms passed) */
 }

@@ -42,7 +42,7 @@ static int load(sluice_engine_t *e, const char *yaml)
 	if (rc > 0) { /* every error, file:line:col: message; the old rules stay */
 		char line[512];
 		for (size_t i = 0; i < errs->count; i++) {
-			sluice_rules_error_format(errs, i, line, sizeof(line));
+			sluice_rules_error_text(errs, i, line, sizeof(line));
 			fprintf(stderr, "%s\n", line);
 		}
 		sluice_rules_errors_free(errs);

@@ -19,7 +19,7 @@
  *     wait >= 1 ns; at most 8 dimensions; marks inside the input;
  *   - the engine's build cannot fail for a parameter reason: each rule's
  *     limiter (sluice_limiter_new) or keyed table of 8 slots
- *     (sluice_keyed_new) is built with the same parameters;
+ *     (sluice_keyed_init) is built with the same parameters;
  *   - a second load of the same bytes gives the same answer, byte for
  *     byte in the error list (no state kept between loads, nothing read
  *     uninitialised).
@@ -65,9 +65,9 @@ static void build(const sluice_rule_t *r)
 		sluice_rule_keyed_config(r, &kc);
 		kc.capacity = SLUICE_KEYED_CAPACITY_MIN; /* the parameters, not the size */
 		sluice_keyed_t k;
-		rc = sluice_keyed_new(&k, &kc, &manual);
+		rc = sluice_keyed_init(&k, &kc, &manual);
 		if (rc == 0)
-			sluice_keyed_free(&k);
+			sluice_keyed_destroy(&k);
 	} else {
 		sluice_limiter_config_t lc;
 		rc = sluice_rule_limiter_config(r, &manual, &lc);
@@ -147,7 +147,7 @@ static void check_errors(const sluice_rules_errors_t *e, int rc, uint32_t lines)
 		FUZZ_CHECK(x->code == 0 || strcmp(sluice_err_name(x->code), "SLUICE_UNKNOWN") != 0,
 		           "code %d", x->code);
 		char line[512];
-		int n = sluice_rules_error_format(e, i, line, sizeof(line));
+		int n = sluice_rules_error_text(e, i, line, sizeof(line));
 		char want[32];
 		snprintf(want, sizeof(want), "fuzz:%u:%u: ", x->mark.line, x->mark.col);
 		FUZZ_CHECK(n > 0 && strncmp(line, want, strlen(want)) == 0, "formatted %s", line);

@@ -442,7 +442,7 @@ int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock, slu
 	return 0;
 }
 
-int sluice_keyed_new(sluice_keyed_t *k, const sluice_keyed_config_t *cfg,
+int sluice_keyed_init(sluice_keyed_t *k, const sluice_keyed_config_t *cfg,
                      const sluice_clock_t *clock)
 {
 	if (!k || !cfg)
@@ -466,7 +466,7 @@ int sluice_keyed_new(sluice_keyed_t *k, const sluice_keyed_config_t *cfg,
 	return 0;
 }
 
-void sluice_keyed_free(sluice_keyed_t *k)
+void sluice_keyed_destroy(sluice_keyed_t *k)
 {
 	/* An attached handle owns nothing (free(NULL)); either way the
 	 * handle forgets the table, so a later call finds no slots. */

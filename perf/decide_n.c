@@ -272,7 +272,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		sluice_keyed_t k;
-		check(sluice_keyed_new(&k, &c, &clk), "init");
+		check(sluice_keyed_init(&k, &c, &clk), "init");
 		/* the key exists before the count starts (a lookup, not a claim) */
 		check(sluice_keyed_acquire_at(&k, KEY, sizeof(KEY) - 1, 1, START, NULL) == 1 ? 0
 		                                                                           : SLUICE_EINVAL,
@@ -283,7 +283,7 @@ int main(int argc, char **argv)
 		} else {
 			admitted = run_keyed(&k, count);
 		}
-		sluice_keyed_free(&k);
+		sluice_keyed_destroy(&k);
 	} else if (strcmp(algo, "mutex-fixed") == 0) {
 		struct mutex_fixed m = { PTHREAD_MUTEX_INITIALIZER, 0, 0 };
 		admitted = run_mutex_fixed(&m, count);

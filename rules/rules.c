@@ -147,7 +147,7 @@ sluice_rules_errors_t *sluice__errors_new(const char *name)
 	return e;
 }
 
-int sluice_rules_error_format(const sluice_rules_errors_t *e, size_t i, char *buf, size_t len)
+int sluice_rules_error_text(const sluice_rules_errors_t *e, size_t i, char *buf, size_t len)
 {
 	if (!e || i >= e->count || (!buf && len))
 		return SLUICE_EINVAL;

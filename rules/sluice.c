@@ -50,7 +50,7 @@ static void print_errors(const char *path, int rc, sluice_rules_errors_t *e)
 	}
 	char line[1024 + SLUICE_RULES_MSG_MAX];
 	for (size_t i = 0; i < e->count; i++) {
-		sluice_rules_error_format(e, i, line, sizeof(line));
+		sluice_rules_error_text(e, i, line, sizeof(line));
 		fprintf(stderr, "%s\n", line);
 	}
 	if (e->dropped)

@@ -445,7 +445,7 @@ Test(rules, input_cap)
 	cr_assert_eq(e->errors[0].mark.line, 0);
 	cr_assert(strstr(e->errors[0].msg, "above the cap of 4194304 bytes"), "%s", e->errors[0].msg);
 	char line[256];
-	sluice_rules_error_format(e, 0, line, sizeof(line));
+	sluice_rules_error_text(e, 0, line, sizeof(line));
 	cr_assert_str_eq(line, "big: 4194305 bytes, above the cap of 4194304 bytes");
 	sluice_rules_errors_free(e);
 	/* a smaller cap from the options; one above the largest is EINVAL */
@@ -472,7 +472,7 @@ Test(rules, file_cap)
 	sluice_rules_errors_t *e = NULL;
 	cr_assert_eq(sluice_rules_load_file(path, &opt, &r, &e), 1);
 	char line[256];
-	sluice_rules_error_format(e, 0, line, sizeof(line));
+	sluice_rules_error_text(e, 0, line, sizeof(line));
 	char want[256];
 	snprintf(want, sizeof(want), "%s: larger than the cap of 16 bytes", path);
 	cr_assert_str_eq(line, want);
@@ -587,14 +587,14 @@ Test(rules, bad_arguments)
 	cr_assert_eq(sluice_rules_load_file(NULL, NULL, &r, &e), SLUICE_EINVAL);
 	/* errs may be NULL: the count is still returned */
 	cr_assert_eq(sluice_rules_load_buffer("t", "x: 1", 4, NULL, &r, NULL), 2);
-	cr_assert_eq(sluice_rules_error_format(NULL, 0, NULL, 0), SLUICE_EINVAL);
+	cr_assert_eq(sluice_rules_error_text(NULL, 0, NULL, 0), SLUICE_EINVAL);
 	/* NULL name: "<buffer>" */
 	cr_assert_eq(sluice_rules_load_buffer(NULL, "x: 1", 4, NULL, &r, &e), 2);
 	char line[128];
-	int n = sluice_rules_error_format(e, 0, line, 8);
+	int n = sluice_rules_error_text(e, 0, line, 8);
 	cr_assert_gt(n, 8, "the length it needs");
 	cr_assert_str_eq(line, "<buffer");
-	cr_assert_eq(sluice_rules_error_format(e, 2, line, sizeof(line)), SLUICE_EINVAL);
+	cr_assert_eq(sluice_rules_error_text(e, 2, line, sizeof(line)), SLUICE_EINVAL);
 	sluice_rules_errors_free(e);
 	sluice_rules_free(NULL);
 	sluice_rules_errors_free(NULL);
@@ -865,9 +865,9 @@ static int build(const sluice_rule_t *r, const sluice_clock_t *clk)
 		sluice_keyed_config_t kc;
 		sluice_rule_keyed_config(r, &kc);
 		sluice_keyed_t k;
-		int rc = sluice_keyed_new(&k, &kc, clk);
+		int rc = sluice_keyed_init(&k, &kc, clk);
 		if (rc == 0)
-			sluice_keyed_free(&k);
+			sluice_keyed_destroy(&k);
 		return rc;
 	}
 	sluice_limiter_config_t lc;

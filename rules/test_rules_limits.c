@@ -57,7 +57,7 @@ static void deep_refused(size_t levels, const char *open, const char *close, uin
 	cr_assert_eq(e->errors[0].mark.line, 1);
 	cr_assert_eq(e->errors[0].mark.col, col, "col %u", e->errors[0].mark.col);
 	char line[256];
-	sluice_rules_error_format(e, 0, line, sizeof(line));
+	sluice_rules_error_text(e, 0, line, sizeof(line));
 	cr_assert_str_eq(line, "deep.yaml:1:71: nested deeper than 64 levels");
 	/* the reading stopped at the error: stream, document, the root
 	 * mapping and its key, the 63 levels that fit, and the one that

@@ -229,7 +229,7 @@ static int run_threads(void)
 	 * uneven groups), the cold stream forces reclaims */
 	sluice_keyed_config_t c = table_config(4096, SLUICE_KEYED_REJECT);
 	sluice_keyed_t k;
-	int rc = sluice_keyed_new(&k, &c, clock);
+	int rc = sluice_keyed_init(&k, &c, clock);
 	if (rc != 0) {
 		fprintf(stderr, "stress_keyed: new: %s\n", sluice_err_name(rc));
 		return 2;
@@ -258,7 +258,7 @@ static int run_threads(void)
 	       (unsigned long long)BURST, ok ? "ok" : "VIOLATION");
 	free(all);
 	free(w);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 	return ok ? 0 : 1;
 }
 
@@ -396,7 +396,7 @@ static int run_live(void)
 	else
 		c.burst = LIVE_B_MAX;
 	sluice_keyed_t k;
-	int rc = sluice_keyed_new(&k, &c, &sluice_clock_monotonic);
+	int rc = sluice_keyed_init(&k, &c, &sluice_clock_monotonic);
 	if (rc != 0) {
 		fprintf(stderr, "stress_keyed: new: %s\n", sluice_err_name(rc));
 		return 2;
@@ -430,7 +430,7 @@ static int run_live(void)
 	ok = ok && tight_ok;
 	free(all);
 	free(w);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 	if (!ok)
 		return 1;
 	return done < opt.changes ? 77 : 0;
@@ -519,7 +519,7 @@ static int run_flood(void)
 	RATE = 10;
 	sluice_keyed_config_t c = table_config(opt.capacity, parse_policy());
 	sluice_keyed_t k;
-	int rc = sluice_keyed_new(&k, &c, &sluice_clock_monotonic);
+	int rc = sluice_keyed_init(&k, &c, &sluice_clock_monotonic);
 	if (rc != 0) {
 		fprintf(stderr, "stress_keyed: new: %s\n", sluice_err_name(rc));
 		return 2;
@@ -588,7 +588,7 @@ static int run_flood(void)
 		fprintf(stderr, "stress_keyed: resident memory grew by %ld kB\n", grew);
 	free(all);
 	free(w);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 	return ok && grew < 1024 ? 0 : 1;
 }
 

@@ -705,9 +705,9 @@ static int make_with_step(enum floor_module m, uint64_t step)
 			cfg.window_ns = 4 * step;
 			cfg.buckets = 4;
 		}
-		rc = sluice_keyed_new(&k, &cfg, ck);
+		rc = sluice_keyed_init(&k, &cfg, ck);
 		if (rc == 0)
-			sluice_keyed_free(&k);
+			sluice_keyed_destroy(&k);
 		break;
 	}
 	}

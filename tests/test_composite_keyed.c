@@ -39,7 +39,7 @@ static void kit_make(struct kit *k)
 	sluice_clock_manual_init(&mclock, 10 * SEC);
 	sluice_keyed_config_t kc = { .algo = SLUICE_ALGO_GCRA, .policy = SLUICE_KEYED_REJECT,
 		                     .capacity = 64, .rate = 1, .period_ns = SEC, .burst = BURST };
-	cr_assert_eq(sluice_keyed_new(&k->table, &kc, &mclock), 0);
+	cr_assert_eq(sluice_keyed_init(&k->table, &kc, &mclock), 0);
 	sluice_limiter_config_t pk = { .algo = SLUICE_ALGO_KEYED, .keyed = &k->table };
 	cr_assert_eq(sluice_limiter_new(&pk, &k->per_key), 0);
 	sluice_limiter_config_t tc = { .algo = SLUICE_ALGO_FIXED,
@@ -57,7 +57,7 @@ static void kit_free(struct kit *k)
 	sluice_limiter_free(k->both);
 	sluice_limiter_free(k->total);
 	sluice_limiter_free(k->per_key);
-	sluice_keyed_free(&k->table);
+	sluice_keyed_destroy(&k->table);
 }
 
 static size_t key_name(char *buf, unsigned key)
@@ -196,7 +196,7 @@ Test(composite_keyed, keyed_refund_is_exact_only_on_the_state_it_left)
 	sluice_keyed_t g;
 	sluice_keyed_config_t gc = { .algo = SLUICE_ALGO_GCRA, .capacity = 8, .rate = 1,
 		                     .period_ns = SEC, .burst = 3 };
-	cr_assert_eq(sluice_keyed_new(&g, &gc, &mclock), 0);
+	cr_assert_eq(sluice_keyed_init(&g, &gc, &mclock), 0);
 	cr_assert_eq(sluice_keyed_acquire(&g, a, 1, 1, &d1), 1);
 	cr_assert_eq(sluice_keyed_acquire(&g, a, 1, 1, &d2), 1);
 	cr_assert_eq(sluice_keyed_refund(&g, a, 1, 1, &d1), SLUICE_ECANCEL, "decided on since");
@@ -211,12 +211,12 @@ Test(composite_keyed, keyed_refund_is_exact_only_on_the_state_it_left)
 	no.allowed = 0;
 	cr_assert_eq(sluice_keyed_refund(&g, a, 1, 1, &no), SLUICE_EINVAL);
 	cr_assert_eq(sluice_keyed_refund(&g, a, 1, 0, &d2), SLUICE_EINVAL);
-	sluice_keyed_free(&g);
+	sluice_keyed_destroy(&g);
 	/* FIXED: within the admission's window, its count drops */
 	sluice_keyed_t f;
 	sluice_keyed_config_t fc = { .algo = SLUICE_ALGO_FIXED, .capacity = 8, .limit = 3,
 		                     .window_ns = SEC };
-	cr_assert_eq(sluice_keyed_new(&f, &fc, &mclock), 0);
+	cr_assert_eq(sluice_keyed_init(&f, &fc, &mclock), 0);
 	cr_assert_eq(sluice_keyed_acquire(&f, a, 1, 2, &d1), 1);
 	cr_assert_eq(sluice_keyed_acquire(&f, a, 1, 1, &d2), 1);
 	cr_assert_eq(sluice_keyed_acquire(&f, a, 1, 1, NULL), 0, "full");
@@ -225,15 +225,15 @@ Test(composite_keyed, keyed_refund_is_exact_only_on_the_state_it_left)
 	sluice_clock_manual_advance(&mclock, SEC);
 	cr_assert_eq(sluice_keyed_acquire(&f, a, 1, 1, NULL), 1, "a new window");
 	cr_assert_eq(sluice_keyed_refund(&f, a, 1, 1, &d2), SLUICE_EEXPIRED, "its window is over");
-	sluice_keyed_free(&f);
+	sluice_keyed_destroy(&f);
 	/* WINDOW: never exact */
 	sluice_keyed_t w;
 	sluice_keyed_config_t wc = { .algo = SLUICE_ALGO_WINDOW, .capacity = 8, .limit = 3,
 		                     .window_ns = SEC, .buckets = 4 };
-	cr_assert_eq(sluice_keyed_new(&w, &wc, &mclock), 0);
+	cr_assert_eq(sluice_keyed_init(&w, &wc, &mclock), 0);
 	cr_assert_eq(sluice_keyed_acquire(&w, a, 1, 1, &d1), 1);
 	cr_assert_eq(sluice_keyed_refund(&w, a, 1, 1, &d1), SLUICE_ECANCEL);
-	sluice_keyed_free(&w);
+	sluice_keyed_destroy(&w);
 }
 
 /* sluice_keyed_refund on a LEAKY table (the TAT path with the meter's
@@ -248,7 +248,7 @@ Test(composite_keyed, keyed_refund_on_a_leaky_table)
 	/* rate 1/s, depth 2: D + 1 = 3 at one instant */
 	sluice_keyed_config_t lc = { .algo = SLUICE_ALGO_LEAKY, .capacity = 8, .rate = 1,
 		                     .period_ns = SEC, .depth = 2 };
-	cr_assert_eq(sluice_keyed_new(&l, &lc, &mclock), 0);
+	cr_assert_eq(sluice_keyed_init(&l, &lc, &mclock), 0);
 	cr_assert_eq(sluice_keyed_acquire(&l, a, 1, 1, &d1), 1);
 	cr_assert_eq(sluice_keyed_acquire(&l, a, 1, 1, &d2), 1);
 	cr_assert_eq(sluice_keyed_acquire(&l, a, 1, 1, &d3), 1);
@@ -271,7 +271,7 @@ Test(composite_keyed, keyed_refund_on_a_leaky_table)
 	while (left < 10 && sluice_keyed_acquire(&l, a, 1, 1, NULL) == 1)
 		left++;
 	cr_assert_eq(left, 3, "a full meter again: D + 1");
-	sluice_keyed_free(&l);
+	sluice_keyed_destroy(&l);
 }
 
 /* sluice_limiter_release_key on a keyed INFLIGHT table, alone and as the
@@ -282,7 +282,7 @@ Test(composite_keyed, release_key_on_a_keyed_inflight_table)
 	sluice_clock_manual_init(&mclock, 10 * SEC);
 	sluice_keyed_t t;
 	sluice_keyed_config_t kc = { .algo = SLUICE_ALGO_INFLIGHT, .capacity = 8, .limit = 2 };
-	cr_assert_eq(sluice_keyed_new(&t, &kc, &mclock), 0);
+	cr_assert_eq(sluice_keyed_init(&t, &kc, &mclock), 0);
 	sluice_limiter_t *pk, *total, *both;
 	sluice_limiter_config_t pc = { .algo = SLUICE_ALGO_KEYED, .keyed = &t };
 	cr_assert_eq(sluice_limiter_new(&pc, &pk), 0);
@@ -327,5 +327,5 @@ Test(composite_keyed, release_key_on_a_keyed_inflight_table)
 	sluice_limiter_free(both);
 	sluice_limiter_free(total);
 	sluice_limiter_free(pk);
-	sluice_keyed_free(&t);
+	sluice_keyed_destroy(&t);
 }

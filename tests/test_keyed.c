@@ -194,7 +194,7 @@ Test(keyed, invalid_config)
 		cr_assert_eq(mem[0], 0xa5, "entry %zu: a failed init must leave the memory untouched",
 		             i);
 		sluice_keyed_t k;
-		cr_assert_eq(sluice_keyed_new(&k, &p->c, NULL), p->rc, "entry %zu", i);
+		cr_assert_eq(sluice_keyed_init(&k, &p->c, NULL), p->rc, "entry %zu", i);
 		/* the check says what init says, with no memory */
 		cr_assert_eq(sluice_keyed_config_check(&p->c, NULL), p->rc, "entry %zu: check", i);
 		cr_assert_eq(sluice_keyed_config_check(&p->c, &sluice_clock_monotonic), p->rc,
@@ -422,7 +422,7 @@ ParameterizedTest(struct same_case *p, keyed, decisions_equal_the_modules)
 		if (p->c.algo == SLUICE_ALGO_WINDOW)
 			sluice_window_destroy(&m[i].w);
 	free(m);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 /* ---- argument checks and time range --------------------------------------- */
@@ -444,7 +444,7 @@ Test(keyed, bad_arguments_get_their_codes)
 	cr_assert_eq(sluice_keyed_release(&k, "a", 1, 1), SLUICE_ENOTSUP);
 	cr_assert_eq(sluice_keyed_stats(&k, NULL), SLUICE_EINVAL);
 	cr_assert_eq(stats(&k).creations, 0, "bad input creates nothing");
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 Test(keyed, times_at_the_top_of_the_range)
@@ -459,7 +459,7 @@ Test(keyed, times_at_the_top_of_the_range)
 	cr_assert_eq(acq(&k, "a", 1, top - 2 * SEC, &d), 0, "a third would book past 2^62");
 	cr_assert_eq(d.retry_after_ns, SLUICE_NEVER);
 	cr_assert_eq(acq(&k, "b", 1, top, &d), 0);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 
 	sluice_keyed_config_t f = { .algo = SLUICE_ALGO_FIXED, .capacity = 64, .limit = 2,
 		                    .window_ns = 4 }; /* L = 2 needs W >= 4 (LIMITS) */
@@ -468,7 +468,7 @@ Test(keyed, times_at_the_top_of_the_range)
 	cr_assert_eq(d.now_ns, top);
 	cr_assert_eq(d.reset_ns, 1);
 	cr_assert_eq(acq(&k, "a", 1, top, &d), 0);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 
 	sluice_keyed_config_t w = { .algo = SLUICE_ALGO_WINDOW, .capacity = 64, .limit = 2,
 		                    .window_ns = 4, .buckets = 4 };
@@ -476,7 +476,7 @@ Test(keyed, times_at_the_top_of_the_range)
 	cr_assert_eq(acq(&k, "a", 2, top - 1, &d), 1);
 	cr_assert_eq(acq(&k, "a", 1, top, &d), 0);
 	cr_assert_eq(d.retry_after_ns, 3);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 /* ---- keys ------------------------------------------------------------------ */
@@ -498,7 +498,7 @@ Test(keyed, key_lengths)
 	cr_assert_eq(sluice_keyed_acquire_at(&k, "ab\0", 2, 1, 0, NULL), 1);
 	cr_assert_eq(sluice_keyed_acquire_at(&k, "ab\0", 3, 1, 0, NULL), 1);
 	cr_assert_eq(sluice_keyed_acquire_at(&k, "ab\0", 3, 1, 0, NULL), 0);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 
 	/* hashed long keys: each long key has its own state */
 	c.flags = SLUICE_KEYED_HASH_LONG_KEYS;
@@ -515,7 +515,7 @@ Test(keyed, key_lengths)
 	cr_assert_eq(sluice_keyed_acquire_at(&k, a, 16, 1, 0, NULL), 1, "a short key");
 	cr_assert_eq(sluice_keyed_acquire_at(&k, a, 16, 1, 0, NULL), 0);
 	cr_assert_eq(stats(&k).creations, 4);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 /* ---- the AES hash (lib/keyhash_internal.h), checked without the intrinsics -- */
@@ -695,7 +695,7 @@ static uint64_t table_hash(const sluice_keyed_t *k, const void *key, size_t len)
 static int same_group_keys(const sluice_keyed_config_t *c, char keys[][24], int want)
 {
 	sluice_keyed_t k;
-	cr_assert_eq(sluice_keyed_new(&k, c, &mclock), 0);
+	cr_assert_eq(sluice_keyed_init(&k, c, &mclock), 0);
 	uint64_t target = UINT64_MAX;
 	int got = 0;
 	for (int i = 0; got < want && i < 1000000; i++) {
@@ -707,7 +707,7 @@ static int same_group_keys(const sluice_keyed_config_t *c, char keys[][24], int 
 		if ((h & k.group_mask) == target)
 			memcpy(keys[got++], name, sizeof(name));
 	}
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 	return got;
 }
 
@@ -740,7 +740,7 @@ Test(keyed, probe_bound_is_the_group)
 	s = stats(&k);
 	cr_assert_eq(s.reclaims, 1);
 	cr_assert_eq(s.occupancy, 9);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 /* ---- full groups, policies, reclaim ------------------------------------- */
@@ -769,7 +769,7 @@ Test(keyed, full_group_reject)
 	cr_assert_eq(s.rejections, 2);
 	cr_assert_eq(s.creations, 8);
 	cr_assert_eq(s.lookups, 8 + 2 + 16);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 Test(keyed, full_group_allow)
@@ -791,7 +791,7 @@ Test(keyed, full_group_allow)
 		cr_assert_eq(acq(&k, name, 1, 10, NULL), 0, "existing keys keep their state");
 	}
 	cr_assert_eq(stats(&k).untracked, 5);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 Test(keyed, full_group_evict_takes_the_least_debt)
@@ -828,7 +828,7 @@ Test(keyed, full_group_evict_takes_the_least_debt)
 	cr_assert_eq(d.remaining, 3);
 	cr_assert_eq(stats(&k).evictions, 2);
 	cr_assert_eq(stats(&k).creations, 10);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 Test(keyed, evict_tie_prefers_keys_not_recently_used)
@@ -858,7 +858,7 @@ Test(keyed, evict_tie_prefers_keys_not_recently_used)
 	cr_assert_eq(stats(&k).creations, 9, "k5 alone was evicted");
 	cr_assert_eq(acq(&k, "k5", 1, 0, NULL), 1);
 	cr_assert_eq(stats(&k).creations, 10);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 struct reclaim_case {
@@ -913,7 +913,7 @@ ParameterizedTest(struct reclaim_case *p, keyed, lossless_reclaim)
 	sluice_decision_t d;
 	int rc = acq(&k, "old3", 1, 0, &d);
 	cr_assert_eq(rc, SLUICE_EKEYFULL, "no fresh slot for old3 at reading 0: %d", rc);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 
 	/* With room: old keys whose slots were reclaimed are recreated while
 	 * their callers still read time 0.  Each already took n at 0: a
@@ -948,7 +948,7 @@ ParameterizedTest(struct reclaim_case *p, keyed, lossless_reclaim)
 	}
 	cr_assert_eq(again, 0, "%llu permits given again at reading 0 after reclaims",
 	             (unsigned long long)again);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 Test(keyed, inflight_per_key)
@@ -974,7 +974,7 @@ Test(keyed, inflight_per_key)
 	cr_assert_eq(acq(&k, "c", 1, 0, NULL), 1, "reclaims a");
 	cr_assert_eq(acq(&k, "d", 1, 0, NULL), SLUICE_EKEYFULL, "b and h* hold slots");
 	cr_assert_eq(stats(&k).reclaims, 1);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 /* ---- attach ------------------------------------------------------------- */
@@ -1021,9 +1021,9 @@ Test(keyed, attach_checks_the_clock_resolution)
 	sluice_keyed_config_t c = { .algo = SLUICE_ALGO_FIXED, .capacity = 8, .limit = 1,
 		                    .window_ns = 1000 };
 	sluice_keyed_t k;
-	cr_assert_eq(sluice_keyed_new(&k, &c, &sluice_clock_coarse), SLUICE_ERESOLUTION);
-	cr_assert_eq(sluice_keyed_new(&k, &c, &sluice_clock_monotonic), 0);
-	sluice_keyed_free(&k);
+	cr_assert_eq(sluice_keyed_init(&k, &c, &sluice_clock_coarse), SLUICE_ERESOLUTION);
+	cr_assert_eq(sluice_keyed_init(&k, &c, &sluice_clock_monotonic), 0);
+	sluice_keyed_destroy(&k);
 	/* the check makes attach's clock checks with the clock it is given */
 	cr_assert_eq(sluice_keyed_config_check(&c, &sluice_clock_coarse), SLUICE_ERESOLUTION);
 	cr_assert_eq(sluice_keyed_config_check(&c, &sluice_clock_monotonic), 0);
@@ -1084,7 +1084,7 @@ Test(keyed, fixed_readings_cycling_three_windows_stay_in_one)
 	}
 	cr_assert_eq(na, 10, "admitted %zu with L = 10", na);
 	cr_assert_eq(worst_window(at, na, W), 10);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 
 	/* the same three windows A < B < C visited A, B, C, A, B, C, ...: the
 	 * step back from C to A (2^39/3 windows) looked ahead modulo 2^38 and
@@ -1104,7 +1104,7 @@ Test(keyed, fixed_readings_cycling_three_windows_stay_in_one)
 	cr_assert_eq(worst_window(at, na, W), 10, "a window held %llu with L = 10",
 	             (unsigned long long)worst_window(at, na, W));
 	cr_assert_eq(na, 30, "A, B and C, 10 each");
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 Test(keyed, fixed_any_sequence_of_readings_keeps_every_window_at_l)
@@ -1155,7 +1155,7 @@ Test(keyed, fixed_any_sequence_of_readings_keeps_every_window_at_l)
 	cr_assert_leq(worst, L, "a window held %llu with L = %llu", (unsigned long long)worst,
 	              (unsigned long long)L);
 	free(at);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 /* ---- test hooks stay out of the library ---------------------------------- */
@@ -1273,7 +1273,7 @@ ParameterizedTest(struct flood_case *p, keyed, abusive_key_keeps_its_bound_under
 	else
 		cr_assert_gt(s.untracked, 1000);
 	free(at);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 /* sluice_keyed_prefetch() is a hint: it creates no key, counts no lookup,
@@ -1297,5 +1297,5 @@ Test(keyed, prefetch_changes_nothing)
 	s = stats(&k);
 	cr_assert_eq(s.lookups, 2);
 	cr_assert_eq(s.creations, 1);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }

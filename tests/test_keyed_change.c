@@ -201,7 +201,7 @@ static double run_lag(sluice_algo_t algo, enum change what, uint64_t lag)
 	         algo == SLUICE_ALGO_LEAKY ? "LEAKY" : "GCRA", change_name[what],
 	         (unsigned long long)lag);
 	double worst = verify(&r, &p, what_s);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 	return worst;
 }
 
@@ -257,7 +257,7 @@ Test(keyed_change, gcra_debt_past_the_stamps_horizon_is_kept_in_new_units)
 	/* old: 100 permits owed at X at 1/us; new: the same 100 permits,
 	 * refilled at 1/2us: the first at X + 2 us */
 	next_permit_at(&k, "k", X + 2 * US);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 /* A burst raise on a key that holds debt, stamped behind its newest
@@ -273,7 +273,7 @@ Test(keyed_change, gcra_burst_raise_on_a_key_in_debt_credits_nothing_at_once)
 	cr_assert_eq(got, 0, "a burst raise minted %d permits", got);
 	got = take_n(&k, "k", X + 30 * US);
 	cr_assert_eq(got, 30, "30 us at 1/us refill 30, got %d", got);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 /* A change at tc, then a decision at r < tc: judged as at tc (the key
@@ -292,7 +292,7 @@ Test(keyed_change, a_decision_older_than_the_change_counts_at_the_change)
 	cr_assert_eq(acq(&k, "k", 1, tc - 40 * US, &d), 0);
 	cr_assert_eq(d.now_ns, tc);
 	next_permit_at(&k, "k", tc + 2 * US);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 /* A reading far ahead of the others (another timeline, a clock jump) is
@@ -312,7 +312,7 @@ Test(keyed_change, a_forward_jump_moves_no_stamp_and_blocks_no_change)
 	cr_assert_eq(take_n(&k, "a", X + 2 * MS), 1, "at 1/2ms from X");
 	cr_assert_eq(sluice_keyed_set_rate_at(&k, 1000, SEC, X + 3 * SEC), 0,
 	             "the next change waits for the real readings only");
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 /* ---- FIXED, WINDOW: a window that began between the stamp and the
@@ -347,7 +347,7 @@ static void run_win_lag(sluice_algo_t algo)
 	cr_assert_eq(take_n(&k, "b", w1 + 4 * MS), 4);
 	cr_assert_eq(sluice_keyed_set_limit_at(&k, 10, w1 + 3 * MS), 0);
 	cr_assert_eq(take_n(&k, "b", w1 + 4 * MS), 6);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 Test(keyed_change, fixed_window_begun_before_the_publication_holds_the_larger)
@@ -375,5 +375,5 @@ Test(keyed_change, fixed_refund_of_an_expired_window_is_eexpired)
 	cr_assert_eq(acq(&k, "k", 1, MS, &c), 1);
 	cr_assert_eq(sluice_keyed_refund(&k, "k", 1, 1, &a), SLUICE_EEXPIRED);
 	cr_assert_eq(sluice_keyed_refund(&k, "k", 1, 1, &c), 0, "the newest window gives back");
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }

@@ -23,7 +23,7 @@ static sluice_clock_t mclock;
 static inline void make(sluice_keyed_t *k, sluice_keyed_config_t c)
 {
 	sluice_clock_manual_init(&mclock, 0);
-	int rc = sluice_keyed_new(k, &c, &mclock);
+	int rc = sluice_keyed_init(k, &c, &mclock);
 	cr_assert_eq(rc, 0, "new: %s", sluice_err_name(rc));
 }
 

@@ -77,7 +77,7 @@ Test(keyed_faults, stopped_claims_are_finished_by_the_same_key)
 			snprintf(name, sizeof(name), "o%d", i);
 			cr_assert_eq(acq(&k, name, 1, 0, NULL), 1, "stop %d key %s", stop, name);
 		}
-		sluice_keyed_free(&k);
+		sluice_keyed_destroy(&k);
 	}
 }
 
@@ -102,7 +102,7 @@ Test(keyed_faults, stopped_claims_are_stolen_after_the_lease)
 	cr_assert_eq(s.occupancy, 8);
 	/* a dead claimer's key comes back: no slot of its own is left */
 	cr_assert_eq(acq(&k, "dead0", 1, 0, NULL), SLUICE_EKEYFULL);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 Test(keyed_faults, a_retire_without_its_claim_is_claimable_at_once)
@@ -130,7 +130,7 @@ Test(keyed_faults, a_retire_without_its_claim_is_claimable_at_once)
 	/* all keys are at their limit now: the newcomer evicts one */
 	cr_assert_eq(acq(&k, "newcomer", 1, 3 * SEC, NULL), 1);
 	cr_assert_eq(stats(&k).evictions, 1);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 Test(keyed_faults, floor_protects_a_key_recreated_elsewhere_with_an_old_reading)
@@ -158,7 +158,7 @@ Test(keyed_faults, floor_protects_a_key_recreated_elsewhere_with_an_old_reading)
 	cr_assert_eq(stats(&k).steals, 1, "K took the zombie's slot");
 	cr_assert_eq(again, 0, "K got %llu more at 10.5 s after 3 at 10 s (bound 3.5)",
 	             (unsigned long long)again);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 /* ---- item 1: a decision stalled across 2^32 buckets (WINDOW) -------------- */
@@ -200,7 +200,7 @@ Test(keyed_faults, window_decision_stalled_across_2_32_buckets_is_refused)
 	/* the permit stays counted in H + 2^32 (fewer admissions, never more) */
 	cr_assert_eq(acq(&tk, "x", 2, H + (1ULL << 32), NULL), 1);
 	cr_assert_eq(acq(&tk, "x", 1, H + (1ULL << 32), NULL), 0, "1 + 1 + 2 = L");
-	sluice_keyed_free(&tk);
+	sluice_keyed_destroy(&tk);
 }
 
 /* ---- item 1: a decision stalled across 2^38 windows (FIXED) --------------- */
@@ -232,7 +232,7 @@ Test(keyed_faults, fixed_decision_stalled_across_2_38_windows_counts_in_the_newe
 	          "admitted in window H, which already holds L = 10");
 	if (rc == 1)
 		cr_assert_eq(d.now_ns / FW, H + (1ULL << 38));
-	sluice_keyed_free(&tk);
+	sluice_keyed_destroy(&tk);
 }
 
 /* ---- item 5: a claim stopped across 2^15 claims of its slot --------------- */
@@ -299,7 +299,7 @@ Test(keyed_faults, claim_stopped_across_2_15_claims_of_its_slot_never_hangs, .ti
 		cr_assert_eq(acq(&tk, name, 1, 5 * SEC, NULL), 0, "%s: its state was found", name);
 	}
 	cr_assert_eq(stats(&tk).creations, before.creations, "no key created twice");
-	sluice_keyed_free(&tk);
+	sluice_keyed_destroy(&tk);
 }
 
 /* ---- item 5: a writer that never stops changing a word -------------------- */
@@ -361,7 +361,7 @@ Test(keyed_faults, a_writer_that_never_stops_gets_ebusy_not_a_spin, .timeout = 3
 			cr_assert(rc == SLUICE_EBUSY || rc == SLUICE_ERELEASE, "release: %s",
 			          sluice_err_name(rc));
 		}
-		sluice_keyed_free(&tk);
+		sluice_keyed_destroy(&tk);
 	}
 }
 
@@ -437,7 +437,7 @@ Test(keyed_faults, forged_slots_never_crash_or_hang, .timeout = 60)
 					          rc == SLUICE_EBUSY, "release: %s", sluice_err_name(rc));
 				}
 			}
-			sluice_keyed_free(&tk);
+			sluice_keyed_destroy(&tk);
 		}
 	}
 }
@@ -585,7 +585,7 @@ Test(keyed_faults, a_claim_stopped_across_65535_claims_writes_nothing, .timeout 
 		rc = flood_one_prefixed(2 * SEC);
 		cr_assert(rc == 0 || rc == 1, "%s", sluice_err_name(rc));
 	}
-	sluice_keyed_free(&tk);
+	sluice_keyed_destroy(&tk);
 }
 
 /* ---- INFLIGHT: a release or an acquire stopped while its slot changes owner -- */
@@ -660,7 +660,7 @@ Test(keyed_faults, inflight_release_stopped_across_owner_changes_gives_nothing_t
 	cr_assert_eq(acq(&tk, "b", 3, SEC, &d), 1);
 	cr_assert_eq(d.remaining, 0);
 	cr_assert_eq(acq(&tk, "b", 1, SEC, NULL), 0, "b over-admitted");
-	sluice_keyed_free(&tk);
+	sluice_keyed_destroy(&tk);
 }
 
 Test(keyed_faults, inflight_acquire_stopped_across_owner_changes_takes_nothing_from_the_new_owner)
@@ -683,7 +683,7 @@ Test(keyed_faults, inflight_acquire_stopped_across_owner_changes_takes_nothing_f
 	cr_assert_eq(stats(&tk).reclaims, 2, "a admitted against b's state");
 	cr_assert_eq(sluice_keyed_release(&tk, "a", 1, 2), 0, "a holds its 2 in its own state");
 	cr_assert_eq(sluice_keyed_release(&tk, "b", 1, 1), SLUICE_ERELEASE, "b was charged");
-	sluice_keyed_free(&tk);
+	sluice_keyed_destroy(&tk);
 }
 
 /* A region of c's size, formatted by sluice_keyed_format (freed by the caller). */
@@ -754,7 +754,7 @@ Test(keyed_faults, gcra_decision_stopped_across_owner_changes_decides_nothing_ag
 	cr_assert_eq(stats(&tk).reclaims, 2, "a admitted against b's state");
 	/* a's one admission is in a's own state: burst 1, nothing more now */
 	cr_assert_eq(acq(&tk, "a", 1, SEC, NULL), 0, "a admitted twice at one instant");
-	sluice_keyed_free(&tk);
+	sluice_keyed_destroy(&tk);
 }
 
 /* The stalled lookup's slot: "b" reclaims it, then its tag is forged back
@@ -797,7 +797,7 @@ Test(keyed_faults, a_decision_whose_slot_changes_key_under_the_same_tag_decides_
 	atomic_store(&b_slot[0], b_tag);
 	cr_assert_eq(acq(&tk, "b", 1, SEC, NULL), 1, "b was charged for a");
 	cr_assert_eq(acq(&tk, "b", 1, SEC, NULL), 0);
-	sluice_keyed_free(&tk);
+	sluice_keyed_destroy(&tk);
 }
 
 Test(keyed_faults, fixed_and_window_decisions_stopped_across_owner_changes_are_not_b_s)
@@ -841,7 +841,7 @@ Test(keyed_faults, fixed_and_window_decisions_stopped_across_owner_changes_are_n
 		if (cases[c].rc == 1) /* a's one admission is in a's own state */
 			cr_assert_eq(acq(&tk, "a", 1, SEC, NULL), 0, "%s: a admitted twice",
 			             cases[c].name);
-		sluice_keyed_free(&tk);
+		sluice_keyed_destroy(&tk);
 	}
 	reown_at = SEC;
 }
@@ -886,7 +886,7 @@ Test(keyed_faults, a_setter_stopped_holding_the_lock_blocks_nothing_for_long, .t
 	cr_assert_eq(p.era, 1);
 	cr_assert_eq(LOCK_TICKET(atomic_load(&l->ctl[0])), 8, "the stolen lock's next ticket");
 	cr_assert_eq(atomic_load(&l->ctl[0]) & LOCK_HELD, 0, "released after the change");
-	sluice_keyed_free(&lk);
+	sluice_keyed_destroy(&lk);
 }
 
 /* A setter overtaken while stopped mid-change (its lock stolen), resumed:
@@ -920,7 +920,7 @@ Test(keyed_faults, an_overtaken_setter_writes_and_publishes_nothing)
 	while (got < 100 && acq(&lk, "k", 1, 0, NULL) == 1)
 		got++;
 	cr_assert_eq(got, 10);
-	sluice_keyed_free(&lk);
+	sluice_keyed_destroy(&lk);
 }
 
 /* ---- the table's hash (lib/keyhash_internal.h): recorded, refused, whole ---- */
@@ -1008,7 +1008,7 @@ Test(keyed_faults, every_length_is_hashed_with_its_length)
 				for (size_t b = a + 1; b <= 32; b++)
 					cr_assert_neq(h[a], h[b], "siphash %d fill %d: lengths %zu, %zu",
 					              sip, fill, a, b);
-			sluice_keyed_free(&k);
+			sluice_keyed_destroy(&k);
 		}
 	}
 }
@@ -1080,7 +1080,7 @@ Test(keyed_faults, a_forged_live_block_admits_no_more_than_its_parameters, .time
 			cr_assert_leq(got_new, 5, "algo %d field %u = %#llx: %d of 20000 admitted (new key)",
 			              (int)algo, forge[i].f,
 			              (unsigned long long)forge[i].v, got_new);
-			sluice_keyed_free(&lk);
+			sluice_keyed_destroy(&lk);
 		}
 }
 
@@ -1113,7 +1113,7 @@ Test(keyed_faults, a_randomly_forged_live_block_never_crashes_or_overadmits, .ti
 			                        : 7; /* 2^bit_width(5) - 1 */
 			cr_assert_leq((uint64_t)got, most, "algo %d round %d: %d admitted",
 			              (int)cfgs[a].algo, round, got);
-			sluice_keyed_free(&lk);
+			sluice_keyed_destroy(&lk);
 		}
 }
 
@@ -1139,5 +1139,5 @@ Test(keyed_faults, a_lagging_stamp_keeps_the_debt_past_the_old_tau_in_new_units)
 	cr_assert_eq(admitted_of(&lk, "k", X, 100), 0, "the debt past tau0 was forgotten");
 	cr_assert_eq(admitted_of(&lk, "k", X + 32 * us - 1, 100), 0);
 	cr_assert_eq(admitted_of(&lk, "k", X + 32 * us, 100), 1);
-	sluice_keyed_free(&lk);
+	sluice_keyed_destroy(&lk);
 }

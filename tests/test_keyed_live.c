@@ -49,7 +49,7 @@ Test(keyed_live, gcra_lower_rate_keeps_permits_held)
 	cr_assert_eq(p.rate, 5);
 	cr_assert_eq(p.era, 1);
 	cr_assert_eq(p.nmax, 10);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 /* Raising the rate keeps the TAT: an emptied 10/s, b = 10 key (TAT 1 s)
@@ -66,7 +66,7 @@ Test(keyed_live, gcra_raise_rate_keeps_tat)
 	cr_assert_eq(take(&k, "a", 910 * MS), 1);
 	/* then 100/s: 10 ms each */
 	cr_assert_eq(take(&k, "a", 920 * MS), 1);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 /* Raising the burst keeps the permits held: a full bucket of 10 raised to
@@ -82,7 +82,7 @@ Test(keyed_live, gcra_raise_burst_no_fresh_burst)
 	cr_assert_eq(take(&k, "old", t), 10, "raising the burst must not refill");
 	cr_assert_eq(take(&k, "new", t), 10, "a key created after the change neither");
 	cr_assert_eq(take(&k, "old", t + 2 * SEC), 20, "full at the new burst later");
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 /* Lowering the burst keeps the TAT: a full bucket of 20 lowered to 5
@@ -106,7 +106,7 @@ Test(keyed_live, gcra_lower_burst)
 	cr_assert_eq(p.nmax, 5);
 	/* n above the new burst can never pass */
 	cr_assert_eq(acq(&k, "full", 6, 10 * SEC, NULL), SLUICE_ETOOBIG);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 /* LEAKY: set_burst is the depth D (bucket D + 1); set_rate as GCRA. */
@@ -123,7 +123,7 @@ Test(keyed_live, leaky_depth_and_rate)
 	cr_assert_eq(sluice_keyed_params(&k, &p), 0);
 	cr_assert_eq(p.burst, 9);
 	cr_assert_eq(p.nmax, 10);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 /* One parity bit tells two eras apart: a change within the larger tau of
@@ -148,7 +148,7 @@ Test(keyed_live, gcra_change_spacing_and_codes)
 	cr_assert_eq(sluice_keyed_set_rate(NULL, 1, SEC), SLUICE_EINVAL);
 	cr_assert_eq(sluice_keyed_params(&k, &p), 0);
 	cr_assert_eq(p.era, 2, "refused changes change nothing");
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 /* ---- FIXED, WINDOW, INFLIGHT: set_limit ----------------------------------- */
@@ -175,7 +175,7 @@ Test(keyed_live, fixed_limit)
 	cr_assert_eq(sluice_keyed_set_limit_at(&k, 0, 3 * SEC), SLUICE_ELIMIT);
 	cr_assert_eq(sluice_keyed_set_rate_at(&k, 1, SEC, 3 * SEC), SLUICE_ENOTSUP);
 	cr_assert_eq(sluice_keyed_set_burst_at(&k, 1, 3 * SEC), SLUICE_ENOTSUP);
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 /* WINDOW: N = 4 buckets of 250 ms; a raise applies alone only to ranges
@@ -196,7 +196,7 @@ Test(keyed_live, window_limit)
 	cr_assert_eq(take(&k, "a", SEC + 250 * MS), 6);
 	cr_assert_eq(sluice_keyed_set_limit_at(&k, 3, SEC + 260 * MS), 0);
 	cr_assert_eq(take(&k, "a", SEC + 270 * MS), 0, "a cut applies at once");
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 /* INFLIGHT: the held count is kept; a lower K refuses until releases bring
@@ -216,7 +216,7 @@ Test(keyed_live, inflight_limit)
 	cr_assert_eq(sluice_keyed_set_limit_at(&k, 7, 0), 0);
 	cr_assert_eq(take(&k, "a", 0), 5);
 	cr_assert_eq(sluice_keyed_set_limit_at(&k, 8, 0), SLUICE_ELIMIT); /* 3 count bits */
-	sluice_keyed_free(&k);
+	sluice_keyed_destroy(&k);
 }
 
 /* ---- many processes under load ------------------------------------------ */

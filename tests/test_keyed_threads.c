@@ -105,7 +105,7 @@ ParameterizedTest(struct race_case *p, keyed_threads, creation_race)
 	sluice_keyed_config_t c = { .algo = SLUICE_ALGO_GCRA, .capacity = (uint64_t)p->capacity,
 		                    .rate = 1, .period_ns = SEC, .burst = BURST };
 	sluice_clock_manual_init(&mclock, 0);
-	cr_assert_eq(sluice_keyed_new(&race_table, &c, &mclock), 0);
+	cr_assert_eq(sluice_keyed_init(&race_table, &c, &mclock), 0);
 	race_keys = p->keys;
 	race_rounds = p->rounds;
 	int *threads = &p->threads;
@@ -130,7 +130,7 @@ ParameterizedTest(struct race_case *p, keyed_threads, creation_race)
 	cr_assert_leq(s.lookups, calls, "lookups %llu above the %llu calls made",
 	              (unsigned long long)s.lookups, (unsigned long long)calls);
 	cr_assert_gt(s.lookups, 0);
-	sluice_keyed_free(&race_table);
+	sluice_keyed_destroy(&race_table);
 }
 
 /* ---- per-key ledger with a moving clock -------------------------------------- */
@@ -236,7 +236,7 @@ ParameterizedTestParameters(keyed_threads, ledger_respects_bound)
 ParameterizedTest(struct led_case *p, keyed_threads, ledger_respects_bound)
 {
 	sluice_clock_manual_init(&mclock, 1000 * SEC);
-	cr_assert_eq(sluice_keyed_new(&led_table, &p->c, &mclock), 0);
+	cr_assert_eq(sluice_keyed_init(&led_table, &p->c, &mclock), 0);
 	led_nmax = p->c.algo == SLUICE_ALGO_GCRA ? 3 : 2;
 	deciders = calloc((size_t)p->threads, sizeof(*deciders));
 	cr_assert_not_null(deciders);
@@ -318,7 +318,7 @@ ParameterizedTest(struct led_case *p, keyed_threads, ledger_respects_bound)
 	cr_assert_gt(s.reclaims, 100, "%s: the table must reclaim under the cold keys", p->name);
 	cr_assert_gt(hot_admitted, 100);
 	free(all);
-	sluice_keyed_free(&led_table);
+	sluice_keyed_destroy(&led_table);
 }
 
 /* ---- in-flight ------------------------------------------------------------------ */
@@ -357,7 +357,7 @@ Test(keyed_threads, inflight_never_exceeds)
 {
 	sluice_keyed_config_t c = { .algo = SLUICE_ALGO_INFLIGHT, .capacity = 64,
 		                    .limit = IF_LIMIT };
-	cr_assert_eq(sluice_keyed_new(&if_table, &c, &sluice_clock_monotonic), 0);
+	cr_assert_eq(sluice_keyed_init(&if_table, &c, &sluice_clock_monotonic), 0);
 	pthread_t t[6];
 	for (int i = 0; i < 6; i++)
 		cr_assert_eq(pthread_create(&t[i], NULL, inflight_main, (void *)(uintptr_t)(i + 1)), 0);
@@ -371,5 +371,5 @@ Test(keyed_threads, inflight_never_exceeds)
 		cr_assert_eq(sluice_keyed_release(&if_table, name, strlen(name), 1), SLUICE_ERELEASE,
 		             "every acquire was released");
 	}
-	sluice_keyed_free(&if_table);
+	sluice_keyed_destroy(&if_table);
 }

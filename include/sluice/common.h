@@ -32,11 +32,14 @@
  *     sizes, lengths and counts, where a call computes one, are the
  *     documented exceptions (sluice_*_size, the formatters' lengths, a
  *     loader's count of errors, the count of changes still pending).
- * THE VERBS: `_init` initialises a struct the caller allocated (and
- * `_destroy` releases what it holds); `_new` allocates and `_free` frees;
- * `sluice_keyed_format` writes a table into memory processes then attach.
- * (sluice_keyed_new/_free fill and empty a caller's handle around memory
- * they allocate: the one exception left, issue 28.)
+ * THE VERBS, the same in every header: `_init` initialises a struct the
+ * caller allocated, allocating what it holds where it needs to (a GCRA's
+ * stripes, a keyed table's region), and `_destroy` releases what it holds;
+ * `_new` allocates the object itself and returns a pointer, `_free` frees
+ * it; `_format` writes a shared table into memory the caller mapped, which
+ * any number of processes then `_attach` (sluice/keyed.h).  A struct whose
+ * init holds nothing (sluice_composite_t: pointers to limiters it does not
+ * own) has no `_destroy`.
  * SLUICE_NODISCARD marks the calls whose result must be looked at: a
  * decision ignored is a limit not enforced, an init ignored a limiter that
  * may not exist.

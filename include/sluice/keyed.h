@@ -381,7 +381,7 @@
  * to the longest key the table will see: it fixes the slot's size.  A
  * 100,000-key GCRA table (capacity 131,072) takes 16.1 MiB with the
  * default key_max, 8.1 MiB with key_max 16.  No allocation after init, ever
- * (sluice_keyed_new() allocates the region once).
+ * (sluice_keyed_init() allocates the region once).
  *
  * COST: a decision on an existing key hashes the key (a key of up to 16
  * bytes is loaded once, as the two words both the hash and the compare
@@ -480,7 +480,7 @@ typedef struct sluice_keyed {
 	uint64_t ak[12];                    /* the AES hash's round keys    */
 	uint64_t window_ns, width_ns;       /* FIXED, WINDOW (fixed)        */
 	struct sluice__keyed_live *live;    /* the parameters in force      */
-	/* private: set by sluice_keyed_new() */
+	/* private: set by sluice_keyed_init() */
 	void *owned;
 } sluice_keyed_t;
 
@@ -574,16 +574,17 @@ SLUICE_NODISCARD SLUICE_API int sluice_keyed_attach(void *mem, size_t size, cons
                                    sluice_keyed_t *k);
 
 /*
- * sluice_keyed_new - allocate a table for @cfg in this process, init it and
- * attach @k to it with @clock.  For a table used by one process; for
- * sharing, init and attach memory you mapped.  Allocates once.
+ * sluice_keyed_init - initialise the caller's handle @k on a table for @cfg
+ * that it allocates in this process (format and attach, with @clock).  For
+ * a table used by one process; for sharing, format and attach memory you
+ * mapped.  Allocates once.
  * Return: as sluice_keyed_format() and attach, or SLUICE_ENOMEM.
  */
-SLUICE_NODISCARD SLUICE_API int sluice_keyed_new(sluice_keyed_t *k, const sluice_keyed_config_t *cfg,
+SLUICE_NODISCARD SLUICE_API int sluice_keyed_init(sluice_keyed_t *k, const sluice_keyed_config_t *cfg,
                                 const sluice_clock_t *clock);
-/* sluice_keyed_free - free what sluice_keyed_new() allocated (nothing for an
- * attached handle).  NULL is fine.  No call on @k may be running. */
-SLUICE_API void sluice_keyed_free(sluice_keyed_t *k);
+/* sluice_keyed_destroy - free what sluice_keyed_init() allocated (nothing for an
+ * attached handle: the mapping is the caller's).  NULL is fine.  No call on @k may be running. */
+SLUICE_API void sluice_keyed_destroy(sluice_keyed_t *k);
 /* sluice_keyed_size - sizeof(sluice_keyed_t), for FFI callers. */
 SLUICE_API size_t sluice_keyed_size(void);
 

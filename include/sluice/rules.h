@@ -381,13 +381,13 @@ SLUICE_API void sluice_rules_free(sluice_rules_t *r);
 SLUICE_API void sluice_rules_errors_free(sluice_rules_errors_t *e);
 
 /*
- * sluice_rules_error_format - write error @i of @e as "file:line:col:
+ * sluice_rules_error_text - write error @i of @e as "file:line:col:
  * message" (or "file: message" for 0:0) into @buf of @len bytes.
  * Return: the length it needs without the NUL (as snprintf; the output is
  * cut, NUL-terminated, when that is >= @len), or SLUICE_EINVAL.
  */
-SLUICE_API int sluice_rules_error_format(const sluice_rules_errors_t *e, size_t i, char *buf,
-                                         size_t len);
+SLUICE_API int sluice_rules_error_text(const sluice_rules_errors_t *e, size_t i, char *buf,
+                                       size_t len);
 
 /*
  * sluice_rule_keyed_config - the keyed table a per-key rule @r describes

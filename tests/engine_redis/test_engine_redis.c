@@ -77,7 +77,7 @@ static void load(sluice_engine_t *e, const char *yaml)
 	int rc = sluice_engine_load_buffer(e, "t.yaml", yaml, strlen(yaml), &errs);
 	if (rc != 0 && errs) {
 		char line[512];
-		sluice_rules_error_format(errs, 0, line, sizeof(line));
+		sluice_rules_error_text(errs, 0, line, sizeof(line));
 		cr_assert_fail("load: %d errors, first: %s", rc, line);
 	}
 	cr_assert_eq(rc, 0, "load: %d", rc);

@@ -24,7 +24,7 @@ static sluice_rules_t *load_ok(const char *yaml)
 	int rc = sluice_rules_load_buffer("t.yaml", yaml, strlen(yaml), NULL, &r, &e);
 	if (rc != 0 && e) {
 		char line[512];
-		sluice_rules_error_format(e, 0, line, sizeof(line));
+		sluice_rules_error_text(e, 0, line, sizeof(line));
 		cr_assert_fail("load: %d errors, first: %s", rc, line);
 	}
 	cr_assert_eq(rc, 0);
@@ -44,7 +44,7 @@ static void refused_at(const char *yaml, unsigned line, unsigned col, const char
 	char all[4096] = "";
 	for (size_t i = 0; i < e->count; i++) {
 		char l[512];
-		sluice_rules_error_format(e, i, l, sizeof(l));
+		sluice_rules_error_text(e, i, l, sizeof(l));
 		strncat(all, l, sizeof(all) - strlen(all) - 2);
 		strncat(all, "\n", sizeof(all) - strlen(all) - 1);
 		found |= e->errors[i].mark.line == line && e->errors[i].mark.col == col &&
