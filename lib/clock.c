@@ -318,7 +318,7 @@ int sluice_clock_cached_running(void)
 
 /* ---- the period floor ----------------------------------------------------- */
 
-int sluice__clock_require_step(const sluice_clock_t *c, uint64_t step_ns)
+static int step_check(const sluice_clock_t *c, uint64_t step_ns, bool record)
 {
 	if (c->kind != SLUICE_CLOCK_CACHED) {
 		if (c->kind > SLUICE_CLOCK_MANUAL)
@@ -332,10 +332,20 @@ int sluice__clock_require_step(const sluice_clock_t *c, uint64_t step_ns)
 	 * check and the record. */
 	if (step_ns < atomic_load_explicit(&ticker_period, memory_order_relaxed))
 		rc = SLUICE_ERESOLUTION;
-	else if (step_ns < period_floor)
+	else if (record && step_ns < period_floor)
 		period_floor = step_ns;
 	unlock_control(cancel);
 	return rc;
+}
+
+int sluice__clock_require_step(const sluice_clock_t *c, uint64_t step_ns)
+{
+	return step_check(c, step_ns, true);
+}
+
+int sluice__clock_check_step(const sluice_clock_t *c, uint64_t step_ns)
+{
+	return step_check(c, step_ns, false);
 }
 
 /* ---- plain reads ---------------------------------------------------------- */

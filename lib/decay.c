@@ -654,9 +654,12 @@ int sluice_decay_refund(sluice_decay_t *x, uint64_t n, const sluice_decision_t *
 }
 
 
-int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
+/* The one validator of init and config_check (clock_internal.h): 0 with
+ * the clock and the largest limit, or init's code. */
+static int validate(const sluice_decay_config_t *cfg, sluice__step_use_t use,
+                    const sluice_clock_t **clock, uint64_t *limit_max)
 {
-	if (!x || !cfg)
+	if (!cfg)
 		return SLUICE_EINVAL;
 	if (cfg->limit < 1 || cfg->limit > SLUICE_DECAY_LIMIT_MAX)
 		return SLUICE_ELIMIT;
@@ -672,10 +675,27 @@ int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
 	 * the mean L ln2 / h (1 us on a 4 ms clock: about 250 L per second
 	 * against 693,147 L).
 	 * Refuse it, as the other limiters refuse a bucket below the step. */
+	*limit_max = lmax;
+	return sluice__init_clock(cfg->clock, h, use, clock); /* RECORD: keeps the cached clock this fine */
+}
+
+int sluice_decay_config_check(const sluice_decay_config_t *cfg)
+{
 	const sluice_clock_t *clock;
-	int rc = sluice__init_clock(cfg->clock, h, &clock); /* keeps the cached clock this fine */
+	uint64_t lmax;
+	return validate(cfg, SLUICE__ASK, &clock, &lmax);
+}
+
+int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
+{
+	if (!x)
+		return SLUICE_EINVAL;
+	const sluice_clock_t *clock;
+	uint64_t lmax;
+	int rc = validate(cfg, SLUICE__RECORD, &clock, &lmax);
 	if (rc != 0)
 		return rc;
+	uint64_t h = cfg->half_life_ns;
 	uint64_t flush = FLUSH_HALF_LIVES * h;
 	/* The smallest grid whose quarter range holds a live count. */
 	uint32_t g = 0;

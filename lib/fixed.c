@@ -64,26 +64,55 @@
 #include "pair_internal.h"
 #include "clock_internal.h"
 #include "refund_internal.h"
+#include "validate_internal.h"
+
+/* With leases the window is the ring's N = 1 case (DESIGN): its config. */
+static sluice_window_config_t ring_config(const sluice_fixed_config_t *cfg,
+                                          const sluice_clock_t *clock)
+{
+	return (sluice_window_config_t){ .limit = cfg->limit, .window_ns = cfg->window_ns,
+		                         .buckets = 1, .clock = clock, .lease = cfg->lease };
+}
+
+/* The one validator of init and config_check (clock_internal.h); with
+ * leases the ring's own validator decides the rest (its limit range, the
+ * lease), as the ring's init would. */
+static int validate(const sluice_fixed_config_t *cfg, sluice__step_use_t use,
+                    const sluice_clock_t **clock)
+{
+	if (!cfg)
+		return SLUICE_EINVAL;
+	int rc = sluice__fixed_validate(cfg->limit, cfg->window_ns);
+	if (rc == 0)
+		rc = sluice__init_clock(cfg->clock, cfg->window_ns, use, clock);
+	if (rc == 0 && cfg->lease) {
+		sluice_window_config_t ring = ring_config(cfg, *clock);
+		rc = sluice__window_validate_config(&ring, use, clock);
+	}
+	return rc;
+}
+
+int sluice_fixed_config_check(const sluice_fixed_config_t *cfg)
+{
+	const sluice_clock_t *clock;
+	return validate(cfg, SLUICE__ASK, &clock);
+}
 
 int sluice_fixed_init(sluice_fixed_t *f, const sluice_fixed_config_t *cfg)
 {
-	if (!f || !cfg)
+	if (!f)
 		return SLUICE_EINVAL;
 	const sluice_clock_t *clock = NULL;
-	int rc = sluice__fixed_validate(cfg->limit, cfg->window_ns);
-	if (rc == 0)
-		rc = sluice__init_clock(cfg->clock, cfg->window_ns, &clock);
+	int rc = validate(cfg, SLUICE__RECORD, &clock);
 	if (rc != 0)
 		return rc;
 	sluice_window_t *ring = NULL;
 	if (cfg->lease) {
-		/* the ring validates the rest (its limit range, the lease) */
-		sluice_window_config_t rc_cfg = { .limit = cfg->limit, .window_ns = cfg->window_ns,
-			                          .buckets = 1, .clock = clock, .lease = cfg->lease };
+		sluice_window_config_t rc_cfg = ring_config(cfg, clock);
 		ring = malloc(sizeof(*ring));
 		if (!ring)
 			return SLUICE_ENOMEM;
-		rc = sluice_window_init(ring, &rc_cfg);
+		rc = sluice_window_init(ring, &rc_cfg); /* validated: only SLUICE_ENOMEM */
 		if (rc != 0) {
 			free(ring);
 			return rc;

@@ -132,6 +132,7 @@
 #include "util_internal.h"
 #include "clock_internal.h"
 #include "writer_internal.h"
+#include "validate_internal.h"
 
 #define SEAL(e) (SLUICE__GCRA_SEAL_MIN + ((e) & SLUICE__GCRA_SEAL_MASK))
 /* How long set_rate/set_burst wait for another one to finish. */
@@ -198,9 +199,10 @@ static void load_params(struct sluice__gcra_params *s, struct params *p)
  * A bucket smaller than one clock step (tau < resolution) caps the rate at
  * b per step, below the configured one: refuse it rather than clamp.
  */
-static int check_resolution(const sluice_clock_t *clock, const struct params *p, int booking)
+static int check_resolution(const sluice_clock_t *clock, const struct params *p, int booking,
+                            sluice__step_use_t use)
 {
-	if (!booking && sluice__clock_require_step(clock, p->tau) != 0)
+	if (!booking && sluice__step(clock, p->tau, use) != 0)
 		return SLUICE_ERESOLUTION;
 	return 0;
 }
@@ -212,24 +214,49 @@ static int check_lease_span(uint32_t lease, const struct params *p, int rc)
 	return lease && p->tau > SLUICE_GCRA_LEASE_SPAN_MAX ? rc : 0;
 }
 
-static int init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg, int booking)
+/* The one validator of init and config_check (clock_internal.h): 0 with
+ * the clock and the derived parameters, or init's code. */
+static int validate(const sluice_gcra_config_t *cfg, int booking, sluice__step_use_t use,
+                    const sluice_clock_t **clock, struct params *p)
 {
-	if (!g || !cfg)
+	if (!cfg)
 		return SLUICE_EINVAL;
-	const sluice_clock_t *clock = sluice__config_clock(cfg->clock);
-	if (!clock)
+	*clock = sluice__config_clock(cfg->clock);
+	if (!*clock)
 		return SLUICE_ECLOCK;
-	struct params p = { .stamp = 0 };
-	int rc = make_interval(cfg->rate, cfg->period_ns, &p);
+	*p = (struct params){ .stamp = 0 };
+	int rc = make_interval(cfg->rate, cfg->period_ns, p);
 	if (rc == 0)
-		rc = make_burst(cfg->burst, &p);
+		rc = make_burst(cfg->burst, p);
 	if (rc == 0)
-		rc = check_resolution(clock, &p, booking);
+		rc = check_resolution(*clock, p, booking, use);
 	if (rc == 0 && (cfg->lease > SLUICE_GCRA_LEASE_MAX || cfg->lease_ns > SLUICE_GCRA_LEASE_NS_MAX ||
 	                (cfg->lease && booking)))
 		rc = SLUICE_ELEASE; /* bookings are never leased: a lease is "now" */
 	if (rc == 0)
-		rc = check_lease_span(cfg->lease, &p, SLUICE_EBURST);
+		rc = check_lease_span(cfg->lease, p, SLUICE_EBURST);
+	return rc;
+}
+
+int sluice__gcra_validate_config(const sluice_gcra_config_t *cfg, sluice__step_use_t use)
+{
+	const sluice_clock_t *clock;
+	struct params p;
+	return validate(cfg, 0, use, &clock, &p);
+}
+
+int sluice_gcra_config_check(const sluice_gcra_config_t *cfg)
+{
+	return sluice__gcra_validate_config(cfg, SLUICE__ASK);
+}
+
+static int init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg, int booking)
+{
+	if (!g)
+		return SLUICE_EINVAL;
+	const sluice_clock_t *clock;
+	struct params p;
+	int rc = validate(cfg, booking, SLUICE__RECORD, &clock, &p);
 	if (rc != 0)
 		return rc; /* nothing written yet */
 	struct sluice_gcra_cell *cells = NULL;
@@ -630,7 +657,7 @@ static int reconfigure(sluice_gcra_t *g, uint64_t rate, uint64_t period, uint64_
 		rc = make_burst(burst, &p);
 	}
 	if (rc == 0)
-		rc = check_resolution(g->clock, &p, (int)g->booking);
+		rc = check_resolution(g->clock, &p, (int)g->booking, SLUICE__RECORD);
 	if (rc == 0)
 		rc = check_lease_span(g->lease, &p, which == 0 ? SLUICE_ERATE : SLUICE_EBURST);
 	if (rc != 0) {

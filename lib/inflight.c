@@ -47,17 +47,32 @@
 #include "inflight_step.h"
 #include "clock_internal.h"
 
-int sluice_inflight_init(sluice_inflight_t *f, const sluice_inflight_config_t *cfg)
+/* The one validator of init and config_check (clock_internal.h). */
+static int validate(const sluice_inflight_config_t *cfg, const sluice_clock_t **clock)
 {
-	if (!f || !cfg)
+	if (!cfg)
 		return SLUICE_EINVAL;
 	int rc = sluice__inflight_validate(cfg->limit);
 	if (rc != 0)
 		return rc;
 	/* Step 0: in-flight decides without the time (the clock only dates
-	 * its decisions), so any clock will do. */
+	 * its decisions), so any clock will do and nothing is recorded. */
+	return sluice__init_clock(cfg->clock, 0, SLUICE__ASK, clock);
+}
+
+int sluice_inflight_config_check(const sluice_inflight_config_t *cfg)
+{
 	const sluice_clock_t *clock;
-	if ((rc = sluice__init_clock(cfg->clock, 0, &clock)) != 0)
+	return validate(cfg, &clock);
+}
+
+int sluice_inflight_init(sluice_inflight_t *f, const sluice_inflight_config_t *cfg)
+{
+	if (!f)
+		return SLUICE_EINVAL;
+	const sluice_clock_t *clock;
+	int rc = validate(cfg, &clock);
+	if (rc != 0)
 		return rc;
 
 	/* Validated: only now touch *f (a failed init leaves it as it was). */

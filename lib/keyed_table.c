@@ -32,6 +32,7 @@
 #include "inflight_step.h"
 #include "window_step.h"
 #include "keyed_internal.h"
+#include "clock_internal.h"
 
 /* FIXED, INFLIGHT: bits of the count in the state word, the bit width of
  * @limit (the largest count). */
@@ -333,13 +334,14 @@ static sluice_keyed_config_t header_config(const struct sluice__keyed_hdr *h)
 }
 
 /* What a table of @p needs of the clock its process decides on: a known
- * kind, and (windows) a bucket no narrower than the clock's step. */
-static int check_clock(const struct params *p, const sluice_clock_t *c)
+ * kind, and (windows) a bucket no narrower than the clock's step, which
+ * attach records and a config check only asks (clock_internal.h). */
+static int check_clock(const struct params *p, const sluice_clock_t *c, sluice__step_use_t use)
 {
 	if (c->kind > SLUICE_CLOCK_MANUAL)
 		return SLUICE_ECLOCK;
 	if ((p->algo == SLUICE_ALGO_FIXED || p->algo == SLUICE_ALGO_WINDOW) &&
-	    sluice__clock_require_step(c, p->width_ns) != 0)
+	    sluice__step(c, p->width_ns, use) != 0)
 		return SLUICE_ERESOLUTION;
 	return 0;
 }
@@ -351,7 +353,7 @@ int sluice_keyed_config_check(const sluice_keyed_config_t *cfg, const sluice_clo
 		return SLUICE_EINVAL;
 	int rc = sluice__keyed_validate(cfg, &p); /* init's own validator */
 	if (rc == 0 && clock)
-		rc = check_clock(&p, clock); /* attach's, with that clock */
+		rc = check_clock(&p, clock, SLUICE__ASK); /* attach's, with that clock */
 	return rc;
 }
 
@@ -407,7 +409,7 @@ int sluice_keyed_attach(void *mem, size_t size, const sluice_clock_t *clock, slu
 	if (!(p.flags & SLUICE_KEYED_SIPHASH) && !sluice__keyed_have_aes())
 		return SLUICE_ELAYOUT;
 	const sluice_clock_t *c = clock ? clock : &sluice_clock_cached;
-	if ((rc = check_clock(&p, c)) != 0)
+	if ((rc = check_clock(&p, c, SLUICE__RECORD)) != 0)
 		return rc;
 
 	/* From here only the validated copy (p, l, dk) is used: a later

@@ -14,6 +14,7 @@
  */
 #include "sluice/error.h"
 #include "sluice/leaky.h"
+#include "validate_internal.h"
 
 void sluice_leaky_destroy(sluice_leaky_t *l)
 {
@@ -21,20 +22,35 @@ void sluice_leaky_destroy(sluice_leaky_t *l)
 		sluice_gcra_destroy(&l->gcra);
 }
 
-int sluice_leaky_init(sluice_leaky_t *l, const sluice_leaky_config_t *cfg)
+/*
+ * The one validator of init and config_check (clock_internal.h): the
+ * mode's own checks, then the meter's GCRA config through GCRA's own
+ * validator.  Both modes are validated as GCRA validates an admitting
+ * bucket: b * T at least the clock's step, which for the shaper (b = 1) is
+ * T >= the step.  The shaper used to be exempt ("it only books"), and on a
+ * clock coarser than T it delivered far less than its rate with no error:
+ * its acquire passes only when the queue is empty, so at most one request
+ * per clock reading (T = 1 ms on the 4 ms clock: at most a quarter of the
+ * rate); and its pace delays are measured from a reading up to one step
+ * old, so a caller that sleeps one out and then books the next lands up to
+ * a step late every time, which a booking T ahead cannot absorb when T is
+ * below the step (leaky.h, LIMITS).  Fills @g with the meter's config.
+ */
+static int validate(const sluice_leaky_config_t *cfg, sluice__step_use_t use,
+                    sluice_gcra_config_t *g)
 {
-	if (!l || !cfg)
+	if (!cfg)
 		return SLUICE_EINVAL;
-	sluice_gcra_config_t g = { .rate = cfg->rate, .period_ns = cfg->period_ns,
-		                   .clock = cfg->clock, .lease = cfg->lease,
-		                   .lease_ns = cfg->lease_ns };
+	*g = (sluice_gcra_config_t){ .rate = cfg->rate, .period_ns = cfg->period_ns,
+		                     .clock = cfg->clock, .lease = cfg->lease,
+		                     .lease_ns = cfg->lease_ns };
 	switch (cfg->mode) {
 	case SLUICE_LEAKY_METER:
 		if (cfg->max_delay_ns != 0)
 			return SLUICE_EDELAY; /* a meter never queues */
 		/* depth = UINT64_MAX wraps to 0: GCRA says SLUICE_EBURST, as
 		 * it does for any (depth + 1) * T above its span */
-		g.burst = cfg->depth + 1;
+		g->burst = cfg->depth + 1;
 		break;
 	case SLUICE_LEAKY_SHAPER:
 		if (cfg->depth != 0)
@@ -43,29 +59,29 @@ int sluice_leaky_init(sluice_leaky_t *l, const sluice_leaky_config_t *cfg)
 			return SLUICE_ELEASE; /* b = 1 and bookings: nothing to lease */
 		if (cfg->max_delay_ns > SLUICE_GCRA_SPAN_MAX)
 			return SLUICE_EDELAY;
-		g.burst = 1; /* strict pacing: one request per T */
+		g->burst = 1; /* strict pacing: one request per T */
 		break;
 	default:
 		return SLUICE_EMODE;
 	}
-	/* Validate into a scratch GCRA so a failure leaves *l untouched.
-	 * Both modes are validated as GCRA validates an admitting bucket:
-	 * b * T at least the clock's step, which for the shaper (b = 1) is
-	 * T >= the step.  The shaper used to be exempt ("it only books"), and
-	 * on a clock coarser than T it delivered far less than its rate with
-	 * no error: its acquire passes only when the queue is empty, so at
-	 * most one request per clock reading (T = 1 ms on the 4 ms clock:
-	 * at most a quarter of the rate); and its pace delays are measured from a reading
-	 * up to one step old, so a caller that sleeps one out and then books
-	 * the next lands up to a step late every time, which a booking T ahead
-	 * cannot absorb when T is below the step (leaky.h, LIMITS). */
-	int (*gcra_init)(sluice_gcra_t *, const sluice_gcra_config_t *) = sluice_gcra_init;
-	sluice_gcra_t scratch;
-	int rc = gcra_init(&scratch, &g);
+	return sluice__gcra_validate_config(g, use);
+}
+
+int sluice_leaky_config_check(const sluice_leaky_config_t *cfg)
+{
+	sluice_gcra_config_t g;
+	return validate(cfg, SLUICE__ASK, &g);
+}
+
+int sluice_leaky_init(sluice_leaky_t *l, const sluice_leaky_config_t *cfg)
+{
+	if (!l)
+		return SLUICE_EINVAL;
+	sluice_gcra_config_t g;
+	int rc = validate(cfg, SLUICE__RECORD, &g);
 	if (rc != 0)
 		return rc;
-	sluice_gcra_destroy(&scratch); /* its lease cells, if any */
-	rc = gcra_init(&l->gcra, &g); /* only SLUICE_ENOMEM now, @l untouched */
+	rc = sluice_gcra_init(&l->gcra, &g); /* validated: only SLUICE_ENOMEM, @l untouched */
 	if (rc != 0)
 		return rc;
 	l->mode = cfg->mode;

@@ -63,15 +63,38 @@ static int external_refund(sluice_limiter_t *l, uint64_t n, const sluice_decisio
 static int external_available_at(sluice_limiter_t *l, uint64_t now, uint64_t *out);
 static void external_free(sluice_limiter_t *l);
 
+int sluice_limiter_config_check(const sluice_limiter_config_t *cfg)
+{
+	if (!cfg)
+		return SLUICE_EINVAL;
+	switch (cfg->algo) {
+	case SLUICE_ALGO_KEYED:
+		return cfg->keyed ? 0 : SLUICE_EINVAL; /* the table is borrowed, already made */
+	case SLUICE_ALGO_COMPOSITE:
+		return sluice_composite_config_check(&cfg->composite);
+#define CHECK(K, name)        \
+	case SLUICE_ALGO_##K: \
+		return sluice_##name##_config_check(&cfg->name);
+		SLUICE_ALGOS(CHECK)
+#undef CHECK
+	default:
+		return SLUICE_EALGO;
+	}
+}
+
 int sluice_limiter_new(const sluice_limiter_config_t *cfg, sluice_limiter_t **out)
 {
-	if (!cfg || !out)
+	if (!out)
 		return SLUICE_EINVAL;
+	/* Checked before the allocation, so an invalid config is never
+	 * answered SLUICE_ENOMEM; the init below can then fail only so. */
+	int rc = sluice_limiter_config_check(cfg);
+	if (rc != 0)
+		return rc;
 	sluice_limiter_t *l = aligned_alloc(SLUICE_CACHELINE, sizeof(*l));
 	if (!l)
 		return SLUICE_ENOMEM;
 	memset(l, 0, sizeof(*l));
-	int rc;
 	l->algo = cfg->algo;
 	switch (cfg->algo) {
 	case SLUICE_ALGO_KEYED:
@@ -481,9 +504,11 @@ int sluice_limiter_wait(sluice_limiter_t *l, uint64_t n, uint64_t timeout_ns, sl
 
 /* ---- the composite ------------------------------------------------------ */
 
-int sluice_composite_init(sluice_composite_t *c, const sluice_composite_config_t *cfg)
+/* The one validator of init and config_check: it reads the parts' handles,
+ * which must exist (the composite borrows them), and allocates nothing. */
+int sluice_composite_config_check(const sluice_composite_config_t *cfg)
 {
-	if (!c || !cfg)
+	if (!cfg)
 		return SLUICE_EINVAL;
 	if (cfg->count < 2 || cfg->count > SLUICE_COMPOSITE_MAX)
 		return SLUICE_ECOUNT;
@@ -502,6 +527,16 @@ int sluice_composite_init(sluice_composite_t *c, const sluice_composite_config_t
 			     cfg->parts[k]->u.keyed == cfg->parts[i]->u.keyed))
 				return SLUICE_EDUPLICATE;
 	}
+	return 0;
+}
+
+int sluice_composite_init(sluice_composite_t *c, const sluice_composite_config_t *cfg)
+{
+	if (!c)
+		return SLUICE_EINVAL;
+	int rc = sluice_composite_config_check(cfg);
+	if (rc != 0)
+		return rc;
 	for (unsigned i = 0; i < cfg->count; i++)
 		c->parts[i] = cfg->parts[i];
 	c->count = cfg->count;

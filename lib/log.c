@@ -179,9 +179,12 @@
 #define LOG_TRIES 64
 #define HELP_TRIES 64
 
-int sluice_log_init(sluice_log_t *lg, const sluice_log_config_t *cfg)
+/* The one validator of init and config_check (clock_internal.h): 0 with
+ * the clock and the ring's capacity C, or init's code. */
+static int validate(const sluice_log_config_t *cfg, sluice__step_use_t use,
+                    const sluice_clock_t **clock, uint64_t *capacity)
 {
-	if (!lg || !cfg)
+	if (!cfg)
 		return SLUICE_EINVAL;
 	if (cfg->limit == 0)
 		return SLUICE_ELIMIT;
@@ -195,8 +198,24 @@ int sluice_log_init(sluice_log_t *lg, const sluice_log_config_t *cfg)
 		return SLUICE_EMEMORY;
 	if (cfg->window_ns == 0)
 		return SLUICE_EWINDOW;
+	*capacity = cap;
+	return sluice__init_clock(cfg->clock, cfg->window_ns, use, clock);
+}
+
+int sluice_log_config_check(const sluice_log_config_t *cfg)
+{
 	const sluice_clock_t *clock;
-	int rc = sluice__init_clock(cfg->clock, cfg->window_ns, &clock);
+	uint64_t cap;
+	return validate(cfg, SLUICE__ASK, &clock, &cap);
+}
+
+int sluice_log_init(sluice_log_t *lg, const sluice_log_config_t *cfg)
+{
+	if (!lg)
+		return SLUICE_EINVAL;
+	const sluice_clock_t *clock;
+	uint64_t cap;
+	int rc = validate(cfg, SLUICE__RECORD, &clock, &cap);
 	if (rc != 0)
 		return rc;
 

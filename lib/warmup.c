@@ -538,7 +538,7 @@ uint64_t sluice_warmup_available(sluice_warmup_t *w)
  * the warm-up period's own range, which only init checks).
  */
 static int make_params(uint64_t rate, uint64_t period, uint64_t p, const sluice_clock_t *clock,
-                       struct params *o)
+                       sluice__step_use_t use, struct params *o)
 {
 	/* I = period / rate must be at least 1 ns. */
 	if (rate == 0 || period == 0 || period > SLUICE_WARMUP_PERIOD_MAX_NS || period < rate)
@@ -546,7 +546,7 @@ static int make_params(uint64_t rate, uint64_t period, uint64_t p, const sluice_
 	/* An acquire passes only when the next free ticket is <= now, so at
 	 * most one request passes per clock reading: an interval below the
 	 * clock's step would cap the rate silently (warmup.h, LIMITS). */
-	if (sluice__clock_require_step(clock, period / rate) != 0)
+	if (sluice__step(clock, period / rate, use) != 0)
 		return SLUICE_ERESOLUTION;
 	sluice__u128 pr = (sluice__u128)p * rate; /* M = pr / period */
 	if (pr > (sluice__u128)SLUICE_WARMUP_STORED_MAX * period)
@@ -574,9 +574,12 @@ static uint64_t fresh_ns(const struct params *o)
 	return (uint64_t)(((sluice__u128)o->limit * o->period + o->rate - 1) / o->rate);
 }
 
-int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg)
+/* The one validator of init and config_check (clock_internal.h): 0 with
+ * the clock and the parameter set, or init's code. */
+static int validate(const sluice_warmup_config_t *cfg, sluice__step_use_t use,
+                    const sluice_clock_t **clock, struct params *o)
 {
-	if (!w || !cfg)
+	if (!cfg)
 		return SLUICE_EINVAL;
 	uint64_t rate = cfg->rate, period = cfg->period_ns, p = cfg->warmup_ns;
 	if (rate == 0 || period == 0 || period > SLUICE_WARMUP_PERIOD_MAX_NS || period < rate)
@@ -584,13 +587,29 @@ int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg)
 	if (p < SLUICE_WARMUP_MIN_NS || p > SLUICE_WARMUP_MAX_NS)
 		return SLUICE_EWARMUP;
 	/* Step 0 here: make_params() checks the clock against the interval. */
+	int rc = sluice__init_clock(cfg->clock, 0, use, clock);
+	if (rc == 0)
+		rc = make_params(rate, period, p, *clock, use, o);
+	return rc;
+}
+
+int sluice_warmup_config_check(const sluice_warmup_config_t *cfg)
+{
+	const sluice_clock_t *clock;
+	struct params o;
+	return validate(cfg, SLUICE__ASK, &clock, &o);
+}
+
+int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg)
+{
+	if (!w)
+		return SLUICE_EINVAL;
 	const sluice_clock_t *clock = NULL;
 	struct params o;
-	int rc = sluice__init_clock(cfg->clock, 0, &clock);
-	if (rc == 0)
-		rc = make_params(rate, period, p, clock, &o);
+	int rc = validate(cfg, SLUICE__RECORD, &clock, &o);
 	if (rc != 0)
 		return rc;
+	uint64_t p = cfg->warmup_ns;
 	/* Any one cost: n I <= L I, plus at most the area above I, P/2 (the
 	 * curve is capped at M), plus its rounding margin.  L I is bounded
 	 * by max(P, L I now) rather than by L I itself, so the grid below
@@ -694,7 +713,7 @@ int sluice_warmup_set_rate(sluice_warmup_t *w, uint64_t rate, uint64_t period_ns
 	if (!w)
 		return SLUICE_EINVAL;
 	struct params np, o;
-	int rc = make_params(rate, period_ns, w->warmup_ns, w->clock, &np);
+	int rc = make_params(rate, period_ns, w->warmup_ns, w->clock, SLUICE__RECORD, &np);
 	if (rc != 0)
 		return rc;
 	if (fresh_ns(&np) > w->fresh_max)

@@ -112,21 +112,39 @@
 #include "util_internal.h"
 #include "clock_internal.h"
 #include "refund_internal.h"
+#include "validate_internal.h"
 
 #define TAG_OF(word) ((word) >> 32)
 #define BASE_MAX 0xffffffffULL
 
 
-int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
+/* The one validator of init and config_check (clock_internal.h), and of
+ * the fixed window's ring (fixed.c). */
+int sluice__window_validate_config(const sluice_window_config_t *cfg, sluice__step_use_t use,
+                                   const sluice_clock_t **clock)
 {
-	if (!w || !cfg)
+	if (!cfg)
 		return SLUICE_EINVAL;
 	if (cfg->lease > SLUICE_WINDOW_LEASE_MAX)
 		return SLUICE_ELEASE;
-	int vrc = sluice__window_validate(cfg->limit, cfg->buckets, cfg->window_ns);
+	int rc = sluice__window_validate(cfg->limit, cfg->buckets, cfg->window_ns);
+	if (rc == 0) /* the clock must step within one bucket */
+		rc = sluice__init_clock(cfg->clock, cfg->window_ns / cfg->buckets, use, clock);
+	return rc;
+}
+
+int sluice_window_config_check(const sluice_window_config_t *cfg)
+{
+	const sluice_clock_t *clock;
+	return sluice__window_validate_config(cfg, SLUICE__ASK, &clock);
+}
+
+int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg)
+{
+	if (!w)
+		return SLUICE_EINVAL;
 	const sluice_clock_t *clock = NULL;
-	if (vrc == 0) /* the clock must step within one bucket */
-		vrc = sluice__init_clock(cfg->clock, cfg->window_ns / cfg->buckets, &clock);
+	int vrc = sluice__window_validate_config(cfg, SLUICE__RECORD, &clock);
 	if (vrc != 0)
 		return vrc;
 

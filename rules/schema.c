@@ -997,7 +997,8 @@ int sluice_rule_limiter_config(const sluice_rule_t *r, const sluice_clock_t *clk
  * algorithm's init and the keyed ranges, the keys section's capacity,
  * policy and key length) and, with a clock in the options, the resolution
  * checks attach makes with it: no probe table.  Global rules:
- * sluice_limiter_new() and free.  Return: 0 or the sluice code (reported).
+ * sluice_limiter_config_check(), the algorithm's init's own validator: no
+ * probe limiter.  Return: 0 or the sluice code (reported).
  */
 static int check_with_sluice(struct ctx *c, sluice_rule_t *r)
 {
@@ -1016,15 +1017,9 @@ static int check_with_sluice(struct ctx *c, sluice_rule_t *r)
 			r->keys.region_bytes = sluice_keyed_region_bytes(&kc);
 	} else {
 		sluice_limiter_config_t lc;
-		sluice_rule_limiter_config(r, clk, &lc); /* EALGO: limiter_new says so */
-		sluice_limiter_t *lim = NULL;
-		who = "sluice_limiter_new";
-		rc = sluice_limiter_new(&lc, &lim);
-		sluice_limiter_free(lim);
-		if (rc == SLUICE_ENOMEM) {
-			c->x->oom = 1;
-			return rc;
-		}
+		sluice_rule_limiter_config(r, clk, &lc); /* EALGO: the check says so */
+		who = "sluice_limiter_config_check";
+		rc = sluice_limiter_config_check(&lc);
 	}
 	if (rc != 0)
 		sluice__err(c->x, &r->mark, rc, "rule '%s': %s parameters refused by %s: %s (%s)", r->id,

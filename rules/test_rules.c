@@ -243,9 +243,9 @@ Test(rules, refused_by_the_algorithm)
 	sluice_rules_free((sluice_rules_t *)load_ok(
 		RULE("", "{ algorithm: token_bucket, rate: 1/h, burst: 1000000 }"), NULL));
 
-	/* global: sluice_limiter_new (the window's W % N) */
+	/* global: sluice_limiter_config_check (the window's W % N) */
 	one_error(RULE("", "{ algorithm: sliding_window, window: 1m, max_requests: 3, buckets: 7 }"),
-	          2, "id", "refused by sluice_limiter_new: SLUICE_EWINDOW");
+	          2, "id", "refused by sluice_limiter_config_check: SLUICE_EWINDOW");
 	/* keys: the keyed capacity, key length, policy */
 	one_error(RULE("    dimensions: [ip]\n    keys: { capacity: 4 }\n", TB), 2, "id",
 	          "SLUICE_ECAPACITY");

@@ -233,6 +233,11 @@ SLUICE_API uint64_t sluice_clock_resolution_ns(const sluice_clock_t *c);
  * Return: 0, SLUICE_ERESOLUTION, SLUICE_ECLOCK (unknown kind).
  */
 int sluice__clock_require_step(const sluice_clock_t *c, uint64_t step_ns);
+/* sluice__clock_check_step - the same answer for @c and @step_ns at this
+ * moment, recording nothing: what sluice_<algo>_config_check() asks, so a
+ * check leaves no floor behind (a later start() can still coarsen the
+ * clock for the limiters that do exist).  Lock as above. */
+int sluice__clock_check_step(const sluice_clock_t *c, uint64_t step_ns);
 #endif
 
 /*

@@ -40,6 +40,16 @@
  * any number of processes then `_attach` (sluice/keyed.h).  A struct whose
  * init holds nothing (sluice_composite_t: pointers to limiters it does not
  * own) has no `_destroy`.
+ * CONFIG CHECKS: every config has its check, sluice_<algo>_config_check(),
+ * sluice_composite_config_check(), sluice_limiter_config_check() and
+ * sluice_keyed_config_check(), which returns what the init (new, format)
+ * would for it, because the init calls the same validator: no memory, no
+ * limiter, no throw-away instance.  The one answer that can change between
+ * a check and an init is SLUICE_ERESOLUTION on the cached clock, when the
+ * process starts or re-periods its ticker in between (clock.h): an init
+ * records its step so that no later start can coarsen the clock under it,
+ * a check records nothing.  The rules file and the nginx module validate
+ * through these.
  * SLUICE_NODISCARD marks the calls whose result must be looked at: a
  * decision ignored is a limit not enforced, an init ignored a limiter that
  * may not exist.

@@ -72,6 +72,10 @@ typedef struct sluice_composite {
  * untouched on error.
  */
 SLUICE_NODISCARD SLUICE_API int sluice_composite_init(sluice_composite_t *c, const sluice_composite_config_t *cfg);
+/* sluice_composite_config_check - what sluice_composite_init() returns for
+ * @cfg (it reads the parts' handles, which must exist), writing nothing
+ * (common.h, CONFIG CHECKS). */
+SLUICE_NODISCARD SLUICE_API int sluice_composite_config_check(const sluice_composite_config_t *cfg);
 
 /*
  * sluice_composite_acquire_at - take @n from every part at @now, or nothing.

@@ -162,6 +162,10 @@ typedef struct sluice_decay {
  * On error @x is untouched.
  */
 SLUICE_NODISCARD SLUICE_API int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg);
+/* sluice_decay_config_check - what sluice_decay_init() returns for @cfg,
+ * from init's own validator, with no memory and no limiter (common.h,
+ * CONFIG CHECKS): 0 or the same code, never SLUICE_ENOMEM. */
+SLUICE_NODISCARD SLUICE_API int sluice_decay_config_check(const sluice_decay_config_t *cfg);
 
 /* sluice_decay_destroy - nothing to free; NULL-safe.  No decision may run. */
 SLUICE_API void sluice_decay_destroy(sluice_decay_t *x);

@@ -129,6 +129,10 @@ typedef struct sluice_fixed {
  * leases (the ring); not thread-safe for the same @f.
  */
 SLUICE_NODISCARD SLUICE_API int sluice_fixed_init(sluice_fixed_t *f, const sluice_fixed_config_t *cfg);
+/* sluice_fixed_config_check - what sluice_fixed_init() returns for @cfg,
+ * from init's own validator, with no memory and no limiter (common.h,
+ * CONFIG CHECKS): 0 or the same code, never SLUICE_ENOMEM. */
+SLUICE_NODISCARD SLUICE_API int sluice_fixed_config_check(const sluice_fixed_config_t *cfg);
 SLUICE_API size_t sluice_fixed_size(void);
 /* sluice_fixed_destroy - free the ring of a leased window (without leases
  * a fixed window allocates nothing).  NULL is fine.  No decision may be

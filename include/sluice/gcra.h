@@ -371,6 +371,10 @@ typedef struct sluice_gcra {
  * Allocates only with leases (LEASES); not thread-safe for the same @g.
  */
 SLUICE_NODISCARD SLUICE_API int sluice_gcra_init(sluice_gcra_t *g, const sluice_gcra_config_t *cfg);
+/* sluice_gcra_config_check - what sluice_gcra_init() returns for @cfg,
+ * from init's own validator, with no memory and no limiter (common.h,
+ * CONFIG CHECKS): 0 or the same code, never SLUICE_ENOMEM. */
+SLUICE_NODISCARD SLUICE_API int sluice_gcra_config_check(const sluice_gcra_config_t *cfg);
 /* sluice_gcra_destroy - free the lease cells, if any (NULL is fine).  No
  * decision may be running. */
 SLUICE_API void sluice_gcra_destroy(sluice_gcra_t *g);

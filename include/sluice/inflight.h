@@ -139,6 +139,10 @@ typedef struct sluice_inflight {
  * On error @f is untouched.
  */
 SLUICE_NODISCARD SLUICE_API int sluice_inflight_init(sluice_inflight_t *f, const sluice_inflight_config_t *cfg);
+/* sluice_inflight_config_check - what sluice_inflight_init() returns for @cfg,
+ * from init's own validator, with no memory and no limiter (common.h,
+ * CONFIG CHECKS): 0 or the same code, never SLUICE_ENOMEM. */
+SLUICE_NODISCARD SLUICE_API int sluice_inflight_config_check(const sluice_inflight_config_t *cfg);
 
 /* sluice_inflight_destroy - nothing to free; NULL-safe.  For symmetry with
  * the limiters that allocate.  No call on @f may be running.  Slots still

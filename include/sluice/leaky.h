@@ -148,6 +148,10 @@ typedef struct sluice_leaky {
  * leases; not thread-safe for the same @l.
  */
 SLUICE_NODISCARD SLUICE_API int sluice_leaky_init(sluice_leaky_t *l, const sluice_leaky_config_t *cfg);
+/* sluice_leaky_config_check - what sluice_leaky_init() returns for @cfg,
+ * from init's own validator, with no memory and no limiter (common.h,
+ * CONFIG CHECKS): 0 or the same code, never SLUICE_ENOMEM. */
+SLUICE_NODISCARD SLUICE_API int sluice_leaky_config_check(const sluice_leaky_config_t *cfg);
 /* sluice_leaky_destroy - free the lease cells, if any (NULL is fine). */
 SLUICE_API void sluice_leaky_destroy(sluice_leaky_t *l);
 /* sluice_leaky_size - sizeof(sluice_leaky_t), for FFI callers. */

@@ -52,9 +52,18 @@ typedef struct sluice_limiter_config {
 typedef struct sluice_limiter sluice_limiter_t;
 
 /*
- * sluice_limiter_new - validate @cfg and allocate a limiter of its algorithm.
- * Return: 0 and *@out, or the algorithm's init error (SLUICE_EALGO for an
- * unknown algorithm, SLUICE_ENOMEM); *@out is untouched on error.
+ * sluice_limiter_config_check - what sluice_limiter_new() returns for @cfg
+ * but SLUICE_ENOMEM: the algorithm's own sluice_<algo>_config_check()
+ * (common.h, CONFIG CHECKS), SLUICE_EALGO for an algorithm new() does not
+ * make, SLUICE_EINVAL for a keyed config without its table.  No memory.
+ */
+SLUICE_NODISCARD SLUICE_API int sluice_limiter_config_check(const sluice_limiter_config_t *cfg);
+
+/*
+ * sluice_limiter_new - validate @cfg (sluice_limiter_config_check(), before
+ * anything is allocated) and allocate a limiter of its algorithm.
+ * Return: 0 and *@out, the config check's error, or SLUICE_ENOMEM; *@out
+ * is untouched on error.
  */
 SLUICE_NODISCARD SLUICE_API int sluice_limiter_new(const sluice_limiter_config_t *cfg, sluice_limiter_t **out);
 /* sluice_limiter_free - free a limiter (NULL is fine). */

@@ -222,6 +222,10 @@ typedef struct sluice_log {
  * On error @lg is left untouched and nothing is allocated.
  */
 SLUICE_NODISCARD SLUICE_API int sluice_log_init(sluice_log_t *lg, const sluice_log_config_t *cfg);
+/* sluice_log_config_check - what sluice_log_init() returns for @cfg,
+ * from init's own validator, with no memory and no limiter (common.h,
+ * CONFIG CHECKS): 0 or the same code, never SLUICE_ENOMEM. */
+SLUICE_NODISCARD SLUICE_API int sluice_log_config_check(const sluice_log_config_t *cfg);
 
 /*
  * sluice_log_destroy - free the ring.  NULL-safe.  No decision or refund may

@@ -249,6 +249,10 @@ typedef struct sluice_warmup {
  * On error @w is untouched.
  */
 SLUICE_NODISCARD SLUICE_API int sluice_warmup_init(sluice_warmup_t *w, const sluice_warmup_config_t *cfg);
+/* sluice_warmup_config_check - what sluice_warmup_init() returns for @cfg,
+ * from init's own validator, with no memory and no limiter (common.h,
+ * CONFIG CHECKS): 0 or the same code, never SLUICE_ENOMEM. */
+SLUICE_NODISCARD SLUICE_API int sluice_warmup_config_check(const sluice_warmup_config_t *cfg);
 
 /* sluice_warmup_destroy - nothing to free; NULL-safe.  No decision may run. */
 SLUICE_API void sluice_warmup_destroy(sluice_warmup_t *w);

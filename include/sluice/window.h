@@ -216,6 +216,10 @@ typedef struct sluice_window {
  * same @w, and no decision may run on @w before it returns.
  */
 SLUICE_NODISCARD SLUICE_API int sluice_window_init(sluice_window_t *w, const sluice_window_config_t *cfg);
+/* sluice_window_config_check - what sluice_window_init() returns for @cfg,
+ * from init's own validator, with no memory and no limiter (common.h,
+ * CONFIG CHECKS): 0 or the same code, never SLUICE_ENOMEM. */
+SLUICE_NODISCARD SLUICE_API int sluice_window_config_check(const sluice_window_config_t *cfg);
 /* sluice_window_destroy - free the ring.  No decision may be running. */
 SLUICE_API void sluice_window_destroy(sluice_window_t *w);
 SLUICE_API size_t sluice_window_size(void);
