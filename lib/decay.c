@@ -676,7 +676,7 @@ static int validate(const sluice_decay_config_t *cfg, sluice__step_use_t use,
 	 * against 693,147 L).
 	 * Refuse it, as the other limiters refuse a bucket below the step. */
 	*limit_max = lmax;
-	return sluice__init_clock(cfg->clock, h, use, clock); /* RECORD: keeps the cached clock this fine */
+	return sluice__init_clock(cfg->clock, h, use, clock); /* init records: keeps the cached clock this fine */
 }
 
 int sluice_decay_config_check(const sluice_decay_config_t *cfg)
