@@ -49,7 +49,7 @@
 #pragma GCC diagnostic pop
 
 #include "sluice/sluice.h"
-#include "sluice/rules.h"
+#include "sluice/engine.h"
 
 #include "bench_common.h"
 

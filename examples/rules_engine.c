@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <sluice/rules.h>
+#include <sluice/engine.h>
 
 static const char rules_yaml[] =
 	"rules:\n"

@@ -112,7 +112,7 @@
 #include <stdint.h>
 
 #include "metrics_internal.h"
-#include "sluice/rules.h"
+#include "sluice/engine.h"
 
 typedef enum sluice__adaptive_verdict {
 	SLUICE__ADAPTIVE_EMPTY = 0,  /* no completion in the window         */

@@ -17,7 +17,7 @@
 #include <sys/types.h>
 
 #include "metrics_internal.h"
-#include "sluice/rules.h"
+#include "sluice/engine.h"
 
 #define SLUICE__BACKENDS_MAX 64u            /* backends in one file        */
 #define SLUICE__BACKEND_LEASE_MAX 65536u    /* SLUICE_REDIS_LEASE_MAX       */

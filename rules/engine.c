@@ -54,7 +54,7 @@ static inline void read_end(void)
 
 /* ---- keys --------------------------------------------------------- */
 
-/* The key of a request with no value for a dimension (rules.h EMPTY
+/* The key of a request with no value for a dimension (engine.h EMPTY
  * KEYS, empty_key: shared). */
 static const unsigned char absent_key[1] = { 0 };
 
@@ -491,7 +491,7 @@ int sluice_engine_decide_at(sluice_engine_t *e, const sluice_request_t *req, uin
 	for (uint32_t k = 0; k < nm; k++)
 		account(&s->cr[matched[k]], &v->rules[k], now);
 	read_end();
-	return 0; /* the outcome is v->action (rules.h: one return rule) */
+	return 0; /* the outcome is v->action (engine.h: one return rule) */
 }
 
 int sluice_engine_decide(sluice_engine_t *e, const sluice_request_t *req, sluice_verdict_t *v)

@@ -25,7 +25,7 @@
 #include "backend_internal.h"
 #include "metrics_internal.h"
 #include "rules_internal.h"
-#include "sluice/rules.h"
+#include "sluice/engine.h"
 
 /* What fixes a state's memory: two rules with equal layouts can share a
  * state; rate, burst and limit are not in it (they change live). */
@@ -119,7 +119,7 @@ struct sluice__set {
 	uint32_t *by_id;               /* rule indices sorted by id          */
 	struct sluice__index idx;
 	/* states of rules no longer in the file, kept for their memory
-	 * (RELOAD in rules.h), sorted by id: a load brings one back, and
+	 * (RELOAD in engine.h), sorted by id: a load brings one back, and
 	 * complete() finds one to release what it holds */
 	struct sluice__state **retired;
 	size_t nretired;

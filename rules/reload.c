@@ -15,7 +15,7 @@
  * (2) for each rule, the state: the old set's rule of the same id with an
  * equal layout (kept, with every key), else a retired state of that id
  * and layout (brought back), else a new state, the old layout's state of
- * that id becoming its ghost (rules.h RELOAD); (3) the route index and
+ * that id becoming its ghost (engine.h RELOAD); (3) the route index and
  * its bounds; (4) only when nothing failed, apply the new live parameters
  * with the setters (a setter's EBUSY leaves the change pending: no
  * partial load, because a setter is the last step and cannot fail for a
@@ -24,7 +24,7 @@
  * set's references.  A failure at (1)..(3) drops the new set's references
  * instead: states made for it are freed, the old set is untouched.
  *
- * The region directory (SHARED STATE in rules.h).  Entries are probed from
+ * The region directory (SHARED STATE in engine.h).  Entries are probed from
  * a hash of their name; an entry's word goes 0 -> CLAIMED|fp (a CAS: one
  * process formats the table) -> READY|fp (a release store after the
  * table's init; readers acquire it), fp being 62 bits of the name's
@@ -878,7 +878,7 @@ static struct sluice__set *compile(sluice_engine_t *e, sluice_rules_t *rules,
 		if (prev && L.backend && prev->layout.backend) {
 			/* Redis keeps the count across the change: a ghost on the
 			 * same Redis would take each permit twice (rules.h
-			 * BACKENDS, RELOAD); the old state goes with the old set */
+			 * BACKENDS; engine.h RELOAD); the old state goes with the old set */
 			if (oc)
 				used_old[oc - old->cr] = 1;
 			else

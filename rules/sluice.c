@@ -34,11 +34,19 @@
 #include "sluice/parse.h"
 #include "sluice/error.h"
 #include "sluice/rules.h"
+#if SLUICE_RULES_ENGINE
+#include "sluice/engine.h"
+#endif
 
+/* explain needs the engine; a build without it (-Dengine=disabled) does
+ * not offer it, and names why when asked for it */
 static const char usage[] =
 	"usage: sluice check [--memory-budget=SIZE] RULES.yaml\n"
+#if SLUICE_RULES_ENGINE
 	"       sluice explain [--memory-budget=SIZE] RULES.yaml 'METHOD PATH [ip=ADDR] [user=ID] "
-	"[host=HOST] [header:NAME=VALUE] [query:NAME=VALUE]...'\n";
+	"[host=HOST] [header:NAME=VALUE] [query:NAME=VALUE]...'\n"
+#endif
+	;
 
 static uint64_t memory_budget; /* --memory-budget; 0: the file's or the default */
 
@@ -405,6 +413,12 @@ int main(int argc, char **argv)
 #if SLUICE_RULES_ENGINE
 	if (argc == 4 && strcmp(argv[1], "explain") == 0)
 		return explain(argv[2], argv[3]);
+#else
+	if (argc > 1 && strcmp(argv[1], "explain") == 0) {
+		fprintf(stderr, "sluice explain: this sluice was built without the rules engine "
+		                "(meson setup -Dengine=enabled)\n%s", usage);
+		return 2;
+	}
 #endif
 	fputs(usage, stderr);
 	return 2;

@@ -39,7 +39,7 @@
  * only admissions whose gap is at most W = 20 us are counted (dropping
  * one can only hide an excess, never make one).  The reloader records
  * each load's readings before and after and the rate in force after it
- * (a change a table refuses for now stays pending, rules.h RELOAD).  The
+ * (a change a table refuses for now stays pending, engine.h RELOAD).  The
  * verifier, per key, over the admissions sorted by reading, with closed
  * intervals and exact integer arithmetic:
  *   - every interval [r_i, r_j]: at most b + (r_j - r_i + W) / T_A
@@ -62,7 +62,7 @@
 #include <time.h>
 
 #include "sluice/error.h"
-#include "sluice/rules.h"
+#include "sluice/engine.h"
 
 #define NKEYS 8
 #define NUSERS 4

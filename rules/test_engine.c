@@ -15,7 +15,7 @@
 #include <strings.h>
 
 #include "sluice/error.h"
-#include "sluice/rules.h"
+#include "sluice/engine.h"
 
 #include "test_engine_common.h"
 

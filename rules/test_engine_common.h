@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "sluice/error.h"
-#include "sluice/rules.h"
+#include "sluice/engine.h"
 
 #define SEC 1000000000ULL
 #define MS 1000000ULL
@@ -101,7 +101,7 @@ static inline int decide(struct kit *k, const char *method, const char *path, co
 	return (int)v->action;
 }
 
-/* The action of a decision the engine made (decide returns 0: rules.h). */
+/* The action of a decision the engine made (decide returns 0: engine.h). */
 static inline int action_of(sluice_engine_t *e, const sluice_request_t *q, sluice_verdict_t *v)
 {
 	int rc = sluice_engine_decide(e, q, v);

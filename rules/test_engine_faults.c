@@ -204,7 +204,7 @@ Test(engine_faults, region_random_writes)
 	munmap(reg, bytes);
 }
 
-/* ---- empty and absent keys (R8: one policy, rules.h DECIDE) ------ */
+/* ---- empty and absent keys (R8: one policy, engine.h DECIDE) ------ */
 
 static const char *hdr_value; /* NULL: no such header */
 

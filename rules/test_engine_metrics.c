@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "sluice/error.h"
-#include "sluice/rules.h"
+#include "sluice/engine.h"
 
 #include "test_engine_common.h"
 

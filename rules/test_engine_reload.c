@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_engine_reload.c - reloads that keep state (rules.h RELOAD) and the
+ * test_engine_reload.c - reloads that keep state (engine.h RELOAD) and the
  * shared region (SHARED STATE), on a manual clock.
  *
  * The central test is no_refill: one key keeps sending, one request per
@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "sluice/error.h"
-#include "sluice/rules.h"
+#include "sluice/engine.h"
 
 #include "test_engine_common.h"
 

@@ -53,6 +53,7 @@ hdr=$dest$includedir/sluice
 optional_library() {
 	case $1 in
 	rules.h) echo libsluice-rules ;;
+	engine.h) echo libsluice-engine ;;
 	redis.h) echo libsluice-redis ;;
 	esac
 }

@@ -31,7 +31,7 @@
 
 #include "sluice/clock.h"
 #include "sluice/error.h"
-#include "sluice/rules.h"
+#include "sluice/engine.h"
 #include "test_server.h"
 
 #define MS 1000000ULL
