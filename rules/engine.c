@@ -406,6 +406,7 @@ int sluice_engine_decide_at(sluice_engine_t *e, const sluice_request_t *req, uin
 		memcpy(vr->id, r->id, s->cr[cand[i]].idlen + 1);
 		vr->outcome = SLUICE_OUTCOME_NOT_ASKED;
 		vr->source = SLUICE_SOURCE_LOCAL;
+		vr->shadow = r->mode == SLUICE_RULES_SHADOW;
 		vr->error = 0;
 		vr->dim = 0;
 		memset(&vr->d, 0, sizeof(vr->d));

@@ -349,6 +349,39 @@ Test(engine, fail_open)
 	kit_free(&k);
 }
 
+/* A shadow rule refuses nothing, so it is not advertised: the fields
+ * name the enforcing rule only, on an admission and on a refusal. */
+Test(engine, shadow_rules_not_advertised)
+{
+	static const char y[] =
+		"rules:\n"
+		"  - id: enforced\n"
+		"    dimensions: [user]\n"
+		"    limit: { algorithm: fixed_window, window: 1h, max_requests: 2 }\n"
+		"    keys: { capacity: 64 }\n"
+		"  - id: watched\n"
+		"    dimensions: [user]\n"
+		"    limit: { algorithm: fixed_window, window: 1h, max_requests: 1 }\n"
+		"    keys: { capacity: 64 }\n"
+		"    mode: shadow\n";
+	struct kit k;
+	kit_load(&k, y);
+	sluice_verdict_t v;
+	for (int i = 0; i < 3; i++) {
+		int want = i < 2 ? SLUICE_ACTION_PASS : SLUICE_ACTION_REJECT;
+		if (i == 1)
+			want = SLUICE_ACTION_SHADOW;
+		cr_assert_eq(decide(&k, "GET", "/", NULL, NULL, "alice", &v), want, "request %d", i);
+		cr_assert_eq(v.rules[1].shadow, 1);
+		cr_assert_eq(v.rules[0].shadow, 0);
+		struct hdrs h = { 0 };
+		sluice_verdict_headers(&v, hdr_collect, &h);
+		cr_assert_null(strstr(h.text, "watched"), "request %d: %s", i, h.text);
+		cr_assert_not_null(strstr(h.text, "\"enforced\""), "request %d: %s", i, h.text);
+	}
+	kit_free(&k);
+}
+
 Test(engine, fail_closed)
 {
 	char y[512];

@@ -39,6 +39,10 @@ const char *sluice_outcome_name(sluice_outcome_t o)
 
 static int listed(const sluice_verdict_rule_t *r)
 {
+	/* a shadow rule enforces nothing: a client told its quota would slow
+	 * down for a limit that does not exist */
+	if (r->shadow)
+		return 0;
 	return r->outcome == SLUICE_OUTCOME_PASSED || r->outcome == SLUICE_OUTCOME_REFUSED ||
 	       r->outcome == SLUICE_OUTCOME_QUEUED || r->outcome == SLUICE_OUTCOME_RETURNED;
 }

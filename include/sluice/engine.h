@@ -232,6 +232,9 @@ typedef struct sluice_verdict_rule {
 	/* a sluice_verdict_source_t, in the byte after id that was padding
 	 * (the struct's size and every other offset are unchanged) */
 	unsigned char source;
+	/* 1: a shadow rule (mode: shadow), which refuses nothing, so the
+	 * RateLimit fields do not advertise it; in the next padding byte */
+	unsigned char shadow;
 	sluice_outcome_t outcome;
 	int error;               /* the SLUICE_E* a limiter returned, else 0  */
 	uint32_t dim;            /* refused/error: the dimension's index       */
