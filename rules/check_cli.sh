@@ -89,7 +89,7 @@ usage="usage: sluice check [--memory-budget=SIZE] RULES.yaml"
 bad="check|check a b|chek errors.yaml|--check"
 if [ "$engine" = engine ]; then
   usage="$usage
-       sluice explain [--memory-budget=SIZE] RULES.yaml 'METHOD PATH [ip=ADDR] [user=ID] [host=HOST] [header:NAME=VALUE] [query:NAME=VALUE]...'"
+       sluice explain [--memory-budget=SIZE] RULES.yaml 'METHOD PATH [ip=ADDR] [user=ID] [host=HOST] [header:NAME=VALUE] [query:NAME=VALUE]...'..."
   bad="$bad|explain errors.yaml"
 fi
 IFS='|' read -ra bad_args <<<"|$bad"

@@ -7,11 +7,14 @@
  *                       MEMORY); else every error as
  *                       "FILE:line:col: message" on stderr, exit 1
  *   sluice explain FILE 'METHOD PATH [ip=ADDR] [user=ID] [host=HOST]
- *                       [header:NAME=VALUE] [query:NAME=VALUE]...'
- *                       which rules the request matches, the key each of
- *                       their dimensions uses, and what each would decide
- *                       on a fresh engine (every key's state new), exit 0;
- *                       an invalid FILE as check, exit 1
+ *                       [header:NAME=VALUE] [query:NAME=VALUE]...'...
+ *                       which rules each request matches, the key each of
+ *                       their dimensions uses, and what each decides, the
+ *                       requests in order on one fresh engine (the first
+ *                       on every key's state new; each later one after
+ *                       those before it, each ended at once as by
+ *                       sluice_engine_complete), exit 0; an invalid FILE
+ *                       as check, exit 1
  *
  * Both take --memory-budget=SIZE after the subcommand (a size as the
  * file's memory_budget: 512MiB, 2g): the budget the file is checked
@@ -44,7 +47,7 @@ static const char usage[] =
 	"usage: sluice check [--memory-budget=SIZE] RULES.yaml\n"
 #if SLUICE_RULES_ENGINE
 	"       sluice explain [--memory-budget=SIZE] RULES.yaml 'METHOD PATH [ip=ADDR] [user=ID] "
-	"[host=HOST] [header:NAME=VALUE] [query:NAME=VALUE]...'\n"
+	"[host=HOST] [header:NAME=VALUE] [query:NAME=VALUE]...'...\n"
 #endif
 	;
 
@@ -301,53 +304,15 @@ static void print_backend(const sluice_rule_t *ru, const sluice_verdict_rule_t *
 	       vr->source <= SLUICE_SOURCE_FALLBACK ? how[vr->source] : "?");
 }
 
-static int explain(const char *path, const char *request)
+/* One request's block: the rules it matched, each one's keys and
+ * outcome, and the action. */
+static void explain_print(const char *path, const sluice_rules_t *rules, const struct req *q,
+                          const sluice_verdict_t *v)
 {
-	char *buf = strdup(request);
-	struct req q;
-	const char *why = NULL;
-	if (!buf || parse_request(buf, &q, &why)) {
-		fprintf(stderr, "sluice explain: %s\n%s", why ? why : "out of memory", usage);
-		free(buf);
-		return 2;
-	}
-	sluice_rules_t *rules = NULL;
-	sluice_rules_errors_t *e = NULL;
-	sluice_rules_options_t lo = { .memory_budget = memory_budget };
-	int rc = sluice_rules_load_file(path, &lo, &rules, &e);
-	sluice_engine_t *eng = NULL;
-	if (rc == 0) {
-		sluice_engine_options_t eo = { .memory_budget = memory_budget };
-		rc = sluice_engine_new(&eo, &eng);
-		if (rc == 0)
-			rc = sluice_engine_load_file(eng, path, &e);
-	}
-	if (rc != 0) {
-		print_errors(path, rc, e);
-		sluice_rules_errors_free(e);
-		sluice_rules_free(rules);
-		sluice_engine_free(eng);
-		free(buf);
-		return 1;
-	}
-	sluice_request_t r = { .method = q.method, .path = q.path, .host = q.host,
-		               .addr = q.addr_len ? q.addr : NULL, .addr_len = q.addr_len,
-		               .user = q.user, .user_len = q.user ? strlen(q.user) : 0,
-		               .lookup = lookup, .ctx = &q };
-	sluice_verdict_t v;
-	rc = sluice_engine_decide(eng, &r, &v);
-	if (rc < 0) {
-		fprintf(stderr, "sluice explain: %s (%s)\n%s", sluice_strerror(rc),
-		        sluice_err_name(rc), usage);
-		sluice_rules_free(rules);
-		sluice_engine_free(eng);
-		free(buf);
-		return 2;
-	}
 	printf("%s: %zu rule%s; %u match%s %s %s\n", path, rules->count,
-	       rules->count == 1 ? "" : "s", v.nrules, v.nrules == 1 ? "es" : "", q.method, q.path);
-	for (uint32_t i = 0; i < v.nrules; i++) {
-		const sluice_verdict_rule_t *vr = &v.rules[i];
+	       rules->count == 1 ? "" : "s", v->nrules, v->nrules == 1 ? "es" : "", q->method, q->path);
+	for (uint32_t i = 0; i < v->nrules; i++) {
+		const sluice_verdict_rule_t *vr = &v->rules[i];
 		const sluice_rule_t *ru = NULL;
 		for (size_t j = 0; j < rules->count; j++)
 			if (strcmp(rules->rules[j].id, vr->id) == 0)
@@ -359,7 +324,7 @@ static int explain(const char *path, const char *request)
 		printf("%s\n", ru->mode == SLUICE_RULES_SHADOW ? ", shadow" : "");
 		if (ru->per_key)
 			for (uint32_t d = 0; d < ru->ndims; d++)
-				print_key(ru, &ru->dims[d], &q);
+				print_key(ru, &ru->dims[d], q);
 		else
 			printf("  key global\n");
 		printf("  decides: %s", sluice_outcome_name(vr->outcome));
@@ -376,19 +341,75 @@ static int explain(const char *path, const char *request)
 			print_backend(ru, vr);
 	}
 	char b[32];
-	printf("action: %s", sluice_action_name(v.action));
-	if (v.action == SLUICE_ACTION_REJECT)
-		printf(" %u", v.status);
-	if (v.action == SLUICE_ACTION_QUEUE)
-		printf(" %s", dur(v.delay_ns, b, sizeof(b)));
+	printf("action: %s", sluice_action_name(v->action));
+	if (v->action == SLUICE_ACTION_REJECT)
+		printf(" %u", v->status);
+	if (v->action == SLUICE_ACTION_QUEUE)
+		printf(" %s", dur(v->delay_ns, b, sizeof(b)));
 	printf("\n");
-	sluice_engine_complete(eng, &v, 0, 1);
-	sluice_rules_free(rules);
-	sluice_engine_free(eng);
-	free(buf);
-	return 0;
 }
 
+static int explain(const char *path, int n, char **requests)
+{
+	struct req *q = calloc((size_t)n, sizeof(*q));
+	char **bufs = calloc((size_t)n, sizeof(*bufs));
+	const char *why = NULL;
+	int rc = q && bufs ? 0 : -1;
+	/* every request parses, or none is decided */
+	for (int i = 0; rc == 0 && i < n; i++) {
+		bufs[i] = strdup(requests[i]);
+		if (!bufs[i] || parse_request(bufs[i], &q[i], &why))
+			rc = -1;
+	}
+	sluice_rules_t *rules = NULL;
+	sluice_rules_errors_t *e = NULL;
+	sluice_engine_t *eng = NULL;
+	int status = 0;
+	if (rc != 0) {
+		fprintf(stderr, "sluice explain: %s\n%s", why ? why : "out of memory", usage);
+		status = 2;
+		goto out;
+	}
+	sluice_rules_options_t lo = { .memory_budget = memory_budget };
+	rc = sluice_rules_load_file(path, &lo, &rules, &e);
+	if (rc == 0) {
+		sluice_engine_options_t eo = { .memory_budget = memory_budget };
+		rc = sluice_engine_new(&eo, &eng);
+		if (rc == 0)
+			rc = sluice_engine_load_file(eng, path, &e);
+	}
+	if (rc != 0) {
+		print_errors(path, rc, e);
+		status = 1;
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		sluice_request_t r = { .method = q[i].method, .path = q[i].path, .host = q[i].host,
+			               .addr = q[i].addr_len ? q[i].addr : NULL,
+			               .addr_len = q[i].addr_len, .user = q[i].user,
+			               .user_len = q[i].user ? strlen(q[i].user) : 0,
+			               .lookup = lookup, .ctx = &q[i] };
+		sluice_verdict_t v;
+		rc = sluice_engine_decide(eng, &r, &v);
+		if (rc < 0) {
+			fprintf(stderr, "sluice explain: %s (%s)\n%s", sluice_strerror(rc),
+			        sluice_err_name(rc), usage);
+			status = 2;
+			goto out;
+		}
+		explain_print(path, rules, &q[i], &v);
+		(void)sluice_engine_complete(eng, &v, 0, 1);
+	}
+out:
+	sluice_rules_errors_free(e);
+	sluice_rules_free(rules);
+	sluice_engine_free(eng);
+	for (int i = 0; bufs && i < n; i++)
+		free(bufs[i]);
+	free(bufs);
+	free(q);
+	return status;
+}
 #endif /* SLUICE_RULES_ENGINE */
 
 int main(int argc, char **argv)
@@ -411,8 +432,8 @@ int main(int argc, char **argv)
 	if (argc == 3 && strcmp(argv[1], "check") == 0)
 		return check(argv[2]);
 #if SLUICE_RULES_ENGINE
-	if (argc == 4 && strcmp(argv[1], "explain") == 0)
-		return explain(argv[2], argv[3]);
+	if (argc >= 4 && strcmp(argv[1], "explain") == 0)
+		return explain(argv[2], argc - 3, argv + 3);
 #else
 	if (argc > 1 && strcmp(argv[1], "explain") == 0) {
 		fprintf(stderr, "sluice explain: this sluice was built without the rules engine "
