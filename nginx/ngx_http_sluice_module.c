@@ -73,21 +73,11 @@
 
 #include <sluice/sluice.h>
 
+#include "ngx_http_sluice.h"
+
 #define NGX_HTTP_SLUICE_MAGIC 0x736c7569636e6778ULL /* "sluicngx" */
 #define NGX_HTTP_SLUICE_CELLS 16
 #define NGX_HTTP_SLUICE_LIMITS 8 /* sluice_limit directives per location */
-
-/* Outcomes, as $sluice_status names them and the metrics count them. */
-enum {
-	SLUICE_NGX_NONE = 0,
-	SLUICE_NGX_PASSED,
-	SLUICE_NGX_DELAYED,
-	SLUICE_NGX_REJECTED,
-	SLUICE_NGX_REJECTED_DRY_RUN,
-	SLUICE_NGX_REFUNDED,  /* admitted by this zone, refused by another   */
-	SLUICE_NGX_ERRORS,    /* the table failed (EBUSY, EKEYFULL, ...)     */
-	SLUICE_NGX_OUTCOMES
-};
 
 static ngx_str_t ngx_http_sluice_status_names[] = {
 	ngx_string(""),
@@ -95,6 +85,9 @@ static ngx_str_t ngx_http_sluice_status_names[] = {
 	ngx_string("DELAYED"),
 	ngx_string("REJECTED"),
 	ngx_string("REJECTED_DRY_RUN"),
+	ngx_string(""), /* REFUNDED, ERRORS: counted, never a request's status */
+	ngx_string(""),
+	ngx_string("STALE"),
 };
 
 static const char *ngx_http_sluice_outcome_labels[] = {
@@ -166,14 +159,6 @@ typedef struct {
  * URI.
  */
 static const u_char ngx_http_sluice_absent_key[1] = { 0 };
-
-/* Per request, on r->main. */
-typedef struct {
-	ngx_uint_t status;           /* SLUICE_NGX_* */
-	uint64_t retry_after_ns;
-	uint64_t remaining;
-	ngx_uint_t have_remaining;
-} ngx_http_sluice_ctx_t;
 
 /* INFLIGHT slots held by a request, released when its pool goes. */
 typedef struct {
@@ -797,8 +782,8 @@ static void ngx_http_sluice_delay_handler(ngx_http_request_t *r)
 	ngx_http_core_run_phases(r);
 }
 
-static ngx_int_t ngx_http_sluice_add_header(ngx_http_request_t *r, const char *name,
-                                            const char *val, int len)
+ngx_int_t ngx_http_sluice_add_header(ngx_http_request_t *r, const char *name, const char *val,
+                                     int len)
 {
 	if (len <= 0)
 		return NGX_OK; /* the helper refused: send no field rather than a wrong one */
@@ -873,7 +858,7 @@ static void ngx_http_sluice_ctx_cleanup(void *data)
 	(void)data;
 }
 
-static ngx_http_sluice_ctx_t *ngx_http_sluice_get_ctx(ngx_http_request_t *r)
+ngx_http_sluice_ctx_t *ngx_http_sluice_get_ctx(ngx_http_request_t *r, ngx_uint_t create)
 {
 	ngx_http_sluice_ctx_t *ctx = ngx_http_get_module_ctx(r->main, ngx_http_sluice_module);
 	if (ctx)
@@ -885,7 +870,38 @@ static ngx_http_sluice_ctx_t *ngx_http_sluice_get_ctx(ngx_http_request_t *r)
 			return ctx;
 		}
 	}
-	return NULL;
+	if (!create)
+		return NULL;
+	ngx_pool_cleanup_t *ccln = ngx_pool_cleanup_add(r->main->pool, sizeof(*ctx));
+	if (ccln == NULL)
+		return NULL;
+	ctx = ccln->data;
+	ngx_memzero(ctx, sizeof(*ctx));
+	ccln->handler = ngx_http_sluice_ctx_cleanup;
+	ngx_http_set_ctx(r->main, ctx, ngx_http_sluice_module);
+	return ctx;
+}
+
+ngx_uint_t ngx_http_sluice_headers_on(ngx_http_request_t *r)
+{
+	ngx_http_sluice_loc_conf_t *slcf = ngx_http_get_module_loc_conf(r, ngx_http_sluice_module);
+	return slcf->headers == 1;
+}
+
+ngx_int_t ngx_http_sluice_delay(ngx_http_request_t *r, uint64_t delay_ns)
+{
+	/* Wait on a timer (whole ms, rounded up: never early). */
+	ngx_msec_t ms = (ngx_msec_t)((delay_ns + 999999) / 1000000);
+	if (r->connection->read->ready) {
+		ngx_post_event(r->connection->read, &ngx_posted_events);
+	} else if (ngx_handle_read_event(r->connection->read, 0) != NGX_OK) {
+		return NGX_HTTP_INTERNAL_SERVER_ERROR;
+	}
+	r->read_event_handler = ngx_http_test_reading;
+	r->write_event_handler = ngx_http_sluice_delay_handler;
+	r->connection->write->delayed = 1;
+	ngx_add_timer(r->connection->write, ms);
+	return NGX_AGAIN;
 }
 
 static ngx_int_t ngx_http_sluice_handler(ngx_http_request_t *r)
@@ -907,16 +923,14 @@ static ngx_int_t ngx_http_sluice_handler(ngx_http_request_t *r)
 		return NGX_DECLINED;
 	/* Once per request: not again after an internal redirect (the index
 	 * module's "/" -> "/index.html"), nor when the phases run again after
-	 * a delay. */
-	if (ngx_http_sluice_get_ctx(r) != NULL)
-		return NGX_DECLINED;
-	ngx_pool_cleanup_t *ccln = ngx_pool_cleanup_add(r->main->pool, sizeof(*ctx));
-	if (ccln == NULL)
+	 * a delay.  The rules (ngx_http_sluice_rules.c) decide on their own
+	 * flag of the same context. */
+	ctx = ngx_http_sluice_get_ctx(r, 1);
+	if (ctx == NULL)
 		return NGX_HTTP_INTERNAL_SERVER_ERROR;
-	ctx = ccln->data;
-	ngx_memzero(ctx, sizeof(*ctx));
-	ccln->handler = ngx_http_sluice_ctx_cleanup;
-	ngx_http_set_ctx(r->main, ctx, ngx_http_sluice_module);
+	if (ctx->limits_done)
+		return NGX_DECLINED;
+	ctx->limits_done = 1;
 
 	limits = slcf->limits->elts;
 	n = slcf->limits->nelts;
@@ -1033,19 +1047,7 @@ static ngx_int_t ngx_http_sluice_handler(ngx_http_request_t *r)
 		return NGX_HTTP_INTERNAL_SERVER_ERROR;
 	if (delay_ns == 0)
 		return NGX_DECLINED;
-
-	/* Wait for the slot on a timer (whole ms, rounded up: never early). */
-	ngx_msec_t ms = (ngx_msec_t)((delay_ns + 999999) / 1000000);
-	if (r->connection->read->ready) {
-		ngx_post_event(r->connection->read, &ngx_posted_events);
-	} else if (ngx_handle_read_event(r->connection->read, 0) != NGX_OK) {
-		return NGX_HTTP_INTERNAL_SERVER_ERROR;
-	}
-	r->read_event_handler = ngx_http_test_reading;
-	r->write_event_handler = ngx_http_sluice_delay_handler;
-	r->connection->write->delayed = 1;
-	ngx_add_timer(r->connection->write, ms);
-	return NGX_AGAIN;
+	return ngx_http_sluice_delay(r, delay_ns); /* the slot's time */
 }
 
 /* ---- variables ----------------------------------------------------------- */
@@ -1053,7 +1055,7 @@ static ngx_int_t ngx_http_sluice_handler(ngx_http_request_t *r)
 static ngx_int_t ngx_http_sluice_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
                                           uintptr_t data)
 {
-	ngx_http_sluice_ctx_t *ctx = ngx_http_sluice_get_ctx(r);
+	ngx_http_sluice_ctx_t *ctx = ngx_http_sluice_get_ctx(r, 0);
 	u_char *p;
 
 	if (ctx == NULL || ctx->status == SLUICE_NGX_NONE) {

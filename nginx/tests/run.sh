@@ -11,7 +11,9 @@
 # path out (trap).  Every wait is a bounded loop.
 #
 # Environment: SLUICE_NGX_MODULE (the .so), NGINX_BIN (the nginx binary;
-# not NGINX, which nginx itself reads as a list of inherited sockets).
+# not NGINX, which nginx itself reads as a list of inherited sockets),
+# SLUICE_CMD (the `sluice` command: the rules_* tests compare with its
+# explain).
 set -euo pipefail
 test_name=${1:?usage: run.sh TEST}
 module=${SLUICE_NGX_MODULE:?}
@@ -55,11 +57,13 @@ trap cleanup EXIT
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 base="http://127.0.0.1:$port"
 
-# write_conf HTTP-LEVEL LOCATION-BODY: the whole configuration.
+# write_conf HTTP-LEVEL LOCATION-BODY [SERVER-LEVEL]: the whole
+# configuration, with $workers worker processes (2 unless set).
+workers=2
 write_conf() {
   cat >"$prefix/nginx.conf" <<EOF
 load_module $module;
-worker_processes 2;
+worker_processes $workers;
 pid nginx.pid;
 error_log logs/error.log info;
 events { worker_connections 1024; }
@@ -79,6 +83,7 @@ http {
       add_header X-Sluice-Retry-After \$sluice_retry_after always;
     }
     location /metrics { sluice_metrics; access_log off; }
+    ${3:-}
   }
 }
 EOF
@@ -108,7 +113,7 @@ start_nginx() {
     sleep 0.05
   done
   master_pid=$(cat "$prefix/nginx.pid") || fail "no pid file"
-  wait_workers 2
+  wait_workers "$workers"
   for _ in $(seq 100); do
     curl -s -o /dev/null "$base/metrics" && return 0
     sleep 0.05
@@ -125,7 +130,7 @@ reload_nginx() {
   for _ in $(seq 100); do
     local now
     now=$(worker_pids | tr '\n' ' ')
-    if [ "$(worker_pids | wc -l)" -eq 2 ]; then
+    if [ "$(worker_pids | wc -l)" -eq "$workers" ]; then
       local stale=0
       for p in $old; do [[ " $now " == *" $p "* ]] && stale=1; done
       [ $stale -eq 0 ] && return 0
@@ -600,6 +605,257 @@ PY
   esac
   expect_eq "$(code "$base/new-api")" 404 "the dry_run location (no file: 404, not 429)"
   curl -s "$base/metrics" | promtool check metrics || fail "README metrics"
+  ;;
+
+rules_verdicts)
+  # sluice_rules: a file with every algorithm and every fallback type,
+  # one worker (its global rules are per process), and a list of
+  # requests: nginx gives each the verdict `sluice explain` predicts for
+  # the same list in order (rates per hour: time does not move them),
+  # as the code and $sluice_status of the action.
+  workers=1
+  cat >"$prefix/rules.yaml" <<'EOF'
+rules:
+  - id: fixed
+    match: { prefix: /fixed/ }
+    dimensions: [ip]
+    limit: { algorithm: fixed_window, window: 1h, max_requests: 2 }
+    keys: { capacity: 64 }
+  - id: ring
+    match: { prefix: /ring/ }
+    dimensions: ["header:X-Api-Key"]
+    limit: { algorithm: sliding_window, window: 1h, max_requests: 1, buckets: 4 }
+    keys: { capacity: 64 }
+    fallback: { type: reject, status: 503 }
+  - id: gcra
+    match: { prefix: /gcra/, methods: [GET] }
+    dimensions: ["query:tenant"]
+    limit: { algorithm: gcra, rate: 1/h, burst: 2 }
+    keys: { capacity: 64 }
+  - id: meter
+    match: { prefix: /meter/, host: meter.example }
+    dimensions: [ip]
+    limit: { algorithm: leaky_bucket, rate: 1/h, depth: 1 }
+    keys: { capacity: 64 }
+  - id: shaper
+    match: { prefix: /shaper/ }
+    limit: { algorithm: leaky_bucket, rate: 1/s }
+    fallback: { type: queue, max_wait: 1500ms }
+  - id: log
+    match: { prefix: /log/ }
+    limit: { algorithm: sliding_log, window: 1h, max_requests: 2 }
+    fallback: { type: stale }
+  - id: inflight
+    match: { prefix: /inflight/ }
+    dimensions: [user]
+    limit: { algorithm: concurrency, max_inflight: 1 }
+    keys: { capacity: 64 }
+  - id: warmup
+    match: { prefix: /warmup/ }
+    limit: { algorithm: warmup, rate: 100/s, warmup: 1h }
+  - id: decay
+    match: { prefix: /decay/ }
+    limit: { algorithm: decay, limit: 2, half_life: 1h }
+  - id: watched
+    match: { prefix: /watched/ }
+    dimensions: [ip]
+    limit: { algorithm: fixed_window, window: 1h, max_requests: 1 }
+    keys: { capacity: 64 }
+    mode: shadow
+EOF
+  mkdir -p "$prefix/html/stale"
+  for d in fixed ring gcra meter shaper log inflight warmup decay watched; do
+    mkdir -p "$prefix/html/$d"
+    echo "$d" >"$prefix/html/$d/x"
+  done
+  echo "a stale copy" >"$prefix/html/stale/copy"
+  write_conf "sluice_rules $prefix/rules.yaml; sluice_rules_user \$http_x_user;" \
+    'sluice_rules_stale @stale;' \
+    'location @stale { rewrite ^ /stale/copy break; add_header X-Sluice-Status $sluice_status always; }'
+  start_nginx
+  # METHOD PATH [header] [host] [user]: the list, as explain and curl say it
+  reqs=(
+    "GET /fixed/x" "GET /fixed/x" "GET /fixed/x"
+    "GET /ring/x|X-Api-Key: a" "GET /ring/x|X-Api-Key: a" "GET /ring/x|X-Api-Key: b" "GET /ring/x" "GET /ring/x"
+    "GET /gcra/x?tenant=t1" "GET /gcra/x?tenant=t1" "GET /gcra/x?tenant=t1" "GET /gcra/x?tenant=t2" "HEAD /gcra/x?tenant=t1"
+    "GET /meter/x|Host: meter.example" "GET /meter/x|Host: meter.example" "GET /meter/x|Host: meter.example" "GET /meter/x"
+    "GET /shaper/x" "GET /shaper/x"
+    "GET /log/x" "GET /log/x" "GET /log/x" "GET /log/x"
+    "GET /inflight/x|X-User: u1" "GET /inflight/x|X-User: u1" "GET /inflight/x"
+    "GET /warmup/x"
+    "GET /decay/x" "GET /decay/x" "GET /decay/x"
+    "GET /watched/x" "GET /watched/x" "GET /watched/x"
+  )
+  explain_args=()
+  for q in "${reqs[@]}"; do
+    line=${q%%|*} extra=
+    [ "$q" != "$line" ] && extra=${q#*|}
+    path=${line#* }
+    word="$line ip=127.0.0.1"
+    case "$extra" in
+      "X-Api-Key: "*) word="$word header:X-Api-Key=${extra#X-Api-Key: }" ;;
+      "Host: "*) word="$word host=${extra#Host: }" ;;
+      "X-User: "*) word="$word user=${extra#X-User: }" ;;
+    esac
+    case "$path" in *\?*) word="${word%%\?*} ${path#*\?}"; word="$word"; ;; esac
+    explain_args+=("$word")
+  done
+  # query arguments: explain takes them as query:NAME=VALUE words
+  for i in "${!explain_args[@]}"; do
+    w=${explain_args[$i]}
+    if [[ "$w" == *"tenant="* ]]; then
+      t=${w##*tenant=}; t=${t%% *}
+      w="${w/ tenant=$t/} query:tenant=$t"
+      explain_args[$i]=$w
+    fi
+  done
+  "$SLUICE_CMD" explain "$prefix/rules.yaml" "${explain_args[@]}" >"$prefix/explain.txt" 2>&1 ||
+    fail "sluice explain: $(cat "$prefix/explain.txt")"
+  mapfile -t actions < <(sed -n 's/^action: //p' "$prefix/explain.txt")
+  [ "${#actions[@]}" -eq "${#reqs[@]}" ] || fail "explain gave ${#actions[@]} actions for ${#reqs[@]} requests"
+  seen=
+  for i in "${!reqs[@]}"; do
+    q=${reqs[$i]} line=${reqs[$i]%%|*} extra=()
+    [ "$q" != "$line" ] && extra=(-H "${q#*|}")
+    method=${line%% *} path=${line#* }
+    args=(-s -o "$prefix/body" -D "$prefix/hdrs" -w '%{http_code}' "${extra[@]}")
+    [ "$method" = HEAD ] && args+=(-I)
+    got=$(curl "${args[@]}" "$base$path")
+    st=$(tr -d '\r' <"$prefix/hdrs" | sed -n 's/^X-Sluice-Status: //p' | tail -1)
+    case "${actions[$i]}" in
+      pass) want="200 PASSED" ;;
+      shadow) want="200 REJECTED_DRY_RUN" ;;
+      queue*) want="200 DELAYED" ;;
+      stale) want="200 STALE"
+        grep -qx "a stale copy" "$prefix/body" || fail "request $i ($q): stale, but the body is '$(cat "$prefix/body")'" ;;
+      "reject "*) want="${actions[$i]#reject } REJECTED"
+        grep -q "^Retry-After: " "$prefix/hdrs" || fail "request $i ($q): a refusal without Retry-After" ;;
+      *) fail "explain's action '${actions[$i]}'" ;;
+    esac
+    expect_eq "$got $st" "$want" "request $i ($q; explain: ${actions[$i]})"
+    seen="$seen ${actions[$i]%% *}"
+  done
+  # the list reaches every action
+  for a in pass reject queue stale shadow; do
+    [[ " $seen " == *" $a "* ]] || fail "no request of the list gets '$a': $seen"
+  done
+  grep -q 'shadow rule "watched" would refuse' "$prefix/logs/error.log" || fail "the shadow refusal is not logged"
+  # the inflight rule's permits came back at the log phase: the same
+  # user again passes (it would be refused if complete() never ran)
+  expect_eq "$(code -H 'X-User: u1' "$base/inflight/x")" 200 "inflight after completions"
+  ;;
+
+rules_queue)
+  # A queue fallback holds a request until its booked slot (a timer, the
+  # worker free meanwhile) and answers the status past max_wait: a shaper
+  # of 2 per second with max_wait 1200 ms, 4 requests at once: slots at
+  # 0, 500 and 1000 ms, the fourth's (1500 ms) past max_wait.  A queue
+  # books on a global limiter (rules.h), per process: one worker.
+  workers=1
+  cat >"$prefix/rules.yaml" <<'EOF'
+rules:
+  - id: shaped
+    match: { path: / }
+    limit: { algorithm: leaky_bucket, rate: 2/s }
+    fallback: { type: queue, max_wait: 1200ms, status: 503 }
+EOF
+  write_conf "sluice_rules $prefix/rules.yaml;" ''
+  start_nginx
+  for i in 1 2 3 4; do
+    curl -s -o /dev/null -w '%{http_code} %{time_total}\n' "$base/" >"$prefix/q.$i" &
+  done
+  wait
+  codes=$(cat "$prefix"/q.* | awk '{print $1}' | sort | tr '\n' ' ')
+  expect_eq "$codes" "200 200 200 503 " "4 at once behind 2/s, max_wait 1200 ms"
+  # the last admitted one waited for its slot, about 1 s (never early)
+  slow=$(awk '$1 == 200 { print $2 }' "$prefix"/q.* | sort -n | tail -1)
+  awk -v t="$slow" 'BEGIN { exit !(t >= 0.9 && t < 3) }' || fail "the queued request took $slow s"
+  expect_eq "$(grep -c ' 200 DELAYED ' "$prefix/logs/access.log")" 2 "two DELAYED in the access log"
+  ;;
+
+rules_workers)
+  # Per-key exactness across 2 workers: one key, a burst of 200 at 1 per
+  # hour, far more offered through both workers: exactly 200 pass.
+  cat >"$prefix/rules.yaml" <<'EOF'
+rules:
+  - id: one-key
+    match: { prefix: / }
+    dimensions: ["header:X-Key"]
+    limit: { algorithm: gcra, rate: 1/h, burst: 200 }
+    keys: { capacity: 64 }
+EOF
+  write_conf "sluice_rules $prefix/rules.yaml;" ''
+  start_nginx
+  wrk -t 2 -c 16 -d 2s -H 'X-Key: k' "$base/" >"$prefix/wrk.txt" 2>&1 || fail "wrk failed: $(cat "$prefix/wrk.txt")"
+  ok=$(count_log 200)
+  [ "$(awk '$2 == 200 { print $1 }' "$prefix/logs/access.log" | sort -u | wc -l)" -eq 2 ] ||
+    fail "both workers did not admit (one table, two workers, is the point)"
+  expect_eq "$ok" 200 "admitted across 2 workers"
+  [ "$(count_log 429)" -gt 200 ] || fail "too few refusals: $(count_log 429)"
+  # a global rule on no backend is per process: refused under 2 workers,
+  # naming the rule and where it is
+  cat >"$prefix/global.yaml" <<'EOF'
+rules:
+  - id: everything
+    limit: { algorithm: fixed_window, window: 1s, max_requests: 10 }
+EOF
+  check_bad "sluice_rules $prefix/global.yaml;" '' \
+    "$prefix/global.yaml:2:9: rule 'everything' is global and on no backend" "2 worker processes"
+  workers=1
+  write_conf "sluice_rules $prefix/global.yaml;" ''
+  ngx -t -q || fail "one worker: the global rule is refused"
+  ;;
+
+rules_reload)
+  # nginx -s reload loads the file again: an unchanged rule keeps every
+  # key's state, a changed limit applies live (no refill), a file with
+  # errors is refused by nginx -t and by the reload, naming FILE:LINE:COL,
+  # and the old rules stay in force.
+  rules() {
+    cat >"$prefix/rules.yaml" <<EOF
+rules:
+  - id: per-ip
+    match: { path: / }
+    dimensions: [ip]
+    limit: { algorithm: fixed_window, window: 1h, max_requests: $1 }
+    keys: { capacity: 64 }
+EOF
+  }
+  # 6 -> 4 keeps the layout (a fixed window's count width is the limit's
+  # bit width: engine.h RELOAD), so the change is live on the same state:
+  # the window in progress takes the smaller limit at once (a raise
+  # counts from the next window: keyed.h LIVE PARAMETERS)
+  rules 6
+  write_conf "sluice_rules $prefix/rules.yaml;" ''
+  start_nginx
+  codes=$(for _ in 1 2 3; do code "$base/"; echo -n ' '; done)
+  expect_eq "$codes" "200 200 200 " "before the reload"
+  echo "# touched" >>"$prefix/rules.yaml"
+  reload_nginx || fail "reload (same rules) did not replace the workers"
+  expect_eq "$(code "$base/")" 200 "same rule after the reload: the 4th of 6"
+  rules 4
+  reload_nginx || fail "reload (limit 4) did not replace the workers"
+  codes=$(for _ in 1 2; do code "$base/"; echo -n ' '; done)
+  expect_eq "$codes" "429 429 " "limit 6 -> 4 live, the 4 already counted kept (no refill)"
+  printf 'rules:\n  - id: per-ip\n    limit: { algorithm: fixed_window, window: 1h, max_requests: many }\n' \
+    >"$prefix/rules.yaml"
+  if ngx -t >"$prefix/t.txt" 2>&1; then fail "nginx -t accepted a bad rules file"; fi
+  grep -qF "sluice_rules: $prefix/rules.yaml:3:" "$prefix/t.txt" || fail "nginx -t: $(cat "$prefix/t.txt")"
+  # nginx -s reload parses the configuration before it signals: it fails
+  # and names the error; a SIGHUP sent by other means is refused by the
+  # master, which names it in error.log
+  if ngx -s reload >"$prefix/r.txt" 2>&1; then fail "nginx -s reload accepted a bad rules file"; fi
+  grep -qF "sluice_rules: $prefix/rules.yaml:3:" "$prefix/r.txt" || fail "nginx -s reload: $(cat "$prefix/r.txt")"
+  old=$(worker_pids | tr '\n' ' ')
+  kill -HUP "$master_pid"
+  for _ in $(seq 50); do
+    grep -qF "sluice_rules: $prefix/rules.yaml:3:" "$prefix/logs/error.log" && break
+    sleep 0.1
+  done
+  grep -qF "sluice_rules: $prefix/rules.yaml:3:" "$prefix/logs/error.log" || fail "the refused SIGHUP is not named in error.log"
+  sleep 0.5
+  expect_eq "$(worker_pids | tr '\n' ' ')" "$old" "a refused reload keeps the workers"
+  expect_eq "$(code "$base/")" 429 "the old rules stay in force"
   ;;
 
 *)
