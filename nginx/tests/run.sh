@@ -47,9 +47,16 @@ stop_nginx() {
   kill -KILL "$pid" 2>/dev/null || true
 }
 
+# Servers a test starts beside its nginx (a second nginx, redis-server):
+# their pids, each stopped by its own pid on every path out.
+extra_pids=()
 cleanup() {
   local rc=$?
   stop_nginx
+  for p in "${extra_pids[@]}"; do
+    kill -QUIT "$p" 2>/dev/null || true
+    kill -TERM "$p" 2>/dev/null || true
+  done
   if [ "$rc" -eq 0 ]; then rm -rf "$prefix"; else echo "(kept $prefix)" >&2; fi
 }
 trap cleanup EXIT
@@ -856,6 +863,72 @@ EOF
   sleep 0.5
   expect_eq "$(worker_pids | tr '\n' ' ')" "$old" "a refused reload keeps the workers"
   expect_eq "$(code "$base/")" 429 "the old rules stay in force"
+  ;;
+
+rules_redis)
+  # A rule global on Redis (rules.h BACKENDS) across two nginx instances
+  # of 2 workers each, all on one redis-server: a fixed window of 300 per
+  # hour admits in total at most 300 and at least 300 - 4 x lease_max
+  # (lease_max 8: 4 deciding processes) while both are loaded; then
+  # redis-server is killed mid-load and every request is still answered
+  # promptly, by the fallback (deny: nothing more admitted).
+  command -v redis-server >/dev/null || fail "redis-server is not installed"
+  rport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no \
+    --dir "$prefix" >"$prefix/redis.log" 2>&1 &
+  redis_pid=$!
+  extra_pids+=("$redis_pid")
+  for _ in $(seq 100); do
+    redis-cli -h 127.0.0.1 -p "$rport" ping 2>/dev/null | grep -q PONG && break
+    sleep 0.05
+  done
+  cat >"$prefix/rules.yaml" <<EOF
+backends:
+  fleet: { type: redis, address: 127.0.0.1:$rport, lease_ttl: 50ms, budget: 2ms,
+           lease_max: 8, fallback: deny }
+rules:
+  - id: fleet-wide
+    match: { prefix: /api/ }
+    backend: fleet
+    limit: { algorithm: fixed_window, window: 1h, max_requests: 300 }
+EOF
+  mkdir -p "$prefix/html/api"
+  echo api >"$prefix/html/api/x"
+  write_conf "sluice_rules $prefix/rules.yaml;" ''
+  start_nginx
+  # the second instance: the same file, its own prefix, port and zone
+  prefix2="$prefix/second"
+  mkdir -p "$prefix2/logs" "$prefix2/tmp"
+  port2=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  sed -e "s/127.0.0.1:$port /127.0.0.1:$port2 /" -e "s#root html;#root $prefix/html;#" \
+    "$prefix/nginx.conf" >"$prefix2/nginx.conf"
+  "$nginx_bin" -p "$prefix2/" -c nginx.conf -e logs/error.log || fail "the second nginx did not start"
+  for _ in $(seq 100); do [ -s "$prefix2/nginx.pid" ] && break; sleep 0.05; done
+  extra_pids+=("$(cat "$prefix2/nginx.pid")")
+  for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port2/metrics" && break; sleep 0.05; done
+  wrk -t 1 -c 8 -d 3s "$base/api/x" >"$prefix/wrk1.txt" 2>&1 &
+  w1=$!
+  wrk -t 1 -c 8 -d 3s "http://127.0.0.1:$port2/api/x" >"$prefix/wrk2.txt" 2>&1
+  wait "$w1"
+  ok1=$(count_log 200)
+  ok2=$(awk '$2 == 200' "$prefix2/logs/access.log" | wc -l)
+  total=$((ok1 + ok2))
+  echo "admitted $ok1 + $ok2 = $total of 300 across two instances"
+  [ "$total" -le 300 ] && [ "$total" -ge $((300 - 4 * 8)) ] ||
+    fail "admitted $ok1 + $ok2 = $total across two instances, want 268..300"
+  [ "$ok1" -gt 0 ] && [ "$ok2" -gt 0 ] || fail "one instance admitted nothing: $ok1, $ok2"
+  # redis-server killed mid-load: every request answered, within the
+  # budget plus nginx's own time (wrk's max latency under 1 s), nothing
+  # admitted (fallback: deny)
+  wrk -t 1 -c 8 -d 2s --latency "$base/api/x" >"$prefix/wrk3.txt" 2>&1 &
+  w3=$!
+  sleep 0.5
+  kill -KILL "$redis_pid"
+  wait "$w3"
+  grep -q "Socket errors" "$prefix/wrk3.txt" && fail "requests failed with Redis killed: $(cat "$prefix/wrk3.txt")"
+  max=$(awk '$1 == "Latency" { print $4 }' "$prefix/wrk3.txt")
+  case "$max" in *us|*ms) ;; *) fail "a request took $max with Redis killed" ;; esac
+  expect_eq "$(count_log 200)" "$ok1" "admitted after Redis was killed (fallback deny)"
   ;;
 
 *)
