@@ -4,10 +4,15 @@
 # nginx, in the same run.
 #
 # One private nginx (2 workers, reuseport, loopback, a static file) with
-# three locations that differ only in the limiter:
+# locations that differ only in the limiter:
 #   /none    no limit (the baseline)
 #   /sluice  sluice_zone algorithm=gcra rate=R burst=B, key $http_x_key
+#   /rules   sluice_rules: one rule, prefix /rules/, the same GCRA per
+#            header:X-Key (built with the rules engine only)
 #   /lreq    limit_req_zone rate=R, limit_req burst=B nodelay, key $http_x_key
+# With sluice_rules loaded, every request of the http block asks the
+# engine, so /none, /sluice and /lreq pay its no-match lookup too
+# (nginx/callgrind.sh counts it apart).
 # wrk drives each with one key and with 10,000 keys (a Lua script picks the
 # key per request), 3 runs of D seconds each, interleaved (none, sluice,
 # lreq, none, ...), so a noisy neighbour hits all three alike.  Reported:
@@ -32,9 +37,15 @@ nginx_bin=${NGINX_BIN:-/usr/sbin/nginx}
 dur=${BENCH_SECONDS:-4}
 runs=${BENCH_RUNS:-3}
 prefix=$(mktemp -d /tmp/sluice-ngx-bench.XXXXXX)
-mkdir -p "$prefix/html/none" "$prefix/html/sluice" "$prefix/html/lreq" "$prefix/logs" "$prefix/tmp"
+locs="none sluice lreq"
+rules_conf=
+if grep -q sluice_rules_module "$module"; then
+  locs="none sluice rules lreq"
+  rules_conf="sluice_rules $prefix/rules.yaml;"
+fi
+mkdir -p "$prefix/logs" "$prefix/tmp"
+for d in $locs; do mkdir -p "$prefix/html/$d"; echo "hello" >"$prefix/html/$d/index.html"; done
 chmod -R 755 "$prefix"
-for d in none sluice lreq; do echo "hello" >"$prefix/html/$d/index.html"; done
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 base="http://127.0.0.1:$port"
 
@@ -49,6 +60,14 @@ stop_nginx() {
 trap 'stop_nginx; rm -rf "$prefix"' EXIT
 
 start_nginx() { # start_nginx RATE BURST-SLUICE BURST-LREQ ACCESS-LOG
+  cat >"$prefix/rules.yaml" <<EOF
+rules:
+  - id: rules
+    match: { prefix: /rules/ }
+    dimensions: ["header:X-Key"]
+    limit: { algorithm: gcra, rate: ${1%r/s}/s, burst: $2 }
+    keys: { capacity: 16384 }
+EOF
   cat >"$prefix/nginx.conf" <<EOF
 load_module $module;
 worker_processes 2;
@@ -61,6 +80,7 @@ http {
   client_body_temp_path tmp; proxy_temp_path tmp; fastcgi_temp_path tmp;
   uwsgi_temp_path tmp; scgi_temp_path tmp;
   sluice_zone sl size=10m algorithm=gcra rate=$1 burst=$2;
+  $rules_conf
   limit_req_zone \$http_x_key zone=lr:10m rate=$1;
   limit_req_log_level info;
   server {
@@ -109,7 +129,7 @@ start_nginx 10000000r/s 1000000 "burst=1000000 nodelay" off
 declare -A rps cpu
 for keys in 1 10000; do
   for run in $(seq "$runs"); do
-    for loc in none sluice lreq; do
+    for loc in $locs; do
       if [ "$keys" = 1 ]; then args=(-H 'X-Key: one'); else args=(-s "$prefix/keys.lua"); fi
       c0=$(cpu_ticks)
       out=$(wrk -t 1 -c 32 -d "${dur}s" "${args[@]}" "$base/$loc/")
@@ -129,7 +149,7 @@ stop_nginx
 # ---- exactness: 2000r/s, no burst, one key, over both workers ------------
 start_nginx 2000r/s 1 "" "logs/access.log t"
 declare -A exact
-for loc in sluice lreq; do
+for loc in $(tr ' ' '\n' <<<"$locs" | grep -v none); do
   : >"$prefix/logs/access.log"
   sleep 0.3
   offered=$(wrk -t 2 -c 16 -d 3s -H 'X-Key: one' "$base/$loc/" | awk '/Requests\/sec/ { print $2 }')
@@ -142,12 +162,13 @@ done
 
 echo
 echo "nginx 1.22.1, 2 workers, wrk -t1 -c32 -d${dur}s on loopback; medians of $runs runs (shared 2-core machine)"
-printf '| %-10s | %-5s | %-12s | %-18s |\n' limiter keys requests/s "worker CPU/request"
-printf '|%s|%s|%s|%s|\n' ------------ ------- -------------- --------------------
+printf '| %-12s | %-5s | %-12s | %-18s |\n' limiter keys requests/s "worker CPU/request"
+printf '|%s|%s|%s|%s|\n' -------------- ------- -------------- --------------------
 for keys in 1 10000; do
-  for loc in none sluice lreq; do
+  for loc in $locs; do
     name=$loc; [ "$loc" = lreq ] && name=limit_req; [ "$loc" = none ] && name="no limit"
-    printf '| %-10s | %-5s | %-12s | %-18s |\n' "$name" "$keys" \
+    [ "$loc" = rules ] && name=sluice_rules; [ "$loc" = sluice ] && name=sluice_limit
+    printf '| %-12s | %-5s | %-12s | %-18s |\n' "$name" "$keys" \
       "$(tr ' ' '\n' <<<"${rps[$loc,$keys]}" | grep . | median)" \
       "$(tr ' ' '\n' <<<"${cpu[$loc,$keys]}" | grep . | median) us"
   done
@@ -157,4 +178,8 @@ echo "Exactness at rate=2000r/s, no burst, one key, 2 workers, wrk -t2 -c16 -d3s
 read -r _ s_rate s_off <<<"${exact[sluice]}"
 read -r _ l_rate l_off <<<"${exact[lreq]}"
 echo "  sluice_limit (gcra burst=1): $s_rate admitted/s of $s_off offered/s"
+if [ -n "${exact[rules]:-}" ]; then
+  read -r _ r_rate r_off <<<"${exact[rules]}"
+  echo "  sluice_rules (gcra burst=1): $r_rate admitted/s of $r_off offered/s"
+fi
 echo "  limit_req (no burst):        $l_rate admitted/s of $l_off offered/s"

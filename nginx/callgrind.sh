@@ -7,13 +7,17 @@
 # process that serves everything, so callgrind sees every instruction of
 # the request path), with the same configuration as nginx/bench.sh.  A
 # Python client sends N requests on one keep-alive connection to one
-# location (/none/, /sluice/ or /lreq/), with 1 key or cycling over
+# location (/none/, /sluice/, /rules/ or /lreq/), with 1 key or cycling over
 # 10,000 keys (X-Key), then nginx is stopped and callgrind's total Ir read.
 # Every run starts and stops the same nginx with the same configuration,
 # so (Ir(location) - Ir(/none/)) / N is what the limiter adds to a request:
 # a count of instructions, not a time, so the shared machine's load does
 # not move it (Debian's nginx binary is stripped, so its limit_req_handler
 # cannot be named to callgrind; the difference of totals needs no symbols).
+# With the rules engine built in, /rules/ runs with `sluice_rules` (one
+# rule, prefix /rules/, the same GCRA per header:X-Key), and /none/ once
+# more with the same file loaded ("none+rules": what the engine's lookup
+# costs a request no rule matches).
 set -euo pipefail
 here=$(dirname "$(realpath "$0")")
 module=$(realpath "${1:-$here/../build/nginx/ngx_http_sluice_module.so}")
@@ -21,12 +25,24 @@ nginx_bin=${NGINX_BIN:-/usr/sbin/nginx}
 n=${CALLGRIND_REQUESTS:-20000}
 prefix=$(mktemp -d /tmp/sluice-ngx-cg.XXXXXX)
 trap 'rm -rf "$prefix"' EXIT
-mkdir -p "$prefix/html/none" "$prefix/html/sluice" "$prefix/html/lreq" "$prefix/logs" "$prefix/tmp"
+locs="none sluice lreq"
+grep -q sluice_rules_module "$module" && locs="none sluice rules none+rules lreq"
+mkdir -p "$prefix/logs" "$prefix/tmp"
+for d in none sluice rules lreq; do mkdir -p "$prefix/html/$d"; echo "hello" >"$prefix/html/$d/index.html"; done
 chmod -R 755 "$prefix"
-for d in none sluice lreq; do echo "hello" >"$prefix/html/$d/index.html"; done
+cat >"$prefix/rules.yaml" <<'EOF'
+rules:
+  - id: rules
+    match: { prefix: /rules/ }
+    dimensions: ["header:X-Key"]
+    limit: { algorithm: gcra, rate: 10000000/s, burst: 1000000 }
+    keys: { capacity: 16384 }
+EOF
 
 run() { # run LOCATION KEYS: prints total Ir
-  local port
+  local port rules_conf= loc=$1
+  case "$1" in rules) rules_conf="sluice_rules $prefix/rules.yaml;" ;;
+    none+rules) rules_conf="sluice_rules $prefix/rules.yaml;" loc=none ;; esac
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   cat >"$prefix/nginx.conf" <<EOF
 load_module $module;
@@ -41,6 +57,7 @@ http {
   client_body_temp_path tmp; proxy_temp_path tmp; fastcgi_temp_path tmp;
   uwsgi_temp_path tmp; scgi_temp_path tmp;
   sluice_zone sl size=10m algorithm=gcra rate=10000000r/s burst=1000000;
+  $rules_conf
   limit_req_zone \$http_x_key zone=lr:10m rate=10000000r/s;
   server {
     listen 127.0.0.1:$port;
@@ -55,7 +72,7 @@ EOF
   valgrind --tool=callgrind --callgrind-out-file="$prefix/callgrind.out" \
     "$nginx_bin" -p "$prefix/" -c nginx.conf -e logs/error.log 2>"$prefix/vg.log" &
   local vg=$!
-  python3 - "$port" "$1" "$2" "$n" <<'PY'
+  python3 - "$port" "$loc" "$2" "$n" <<'PY'
 import http.client, sys, time
 port, loc, keys, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 for _ in range(300):   # nginx under valgrind starts in a few seconds
@@ -82,7 +99,7 @@ PY
 
 declare -A ir
 for keys in 1 10000; do
-  for loc in none sluice lreq; do
+  for loc in $locs; do
     ir[$loc,$keys]=$(run "$loc" "$keys")
     echo "bench=nginx-callgrind limiter=$loc keys=$keys requests=$n total_Ir=${ir[$loc,$keys]}"
   done
@@ -90,9 +107,19 @@ done
 echo
 echo "Instructions per request added by the limiter (callgrind, $n requests + 1 on one connection, one nginx process):"
 for keys in 1 10000; do
-  for loc in sluice lreq; do
+  for loc in $locs; do
+    [ "$loc" = none ] && continue
+    # sluice_rules over the same nginx with the same file loaded and no
+    # rule matching (none+rules: the same start-up, the file's load and
+    # its tables' formatting, which a short run would spread over its
+    # requests); "no match" is that run over the plain one: the load plus
+    # the engine's lookup for a request no rule matches, per request of
+    # this run
+    base=${ir[none,$keys]}
     name=sluice_limit; [ "$loc" = lreq ] && name=limit_req
-    awk -v a="${ir[$loc,$keys]}" -v b="${ir[none,$keys]}" -v n="$n" -v who="$name" -v k="$keys" \
+    [ "$loc" = rules ] && name=sluice_rules base=${ir[none+rules,$keys]}
+    [ "$loc" = none+rules ] && name="no match"
+    awk -v a="${ir[$loc,$keys]}" -v b="$base" -v n="$n" -v who="$name" -v k="$keys" \
       'BEGIN { printf "  %-12s keys=%-5s %6.0f\n", who, k, (a - b) / n }'
   done
 done
