@@ -719,6 +719,9 @@ EOF
   "$SLUICE_CMD" explain "$prefix/rules.yaml" "${explain_args[@]}" >"$prefix/explain.txt" 2>&1 ||
     fail "sluice explain: $(cat "$prefix/explain.txt")"
   mapfile -t actions < <(sed -n 's/^action: //p' "$prefix/explain.txt")
+  # and how many rules each request matched: none is no limit applied,
+  # an empty $sluice_status (as for a location without sluice_limit)
+  mapfile -t matched < <(sed -n 's/^.*: [0-9]* rules; \([0-9]*\) match.*$/\1/p' "$prefix/explain.txt")
   [ "${#actions[@]}" -eq "${#reqs[@]}" ] || fail "explain gave ${#actions[@]} actions for ${#reqs[@]} requests"
   seen=
   for i in "${!reqs[@]}"; do
@@ -730,7 +733,7 @@ EOF
     got=$(curl "${args[@]}" "$base$path")
     st=$(tr -d '\r' <"$prefix/hdrs" | sed -n 's/^X-Sluice-Status: //p' | tail -1)
     case "${actions[$i]}" in
-      pass) want="200 PASSED" ;;
+      pass) want="200 PASSED"; [ "${matched[$i]}" = 0 ] && want="200 " ;;
       shadow) want="200 REJECTED_DRY_RUN" ;;
       queue*) want="200 DELAYED" ;;
       stale) want="200 STALE"
