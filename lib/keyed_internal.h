@@ -83,7 +83,7 @@
 #define RETRY_MAX 4096u
 
 /*
- * Stall points for the deterministic tests (tests/test_keyed_faults.c,
+ * Stall points for the deterministic tests (tests/core/test_keyed_faults.c,
  * which compiles the keyed files with SLUICE_TESTING).  The production library
  * has none: STALL() is empty and test_stop is the constant 0, so the
  * compiler removes every test branch, and no test symbol is exported.

@@ -11,7 +11,7 @@
 #   - the suites stress, unit-shared and install: stress/ is heavy and
 #     timing-bound, and under qemu every instruction costs 5-20x; the x86-64
 #     builds run them all (unit-shared is the same tests linked against
-#     libsluice.so; tests/pair_insn.sh checks the arm64 libsluice.so);
+#     libsluice.so; tests/core/pair_insn.sh checks the arm64 libsluice.so);
 #   - redis/ (-Dredis=disabled): it needs hiredis for arm64 and a Redis
 #     server, and its code is the same C as the x86-64 build tests;
 #   - SKIP_TESTS below: shell scripts that run an arm64 program themselves,

@@ -7,7 +7,7 @@
  * The parent runs the ticker at period P (default 1 us: it takes its lock
  * every microsecond, so forks land while it holds it) and a churn thread
  * that re-periods it and, one round in 64, stops and restarts it (outside
- * ASan: GCC 12's libasan allocator is not fork-safe, see tests/test_fork.c).
+ * ASan: GCC 12's libasan allocator is not fork-safe, see tests/core/test_fork.c).
  * It forks until N children have run or S seconds have passed.  Each child:
  *   - its cached reading advances within 2 s and is not older than the child;
  *   - sluice_clock_cached_running() is 0 and reads are exactly CLOCK_MONOTONIC;
@@ -20,7 +20,7 @@
  * be running and ticking at the end.
  *
  * Output: one line, key=value, then exit 0 (all children passed) or 1.
- * The unit test (tests/test_fork.c) runs a fixed 10,000; soak this longer.
+ * The unit test (tests/core/test_fork.c) runs a fixed 10,000; soak this longer.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -34,7 +34,7 @@
 
 #include "sluice/clock.h"
 
-#include "../tests/fork_loop.h"
+#include "fork_loop.h"
 
 /* One child: the unit test's checks (fork_loop.h); one child in 4 (outside
  * TSan) also starts a 1 us ticker of its own, sees it tick, and stops it. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_http_parse.h - a parser of the structured-field grammar that
- * sluice/http.h promises, for reading formatted fields back: tests/test_http.c
+ * sluice/http.h promises, for reading formatted fields back: tests/core/test_http.c
  * and the fuzz target fuzz/fuzz_http.c both check their round trips with it.
  * Each parser reads at *p and, on success, advances *p past what it read.
  */

@@ -2,7 +2,7 @@
 /*
  * test_engine_redis.c - the engine deciding rules on a backend (rules.h
  * BACKENDS) through a real redis-server, which each test starts on a free
- * port of 127.0.0.1 and stops by its pid (redis/test_server.c):
+ * port of 127.0.0.1 and stops by its pid (tests/support/test_server.c):
  *   - a global rule is decided by Redis (leases, refusals), the verdict
  *     says so, and the metrics carry the backend's counters (promtool);
  *   - two engines, each with its own backend (connection, I/O thread,

@@ -24,7 +24,7 @@
 #include <sys/auxv.h>
 #endif
 
-#include "../lib/pair_internal.h"
+#include "../../lib/pair_internal.h"
 
 TestSuite(pair, .timeout = 120);
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rules/test_metrics_oom.c - every allocation of sluice__metrics_init fails
+ * tests/rules/test_metrics_oom.c - every allocation of sluice__metrics_init fails
  * in turn (one per stripe, SLUICE__METRICS_STRIPES in all): init returns
  * SLUICE_ENOMEM, every stripe it had allocated is freed again, and free on
  * the failed object is a no-op; with no failure, free returns every cell.

@@ -3,7 +3,7 @@
  * test_engine.c - the rules engine on a manual clock: matching, several
  * rules on one request (all or nothing), each fallback, shadow mode,
  * fail-open and fail-closed, versions, the answer's fields, in-flight
- * permits and complete().  rules/test_engine_reload.c has reloads and the
+ * permits and complete().  tests/rules/test_engine_reload.c has reloads and the
  * shared region.
  *
  * Every test is deterministic: the clock moves only when a test moves it,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rules/test_rules_oom.c - every allocation of a load fails in turn: the
+ * tests/rules/test_rules_oom.c - every allocation of a load fails in turn: the
  * load returns SLUICE_ENOMEM with nothing kept, or the answer it gives
  * without the failure; nothing leaks (LeakSanitizer in the ASan build).
  *

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# rules/check_cli.sh SLUICE TESTDATA [engine|no-engine] - run `sluice check` as a user would
+# tests/rules/check_cli.sh SLUICE TESTDATA [engine|no-engine] - run `sluice check` as a user would
 # and check its exit codes and output (issue 12, "Done when": a file with
 # ten different errors, each line named).  Exits 1 on the first mismatch.
 # $sluice, fail, $out and the working directory TESTDATA (cli_test.sh)
@@ -15,15 +15,15 @@ diff -u errors.expected "$out/stderr" || fail "check errors.yaml: stderr differs
 [ "$(wc -l <"$out/stderr")" -eq 11 ] || fail "expected 11 error lines"
 
 # the complete example is valid
-"$sluice" check ../../examples/rules.yaml >"$out/stdout" 2>"$out/stderr"
+"$sluice" check ../../../examples/rules.yaml >"$out/stdout" 2>"$out/stderr"
 rc=$?
 [ $rc -eq 0 ] || { cat "$out/stderr"; fail "check examples/rules.yaml: exit $rc, expected 0"; }
 [ -s "$out/stderr" ] && fail "check examples/rules.yaml wrote to stderr"
 # with the memory its tables, limiters and metrics need, and the budget
-grep -Eqx '\.\./\.\./examples/rules\.yaml: 9 rules, valid; needs [0-9]+ bytes of memory \(budget 1073741824\)' "$out/stdout" ||
+grep -Eqx '\.\./\.\./\.\./examples/rules\.yaml: 9 rules, valid; needs [0-9]+ bytes of memory \(budget 1073741824\)' "$out/stdout" ||
   fail "valid: $(cat "$out/stdout")"
 # a budget of the caller's: the same file refused under 1 MiB
-"$sluice" check --memory-budget=1MiB ../../examples/rules.yaml >"$out/stdout" 2>"$out/stderr"
+"$sluice" check --memory-budget=1MiB ../../../examples/rules.yaml >"$out/stdout" 2>"$out/stderr"
 rc=$?
 [ $rc -eq 1 ] || fail "check --memory-budget=1MiB: exit $rc, expected 1"
 grep -Eq 'over the memory budget of 1048576 bytes' "$out/stderr" || fail "1MiB: $(cat "$out/stderr")"

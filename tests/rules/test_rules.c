@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rules/test_rules.c - the rule file loader: every error kind at its exact
+ * tests/rules/test_rules.c - the rule file loader: every error kind at its exact
  * line and column, valid files to exactly the expected description, the
  * caps, and examples/rules.yaml.
  */

@@ -2,7 +2,7 @@
 /*
  * test_change_gcra.c - readings across a live change (issue 22): GCRA, the
  * leaky meter and shaper, warm-up.  Manual clock and explicit readings
- * first, then the stall hooks (tests/test_stall.h) to hold a decision, or
+ * first, then the stall hooks (tests/support/test_stall.h) to hold a decision, or
  * a setter, between its clock reading and its CAS while the other side
  * moves on.
  *

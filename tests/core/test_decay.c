@@ -27,7 +27,7 @@
 #include "sluice/clock.h"
 #include "sluice/decay.h"
 #include "sluice/error.h"
-#include "../lib/decay_internal.h" /* sluice__decay_count_at: the kept count */
+#include "../../lib/decay_internal.h" /* sluice__decay_count_at: the kept count */
 
 #include "test_pace.h"
 #include "test_rng.h"

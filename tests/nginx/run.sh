@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# nginx/tests/run.sh TEST - one test of the nginx module against Debian's
+# tests/nginx/run.sh TEST - one test of the nginx module against Debian's
 # packaged nginx (meson suite 'nginx'; nginx/meson.build lists the tests).
 #
 # Each test starts a private nginx: its own prefix (a temp dir with its

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# rules/cli_test.sh - sourced (not run) by check_cli.sh and explain_cli.sh:
+# tests/rules/cli_test.sh - sourced (not run) by check_cli.sh and explain_cli.sh:
 # the set-up both share.  The caller's arguments are SLUICE TESTDATA
 # [engine|no-engine] (whether SLUICE was built with the rules engine,
 # -Dengine; engine when not given): it leaves $sluice (the program,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fork_loop.h - what tests/test_fork.c and stress/stress_fork.c share: the
+ * fork_loop.h - what tests/core/test_fork.c and stress/stress_fork.c share: the
  * sanitizer flags their children adapt to, the child's clock checks and
  * their exit codes, the bounded wait for a child, and the churn thread that
  * re-periods (and restarts) the parent's ticker while it forks.

@@ -6,7 +6,7 @@
  * ARMv8's Cryptographic Extension by the kernel's HWCAP_AES), asked here
  * independently of the library, and SipHash-1-3 elsewhere.  That the AES
  * code computes the same function on both architectures is
- * tests/test_keyed.c's known answers and its plain-C FIPS-197 reference,
+ * tests/core/test_keyed.c's known answers and its plain-C FIPS-197 reference,
  * which run on both.
  */
 #include <criterion/criterion.h>
@@ -17,7 +17,7 @@
 #endif
 
 #include "sluice/keyed.h"
-#include "../lib/keyed_internal.h"
+#include "../../lib/keyed_internal.h"
 #include "test_keyed_common.h"
 
 TestSuite(keyhash, .timeout = 60);

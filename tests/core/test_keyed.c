@@ -29,8 +29,8 @@
 
 /* private symbols of lib/ (static library): sluice__siphash() and the
  * keyed lookup's inline hash of short keys */
-#include "../lib/keyhash_internal.h"
-#include "../lib/siphash_internal.h"
+#include "../../lib/keyhash_internal.h"
+#include "../../lib/siphash_internal.h"
 /* Test-only symbols of lib/keyed_*.c (SLUICE_TESTING builds): weak, so this
  * file links against the production objects and can check they are absent. */
 int sluice__keyed_test_stall(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t now,

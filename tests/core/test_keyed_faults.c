@@ -24,10 +24,10 @@
 /* The keyed files are compiled here as the library compiles them:
  * tests/meson.build passes the library's flags (SLUICE_BUILDING, -mcx16). */
 #define SLUICE_TESTING 1
-#include "../lib/keyed_table.c"
-#include "../lib/keyed_slot.c"
-#include "../lib/keyed_decide.c"
-#include "../lib/keyed_live.c"
+#include "../../lib/keyed_table.c"
+#include "../../lib/keyed_slot.c"
+#include "../../lib/keyed_decide.c"
+#include "../../lib/keyed_live.c"
 
 #include "test_keyed_common.h"
 #include "test_rng.h"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# rules/explain_cli.sh SLUICE TESTDATA - run `sluice explain` as a user
+# tests/rules/explain_cli.sh SLUICE TESTDATA - run `sluice explain` as a user
 # would: the rules a request matches, their keys and decisions, exactly as
 # printed; an invalid file (exit 1); bad arguments (usage, exit 2).
 # $sluice, fail, $out and the working directory TESTDATA (cli_test.sh)

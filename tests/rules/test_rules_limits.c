@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rules/test_rules_limits.c - the loader against inputs that cost more
+ * tests/rules/test_rules_limits.c - the loader against inputs that cost more
  * than their size says (issue 22 R5, R6): nesting far past the depth cap,
  * and valid files whose tables would take more memory than the budget.
  */
