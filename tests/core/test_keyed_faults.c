@@ -5,13 +5,12 @@
  * (a stall point), a claim killed midway, a header or slots rewritten in
  * shared memory, a writer that never stops changing a word.
  *
- * This file compiles the keyed files (lib/keyed_table.c, keyed_slot.c,
- * keyed_decide.c) itself with SLUICE_TESTING, which turns on the stall
- * points (STALL() in keyed_internal.h) and sluice__keyed_test_stall(); the
- * library that other programs link has neither (test_keyed.c checks).  Its
- * definitions take the place of the library's keyed objects (the static
- * library's members are never pulled in: nothing is left undefined for
- * them).  Every test
+ * It links the test-only library (sluice_testing_dep, lib/meson.build):
+ * lib/ compiled with SLUICE_TESTING, which turns on the stall points
+ * (STALL() in keyed_internal.h) and sluice__keyed_test_stall(), and makes
+ * the internals it calls (header_check, lock_take, field_set:
+ * SLUICE_TESTABLE in keyed_internal.h) external; the library that other
+ * programs link has none of them (test_keyed.c checks).  Every test
  * is deterministic: a stall point runs the interfering operations itself,
  * from the stalled call, and the clock is the caller's (_at).
  */
@@ -21,13 +20,9 @@
 #include <string.h>
 #include <time.h>
 
-/* The keyed files are compiled here as the library compiles them:
- * tests/meson.build passes the library's flags (SLUICE_BUILDING, -mcx16). */
-#define SLUICE_TESTING 1
-#include "../../lib/keyed_table.c"
-#include "../../lib/keyed_slot.c"
-#include "../../lib/keyed_decide.c"
-#include "../../lib/keyed_live.c"
+/* SLUICE_TESTING comes from sluice_testing_dep, with lib/ on the path. */
+#include "pair_internal.h"
+#include "keyed_internal.h"
 
 #include "test_keyed_common.h"
 #include "test_rng.h"
