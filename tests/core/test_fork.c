@@ -33,8 +33,10 @@
  * child creates a thread either (glibc's own malloc is fork-safe, so the
  * plain build keeps the full churn and the children's own tickers).  A fork
  * costs about 0.6 ms here plain and 4 ms under either sanitizer (1,000 TSan
- * forks took 4.3 s, 10,000 ASan forks 41 s), so the loop runs LOOP_FORKS
- * forks plain and LOOP_FORKS_SANITIZED under a sanitizer.
+ * forks took 4.3 s, 10,000 ASan forks 41 s), so the loop here runs
+ * LOOP_FORKS (100) forks in every build, and the stress suite's fork-loop
+ * (stress/stress_fork.c, the same loop: fork_loop.h) runs 10,000 plain and
+ * 3,000 under a sanitizer (stress/meson.build).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -56,9 +58,9 @@
 
 TestSuite(fork, .timeout = 120);
 
-#define LOOP_FORKS 10000
-#define LOOP_FORKS_SANITIZED 3000
-#define LOOP_FORKS_EMULATED 100 /* qemu-user: ~85 ms a fork of the emulator */
+/* The loop's default length (SLUICE_FORK_LOOP_FORKS overrides it): the
+ * 10,000-fork loop is the stress suite's fork-loop (stress_fork.c). */
+#define LOOP_FORKS 100
 #define LOOP_MAX_BAD 3 /* stop the loop after this many bad children */
 
 /* ---- helpers (parent and child) --------------------------------------- */
@@ -206,7 +208,7 @@ Test(fork, child_inherits_the_validated_step, .fini = stop_ticker)
 /* ---- the fork loop ---------------------------------------------------- */
 
 /*
- * LOOP_FORKS forks while the ticker runs at the shortest period (it takes
+ * LOOP_FORKS forks (or SLUICE_FORK_LOOP_FORKS) while the ticker runs at the shortest period (it takes
  * its lock every microsecond, so forks land while it holds it) and a churn
  * thread (churn_main, fork_loop.h) re-periods it between 1 and 2 us (start() holds both locks and signals the condition
  * variable) and, one round in 64 outside ASan, stops and restarts it (the
@@ -214,9 +216,8 @@ Test(fork, child_inherits_the_validated_step, .fini = stop_ticker)
  * child in 4 also starts and stops a ticker of its own, which must neither
  * block on a lock inherited held nor join a thread that is not there.
  */
-static int loop_child_fn(void *arg)
+static int loop_child_fn(unsigned i)
 {
-	unsigned i = *(const unsigned *)arg;
 	int rc = child_reads();
 	if (rc != C_OK || UNDER_TSAN || UNDER_ASAN || UNDER_EMULATOR || (i & 3) != 0)
 		return rc;
@@ -225,51 +226,24 @@ static int loop_child_fn(void *arg)
 
 Test(fork, loop_of_forks_with_the_ticker_running, .fini = stop_ticker, .timeout = 300)
 {
-	unsigned forks = UNDER_EMULATOR            ? LOOP_FORKS_EMULATED
-	                 : UNDER_TSAN || UNDER_ASAN ? LOOP_FORKS_SANITIZED
-	                                            : LOOP_FORKS;
+	struct fork_loop l = { .forks = fork_loop_forks(LOOP_FORKS), .max_bad = LOOP_MAX_BAD,
+		               .child = loop_child_fn };
 	cr_assert_eq(sluice_clock_cached_start(1000), 0, "start(1 us) failed");
 	pthread_t churn;
 	atomic_store(&churn_stop, 0);
 	churn_period = 1000;
 	cr_assert_eq(pthread_create(&churn, NULL, churn_main, NULL), 0, "pthread_create");
-
-	unsigned hung = 0, failed = 0, done = 0;
-	int first_code = 0;
-	unsigned first_at = 0;
-	uint64_t t0 = mono_ns();
-	for (unsigned i = 0; i < forks && hung + failed < LOOP_MAX_BAD; i++, done++) {
-		fflush(NULL);
-		pid_t pid = fork();
-		if (pid < 0) {
-			atomic_store(&churn_stop, 1);
-			pthread_join(churn, NULL);
-			cr_assert_fail("fork %u failed: %s", i, strerror(errno));
-		}
-		if (pid == 0)
-			_exit(loop_child_fn(&i));
-		int code = wait_child(pid);
-		if (code == 0)
-			continue;
-		if (first_code == 0) {
-			first_code = code;
-			first_at = i;
-		}
-		if (code == -1)
-			hung++;
-		else
-			failed++;
-	}
-	uint64_t elapsed = mono_ns() - t0;
+	fork_loop_run(&l);
 	atomic_store(&churn_stop, 1);
 	pthread_join(churn, NULL);
-	cr_log_info("%u forks in %.1f s (%s): %u hung, %u failed", done, elapsed / 1e9,
-	            UNDER_TSAN ? "TSan" : UNDER_ASAN ? "ASan" : "no sanitizer", hung, failed);
-	cr_assert_eq(hung + failed, 0,
+	cr_assert_eq(l.fork_errno, 0, "fork %u failed: %s", l.done, strerror(l.fork_errno));
+	cr_log_info("%u forks in %.1f s (%s): %u hung, %u failed", l.done, l.elapsed_ns / 1e9,
+	            UNDER_TSAN ? "TSan" : UNDER_ASAN ? "ASan" : "no sanitizer", l.hung, l.failed);
+	cr_assert_eq(l.hung + l.failed, 0,
 	             "%u of %u children went wrong (%u hung, %u failed); the first, fork %u: %s",
-	             hung + failed, done, hung, failed, first_at,
-	             first_code == -1 ? "hung" : child_fail_name(first_code));
-	cr_assert_eq(done, forks, "only %u of %u forks ran", done, forks);
+	             l.hung + l.failed, l.done, l.hung, l.failed, l.first_at,
+	             l.first_code == -1 ? "hung" : child_fail_name(l.first_code));
+	cr_assert_eq(l.done, l.forks, "only %u of %u forks ran", l.done, l.forks);
 	cr_assert_eq(sluice_clock_cached_running(), 1, "parent's ticker stopped by the loop");
 	cr_assert(word_advances(), "parent's ticker no longer ticks after the loop");
 }

@@ -2,8 +2,10 @@
 /*
  * fork_loop.h - what tests/core/test_fork.c and stress/stress_fork.c share: the
  * sanitizer flags their children adapt to, the child's clock checks and
- * their exit codes, the bounded wait for a child, and the churn thread that
- * re-periods (and restarts) the parent's ticker while it forks.
+ * their exit codes, the bounded wait for a child, the churn thread that
+ * re-periods (and restarts) the parent's ticker while it forks, and the
+ * fork loop itself (fork_loop_run), SLUICE_FORK_LOOP_FORKS children long:
+ * 100 in the unit test, 10,000 in the stress suite's fork-loop.
  *
  * Sanitizers (test_fork.c's comment has the evidence): under TSan a child
  * must not create a thread, so no child starts a ticker; under ASan the
@@ -15,6 +17,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -198,6 +201,86 @@ static inline void *churn_main(void *arg)
 		sleep_ns(20000);
 	}
 	return NULL;
+}
+
+/* The fork loop's length: SLUICE_FORK_LOOP_FORKS from the environment (a
+ * count, 1 or more), else @dflt: 100 in the unit test (test_fork.c), 10,000
+ * in stress_fork (the stress suite's fork-loop, stress/meson.build). */
+static inline unsigned fork_loop_forks(unsigned dflt)
+{
+	const char *v = getenv("SLUICE_FORK_LOOP_FORKS");
+	if (!v || !*v)
+		return dflt;
+	char *end;
+	unsigned long n = strtoul(v, &end, 10);
+	return *end == 0 && n >= 1 && n <= 100000000UL ? (unsigned)n : dflt;
+}
+
+/*
+ * One fork loop: fork @forks children one at a time while the caller's
+ * ticker (and churn thread) runs; each child runs @child(i) and exits with
+ * its code; the parent waits for it (wait_child: at most HANG_NS, then it
+ * is killed and counted hung).  One child in @stop_every (0: none) is
+ * stopped with SIGSTOP for 5 ms right after the fork and continued.  The
+ * loop stops early after @max_bad hung or failed children (0: never), after
+ * @limit_ns (0: no limit) or when fork() fails (fork_errno).  @verbose
+ * prints each bad child on stderr.
+ */
+struct fork_loop {
+	unsigned forks, stop_every, max_bad;
+	uint64_t limit_ns;
+	int verbose;
+	int (*child)(unsigned i);
+	/* out */
+	unsigned done, hung, failed, stopped;
+	unsigned first_at; /* the first bad child's index */
+	int first_code;    /* its code (-1: hung), 0 when none went wrong */
+	int fork_errno;    /* fork() failed: its errno (the loop stopped) */
+	uint64_t elapsed_ns;
+};
+
+static inline void fork_loop_run(struct fork_loop *l)
+{
+	l->done = l->hung = l->failed = l->stopped = l->first_at = 0;
+	l->first_code = l->fork_errno = 0;
+	uint64_t t0 = mono_ns();
+	for (unsigned i = 0; i < l->forks; i++) {
+		if (l->max_bad && l->hung + l->failed >= l->max_bad)
+			break;
+		if (l->limit_ns && mono_ns() - t0 >= l->limit_ns)
+			break;
+		fflush(NULL); /* no buffered output is written twice */
+		pid_t pid = fork();
+		if (pid < 0) {
+			l->fork_errno = errno;
+			break;
+		}
+		if (pid == 0)
+			_exit(l->child(i));
+		if (l->stop_every && i % l->stop_every == 0) {
+			kill(pid, SIGSTOP);
+			sleep_ns(5000000);
+			kill(pid, SIGCONT);
+			l->stopped++;
+		}
+		int code = wait_child(pid);
+		l->done++;
+		if (code == 0)
+			continue;
+		if (l->first_code == 0) {
+			l->first_code = code;
+			l->first_at = i;
+		}
+		if (code == -1)
+			l->hung++;
+		else
+			l->failed++;
+		if (l->verbose && code == -1)
+			fprintf(stderr, "fork %u: child hung (killed)\n", i);
+		else if (l->verbose)
+			fprintf(stderr, "fork %u: child exit %d (%s)\n", i, code, child_fail_name(code));
+	}
+	l->elapsed_ns = mono_ns() - t0;
 }
 
 #endif /* SLUICE_FORK_LOOP_H */
