@@ -12,7 +12,7 @@
  * booking's delay reaches past s), a setter whose reading lags decisions
  * already made credits nothing, and over every closed interval of
  * admission times the permits total at most max(b) + t / min(T) over the
- * sets in force: stress_worst_conform() (stress/stress_verify.c, the
+ * sets in force: stress_worst_conform() (tests/support/verify.c, the
  * stress verifiers' exact closed-interval form) over every admission.
  */
 #include <criterion/criterion.h>
@@ -24,7 +24,7 @@
 #include "sluice/leaky.h"
 #include "sluice/warmup.h"
 
-#include "stress_common.h"
+#include "verify.h"
 #include "test_stall.h"
 
 #define US 1000ULL
@@ -47,19 +47,11 @@ static void record(uint64_t t, uint64_t n)
 	recs[nrecs++] = (struct stress_rec){ t, (uint32_t)n, 0 };
 }
 
-static int by_time(const void *a, const void *b)
-{
-	const struct stress_rec *x = a, *y = b;
-	if (x->t != y->t)
-		return x->t < y->t ? -1 : 1;
-	return x->n < y->n ? -1 : x->n > y->n;
-}
-
 /* Every closed interval [x, x + t] of admission times holds at most
  * bmax + t / tmin permits: max (permits - floor(t / tmin)) <= bmax. */
 static void check_bound(uint64_t bmax, uint64_t tmin, const char *what)
 {
-	qsort(recs, nrecs, sizeof(recs[0]), by_time);
+	qsort(recs, nrecs, sizeof(recs[0]), stress_rec_cmp);
 	uint64_t worst = stress_worst_conform(recs, nrecs, tmin, 1);
 	cr_assert_leq(worst, bmax,
 	              "%s: an interval holds %llu permits over its floor(t / %llu ns), bound %llu",

@@ -30,6 +30,7 @@
 #include "../../lib/decay_internal.h" /* sluice__decay_count_at: the kept count */
 
 #include "test_pace.h"
+#include "recorder.h"
 #include "test_rng.h"
 #include "test_stall.h"
 
@@ -797,21 +798,9 @@ ParameterizedTest(int *nthreads, decay, threads_respect_the_decayed_sum)
 	for (int i = 0; i < *nthreads; i++)
 		pthread_join(d[i].tid, NULL);
 
-	size_t total = 0;
-	uint64_t refused = 0;
-	for (int i = 0; i < *nthreads; i++) {
-		cr_assert_lt(d[i].nrec, T_RECORDS, "record buffer overflowed");
-		total += d[i].nrec;
-		refused += d[i].refused;
-	}
-	struct trec *all = malloc(sizeof(*all) * (total + 1));
-	cr_assert_not_null(all);
-	size_t k = 0;
-	for (int i = 0; i < *nthreads; i++) {
-		memcpy(all + k, d[i].rec, sizeof(*all) * d[i].nrec);
-		k += d[i].nrec;
-	}
-	qsort(all, total, sizeof(*all), by_time);
+	size_t total;
+	uint64_t refused;
+	struct trec *all = REC_MERGE(d, *nthreads, T_RECORDS, by_time, &total, &refused);
 	long double unit = 1.0L / (long double)(1ULL << x.frac_bits), worst = 0;
 	struct model m = { .t = 0, .h = T_H };
 	for (size_t i = 0; i < total; i++) {
@@ -971,20 +960,9 @@ Test(decay, set_limit_under_load_takes_effect_and_keeps_the_count)
 	cr_assert_eq(atomic_load(&s_gen), S_CHANGES);
 	cr_assert_eq(sluice_decay_limit(&x), s_limits[S_CHANGES]);
 
-	size_t total = 0;
-	uint64_t refused = 0;
-	for (int i = 0; i < nthreads; i++) {
-		cr_assert_lt(d[i].nrec, T_RECORDS, "record buffer overflowed");
-		total += d[i].nrec;
-		refused += d[i].refused;
-	}
-	struct srec *all = malloc(sizeof(*all) * (total + 1));
-	cr_assert_not_null(all);
-	size_t k = 0;
-	for (int i = 0; i < nthreads; i++) {
-		memcpy(all + k, d[i].rec, sizeof(*all) * d[i].nrec);
-		k += d[i].nrec;
-	}
+	size_t total;
+	uint64_t refused;
+	struct srec *all = REC_MERGE(d, nthreads, T_RECORDS, NULL, &total, &refused);
 	/* which change each limit value belongs to (they are distinct) */
 	uint64_t late = 0;
 	for (size_t i = 0; i < total; i++) {
@@ -1182,6 +1160,13 @@ static int race_take(void *lim, uint64_t t)
 	return sluice_decay_acquire_at(lim, 1, t, NULL);
 }
 
+/* Before each round: the main thread alone admits one permit 600 ns before
+ * race_time (below). */
+static void race_admit_one(void *lim)
+{
+	cr_assert_eq(sluice_decay_acquire_at(lim, 1, race_time - 600, NULL), 1);
+}
+
 /*
  * L = 2, h = 1 us.  Each round the main thread alone admits one permit 600
  * ns before the race (0.66 of it left then: one more fits, two do not);
@@ -1196,18 +1181,9 @@ Test(decay, racing_threads_take_the_last_permit)
 	sluice_decay_t x;
 	make(&x, 2, US, 0);
 	struct race_ctx mine = { &x, race_take, 1 }, theirs = { &x, race_take, 2 };
-	pthread_t tid;
-	race_time = 0;
-	cr_assert_eq(pthread_create(&tid, NULL, racer_main, &theirs), 0);
-	int both = 0, none = 0;
-	for (int r = 0; r < RACE_ROUNDS; r++) {
-		race_time += 100 * US; /* forgotten: count 0 */
-		cr_assert_eq(sluice_decay_acquire_at(&x, 1, race_time - 600, NULL), 1);
-		race_once(&mine, 0);
-		both += race_won[0] && race_won[1];
-		none += !race_won[0] && !race_won[1];
-	}
-	pthread_join(tid, NULL);
+	int both, none;
+	/* 100 us a round: forgotten, count 0; then the lone admission */
+	cr_assert_eq(race_run(&mine, &theirs, 100 * US, race_admit_one, &both, &none), 0);
 	cr_assert_eq(both, 0, "%d rounds with two winners", both);
 	cr_assert_eq(none, 0, "%d rounds with no winner", none);
 }

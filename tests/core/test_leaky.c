@@ -26,6 +26,7 @@
 #include "sluice/leaky.h"
 
 #include "test_pace.h"
+#include "recorder.h"
 #include "test_rng.h"
 
 #define US 1000ULL
@@ -737,22 +738,11 @@ Test(leaky, set_rate_and_depth_under_load_keep_the_bound)
 	pthread_t ct;
 	cr_assert_eq(pthread_create(&ct, NULL, lclock_main, &l), 0);
 	pthread_join(ct, NULL);
-	size_t total = 0;
-	uint64_t refused = 0;
-	for (int i = 0; i < nthreads; i++) {
+	for (int i = 0; i < nthreads; i++)
 		pthread_join(d[i].tid, NULL);
-		cr_assert_lt(d[i].nrec, L_REC, "record buffer overflowed");
-		total += d[i].nrec;
-		refused += d[i].refused;
-	}
-	struct lrec *all = malloc(sizeof(*all) * (total + 1));
-	cr_assert_not_null(all);
-	size_t k = 0;
-	for (int i = 0; i < nthreads; i++) {
-		memcpy(all + k, d[i].rec, sizeof(*all) * d[i].nrec);
-		k += d[i].nrec;
-	}
-	qsort(all, total, sizeof(*all), lrec_by_time);
+	size_t total;
+	uint64_t refused;
+	struct lrec *all = REC_MERGE(d, nthreads, L_REC, lrec_by_time, &total, &refused);
 	/* b = max(D + 1), T = min(T): the header's bound across changes */
 	__extension__ typedef __int128 s128;
 	const s128 T = L_TA, bT = (s128)(L_DA + 1) * L_TA;

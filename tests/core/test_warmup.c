@@ -26,6 +26,7 @@
 #include "sluice/warmup.h"
 
 #include "test_pace.h"
+#include "recorder.h"
 #include "test_rng.h"
 #include "test_stall.h"
 
@@ -916,21 +917,9 @@ ParameterizedTest(struct tparams *tp, warmup, threads_respect_the_ticket_chain)
 	for (int i = 0; i < *nthreads; i++)
 		pthread_join(d[i].tid, NULL);
 
-	size_t total = 0;
-	uint64_t refused = 0;
-	for (int i = 0; i < *nthreads; i++) {
-		cr_assert_lt(d[i].nrec, T_RECORDS, "record buffer overflowed");
-		total += d[i].nrec;
-		refused += d[i].refused;
-	}
-	struct trec *all = malloc(sizeof(*all) * (total + 1));
-	cr_assert_not_null(all);
-	size_t k = 0;
-	for (int i = 0; i < *nthreads; i++) {
-		memcpy(all + k, d[i].rec, sizeof(*all) * d[i].nrec);
-		k += d[i].nrec;
-	}
-	qsort(all, total, sizeof(*all), by_start);
+	size_t total;
+	uint64_t refused;
+	struct trec *all = REC_MERGE(d, *nthreads, T_RECORDS, by_start, &total, &refused);
 	for (size_t i = 0; i < total; i++) {
 		cr_assert_geq(all[i].ticket, all[i].start + all[i].n * imin, "ticket closer than n I");
 		if (i > 0)
@@ -990,17 +979,9 @@ Test(warmup, racing_threads_take_one_ticket)
 	sluice_warmup_t w;
 	make(&w, 1, US, 8 * US, 0);
 	struct race_ctx mine = { &w, race_take, 1 }, theirs = { &w, race_take, 2 };
-	pthread_t tid;
-	race_time = 0;
-	cr_assert_eq(pthread_create(&tid, NULL, racer_main, &theirs), 0);
-	int both = 0, none = 0;
-	for (int r = 0; r < RACE_ROUNDS; r++) {
-		race_time += 100 * US; /* past any ticket */
-		race_once(&mine, 0);
-		both += race_won[0] && race_won[1];
-		none += !race_won[0] && !race_won[1];
-	}
-	pthread_join(tid, NULL);
+	int both, none;
+	/* 100 us a round: past any ticket */
+	cr_assert_eq(race_run(&mine, &theirs, 100 * US, NULL, &both, &none), 0);
 	cr_assert_eq(both, 0, "%d rounds with two winners", both);
 	cr_assert_eq(none, 0, "%d rounds with no winner", none);
 }

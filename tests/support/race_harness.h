@@ -2,11 +2,13 @@
 /*
  * race_harness.h - what the "racing for the last permit" tests share: a
  * spinning two-party barrier, so both racers leave it within a few cache
- * misses, and a jitter that shifts them against each other.
+ * misses, a jitter that shifts them against each other, and the round loop
+ * that counts rounds with two winners or none (race_run).
  */
 #ifndef SLUICE_TEST_RACE_HARNESS_H
 #define SLUICE_TEST_RACE_HARNESS_H
 
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -70,6 +72,35 @@ static inline void *racer_main(void *arg)
 	for (int r = 0; r < RACE_ROUNDS; r++)
 		race_once(&c, 1);
 	return NULL;
+}
+
+/*
+ * The whole race: a second thread races as racer 1 (@theirs) while this one
+ * runs RACE_ROUNDS rounds as racer 0 (@mine); each round moves race_time by
+ * @step, runs @before(@mine->lim) when given (say, a lone admission that
+ * leaves exactly one permit), then races once.  *@both: rounds with two
+ * winners, *@none: rounds with none; a correct limiter leaves both 0.
+ * Return: 0, or pthread_create's error (then nothing ran).
+ */
+static inline int race_run(struct race_ctx *mine, struct race_ctx *theirs, uint64_t step,
+                           void (*before)(void *lim), int *both, int *none)
+{
+	pthread_t tid;
+	race_time = 0;
+	*both = *none = 0;
+	int rc = pthread_create(&tid, NULL, racer_main, theirs);
+	if (rc != 0)
+		return rc;
+	for (int r = 0; r < RACE_ROUNDS; r++) {
+		race_time += step;
+		if (before)
+			before(mine->lim);
+		race_once(mine, 0);
+		*both += race_won[0] && race_won[1];
+		*none += !race_won[0] && !race_won[1];
+	}
+	pthread_join(tid, NULL);
+	return 0;
 }
 
 #endif /* SLUICE_TEST_RACE_HARNESS_H */

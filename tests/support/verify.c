@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * stress_verify.c - the verifiers several stress programs share: aligned
+ * verify.c - the verifiers the stress programs and tests share (verify.h): aligned
  * windows (fixed window, ring), every interval of one length (sliding log),
  * and GCRA conformance (token bucket, leaky bucket).  Pure functions over a
  * stream sorted by time, so --self-test can feed them hand-made streams.
@@ -9,7 +9,7 @@
  * interval the statement speaks of, in one pass (two pointers or a running
  * minimum): a soak of 10^8 decisions must verify in seconds.
  */
-#include "stress_common.h"
+#include "verify.h"
 
 __extension__ typedef __int128 s128;
 
@@ -136,4 +136,12 @@ void stress_check_sliding_changes(const struct stress_rec *r, size_t n, uint64_t
 			sum -= r[lo++].n;
 		changes_tally(c, sum, bound(r[hi].t, ctx));
 	}
+}
+
+int stress_rec_cmp(const void *a, const void *b)
+{
+	const struct stress_rec *x = a, *y = b;
+	if (x->t != y->t)
+		return x->t < y->t ? -1 : 1;
+	return (x->n > y->n) - (x->n < y->n);
 }
