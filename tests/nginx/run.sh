@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # tests/nginx/run.sh TEST - one test of the nginx module against Debian's
-# packaged nginx (meson suite 'nginx'; nginx/meson.build lists the tests).
+# packaged nginx (meson suite 'nginx'; tests/nginx/meson.build lists the tests).
 #
 # Each test starts a private nginx: its own prefix (a temp dir with its
 # conf, pid file, error and access logs, static files), listening on
@@ -30,20 +30,9 @@ fail() {
   exit 1
 }
 
-# Stop nginx by the pid its pid file names, and no other process: QUIT
-# (graceful), then KILL of that pid after 5 s.
-stop_nginx() {
-  local pid=
-  [ -f "$prefix/nginx.pid" ] && pid=$(cat "$prefix/nginx.pid")
-  [ -z "$pid" ] && pid=$master_pid
-  [ -z "$pid" ] && return 0
-  kill -QUIT "$pid" 2>/dev/null || return 0
-  for _ in $(seq 50); do
-    kill -0 "$pid" 2>/dev/null || return 0
-    sleep 0.1
-  done
-  kill -KILL "$pid" 2>/dev/null || true
-}
+# The starter and stopper (by the pid file's pid): tests/support.
+. "$(dirname "$(realpath "$0")")/../support/nginx_server.sh"
+stop_nginx() { ngx_stop "$master_pid"; }
 
 cleanup() {
   local rc=$?
@@ -52,7 +41,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(ngx_free_port)
 base="http://127.0.0.1:$port"
 
 # write_conf HTTP-LEVEL LOCATION-BODY: the whole configuration.
@@ -102,18 +91,9 @@ wait_workers() { # wait_workers N: until the master has N workers (10 s)
 
 start_nginx() {
   ngx -t -q || fail "nginx -t refused the configuration"
-  ngx || fail "nginx did not start"
-  for _ in $(seq 100); do
-    [ -s "$prefix/nginx.pid" ] && break
-    sleep 0.05
-  done
+  ngx_start "$base/metrics" || fail "nginx did not start and answer on $base"
   master_pid=$(cat "$prefix/nginx.pid") || fail "no pid file"
   wait_workers 2
-  for _ in $(seq 100); do
-    curl -s -o /dev/null "$base/metrics" && return 0
-    sleep 0.05
-  done
-  fail "nginx does not answer on $base"
 }
 
 # reload_nginx: -s reload, and wait until the old workers are gone and two
