@@ -2,9 +2,9 @@
 /*
  * test_version.c - sluice/version.h and lib/version.c agree: the hex packs
  * MAJOR, MINOR and PATCH one byte each, the string spells the same three
- * numbers, and the library linked (the static one in the suite 'unit', the
- * shared one in 'unit-shared') reports exactly what the header says.
- * tests/install_test.sh checks the installed copies and pkg-config against
+ * numbers, and the library linked (the static one) reports exactly what
+ * the header says.  tests/install_test.sh checks the installed copies (the
+ * shared library's sluice_version() among them) and pkg-config against
  * each other.
  */
 #include <criterion/criterion.h>
