@@ -41,7 +41,7 @@
 
 #include "sluice/clock.h"
 
-#include "../tests/test_mono.h"
+#include "test_mono.h"
 #include "bench_common.h"
 
 #define BATCH 1024

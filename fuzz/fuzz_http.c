@@ -28,7 +28,7 @@
 #include "fuzz_input.h"
 #include "sluice/http.h"
 
-#include "../tests/test_http_parse.h"
+#include "../tests/core/test_http_parse.h"
 
 #define FILL 0xa5
 #define NS 1000000000ULL

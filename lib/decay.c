@@ -772,7 +772,7 @@ int sluice_decay_init(sluice_decay_t *x, const sluice_decay_config_t *cfg)
  * bound (b) holds with the largest limit in force over the interval.
  * Stored before the rewrite, a raise let a decision between the two
  * (the setter preempted there) admit up to the new limit at the old
- * state's time, before the change's stamp (tests/test_decay.c).
+ * state's time, before the change's stamp (tests/core/test_decay.c).
  */
 int sluice_decay_set_limit(sluice_decay_t *x, uint64_t limit)
 {

@@ -13,7 +13,7 @@
 /*
  * sluice__decay_count_at - the kept count (fixed point, rounded up, in
  * permits) that a decision at @now would see.  Not API: callers act on
- * sluice_decay_available_at(); tests/test_decay.c checks the PRECISION
+ * sluice_decay_available_at(); tests/core/test_decay.c checks the PRECISION
  * statements (the kept count is never below the exact decayed sum, and
  * exceeds it by a few units at most) against its reference model, which
  * needs the fraction.  Hidden from the shared library: tests link the

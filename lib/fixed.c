@@ -41,7 +41,7 @@
  * against its limit: the window holds at most the largest limit in force
  * in it.  The old code read the limit once per call, before the word: a
  * decision that lost its CAS went on across windows against the limit it
- * read before a change (tests/test_fixed.c: 11 in a window under 10).
+ * read before a change (tests/core/test_fixed.c: 11 in a window under 10).
  * Cost: one more load of the limit's line (read-mostly) and a compare on
  * the inline path; one more CAS per window opening.
  *

@@ -27,7 +27,7 @@
  * between its read of h and its CAS: held + n <= a K in force during that
  * span.  The old code read K once per call, so an acquire that lost its
  * CAS to acquires judged against a lowered K went on against the old one
- * (tests/test_inflight.c: held 11 under K = 10).  Cost: one load of K's
+ * (tests/core/test_inflight.c: held 11 under K = 10).  Cost: one load of K's
  * line (read-mostly) and one compare per acquire; x86 adds no fence.
  *
  * Who writes what: acquire and release write held (acquire and release

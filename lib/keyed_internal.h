@@ -83,7 +83,7 @@
 #define RETRY_MAX 4096u
 
 /*
- * Stall points for the deterministic tests (tests/test_keyed_faults.c,
+ * Stall points for the deterministic tests (tests/core/test_keyed_faults.c,
  * which compiles the keyed files with SLUICE_TESTING).  The production library
  * has none: STALL() is empty and test_stop is the constant 0, so the
  * compiler removes every test branch, and no test symbol is exported.
@@ -103,6 +103,29 @@ extern int sluice__keyed_test_stop; /* keyed_slot.c: where a test creation stops
 #else
 #define STALL(point, word) ((void)0)
 #define test_stop 0
+#endif
+
+/*
+ * SLUICE_TESTABLE: `static` in the library; external in the test-only
+ * library (lib/meson.build, sluice_testing_dep: lib/ compiled with
+ * SLUICE_TESTING), so tests/core/test_keyed_faults.c calls these internals
+ * without compiling lib/ sources itself.  Neither the names nor the test hooks
+ * above exist in libsluice.a or libsluice.so (tests/abi).
+ */
+#ifdef SLUICE_TESTING
+#define SLUICE_TESTABLE
+struct sluice__keyed_hdr;
+struct sluice__keyed_live;
+/* keyed_table.c: the header's checksum */
+uint64_t header_check(const struct sluice__keyed_hdr *h);
+/* keyed_live.c: the setters' lock and a field's ticketed write */
+int lock_take(struct sluice__keyed_live *l, uint64_t *lo, uint64_t *era);
+int field_set(_Atomic uint64_t (*f)[2], unsigned i, uint64_t v, uint64_t me);
+/* keyed_slot.c: a creation stopped after step @stop (a killed process) */
+int sluice__keyed_test_stall(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t now,
+                             int stop);
+#else
+#define SLUICE_TESTABLE static
 #endif
 
 /* Lease: claim-time units of 2^24 ns; stale after LEASE_UNITS + 1 units. */

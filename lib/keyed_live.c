@@ -251,7 +251,7 @@ uint64_t sluice__keyed_gcra_convert(const struct kp *p, uint64_t x)
  * ticket read, refused once a newer ticket wrote it.  A full barrier (the
  * release kp_load()'s acquire loads pair with).  Return: 1, or 0 when a newer
  * setter owns the block (this one's lock was stolen). */
-static int field_set(_Atomic uint64_t (*f)[2], unsigned i, uint64_t v, uint64_t me)
+SLUICE_TESTABLE int field_set(_Atomic uint64_t (*f)[2], unsigned i, uint64_t v, uint64_t me)
 {
 	for (unsigned n = 0; n < RETRY_MAX; n++) {
 		uint64_t tk = atomic_load_explicit(&f[i][1], memory_order_acquire);
@@ -267,7 +267,7 @@ static int field_set(_Atomic uint64_t (*f)[2], unsigned i, uint64_t v, uint64_t 
 /* Take the setters' lock.  *lo: the lock word now held, *era: the era read
  * with it (stable while it is held: only the holder's pair CAS changes
  * ctl).  Return: 0, or SLUICE_EBUSY when the lock kept changing hands. */
-static int lock_take(struct sluice__keyed_live *l, uint64_t *lo, uint64_t *era)
+SLUICE_TESTABLE int lock_take(struct sluice__keyed_live *l, uint64_t *lo, uint64_t *era)
 {
 	for (unsigned n = 0; n < SET_SPINS; n++) {
 		/* Acquire: pairs with the pair CAS that wrote them (the

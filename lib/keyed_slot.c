@@ -492,12 +492,11 @@ int64_t sluice__keyed_create(const sluice_keyed_t *k, const struct kid *id, uint
 }
 
 #ifdef SLUICE_TESTING
-/* Test builds only (tests/test_keyed_faults.c): run a creation of @key
+/* Test builds only (tests/core/test_keyed_faults.c): run a creation of @key
  * that stops after step @stop as if its process were killed there: 1 after
  * the claim CAS, 2 after the key words, 3 after the state, 4 after retiring
- * a reclaimed or evicted state (before the tag CAS).  Not thread-safe. */
-int sluice__keyed_test_stall(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t now,
-                             int stop);
+ * a reclaimed or evicted state (before the tag CAS).  Not thread-safe.
+ * Declared in keyed_internal.h. */
 int sluice__keyed_test_stall(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t now,
                              int stop)
 {

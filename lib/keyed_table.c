@@ -187,7 +187,7 @@ size_t sluice_keyed_region_bytes(const sluice_keyed_config_t *cfg)
 }
 
 /* SipHash of the header after the magic, up to the checksum. */
-static uint64_t header_check(const struct sluice__keyed_hdr *h)
+SLUICE_TESTABLE uint64_t header_check(const struct sluice__keyed_hdr *h)
 {
 	const unsigned char *b = (const unsigned char *)h;
 	size_t from = sizeof(h->magic), to = offsetof(struct sluice__keyed_hdr, check);

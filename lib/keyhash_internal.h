@@ -17,7 +17,7 @@
  *
  * AESENC is one full AES round (ShiftRows, SubBytes, MixColumns, then the
  * round key XORed in): the same function on every CPU that has it, which
- * tests/test_keyed.c checks against its own FIPS-197 round in plain C.  On
+ * tests/core/test_keyed.c checks against its own FIPS-197 round in plain C.  On
  * arm64 it is AESMC(AESE(x, 0)) ^ k (ARMv8's AESE XORs its key in first,
  * then ShiftRows and SubBytes; AESMC is MixColumns), so x86-64 and arm64
  * compute the same h for the same key and seed, bit for bit, and a table's

@@ -133,7 +133,7 @@
  * not interleave.  The old code read the limit once per call and stored it
  * alone: a decision that lost its CAS went on against the old limit, and
  * one in flight with no admission in between admitted 50 under a limit of
- * 10 (tests/test_log_stall.c).
+ * 10 (tests/core/test_log_stall.c).
  *
  * Refund.  A slot is never lowered: a stale helper (above) could raise a
  * re-dated slot back to its old time, leaving the ring unsorted, and (I1)

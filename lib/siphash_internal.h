@@ -12,7 +12,7 @@
  * every platform).  The keyed tables use SipHash-1-3 (the rounds Rust's and
  * Python's hash tables use: a PRF for short inputs whose key an attacker
  * does not know is all flooding resistance needs); SipHash-2-4 is checked
- * against the reference vectors in tests/test_keyed.c, which exercises the
+ * against the reference vectors in tests/core/test_keyed.c, which exercises the
  * same code with other round counts.
  *
  * The body is here, static inline, so that a keyed decision (hash, lookup,
@@ -156,7 +156,7 @@ static inline void sluice__siphash_words16(const unsigned char *p, size_t len, u
 /*
  * SipHash-1-3 of a message of @len bytes, 1..16, given as its words (w0,
  * w1 as sluice__siphash_words16() returns them): the same value as
- * sluice__siphash13() of those bytes (tests/test_keyed.c checks every
+ * sluice__siphash13() of those bytes (tests/core/test_keyed.c checks every
  * length against the reference body).  For len <= 16 the message blocks
  * are w0 (when len >= 8), w1 (when len == 16) and the length block, whose
  * low bytes are the word after the whole ones (zero-padded, so 0 when

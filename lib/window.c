@@ -84,7 +84,7 @@
  * last admission against its limit (base + own + n): every run holds at
  * most the largest limit in force in its newest counting epoch.  The old
  * code read the limit once per call: a decision whose epoch moved on went
- * on against the limit it read before a change (tests/test_window.c: 11
+ * on against the limit it read before a change (tests/core/test_window.c: 11
  * in a window under 10).  Cost: one more load of the limit's line
  * (read-mostly) and a compare on the inline path.
  *

@@ -46,17 +46,12 @@ fi
 mkdir -p "$prefix/logs" "$prefix/tmp"
 for d in $locs; do mkdir -p "$prefix/html/$d"; echo "hello" >"$prefix/html/$d/index.html"; done
 chmod -R 755 "$prefix"
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# The starter and stopper (by the pid file's pid), the tests' own.
+. "$here/../tests/support/nginx_server.sh"
+port=$(ngx_free_port)
 base="http://127.0.0.1:$port"
 
-stop_nginx() {
-  [ -s "$prefix/nginx.pid" ] || return 0
-  local pid
-  pid=$(cat "$prefix/nginx.pid")
-  kill -QUIT "$pid" 2>/dev/null || return 0
-  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
-}
+stop_nginx() { ngx_stop; }
 trap 'stop_nginx; rm -rf "$prefix"' EXIT
 
 start_nginx() { # start_nginx RATE BURST-SLUICE BURST-LREQ ACCESS-LOG
@@ -92,13 +87,7 @@ http {
   }
 }
 EOF
-  "$nginx_bin" -p "$prefix/" -c nginx.conf -e logs/error.log
-  for _ in $(seq 100); do
-    curl -s -o /dev/null "$base/none/" && return 0
-    sleep 0.05
-  done
-  echo "nginx did not start" >&2
-  exit 1
+  ngx_start "$base/none/" || exit 1
 }
 
 workers() { ps -o pid= --ppid "$(cat "$prefix/nginx.pid")" | tr -d ' '; }

@@ -10,7 +10,7 @@
  * list (kept on failure, freed otherwise).  Nothing is global and nothing
  * is static but constant tables, so loads are reentrant; every exit path
  * goes through one cleanup, so none leaks (the ASan build runs every error
- * kind of rules/test_rules.c and the fuzz target).
+ * kind of tests/rules/test_rules.c and the fuzz target).
  */
 #include <errno.h>
 #include <fcntl.h>

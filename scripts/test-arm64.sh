@@ -8,10 +8,9 @@
 # unless given.
 #
 # Not run under emulation, each printed with its reason:
-#   - the suites stress, unit-shared and install: stress/ is heavy and
-#     timing-bound, and under qemu every instruction costs 5-20x; the x86-64
-#     builds run them all (unit-shared is the same tests linked against
-#     libsluice.so; tests/pair_insn.sh checks the arm64 libsluice.so);
+#   - the suites stress and install: stress/ is heavy and timing-bound,
+#     and under qemu every instruction costs 5-20x; the x86-64 builds run
+#     them all (tests/core/pair_insn.sh checks the arm64 libsluice.so);
 #   - redis/ (-Dredis=disabled): it needs hiredis for arm64 and a Redis
 #     server, and its code is the same C as the x86-64 build tests;
 #   - SKIP_TESTS below: shell scripts that run an arm64 program themselves,
@@ -40,8 +39,8 @@ if [ ! -f "$dir/build.ninja" ]; then
     >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; exit 1; }
 fi
 # Only what the suite 'unit' runs (its programs, and through them the
-# libraries, rules/' sluice and tools/' sluice-sim): not the unit-shared
-# copies of the tests nor stress/, which this stage does not run.
+# libraries, rules/' sluice and tools/' sluice-sim): not stress/, which
+# this stage does not run.
 targets=$(meson introspect "$dir" --tests --targets | python3 -c '
 import json, os, sys
 d = json.load(sys.stdin)
@@ -55,7 +54,7 @@ if [ -z "$targets" ] || ! ninja -C "$dir" $targets >"$dir.ninja.log" 2>&1; then
   exit 1
 fi
 
-echo "not run under qemu: the suites stress, unit-shared and install, and redis/ (see $0)"
+echo "not run under qemu: the suites stress and install, and redis/ (see $0)"
 run=()
 while read -r t; do
   if [ -n "${SKIP_TESTS[$t]:-}" ]; then

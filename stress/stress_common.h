@@ -2,8 +2,8 @@
 /*
  * stress_common.h - what every stress program shares: options, the real
  * clocks, worker threads with pre-allocated record buffers, the merged
- * record stream, the verifiers that several algorithms use, the result line
- * and the self-test bookkeeping.
+ * record stream, the result line and the self-test bookkeeping; the
+ * verifiers that several algorithms use are tests/support/verify.h's.
  *
  * A stress program (stress_<module>.c) supplies one decision step, runs it
  * on --threads workers against one limiter for --seconds on a real clock,
@@ -27,18 +27,12 @@
 
 #include "sluice/sluice.h"
 
+/* struct stress_rec and the verifiers: tests/support/verify.h */
+#include "verify.h"
+
 #define STRESS_EXIT_OK 0
 #define STRESS_EXIT_VIOLATION 1
 #define STRESS_EXIT_USAGE 2
-
-/* One admission: the time the guarantee is stated on (usually the
- * decision's now_ns) and its permits.  aux: per program (e.g. a booking's
- * cost).  16 bytes, so a buffer of a million admissions is 16 MiB. */
-struct stress_rec {
-	uint64_t t;
-	uint32_t n;
-	uint32_t aux;
-};
 
 struct stress_buf {
 	struct stress_rec *rec;
@@ -187,36 +181,6 @@ int stress_report(const struct stress_opts *o, uint64_t decisions, uint64_t admi
                   int incomplete);
 
 /*
- * Verifiers over a stream sorted by time (stress_verify.c).  Each returns
- * the worst value the statement bounds, so the caller compares it with the
- * bound and prints both.
- */
-
-/* Permits in the worst run of @buckets consecutive epochs (epoch = t /
- * @width_ns): the fixed window (buckets = 1) and the ring.  *@epochs: how
- * many distinct epochs saw admissions. */
-uint64_t stress_worst_aligned(const struct stress_rec *r, size_t n, uint64_t width_ns,
-                              uint64_t buckets, uint64_t *epochs);
-
-/* Permits in the worst interval [s, s + @window_ns), any s: the sliding log. */
-uint64_t stress_worst_sliding(const struct stress_rec *r, size_t n, uint64_t window_ns);
-
-/*
- * Conformance (GCRA, leaky bucket): the largest over all intervals [a, b]
- * of  permits admitted at a time inside it - floor((b - a) / T),  with the
- * emission interval T = @num / @den ns.  The header's "at most burst +
- * t / T in any interval of length t" is exactly "this is <= burst" (the
- * permits are whole, so b + t/T and b + floor(t/T) bound them alike).
- * O(n): with prefix sums P, the interval [t_i, t_j] holds P_j - P_(i-1)
- * permits, and (P_j - P_(i-1)) num - (t_j - t_i) den, maximised over i <= j,
- * is one pass keeping the minimum of P_(i-1) num - t_i den.  128-bit.
- */
-uint64_t stress_worst_conform(const struct stress_rec *r, size_t n, uint64_t num, uint64_t den);
-
-/* qsort comparator for stress_rec: by t, then n. */
-int stress_rec_cmp(const void *a, const void *b);
-
-/*
  * Self-tests (--self-test): each program feeds its verifier hand-made
  * streams, one that reaches the bound exactly and one that passes it by one
  * permit, and checks the verdicts.  stress_expect() logs a case on stderr
@@ -230,24 +194,5 @@ struct stress_selftest {
 void stress_expect(struct stress_selftest *st, const char *name, int want_ok, int got_ok,
                    const char *detail);
 int stress_self_report(const struct stress_selftest *st);
-
-/*
- * Verifiers with a bound that changes over time (stress_set_limit.c): every
- * run of @buckets epochs, or every interval of @window_ns, is checked
- * against @bound(t, @ctx) at its newest admission's time t.  Appended for
- * issue 22.  @c: violations (runs over their bound), the largest excess
- * with its sum and bound (or, with none, the fullest run and its bound),
- * and how many runs reached their bound exactly.
- */
-typedef uint64_t (*stress_bound_fn)(uint64_t t, void *ctx);
-struct stress_changes_check {
-	uint64_t violations, excess, sum, bound, tight;
-};
-void stress_check_aligned_changes(const struct stress_rec *r, size_t n, uint64_t width_ns,
-                                  uint64_t buckets, stress_bound_fn bound, void *ctx,
-                                  struct stress_changes_check *c);
-void stress_check_sliding_changes(const struct stress_rec *r, size_t n, uint64_t window_ns,
-                                  stress_bound_fn bound, void *ctx,
-                                  struct stress_changes_check *c);
 
 #endif /* SLUICE_STRESS_COMMON_H */

@@ -7,7 +7,7 @@
  * The parent runs the ticker at period P (default 1 us: it takes its lock
  * every microsecond, so forks land while it holds it) and a churn thread
  * that re-periods it and, one round in 64, stops and restarts it (outside
- * ASan: GCC 12's libasan allocator is not fork-safe, see tests/test_fork.c).
+ * ASan: GCC 12's libasan allocator is not fork-safe, see tests/core/test_fork.c).
  * It forks until N children have run or S seconds have passed.  Each child:
  *   - its cached reading advances within 2 s and is not older than the child;
  *   - sluice_clock_cached_running() is 0 and reads are exactly CLOCK_MONOTONIC;
@@ -19,8 +19,10 @@
  * hung: killed, counted, and the run fails.  The parent's ticker must still
  * be running and ticking at the end.
  *
+ * N defaults to SLUICE_FORK_LOOP_FORKS, else 10,000: the stress suite's
+ * fork-loop (the unit test, tests/core/test_fork.c, runs the same loop,
+ * fork_loop_run, 100 forks long).  Soak this longer.
  * Output: one line, key=value, then exit 0 (all children passed) or 1.
- * The unit test (tests/test_fork.c) runs a fixed 10,000; soak this longer.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -34,7 +36,7 @@
 
 #include "sluice/clock.h"
 
-#include "../tests/fork_loop.h"
+#include "fork_loop.h"
 
 /* One child: the unit test's checks (fork_loop.h); one child in 4 (outside
  * TSan) also starts a 1 us ticker of its own, sees it tick, and stops it. */
@@ -62,7 +64,7 @@ static int parse(const char *arg, const char *name, double *out)
 
 int main(int argc, char **argv)
 {
-	double forks = 10000, seconds = 0, period = 1000, stop_every = 50;
+	double forks = fork_loop_forks(10000), seconds = 0, period = 1000, stop_every = 50;
 	for (int i = 1; i < argc; i++) {
 		if (!parse(argv[i], "--forks", &forks) && !parse(argv[i], "--seconds", &seconds) &&
 		    !parse(argv[i], "--period-ns", &period) &&
@@ -81,42 +83,19 @@ int main(int argc, char **argv)
 	if (pthread_create(&churn, NULL, churn_main, NULL) != 0)
 		return 2;
 
-	unsigned done = 0, hung = 0, failed = 0, stopped = 0;
-	uint64_t t0 = mono_ns(), limit = (uint64_t)(seconds * 1e9);
-	for (unsigned i = 0; i < (unsigned)forks && (limit == 0 || mono_ns() - t0 < limit); i++) {
-		fflush(NULL);
-		pid_t pid = fork();
-		if (pid < 0) {
-			perror("fork");
-			break;
-		}
-		if (pid == 0)
-			_exit(child_main(i));
-		if (stop_every >= 1 && i % (unsigned)stop_every == 0) {
-			kill(pid, SIGSTOP);
-			sleep_ns(5000000);
-			kill(pid, SIGCONT);
-			stopped++;
-		}
-		int code = wait_child(pid);
-		done++;
-		if (code == -1) {
-			hung++;
-			fprintf(stderr, "fork %u: child hung (killed)\n", i);
-		} else if (code != 0) {
-			failed++;
-			fprintf(stderr, "fork %u: child exit %d (%s)\n", i, code,
-			        child_fail_name(code));
-		}
-	}
-	uint64_t elapsed = mono_ns() - t0;
+	struct fork_loop l = { .forks = (unsigned)forks, .limit_ns = (uint64_t)(seconds * 1e9),
+		               .stop_every = stop_every >= 1 ? (unsigned)stop_every : 0,
+		               .verbose = 1, .child = child_main };
+	fork_loop_run(&l);
+	if (l.fork_errno)
+		fprintf(stderr, "fork: %s\n", strerror(l.fork_errno));
 	atomic_store(&churn_stop, 1);
 	pthread_join(churn, NULL);
 	int parent_ok = sluice_clock_cached_running() == 1 && word_advances();
 	sluice_clock_cached_stop();
 	printf("stress_fork forks=%u sigstopped=%u hung=%u failed=%u parent_ok=%d seconds=%.1f "
 	       "sanitizer=%s\n",
-	       done, stopped, hung, failed, parent_ok, elapsed / 1e9,
+	       l.done, l.stopped, l.hung, l.failed, parent_ok, l.elapsed_ns / 1e9,
 	       UNDER_TSAN ? "tsan" : UNDER_ASAN ? "asan" : "none");
-	return hung == 0 && failed == 0 && parent_ok && done > 0 ? 0 : 1;
+	return l.hung == 0 && l.failed == 0 && parent_ok && l.done > 0 ? 0 : 1;
 }

@@ -252,14 +252,6 @@ uint64_t stress_decisions(const struct stress_worker *w, int threads)
 	return d;
 }
 
-int stress_rec_cmp(const void *a, const void *b)
-{
-	const struct stress_rec *x = a, *y = b;
-	if (x->t != y->t)
-		return x->t < y->t ? -1 : 1;
-	return (x->n > y->n) - (x->n < y->n);
-}
-
 struct stress_rec *stress_merge(const struct stress_opts *o, struct stress_worker *w, int s,
                                 size_t *total, uint64_t *permits, int *incomplete)
 {

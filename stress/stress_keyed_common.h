@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "../tests/test_mono.h"
+#include "test_mono.h"
 
 /* A forked worker waits for the parent's go, at most 30 s: a parent that
  * died before giving it must not leave a worker spinning for ever.

@@ -50,7 +50,7 @@
 
 #include "sluice/sluice.h"
 
-#include "../tests/test_mono.h"
+#include "test_mono.h"
 #include "stress_keyed_common.h"
 
 #define SEC 1000000000ULL

@@ -4,7 +4,7 @@
 # the way a user would: only the installed headers, the installed libraries
 # and pkg-config, never the source tree.
 #
-# Usage (tests/meson.build runs it, suite 'install', plain build only):
+# Usage (tests/core/meson.build runs it, suite 'install', plain build only):
 #   install_test.sh BUILD_DIR SOURCE_DIR PREFIX LIBDIR INCLUDEDIR
 # with $CC the compiler (may be several words) and $PYTHON3 a python3.
 #

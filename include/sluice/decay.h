@@ -92,7 +92,7 @@
  *   comes back bit for bit (the same count, the same time modulo 2^29
  *   unit_ns), fails its write: every write from a snapshot is one
  *   double-width CAS of (anchor, word), so it never counts, forgets or
- *   gives back against the wrong anchor (tests/test_wrap.c stalls one).
+ *   gives back against the wrong anchor (tests/core/test_wrap.c stalls one).
  *   Nothing a stalled writer leaves can make a call spin: such a state is
  *   read toward fewer admissions.
  * NO BOOKING: decay has no reserve or cancel.  A booking holds a slot at

@@ -107,7 +107,7 @@
  *     was used since its last second chance (an attacker that sends each
  *     flood key twice per window can then reset A, which gains at most its
  *     count at that instant).  Random keys cannot be aimed at A's group
- *     (HASHING).  tests/test_keyed.c floods 20 new keys per ms through a
+ *     (HASHING).  tests/core/test_keyed.c floods 20 new keys per ms through a
  *     64-slot table while A sends at 100x its rate: A is never evicted.
  *
  * HASHING.  A keyed hash with a secret 128-bit seed per table (getrandom()
@@ -126,7 +126,7 @@
  *     the seed (the rounds Rust's and Python's hash tables use), which is
  *     also the hash of keys longer than 16 bytes in every table.
  * A table with the AES hash cannot be attached by a process whose CPU
- * lacks AES instructions (SLUICE_ELAYOUT; tests/test_keyed_faults.c); a SipHash
+ * lacks AES instructions (SLUICE_ELAYOUT; tests/core/test_keyed_faults.c); a SipHash
  * table attaches anywhere.  What an attacker who does not know the seed
  * can and cannot do: SipHash-1-3 is a pseudorandom function, so a client
  * that learns which of its keys share a group (from refusals, evictions
@@ -197,7 +197,7 @@
  *     with the counter of the claim that wrote it and written only by a
  *     double-width CAS expecting the pair it read, so a claimer's write
  *     after any later claim fails, even when the word repeats, bit for
- *     bit, what it read (tests/test_keyed_faults.c: 65,535 claims later,
+ *     bit, what it read (tests/core/test_keyed_faults.c: 65,535 claims later,
  *     same 8 key bytes).  Readers match a key against the words of the
  *     slot's current claim only (each word's counter is the slot's, loaded
  *     after the words), never against a 16-bit generation, so no number of
@@ -217,7 +217,7 @@
  * table, divide by zero, shift out of range, or run for more than
  * 4096 retries (every value read from a slot, a floor, the header or the
  * live parameters is either validated or harmless at any value:
- * tests/test_keyed_faults.c forges slots and live blocks at random); a
+ * tests/core/test_keyed_faults.c forges slots and live blocks at random); a
  * rewritten live block is refused whole unless it is a set a setter
  * writes (LIVE PARAMETERS).  It can, of course, admit anything it likes in
  * its own process.

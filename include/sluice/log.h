@@ -21,7 +21,7 @@
  *   on: READINGS ACROSS A CHANGE), and times never decrease in admission
  *   order, so "the n-th
  *   oldest of the last L" is always the entry L - n + 1 places back.
- *   tests/test_log_threads.c checks exactly this sentence.
+ *   tests/core/test_log_threads.c checks exactly this sentence.
  *
  * WORST CASE (what it costs, what a stalled or slow thread can do):
  *   - Memory 8 * (C + 1) bytes (C = config.capacity, default L): one time
@@ -55,7 +55,7 @@
  *     threads admitting at once contend on one cache line (head, last) and
  *     on the ring's newest line; refusals share them read-only.
  *     docs/performance.md has the figures.
- *   - tests/test_log_stall.c stops a thread just before each of its
+ *   - tests/core/test_log_stall.c stops a thread just before each of its
  *     admission's writes (the previous slot, the batch marker, the pair)
  *     and checks that the other threads' decisions, refunds and
  *     available() all return, exact, while it is stopped; and stops a
@@ -89,7 +89,7 @@
  *   rewritten there): this log's own calls fail such a CAS only with a
  *   spurious failure of a weak CAS or when another thread writes the same
  *   time first (which ends it).  Such an attempt fails and takes nothing.
- *   tests/test_log_stall.c forces each give-up with a stall re-armed
+ *   tests/core/test_log_stall.c forces each give-up with a stall re-armed
  *   before every write of the call.
  *
  * FORK AND SHARED MEMORY: the log owns no thread and no lock, and no

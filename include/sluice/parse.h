@@ -38,7 +38,7 @@
  * the offset in s where it was found.  The value is not written on error.
  * Each formatter writes a text its parser reads back as the same value (a
  * whole number in the largest unit that holds the value whole: "1500ms",
- * not "1.5s"; tests/test_parse.c and fuzz_parse check the round trip),
+ * not "1.5s"; tests/core/test_parse.c and fuzz_parse check the round trip),
  * NUL-terminated, and returns its length, or SLUICE_ETRUNC when @len
  * is too small (nothing usable written).  All are pure functions: no
  * allocation, no locale, thread-safe.

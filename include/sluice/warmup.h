@@ -127,7 +127,7 @@
  *   decision for any time, while the anchor moves on and the state word
  *   comes back bit for bit (the same ticket modulo 2^35 unit_ns, the same
  *   stored permits), fails its write: every write from a snapshot is one
- *   double-width CAS of (anchor, word), as in decay (tests/test_wrap.c
+ *   double-width CAS of (anchor, word), as in decay (tests/core/test_wrap.c
  *   stalls a warm-up booking the same way).  Nothing a stalled writer
  *   leaves can make a call spin: such a state is read toward fewer
  *   admissions (a later ticket, fully cold).

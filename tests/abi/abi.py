@@ -11,7 +11,7 @@ library without a list fails too.  nm -D --defined-only gives NAME@@NODE;
 the node SLUICE_INLINE_<VERSION> is written SLUICE_INLINE_@VERSION@ in the
 lists (lib/sluice.map.in: it is named after each release).  --drop NAME
 removes NAME from the expected lists before comparing: the suite's own
-proof that a difference fails the test (tests/meson.build, 'abi-fails').
+proof that a difference fails the test (tests/abi/meson.build, 'abi-fails').
 """
 import json
 import os

@@ -4,7 +4,7 @@
  * tolerance, what it costs, and when another algorithm fits better.
  *
  * DESIGN.  The formula (stated in --help and docs/sim.md, tested in
- * tests/test_sim.c):
+ * tests/core/test_sim.c):
  *
  *   The ring (sluice/window.h) bounds every run of N consecutive buckets
  *   to L.  An interval of length W that is not bucket-aligned overlaps

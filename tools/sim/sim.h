@@ -8,7 +8,7 @@
  * limiter, exactly as a server would, so the numbers are the library's,
  * not a model's.  One concern per file, compiled into a small static
  * library that both the tool (tools/sluice-sim.c) and the unit tests
- * (tests/test_sim.c) link:
+ * (tests/core/test_sim.c) link:
  *
  *   rng.c      xoshiro256** seeded by splitmix64: --seed makes runs repeat
  *   parse.c    numbers with units: durations, rates, ratios, counts
