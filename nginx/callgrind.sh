@@ -39,7 +39,7 @@ rules:
     keys: { capacity: 16384 }
 EOF
 
-run() { # run LOCATION KEYS: prints total Ir
+run() { # run LOCATION KEYS [REQUESTS]: prints total Ir
   local port rules_conf= loc=$1
   case "$1" in rules) rules_conf="sluice_rules $prefix/rules.yaml;" ;;
     none+rules) rules_conf="sluice_rules $prefix/rules.yaml;" loc=none ;; esac
@@ -72,7 +72,7 @@ EOF
   valgrind --tool=callgrind --callgrind-out-file="$prefix/callgrind.out" \
     "$nginx_bin" -p "$prefix/" -c nginx.conf -e logs/error.log 2>"$prefix/vg.log" &
   local vg=$!
-  python3 - "$port" "$loc" "$2" "$n" <<'PY'
+  python3 - "$port" "$loc" "$2" "${3:-$n}" <<'PY'
 import http.client, sys, time
 port, loc, keys, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 for _ in range(300):   # nginx under valgrind starts in a few seconds
@@ -103,23 +103,39 @@ for keys in 1 10000; do
     ir[$loc,$keys]=$(run "$loc" "$keys")
     echo "bench=nginx-callgrind limiter=$loc keys=$keys requests=$n total_Ir=${ir[$loc,$keys]}"
   done
+  # the engine's cost for a request no rule matches, apart from its
+  # start-up (the file's load, its tables' formatting): the slope of
+  # none and none+rules between n and 2n requests
+  if [[ " $locs " == *" none+rules "* ]]; then
+    for loc in none none+rules; do
+      ir[$loc,$keys,2n]=$(run "$loc" "$keys" $((2 * n)))
+      echo "bench=nginx-callgrind limiter=$loc keys=$keys requests=$((2 * n)) total_Ir=${ir[$loc,$keys,2n]}"
+    done
+  fi
 done
 echo
 echo "Instructions per request added by the limiter (callgrind, $n requests + 1 on one connection, one nginx process):"
 for keys in 1 10000; do
+  nomatch=0
+  if [[ " $locs " == *" none+rules "* ]]; then
+    nomatch=$(awk -v a1="${ir[none+rules,$keys]}" -v a2="${ir[none+rules,$keys,2n]}" \
+      -v b1="${ir[none,$keys]}" -v b2="${ir[none,$keys,2n]}" -v n="$n" \
+      'BEGIN { printf "%.0f", ((a2 - a1) - (b2 - b1)) / n }')
+  fi
   for loc in $locs; do
-    [ "$loc" = none ] && continue
-    # sluice_rules over the same nginx with the same file loaded and no
-    # rule matching (none+rules: the same start-up, the file's load and
-    # its tables' formatting, which a short run would spread over its
-    # requests); "no match" is that run over the plain one: the load plus
-    # the engine's lookup for a request no rule matches, per request of
-    # this run
-    base=${ir[none,$keys]}
+    case "$loc" in
+      none) continue ;;
+      none+rules)
+        printf '  %-12s keys=%-5s %6s\n' "no match" "$keys" "$nomatch"
+        continue ;;
+    esac
+    # sluice_rules: over the same nginx with the same file loaded and no
+    # rule matching (the same start-up), plus that run's own per-request
+    # lookup (no match): what the engine adds to a plain nginx's request
+    base=${ir[none,$keys]} extra=0
     name=sluice_limit; [ "$loc" = lreq ] && name=limit_req
-    [ "$loc" = rules ] && name=sluice_rules base=${ir[none+rules,$keys]}
-    [ "$loc" = none+rules ] && name="no match"
-    awk -v a="${ir[$loc,$keys]}" -v b="$base" -v n="$n" -v who="$name" -v k="$keys" \
-      'BEGIN { printf "  %-12s keys=%-5s %6.0f\n", who, k, (a - b) / n }'
+    [ "$loc" = rules ] && name=sluice_rules base=${ir[none+rules,$keys]} extra=$nomatch
+    awk -v a="${ir[$loc,$keys]}" -v b="$base" -v n="$n" -v x="$extra" -v who="$name" -v k="$keys" \
+      'BEGIN { printf "  %-12s keys=%-5s %6.0f\n", who, k, (a - b) / n + x }'
   done
 done
