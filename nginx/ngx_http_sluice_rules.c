@@ -136,6 +136,16 @@ ngx_module_t ngx_http_sluice_rules_module = {
 
 /* ---- loading ------------------------------------------------------------- */
 
+/* One line at emerg: in nginx's configuration form (with " in FILE:LINE")
+ * while a directive is parsed (@cf), else on @log. */
+static void ngx_http_sluice_rules_emerg(ngx_log_t *log, ngx_conf_t *cf, const char *text)
+{
+	if (cf)
+		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "sluice_rules: %s", text);
+	else
+		ngx_log_error(NGX_LOG_EMERG, log, 0, "sluice_rules: %s", text);
+}
+
 /* Log every error of a failed load as FILE:LINE:COL: message. */
 static void ngx_http_sluice_rules_log_errors(ngx_log_t *log, ngx_conf_t *cf, int rc,
                                              sluice_rules_errors_t *errs)
@@ -143,29 +153,17 @@ static void ngx_http_sluice_rules_log_errors(ngx_log_t *log, ngx_conf_t *cf, int
 	char line[SLUICE_RULES_MSG_MAX + 512];
 
 	if (errs == NULL || errs->count == 0) {
-		if (cf)
-			ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "sluice_rules: %s (%s)",
-			                   sluice_strerror(rc), sluice_err_name(rc));
-		else
-			ngx_log_error(NGX_LOG_EMERG, log, 0, "sluice_rules: %s (%s)",
-			              sluice_strerror(rc), sluice_err_name(rc));
+		ngx_snprintf((u_char *)line, sizeof(line) - 1, "%s (%s)%Z", sluice_strerror(rc),
+		             sluice_err_name(rc));
+		ngx_http_sluice_rules_emerg(log, cf, line);
 		return;
 	}
-	for (size_t i = 0; i < errs->count; i++) {
-		if (sluice_rules_error_text(errs, i, line, sizeof(line)) < 0)
-			continue;
-		if (cf)
-			ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "sluice_rules: %s", line);
-		else
-			ngx_log_error(NGX_LOG_EMERG, log, 0, "sluice_rules: %s", line);
-	}
+	for (size_t i = 0; i < errs->count; i++)
+		if (sluice_rules_error_text(errs, i, line, sizeof(line)) >= 0)
+			ngx_http_sluice_rules_emerg(log, cf, line);
 	if (errs->dropped) {
-		if (cf)
-			ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "sluice_rules: %uz more errors",
-			                   errs->dropped);
-		else
-			ngx_log_error(NGX_LOG_EMERG, log, 0, "sluice_rules: %uz more errors",
-			              errs->dropped);
+		ngx_snprintf((u_char *)line, sizeof(line) - 1, "%uz more errors%Z", errs->dropped);
+		ngx_http_sluice_rules_emerg(log, cf, line);
 	}
 }
 

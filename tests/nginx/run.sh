@@ -673,28 +673,20 @@ EOF
     "GET /decay/x" "GET /decay/x" "GET /decay/x"
     "GET /watched/x" "GET /watched/x" "GET /watched/x"
   )
+  # each request as explain's words: the path without its query, the
+  # client address, the query argument as query:NAME=VALUE, the header
   explain_args=()
   for q in "${reqs[@]}"; do
     line=${q%%|*} extra=
     [ "$q" != "$line" ] && extra=${q#*|}
-    path=${line#* }
-    word="$line ip=127.0.0.1"
+    word="${line%%\?*} ip=127.0.0.1"
+    [[ "$line" == *\?* ]] && word="$word query:${line#*\?}"
     case "$extra" in
       "X-Api-Key: "*) word="$word header:X-Api-Key=${extra#X-Api-Key: }" ;;
       "Host: "*) word="$word host=${extra#Host: }" ;;
       "X-User: "*) word="$word user=${extra#X-User: }" ;;
     esac
-    case "$path" in *\?*) word="${word%%\?*} ${path#*\?}"; word="$word"; ;; esac
     explain_args+=("$word")
-  done
-  # query arguments: explain takes them as query:NAME=VALUE words
-  for i in "${!explain_args[@]}"; do
-    w=${explain_args[$i]}
-    if [[ "$w" == *"tenant="* ]]; then
-      t=${w##*tenant=}; t=${t%% *}
-      w="${w/ tenant=$t/} query:tenant=$t"
-      explain_args[$i]=$w
-    fi
   done
   "$SLUICE_CMD" explain "$prefix/rules.yaml" "${explain_args[@]}" >"$prefix/explain.txt" 2>&1 ||
     fail "sluice explain: $(cat "$prefix/explain.txt")"
