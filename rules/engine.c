@@ -35,6 +35,7 @@
 #include <strings.h>
 
 #include "engine_internal.h"
+#include "region_internal.h"
 #include "sluice/error.h"
 
 static inline struct sluice__set *read_begin(sluice_engine_t *e)
@@ -372,6 +373,8 @@ int sluice_engine_decide_at(sluice_engine_t *e, const sluice_request_t *req, uin
 {
 	if (!e || !req || !v || !req->path || req->path[0] != '/')
 		return SLUICE_EINVAL;
+	if (e->region_lost)
+		return SLUICE_ELAYOUT; /* engine.h FORK */
 	sluice_request_t q = *req;
 	if (!q.path_len)
 		q.path_len = strlen(q.path);
@@ -626,13 +629,53 @@ int sluice__engine_gp;
 
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
-/* liburcu-bp's own fork handlers: they hold its registry lock across
- * fork(), so the child's first read section or grace period does not
- * meet a lock some other thread of the parent held (urcu-bp.h). */
+/* Every engine of this process, for fork() (engine.h FORK): under
+ * fork_lock, which the prepare handler holds across fork(). */
+static pthread_mutex_t fork_lock = PTHREAD_MUTEX_INITIALIZER;
+static sluice_engine_t *fork_engines;
+
+/* Before fork(): every engine's load mutex, so no load is half done in
+ * the child, and for an engine on a region the child's holder slot with
+ * every table the engine holds (rules/region.c HOLDERS). */
+static void engines_before_fork(void)
+{
+	pthread_mutex_lock(&fork_lock);
+	for (sluice_engine_t *e = fork_engines; e; e = e->fork_next) {
+		pthread_mutex_lock(&e->lock);
+		if (e->region)
+			sluice__region_fork_prepare(e);
+	}
+}
+
+static void engines_after_fork_parent(void)
+{
+	for (sluice_engine_t *e = fork_engines; e; e = e->fork_next)
+		pthread_mutex_unlock(&e->lock);
+	pthread_mutex_unlock(&fork_lock);
+}
+
+static void engines_after_fork_child(void)
+{
+	for (sluice_engine_t *e = fork_engines; e; e = e->fork_next) {
+		if (e->region)
+			sluice__region_fork_child(e);
+		pthread_mutex_unlock(&e->lock);
+	}
+	pthread_mutex_unlock(&fork_lock);
+}
+
+/* liburcu-bp's own fork handlers hold its registry lock across fork(),
+ * so the child's first read section or grace period does not meet a lock
+ * some other thread of the parent held (urcu-bp.h).  Registered first, so
+ * that its prepare runs after the engines' (prepare handlers run in the
+ * reverse order): a load holding an engine's mutex finishes its grace
+ * period, which takes that registry lock, before fork() takes it. */
 static void fork_handlers(void)
 {
 	(void)pthread_atfork(urcu_bp_before_fork, urcu_bp_after_fork_parent,
 	                     urcu_bp_after_fork_child);
+	(void)pthread_atfork(engines_before_fork, engines_after_fork_parent,
+	                     engines_after_fork_child);
 }
 
 int sluice_engine_new(const sluice_engine_options_t *opt, sluice_engine_t **out)
@@ -671,6 +714,10 @@ int sluice_engine_new(const sluice_engine_options_t *opt, sluice_engine_t **out)
 	}
 	atomic_init(&e->set, NULL);
 	(void)pthread_once(&fork_once, fork_handlers);
+	pthread_mutex_lock(&fork_lock);
+	e->fork_next = fork_engines;
+	fork_engines = e;
+	pthread_mutex_unlock(&fork_lock);
 	*out = e;
 	return 0;
 }
@@ -679,12 +726,19 @@ void sluice_engine_free(sluice_engine_t *e)
 {
 	if (!e)
 		return;
+	pthread_mutex_lock(&fork_lock);
+	for (sluice_engine_t **p = &fork_engines; *p; p = &(*p)->fork_next)
+		if (*p == e) {
+			*p = e->fork_next;
+			break;
+		}
+	pthread_mutex_unlock(&fork_lock);
 	struct sluice__set *s = atomic_load_explicit(&e->set, memory_order_relaxed);
 	atomic_store_explicit(&e->set, NULL, memory_order_relaxed);
 	if (s)
 		sluice__set_free(e, s);
+	sluice__region_close(e);
 	pthread_mutex_destroy(&e->lock);
-	free(e->region);
 	free(e);
 }
 
@@ -701,6 +755,7 @@ int sluice_engine_info(sluice_engine_t *e, sluice_engine_info_t *out)
 			out->pending += s->cr[i].st->pending != 0;
 	}
 	out->region_used = sluice__region_used(e);
+	out->region_free = sluice__region_free_bytes(e);
 	pthread_mutex_unlock(&e->lock);
 	return 0;
 }

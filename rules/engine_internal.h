@@ -55,6 +55,7 @@ struct sluice__state {
 	uint32_t ndims;
 	sluice_keyed_t keyed[SLUICE_RULES_DIMS_MAX]; /* per-key rules       */
 	void *mem[SLUICE_RULES_DIMS_MAX]; /* owned table memory (no region) */
+	uint32_t held[SLUICE_RULES_DIMS_MAX]; /* region entries held (0: none) */
 	sluice_limiter_t *lim;        /* global rules                        */
 	struct sluice__rlimits rl;    /* a rule on a backend (rl.b set): its
 	                               * Redis limits, instead of the above  */
@@ -145,6 +146,10 @@ struct sluice_engine {
 	sluice__metrics_engine_t metrics; /* reloads, failures, version     */
 	struct sluice__region *region; /* NULL: process memory               */
 	size_t region_bytes;
+	int region_lost;               /* a fork child without its holder slot
+	                                * (engine.h FORK): decide and load
+	                                * refuse; set before the child runs  */
+	struct sluice_engine *fork_next; /* engine.c's list for fork()       */
 	struct sluice__backend *backends; /* every open backend (rules.h BACKENDS) */
 	uint64_t next_backend;         /* backend serials                     */
 };
@@ -161,8 +166,6 @@ uint32_t sluice__index_lookup(const struct sluice__index *ix, const char *path, 
 
 
 /* reload.c */
-int sluice__region_open(sluice_engine_t *e, void *mem, size_t bytes);
-size_t sluice__region_used(const sluice_engine_t *e);
 void sluice__state_unref(sluice_engine_t *e, struct sluice__state *st);
 void sluice__backend_unref(sluice_engine_t *e, struct sluice__backend *b);
 void sluice__set_free(sluice_engine_t *e, struct sluice__set *s);

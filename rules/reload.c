@@ -24,25 +24,7 @@
  * set's references.  A failure at (1)..(3) drops the new set's references
  * instead: states made for it are freed, the old set is untouched.
  *
- * The region directory (SHARED STATE in engine.h).  Entries are probed from
- * a hash of their name; an entry's word goes 0 -> CLAIMED|fp (a CAS: one
- * process formats the table) -> READY|fp (a release store after the
- * table's init; readers acquire it), fp being 62 bits of the name's
- * digest.  A process that meets CLAIMED with its fp waits for READY
- * (yielding, bounded by real time); a dead claimer leaves the entry
- * claimed and the load fails with SLUICE_EBUSY rather than guess.  Space
- * is a bump offset taken with a CAS when the table fits (relaxed: the
- * entry's release publishes the table, the offset only partitions).  Everything read from
- * the region is checked (offsets and sizes against the region; attach
- * validates the table itself), so another process's bytes cannot make
- * this one read outside it.  The header's fixed fields (slots, bytes,
- * data_off) are copied at open and only the copies are used; before it
- * takes space, a load checks that the shared header still says what it
- * said at open and that the bump offset has not gone back below the end
- * of any table this engine made or attached (it only grows): either found
- * changed, another process wrote the header, and the load fails with
- * SLUICE_ELAYOUT ("region header ... changed") before it writes anything,
- * so no table is laid over another by a rewritten header.
+ * The region directory (SHARED STATE in engine.h) is rules/region.c's.
  */
 /* First: _LGPL_SOURCE and urcu-bp.h, before any system header (it says why). */
 #include "urcu_internal.h"
@@ -55,240 +37,9 @@
 #include <time.h>
 
 #include "engine_internal.h"
+#include "region_internal.h"
 #include "sluice/http.h"
 #include "sluice/error.h"
-
-/* ---- the region --------------------------------------------------- */
-
-#define REGION_MAGIC 0x736c7569636552ULL /* "sluiceR" */
-#define REGION_INIT 1ULL
-#define REGION_VERSION 1u
-#define ENT_CLAIMED 1ULL
-#define ENT_READY 2ULL
-#define ENT_DEAD 3ULL
-/* region_table's own code, never returned by the engine: the header
- * changed since open (compile() reports it as SLUICE_ELAYOUT, by name) */
-#define SLUICE__EREGION 1000
-
-struct rhdr {
-	_Atomic uint64_t magic;
-	uint64_t version, slots, bytes, data_off;
-	_Atomic uint64_t used; /* bytes taken after data_off */
-	unsigned char pad[16];
-};
-
-struct rent {
-	_Atomic uint64_t word;
-	uint64_t digest, off, bytes;
-	uint32_t kind;
-	char id[SLUICE_RULES_ID_MAX + 1];
-	char name[129];
-	unsigned char pad[256 - 8 * 4 - 4 - (SLUICE_RULES_ID_MAX + 1) - 129];
-};
-_Static_assert(sizeof(struct rent) == 256, "a directory entry is 256 bytes");
-
-struct sluice__region {
-	unsigned char *base;
-	size_t bytes;
-	struct rhdr *hdr;
-	struct rent *ents;
-	/* private copies, taken at open: what the header said then */
-	uint64_t data_off;
-	uint64_t seen_end; /* the end of the furthest table made or attached */
-};
-
-/* Does the shared header still say what it said at open, and has the
- * bump offset not gone back?  @used: the offset read.  Return: 1 if so. */
-static int header_intact(const struct sluice__region *g, uint64_t used)
-{
-	const struct rhdr *h = g->hdr;
-	return atomic_load_explicit(&g->hdr->magic, memory_order_relaxed) == REGION_MAGIC &&
-	       h->version == REGION_VERSION && h->slots == SLUICE_ENGINE_DIR_SLOTS &&
-	       h->bytes == g->bytes && h->data_off == g->data_off &&
-	       used <= g->bytes - g->data_off && g->data_off + used >= g->seen_end;
-}
-
-static void saw_table(struct sluice__region *g, uint64_t off, uint64_t bytes)
-{
-	if (off + bytes > g->seen_end)
-		g->seen_end = off + bytes;
-}
-
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-	const unsigned char *b = p;
-	for (size_t i = 0; i < n; i++) {
-		h ^= b[i];
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
-
-static uint64_t real_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-int sluice__region_open(sluice_engine_t *e, void *mem, size_t bytes)
-{
-	struct sluice__region *g = calloc(1, sizeof(*g));
-	if (!g)
-		return SLUICE_ENOMEM;
-	g->base = mem;
-	g->bytes = bytes;
-	g->hdr = mem;
-	g->ents = (struct rent *)(g->base + 64);
-	uint64_t data = 64 + (uint64_t)SLUICE_ENGINE_DIR_SLOTS * sizeof(struct rent);
-	uint64_t m = 0;
-	g->data_off = data;
-	g->seen_end = data;
-	/* The first engine formats the directory: CAS 0 -> INIT, the fields,
-	 * then the magic with a release store that attachers' acquire pairs
-	 * with.  A region of all zero bytes is a new one. */
-	if (atomic_compare_exchange_strong_explicit(&g->hdr->magic, &m, REGION_INIT,
-	                                            memory_order_relaxed, memory_order_relaxed)) {
-		g->hdr->version = REGION_VERSION;
-		g->hdr->slots = SLUICE_ENGINE_DIR_SLOTS;
-		g->hdr->bytes = bytes;
-		g->hdr->data_off = data;
-		atomic_store_explicit(&g->hdr->used, 0, memory_order_relaxed);
-		/* Publishes the header fields; pairs with the acquire below
-		 * in another process. */
-		atomic_store_explicit(&g->hdr->magic, REGION_MAGIC, memory_order_release);
-	} else {
-		uint64_t t0 = real_ms();
-		/* Pairs with the formatter's release store of the magic. */
-		while ((m = atomic_load_explicit(&g->hdr->magic, memory_order_acquire)) ==
-		       REGION_INIT) {
-			if (real_ms() - t0 > SLUICE_KEYED_LEASE_MS) {
-				free(g);
-				return SLUICE_EBUSY;
-			}
-			sched_yield();
-		}
-		if (m != REGION_MAGIC || g->hdr->version != REGION_VERSION ||
-		    g->hdr->slots != SLUICE_ENGINE_DIR_SLOTS || g->hdr->data_off != data ||
-		    g->hdr->bytes != bytes) {
-			free(g);
-			return SLUICE_ELAYOUT;
-		}
-	}
-	e->region = g;
-	e->region_bytes = bytes;
-	return 0;
-}
-
-size_t sluice__region_used(const sluice_engine_t *e)
-{
-	if (!e->region)
-		return 0;
-	/* the private data_off; a used past the region (rewritten) is
-	 * reported as the whole region */
-	const struct sluice__region *g = e->region;
-	uint64_t used = atomic_load_explicit(&g->hdr->used, memory_order_relaxed);
-	if (used > g->bytes - g->data_off)
-		used = g->bytes - g->data_off;
-	return (size_t)(g->data_off + used);
-}
-
-/* The region's table named (@id, @d, @kc): found and attached, or claimed,
- * formatted and attached.  Return: 0 or a sluice code. */
-static int region_table(sluice_engine_t *e, const char *id, const sluice_rules_dim_t *d,
-                        const char *dname, const sluice_keyed_config_t *kc, uint64_t layout_digest,
-                        sluice_keyed_t *k)
-{
-	struct sluice__region *g = e->region;
-	size_t need = sluice_keyed_region_bytes(kc);
-	if (!need)
-		return SLUICE_EINVAL;
-	uint64_t h = fnv(0xcbf29ce484222325ULL, id, strlen(id));
-	h = fnv(h, &d->kind, sizeof(d->kind));
-	h = fnv(h, dname, strlen(dname));
-	h = fnv(h, &layout_digest, sizeof(layout_digest));
-	uint64_t fp = h >> 2;
-	for (uint64_t probe = 0; probe < SLUICE_ENGINE_DIR_SLOTS; probe++) {
-		struct rent *en = &g->ents[(h + probe) % SLUICE_ENGINE_DIR_SLOTS];
-		uint64_t w = atomic_load_explicit(&en->word, memory_order_acquire);
-		if (w == 0) {
-			if (!atomic_compare_exchange_strong_explicit(&en->word, &w,
-			                                             (fp << 2) | ENT_CLAIMED,
-			                                             memory_order_acquire,
-			                                             memory_order_acquire)) {
-				probe--; /* lost the claim: look at this entry again */
-				continue;
-			}
-			/* space: a CAS on the bump offset, taken only when the
-			 * table fits, so a table too large for what is left
-			 * takes nothing and a smaller one can still come; the
-			 * retries are bounded (other processes taking space) */
-			uint64_t sz = (need + 63) & ~(uint64_t)63, off, at;
-			uint64_t room = g->bytes - g->data_off;
-			int tries = 0, got = 0, changed = 0;
-			off = atomic_load_explicit(&g->hdr->used, memory_order_relaxed);
-			while (!got && tries++ < 4096) {
-				/* each value of the offset the CAS could take is
-				 * checked, with the header (another process may
-				 * have rewritten either since open) */
-				if (!header_intact(g, off)) {
-					changed = 1;
-					break;
-				}
-				if (sz > room - off)
-					break;
-				got = atomic_compare_exchange_weak_explicit(&g->hdr->used, &off, off + sz,
-				                                            memory_order_relaxed,
-				                                            memory_order_relaxed);
-			}
-			if (!got) {
-				atomic_store_explicit(&en->word, (fp << 2) | ENT_DEAD, memory_order_release);
-				return changed ? SLUICE__EREGION
-				               : tries > 4096 ? SLUICE_EBUSY : SLUICE_EMEMORY;
-			}
-			at = g->data_off + off;
-			saw_table(g, at, sz);
-			en->digest = h;
-			en->off = at;
-			en->bytes = need;
-			en->kind = (uint32_t)d->kind;
-			snprintf(en->id, sizeof(en->id), "%s", id);
-			snprintf(en->name, sizeof(en->name), "%s", dname);
-			int rc = sluice_keyed_format(g->base + at, need, kc);
-			if (rc) {
-				atomic_store_explicit(&en->word, (fp << 2) | ENT_DEAD, memory_order_release);
-				return rc;
-			}
-			/* Publishes the entry's fields and the formatted table:
-			 * pairs with the acquire load of the word above. */
-			atomic_store_explicit(&en->word, (fp << 2) | ENT_READY, memory_order_release);
-			return sluice_keyed_attach(g->base + at, need, e->clock, k);
-		}
-		if ((w >> 2) != fp)
-			continue;
-		uint64_t t0 = real_ms();
-		while ((w & 3) == ENT_CLAIMED) {
-			if (real_ms() - t0 > SLUICE_KEYED_LEASE_MS)
-				return SLUICE_EBUSY;
-			sched_yield();
-			w = atomic_load_explicit(&en->word, memory_order_acquire);
-		}
-		if ((w & 3) != ENT_READY || (w >> 2) != fp)
-			continue;
-		if (en->digest != h || en->kind != (uint32_t)d->kind ||
-		    strncmp(en->id, id, sizeof(en->id)) != 0 ||
-		    strncmp(en->name, dname, sizeof(en->name)) != 0)
-			continue;
-		uint64_t eoff = en->off, ebytes = en->bytes; /* read once: shared */
-		if (eoff < g->data_off || eoff > g->bytes || ebytes > g->bytes - eoff || ebytes < need)
-			return SLUICE_ELAYOUT;
-		int rc = sluice_keyed_attach(g->base + eoff, ebytes, e->clock, k);
-		if (rc == 0)
-			saw_table(g, eoff, ebytes);
-		return rc;
-	}
-	return SLUICE_EMEMORY; /* the directory is full */
-}
 
 /* ---- layouts and states ------------------------------------------- */
 
@@ -408,8 +159,10 @@ static void state_free(sluice_engine_t *e, struct sluice__state *st)
 {
 	if (st->metrics_ok)
 		sluice__metrics_free(&st->metrics);
-	for (uint32_t i = 0; i < st->ndims; i++)
+	for (uint32_t i = 0; i < st->ndims; i++) {
 		free(st->mem[i]);
+		sluice__region_release(e, st->held[i]);
+	}
 	sluice_limiter_free(st->lim);
 	if (st->fb_ok) {
 		sluice_stripe_destroy(&st->fb[0]);
@@ -496,12 +249,12 @@ static struct sluice__state *state_new(sluice_engine_t *e, const sluice_rule_t *
 			sluice_keyed_config_t z = kc;
 			z.rate = z.period_ns = z.burst = z.depth = z.limit = 0;
 			uint64_t cb = L->cbits;
-			dg = fnv(fnv(0xcbf29ce484222325ULL, &z, sizeof(z)), &cb, sizeof(cb));
+			dg = sluice__fnv(sluice__fnv(SLUICE__FNV_BASIS, &z, sizeof(z)), &cb, sizeof(cb));
 		}
 		for (uint32_t i = 0; i < r->ndims && *rc == 0; i++) {
 			if (e->region) {
-				*rc = region_table(e, r->id, &r->dims[i], st->layout.dims[i].name, &kc, dg,
-				                   &st->keyed[i]);
+				*rc = sluice__region_table(e, r->id, &r->dims[i], st->layout.dims[i].name,
+				                           &kc, dg, &st->keyed[i], &st->held[i]);
 			} else {
 				size_t n = sluice_keyed_region_bytes(&kc);
 				size_t sz = (n + 63) & ~(size_t)63;
@@ -977,6 +730,16 @@ int sluice__engine_load(sluice_engine_t *e, const char *name, const void *buf, s
 	sluice_rules_t *rules = NULL;
 	sluice_rules_errors_t *le = NULL;
 	pthread_mutex_lock(&e->lock);
+	if (e->region_lost) {
+		/* engine.h FORK: this child's region states may be gone */
+		e->failed++;
+		pthread_mutex_unlock(&e->lock);
+		if (errs)
+			*errs = NULL;
+		return SLUICE_ELAYOUT;
+	}
+	/* space no holder uses any more, before this load needs some */
+	sluice__region_reclaim(e);
 	int rc = is_file ? sluice_rules_load_file(name, &ro, &rules, &le)
 	                 : sluice_rules_load_buffer(name, buf, len, &ro, &rules, &le);
 	if (rc != 0) {

@@ -107,9 +107,24 @@
  * (sluice_keyed_attach), so every process decides on one state per key.
  * The first process to need an entry claims it with a CAS and formats its
  * table; the others wait for it (yielding, at most SLUICE_KEYED_LEASE_MS
- * of real time, then SLUICE_EBUSY: the load fails).  Region space is
- * taken, never given back: a layout no longer used keeps its table (and a
- * load that brings it back finds it, with its keys' states).  Global rules
+ * of real time, then SLUICE_EBUSY: the load fails; a claimer found dead
+ * then has its claim dropped and the next load claims again).
+ * Region space is given back and reused: each engine on a region is one
+ * of at most SLUICE_ENGINE_HOLDERS holders (sluice_engine_new fails with
+ * SLUICE_EBUSY beyond), and holds each table its rule states use, from
+ * the load that attaches it until a grace period after the last set that
+ * used it is gone (a ghost's and a retired rule's memory included).  A
+ * table no holder holds is freed by the next load of any holder on the
+ * region, and its extent is reused whole by a later table no larger than
+ * it (best fit; free extents are not merged).  A holder is gone when its
+ * engine is freed or its process has exited (kill(pid, 0), and /proc's
+ * start time so that a reused pid is not mistaken for it; all processes
+ * on one region must share a pid namespace); a stopped process
+ * (SIGSTOP) still holds its tables.  So a table is never freed while a
+ * process may still decide on it, and a file reloaded with a changed
+ * layout any number of times reuses the space of the layouts it left.
+ * A layout no longer used and not yet freed is found again by a load
+ * that brings it back, with its keys' states.  Global rules
  * stay per process (a limiter holds pointers).  Live changes made by one
  * process reach every process at its next decision (keyed.h LIVE
  * PARAMETERS); every process should load the same file.
@@ -130,10 +145,21 @@
  * and the two after handlers) with pthread_atfork once per process, so a
  * child's read sections and grace periods work.  A child inherits each
  * engine as it was: it may decide at once, and load if no load was in
- * progress in another thread at the fork (the load mutex would be held
- * for ever in the child: pre-fork servers load in the master, then fork,
- * and each worker reloads on its own).  With a region, parent and
- * children share the keyed tables; without one each has its own copy.
+ * progress in another thread at the fork: the fork handlers take every
+ * engine's load mutex across fork() (a load in progress finishes first).
+ * With a region, parent and children share the keyed tables; without one
+ * each has its own copy.  On a region, the prepare handler reserves the
+ * child's holder slot and gives it every table the parent's engine
+ * holds, so the parent letting one go right after fork() cannot free it
+ * under the child; the child takes the slot in its handler.  A slot the
+ * child has not taken after 10 s of real time (fork() failed, or the
+ * child was stopped inside fork() that long) is given back by the next
+ * load on the region; such a child finds its slot gone and its engine
+ * refuses every decide and load with SLUICE_ELAYOUT (free it and make a
+ * new one): it never decides on a table that may have been freed.  So
+ * does a child forked when all SLUICE_ENGINE_HOLDERS slots are held by
+ * live processes.  A child that calls exec keeps its slot, and the
+ * tables the parent held at the fork, until it exits.
  *
  * THREADS.  decide and complete: any number of threads, lock-free, no
  * allocation.  load, sync: any thread, serialised.  free: no other call
@@ -152,6 +178,7 @@
 #define SLUICE_ENGINE_PARTS_MAX 32u  /* limits those rules hold at most   */
 #define SLUICE_ENGINE_HELD_MAX 512u  /* key bytes of in-flight parts held */
 #define SLUICE_ENGINE_DIR_SLOTS 1024u /* region directory entries (256 B each) */
+#define SLUICE_ENGINE_HOLDERS 128u    /* engines (processes) on one region at once */
 #define SLUICE_ENGINE_GHOST_NS (10ULL * 1000000000ULL) /* see RELOAD      */
 
 typedef struct sluice_engine sluice_engine_t;
@@ -355,6 +382,8 @@ typedef struct sluice_engine_info {
 	size_t rules;          /* rules in force                              */
 	size_t pending;        /* live changes not applied yet                */
 	size_t region_used;    /* region bytes taken (0 without a region)      */
+	size_t region_free;    /* of those, free extents a new table can take
+	                        * (SHARED STATE: given back, not yet reused)   */
 } sluice_engine_info_t;
 
 /* sluice_engine_info - counters of @e (read under the load mutex).

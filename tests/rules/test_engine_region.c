@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_engine_region.c - region space given back and reused (engine.h
+ * SHARED STATE, rules/region.c): 1,000 loads with a layout change each on
+ * a region that holds a handful of tables; a forked child, stopped, keeps
+ * the tables it holds through the parent's layout changes, and its space
+ * comes back once it is killed.
+ */
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test_engine_common.h"
+
+/* 2 MiB: about 1.8 MiB for tables past the directory, so about 26 of
+ * the 67 KiB tables below (capacity 512); without reuse a load in the
+ * first 50 would fail */
+#define REGION_BYTES (2u << 20)
+
+/* The rule's table with capacity @cap, window @win ms (a layout change,
+ * so a new table, each time @win changes; the ghost lasts @win). */
+static void yaml_of(char *buf, size_t n, unsigned win, unsigned cap)
+{
+	snprintf(buf, n,
+	         "rules:\n"
+	         "  - id: per-ip\n"
+	         "    dimensions: [ip]\n"
+	         "    limit: { algorithm: fixed_window, window: %ums, max_requests: 3 }\n"
+	         "    keys: { capacity: %u }\n",
+	         win, cap);
+}
+
+static sluice_engine_info_t info(struct kit *k)
+{
+	sluice_engine_info_t in;
+	cr_assert_eq(sluice_engine_info(k->e, &in), 0);
+	cr_assert_leq(in.region_free, in.region_used);
+	return in;
+}
+
+static size_t used(struct kit *k)
+{
+	return info(k).region_used;
+}
+
+static void *region_map(void)
+{
+	void *reg = mmap(NULL, REGION_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+	                 -1, 0);
+	cr_assert_neq(reg, MAP_FAILED);
+	return reg;
+}
+
+/*
+ * 1,000 loads, each with another window (so another layout: a new table,
+ * the old one a ghost for one window), the clock moved past the ghost's
+ * memory between loads; capacities alternate between two sizes, so the
+ * free extents are reused best fit.  Every load succeeds, and the region
+ * never holds more than a few tables' worth (the new one, the ghost, and
+ * one freed by the next load).  Each key still starts the new layout
+ * with what the old one counted while the ghost lives: 1.1.1.1 spent in
+ * one layout is refused by the next one's first decision.
+ */
+Test(engine_region, thousand_layout_changes)
+{
+	void *reg = region_map();
+	struct kit k;
+	kit_new_region(&k, reg, REGION_BYTES);
+	char y[512];
+	size_t base = used(&k), high = 0, first = 0; /* base: the directory */
+	int check = 0;
+	for (unsigned i = 0; i < 1000; i++) {
+		yaml_of(y, sizeof(y), 1000 + 5 * i, i % 2 ? 256 : 512);
+		load_ok(&k, y);
+		size_t u = used(&k);
+		if (i == 0)
+			first = u;
+		if (u > high)
+			high = u;
+		sluice_verdict_t v;
+		if (check) {
+			cr_assert_eq(decide(&k, "GET", "/", NULL, "1.1.1.1", NULL, &v),
+			             SLUICE_ACTION_REJECT, "load %u: the new layout refilled the key", i);
+			check = 0;
+		}
+		sluice_clock_manual_advance(&k.clk, 8 * SEC); /* past every ghost */
+		if (i % 100 == 0) {
+			/* spent in this layout, refused by the next one's ghost */
+			for (int j = 0; j < 3; j++)
+				decide(&k, "GET", "/", NULL, "1.1.1.1", NULL, &v);
+			cr_assert_eq(decide(&k, "GET", "/", NULL, "1.1.1.1", NULL, &v),
+			             SLUICE_ACTION_REJECT);
+			check = 1;
+		}
+	}
+	/* the table in force, its ghost, the one whose state the load just
+	 * freed and the one the next load frees, in extents of the larger
+	 * size, and the smaller ones: no more than 6 of the larger */
+	size_t table = first - base;
+	cr_assert_leq(high, base + 6 * table, "region used grew to %zu: %zu tables of %zu", high,
+	              (high - base) / table, table);
+	printf("1000 layout changes: region used at most %zu bytes, %zu tables of %zu\n", high,
+	       (high - base + table - 1) / table, table);
+	kit_free(&k);
+	munmap(reg, REGION_BYTES);
+}
+
+/* pipe helpers for the child's verdicts */
+static void put(int fd, int v)
+{
+	ssize_t n = write(fd, &v, sizeof(v));
+	(void)n;
+}
+
+static int get(int fd)
+{
+	int v = -1;
+	ssize_t n = read(fd, &v, sizeof(v));
+	return n == sizeof(v) ? v : -1;
+}
+
+/*
+ * A forked child holds the tables its engine (the parent's, copied by
+ * fork) uses.  It spends 2 of 1.1.1.1's 3, then stops itself (SIGSTOP).
+ * The parent changes the layout 40 times (its own hold on the first table
+ * goes, its ghost's memory long past); a stopped child still holds it, so
+ * the table is not reused: continued, the child gets exactly 1 more
+ * admission for 1.1.1.1 and is then refused.  The child then dies by
+ * SIGKILL without freeing its engine; the parent's next load gives its
+ * table back, and a table of its size takes that space instead of new.
+ */
+Test(engine_region, stopped_child_keeps_killed_child_gives_back)
+{
+	void *reg = region_map();
+	struct kit k;
+	kit_new_region(&k, reg, REGION_BYTES);
+	char y[512];
+	size_t base = used(&k);
+	yaml_of(y, sizeof(y), 1000, 512);
+	load_ok(&k, y);
+	int to_parent[2];
+	cr_assert_eq(pipe(to_parent), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		/* a failing parent must not leave a stopped child behind */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		unsigned char a[4] = { 1, 1, 1, 1 };
+		sluice_request_t q = { .method = "GET", .path = "/", .addr = a, .addr_len = 4 };
+		sluice_verdict_t cv;
+		int ok = action_of(k.e, &q, &cv) == SLUICE_ACTION_PASS &&
+		         action_of(k.e, &q, &cv) == SLUICE_ACTION_PASS;
+		raise(SIGSTOP);
+		ok = ok && action_of(k.e, &q, &cv) == SLUICE_ACTION_PASS &&
+		     action_of(k.e, &q, &cv) == SLUICE_ACTION_REJECT;
+		put(to_parent[1], ok);
+		raise(SIGKILL);
+		_exit(99);
+	}
+	int st = 0;
+	cr_assert_eq(waitpid(pid, &st, WUNTRACED), pid);
+	cr_assert(WIFSTOPPED(st), "child: status %d", st);
+	size_t one = used(&k);
+	for (unsigned i = 0; i < 40; i++) {
+		yaml_of(y, sizeof(y), 2000 + 5 * i, 512);
+		load_ok(&k, y);
+		sluice_clock_manual_advance(&k.clk, 8 * SEC);
+	}
+	/* the last file again, twice: no new table; the first frees the last
+	 * ghost's state, the second gives its table back */
+	load_ok(&k, y);
+	load_ok(&k, y);
+	size_t free_alive = info(&k).region_free;
+	kill(pid, SIGCONT);
+	cr_assert_eq(get(to_parent[0]), 1, "the stopped child's table was reused under it");
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child: status %d", st);
+	/* the dead child's table, given back by the next load */
+	load_ok(&k, y);
+	size_t free_dead = info(&k).region_free, table = one - base;
+	cr_assert_geq(free_dead, free_alive + table,
+	              "free space %zu with the child alive, %zu dead: its %zu-byte table not given back",
+	              free_alive, free_dead, table);
+	/* the child's table is given back by this load, and the one after
+	 * takes space without growing the region */
+	yaml_of(y, sizeof(y), 1000, 512); /* the child's layout again */
+	load_ok(&k, y);
+	sluice_clock_manual_advance(&k.clk, 8 * SEC);
+	size_t before = used(&k);
+	for (unsigned i = 0; i < 20; i++) {
+		yaml_of(y, sizeof(y), 3000 + 5 * i, 512);
+		load_ok(&k, y);
+		sluice_clock_manual_advance(&k.clk, 8 * SEC);
+	}
+	cr_assert_eq(used(&k), before, "region grew from %zu to %zu after the child died", before,
+	             used(&k));
+	cr_assert_gt(before, one);
+	close(to_parent[0]);
+	close(to_parent[1]);
+	kit_free(&k);
+	munmap(reg, REGION_BYTES);
+}
+
+/*
+ * Two engines on one region in one process are two holders: the first
+ * freed (its holds released), the second still decides on the table, and
+ * the second's layout changes reuse the first's space once the second
+ * lets the table go too.
+ */
+Test(engine_region, two_engines_two_holders)
+{
+	void *reg = region_map();
+	struct kit a, b;
+	kit_new_region(&a, reg, REGION_BYTES);
+	kit_new_region(&b, reg, REGION_BYTES);
+	char y[512];
+	size_t base = used(&a);
+	yaml_of(y, sizeof(y), 1000, 512);
+	load_ok(&a, y);
+	load_ok(&b, y);
+	sluice_verdict_t v;
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(decide(&a, "GET", "/", NULL, "1.1.1.1", NULL, &v), SLUICE_ACTION_PASS);
+	kit_free(&a);
+	cr_assert_eq(decide(&b, "GET", "/", NULL, "1.1.1.1", NULL, &v), SLUICE_ACTION_REJECT,
+	             "a's table was freed under b");
+	size_t u0 = used(&b), table = u0 - base;
+	for (unsigned i = 0; i < 50; i++) {
+		yaml_of(y, sizeof(y), 2000 + 5 * i, 512);
+		load_ok(&b, y);
+		sluice_clock_manual_advance(&b.clk, 8 * SEC);
+	}
+	cr_assert_leq(used(&b), base + 6 * table, "region used grew to %zu", used(&b));
+	kit_free(&b);
+	munmap(reg, REGION_BYTES);
+}
