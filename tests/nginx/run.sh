@@ -840,6 +840,35 @@ EOF
   expect_eq "$(code "$base/")" 429 "the old rules stay in force"
   ;;
 
+rules_reload_layouts)
+  # Region space a reload frees is reused (engine.h SHARED STATE): 30
+  # reloads, each changing the rule's layout (another window, so another
+  # table of 134 KiB in a zone with room for about 13), every one
+  # accepted, the new rule in force after each; without reuse the 14th
+  # would be refused for want of space.  The monotonic clock lets each
+  # old layout's ghost (one window) pass between reloads.
+  rules() {
+    cat >"$prefix/rules.yaml" <<EOF
+rules:
+  - id: per-ip
+    match: { path: / }
+    dimensions: [ip]
+    limit: { algorithm: fixed_window, window: ${1}ms, max_requests: 1000 }
+    keys: { capacity: 1024 }
+EOF
+  }
+  rules 100
+  write_conf "sluice_rules $prefix/rules.yaml zone=rules:2m;" ''
+  start_nginx
+  for i in $(seq 1 30); do
+    sleep 0.3
+    rules $((100 + 10 * i))
+    reload_nginx || fail "reload $i (window $((100 + 10 * i)) ms) did not replace the workers: $(grep -F sluice_rules "$prefix/logs/error.log" | tail -2)"
+    expect_eq "$(code "$base/")" 200 "after reload $i"
+  done
+  grep -F "could not be made" "$prefix/logs/error.log" && fail "a reload ran out of region space"
+  ;;
+
 rules_redis)
   # A rule global on Redis (rules.h BACKENDS) across two nginx instances
   # of 2 workers each, all on one redis-server: a fixed window of 20,000
