@@ -59,13 +59,41 @@ int sluice_stripe_init(sluice_stripe_t *s, uint32_t ncells, sluice_stripe_mode_t
 	s->cells = cells;
 	s->mask = ncells - 1;
 	s->mode = mode;
+	s->caller_memory = 0;
+	return 0;
+}
+
+size_t sluice_stripe_bytes(uint32_t ncells)
+{
+	if (ncells == 0 || ncells > SLUICE_STRIPE_CELLS_MAX || (ncells & (ncells - 1)))
+		return 0;
+	return (size_t)ncells * sizeof(struct sluice_stripe_cell);
+}
+
+int sluice_stripe_attach(sluice_stripe_t *s, void *mem, size_t bytes, uint32_t ncells,
+                         sluice_stripe_mode_t mode)
+{
+	if (!s || !mem || ((uintptr_t)mem & (SLUICE_CACHELINE - 1)))
+		return SLUICE_EINVAL;
+	if (mode != SLUICE_STRIPE_BY_CPU && mode != SLUICE_STRIPE_BY_PROBE)
+		return SLUICE_EMODE;
+	size_t need = sluice_stripe_bytes(ncells);
+	if (!need)
+		return SLUICE_ECELLS;
+	if (bytes < need)
+		return SLUICE_EINVAL;
+	s->cells = mem;
+	s->mask = ncells - 1;
+	s->mode = mode;
+	s->caller_memory = 1;
 	return 0;
 }
 
 void sluice_stripe_destroy(sluice_stripe_t *s)
 {
 	if (s) {
-		free(s->cells);
+		if (!s->caller_memory)
+			free(s->cells);
 		s->cells = NULL; /* a second destroy frees nothing */
 	}
 }

@@ -59,4 +59,9 @@ ngx_uint_t ngx_http_sluice_headers_on(ngx_http_request_t *r);
  * then run its phases again: return this from a phase handler. */
 ngx_int_t ngx_http_sluice_delay(ngx_http_request_t *r, uint64_t delay_ns);
 
+/* The rules engine's metrics (sluice_engine_metrics: counters in the
+ * shared zone, so every worker's answer is the instance's) as a chain of
+ * the request's pool into *@out (NULL: no sluice_rules), *@len bytes. */
+ngx_int_t ngx_http_sluice_rules_metrics(ngx_http_request_t *r, ngx_chain_t **out, off_t *len);
+
 #endif /* NGX_HTTP_SLUICE_H */

@@ -1182,17 +1182,25 @@ static ngx_int_t ngx_http_sluice_metrics_handler(ngx_http_request_t *r)
 		}
 	}
 	b->last = p;
-	b->last_buf = (r == r->main);
-	b->last_in_chain = 1;
+	/* then the rules engine's, when sluice_rules is in force */
+	ngx_chain_t *rules = NULL;
+	off_t rules_len = 0;
+	if (ngx_http_sluice_rules_metrics(r, &rules, &rules_len) != NGX_OK)
+		return NGX_HTTP_INTERNAL_SERVER_ERROR;
+	ngx_chain_t out = { b, rules };
+	ngx_chain_t *last = &out;
+	while (last->next)
+		last = last->next;
+	last->buf->last_buf = (r == r->main);
+	last->buf->last_in_chain = 1;
 
 	ngx_str_set(&r->headers_out.content_type, "text/plain; version=0.0.4; charset=utf-8");
 	r->headers_out.content_type_len = sizeof("text/plain") - 1;
 	r->headers_out.status = NGX_HTTP_OK;
-	r->headers_out.content_length_n = b->last - b->pos;
+	r->headers_out.content_length_n = (b->last - b->pos) + rules_len;
 	ngx_int_t rc = ngx_http_send_header(r);
 	if (rc == NGX_ERROR || rc > NGX_OK || r->header_only)
 		return rc;
-	ngx_chain_t out = { b, NULL };
 	return ngx_http_output_filter(r, &out);
 }
 

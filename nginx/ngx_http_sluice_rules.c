@@ -502,6 +502,47 @@ static void ngx_http_sluice_rules_drop(sluice_verdict_t *v)
 	ngx_http_sluice_rules_free = b;
 }
 
+/* ---- metrics ------------------------------------------------------ */
+
+struct metrics_out {
+	ngx_pool_t *pool;
+	ngx_chain_t **tail;
+	off_t len;
+};
+
+/* sluice_engine_metrics' writer: each piece copied into a buffer of the
+ * request's pool, chained. */
+static int ngx_http_sluice_rules_metrics_piece(void *ctx, const char *buf, size_t len)
+{
+	struct metrics_out *o = ctx;
+	ngx_buf_t *b = ngx_create_temp_buf(o->pool, len ? len : 1);
+	ngx_chain_t *cl = ngx_alloc_chain_link(o->pool);
+	if (b == NULL || cl == NULL)
+		return 1;
+	b->last = ngx_cpymem(b->last, buf, len);
+	cl->buf = b;
+	cl->next = NULL;
+	*o->tail = cl;
+	o->tail = &cl->next;
+	o->len += (off_t)len;
+	return 0;
+}
+
+ngx_int_t ngx_http_sluice_rules_metrics(ngx_http_request_t *r, ngx_chain_t **out, off_t *len)
+{
+	ngx_http_sluice_rules_main_conf_t *mcf =
+		ngx_http_get_module_main_conf(r, ngx_http_sluice_rules_module);
+	*out = NULL;
+	*len = 0;
+	if (mcf == NULL || mcf->engine == NULL)
+		return NGX_OK;
+	struct metrics_out o = { r->pool, out, 0 };
+	if (sluice_engine_metrics(mcf->engine, ngx_http_sluice_rules_metrics_piece, &o) != 0)
+		return NGX_ERROR;
+	*len = o.len;
+	return NGX_OK;
+}
+
 /* The request is over (log phase, or its pool going without one): give
  * back what the verdict holds, with its latency and success. */
 static void ngx_http_sluice_rules_complete(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)

@@ -62,6 +62,7 @@ struct sluice__state {
 	sluice_stripe_t fb[2];        /* on a backend: decisions its fallback
 	                               * took, [0] admitted, [1] refused     */
 	int fb_ok;                    /* fb initialised                      */
+	uint32_t fb_held;             /* on a region: fb's block's entry     */
 	sluice_rules_limit_t applied; /* the parameters in force              */
 	sluice_rules_limit_t target;  /* what the newest load asked for       */
 	int pending;                  /* applied != target                    */
@@ -73,6 +74,7 @@ struct sluice__state {
 	                               * state, so they never go back across
 	                               * a reload that keeps it             */
 	int metrics_ok;               /* initialised (freed with the state) */
+	uint32_t metrics_held;        /* on a region: its block's entry      */
 	_Atomic uint64_t adapt_limit; /* the adaptive controller's limit (0:
 	                               * none yet): applied by load and sync,
 	                               * never by a decision (setters lock)  */

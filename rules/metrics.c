@@ -38,16 +38,37 @@ const uint64_t sluice__metrics_queue_bounds[SLUICE__METRICS_QUEUE_BOUNDS] = {
 
 /* ---- recording objects ------------------------------------------------ */
 
+/* Where a metrics object's stripes come from: allocated (mem NULL), or
+ * attached one after another to caller memory (a shared region). */
+struct cells_src {
+	unsigned char *mem;
+	size_t left;
+	uint32_t ncells;
+};
+
+static int stripe_make(sluice_stripe_t *s, struct cells_src *src)
+{
+	if (!src->mem)
+		return sluice_stripe_init(s, src->ncells, SLUICE_STRIPE_BY_CPU);
+	int rc = sluice_stripe_attach(s, src->mem, src->left, src->ncells, SLUICE_STRIPE_BY_CPU);
+	if (rc == 0) {
+		size_t n = sluice_stripe_bytes(src->ncells);
+		src->mem += n;
+		src->left -= n;
+	}
+	return rc;
+}
+
 static int hist_init(sluice__hist_t *h, const uint64_t *bounds, uint32_t nbounds,
-                     uint32_t ncells)
+                     struct cells_src *src)
 {
 	uint32_t made = 0; /* bucket stripes initialised */
 	int rc = 0;
 	for (; made <= nbounds; made++)
-		if ((rc = sluice_stripe_init(&h->bucket[made], ncells, SLUICE_STRIPE_BY_CPU)) != 0)
+		if ((rc = stripe_make(&h->bucket[made], src)) != 0)
 			break;
 	if (rc == 0)
-		rc = sluice_stripe_init(&h->sum_us, ncells, SLUICE_STRIPE_BY_CPU);
+		rc = stripe_make(&h->sum_us, src);
 	if (rc != 0) {
 		for (uint32_t j = 0; j < made; j++)
 			sluice_stripe_destroy(&h->bucket[j]);
@@ -68,24 +89,20 @@ static void hist_free(sluice__hist_t *h)
 	h->bounds = NULL;
 }
 
-int sluice__metrics_init(sluice__metrics_t *m, uint32_t ncells)
+static int metrics_make(sluice__metrics_t *m, struct cells_src *src)
 {
-	if (!m)
-		return SLUICE_EINVAL;
-	if (ncells > SLUICE_STRIPE_CELLS_MAX)
-		return SLUICE_ECELLS;
 	memset(m, 0, sizeof(*m));
 	int rc = 0;
 	unsigned c = 0; /* counters initialised */
 	for (; c < SLUICE__METRICS_NCOUNTERS; c++)
-		if ((rc = sluice_stripe_init(&m->counter[c], ncells, SLUICE_STRIPE_BY_CPU)) != 0)
+		if ((rc = stripe_make(&m->counter[c], src)) != 0)
 			goto undo_counters;
 	rc = hist_init(&m->latency, sluice__metrics_latency_bounds, SLUICE__METRICS_LATENCY_BOUNDS,
-	               ncells);
+	               src);
 	if (rc != 0)
 		goto undo_counters;
 	rc = hist_init(&m->queue_wait, sluice__metrics_queue_bounds, SLUICE__METRICS_QUEUE_BOUNDS,
-	               ncells);
+	               src);
 	if (rc != 0) {
 		hist_free(&m->latency);
 		goto undo_counters;
@@ -96,6 +113,29 @@ undo_counters:
 		sluice_stripe_destroy(&m->counter[j]);
 	memset(m, 0, sizeof(*m)); /* free() on it is then a no-op */
 	return rc;
+}
+
+int sluice__metrics_init(sluice__metrics_t *m, uint32_t ncells)
+{
+	if (!m)
+		return SLUICE_EINVAL;
+	if (ncells > SLUICE_STRIPE_CELLS_MAX)
+		return SLUICE_ECELLS;
+	struct cells_src src = { NULL, 0, ncells };
+	return metrics_make(m, &src);
+}
+
+size_t sluice__metrics_shared_bytes(void)
+{
+	return (size_t)SLUICE__METRICS_STRIPES * sluice_stripe_bytes(SLUICE__METRICS_SHARED_CELLS);
+}
+
+int sluice__metrics_attach(sluice__metrics_t *m, void *mem, size_t bytes)
+{
+	if (!m || !mem || bytes < sluice__metrics_shared_bytes())
+		return SLUICE_EINVAL;
+	struct cells_src src = { mem, bytes, SLUICE__METRICS_SHARED_CELLS };
+	return metrics_make(m, &src);
 }
 
 uint64_t sluice__metrics_bytes(int *oom)

@@ -56,13 +56,15 @@
  *                         and sluice__metrics_write(&view, write_fn, ctx);
  *   free:                 sluice__metrics_free() after the grace period.
  *
- * PROCESSES: the stripes are this process's heap (sluice_stripe_init
- *   allocates; stripe.h takes no caller memory), so each process counts
- *   its own decisions.  Workers sharing keyed tables in a MAP_SHARED region
- *   still have one set of metrics each: expose each worker's (its own
- *   scrape target or an instance label), or sum them, outside this writer.
- *   No thread, no lock: nothing to do across fork() (a child inherits a
- *   copy of the counts so far and counts on from there on its own).
+ * PROCESSES: without a region the stripes are this process's heap
+ *   (sluice__metrics_init), so each process counts its own decisions (a
+ *   fork child inherits a copy of the counts so far and counts on from
+ *   there on its own).  On an engine's region (engine.h SHARED STATE) a
+ *   rule state's metrics are a block of the region named like its tables
+ *   (sluice__metrics_attach): every process on the region that holds
+ *   that state counts into the same cells, so any process's writer
+ *   renders the sum over all of them (nginx: every worker's scrape is
+ *   the whole instance's).  No thread, no lock.
  *
  * CARDINALITY: one series per rule and family (per bucket for the
  *   histograms), never per key: a rule's label is its id alone.
@@ -155,6 +157,20 @@ typedef struct sluice__metrics {
  * Return: 0, SLUICE_EINVAL (NULL @m), SLUICE_ECELLS, SLUICE_ENOMEM.
  */
 int sluice__metrics_init(sluice__metrics_t *m, uint32_t ncells);
+
+/*
+ * sluice__metrics_attach - @m's stripes on caller memory (@bytes at @mem,
+ * 64-byte aligned, zeroed before the first attach): SLUICE__METRICS_STRIPES
+ * stripes of SLUICE__METRICS_SHARED_CELLS cells one after another
+ * (sluice_stripe_attach).  Processes that attach to the same shared
+ * memory count into the same cells: each one's writer renders the sum
+ * over all of them.  Allocates nothing; free forgets the memory.
+ * Return: 0, SLUICE_EINVAL (NULL, misaligned or too small).
+ */
+#define SLUICE__METRICS_SHARED_CELLS 8u
+int sluice__metrics_attach(sluice__metrics_t *m, void *mem, size_t bytes);
+/* The bytes sluice__metrics_attach needs: 51 x 8 x 64 = 26,112. */
+size_t sluice__metrics_shared_bytes(void);
 
 /* sluice__metrics_bytes - the bytes one rule's metrics allocate on this
  * machine (every stripe of sluice__metrics_init at the default cells),

@@ -509,8 +509,18 @@ struct want {
 	uint32_t kind;
 	uint64_t h, fp;
 	size_t need;
-	const sluice_keyed_config_t *kc;
+	const sluice_keyed_config_t *kc; /* a keyed table's; NULL: a block */
 };
+
+/* A new entry's memory made what it names: a keyed table formatted, a
+ * block zeroed (an extent taken from the free ones holds old bytes). */
+static int make(void *mem, const struct want *q)
+{
+	if (q->kc)
+		return sluice_keyed_format(mem, q->need, q->kc);
+	memset(mem, 0, q->need);
+	return 0;
+}
 
 static int same_name(const struct rent *en, const struct want *q)
 {
@@ -531,9 +541,9 @@ static void unhold(struct sluice__region *g, unsigned idx)
 		bit_clear(&g->ents[idx], g->slot);
 }
 
-/* Attach READY entry @idx (its word @w). */
+/* Hold READY entry @idx (its word @w): its memory into *@mem, *@bytes. */
 static int attach(sluice_engine_t *e, unsigned idx, uint64_t w, const struct want *q,
-                  sluice_keyed_t *k, uint32_t *held)
+                  void **mem, size_t *bytes, uint32_t *held)
 {
 	struct sluice__region *g = e->region;
 	struct rent *en = &g->ents[idx];
@@ -544,16 +554,14 @@ static int attach(sluice_engine_t *e, unsigned idx, uint64_t w, const struct wan
 		return RETRY;
 	}
 	uint64_t eoff = en->off, ebytes = en->bytes; /* read once: shared */
-	if (eoff < g->data_off || eoff > g->bytes || ebytes > g->bytes - eoff || ebytes < q->need) {
+	if (eoff < g->data_off || eoff > g->bytes || ebytes > g->bytes - eoff || ebytes < q->need ||
+	    eoff % 64) {
 		unhold(g, idx);
 		return SLUICE_ELAYOUT;
 	}
-	int rc = sluice_keyed_attach(g->base + eoff, ebytes, e->clock, k);
-	if (rc) {
-		unhold(g, idx);
-		return rc;
-	}
 	saw_table(g, eoff, ebytes);
+	*mem = g->base + eoff;
+	*bytes = (size_t)ebytes;
 	*held = idx + 1;
 	return 0;
 }
@@ -577,9 +585,9 @@ static int claimed_elsewhere(struct sluice__region *g, const struct want *q, uns
 	return 0;
 }
 
-/* Claim entry @idx (seen as @w0: EMPTY or TOMB), make the table, attach. */
+/* Claim entry @idx (seen as @w0: EMPTY or TOMB), make its memory, hold it. */
 static int claim(sluice_engine_t *e, unsigned idx, uint64_t w0, const struct want *q,
-                 sluice_keyed_t *k, uint32_t *held)
+                 void **mem, size_t *bytes, uint32_t *held)
 {
 	struct sluice__region *g = e->region;
 	struct rent *en = &g->ents[idx];
@@ -609,7 +617,7 @@ static int claim(sluice_engine_t *e, unsigned idx, uint64_t w0, const struct wan
 	en->kind = q->kind;
 	snprintf(en->id, sizeof(en->id), "%s", q->id);
 	snprintf(en->name, sizeof(en->name), "%s", q->dname);
-	rc = sluice_keyed_format(g->base + at, q->need, q->kc);
+	rc = make(g->base + at, q);
 	/* Release: publishes the entry's fields and the formatted table;
 	 * pairs with the acquire loads of the word in find_or_claim.  A CAS:
 	 * a claim taken for a dead claimer's (CLAIMS) is no longer ours. */
@@ -623,17 +631,13 @@ static int claim(sluice_engine_t *e, unsigned idx, uint64_t w0, const struct wan
 		unhold(g, idx);
 		return rc;
 	}
-	/* attach(), but the word is ours: no need to look again */
-	rc = sluice_keyed_attach(g->base + at, q->need, e->clock, k);
-	if (rc) {
-		unhold(g, idx);
-		return rc;
-	}
+	*mem = g->base + at;
+	*bytes = q->need;
 	*held = idx + 1;
 	return 0;
 }
 
-static int find_or_claim(sluice_engine_t *e, const struct want *q, sluice_keyed_t *k,
+static int find_or_claim(sluice_engine_t *e, const struct want *q, void **mem, size_t *bytes,
                          uint32_t *held)
 {
 	struct sluice__region *g = e->region;
@@ -680,37 +684,59 @@ static int find_or_claim(sluice_engine_t *e, const struct want *q, sluice_keyed_
 		}
 		if (!same_name(en, q))
 			continue;
-		return attach(e, idx, w, q, k, held);
+		return attach(e, idx, w, q, mem, bytes, held);
 	}
 	if (cand < 0)
 		return SLUICE_EMEMORY; /* the directory is full */
-	return claim(e, (unsigned)cand, cand_w, q, k, held);
+	return claim(e, (unsigned)cand, cand_w, q, mem, bytes, held);
+}
+
+/* The entry named by @q's fields: found and held, or made.  */
+static int region_entry(sluice_engine_t *e, struct want *q, uint64_t layout_digest, void **mem,
+                        size_t *bytes, uint32_t *held)
+{
+	*held = 0;
+	if (!q->need)
+		return SLUICE_EINVAL;
+	if (e->region_lost)
+		return SLUICE_ELAYOUT;
+	uint64_t h = sluice__fnv(SLUICE__FNV_BASIS, q->id, strlen(q->id));
+	h = sluice__fnv(h, &q->kind, sizeof(q->kind));
+	h = sluice__fnv(h, q->dname, strlen(q->dname));
+	h = sluice__fnv(h, &layout_digest, sizeof(layout_digest));
+	q->h = h;
+	q->fp = h >> 3;
+	for (int tries = 0; tries < CLAIM_TRIES; tries++) {
+		int rc = find_or_claim(e, q, mem, bytes, held);
+		if (rc != RETRY)
+			return rc;
+		sched_yield();
+	}
+	return SLUICE_EBUSY;
 }
 
 int sluice__region_table(sluice_engine_t *e, const char *id, const sluice_rules_dim_t *d,
                          const char *dname, const sluice_keyed_config_t *kc,
                          uint64_t layout_digest, sluice_keyed_t *k, uint32_t *held)
 {
-	struct want q = { .id = id, .dname = dname, .kind = (uint32_t)d->kind, .kc = kc };
-	q.need = sluice_keyed_region_bytes(kc);
-	*held = 0;
-	if (!q.need)
-		return SLUICE_EINVAL;
-	if (e->region_lost)
-		return SLUICE_ELAYOUT;
-	uint64_t h = sluice__fnv(SLUICE__FNV_BASIS, id, strlen(id));
-	h = sluice__fnv(h, &d->kind, sizeof(d->kind));
-	h = sluice__fnv(h, dname, strlen(dname));
-	h = sluice__fnv(h, &layout_digest, sizeof(layout_digest));
-	q.h = h;
-	q.fp = h >> 3;
-	for (int tries = 0; tries < CLAIM_TRIES; tries++) {
-		int rc = find_or_claim(e, &q, k, held);
-		if (rc != RETRY)
-			return rc;
-		sched_yield();
+	struct want q = { .id = id, .dname = dname, .kind = (uint32_t)d->kind, .kc = kc,
+		          .need = sluice_keyed_region_bytes(kc) };
+	void *mem = NULL;
+	size_t bytes = 0;
+	int rc = region_entry(e, &q, layout_digest, &mem, &bytes, held);
+	if (rc == 0 && (rc = sluice_keyed_attach(mem, bytes, e->clock, k)) != 0) {
+		sluice__region_release(e, *held);
+		*held = 0;
 	}
-	return SLUICE_EBUSY;
+	return rc;
+}
+
+int sluice__region_block(sluice_engine_t *e, const char *id, const char *tag,
+                         uint64_t layout_digest, size_t bytes, void **mem, uint32_t *held)
+{
+	struct want q = { .id = id, .dname = tag, .kind = SLUICE__REGION_BLOCK, .need = bytes };
+	size_t got = 0;
+	return region_entry(e, &q, layout_digest, mem, &got, held);
 }
 
 void sluice__region_release(sluice_engine_t *e, uint32_t held)

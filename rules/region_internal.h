@@ -50,7 +50,13 @@ size_t sluice__region_free_bytes(const sluice_engine_t *e);
 int sluice__region_table(sluice_engine_t *e, const char *id, const sluice_rules_dim_t *d,
                          const char *dname, const sluice_keyed_config_t *kc,
                          uint64_t layout_digest, sluice_keyed_t *k, uint32_t *held);
-/* @e no longer uses the table of @held (0: nothing). */
+/* A block of @bytes named (@id, @tag, @layout_digest), zeroed when it is
+ * made, found and held: *@mem (64-byte aligned), *@held as above.
+ * Return: 0 or a sluice code. */
+#define SLUICE__REGION_BLOCK 0xffffffffu /* an entry's kind: not a table */
+int sluice__region_block(sluice_engine_t *e, const char *id, const char *tag,
+                         uint64_t layout_digest, size_t bytes, void **mem, uint32_t *held);
+/* @e no longer uses the entry of @held (0: nothing). */
 void sluice__region_release(sluice_engine_t *e, uint32_t held);
 /* Give back what dead holders held, and turn every table no holder holds
  * into free space (called by each load before it compiles). */

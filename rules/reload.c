@@ -159,6 +159,8 @@ static void state_free(sluice_engine_t *e, struct sluice__state *st)
 {
 	if (st->metrics_ok)
 		sluice__metrics_free(&st->metrics);
+	sluice__region_release(e, st->metrics_held);
+	sluice__region_release(e, st->fb_held);
 	for (uint32_t i = 0; i < st->ndims; i++) {
 		free(st->mem[i]);
 		sluice__region_release(e, st->held[i]);
@@ -207,7 +209,21 @@ static struct sluice__state *state_new(sluice_engine_t *e, const sluice_rule_t *
 	st->target = r->limit;
 	st->owners = 1;
 	atomic_init(&st->adapt_limit, 0);
-	*rc = sluice__metrics_init(&st->metrics, 0);
+	if (e->region) {
+		/* on a region, one block per state, named like its tables:
+		 * every process holding the state counts into it
+		 * (metrics_internal.h PROCESSES) */
+		void *mem = NULL;
+		uint64_t dg = sluice__fnv(SLUICE__FNV_BASIS, &st->layout, sizeof(st->layout));
+		*rc = sluice__region_block(e, r->id, "metrics", dg, sluice__metrics_shared_bytes(),
+		                           &mem, &st->metrics_held);
+		if (*rc == 0 && (*rc = sluice__metrics_attach(&st->metrics, mem,
+		                                              sluice__metrics_shared_bytes())) != 0)
+			sluice__region_release(e, st->metrics_held);
+	sluice__region_release(e, st->fb_held);
+	} else {
+		*rc = sluice__metrics_init(&st->metrics, 0);
+	}
 	if (*rc) {
 		free(st);
 		return NULL;
@@ -220,9 +236,28 @@ static struct sluice__state *state_new(sluice_engine_t *e, const sluice_rule_t *
 	if (bk) {
 		/* the rule's limits on its backend, in place of local ones; a
 		 * manual clock (tests) is the scripts' time, else Redis TIME */
-		*rc = sluice_stripe_init(&st->fb[0], 0, SLUICE_STRIPE_BY_CPU);
-		if (*rc == 0 && (*rc = sluice_stripe_init(&st->fb[1], 0, SLUICE_STRIPE_BY_CPU)) != 0)
-			sluice_stripe_destroy(&st->fb[0]);
+		if (e->region) {
+			/* its fallback's counts in the region too, summed over
+			 * the processes like its metrics */
+			size_t one = sluice_stripe_bytes(SLUICE__METRICS_SHARED_CELLS);
+			void *mem = NULL;
+			uint64_t dg = sluice__fnv(SLUICE__FNV_BASIS, &st->layout, sizeof(st->layout));
+			*rc = sluice__region_block(e, r->id, "fallback", dg, 2 * one, &mem,
+			                           &st->fb_held);
+			if (*rc == 0)
+				*rc = sluice_stripe_attach(&st->fb[0], mem, one,
+				                           SLUICE__METRICS_SHARED_CELLS,
+				                           SLUICE_STRIPE_BY_CPU);
+			if (*rc == 0)
+				*rc = sluice_stripe_attach(&st->fb[1], (unsigned char *)mem + one, one,
+				                           SLUICE__METRICS_SHARED_CELLS,
+				                           SLUICE_STRIPE_BY_CPU);
+		} else {
+			*rc = sluice_stripe_init(&st->fb[0], 0, SLUICE_STRIPE_BY_CPU);
+			if (*rc == 0 &&
+			    (*rc = sluice_stripe_init(&st->fb[1], 0, SLUICE_STRIPE_BY_CPU)) != 0)
+				sluice_stripe_destroy(&st->fb[0]);
+		}
 		st->fb_ok = *rc == 0;
 		if (*rc == 0) {
 			bk->owners++; /* held by st->rl.b, dropped by state_free */

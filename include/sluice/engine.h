@@ -441,7 +441,11 @@ SLUICE_API int sluice_verdict_headers(const sluice_verdict_t *v, sluice_header_f
  * wait), errors (a limiter error, open or closed), skipped (empty_key:
  * pass, a key empty or absent; not in requests); a rule not asked (an
  * earlier rule refused) counts nothing.  A rule whose state is kept
- * across a reload keeps its counters (they never go back).  The format's
+ * across a reload keeps its counters (they never go back).  On a region
+ * (SHARED STATE) a rule's counters are a block of the region, so every
+ * process holding its state counts into them and this is their sum over
+ * the processes; the backends' counters and the reloads are this
+ * process's.  The format's
  * details are rules/metrics_internal.h's.  Takes the load mutex (a
  * control path: loads wait for it); allocates one row per rule.
  * Return: 0, SLUICE_EINVAL, SLUICE_ENOMEM, or @write's non-zero value.

@@ -76,6 +76,7 @@ typedef struct sluice_stripe {
 	struct sluice_stripe_cell *cells;
 	uint32_t mask;            /* cells - 1; cells is a power of two */
 	sluice_stripe_mode_t mode;
+	uint32_t caller_memory;   /* attached: destroy frees nothing      */
 } sluice_stripe_t;
 
 /*
@@ -94,7 +95,28 @@ SLUICE_API unsigned sluice_cpu(void);
  */
 SLUICE_NODISCARD SLUICE_API int sluice_stripe_init(sluice_stripe_t *s, uint32_t ncells,
                                   sluice_stripe_mode_t mode);
-/* sluice_stripe_destroy - free the cells.  No add or sum may be running. */
+/*
+ * sluice_stripe_bytes - the memory sluice_stripe_attach needs for @ncells
+ * cells (64 bytes each), or 0 when @ncells is not a power of two in
+ * 1..SLUICE_STRIPE_CELLS_MAX.
+ */
+SLUICE_API size_t sluice_stripe_bytes(uint32_t ncells);
+/*
+ * sluice_stripe_attach - a stripe on caller memory: @ncells cells at @mem
+ * (64-byte aligned, at least sluice_stripe_bytes(@ncells) bytes), used as
+ * they are (zero them once, before the first attach).  For counts shared
+ * by processes: every process attaches its own stripe to the same
+ * MAP_SHARED memory with the same @ncells, and each add is an atomic add
+ * on the cell of the CPU it runs on, so no add of any process is lost and
+ * sum() is every process's total, with the guarantees above.  destroy
+ * forgets the memory without freeing it.  Allocates nothing.
+ * Return: 0, SLUICE_EINVAL (NULL, misaligned or too small @mem),
+ * SLUICE_ECELLS (@ncells), SLUICE_EMODE.
+ */
+SLUICE_NODISCARD SLUICE_API int sluice_stripe_attach(sluice_stripe_t *s, void *mem, size_t bytes,
+                                                     uint32_t ncells, sluice_stripe_mode_t mode);
+/* sluice_stripe_destroy - free the cells (an attached stripe's are the
+ * caller's: not freed).  No add or sum may be running. */
 SLUICE_API void sluice_stripe_destroy(sluice_stripe_t *s);
 /* sluice_stripe_cells - how many cells init chose. */
 SLUICE_API uint32_t sluice_stripe_cells(const sluice_stripe_t *s);

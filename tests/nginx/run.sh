@@ -869,6 +869,38 @@ EOF
   grep -F "could not be made" "$prefix/logs/error.log" && fail "a reload ran out of region space"
   ;;
 
+rules_metrics)
+  # sluice_metrics serves the engine's per-rule counters from the shared
+  # zone (metrics_internal.h PROCESSES): 40 requests on their own
+  # connections, spread by reuseport over 2 workers (the access log must
+  # show both), against 5 per hour; every scrape, whichever worker
+  # answers it, says 5 passed and 35 refused: the sum over the workers.
+  # promtool (the prometheus package) checks the exposition.
+  command -v promtool >/dev/null || fail "promtool is not installed (Debian: prometheus)"
+  cat >"$prefix/rules.yaml" <<EOF
+rules:
+  - id: per-ip
+    match: { path: / }
+    dimensions: [ip]
+    limit: { algorithm: fixed_window, window: 1h, max_requests: 5 }
+    keys: { capacity: 64 }
+EOF
+  write_conf "sluice_rules $prefix/rules.yaml;" ''
+  start_nginx
+  for _ in $(seq 40); do code "$base/" >/dev/null; done
+  pids=$(awk '{ print $1 }' "$prefix/logs/access.log" | sort -u | wc -l)
+  [ "$pids" -ge 2 ] || fail "the 40 requests all went to one worker: the test shows nothing"
+  for _ in $(seq 6); do
+    curl -s "$base/metrics" >"$prefix/m.txt"
+    expect_eq "$(awk '$1 == "sluice_rule_passed_total{rule=\"per-ip\"}" { print $2 }' "$prefix/m.txt")" 5 \
+      "passed over both workers"
+    expect_eq "$(awk '$1 == "sluice_rule_refused_total{rule=\"per-ip\"}" { print $2 }' "$prefix/m.txt")" 35 \
+      "refused over both workers"
+  done
+  promtool check metrics <"$prefix/m.txt" >"$prefix/promtool.txt" 2>&1 ||
+    fail "promtool: $(cat "$prefix/promtool.txt")"
+  ;;
+
 rules_redis)
   # A rule global on Redis (rules.h BACKENDS) across two nginx instances
   # of 2 workers each, all on one redis-server: a fixed window of 20,000

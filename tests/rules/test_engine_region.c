@@ -7,6 +7,7 @@
  * comes back once it is killed.
  */
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -234,5 +235,72 @@ Test(engine_region, two_engines_two_holders)
 	}
 	cr_assert_leq(used(&b), base + 6 * table, "region used grew to %zu", used(&b));
 	kit_free(&b);
+	munmap(reg, REGION_BYTES);
+}
+
+struct text {
+	char buf[65536];
+	size_t len;
+};
+
+static int text_write(void *ctx, const char *buf, size_t len)
+{
+	struct text *t = ctx;
+	if (t->len + len >= sizeof(t->buf))
+		return 1;
+	memcpy(t->buf + t->len, buf, len);
+	t->len += len;
+	t->buf[t->len] = 0;
+	return 0;
+}
+
+/* The value of the line starting with @series in @e's metrics, or -1. */
+static long long metric(sluice_engine_t *e, const char *series)
+{
+	static struct text t;
+	t.len = 0;
+	t.buf[0] = 0;
+	cr_assert_eq(sluice_engine_metrics(e, text_write, &t), 0);
+	size_t n = strlen(series);
+	for (const char *p = t.buf; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+		if (strncmp(p, series, n) == 0 && p[n] == ' ')
+			return atoll(p + n + 1);
+	return -1;
+}
+
+/*
+ * On a region a rule's counters are in the region (metrics_internal.h
+ * PROCESSES): a forked child's decisions (2 admitted, 3 refused: 1.1.1.1
+ * of limit 3, after the parent's 1) show in the parent's metrics, and
+ * the parent's in the child's, so either process's scrape is the sum.
+ */
+Test(engine_region, metrics_summed_over_processes)
+{
+	void *reg = region_map();
+	struct kit k;
+	kit_new_region(&k, reg, REGION_BYTES);
+	char y[512];
+	yaml_of(y, sizeof(y), 1000, 512);
+	load_ok(&k, y);
+	sluice_verdict_t v;
+	cr_assert_eq(decide(&k, "GET", "/", NULL, "1.1.1.1", NULL, &v), SLUICE_ACTION_PASS);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		unsigned char a[4] = { 1, 1, 1, 1 };
+		sluice_request_t q = { .method = "GET", .path = "/", .addr = a, .addr_len = 4 };
+		sluice_verdict_t cv;
+		int passed = 0;
+		for (int i = 0; i < 5; i++)
+			passed += action_of(k.e, &q, &cv) == SLUICE_ACTION_PASS;
+		_exit(passed == 2 ? 0 : 10 + passed);
+	}
+	int st = 0;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: status %d", st);
+	cr_assert_eq(metric(k.e, "sluice_rule_passed_total{rule=\"per-ip\"}"), 3);
+	cr_assert_eq(metric(k.e, "sluice_rule_refused_total{rule=\"per-ip\"}"), 3);
+	cr_assert_eq(metric(k.e, "sluice_rule_requests_total{rule=\"per-ip\"}"), 6);
+	kit_free(&k);
 	munmap(reg, REGION_BYTES);
 }
