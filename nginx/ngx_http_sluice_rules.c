@@ -31,10 +31,12 @@
  * loads the old file again, so the master's engine is the old cycle's.
  *
  * Workers and processes.  A rule with dimensions is one table in the
- * zone, exact across workers.  A global rule on no backend is a limiter
- * per process (engine.h): under more than one worker it would admit its
- * limit once per worker, so such a file is refused unless nginx runs one
- * worker process (worker_processes 1, or master_process off).  A rule on
+ * zone, exact across workers; so is a global rule a table can hold (a
+ * table of one key in the zone: engine.h SHARED STATE).  A global rule no
+ * table holds (sluice_rule_per_process) is a limiter per process: under
+ * more than one worker it would admit its limit once per worker, so such
+ * a file is refused unless nginx runs one worker process
+ * (worker_processes 1, or master_process off).  A rule on
  * a backend (rules.h BACKENDS) is counted in Redis; a backend owns an I/O
  * thread, which a forked worker does not have (sluice/redis.h FORK), so
  * each worker loads the file again in init_process, on the same region:
@@ -249,9 +251,11 @@ static ngx_int_t ngx_http_sluice_rules_init_zone(ngx_shm_zone_t *shm_zone, void 
 
 	if (mcf->process_rule && ccf->master && ccf->worker_processes > 1) {
 		ngx_log_error(NGX_LOG_EMERG, log, 0,
-		              "sluice_rules: %s:%uD:%uD: rule '%s' is global and on no backend, so "
-		              "counted per process: with %i worker processes it would admit its "
-		              "limit %i times; give it a dimension or a backend, or run one worker",
+		              "sluice_rules: %s:%uD:%uD: rule '%s' is global and on no backend, and "
+		              "no table holds it (sliding_log, decay, warmup, or a queue fallback), "
+		              "so it is counted per process: with %i worker processes it would "
+		              "admit its limit %i times; give it a dimension or a backend, use "
+		              "another algorithm, or run one worker",
 		              mcf->file.data, mcf->process_mark.line, mcf->process_mark.col,
 		              mcf->process_rule, ccf->worker_processes, ccf->worker_processes);
 		return NGX_ERROR;
@@ -365,7 +369,7 @@ static char *ngx_http_sluice_rules(ngx_conf_t *cf, ngx_command_t *cmd, void *con
 	mcf->backends = rules->nbackends > 0;
 	for (size_t i = 0; i < rules->count; i++) {
 		const sluice_rule_t *ru = &rules->rules[i];
-		if (!ru->per_key && ru->backend == NULL) {
+		if (sluice_rule_per_process(ru)) {
 			size_t n = ngx_strlen(ru->id);
 			u_char *id = ngx_pnalloc(cf->pool, n + 1);
 			if (id == NULL) {

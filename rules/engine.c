@@ -191,6 +191,21 @@ static int take_state(struct sluice__state *st, const sluice_rule_t *shape,
 				                             &p->d);
 			if (rc == 1 && shape->limit.algo == SLUICE_ALGO_INFLIGHT)
 				*budget -= p->keylen; /* not given back on a refund: a bound */
+		} else if (st->layout.one_key) {
+			/* a global rule on a region: its table's one key
+			 * (engine.h SHARED STATE); it books nothing (a queue
+			 * fallback keeps its limiter: sluice_rule_per_process) */
+			static const unsigned char the_key = 1;
+			p->dim = 0;
+			p->key = &the_key;
+			p->keylen = 1;
+			if (shape->limit.algo == SLUICE_ALGO_INFLIGHT && p->keylen > *budget)
+				rc = SLUICE_EKEYLEN; /* as for a per-key in-flight key */
+			else
+				rc = sluice_keyed_acquire_at(&st->keyed[0], p->key, p->keylen, 1, now,
+				                             &p->d);
+			if (rc == 1 && shape->limit.algo == SLUICE_ALGO_INFLIGHT)
+				*budget -= p->keylen;
 		} else {
 			p->dim = UINT32_MAX;
 			/* a shadow rule books nothing: it delays no request */

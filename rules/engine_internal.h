@@ -42,6 +42,7 @@ struct sluice__layout {
 	uint64_t cbits;      /* keyed FIXED, INFLIGHT: bit_width(limit)          */
 	uint64_t fixed[4];   /* global algorithms whose parameters are all fixed */
 	int shaper;          /* leaky: a queue fallback makes it the shaper       */
+	int one_key;         /* a global rule as a region table of one key      */
 	/* a rule on a backend: the backend's serial and every parameter of
 	 * its Redis limit (none changes live: redis.h PARAMETERS) */
 	uint64_t backend;

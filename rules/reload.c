@@ -48,7 +48,16 @@ static uint64_t bit_width(uint64_t v)
 	return v ? 64u - (uint64_t)__builtin_clzll(v) : 0;
 }
 
-static void layout_of(const sluice_rule_t *r, struct sluice__layout *L)
+/* On a region, a global rule a keyed table can hold is a table of one
+ * key, so every process decides on it (engine.h SHARED STATE). */
+#define ONE_KEY_CAPACITY 8u
+
+static int one_key(const sluice_engine_t *e, const sluice_rule_t *r)
+{
+	return e->region && !r->per_key && !r->backend && !sluice_rule_per_process(r);
+}
+
+static void layout_of(const sluice_engine_t *e, const sluice_rule_t *r, struct sluice__layout *L)
 {
 	memset(L, 0, sizeof(*L));
 	const sluice_rules_limit_t *l = &r->limit;
@@ -67,11 +76,12 @@ static void layout_of(const sluice_rule_t *r, struct sluice__layout *L)
 	}
 	L->window_ns = l->window_ns;
 	L->buckets = l->buckets;
-	if (r->per_key) {
-		L->capacity = r->keys.capacity;
+	if (r->per_key || one_key(e, r)) {
+		L->capacity = r->per_key ? r->keys.capacity : ONE_KEY_CAPACITY;
 		L->key_max = r->keys.key_max;
 		L->flags = r->keys.flags;
 		L->policy = r->keys.policy;
+		L->one_key = !r->per_key;
 		if (l->algo == SLUICE_ALGO_FIXED || l->algo == SLUICE_ALGO_INFLIGHT)
 			L->cbits = bit_width(l->limit); /* the count's width (keyed.h) */
 	} else {
@@ -275,9 +285,17 @@ static struct sluice__state *state_new(sluice_engine_t *e, const sluice_rule_t *
 	for (uint32_t i = 0; i < r->ndims; i++)
 		st->shape.dims[i].name = r->dims[i].name ? st->layout.dims[i].name : NULL;
 	*rc = 0;
-	if (r->per_key) {
+	if (r->per_key || L->one_key) {
 		sluice_keyed_config_t kc;
 		sluice_rule_keyed_config(r, &kc);
+		/* one key: a pseudo dimension, the table's name's */
+		const sluice_rules_dim_t one = { .kind = SLUICE_RULES_DIM_GLOBAL };
+		const sluice_rules_dim_t *dims = L->one_key ? &one : r->dims;
+		uint32_t nd = L->one_key ? 1 : r->ndims;
+		if (L->one_key) {
+			kc.capacity = ONE_KEY_CAPACITY;
+			kc.policy = SLUICE_KEYED_REJECT;
+		}
 		uint64_t dg = 0;
 		if (e->region) {
 			/* the table's name: its config but the live values */
@@ -286,9 +304,9 @@ static struct sluice__state *state_new(sluice_engine_t *e, const sluice_rule_t *
 			uint64_t cb = L->cbits;
 			dg = sluice__fnv(sluice__fnv(SLUICE__FNV_BASIS, &z, sizeof(z)), &cb, sizeof(cb));
 		}
-		for (uint32_t i = 0; i < r->ndims && *rc == 0; i++) {
+		for (uint32_t i = 0; i < nd && *rc == 0; i++) {
 			if (e->region) {
-				*rc = sluice__region_table(e, r->id, &r->dims[i], st->layout.dims[i].name,
+				*rc = sluice__region_table(e, r->id, &dims[i], st->layout.dims[i].name,
 				                           &kc, dg, &st->keyed[i], &st->held[i]);
 			} else {
 				size_t n = sluice_keyed_region_bytes(&kc);
@@ -603,7 +621,7 @@ static struct sluice__set *compile(sluice_engine_t *e, sluice_rules_t *rules,
 		quota_of(r, c);
 		s->by_id[i] = (uint32_t)i;
 		struct sluice__layout L;
-		layout_of(r, &L);
+		layout_of(e, r, &L);
 		struct sluice__backend *bk = NULL;
 		if (r->backend) {
 			bk = s->bk[r->backend - rules->backends];

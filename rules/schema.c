@@ -931,6 +931,24 @@ static int take_adaptive(struct ctx *c, const struct sluice__node *n, sluice_rul
 
 /* ---- the check by sluice itself -------------------------------------- */
 
+int sluice_rule_per_process(const sluice_rule_t *r)
+{
+	if (!r || r->per_key || r->backend)
+		return 0;
+	if (r->fallback.type == SLUICE_RULES_FALLBACK_QUEUE)
+		return 1;
+	switch (r->limit.algo) {
+	case SLUICE_ALGO_GCRA:
+	case SLUICE_ALGO_LEAKY:
+	case SLUICE_ALGO_FIXED:
+	case SLUICE_ALGO_WINDOW:
+	case SLUICE_ALGO_INFLIGHT:
+		return 0;
+	default:
+		return 1;
+	}
+}
+
 void sluice_rule_keyed_config(const sluice_rule_t *r, sluice_keyed_config_t *out)
 {
 	const sluice_rules_limit_t *l = &r->limit;

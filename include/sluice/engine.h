@@ -124,8 +124,13 @@
  * process may still decide on it, and a file reloaded with a changed
  * layout any number of times reuses the space of the layouts it left.
  * A layout no longer used and not yet freed is found again by a load
- * that brings it back, with its keys' states.  Global rules
- * stay per process (a limiter holds pointers).  Live changes made by one
+ * that brings it back, with its keys' states.  A global rule that a
+ * keyed table can hold (sluice_rule_per_process() says 0: token_bucket,
+ * leaky_bucket, fixed_window, sliding_window, concurrency, without a
+ * queue fallback) is a table of one key in the region, so every process
+ * decides on one state for it too; the others (sliding_log, decay,
+ * warmup, a queue fallback) stay a limiter per process (a limiter holds
+ * pointers).  Live changes made by one
  * process reach every process at its next decision (keyed.h LIVE
  * PARAMETERS); every process should load the same file.
  *

@@ -391,6 +391,17 @@ SLUICE_API int sluice_rules_error_text(const sluice_rules_errors_t *e, size_t i,
                                        size_t len);
 
 /*
+ * sluice_rule_per_process - whether @r's state is one per process even on
+ * an engine's shared region (engine.h SHARED STATE): 1 for a global rule
+ * on no backend whose algorithm a keyed table does not hold
+ * (sliding_log, decay, warmup) or that books its slot (a queue
+ * fallback); 0 for every other rule (per key, on a backend, or global
+ * and held on the region as a table of one key).  A front end with more
+ * than one process (nginx's workers) refuses a rule this says 1 for.
+ */
+SLUICE_API int sluice_rule_per_process(const sluice_rule_t *r);
+
+/*
  * sluice_rule_keyed_config - the keyed table a per-key rule @r describes
  * (its algorithm, parameters and keys section), for sluice_keyed_format/_new.
  * sluice_rule_limiter_config - the limiter a global rule @r describes, on

@@ -774,12 +774,31 @@ EOF
     fail "both workers did not admit (one table, two workers, is the point)"
   expect_eq "$ok" 200 "admitted across 2 workers"
   [ "$(count_log 429)" -gt 200 ] || fail "too few refusals: $(count_log 429)"
-  # a global rule on no backend is per process: refused under 2 workers,
-  # naming the rule and where it is
+  stop_nginx
+  # a global rule a table can hold is a table of one key in the zone
+  # (engine.h SHARED STATE): exact across the 2 workers too (on / only:
+  # the start-up probe of /metrics, not logged, would take one)
   cat >"$prefix/global.yaml" <<'EOF'
 rules:
   - id: everything
-    limit: { algorithm: fixed_window, window: 1s, max_requests: 10 }
+    match: { path: / }
+    limit: { algorithm: fixed_window, window: 1h, max_requests: 150 }
+EOF
+  : >"$prefix/logs/access.log"
+  write_conf "sluice_rules $prefix/global.yaml;" ''
+  start_nginx
+  wrk -t 2 -c 16 -d 2s "$base/" >"$prefix/wrk2.txt" 2>&1 || fail "wrk failed: $(cat "$prefix/wrk2.txt")"
+  [ "$(awk '$2 == 200 { print $1 }' "$prefix/logs/access.log" | sort -u | wc -l)" -eq 2 ] ||
+    fail "both workers did not admit on the global rule"
+  expect_eq "$(count_log 200)" 150 "a global rule admitted across 2 workers"
+  stop_nginx
+  # one that stays per process (a sliding log: no table holds it;
+  # sluice_rule_per_process) is refused under 2 workers, naming the rule
+  # and where it is
+  cat >"$prefix/global.yaml" <<'EOF'
+rules:
+  - id: everything
+    limit: { algorithm: sliding_log, window: 1s, max_requests: 10 }
 EOF
   check_bad "sluice_rules $prefix/global.yaml;" '' \
     "$prefix/global.yaml:2:9: rule 'everything' is global and on no backend" "2 worker processes"

@@ -304,3 +304,70 @@ Test(engine_region, metrics_summed_over_processes)
 	kit_free(&k);
 	munmap(reg, REGION_BYTES);
 }
+
+/*
+ * A global rule a table can hold is a table of one key on a region
+ * (engine.h SHARED STATE): a forked child decides on the parent's count
+ * (limit 3: the parent's 1, the child's 2, then refused in both), and a
+ * concurrency limit's permit the child holds is not free for the parent
+ * (the child exited holding it: a dead process's in-flight permits stay
+ * taken, keyed.h).  A sliding log stays
+ * per process (sluice_rule_per_process).
+ */
+Test(engine_region, global_rule_shared_across_fork)
+{
+	static const char yaml[] =
+		"rules:\n"
+		"  - id: all\n"
+		"    match: { path: /a }\n"
+		"    limit: { algorithm: fixed_window, window: 1h, max_requests: 3 }\n"
+		"  - id: one-at-a-time\n"
+		"    match: { path: /b }\n"
+		"    limit: { algorithm: concurrency, max_inflight: 1 }\n";
+	void *reg = region_map();
+	struct kit k;
+	kit_new_region(&k, reg, REGION_BYTES);
+	load_ok(&k, yaml);
+	sluice_verdict_t v;
+	cr_assert_eq(decide(&k, "GET", "/a", NULL, NULL, NULL, &v), SLUICE_ACTION_PASS);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		sluice_request_t a = { .method = "GET", .path = "/a" };
+		sluice_request_t b = { .method = "GET", .path = "/b" };
+		sluice_verdict_t cv;
+		int ok = action_of(k.e, &a, &cv) == SLUICE_ACTION_PASS &&
+		         action_of(k.e, &a, &cv) == SLUICE_ACTION_PASS &&
+		         action_of(k.e, &a, &cv) == SLUICE_ACTION_REJECT;
+		ok = ok && action_of(k.e, &b, &cv) == SLUICE_ACTION_PASS;
+		_exit(ok ? 0 : 1); /* holds /b's permit */
+	}
+	int st = 0;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: status %d", st);
+	cr_assert_eq(decide(&k, "GET", "/a", NULL, NULL, NULL, &v), SLUICE_ACTION_REJECT,
+	             "the child's two did not count for the parent");
+	cr_assert_eq(decide(&k, "GET", "/b", NULL, NULL, NULL, &v), SLUICE_ACTION_REJECT,
+	             "the child's in-flight permit is not the parent's");
+	kit_free(&k);
+	munmap(reg, REGION_BYTES);
+}
+
+Test(engine_region, per_process_rules)
+{
+	sluice_rules_t *rules = NULL;
+	static const char yaml[] =
+		"rules:\n"
+		"  - id: log\n"
+		"    limit: { algorithm: sliding_log, window: 1s, max_requests: 3 }\n"
+		"  - id: fixed\n"
+		"    limit: { algorithm: fixed_window, window: 1s, max_requests: 3 }\n"
+		"  - id: keyed-log\n"
+		"    dimensions: [ip]\n"
+		"    limit: { algorithm: token_bucket, rate: 1/s, burst: 2 }\n";
+	cr_assert_eq(sluice_rules_load_buffer("t.yaml", yaml, strlen(yaml), NULL, &rules, NULL), 0);
+	cr_assert_eq(sluice_rule_per_process(&rules->rules[0]), 1);
+	cr_assert_eq(sluice_rule_per_process(&rules->rules[1]), 0);
+	cr_assert_eq(sluice_rule_per_process(&rules->rules[2]), 0);
+	sluice_rules_free(rules);
+}
