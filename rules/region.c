@@ -113,11 +113,12 @@ struct rent {
 	_Atomic uint64_t holders[SLUICE_ENGINE_HOLDERS / 64];
 	uint32_t kind;
 	char id[SLUICE_RULES_ID_MAX + 1];
-	char name[129];
-	unsigned char pad[256 - 8 * 5 - SLUICE_ENGINE_HOLDERS / 8 - 4 - (SLUICE_RULES_ID_MAX + 1) -
-	                  129];
+	/* the dimension's name, cut to fit: the digest tells longer ones apart */
+	char name[256 - 8 * 5 - SLUICE_ENGINE_HOLDERS / 8 - 4 - (SLUICE_RULES_ID_MAX + 1) - 2];
+	unsigned char pad[2];
 };
 _Static_assert(sizeof(struct rent) == 256, "a directory entry is 256 bytes");
+_Static_assert(sizeof(((struct rent *)0)->name) >= 64, "room for a header's name");
 _Static_assert(SLUICE_ENGINE_HOLDERS % 64 == 0, "holder bits come in words");
 
 #define HOLDERS_OFF 64u
@@ -526,7 +527,7 @@ static int same_name(const struct rent *en, const struct want *q)
 {
 	return en->digest == q->h && en->kind == q->kind &&
 	       strncmp(en->id, q->id, sizeof(en->id)) == 0 &&
-	       strncmp(en->name, q->dname, sizeof(en->name)) == 0;
+	       strncmp(en->name, q->dname, sizeof(en->name) - 1) == 0;
 }
 
 static void hold(struct sluice__region *g, unsigned idx)

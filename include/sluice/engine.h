@@ -183,7 +183,7 @@
 #define SLUICE_ENGINE_PARTS_MAX 32u  /* limits those rules hold at most   */
 #define SLUICE_ENGINE_HELD_MAX 512u  /* key bytes of in-flight parts held */
 #define SLUICE_ENGINE_DIR_SLOTS 1024u /* region directory entries (256 B each) */
-#define SLUICE_ENGINE_HOLDERS 128u    /* engines (processes) on one region at once */
+#define SLUICE_ENGINE_HOLDERS 256u    /* engines (processes) on one region at once */
 #define SLUICE_ENGINE_GHOST_NS (10ULL * 1000000000ULL) /* see RELOAD      */
 
 typedef struct sluice_engine sluice_engine_t;

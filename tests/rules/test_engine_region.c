@@ -371,3 +371,33 @@ Test(engine_region, per_process_rules)
 	cr_assert_eq(sluice_rule_per_process(&rules->rules[2]), 0);
 	sluice_rules_free(rules);
 }
+
+/* A dimension name longer than an entry holds (a header of 120 bytes):
+ * a second engine still finds the first's table (the digest names it)
+ * instead of making its own. */
+Test(engine_region, long_dimension_name)
+{
+	char name[121];
+	memset(name, 'x', 120);
+	name[120] = 0;
+	char yaml[512];
+	snprintf(yaml, sizeof(yaml),
+	         "rules:\n"
+	         "  - id: long\n"
+	         "    dimensions: [\"header:%s\"]\n"
+	         "    limit: { algorithm: fixed_window, window: 1h, max_requests: 2 }\n"
+	         "    keys: { capacity: 64 }\n",
+	         name);
+	void *reg = region_map();
+	struct kit a, b;
+	kit_new_region(&a, reg, REGION_BYTES);
+	kit_new_region(&b, reg, REGION_BYTES);
+	load_ok(&a, yaml);
+	size_t u = used(&a);
+	load_ok(&b, yaml);
+	cr_assert_eq(used(&b), u, "the second engine made its own table (%zu bytes more)",
+	             used(&b) - u);
+	kit_free(&a);
+	kit_free(&b);
+	munmap(reg, REGION_BYTES);
+}
