@@ -100,10 +100,11 @@ void sluice_stripe_destroy(sluice_stripe_t *s)
 
 int64_t sluice_stripe_sum_and_reset(sluice_stripe_t *s)
 {
-	int64_t total = 0;
+	uint64_t total = 0; /* wraps, as sum() */
 	for (uint32_t i = 0; i <= s->mask; i++)
-		total += atomic_exchange_explicit(&s->cells[i].word[0], 0, memory_order_relaxed);
-	return total;
+		total += (uint64_t)atomic_exchange_explicit(&s->cells[i].word[0], 0,
+		                                            memory_order_relaxed);
+	return (int64_t)total;
 }
 
 unsigned sluice_inline_getcpu(void)

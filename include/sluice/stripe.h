@@ -108,7 +108,9 @@ SLUICE_API size_t sluice_stripe_bytes(uint32_t ncells);
  * by processes: every process attaches its own stripe to the same
  * MAP_SHARED memory with the same @ncells, and each add is an atomic add
  * on the cell of the CPU it runs on, so no add of any process is lost and
- * sum() is every process's total, with the guarantees above.  destroy
+ * sum() is every process's total, with the guarantees above (modulo
+ * 2^64: cells a hostile process wrote give a wrong sum, never undefined
+ * behaviour).  destroy
  * forgets the memory without freeing it.  Allocates nothing.
  * Return: 0, SLUICE_EINVAL (NULL, misaligned or too small @mem),
  * SLUICE_ECELLS (@ncells), SLUICE_EMODE.

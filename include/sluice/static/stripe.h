@@ -74,10 +74,12 @@ static inline void sluice__stripe_add(sluice_stripe_t *s, int64_t n)
 
 static inline int64_t sluice__stripe_sum(const sluice_stripe_t *s)
 {
-	int64_t total = 0;
+	/* unsigned: cells another process wrote (sluice_stripe_attach) may
+	 * hold anything, and their sum wraps instead of overflowing */
+	uint64_t total = 0;
 	for (uint32_t i = 0; i <= s->mask; i++)
-		total += atomic_load_explicit(&s->cells[i].word[0], memory_order_relaxed);
-	return total;
+		total += (uint64_t)atomic_load_explicit(&s->cells[i].word[0], memory_order_relaxed);
+	return (int64_t)total;
 }
 
 /* SLUICE_INLINE: the calls above, inline (common.h, INLINE). */
