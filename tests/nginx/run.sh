@@ -43,6 +43,7 @@ cleanup() {
   local rc=$?
   stop_nginx
   for p in "${extra_pids[@]}"; do
+    kill -CONT "$p" 2>/dev/null || true # a redis-server a test stopped (SIGSTOP)
     kill -QUIT "$p" 2>/dev/null || true
     kill -TERM "$p" 2>/dev/null || true
   done
@@ -54,7 +55,11 @@ port=$(ngx_free_port)
 base="http://127.0.0.1:$port"
 
 # write_conf HTTP-LEVEL LOCATION-BODY [SERVER-LEVEL]: the whole
-# configuration, with $workers worker processes (2 unless set).
+# configuration, with $workers worker processes (2 unless set).  The
+# access log's fields: worker pid, status, $sluice_status, remaining,
+# retry-after, $msec (nginx's cached time, ms, of the event-loop pass that
+# logged the request: for a static file served at once, the pass that
+# decided it, so never later than the decision) and the X-Key header.
 workers=2
 write_conf() {
   cat >"$prefix/nginx.conf" <<EOF
@@ -64,7 +69,7 @@ pid nginx.pid;
 error_log logs/error.log info;
 events { worker_connections 1024; }
 http {
-  log_format sluice '\$pid \$status \$sluice_status \$sluice_remaining \$sluice_retry_after';
+  log_format sluice '\$pid \$status \$sluice_status \$sluice_remaining \$sluice_retry_after \$msec \$http_x_key';
   access_log logs/access.log sluice;
   client_body_temp_path tmp; proxy_temp_path tmp; fastcgi_temp_path tmp;
   uwsgi_temp_path tmp; scgi_temp_path tmp;
@@ -139,6 +144,79 @@ count_log() { # count_log STATUS: access-log lines of that status for "/"
 }
 
 expect_eq() { [ "$1" = "$2" ] || fail "$3: got '$1', want '$2'"; }
+
+# wrk_check OUT: fail unless OUT is the report of a wrk run that finished
+# with no socket error (connect, read, write, timeout).  wrk_run OUT
+# WRK-ARGS...: wrk --latency into OUT in the foreground, then wrk_check;
+# in the background: wrk --latency ... >OUT 2>&1 & and, after wait,
+# wrk_check OUT (not wrk_run &: fail's exit would end only the subshell).
+wrk_check() {
+  grep -q " requests in " "$1" || fail "wrk did not finish: $(cat "$1")"
+  if grep -q "Socket errors" "$1"; then fail "socket errors under load: $(cat "$1")"; fi
+}
+wrk_run() {
+  local out=$1
+  shift
+  wrk --latency "$@" >"$out" 2>&1 || fail "wrk failed: $(cat "$out")"
+  wrk_check "$out"
+}
+
+# wrk_max_ms OUT: wrk's max latency in whole ms (rounded up).
+wrk_max_ms() {
+  awk '$1 == "Latency" && NF >= 4 { v = $4
+    if (v ~ /us$/) m = v / 1000; else if (v ~ /ms$/) m = v + 0; else if (v ~ /m$/) m = v * 60000; else m = v * 1000
+    printf "%d\n", m + 0.999; exit }' "$1"
+}
+
+# mono_ns: CLOCK_MONOTONIC in ns, the clock the engine's local windows
+# are aligned on (fixed windows: [k W, (k + 1) W) of it).
+mono_ns() { python3 -c 'import time; print(time.clock_gettime_ns(time.CLOCK_MONOTONIC))'; }
+
+# same_window W_S T0: fail (naming it) when a local fixed window of W_S
+# seconds began between the reading T0 (mono_ns) and now: a test that
+# counts one window's admissions would count two.
+same_window() {
+  local now
+  now=$(mono_ns)
+  [ $(($2 / 1000000000 / $1)) -eq $((now / 1000000000 / $1)) ] ||
+    fail "a ${1} s local window began during the test (CLOCK_MONOTONIC $2 .. $now ns): run it again"
+}
+
+# start_redis [PORT]: a private redis-server on 127.0.0.1 ($rport, a free
+# port unless given), no persistence, its files in $prefix; its pid in
+# $redis_pid and extra_pids (stopped by pid on every path out); waits
+# (5 s) until it answers PING.
+start_redis() {
+  command -v redis-server >/dev/null || fail "redis-server is not installed"
+  rport=${1:-$(ngx_free_port)}
+  redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no \
+    --dir "$prefix" >>"$prefix/redis.log" 2>&1 &
+  redis_pid=$!
+  extra_pids+=("$redis_pid")
+  for _ in $(seq 100); do
+    redis-cli -h 127.0.0.1 -p "$rport" ping 2>/dev/null | grep -q PONG && return 0
+    sleep 0.05
+  done
+  fail "redis-server does not answer on port $rport"
+}
+
+# start_second: a second nginx with the first's configuration (written by
+# write_conf, started), its own prefix $prefix2, port $port2 ($base2) and
+# zone, the same html; its master in extra_pids.
+start_second() {
+  prefix2="$prefix/second"
+  mkdir -p "$prefix2/logs" "$prefix2/tmp"
+  port2=$(ngx_free_port)
+  base2="http://127.0.0.1:$port2"
+  sed -e "s/127.0.0.1:$port /127.0.0.1:$port2 /" -e "s#root html;#root $prefix/html;#" \
+    "$prefix/nginx.conf" >"$prefix2/nginx.conf"
+  "$nginx_bin" -p "$prefix2/" -c nginx.conf -e logs/error.log || fail "the second nginx did not start"
+  for _ in $(seq 100); do [ -s "$prefix2/nginx.pid" ] && break; sleep 0.05; done
+  [ -s "$prefix2/nginx.pid" ] || fail "the second nginx wrote no pid file"
+  extra_pids+=("$(cat "$prefix2/nginx.pid")")
+  for _ in $(seq 100); do curl -s -o /dev/null "$base2/metrics" && return 0; sleep 0.05; done
+  fail "the second nginx does not answer on $base2"
+}
 
 # reload_refused ZONE LIMIT PATTERN WHAT AFTER: write a configuration the
 # running zone must refuse and reload; within 5 s error.log must hold
@@ -848,16 +926,7 @@ rules_redis)
   # lease_max (lease_max 8: 4 deciding processes); then
   # redis-server is killed mid-load and every request is still answered
   # promptly, by the fallback (deny: nothing more admitted).
-  command -v redis-server >/dev/null || fail "redis-server is not installed"
-  rport=$(ngx_free_port)
-  redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no \
-    --dir "$prefix" >"$prefix/redis.log" 2>&1 &
-  redis_pid=$!
-  extra_pids+=("$redis_pid")
-  for _ in $(seq 100); do
-    redis-cli -h 127.0.0.1 -p "$rport" ping 2>/dev/null | grep -q PONG && break
-    sleep 0.05
-  done
+  start_redis
   cat >"$prefix/rules.yaml" <<EOF
 backends:
   fleet: { type: redis, address: 127.0.0.1:$rport, lease_ttl: 50ms, budget: 2ms,
@@ -873,18 +942,10 @@ EOF
   write_conf "sluice_rules $prefix/rules.yaml;" ''
   start_nginx
   # the second instance: the same file, its own prefix, port and zone
-  prefix2="$prefix/second"
-  mkdir -p "$prefix2/logs" "$prefix2/tmp"
-  port2=$(ngx_free_port)
-  sed -e "s/127.0.0.1:$port /127.0.0.1:$port2 /" -e "s#root html;#root $prefix/html;#" \
-    "$prefix/nginx.conf" >"$prefix2/nginx.conf"
-  "$nginx_bin" -p "$prefix2/" -c nginx.conf -e logs/error.log || fail "the second nginx did not start"
-  for _ in $(seq 100); do [ -s "$prefix2/nginx.pid" ] && break; sleep 0.05; done
-  extra_pids+=("$(cat "$prefix2/nginx.pid")")
-  for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port2/metrics" && break; sleep 0.05; done
+  start_second
   wrk -t 1 -c 8 -d 3s "$base/api/x" >"$prefix/wrk1.txt" 2>&1 &
   w1=$!
-  wrk -t 1 -c 8 -d 3s "http://127.0.0.1:$port2/api/x" >"$prefix/wrk2.txt" 2>&1
+  wrk -t 1 -c 8 -d 3s "$base2/api/x" >"$prefix/wrk2.txt" 2>&1
   wait "$w1"
   ok1=$(count_log 200)
   ok2=$(awk '$2 == 200' "$prefix2/logs/access.log" | wc -l)
@@ -905,6 +966,54 @@ EOF
   max=$(awk '$1 == "Latency" { print $4 }' "$prefix/wrk3.txt")
   case "$max" in *us|*ms) ;; *) fail "a request took $max with Redis killed" ;; esac
   expect_eq "$(count_log 200)" "$ok1" "admitted after Redis was killed (fallback deny)"
+  ;;
+
+rules_workers4)
+  # Per-key exactness across 4 workers (rules_workers has 2): three keys,
+  # each driven by its own wrk of 8 connections, 24 clients at once that
+  # reuseport spreads over the 4 workers; a fixed window of 300 per key
+  # and per day (no window ends during the test: same_window checks it):
+  # exactly 300 of each key pass, whichever workers decide them.
+  workers=4
+  L=300
+  cat >"$prefix/rules.yaml" <<EOF
+rules:
+  - id: per-key
+    match: { prefix: / }
+    dimensions: ["header:X-Key"]
+    limit: { algorithm: fixed_window, window: 1d, max_requests: $L }
+    keys: { capacity: 64 }
+EOF
+  write_conf "sluice_rules $prefix/rules.yaml;" ''
+  start_nginx
+  t0=$(mono_ns)
+  wpids=()
+  for k in a b c; do
+    wrk --latency -t 1 -c 8 -d 2s -H "X-Key: $k" "$base/" >"$prefix/wrk.$k" 2>&1 &
+    wpids+=($!)
+  done
+  for p in "${wpids[@]}"; do wait "$p" || fail "wrk failed"; done
+  same_window 86400 "$t0"
+  report=
+  for k in a b c; do
+    wrk_check "$prefix/wrk.$k"
+    ok=$(awk -v k="$k" '$2 == 200 && $7 == k' "$prefix/logs/access.log" | wc -l)
+    no=$(awk -v k="$k" '$2 == 429 && $7 == k' "$prefix/logs/access.log" | wc -l)
+    other=$(awk -v k="$k" '$7 == k && $2 != 200 && $2 != 429' "$prefix/logs/access.log" | wc -l)
+    by=$(awk -v k="$k" '$2 == 200 && $7 == k { print $1 }' "$prefix/logs/access.log" | sort | uniq -c | awk '{ printf "%s ", $1 }')
+    report="$report key $k: $ok of $((ok + no)) (per worker: $by);"
+    expect_eq "$ok" "$L" "key $k admitted across 4 workers"
+    expect_eq "$other" 0 "key $k: answers neither 200 nor 429"
+    [ "$no" -ge $((3 * L)) ] || fail "key $k: only $no refusals, not far above the limit"
+  done
+  # the point is one table decided by four processes: each served load,
+  # and more than one admitted each key's permits
+  expect_eq "$(awk '{ print $1 }' "$prefix/logs/access.log" | sort -u | wc -l)" 4 "workers that served the load"
+  for k in a b c; do
+    n=$(awk -v k="$k" '$2 == 200 && $7 == k { print $1 }' "$prefix/logs/access.log" | sort -u | wc -l)
+    [ "$n" -ge 2 ] || fail "key $k was admitted by $n worker only"
+  done
+  echo "admitted per key:$report"
   ;;
 
 *)
