@@ -877,17 +877,21 @@ rules:
   - id: per-ip
     match: { path: / }
     dimensions: [ip]
-    limit: { algorithm: fixed_window, window: 1h, max_requests: $1 }
+    limit: { algorithm: fixed_window, window: 1d, max_requests: $1 }
     keys: { capacity: 64 }
 EOF
   }
   # 6 -> 4 keeps the layout (a fixed window's count width is the limit's
   # bit width: engine.h RELOAD), so the change is live on the same state:
   # the window in progress takes the smaller limit at once (a raise
-  # counts from the next window: keyed.h LIVE PARAMETERS)
+  # counts from the next window: keyed.h LIVE PARAMETERS).  A day's
+  # window, and same_window before each refusal checked: windows are
+  # aligned on CLOCK_MONOTONIC, and an hour's ended during a run once (a
+  # 200 after the refused SIGHUP, at monotonic 61,200 s).
   rules 6
   write_conf "sluice_rules $prefix/rules.yaml;" ''
   start_nginx
+  t0=$(mono_ns)
   codes=$(for _ in 1 2 3; do code "$base/"; echo -n ' '; done)
   expect_eq "$codes" "200 200 200 " "before the reload"
   echo "# touched" >>"$prefix/rules.yaml"
@@ -896,6 +900,7 @@ EOF
   rules 4
   reload_nginx || fail "reload (limit 4) did not replace the workers"
   codes=$(for _ in 1 2; do code "$base/"; echo -n ' '; done)
+  same_window 86400 "$t0"
   expect_eq "$codes" "429 429 " "limit 6 -> 4 live, the 4 already counted kept (no refill)"
   printf 'rules:\n  - id: per-ip\n    limit: { algorithm: fixed_window, window: 1h, max_requests: many }\n' \
     >"$prefix/rules.yaml"
@@ -915,7 +920,9 @@ EOF
   grep -qF "sluice_rules: $prefix/rules.yaml:3:" "$prefix/logs/error.log" || fail "the refused SIGHUP is not named in error.log"
   sleep 0.5
   expect_eq "$(worker_pids | tr '\n' ' ')" "$old" "a refused reload keeps the workers"
-  expect_eq "$(code "$base/")" 429 "the old rules stay in force"
+  c=$(code "$base/")
+  same_window 86400 "$t0"
+  expect_eq "$c" 429 "the old rules stay in force"
   ;;
 
 rules_redis)
