@@ -1183,15 +1183,15 @@ rules_redis_pause)
   # is the fallback's verdict.  In each run, under wrk: no socket error
   # and wrk's max latency under 500 ms (budget 2 ms, then the breaker
   # answers at once: redis.md FAILURES); the requests admitted before
-  # the fault (a refusal in 100 at most: a decision past its budget on
-  # this loaded machine takes the fallback too, 0 to 7 of about 80,000
-  # measured; lease_max 64 so that leases, not round trips, carry the
-  # load); from 100 ms after the fault until Redis is back,
-  # refusals, and at most workers x lease_max admitted (the leases the
-  # workers held: redis.md, what an instance holds plus what is in flight
-  # never passes B); admissions again within 2 s of Redis being back
-  # (breaker_open 200 ms, then the half-open probe), and in the run's
-  # last second admissions as before the fault.
+  # the fault (5 refusals in 100 at most: a decision past its budget on
+  # this loaded machine takes the fallback too, 0 to 8 of about 80,000
+  # measured, 135 with two CPU hogs beside the test; lease_max 64 so that
+  # leases, not round trips, carry the load); from 100 ms after the fault
+  # until Redis is back, refusals, and at most workers x lease_max
+  # admitted (the leases the workers held: redis.md, what an instance
+  # holds plus what is in flight never passes B); admissions again within
+  # 2 s of Redis being back (breaker_open 200 ms, then the half-open
+  # probe), and in the run's last second admissions as before the fault.
   B=64
   start_redis
   cat >"$prefix/rules.yaml" <<EOF
@@ -1224,9 +1224,9 @@ EOF
         back = (first == "") ? -1 : first - up
         printf "%d requests: %d admitted, %d refused before; while down %d refused, %d admitted; admitting again %d ms after Redis was back; last second %d admitted, %d refused", n, ok0, no0, nod, okd, back, lastok, lastno
         # a few fallback refusals while Redis is up are decisions past
-        # their budget on this loaded machine (redis.md FAILURES): 1% at most
-        if (ok0 < 100 || no0 * 100 > ok0) { bad++; printf "; the rule was not admitting before the fault" }
-        if (lastok < 100 || lastno * 100 > lastok) { bad++; printf "; the rule was not admitting in the last second" }
+        # their budget on this loaded machine (redis.md FAILURES): 5% at most
+        if (ok0 < 100 || no0 * 20 > ok0) { bad++; printf "; the rule was not admitting before the fault" }
+        if (lastok < 100 || lastno * 20 > lastok) { bad++; printf "; the rule was not admitting in the last second" }
         if (nod < 100) { bad++; printf "; too few refusals while Redis was down" }
         if (okd > held) { bad++; printf "; more than the %d permits the workers could hold admitted while down", held }
         if (back < 0 || back > 2000) { bad++; printf "; admissions did not resume within 2 s" }
