@@ -1352,10 +1352,10 @@ rules_metrics_promtool)
   # The sluice_metrics location with a rules file loaded, a rule on a
   # Redis backend among its rules, passes `promtool check metrics`: with
   # the rules alone, and with a sluice_zone beside them (its counters then
-  # count).  The engine's per-rule and per-backend counters are per
-  # process, not in the shared zone yet (docs/nginx.md), so the location
-  # serves the zones' families only; the check is that what it serves
-  # with the rules engine and a backend loaded stays valid text.
+  # count).  The location serves the zones' families and then the
+  # engine's (per rule, in the shared zone; per backend, the worker's):
+  # all of it, with a rule on a backend and its backend counters, must be
+  # valid text; the rule's families must be there.
   command -v promtool >/dev/null || fail "promtool is not installed (the prometheus package provides it)"
   start_redis
   cat >"$prefix/rules.yaml" <<EOF
@@ -1390,6 +1390,10 @@ EOF
   start_nginx
   traffic
   promcheck "the rules alone"
+  grep -q '^sluice_rule_requests_total{rule="fleet-wide"}' "$prefix/metrics.txt" ||
+    fail "no rule families in /metrics: $(head -c 600 "$prefix/metrics.txt")"
+  grep -q '^sluice_backend_' "$prefix/metrics.txt" ||
+    fail "no backend families in /metrics"
   stop_nginx; master_pid=
   write_conf "sluice_rules $prefix/rules.yaml;
   sluice_zone mz size=1m algorithm=gcra rate=1r/h burst=2;" '' \
