@@ -109,6 +109,7 @@ fleet() {
   fi
   demo_dir=$(mktemp -d /tmp/sluice-demo.XXXXXX)
   trap fleet_cleanup EXIT
+  trap 'exit 130' INT TERM HUP # a signal ends the demo through the EXIT trap
   mkdir -p "$demo_dir/html/api" "$demo_dir/redis" "$demo_dir/A/logs" "$demo_dir/B/logs" "$demo_dir/tmp"
   chmod 755 "$demo_dir" "$demo_dir/html" "$demo_dir/html/api" "$demo_dir/tmp"
   echo "the backend's answer" >"$demo_dir/html/api/x"
@@ -237,7 +238,10 @@ CONF
     a1=$(admitted A) b1=$(admitted B)
     echo "fleet-wide $L -> $L2 in the file, nginx -s reload of A only, under wrk on both for 3 s:"
     echo "  A admitted $((a1 - a0)) more, B $((b1 - b0)) (its file still says $L): the fleet at $((a1 + b1)) of $L2;"
-    echo "  Redis counted $c0 -> $(redis_count): the count was kept, not reset"
+    local c1 note=
+    c1=$(redis_count)
+    [ $((a1 + b1)) -gt "$c1" ] && note=" (at least $((a1 + b1 - c1)) admitted by the fallback while A's new workers connected)"
+    echo "  Redis counted $c0 -> $c1: the count was kept, not reset$note"
   else
     echo "rules file edited, nginx -s reload of A only, under traffic on both for 3 s (workers $old-> $new)"
   fi
@@ -285,7 +289,7 @@ CONF
   echo
   fleet_cleanup
   nginx_pids=() redis_pid= demo_dir=
-  trap - EXIT
+  trap - EXIT INT TERM HUP
 }
 fleet
 
