@@ -192,7 +192,8 @@ CONF
       sleep 0.05
     done
   fi
-  local t0=$SECONDS hour0
+  local t0=$SECONDS hour0 tool=wrk
+  command -v wrk >/dev/null || tool="a curl loop"
   hour0=$(date -u +%H)
 
   echo "== 1. The product: a fleet of two nginx $(/usr/sbin/nginx -v 2>&1 | sed 's|.*/||') (2 workers each) loading one rules file"
@@ -215,7 +216,7 @@ CONF
     load_start 2; load_wait
     a0=$(admitted A) b0=$(admitted B)
     c0=$(redis_count)
-    echo "wrk on A and B for 2 s: A admitted $a0, B $b0: $((a0 + b0)) of the fleet-wide $L ($(($(offered A) + $(offered B))) offered; Redis counted $c0)"
+    echo "$tool on A and B for 2 s: A admitted $a0, B $b0: $((a0 + b0)) of the fleet-wide $L ($(($(offered A) + $(offered B))) offered; Redis counted $c0)"
     [ $((a0 + b0)) -gt "$c0" ] && echo "  (at least $((a0 + b0 - c0)) of them decided by the fallback, before a worker's backend had connected)"
   fi
 
@@ -236,7 +237,7 @@ CONF
   load_wait
   if [ $with_redis -eq 1 ]; then
     a1=$(admitted A) b1=$(admitted B)
-    echo "fleet-wide $L -> $L2 in the file, nginx -s reload of A only, under wrk on both for 3 s:"
+    echo "fleet-wide $L -> $L2 in the file, nginx -s reload of A only, under $tool on both for 3 s:"
     echo "  A admitted $((a1 - a0)) more, B $((b1 - b0)) (its file still says $L): the fleet at $((a1 + b1)) of $L2;"
     local c1 note=
     c1=$(redis_count)
@@ -258,7 +259,7 @@ CONF
     a2=$(admitted A) b2=$(admitted B)
     command -v wrk >/dev/null &&
       slow="; slowest answer: A $(awk '$1 == "Latency" { print $4 }' "$demo_dir/wrk.A"), B $(awk '$1 == "Latency" { print $4 }' "$demo_dir/wrk.B")"
-    echo "redis-server killed (SIGKILL to pid $killed) 0.5 s into 2 s of wrk on both (A admitted $((ak - a1)) before):"
+    echo "redis-server killed (SIGKILL to pid $killed) 0.5 s into 2 s of $tool on both (A admitted $((ak - a1)) before):"
     echo "  $(($(others A) + $(others B))) errors$slow; after the kill the fallback (local) decided:"
     echo "  A admitted $((a2 - ak)) (its share: $((L2 / 4)) per worker), B $((b2 - bk)) (its $L already counted: refused)"
     start_redis || return 1
@@ -266,7 +267,7 @@ CONF
     load_start 2; load_wait
     local a3 b3
     a3=$(admitted A) b3=$(admitted B)
-    echo "redis-server restarted on 127.0.0.1:$rport (empty: no persistence), wrk for 2 s:"
+    echo "redis-server restarted on 127.0.0.1:$rport (empty: no persistence), $tool for 2 s:"
     local c3 note=
     c3=$(redis_count)
     # Redis's count is what it granted (leases included): what was
