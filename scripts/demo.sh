@@ -261,7 +261,7 @@ CONF
       slow="; slowest answer: A $(awk '$1 == "Latency" { print $4 }' "$demo_dir/wrk.A"), B $(awk '$1 == "Latency" { print $4 }' "$demo_dir/wrk.B")"
     echo "redis-server killed (SIGKILL to pid $killed) 0.5 s into 2 s of $tool on both (A admitted $((ak - a1)) before):"
     echo "  $(($(others A) + $(others B))) errors$slow; after the kill the fallback (local) decided:"
-    echo "  A admitted $((a2 - ak)) (its share: $((L2 / 4)) per worker), B $((b2 - bk)) (its $L already counted: refused)"
+    echo "  A admitted $((a2 - ak)) (its share: 2 workers x $((L2 / 4))), B $((b2 - bk)) (its $L already counted: refused)"
     start_redis || return 1
     sleep 0.3 # the breaker (breaker_open 200 ms) half-opens, the backends reconnect
     load_start 2; load_wait
