@@ -273,7 +273,11 @@ CONF
     # Redis's count is what it granted (leases included): what was
     # admitted above it was the fallback's, before the backends reconnected
     [ $((a3 - a2 + b3 - b2)) -gt "$c3" ] && note=" (at least $((a3 - a2 + b3 - b2 - c3)) were the fallback's, before the reconnect)"
-    echo "  A admitted $((a3 - a2)), B $((b3 - b2)); Redis counted $c3$note: the fleet decides on Redis again"
+    if [ "$c3" -gt 0 ]; then
+      echo "  A admitted $((a3 - a2)), B $((b3 - b2)); Redis counted $c3$note: the fleet decides on Redis again"
+    else
+      echo "  A admitted $((a3 - a2)), B $((b3 - b2)); Redis counted 0: no request reached it (a full window is refused from each backend's cache until it ends)"
+    fi
   fi
   local m
   m=$(curl -s "${base[A]}/metrics" | grep -v '^#' | grep -v ' 0$' || true)
