@@ -279,14 +279,17 @@ CONF
       echo "  A admitted $((a3 - a2)), B $((b3 - b2)); Redis counted 0: no request reached it (a full window is refused from each backend's cache until it ends)"
     fi
   fi
+  # the rules' counters are in A's shared zone (both workers count into
+  # them); the backend's are the answering worker's
   local m
-  m=$(curl -s "${base[A]}/metrics" | grep -v '^#' | grep -v ' 0$' || true)
+  m=$(curl -s "${base[A]}/metrics" |
+    grep -E '^sluice_(rule_(passed|refused|fallback_passed|fallback_refused)_total|backend_(round_trips|lease_admits|fallbacks)_total|backend_breaker_state|rules_version)' |
+    grep -v ' 0$' || true)
   if [ -n "$m" ]; then
-    echo "the metrics of A (GET /metrics):"
+    echo "A's metrics (GET /metrics; per rule: both workers' sum, from the zone; per backend: the answering worker's):"
     sed 's/^/  /' <<<"$m"
   else
-    echo "the metrics (GET /metrics): no line above 0: sluice_metrics serves sluice_zone counters only,"
-    echo "  and the rules engine's per-rule counters are per process, not served yet (docs/nginx.md)"
+    echo "A's metrics (GET /metrics): no rule or backend line above 0"
   fi
   [ "$(date -u +%H)" = "$hour0" ] ||
     echo "(an hour began during this part: the fleet-wide window restarted, so the totals span two windows)"
