@@ -12,12 +12,13 @@
  * HOLDERS.  A holder is one engine in one process.  Its slot's word is
  * 0 (free), LIVE|identity, PENDING|identity of the parent that reserved it
  * for a child across fork(), or DEAD|identity of the holder clearing it.
- * An identity is the pid and the low 38 bits of the process's start time
- * (/proc/PID/stat), so a reused pid is not taken for the process that
- * held it.  A holder is dead when kill(pid, 0) says ESRCH, or /proc says
- * the pid is a zombie or another process; when /proc cannot be read it is
- * taken as alive (a table kept too long, never one freed too soon).  A
- * stopped process (SIGSTOP) is alive: its tables are kept.
+ * An identity is the pid (self_identity says why not its start time too;
+ * the word keeps room for one, and a recorded start time is compared when
+ * present).  A holder is dead when kill(pid, 0) says ESRCH or /proc says
+ * the pid is a zombie; when /proc cannot be read it is taken as alive (a
+ * table kept too long, never one freed too soon).  A stopped process
+ * (SIGSTOP) is alive: its tables are kept.  A pid reused by a new process
+ * keeps the old holder's tables until the new process exits.
  *
  * ENTRIES.  A word: EMPTY (ends a probe chain), CLAIMED|fp (being made by
  * its claimer), READY|fp, RECLAIMING|fp (a reclaimer checking it),
@@ -147,20 +148,15 @@ struct sluice__region {
 
 /* The start time (clock ticks since boot) of @pid from /proc, and
  * whether it is a zombie.  Return: 1 read, 0 no such process, -1 cannot
- * tell.  Only open/read/close: it also runs in a fork child handler. */
+ * tell. */
 static int proc_start(long pid, uint64_t *start, int *zombie)
 {
 	char path[40] = "/proc/", *p = path + 6, digits[24];
 	int nd = 0;
-	if (pid == 0) {
-		memcpy(p, "self", 4);
-		p += 4;
-	} else {
-		for (long v = pid; v > 0 && nd < 20; v /= 10)
-			digits[nd++] = (char)('0' + v % 10);
-		while (nd)
-			*p++ = digits[--nd];
-	}
+	for (long v = pid; v > 0 && nd < 20; v /= 10)
+		digits[nd++] = (char)('0' + v % 10);
+	while (nd)
+		*p++ = digits[--nd];
 	memcpy(p, "/stat", 6);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -198,13 +194,16 @@ static uint64_t identity(long pid, uint64_t start)
 	return ((start & ((1ULL << 38) - 1)) << 26) | (((uint64_t)pid & 0xffffffu) << 2);
 }
 
+/* This process's identity: its pid, with no start time.  Not the start
+ * time /proc/self/stat gives: under an emulator (qemu-user) a process's
+ * own /proc/self is the emulator's invention and disagrees with what
+ * other processes read in /proc/PID/stat, which would make a live holder
+ * look like a reused pid and its tables be freed under it.  So a pid
+ * reused by another process keeps the slot (and its tables) until that
+ * process exits too: space kept, never a table freed under a holder. */
 static uint64_t self_identity(void)
 {
-	uint64_t start = 0;
-	int z = 0;
-	if (proc_start(0, &start, &z) != 1)
-		start = 0;
-	return identity((long)getpid(), start);
+	return identity((long)getpid(), 0);
 }
 
 static int alive(uint64_t id)

@@ -37,6 +37,10 @@ if [ ! -f "$dir/build.ninja" ]; then
     -Dtests=enabled -Dtools=enabled \
     --cross-file cross/aarch64-linux-gnu.ini --cross-file "$dir.sysroot/sysroot.ini" \
     >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; exit 1; }
+else
+  # an existing build dir: regenerate first, so the test and target list
+  # read below is the tree's, not that of its last configuration
+  ninja -C "$dir" build.ninja >"$dir.regen.log" 2>&1 || { cat "$dir.regen.log"; exit 1; }
 fi
 # Only what the suite 'unit' runs (its programs, and through them the
 # libraries, rules/' sluice and tools/' sluice-sim): not stress/, which

@@ -117,10 +117,11 @@
  * table no holder holds is freed by the next load of any holder on the
  * region, and its extent is reused whole by a later table no larger than
  * it (best fit; free extents are not merged).  A holder is gone when its
- * engine is freed or its process has exited (kill(pid, 0), and /proc's
- * start time so that a reused pid is not mistaken for it; all processes
- * on one region must share a pid namespace); a stopped process
- * (SIGSTOP) still holds its tables.  So a table is never freed while a
+ * engine is freed or its process has exited (kill(pid, 0) says ESRCH, or
+ * /proc says zombie; all processes on one region must share a pid
+ * namespace); a stopped process (SIGSTOP) still holds its tables, and so
+ * does a pid reused by a new process, until that one exits (space kept,
+ * never a table freed under a live holder).  So a table is never freed while a
  * process may still decide on it, and a file reloaded with a changed
  * layout any number of times reuses the space of the layouts it left.
  * A layout no longer used and not yet freed is found again by a load
