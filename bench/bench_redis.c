@@ -13,11 +13,19 @@
  *   paused  hot, while the server is under CLIENT PAUSE: sluice-redis
  *           falls back (LOCAL) after its budget and the breaker; the
  *           baseline is not run (every call would wait for its timeout)
+ *   keys-Nt keys from N = 2, 4, 8 threads at once (their calls share the
+ *           I/O thread's pipelined writes: redis/io.c PIPELINE); beside
+ *           them evalsha-pipe64, a plain hiredis client pipelining 64
+ *           EVALSHA per round trip from one thread
+ *   cool-Nt the same keys with lease_max 1 from N = 1, 2, 4, 8 threads:
+ *           every decision a script call, so this is what pipelining
+ *           buys keys too cool for leases
  * Reported per case: decisions/s, p50 and p99 decision latency, round
  * trips per decision; the median of --repeats runs of --seconds each.
  * Benchmarks report; nothing here asserts speed.
  */
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +105,96 @@ static result_t run_sluice(sluice_redis_t *r, sluice_redis_limit_t *l, sluice_re
 	return summarize(n, t - start, s1.round_trips - s0.round_trips);
 }
 
+/* sluice-redis on NKEYS keys from @threads threads at once: each its own
+ * keys' sequence; latencies of all threads together */
+struct keys_arg {
+	sluice_redis_keyed_t *kt;
+	uint64_t end, n, keyfull, *lat;
+	size_t cap;
+	unsigned seed;
+};
+
+static void *keys_thread(void *p)
+{
+	struct keys_arg *a = p;
+	char key[16];
+	uint64_t t = now_ns();
+	while (t < a->end) {
+		int len = snprintf(key, sizeof(key), "k%u", (unsigned)(rand_r(&a->seed) % NKEYS));
+		uint64_t b = now_ns();
+		a->keyfull += sluice_redis_acquire_key(a->kt, key, (size_t)len, 1, NULL, NULL) ==
+		              SLUICE_EKEYFULL;
+		t = now_ns();
+		if (a->n < a->cap)
+			a->lat[a->n] = t - b;
+		a->n++;
+	}
+	return NULL;
+}
+
+static result_t run_keys_threads(sluice_redis_t *r, sluice_redis_keyed_t *kt, unsigned threads,
+                                 double secs)
+{
+	struct keys_arg a[8];
+	pthread_t th[8];
+	size_t cap = MAX_SAMPLES / threads;
+	sluice_redis_stats_t s0, s1;
+	sluice_redis_stats(r, &s0);
+	uint64_t start = now_ns(), end = start + (uint64_t)(secs * 1e9);
+	for (unsigned i = 0; i < threads; i++) {
+		a[i] = (struct keys_arg){ .kt = kt, .end = end, .lat = malloc(cap * sizeof(uint64_t)),
+			                  .cap = cap, .seed = 1 + i };
+		if (!a[i].lat || pthread_create(&th[i], NULL, keys_thread, &a[i]) != 0)
+			exit(1);
+	}
+	uint64_t n = 0, k = 0;
+	for (unsigned i = 0; i < threads; i++) {
+		pthread_join(th[i], NULL);
+		keyfull += a[i].keyfull;
+		uint64_t got = a[i].n < a[i].cap ? a[i].n : a[i].cap;
+		memcpy(lat + k, a[i].lat, got * sizeof(uint64_t));
+		k += got;
+		n += a[i].n;
+		free(a[i].lat);
+	}
+	uint64_t ns = now_ns() - start;
+	sluice_redis_stats(r, &s1);
+	result_t res = summarize(k, ns, s1.round_trips - s0.round_trips);
+	res.rate = (double)n * 1e9 / (double)ns;
+	res.trips = (double)(s1.round_trips - s0.round_trips) / (double)n;
+	return res;
+}
+
+/* the pipelined baseline: a plain hiredis client sending 64 EVALSHA of
+ * the same script per round trip (append 64, read 64); a decision's
+ * latency is its batch's */
+static result_t run_pipelined(redisContext *c, const char *sha, unsigned nl, double secs)
+{
+	uint64_t n = 0, start = now_ns(), end = start + (uint64_t)(secs * 1e9), t = start;
+	unsigned seed = 1;
+	char key[64];
+	while (t < end) {
+		uint64_t a = now_ns();
+		for (int i = 0; i < 64; i++) {
+			snprintf(key, sizeof(key), "sluice:{base:k%u}:s", (unsigned)(rand_r(&seed) % nl));
+			redisAppendCommand(c, "EVALSHA %s 1 %s 1 1 0 1000000000 1000000", sha, key);
+		}
+		for (int i = 0; i < 64; i++) {
+			redisReply *x = NULL;
+			if (redisGetReply(c, (void **)&x) != REDIS_OK || !x ||
+			    x->type != REDIS_REPLY_ARRAY) {
+				fprintf(stderr, "pipelined baseline: bad reply\n");
+				exit(1);
+			}
+			freeReplyObject(x);
+		}
+		t = now_ns();
+		for (int i = 0; i < 64 && n < MAX_SAMPLES; i++)
+			lat[n++] = t - a;
+	}
+	return summarize(n, t - start, n / 64);
+}
+
 /* the baseline: one EVALSHA of the same script per decision */
 static result_t run_baseline(redisContext *c, const char *sha, unsigned nl, double secs)
 {
@@ -153,7 +251,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_redis: could not start redis-server\n");
 		return 1;
 	}
-	sluice_redis_config_t rc = { .port = srv.port, .max_limits = 16384 + 1 };
+	sluice_redis_config_t rc = { .port = srv.port, .max_limits = 2 * 16384 + 1 };
 	sluice_redis_t *r;
 	if (sluice_redis_new(&rc, &r) != 0)
 		return 1;
@@ -173,10 +271,22 @@ int main(int argc, char **argv)
 	memcpy(sha, x->str, 41);
 	freeReplyObject(x);
 
-	result_t res[5][64];
-	const char *names_c[5] = { "hot", "hot", "keys", "keys", "paused" };
-	const char *impls[5] = { "sluice-redis", "evalsha", "sluice-redis", "evalsha",
-		                 "sluice-redis" };
+	/* cool: the same keys with lease_max 1, so every decision is a
+	 * script call (what a key asked a few times a second costs) */
+	sluice_redis_keyed_t *cool;
+	cfg = limit_cfg("cool");
+	cfg.lease_max = 1;
+	if (sluice_redis_keyed_new(r, &cfg, 16384, &cool) != 0)
+		return 1;
+	enum { NCASES = 13 };
+	result_t res[NCASES][64];
+	const char *names_c[NCASES] = { "hot", "hot", "keys", "keys", "paused",
+		                        "keys-2t", "keys-4t", "keys-8t", "keys",
+		                        "cool-1t", "cool-2t", "cool-4t", "cool-8t" };
+	const char *impls[NCASES] = { "sluice-redis", "evalsha", "sluice-redis", "evalsha",
+		                      "sluice-redis", "sluice-redis", "sluice-redis",
+		                      "sluice-redis", "evalsha-pipe64", "sluice-redis",
+		                      "sluice-redis", "sluice-redis", "sluice-redis" };
 	run_sluice(r, hot, NULL, o.seconds); /* warm-up: B grows */
 	run_sluice(r, NULL, keys, o.seconds);
 	for (unsigned i = 0; i < o.repeats; i++) {
@@ -184,6 +294,12 @@ int main(int argc, char **argv)
 		res[1][i] = run_baseline(c, sha, 1, o.seconds);
 		res[2][i] = run_sluice(r, NULL, keys, o.seconds);
 		res[3][i] = run_baseline(c, sha, NKEYS, o.seconds);
+		res[5][i] = run_keys_threads(r, keys, 2, o.seconds);
+		res[6][i] = run_keys_threads(r, keys, 4, o.seconds);
+		res[7][i] = run_keys_threads(r, keys, 8, o.seconds);
+		res[8][i] = run_pipelined(c, sha, NKEYS, o.seconds);
+		for (unsigned t = 0; t < 4; t++)
+			res[9 + t][i] = run_keys_threads(r, cool, 1u << t, o.seconds);
 	}
 	char out[64];
 	for (unsigned i = 0; i < o.repeats; i++) {
@@ -195,14 +311,14 @@ int main(int argc, char **argv)
 		struct timespec ts = { 0, 500000000 }; /* let the breaker close */
 		nanosleep(&ts, NULL);
 	}
-	result_t m[5];
-	for (int k = 0; k < 5; k++) {
+	result_t m[NCASES];
+	for (int k = 0; k < NCASES; k++) {
 		m[k] = median(res[k], o.repeats);
 		line(names_c[k], impls[k], m[k]);
 	}
 	printf("\n%-8s %-14s %14s %10s %10s %16s\n", "case", "impl", "decisions/s", "p50 ns",
 	       "p99 ns", "round trips/dec");
-	for (int k = 0; k < 5; k++)
+	for (int k = 0; k < NCASES; k++)
 		printf("%-8s %-14s %14.0f %10.0f %10.0f %16.6f\n", names_c[k], impls[k], m[k].rate,
 		       m[k].p50, m[k].p99, m[k].trips);
 	printf("\nhot: %.0fx the decisions/s, %.0fx fewer round trips; keys: %.1fx, %.1fx\n",
@@ -213,6 +329,7 @@ int main(int argc, char **argv)
 	redisFree(c);
 	sluice_redis_limit_free(hot);
 	sluice_redis_keyed_free(keys);
+	sluice_redis_keyed_free(cool);
 	sluice_redis_free(r);
 	sluice_test_redis_stop(&srv);
 	free(lat);

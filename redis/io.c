@@ -4,7 +4,8 @@
  *
  * DESIGN: hiredis 0.14 has no timeouts on its async API, so each backend
  * runs one thread holding one synchronous context, with a connect timeout
- * and a command timeout (SO_RCVTIMEO/SO_SNDTIMEO).  Only this thread touches
+ * and a command timeout (SO_RCVTIMEO/SO_SNDTIMEO); it pipelines what is
+ * queued (PIPELINE, below: up to SLUICE__REDIS_BATCH calls per write).  Only this thread touches
  * the context, the SHAs and the consecutive-failure count, so hiredis needs
  * no locking and ThreadSanitizer sees no shared hiredis state.
  *
@@ -60,19 +61,25 @@ static void drop(sluice_redis_t *r)
 	r->ctx = NULL;
 }
 
-/* The reply to the command appended to @r's context, bounded as DESIGN
- * says; NULL on any error (the caller drops the context). */
-static redisReply *command(sluice_redis_t *r)
+/* Write everything appended to @r's context, by @deadline.  0, or -1
+ * (stop, the deadline, a write error). */
+static int write_all(sluice_redis_t *r, uint64_t deadline)
 {
-	redisContext *c = r->ctx;
-	uint64_t deadline = sluice__mono_ns() + r->command_timeout_ns;
 	int done = 0;
 	while (!done) {
 		if (atomic_load_explicit(&r->stop, memory_order_relaxed) ||
-		    sluice__mono_ns() > deadline || redisBufferWrite(c, &done) != REDIS_OK)
-			return NULL;
+		    sluice__mono_ns() > deadline || redisBufferWrite(r->ctx, &done) != REDIS_OK)
+			return -1;
 	}
-	size_t fed = 0;
+	return 0;
+}
+
+/* The next reply, by @deadline, the reader fed through the cap of
+ * @replies replies (*@fed: bytes fed since the batch began); NULL on any
+ * error (the caller drops the context). */
+static redisReply *read_reply(sluice_redis_t *r, uint64_t deadline, size_t *fed, size_t replies)
+{
+	redisContext *c = r->ctx;
 	for (;;) {
 		void *rep = NULL;
 		if (redisGetReplyFromReader(c, &rep) != REDIS_OK)
@@ -86,9 +93,20 @@ static redisReply *command(sluice_redis_t *r)
 		 * signal is blocked here, so no EINTR */
 		char buf[16384];
 		ssize_t n = read(c->fd, buf, sizeof(buf));
-		if (n <= 0 || sluice__redis_reader_feed(c->reader, buf, (size_t)n, &fed) != 0)
+		if (n <= 0 || sluice__redis_reader_feed_n(c->reader, buf, (size_t)n, fed, replies) != 0)
 			return NULL; /* a timeout (EAGAIN), an error, EOF, the cap */
 	}
+}
+
+/* The reply to the one command appended to @r's context, bounded as
+ * DESIGN says; NULL on any error (the caller drops the context). */
+static redisReply *command(sluice_redis_t *r)
+{
+	uint64_t deadline = sluice__mono_ns() + r->command_timeout_ns;
+	size_t fed = 0;
+	if (write_all(r, deadline) != 0)
+		return NULL;
+	return read_reply(r, deadline, &fed, 1);
 }
 
 static int load_script(sluice_redis_t *r, sluice_redis_algo_t a)
@@ -128,42 +146,15 @@ static int do_connect(sluice_redis_t *r)
 	return 0;
 }
 
-/* One script call: 0 with *@rep, -1 an I/O error (context dropped), -2 a
- * reply that is not the script's (an error from the server). */
-static int call(sluice_redis_t *r, sluice_redis_limit_t *l, uint64_t need, uint64_t want,
-                sluice__redis_reply_t *rep)
-{
-	for (int attempt = 0; attempt < 2; attempt++) {
-		char bufs[6][32];
-		const char *argv[12];
-		uint64_t now_us = l->clock ? sluice_clock_now(l->clock) / 1000 : 0;
-		int argc = sluice__redis_argv(l, r->sha[l->algo - 1], need, want, now_us, bufs, argv);
-		sluice__stat(r, ST_ROUND_TRIPS, 1);
-		redisReply *x = NULL;
-		if (redisAppendCommandArgv(r->ctx, argc, argv, NULL) == REDIS_OK)
-			x = command(r);
-		if (!x) {
-			drop(r);
-			return -1;
-		}
-		if (x->type == REDIS_REPLY_ERROR && strncmp(x->str, "NOSCRIPT", 8) == 0 &&
-		    attempt == 0) {
-			freeReplyObject(x);
-			sluice__stat(r, ST_NOSCRIPT, 1);
-			if (load_script(r, l->algo) != 0) {
-				drop(r);
-				return -1;
-			}
-			continue; /* once */
-		}
-		int rc = sluice__redis_parse(x, rep);
-		freeReplyObject(x);
-		return rc == 0 ? 0 : -2;
-	}
-	return -2; /* NOSCRIPT right after a successful load */
-}
+/* A queued limit in a batch: what its command asks, and when it was sent. */
+struct asked {
+	sluice_redis_limit_t *l;
+	uint64_t need, want, sent;
+	int noscript; /* answered NOSCRIPT: sent again after a load */
+};
 
-static void serve(sluice_redis_t *r, sluice_redis_limit_t *l)
+/* What @l's command asks (see the under-admission bound below). */
+static void ask_of(sluice_redis_limit_t *l, struct asked *a)
 {
 	uint64_t need = atomic_exchange_explicit(&l->need, 0, memory_order_relaxed);
 	if (need == 0)
@@ -177,35 +168,142 @@ static void serve(sluice_redis_t *r, sluice_redis_limit_t *l)
 	uint64_t want = b > held ? b - held : 0;
 	if (want < need)
 		want = need;
-	uint64_t sent = sluice__limit_now(l);
-	sluice__redis_reply_t rep;
-	int rc = call(r, l, need, want, &rep);
+	a->l = l;
+	a->need = need;
+	a->want = want;
+	a->noscript = 0;
+}
+
+static int append(sluice_redis_t *r, struct asked *a)
+{
+	char bufs[6][32];
+	const char *argv[12];
+	sluice_redis_limit_t *l = a->l;
+	uint64_t now_us = l->clock ? sluice_clock_now(l->clock) / 1000 : 0;
+	int argc = sluice__redis_argv(l, r->sha[l->algo - 1], a->need, a->want, now_us, bufs, argv);
+	a->sent = sluice__limit_now(l);
+	sluice__stat(r, ST_ROUND_TRIPS, 1);
+	return redisAppendCommandArgv(r->ctx, argc, argv, NULL) == REDIS_OK ? 0 : -1;
+}
+
+/* @a's answer: rc 0 with *@rep, -1 an I/O error, -2 a reply that is not
+ * the script's, -3 the connection dropped under it (the one I/O error and
+ * breaker failure of that drop are counted by the caller, once per
+ * batch, as a single command's would be).  The I/O thread is done with
+ * its limit after this. */
+static void answer(sluice_redis_t *r, struct asked *a, int rc, const sluice__redis_reply_t *rep)
+{
+	sluice_redis_limit_t *l = a->l;
 	/* more than was asked, more than the limit, or a time past the
 	 * limit's horizon (a refusal for months, a lease that would outlive
 	 * its window): not our script's reply, a failure for the breaker */
-	if (rc == 0 && !sluice__redis_reply_fits(l, &rep, want))
+	if (rc == 0 && !sluice__redis_reply_fits(l, rep, a->want))
 		rc = -2;
 	if (rc == 0) {
 		sluice__breaker_success(r);
-		if (rep.admitted) {
+		if (rep->admitted) {
 			sluice__stat(r, ST_GRANTS, 1);
-			sluice__stat(r, ST_GRANTED, (uint64_t)rep.granted);
-			sluice__lease_install(l, &rep, sent);
+			sluice__stat(r, ST_GRANTED, (uint64_t)rep->granted);
+			sluice__lease_install(l, rep, a->sent);
 		} else {
 			sluice__stat(r, ST_REMOTE_REFUSALS, 1);
-			l->last_remaining = (uint64_t)rep.remaining;
-			atomic_store_explicit(&l->refused_need, need, memory_order_relaxed);
+			l->last_remaining = (uint64_t)rep->remaining;
+			atomic_store_explicit(&l->refused_need, a->need, memory_order_relaxed);
 			/* release: publishes refused_need with it; pairs with the
 			 * decision's acquire load of refused_until */
-			atomic_store_explicit(&l->refused_until, sent + (uint64_t)rep.retry_us * 1000,
+			atomic_store_explicit(&l->refused_until,
+			                      a->sent + (uint64_t)rep->retry_us * 1000,
 			                      memory_order_release);
 		}
-	} else {
+	} else if (rc != -3) {
 		if (rc == -1)
 			sluice__stat(r, ST_IO_ERRORS, 1);
 		sluice__breaker_failure(r, sluice__mono_ns());
 	}
-	sluice__limit_done(l); /* the I/O thread is done with @l */
+	sluice__limit_done(l);
+}
+
+/* The connection failed under a batch: drop it, count the one I/O error
+ * and breaker failure, answer @a[0..@n) that are still unanswered. */
+static void fail_batch(sluice_redis_t *r, struct asked *a, size_t n, size_t from)
+{
+	drop(r);
+	sluice__stat(r, ST_IO_ERRORS, 1);
+	sluice__breaker_failure(r, sluice__mono_ns());
+	for (size_t k = 0; k < n; k++)
+		if (k >= from || a[k].noscript)
+			answer(r, &a[k], -3, NULL);
+}
+
+/*
+ * PIPELINE: one batch is every limit queued when the I/O thread looks, up
+ * to SLUICE__REDIS_BATCH: one command each, appended and written at once,
+ * the replies read in order, the i-th being the i-th command's (Redis
+ * answers a connection's commands in order).  The batch has one deadline,
+ * command_timeout from its write, and one reply cap, SLUICE__REDIS_BATCH
+ * replies' worth.  Any I/O error, the deadline, or a reply past the cap
+ * drops the connection and answers every command still unread as an I/O
+ * error (the fallback decides those), so a late reply is never read as
+ * the next command's.  Commands answered NOSCRIPT are sent again, once,
+ * in a second batch after the scripts they need are loaded.
+ */
+static void serve_batch(sluice_redis_t *r, struct asked *a, size_t n, int second)
+{
+	size_t sent = 0;
+	for (; sent < n; sent++)
+		if (append(r, &a[sent]) != 0)
+			break;
+	uint64_t deadline = sluice__mono_ns() + r->command_timeout_ns;
+	sluice__stat(r, ST_BATCHES, 1);
+	int ok = sent == n && write_all(r, deadline) == 0;
+	size_t fed = 0, i = 0, again = 0;
+	for (; ok && i < n; i++) {
+		redisReply *x = read_reply(r, deadline, &fed, n);
+		if (!x) {
+			ok = 0;
+			break;
+		}
+		if (x->type == REDIS_REPLY_ERROR && strncmp(x->str, "NOSCRIPT", 8) == 0 && !second) {
+			freeReplyObject(x);
+			sluice__stat(r, ST_NOSCRIPT, 1);
+			a[i].noscript = 1;
+			again++;
+			continue;
+		}
+		sluice__redis_reply_t rep;
+		int rc = sluice__redis_parse(x, &rep);
+		freeReplyObject(x);
+		answer(r, &a[i], rc == 0 ? 0 : -2, &rep);
+	}
+	if (!ok) {
+		/* the connection is gone: every command not read yet, and every
+		 * NOSCRIPT one, gets the fallback */
+		fail_batch(r, a, n, i);
+		return;
+	}
+	if (!again)
+		return;
+	/* load each script a NOSCRIPT named, then send those commands again */
+	size_t m = 0;
+	int loaded[SLUICE_REDIS_LOG + 1] = { 0 };
+	for (size_t k = 0; k < n; k++) {
+		if (!a[k].noscript)
+			continue;
+		sluice_redis_algo_t algo = a[k].l->algo;
+		if (!loaded[algo])
+			loaded[algo] = load_script(r, algo) == 0 ? 1 : -1;
+		if (loaded[algo] < 0) {
+			/* the load failed: the connection with it */
+			fail_batch(r, a, n, n);
+			return;
+		}
+	}
+	for (size_t k = 0; k < n; k++)
+		if (a[k].noscript) {
+			a[m] = a[k];
+			a[m++].noscript = 0;
+		}
+	serve_batch(r, a, m, 1);
 }
 
 static void nap(sluice_redis_t *r, uint64_t ns)
@@ -254,17 +352,23 @@ static void *io_main(void *arg)
 			/* no success for the breaker: a server can accept and
 			 * load scripts and still fail every call (breaker.c) */
 		}
-		sluice_redis_limit_t *l = sluice__queue_pop(&r->queue);
-		if (!l) {
+		/* every queued limit, up to a batch (PIPELINE) */
+		struct asked a[SLUICE__REDIS_BATCH];
+		size_t n = 0;
+		sluice_redis_limit_t *l;
+		while (n < SLUICE__REDIS_BATCH && (l = sluice__queue_pop(&r->queue)) != NULL) {
+			/* relaxed: a limit freed while queued is not served, only
+			 * freed (sluice__limit_done's exchange orders the free) */
+			if (atomic_load_explicit(&l->pending, memory_order_relaxed) == SLUICE__ORPHAN)
+				sluice__limit_done(l);
+			else
+				ask_of(l, &a[n++]);
+		}
+		if (n == 0) {
 			nap(r, 50000000);
 			continue;
 		}
-		/* relaxed: a limit freed while queued is not served, only
-		 * freed (sluice__limit_done's exchange orders the free) */
-		if (atomic_load_explicit(&l->pending, memory_order_relaxed) == SLUICE__ORPHAN)
-			sluice__limit_done(l);
-		else
-			serve(r, l);
+		serve_batch(r, a, n, 0);
 	}
 	drain(r);
 	drop(r);

@@ -34,7 +34,7 @@ enum { SLUICE__IDLE = 0, SLUICE__QUEUED = 1, SLUICE__ORPHAN = 2 };
 enum {
 	ST_ROUND_TRIPS, ST_GRANTS, ST_GRANTED, ST_REMOTE_REFUSALS, ST_LEASE_ADMITS,
 	ST_CACHE_REFUSALS, ST_FB_LOCAL, ST_FB_ALLOW, ST_FB_DENY, ST_BUDGET, ST_IO_ERRORS,
-	ST_CONNECTS, ST_NOSCRIPT, ST_OPENED, ST_HALF, ST_CLOSED, ST_LAPSED,
+	ST_CONNECTS, ST_NOSCRIPT, ST_OPENED, ST_HALF, ST_CLOSED, ST_LAPSED, ST_BATCHES,
 };
 
 struct sluice_redis {
@@ -113,11 +113,17 @@ int sluice__redis_reply_fits(const sluice_redis_limit_t *l, const sluice__redis_
  * an error line of a few hundred bytes): a reader holding more is not
  * reading one of ours. */
 #define SLUICE__REDIS_REPLY_MAX 65536
+/* The most commands the I/O thread pipelines in one write (io.c
+ * PIPELINE): the queue's limits waiting when it looks, up to this. */
+#define SLUICE__REDIS_BATCH 64
 /* feed @n bytes of one reply to @rd (a redisReader *); *@fed counts what
  * was fed for it so far.  0, or -1: a reader error, or the reply would pass
  * SLUICE__REDIS_REPLY_MAX bytes (nothing of @buf was fed): drop the
  * connection */
 int sluice__redis_reader_feed(void *rd, const char *buf, size_t n, size_t *fed);
+/* the same for the replies to @replies pipelined commands: at most
+ * @replies x SLUICE__REDIS_REPLY_MAX bytes in all */
+int sluice__redis_reader_feed_n(void *rd, const char *buf, size_t n, size_t *fed, size_t replies);
 /* make @rd (a redisReader *) refuse array replies longer than any script
  * returns, before hiredis allocates them; 0, or -1 (no table: out of
  * memory at the first call) */

@@ -131,12 +131,19 @@ int sluice__redis_reply_fits(const sluice_redis_limit_t *l, const sluice__redis_
  * bytes of one reply, nor more objects than that many bytes can encode
  * (at least three bytes each).
  */
-int sluice__redis_reader_feed(void *reader, const char *buf, size_t n, size_t *fed)
+int sluice__redis_reader_feed_n(void *reader, const char *buf, size_t n, size_t *fed,
+                                size_t replies)
 {
-	if (n > SLUICE__REDIS_REPLY_MAX - *fed)
+	size_t cap = replies * (size_t)SLUICE__REDIS_REPLY_MAX;
+	if (*fed > cap || n > cap - *fed)
 		return -1;
 	*fed += n;
 	return redisReaderFeed(reader, buf, n) == REDIS_OK ? 0 : -1;
+}
+
+int sluice__redis_reader_feed(void *reader, const char *buf, size_t n, size_t *fed)
+{
+	return sluice__redis_reader_feed_n(reader, buf, n, fed, 1);
 }
 
 /*

@@ -236,6 +236,7 @@ void sluice__backend_row(const struct sluice__backend *b, sluice__metrics_backen
 	row->io_errors = s.io_errors;
 	row->connects = s.connects;
 	row->breaker_opened = s.breaker_opened;
+	row->batches = s.batches;
 	row->breaker = sluice_redis_breaker(b->conn);
 }
 

@@ -402,6 +402,7 @@ static void put_backends(struct out *o, const sluice__metrics_view_t *v)
 			                   v->backends[b].name, NULL, v->backends[b].field); \
 	} while (0)
 	SLUICE__BACKEND_COUNTER(round_trips, "Script calls sent to Redis (NOSCRIPT retries too).");
+	SLUICE__BACKEND_COUNTER(batches, "Pipelined writes to Redis, each with one or more script calls.");
 	SLUICE__BACKEND_COUNTER(lease_admits, "Decisions admitted from a local lease.");
 	SLUICE__BACKEND_COUNTER(remote_refusals, "Decisions Redis refused.");
 	SLUICE__BACKEND_COUNTER(cache_refusals,

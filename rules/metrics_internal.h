@@ -290,7 +290,7 @@ typedef struct sluice__metrics_backend_row {
 	const char *name;             /* the backend's name in the file       */
 	uint64_t round_trips, lease_admits, remote_refusals, cache_refusals;
 	uint64_t fallback_local, fallback_allow, fallback_deny, budget_timeouts;
-	uint64_t io_errors, connects, breaker_opened;
+	uint64_t io_errors, connects, breaker_opened, batches;
 	int breaker;                  /* 0 closed, 1 open, 2 half-open        */
 } sluice__metrics_backend_row_t;
 

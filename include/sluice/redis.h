@@ -212,6 +212,10 @@ typedef struct sluice_redis_stats {
 	uint64_t breaker_opened, breaker_half_opened, breaker_closed;
 	uint64_t lease_lapsed;     /* permits lost with a lease that lapsed or
 	                            * was replaced                            */
+	uint64_t batches;          /* pipelined writes: each carried 1 to 64 of
+	                            * the round_trips' script calls, their
+	                            * replies read in order (round_trips /
+	                            * batches: calls per round trip)          */
 } sluice_redis_stats_t;
 
 typedef struct sluice_redis sluice_redis_t;
