@@ -324,7 +324,7 @@ int main(int argc, char **argv)
 	printf("\nhot: %.0fx the decisions/s, %.0fx fewer round trips; keys: %.1fx, %.1fx\n",
 	       m[0].rate / m[1].rate, m[1].trips / (m[0].trips > 0 ? m[0].trips : 1e-12),
 	       m[2].rate / m[3].rate, m[3].trips / (m[2].trips > 0 ? m[2].trips : 1e-12));
-	printf("keys refused as SLUICE_EKEYFULL (probe group full): %llu; calls that failed: %llu\n",
+	printf("keys refused as SLUICE_EKEYFULL (probe window full): %llu; calls that failed: %llu\n",
 	       (unsigned long long)keyfull, (unsigned long long)errors);
 	redisFree(c);
 	sluice_redis_limit_free(hot);

@@ -313,8 +313,12 @@ SLUICE_API void sluice_redis_keyed_free(sluice_redis_keyed_t *k);
  * bound counts that key twice).
  * Return: as sluice_redis_acquire(); SLUICE_EKEYLEN (empty, longer than
  * SLUICE_REDIS_KEY_MAX, or holding a NUL byte); SLUICE_EKEYFULL (a new key
- * whose probe group of 16 slots is full: nothing decided, take your own
- * fallback).
+ * whose probe window of 64 slots is full: nothing decided, take your own
+ * fallback).  CAPACITY: keys are never evicted, and a new key is refused
+ * when its window is full, which can happen before every slot is used:
+ * size the table for at most 0.61 of its slots (10,000 keys in 16,384:
+ * tests/redis redis_lease/ten_thousand_keys_fit places all; at 0.75 and
+ * above expect refusals).
  */
 SLUICE_NODISCARD SLUICE_API int sluice_redis_acquire_key(sluice_redis_keyed_t *k, const void *key, size_t keylen,
                                         uint64_t n, sluice_decision_t *d,

@@ -464,3 +464,30 @@ Test(redis_lease, pipelined_keys_from_threads)
 	sluice_redis_keyed_free(pt_table);
 	sluice_redis_free(r);
 }
+
+/* issue 24 item 1: 10,000 keys (10.0.<i/256>.<i%256>, the clustered
+ * keys a gateway sees) in a table of 16,384 all find a slot: no
+ * SLUICE_EKEYFULL (redis.h CAPACITY).  With 16 probes 8 were refused (30
+ * with the finalized hash): the 64-probe window is what places them. */
+Test(redis_lease, ten_thousand_keys_fit)
+{
+	sluice_clock_manual_init(&clk, 9300000000000000ULL);
+	sluice_redis_config_t rc = { .port = srv.port, .max_limits = 16384 };
+	sluice_redis_t *r;
+	cr_assert_eq(sluice_redis_new(&rc, &r), 0);
+	sluice_redis_limit_config_t cfg = fixed_cfg("fit", 1000, 1);
+	sluice_redis_keyed_t *t;
+	cr_assert_eq(sluice_redis_keyed_new(r, &cfg, 16384, &t), 0);
+	int full = 0, other = 0;
+	char key[32];
+	for (int i = 0; i < 10000; i++) {
+		snprintf(key, sizeof(key), "10.0.%d.%d", i / 256, i % 256);
+		int rc2 = sluice_redis_acquire_key(t, key, strlen(key), 1, NULL, NULL);
+		full += rc2 == SLUICE_EKEYFULL;
+		other += rc2 != 1 && rc2 != SLUICE_EKEYFULL;
+	}
+	cr_assert_eq(full, 0, "%d of 10,000 keys refused as SLUICE_EKEYFULL", full);
+	cr_assert_eq(other, 0, "%d keys not admitted", other);
+	sluice_redis_keyed_free(t);
+	sluice_redis_free(r);
+}
