@@ -79,22 +79,15 @@ static sluice_redis_limit_config_t limit_cfg(const char *name)
 
 static uint64_t keyfull, errors; /* SLUICE_EKEYFULL refusals; failed calls */
 
-/* sluice-redis: one limit, or (@k) NKEYS keys of a keyed limit */
-static result_t run_sluice(sluice_redis_t *r, sluice_redis_limit_t *l, sluice_redis_keyed_t *kt,
-                           double secs)
+/* sluice-redis: one limit */
+static result_t run_sluice(sluice_redis_t *r, sluice_redis_limit_t *l, double secs)
 {
-	char key[16];
 	sluice_redis_stats_t s0, s1;
 	sluice_redis_stats(r, &s0);
 	uint64_t n = 0, start = now_ns(), end = start + (uint64_t)(secs * 1e9), t = start;
-	unsigned seed = 1;
 	while (t < end) {
-		int len = kt ? snprintf(key, sizeof(key), "k%u", (unsigned)(rand_r(&seed) % NKEYS)) : 0;
 		uint64_t a = now_ns();
-		if (kt)
-			keyfull += sluice_redis_acquire_key(kt, key, (size_t)len, 1, NULL, NULL) ==
-			           SLUICE_EKEYFULL;
-		else if (sluice_redis_acquire(l, 1, NULL, NULL) < 0)
+		if (sluice_redis_acquire(l, 1, NULL, NULL) < 0)
 			errors++;
 		t = now_ns();
 		if (n < MAX_SAMPLES)
@@ -105,8 +98,9 @@ static result_t run_sluice(sluice_redis_t *r, sluice_redis_limit_t *l, sluice_re
 	return summarize(n, t - start, s1.round_trips - s0.round_trips);
 }
 
-/* sluice-redis on NKEYS keys from @threads threads at once: each its own
- * keys' sequence; latencies of all threads together */
+/* sluice-redis on NKEYS keys of a keyed limit, from @threads threads at
+ * once (1: the keys case): each its own keys' sequence; latencies of all
+ * threads together */
 struct keys_arg {
 	sluice_redis_keyed_t *kt;
 	uint64_t end, n, keyfull, *lat;
@@ -287,12 +281,12 @@ int main(int argc, char **argv)
 		                      "sluice-redis", "sluice-redis", "sluice-redis",
 		                      "sluice-redis", "evalsha-pipe64", "sluice-redis",
 		                      "sluice-redis", "sluice-redis", "sluice-redis" };
-	run_sluice(r, hot, NULL, o.seconds); /* warm-up: B grows */
-	run_sluice(r, NULL, keys, o.seconds);
+	run_sluice(r, hot, o.seconds); /* warm-up: B grows */
+	run_keys_threads(r, keys, 1, o.seconds);
 	for (unsigned i = 0; i < o.repeats; i++) {
-		res[0][i] = run_sluice(r, hot, NULL, o.seconds);
+		res[0][i] = run_sluice(r, hot, o.seconds);
 		res[1][i] = run_baseline(c, sha, 1, o.seconds);
-		res[2][i] = run_sluice(r, NULL, keys, o.seconds);
+		res[2][i] = run_keys_threads(r, keys, 1, o.seconds);
 		res[3][i] = run_baseline(c, sha, NKEYS, o.seconds);
 		res[5][i] = run_keys_threads(r, keys, 2, o.seconds);
 		res[6][i] = run_keys_threads(r, keys, 4, o.seconds);
@@ -306,7 +300,7 @@ int main(int argc, char **argv)
 		char cmd[64];
 		snprintf(cmd, sizeof(cmd), "CLIENT PAUSE %u", (unsigned)(o.seconds * 1000) + 300);
 		sluice_test_redis_cmd(&srv, cmd, out, sizeof(out));
-		res[4][i] = run_sluice(r, hot, NULL, o.seconds);
+		res[4][i] = run_sluice(r, hot, o.seconds);
 		sluice_test_redis_cmd(&srv, "CLIENT UNPAUSE", out, sizeof(out));
 		struct timespec ts = { 0, 500000000 }; /* let the breaker close */
 		nanosleep(&ts, NULL);

@@ -12,9 +12,8 @@
  * HOLDERS.  A holder is one engine in one process.  Its slot's word is
  * 0 (free), LIVE|identity, PENDING|identity of the parent that reserved it
  * for a child across fork(), or DEAD|identity of the holder clearing it.
- * An identity is the pid (self_identity says why not its start time too;
- * the word keeps room for one, and a recorded start time is compared when
- * present).  A holder is dead when kill(pid, 0) says ESRCH or /proc says
+ * An identity is the pid (identity() says why not its start time too).
+ * A holder is dead when kill(pid, 0) says ESRCH or /proc says
  * the pid is a zombie; when /proc cannot be read it is taken as alive (a
  * table kept too long, never one freed too soon).  A stopped process
  * (SIGSTOP) is alive: its tables are kept.  A pid reused by a new process
@@ -146,10 +145,10 @@ struct sluice__region {
 
 /* ---- identities ---------------------------------------------------- */
 
-/* The start time (clock ticks since boot) of @pid from /proc, and
- * whether it is a zombie.  Return: 1 read, 0 no such process, -1 cannot
- * tell. */
-static int proc_start(long pid, uint64_t *start, int *zombie)
+/* Whether /proc says @pid is gone or a zombie (its state, field 3 of
+ * /proc/PID/stat).  Return: 1 gone or a zombie, 0 a live process, -1
+ * cannot tell. */
+static int proc_gone(long pid)
 {
 	char path[40] = "/proc/", *p = path + 6, digits[24];
 	int nd = 0;
@@ -160,69 +159,50 @@ static int proc_start(long pid, uint64_t *start, int *zombie)
 	memcpy(p, "/stat", 6);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return errno == ENOENT || errno == ESRCH ? 0 : -1;
+		return errno == ENOENT || errno == ESRCH ? 1 : -1;
 	char buf[1024];
 	ssize_t n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n <= 0)
 		return -1;
 	buf[n] = 0;
-	/* "pid (comm) S ppid ...": comm may hold anything, so from its last
-	 * ')'; the state is field 3, the start time field 22 */
+	/* "pid (comm) S ...": comm may hold anything, so from its last ')' */
 	char *c = strrchr(buf, ')');
 	if (!c || c[1] != ' ')
 		return -1;
-	c += 2;
-	*zombie = *c == 'Z' || *c == 'X';
-	for (int field = 3; field < 22; field++) {
-		c = strchr(c, ' ');
-		if (!c)
-			return -1;
-		c++;
-	}
-	uint64_t v = 0;
-	while (*c >= '0' && *c <= '9')
-		v = v * 10 + (uint64_t)(*c++ - '0');
-	*start = v;
-	return 1;
+	return c[2] == 'Z' || c[2] == 'X';
 }
 
-/* pid in bits 2..25 (Linux pids are below 2^22), start time's low 38
- * bits above; a start time of 0 means /proc could not be read */
-static uint64_t identity(long pid, uint64_t start)
+/* An identity: the pid in bits 2..25 (Linux pids are below 2^22), in a
+ * holder's word beside its state.  Not the pid's start time too: under
+ * an emulator (qemu-user) a process's own /proc/self is the emulator's
+ * invention and disagrees with what other processes read in
+ * /proc/PID/stat, which made a live holder look like a reused pid and its
+ * tables be freed under it.  So a pid reused by another process keeps the
+ * slot (and its tables) until that process exits too: space kept, never a
+ * table freed under a holder. */
+static uint64_t identity(long pid)
 {
-	return ((start & ((1ULL << 38) - 1)) << 26) | (((uint64_t)pid & 0xffffffu) << 2);
+	return ((uint64_t)pid & 0xffffffu) << 2;
 }
 
-/* This process's identity: its pid, with no start time.  Not the start
- * time /proc/self/stat gives: under an emulator (qemu-user) a process's
- * own /proc/self is the emulator's invention and disagrees with what
- * other processes read in /proc/PID/stat, which would make a live holder
- * look like a reused pid and its tables be freed under it.  So a pid
- * reused by another process keeps the slot (and its tables) until that
- * process exits too: space kept, never a table freed under a holder. */
 static uint64_t self_identity(void)
 {
-	return identity((long)getpid(), 0);
+	return identity((long)getpid());
 }
 
+/* Return: 0 when @id's process has exited (or is a zombie), else 1; a
+ * pid /proc cannot tell about is alive (a table kept too long, never one
+ * freed too soon).  Bits other than the pid's (another process may have
+ * written them) are ignored. */
 static int alive(uint64_t id)
 {
 	long pid = (long)((id >> 2) & 0xffffffu);
-	uint64_t start = id >> 26, now = 0;
-	int z = 0;
 	if (pid <= 0)
 		return 0;
 	if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
 		return 0;
-	int r = proc_start(pid, &now, &z);
-	if (r == 0)
-		return 0;
-	if (r < 0)
-		return 1; /* cannot tell: kept */
-	if (z)
-		return 0;
-	return start == 0 || (now & ((1ULL << 38) - 1)) == start;
+	return proc_gone(pid) != 1;
 }
 
 static uint64_t real_ms(void)

@@ -134,6 +134,25 @@ reload_nginx() {
 
 code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
 
+# api_fleet_rule ID "BACKEND OPTIONS" "LIMIT": the Redis tests' common
+# start: rules.yaml with one rule ID on /api/, on backend `fleet` (the
+# redis-server of start_redis, with those options), the page it serves,
+# and the configuration that loads it.
+api_fleet_rule() {
+  cat >"$prefix/rules.yaml" <<EOF
+backends:
+  fleet: { type: redis, address: 127.0.0.1:$rport, $2 }
+rules:
+  - id: $1
+    match: { prefix: /api/ }
+    backend: fleet
+    limit: { $3 }
+EOF
+  mkdir -p "$prefix/html/api"
+  echo api >"$prefix/html/api/x"
+  write_conf "sluice_rules $prefix/rules.yaml;" ''
+}
+
 metric() { # metric ZONE OUTCOME
   curl -s "$base/metrics" |
     awk -v z="$1" -v o="$2" '$1 == "sluice_requests_total{zone=\"" z "\",outcome=\"" o "\"}" { print $2 }'
@@ -1014,19 +1033,8 @@ rules_redis)
   # redis-server is killed mid-load and every request is still answered
   # promptly, by the fallback (deny: nothing more admitted).
   start_redis
-  cat >"$prefix/rules.yaml" <<EOF
-backends:
-  fleet: { type: redis, address: 127.0.0.1:$rport, lease_ttl: 50ms, budget: 2ms,
-           lease_max: 8, fallback: deny }
-rules:
-  - id: fleet-wide
-    match: { prefix: /api/ }
-    backend: fleet
-    limit: { algorithm: fixed_window, window: 1h, max_requests: 20000 }
-EOF
-  mkdir -p "$prefix/html/api"
-  echo api >"$prefix/html/api/x"
-  write_conf "sluice_rules $prefix/rules.yaml;" ''
+  api_fleet_rule fleet-wide "lease_ttl: 50ms, budget: 2ms, lease_max: 8, fallback: deny" \
+    "algorithm: fixed_window, window: 1h, max_requests: 20000"
   start_nginx
   # the second instance: the same file, its own prefix, port and zone
   start_second
@@ -1130,19 +1138,8 @@ rules_redis_window)
   # The bound itself is exact: L and L - 32, per window.
   L=1000 B=8 D=50 Q=450
   start_redis
-  cat >"$prefix/rules.yaml" <<EOF
-backends:
-  fleet: { type: redis, address: 127.0.0.1:$rport, budget: 2ms, lease_max: $B,
-           command_timeout: 250ms, fallback: deny }
-rules:
-  - id: per-second
-    match: { prefix: /api/ }
-    backend: fleet
-    limit: { algorithm: fixed_window, window: 1s, max_requests: $L }
-EOF
-  mkdir -p "$prefix/html/api"
-  echo api >"$prefix/html/api/x"
-  write_conf "sluice_rules $prefix/rules.yaml;" ''
+  api_fleet_rule per-second "budget: 2ms, lease_max: $B, command_timeout: 250ms, fallback: deny" \
+    "algorithm: fixed_window, window: 1s, max_requests: $L"
   start_nginx
   start_second
   # 16 connections per instance, so both of its workers get some; the
@@ -1274,18 +1271,8 @@ rules_redis_pause)
   # probe), and in the run's last second admissions as before the fault.
   B=64
   start_redis
-  cat >"$prefix/rules.yaml" <<EOF
-backends:
-  fleet: { type: redis, address: 127.0.0.1:$rport, budget: 2ms, lease_max: $B, fallback: deny }
-rules:
-  - id: fleet-wide
-    match: { prefix: /api/ }
-    backend: fleet
-    limit: { algorithm: fixed_window, window: 1h, max_requests: 100000000 }
-EOF
-  mkdir -p "$prefix/html/api"
-  echo api >"$prefix/html/api/x"
-  write_conf "sluice_rules $prefix/rules.yaml;" ''
+  api_fleet_rule fleet-wide "budget: 2ms, lease_max: $B, fallback: deny" \
+    "algorithm: fixed_window, window: 1h, max_requests: 100000000"
   start_nginx
   now_ms() { date +%s%3N; }
   # fault_check NAME FROM DOWN UP TO: the access log's lines logged in

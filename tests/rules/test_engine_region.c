@@ -401,3 +401,48 @@ Test(engine_region, long_dimension_name)
 	kit_free(&b);
 	munmap(reg, REGION_BYTES);
 }
+
+/*
+ * engine.h SHARED STATE and FORK: at most SLUICE_ENGINE_HOLDERS engines
+ * on a region at once (the next sluice_engine_new fails with
+ * SLUICE_EBUSY), and a child forked while every slot is held by a live
+ * engine has no slot of its own: its engine refuses decide and load with
+ * SLUICE_ELAYOUT instead of deciding on tables it does not hold.  Once
+ * one engine is freed, a new one opens again.
+ */
+Test(engine_region, holders_full)
+{
+	void *reg = region_map();
+	static struct kit k[SLUICE_ENGINE_HOLDERS];
+	for (unsigned i = 0; i < SLUICE_ENGINE_HOLDERS; i++)
+		kit_new_region(&k[i], reg, REGION_BYTES);
+	char y[512];
+	yaml_of(y, sizeof(y), 1000, 64);
+	load_ok(&k[0], y);
+	sluice_engine_options_t o = { .clock = &k[0].clk, .region = reg,
+		                      .region_bytes = REGION_BYTES };
+	sluice_engine_t *extra = NULL;
+	cr_assert_eq(sluice_engine_new(&o, &extra), SLUICE_EBUSY);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		unsigned char a[4] = { 1, 1, 1, 1 };
+		sluice_request_t q = { .method = "GET", .path = "/", .addr = a, .addr_len = 4 };
+		sluice_verdict_t v;
+		int d = sluice_engine_decide(k[0].e, &q, &v);
+		int l = sluice_engine_load_buffer(k[0].e, "y", y, strlen(y), NULL);
+		_exit(d == SLUICE_ELAYOUT && l == SLUICE_ELAYOUT ? 0 : 1);
+	}
+	int st = 0;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: status %d", st);
+	sluice_verdict_t v;
+	cr_assert_eq(decide(&k[0], "GET", "/", NULL, "1.1.1.1", NULL, &v), SLUICE_ACTION_PASS,
+	             "the parent still decides");
+	kit_free(&k[SLUICE_ENGINE_HOLDERS - 1]);
+	cr_assert_eq(sluice_engine_new(&o, &extra), 0, "a freed slot is taken again");
+	sluice_engine_free(extra);
+	for (unsigned i = 0; i + 1 < SLUICE_ENGINE_HOLDERS; i++)
+		kit_free(&k[i]);
+	munmap(reg, REGION_BYTES);
+}
