@@ -412,6 +412,12 @@ Test(engine_region, long_dimension_name)
  */
 Test(engine_region, holders_full)
 {
+#if defined(__SANITIZE_THREAD__)
+	/* fork()'s prepare handler holds every engine's load mutex (engine.h
+	 * FORK): 256 at once, past the 64 ThreadSanitizer's deadlock detector
+	 * can track (its CHECK fails); the plain and ASan builds run this */
+	cr_skip_test("ThreadSanitizer tracks at most 64 locks held at once");
+#endif
 	void *reg = region_map();
 	static struct kit k[SLUICE_ENGINE_HOLDERS];
 	for (unsigned i = 0; i < SLUICE_ENGINE_HOLDERS; i++)
