@@ -75,4 +75,4 @@ CRITERION_VERBOSITY_LEVEL=1 meson test -C "$dir" --suite unit --no-rebuild --pri
 # Criterion's own skips (tests that cannot hold under qemu-user), with its reason.
 grep -hE '^\[SKIP\]' "$dir/meson-logs/testlog.txt" | grep -v ': Test is disabled$' |
   sed 's/^\[SKIP\] /skipped: /' | sort -u
-python3 scripts/testlog_counts.py "$dir/meson-logs/testlog.json" >"$dir.counts"
+python3 scripts/testlog_counts.py "$dir/meson-logs/testlog.json" "$dir.failures" >"$dir.counts"

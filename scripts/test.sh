@@ -14,6 +14,7 @@ scripts/install-deps.sh || { echo "0 passed, 1 failed"; exit 1; }
 
 passed=0
 failed=0
+rm -f build-test-*.failures
 
 # run_config NAME TEST-SETUP MESON-SETUP-ARGS...  (TEST-SETUP '' for none)
 run_config() {
@@ -34,7 +35,7 @@ run_config() {
   rm -f "$dir/meson-logs/$log"
   meson test -C "$dir" "${setup[@]}" --print-errorlogs --num-processes 2 | grep -E '^ *[0-9]+/[0-9]+ |^(Ok|Fail|Timeout):'
   local counts
-  counts=$(python3 scripts/testlog_counts.py "$dir/meson-logs/$log")
+  counts=$(python3 scripts/testlog_counts.py "$dir/meson-logs/$log" "$dir.failures")
   passed=$((passed + ${counts% *}))
   failed=$((failed + ${counts#* }))
 }
@@ -72,5 +73,9 @@ case $? in
 *) failed=$((failed + 1)); cat clean-machine.log ;;
 esac
 
+# Every failure again, last: the tail of a CI log is what is kept of it.
+for f in build-test-*.failures; do
+  [ -s "$f" ] && { echo "== failures in ${f%.failures}"; cat "$f"; }
+done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
