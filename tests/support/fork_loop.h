@@ -58,13 +58,17 @@
 #include <stdlib.h>
 #define UNDER_EMULATOR (getenv("SLUICE_TEST_EMULATOR") != NULL)
 
-#define HANG_NS (5ULL * 1000000000ULL)         /* a child alive after 5 s is hung */
-#define ADVANCE_WAIT_NS (2ULL * 1000000000ULL) /* "frozen": no change in 2 s */
+#define HANG_NS (10ULL * 1000000000ULL)        /* a child alive after 10 s is hung */
+/* "frozen": no change in 5 s.  A live ticker advances every period (1 us
+ * to 1 ms here); 5 s, not less, because under a sanitizer on a loaded
+ * 2-core machine a child can wait seconds to run (2 s failed once in
+ * 3,000 ASan forks), and a frozen ticker never advances however long. */
+#define ADVANCE_WAIT_NS (5ULL * 1000000000ULL)
 
 /* Child exit codes: which check failed. */
 enum {
 	C_OK = 0,
-	C_FROZEN,       /* the cached reading did not advance within 2 s */
+	C_FROZEN,       /* the cached reading did not advance within 5 s */
 	C_STALE,        /* a reading older than CLOCK_MONOTONIC at the child's start */
 	C_RUNNING,      /* running() said 1 with no ticker thread in the child */
 	C_NOT_FALLBACK, /* a stopped clock's read outside its CLOCK_MONOTONIC bracket */
