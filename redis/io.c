@@ -153,25 +153,18 @@ struct asked {
 	int noscript; /* answered NOSCRIPT: sent again after a load */
 };
 
-/* What @l's command asks (see the under-admission bound below). */
-static void ask_of(sluice_redis_limit_t *l, struct asked *a)
+/* What @l's command asks (lease_policy.h): a->want, 0 when nothing is to
+ * be sent. */
+static uint64_t ask_of(sluice_redis_limit_t *l, struct asked *a)
 {
 	uint64_t need = atomic_exchange_explicit(&l->need, 0, memory_order_relaxed);
 	if (need == 0)
 		need = 1;
-	/* ask for B less what the live lease still holds, so that what this
-	 * instance holds plus what is in flight never passes B: the
-	 * under-admission bound (instances x lease_max per window) */
-	uint64_t b = sluice__lease_next_b(l);
-	uint64_t w = atomic_load_explicit(&l->lease, memory_order_relaxed);
-	uint64_t held = sluice__lease_live(l, w);
-	uint64_t want = b > held ? b - held : 0;
-	if (want < need)
-		want = need;
 	a->l = l;
 	a->need = need;
-	a->want = want;
+	a->want = sluice__lease_ask(l, need);
 	a->noscript = 0;
+	return a->want;
 }
 
 static int append(sluice_redis_t *r, struct asked *a)
@@ -361,8 +354,10 @@ static void *io_main(void *arg)
 			 * freed (sluice__limit_done's exchange orders the free) */
 			if (atomic_load_explicit(&l->pending, memory_order_relaxed) == SLUICE__ORPHAN)
 				sluice__limit_done(l);
+			else if (ask_of(l, &a[n]) == 0)
+				sluice__limit_done(l); /* covered already: nothing sent */
 			else
-				ask_of(l, &a[n++]);
+				n++;
 		}
 		if (n == 0) {
 			nap(r, 50000000);

@@ -19,13 +19,11 @@
  * measured from the send, which is before Redis ran the script, so the
  * local expiry is never later than the Redis-time instant the bound needs.
  *
- * B, the size asked for next: it doubles (up to lease_max) each time
- * decisions ask for more, halves when a lease lapses or is replaced with
- * more than half of it unspent, and is never above half of what Redis said
- * remained (at least 1): near the limit it shrinks to 1, so one instance
- * does not hold the last permits while another is refused.  A cold key
- * therefore stays at B = 1: it gets a lease only once it spends one.
+ * How much to ask for, and when, is lease_policy.h's: this file keeps the
+ * word and the state that policy reads (B, the HOT flag, the installed
+ * size).
  */
+#include "lease_policy.h"
 #include "redis_internal.h"
 
 static uint64_t now_us_of(const sluice_redis_limit_t *l, uint64_t now_ns)
@@ -40,16 +38,22 @@ uint64_t sluice__lease_live(const sluice_redis_limit_t *l, uint64_t w)
 	return w & SLUICE__LEASE_MASK;
 }
 
-int sluice__lease_take(sluice_redis_limit_t *l, uint64_t n, uint64_t *left, uint64_t *now_ns)
+int sluice__lease_take(sluice_redis_limit_t *l, uint64_t n, uint64_t *left, uint64_t *now_ns,
+                       int *hot)
 {
 	uint64_t w = atomic_load_explicit(&l->lease, memory_order_relaxed);
+	*hot = 1; /* unless the word lapsed: 64 lost CASes are a hot key */
 	for (int i = 0; i < 64; i++) {
 		/* the clock is read after the word, so the expiry check is
 		 * against a time no earlier than the word's install */
 		uint64_t now = sluice__limit_now(l);
 		*now_ns = now;
 		uint64_t count = w & SLUICE__LEASE_MASK;
-		if ((w >> SLUICE__LEASE_BITS) <= now_us_of(l, now) || count < n)
+		if ((w >> SLUICE__LEASE_BITS) <= now_us_of(l, now)) {
+			*hot = 0; /* lapsed, or never installed: COLD */
+			return 0;
+		}
+		if (count < n)
 			return 0;
 		if (atomic_compare_exchange_weak_explicit(&l->lease, &w, w - n,
 		                                          memory_order_relaxed,
@@ -61,7 +65,7 @@ int sluice__lease_take(sluice_redis_limit_t *l, uint64_t n, uint64_t *left, uint
 	return 0; /* 64 CASes lost: treat as short (the wait path retries) */
 }
 
-void sluice__lease_want(sluice_redis_limit_t *l, uint64_t n)
+void sluice__lease_want(sluice_redis_limit_t *l, uint64_t n, int hot, const uint64_t *seen)
 {
 	sluice_redis_t *r = l->r;
 	uint64_t need = atomic_load_explicit(&l->need, memory_order_relaxed);
@@ -69,13 +73,19 @@ void sluice__lease_want(sluice_redis_limit_t *l, uint64_t n)
 		if (atomic_compare_exchange_weak_explicit(&l->need, &need, n, memory_order_relaxed,
 		                                          memory_order_relaxed))
 			break;
-	atomic_fetch_add_explicit(&l->demand, 1, memory_order_relaxed);
+	if (hot)
+		atomic_store_explicit(&l->hot, 1, memory_order_relaxed);
 	int idle = 0;
-	/* relaxed: the flag only stops a second push; nothing is published
-	 * through it in this direction */
-	if (!atomic_compare_exchange_strong_explicit(&l->pending, &idle, 1, memory_order_relaxed,
+	/* acquire: pairs with sluice__limit_done's exchange (its release
+	 * half), so the answered count it bumped before is seen below */
+	if (!atomic_compare_exchange_strong_explicit(&l->pending, &idle, 1, memory_order_acquire,
 	                                             memory_order_relaxed))
 		return; /* a request is already queued or in flight */
+	if (seen && atomic_load_explicit(&l->answered, memory_order_relaxed) != *seen) {
+		/* answered since the failed take: the next take sees it */
+		atomic_store_explicit(&l->pending, 0, memory_order_relaxed);
+		return;
+	}
 	if (sluice__queue_push(&r->queue, l) != 0) {
 		atomic_store_explicit(&l->pending, 0, memory_order_relaxed);
 		return; /* not sent: the decision's budget ends its wait */
@@ -83,20 +93,14 @@ void sluice__lease_want(sluice_redis_limit_t *l, uint64_t n)
 	sem_post(&r->wake); /* a futex wake, no lock: async-signal-safe */
 }
 
-uint64_t sluice__lease_next_b(sluice_redis_limit_t *l)
+uint64_t sluice__lease_ask(sluice_redis_limit_t *l, uint64_t need)
 {
+	int hot = atomic_exchange_explicit(&l->hot, 0, memory_order_relaxed);
 	uint64_t b = atomic_load_explicit(&l->b, memory_order_relaxed);
-	if (atomic_exchange_explicit(&l->demand, 0, memory_order_relaxed) > 0)
-		b = b * 2 > l->lease_max ? l->lease_max : b * 2;
-	uint64_t cap = l->last_remaining / 2;
-	if (cap < 1)
-		cap = 1;
-	if (b > cap)
-		b = cap;
-	if (b < 1)
-		b = 1;
+	b = sluice__policy_next_b(b, hot, l->lease_max, l->last_remaining);
 	atomic_store_explicit(&l->b, b, memory_order_relaxed);
-	return b;
+	uint64_t w = atomic_load_explicit(&l->lease, memory_order_relaxed);
+	return sluice__policy_want(b, hot, sluice__lease_live(l, w), need);
 }
 
 void sluice__lease_install(sluice_redis_limit_t *l, const sluice__redis_reply_t *rep,
@@ -153,6 +157,10 @@ void sluice__lease_install(sluice_redis_limit_t *l, const sluice__redis_reply_t 
 			nw = exp_us << SLUICE__LEASE_BITS | g;
 			lost = oc;
 		}
+		/* the size first: a decision that sees the new word and the
+		 * old size prefetches early or late, never wrongly (relaxed,
+		 * as every access here) */
+		atomic_store_explicit(&l->size, nw & SLUICE__LEASE_MASK, memory_order_relaxed);
 		if (atomic_compare_exchange_weak_explicit(&l->lease, &w, nw, memory_order_relaxed,
 		                                          memory_order_relaxed))
 			break;
@@ -161,7 +169,6 @@ void sluice__lease_install(sluice_redis_limit_t *l, const sluice__redis_reply_t 
 	if (lost) {
 		sluice__stat(l->r, ST_LAPSED, lost);
 		uint64_t b = atomic_load_explicit(&l->b, memory_order_relaxed);
-		if (lost * 2 > b && b > 1)
-			atomic_store_explicit(&l->b, b / 2, memory_order_relaxed);
+		atomic_store_explicit(&l->b, sluice__policy_after_loss(b, lost), memory_order_relaxed);
 	}
 }

@@ -11,9 +11,10 @@
  * (refused until the time Redis gave, with no further round trip: the
  * over-limit cache), the breaker leaving closed, or the end of its budget
  * (both: the fallback).  Nothing here blocks on the network, takes a lock or
- * allocates.  After a decision spends from the lease, if what is left is at
- * most a quarter of B it asks for the next lease at once (prefetch), so a
- * steady stream finds the next lease installed before this one runs out.
+ * allocates.  After a decision spends from the lease, if the lease held
+ * two or more and what is left is at most a quarter of it, it asks for the
+ * next lease at once (prefetch, lease_policy.h), so a steady stream finds
+ * the next lease installed before this one runs out.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include <sched.h>
 #include <time.h>
 
+#include "lease_policy.h"
 #include "redis_internal.h"
 #include "sluice/static/decision.h" /* sluice__decision_never */
 
@@ -320,6 +322,10 @@ int sluice__limit_let_go(sluice_redis_limit_t *l)
 
 void sluice__limit_done(sluice_redis_limit_t *l)
 {
+	/* release: pairs with the waiting decision's acquire load in
+	 * sluice_redis_acquire, so a decision that sees the count sees the
+	 * lease this request installed */
+	atomic_fetch_add_explicit(&l->answered, 1, memory_order_release);
 	/* acq_rel: the release half pairs with let_go's acquire (IDLE ->
 	 * QUEUED), the acquire half with its release (QUEUED -> ORPHAN) */
 	if (atomic_exchange_explicit(&l->pending, SLUICE__IDLE, memory_order_acq_rel) ==
@@ -368,7 +374,10 @@ int sluice_redis_acquire(sluice_redis_limit_t *l, uint64_t n, sluice_decision_t 
 		now = sluice__limit_now(l); /* a fork child: the backend is the parent's */
 		goto fallback;
 	}
-	int got = sluice__lease_take(l, n, &left, &now);
+	int hot;
+	/* acquire: pairs with sluice__limit_done's release (below: why) */
+	uint64_t seen = atomic_load_explicit(&l->answered, memory_order_acquire);
+	int got = sluice__lease_take(l, n, &left, &now, &hot);
 	/* the budget is real time, whatever clock the leases run on */
 	uint64_t start = got ? 0 : sluice__mono_ns(), spent = 0;
 	while (!got) {
@@ -385,7 +394,11 @@ int sluice_redis_acquire(sluice_redis_limit_t *l, uint64_t n, sluice_decision_t 
 			fill(d, l, 0, 0, until - now, now);
 			return 0;
 		}
-		sluice__lease_want(l, n);
+		/* asks only when no request was answered since the take that
+		 * failed: one answered after it installed a lease (or a
+		 * refusal) the next take sees, and asking again would fetch a
+		 * second grant for this one decision */
+		sluice__lease_want(l, n, hot, &seen);
 		if (spent >= l->budget_ns) {
 			sluice__stat(r, ST_BUDGET, 1);
 			goto fallback;
@@ -400,12 +413,13 @@ int sluice_redis_acquire(sluice_redis_limit_t *l, uint64_t n, sluice_decision_t 
 			struct timespec ts = { 0, (long)step };
 			nanosleep(&ts, NULL);
 		}
-		got = sluice__lease_take(l, n, &left, &now);
+		seen = atomic_load_explicit(&l->answered, memory_order_acquire);
+		got = sluice__lease_take(l, n, &left, &now, &hot);
 		spent = sluice__mono_ns() - start;
 	}
 	sluice__stat(r, ST_LEASE_ADMITS, 1);
-	if (left * 4 <= atomic_load_explicit(&l->b, memory_order_relaxed))
-		sluice__lease_want(l, 1); /* prefetch the next lease */
+	if (sluice__policy_prefetch(atomic_load_explicit(&l->size, memory_order_relaxed), left))
+		sluice__lease_want(l, 1, 1, NULL); /* prefetch the next lease: HOT */
 	*src = SLUICE_REDIS_FROM_LEASE;
 	fill(d, l, 1, left, 0, now);
 	return 1;

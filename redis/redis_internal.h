@@ -81,12 +81,17 @@ struct sluice_redis_limit {
 	 * clears it; a free sets QUEUED -> ORPHAN (limit.c) */
 	_Alignas(SLUICE_CACHELINE) _Atomic int pending;
 	_Atomic uint64_t need;       /* the largest n a waiting decision wants */
-	_Atomic uint64_t demand;     /* decisions that found the lease short */
+	_Atomic uint64_t answered;   /* requests the I/O thread is done with
+	                              * (sluice__limit_done counts them) */
+	_Atomic int hot;             /* a HOT request since the last ask
+	                              * (lease_policy.h) */
 	/* the I/O thread writes these; decisions read them (relaxed) */
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t refused_until; /* monotonic ns */
 	_Atomic uint64_t refused_need;
-	_Atomic uint64_t b;          /* the next lease's size (decisions read it
-	                              * for the prefetch mark) */
+	_Atomic uint64_t b;          /* B, the next lease's size */
+	_Atomic uint64_t size;       /* the live lease word's count when it was
+	                              * installed (decisions read it for the
+	                              * prefetch mark) */
 	/* the I/O thread's own */
 	uint64_t lease_wid;          /* FIXED/WINDOW: window or bucket of the lease */
 	uint64_t last_remaining;     /* Redis's remaining after the last reply */
@@ -132,11 +137,20 @@ int sluice__redis_reader_cap(void *rd);
 /* redis/lease.c */
 /* what the lease word @w still holds now (0 when it lapsed) */
 uint64_t sluice__lease_live(const sluice_redis_limit_t *l, uint64_t w);
-int sluice__lease_take(sluice_redis_limit_t *l, uint64_t n, uint64_t *left, uint64_t *now_ns);
+/* spend @n from the lease: 1 (*@left what is left), or 0, with *@hot set
+ * when the lease was live but short (lease_policy.h: a HOT request) */
+int sluice__lease_take(sluice_redis_limit_t *l, uint64_t n, uint64_t *left, uint64_t *now_ns,
+                       int *hot);
 void sluice__lease_install(sluice_redis_limit_t *l, const sluice__redis_reply_t *rep,
                            uint64_t sent_ns);
-void sluice__lease_want(sluice_redis_limit_t *l, uint64_t n);
-uint64_t sluice__lease_next_b(sluice_redis_limit_t *l);
+/* ask the I/O thread for a lease covering @n; @hot: lease_policy.h.
+ * @seen (NULL: a prefetch) is l->answered as the decision read it before
+ * the take that failed: once a request was answered since, its lease (or
+ * refusal) is there for the next take, and nothing is sent */
+void sluice__lease_want(sluice_redis_limit_t *l, uint64_t n, int hot, const uint64_t *seen);
+/* the I/O thread: B and the amount for @l's next request (@need from the
+ * waiting decisions) */
+uint64_t sluice__lease_ask(sluice_redis_limit_t *l, uint64_t need);
 
 /* redis/breaker.c */
 void sluice__breaker_success(sluice_redis_t *r);

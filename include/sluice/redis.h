@@ -55,10 +55,14 @@
  *   it (counted there, never used).
  *
  * PER KEY
- *   One limit is one key (name); a backend holds up to max_limits.  B
- *   starts at 1 and grows only when decisions spend what they were leased,
- *   so a cold key costs one round trip per admission and holds nothing
- *   that could lapse; only keys hot enough to spend a lease get bigger ones.
+ *   One limit is one key (name); a backend holds up to max_limits.  A key
+ *   whose lease lapsed (or that never had one) asks for exactly what its
+ *   decision needs, and a lease is prefetched only after two or more
+ *   decisions spent from the one before: a key costs at most one round trip
+ *   per decision, and a cool one (asked less often than a lease lives) is
+ *   granted nothing it cannot spend.  Only keys that find a live lease
+ *   short grow B (redis/lease_policy.h, the one policy; tests/redis
+ *   redis_lease cool_keys_cost_one_round_trip_per_decision checks both).
  *
  * FAILOVER
  *   Scripts use Redis TIME.  A failover to a replica whose clock is delta
@@ -305,9 +309,9 @@ SLUICE_API void sluice_redis_keyed_free(sluice_redis_keyed_t *k);
 /*
  * sluice_redis_acquire_key - sluice_redis_acquire() on @key's limit
  * (@keylen bytes, no NUL byte), making it if it is new: lock-free, no
- * allocation.  The lease policy decides which keys hold leases: B starts
- * at 1 and grows only as a key spends what it was leased, so a cold key
- * costs one round trip per admission and holds nothing.  Two threads that
+ * allocation.  The lease policy decides which keys hold leases (PER KEY,
+ * above): a key costs at most one round trip per decision, and a cool
+ * key holds nothing.  Two threads that
  * make the same new key at once may give it two local slots; both name the
  * same Redis key, so the bound is unchanged (only the under-admission
  * bound counts that key twice).

@@ -62,7 +62,7 @@ static void lease_settled(sluice_redis_limit_t *l)
 /* One permit from the local lease alone (1 taken, 0 not), no round trip. */
 static int lease_take1(sluice_redis_limit_t *l)
 {
-	return sluice__lease_take(l, 1, &(uint64_t){ 0 }, &(uint64_t){ 0 });
+	return sluice__lease_take(l, 1, &(uint64_t){ 0 }, &(uint64_t){ 0 }, &(int){ 0 });
 }
 
 Test(redis_lease, charged_when_granted_spent_locally)
@@ -488,6 +488,59 @@ Test(redis_lease, ten_thousand_keys_fit)
 	}
 	cr_assert_eq(full, 0, "%d of 10,000 keys refused as SLUICE_EKEYFULL", full);
 	cr_assert_eq(other, 0, "%d keys not admitted", other);
+	sluice_redis_keyed_free(t);
+	sluice_redis_free(r);
+}
+
+/* issue 24 item 1: a cool key (asked less often than a lease lives) costs
+ * at most one round trip per decision and is granted nothing it cannot
+ * spend (lease_policy.h); a hot key still grows its lease.  Before the
+ * policy a lease of 1 was followed by a prefetch that lapsed unspent:
+ * 2 round trips per cool decision. */
+Test(redis_lease, cool_keys_cost_one_round_trip_per_decision)
+{
+	enum { KEYS = 256, ROUNDS = 6, HOT = 2000 };
+	sluice_clock_manual_init(&clk, 9400000000000000ULL);
+	sluice_redis_config_t rc = { .port = srv.port, .max_limits = 1024 };
+	sluice_redis_t *r;
+	cr_assert_eq(sluice_redis_new(&rc, &r), 0);
+	sluice_redis_limit_config_t cfg = {
+		.name = "cool", .algo = SLUICE_REDIS_GCRA, .limit = 100000,
+		.window_ns = 1000000000ULL, .rate = 100000, .lease_max = 64,
+		.lease_ttl_ns = 10000000ULL, .budget_ns = 2000000000ULL,
+		.fallback = SLUICE_REDIS_DENY, .clock = &clk
+	};
+	sluice_redis_keyed_t *t;
+	cr_assert_eq(sluice_redis_keyed_new(r, &cfg, 1024, &t), 0);
+	char key[32];
+	int admitted = 0;
+	for (int round = 0; round < ROUNDS; round++) {
+		for (int k = 0; k < KEYS; k++) {
+			snprintf(key, sizeof(key), "user-%d", k);
+			admitted += sluice_redis_acquire_key(t, key, strlen(key), 1, NULL, NULL) == 1;
+		}
+		/* past every lease's lapse, and let any request in flight end */
+		usleep(20000);
+		sluice_clock_manual_advance(&clk, 50000000ULL);
+	}
+	sluice_redis_stats_t s = stats(r);
+	cr_assert_eq(admitted, KEYS * ROUNDS);
+	cr_assert_leq(s.round_trips, (uint64_t)admitted, "%llu round trips for %d cool decisions",
+	              (unsigned long long)s.round_trips, admitted);
+	cr_assert_eq(s.granted_permits, (uint64_t)admitted,
+	             "%llu permits granted for %d decisions: leases a cool key cannot spend",
+	             (unsigned long long)s.granted_permits, admitted);
+	cr_assert_eq(s.lease_lapsed, 0);
+
+	/* one key asked HOT times in one instant: its lease grows */
+	uint64_t rt0 = s.round_trips;
+	for (int i = 0; i < HOT; i++)
+		cr_assert_eq(sluice_redis_acquire_key(t, "hot", 3, 1, NULL, NULL), 1);
+	s = stats(r);
+	cr_assert_leq(s.round_trips - rt0, HOT / 16, "a hot key: %llu round trips for %d",
+	              (unsigned long long)(s.round_trips - rt0), HOT);
+	printf("cool_keys: %llu round trips for %d cool decisions; hot key: %llu for %d\n",
+	       (unsigned long long)rt0, admitted, (unsigned long long)(s.round_trips - rt0), HOT);
 	sluice_redis_keyed_free(t);
 	sluice_redis_free(r);
 }
