@@ -17,15 +17,23 @@
  *           I/O thread's pipelined writes: redis/io.c PIPELINE); beside
  *           them evalsha-pipe64, a plain hiredis client pipelining 64
  *           EVALSHA per round trip from one thread
- *   cool-Nt the same keys with lease_max 1 from N = 1, 2, 4, 8 threads:
- *           every decision a script call, so this is what pipelining
+ *   cool-Nt the same keys on 10 ms windows (lease_max 4096, as hot) from
+ *           N = 1, 2, 4, 8 threads: each key is asked about once a second,
+ *           far less often than its lease lives, so the lease policy
+ *           (redis/lease_policy.h) must make every decision one script
+ *           call and grant nothing that lapses; this is what pipelining
  *           buys keys too cool for leases
+ *   cool-4p cool-1t from 4 processes at once, each its own backend (a
+ *           fleet of 4 on one server); beside it pipe64-4p, the pipelined
+ *           client from 4 processes
  * Reported per case: decisions/s, p50 and p99 decision latency, round
  * trips per decision; the median of --repeats runs of --seconds each.
  * Benchmarks report; nothing here asserts speed.
  */
 #include <hiredis/hiredis.h>
 #include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +87,14 @@ static sluice_redis_limit_config_t limit_cfg(const char *name)
 
 static uint64_t keyfull, errors; /* SLUICE_EKEYFULL refusals; failed calls */
 
+static sluice_redis_limit_config_t cool_cfg(void)
+{
+	sluice_redis_limit_config_t cfg = limit_cfg("cool");
+	cfg.window_ns = 10000000ULL;
+	return cfg;
+}
+static unsigned seed_base = 1;    /* each process of a -Np case its own keys' sequence */
+
 /* sluice-redis: one limit */
 static result_t run_sluice(sluice_redis_t *r, sluice_redis_limit_t *l, double secs)
 {
@@ -103,16 +119,21 @@ static result_t run_sluice(sluice_redis_t *r, sluice_redis_limit_t *l, double se
  * threads together */
 struct keys_arg {
 	sluice_redis_keyed_t *kt;
-	uint64_t end, n, keyfull, *lat;
+	uint64_t start, end, n, keyfull, *lat;
 	size_t cap;
 	unsigned seed;
 };
+
+static result_t run_keys_threads_until(sluice_redis_t *r, sluice_redis_keyed_t *kt,
+                                       unsigned threads, uint64_t start, double secs);
 
 static void *keys_thread(void *p)
 {
 	struct keys_arg *a = p;
 	char key[16];
-	uint64_t t = now_ns();
+	uint64_t t;
+	while ((t = now_ns()) < a->start) /* a start shared with other processes */
+		usleep(100);
 	while (t < a->end) {
 		int len = snprintf(key, sizeof(key), "k%u", (unsigned)(rand_r(&a->seed) % NKEYS));
 		uint64_t b = now_ns();
@@ -129,15 +150,22 @@ static void *keys_thread(void *p)
 static result_t run_keys_threads(sluice_redis_t *r, sluice_redis_keyed_t *kt, unsigned threads,
                                  double secs)
 {
+	return run_keys_threads_until(r, kt, threads, now_ns(), secs);
+}
+
+static result_t run_keys_threads_until(sluice_redis_t *r, sluice_redis_keyed_t *kt,
+                                       unsigned threads, uint64_t start, double secs)
+{
 	struct keys_arg a[8];
 	pthread_t th[8];
 	size_t cap = MAX_SAMPLES / threads;
 	sluice_redis_stats_t s0, s1;
 	sluice_redis_stats(r, &s0);
-	uint64_t start = now_ns(), end = start + (uint64_t)(secs * 1e9);
+	uint64_t end = start + (uint64_t)(secs * 1e9);
 	for (unsigned i = 0; i < threads; i++) {
-		a[i] = (struct keys_arg){ .kt = kt, .end = end, .lat = malloc(cap * sizeof(uint64_t)),
-			                  .cap = cap, .seed = 1 + i };
+		a[i] = (struct keys_arg){ .kt = kt, .start = start, .end = end,
+			                  .lat = malloc(cap * sizeof(uint64_t)), .cap = cap,
+			                  .seed = seed_base + i };
 		if (!a[i].lat || pthread_create(&th[i], NULL, keys_thread, &a[i]) != 0)
 			exit(1);
 	}
@@ -162,10 +190,13 @@ static result_t run_keys_threads(sluice_redis_t *r, sluice_redis_keyed_t *kt, un
 /* the pipelined baseline: a plain hiredis client sending 64 EVALSHA of
  * the same script per round trip (append 64, read 64); a decision's
  * latency is its batch's */
-static result_t run_pipelined(redisContext *c, const char *sha, unsigned nl, double secs)
+static result_t run_pipelined_until(redisContext *c, const char *sha, unsigned nl,
+                                   uint64_t start, double secs)
 {
-	uint64_t n = 0, start = now_ns(), end = start + (uint64_t)(secs * 1e9), t = start;
-	unsigned seed = 1;
+	uint64_t n = 0, end = start + (uint64_t)(secs * 1e9), t;
+	while ((t = now_ns()) < start)
+		usleep(100);
+	unsigned seed = seed_base;
 	char key[64];
 	while (t < end) {
 		uint64_t a = now_ns();
@@ -187,6 +218,81 @@ static result_t run_pipelined(redisContext *c, const char *sha, unsigned nl, dou
 			lat[n++] = t - a;
 	}
 	return summarize(n, t - start, n / 64);
+}
+
+static result_t run_pipelined(redisContext *c, const char *sha, unsigned nl, double secs)
+{
+	return run_pipelined_until(c, sha, nl, now_ns(), secs);
+}
+
+/*
+ * A -Np case: @procs processes forked at once, each with its own backend
+ * (cool: a keyed limit like the parent's cool one) or its own hiredis
+ * connection (pipe64), all starting at one instant 300 ms after the fork
+ * (set-up and connects done before it) and running @secs.  Each reports
+ * its decisions/s, p50, p99 and round trips over a pipe; the case's rate
+ * is their sum, p50 and p99 the worst process's, round trips per
+ * decision over all.
+ */
+enum { PROC_COOL, PROC_PIPE64 };
+
+static result_t run_procs(int kind, unsigned procs, const char *sha, double secs)
+{
+	int fd[2];
+	if (pipe(fd) != 0)
+		exit(1);
+	uint64_t start = now_ns() + 300000000ULL;
+	for (unsigned p = 0; p < procs; p++) {
+		pid_t pid = fork();
+		if (pid < 0)
+			exit(1);
+		if (pid > 0)
+			continue;
+		close(fd[0]);
+		seed_base = 1000 * (p + 1);
+		result_t res;
+		if (kind == PROC_COOL) {
+			sluice_redis_config_t rc = { .port = srv.port, .max_limits = 16385 };
+			sluice_redis_t *r;
+			sluice_redis_keyed_t *kt;
+			sluice_redis_limit_config_t cfg = cool_cfg();
+			if (sluice_redis_new(&rc, &r) != 0 ||
+			    sluice_redis_keyed_new(r, &cfg, 16384, &kt) != 0)
+				_exit(1);
+			res = run_keys_threads_until(r, kt, 1, start, secs);
+			sluice_redis_keyed_free(kt);
+			sluice_redis_free(r);
+		} else {
+			redisContext *c = redisConnect("127.0.0.1", srv.port);
+			if (!c || c->err)
+				_exit(1);
+			res = run_pipelined_until(c, sha, NKEYS, start, secs);
+			redisFree(c);
+		}
+		if (write(fd[1], &res, sizeof(res)) != (ssize_t)sizeof(res))
+			_exit(1);
+		_exit(0);
+	}
+	close(fd[1]);
+	result_t sum = { 0 };
+	double calls = 0;
+	for (unsigned p = 0; p < procs; p++) {
+		result_t x;
+		if (read(fd[0], &x, sizeof(x)) != (ssize_t)sizeof(x))
+			exit(1);
+		sum.rate += x.rate;
+		sum.p50 = x.p50 > sum.p50 ? x.p50 : sum.p50;
+		sum.p99 = x.p99 > sum.p99 ? x.p99 : sum.p99;
+		calls += x.trips * x.rate;
+	}
+	close(fd[0]);
+	for (unsigned p = 0; p < procs; p++) {
+		int st;
+		if (wait(&st) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			exit(1);
+	}
+	sum.trips = calls / sum.rate;
+	return sum;
 }
 
 /* the baseline: one EVALSHA of the same script per decision */
@@ -265,22 +371,23 @@ int main(int argc, char **argv)
 	memcpy(sha, x->str, 41);
 	freeReplyObject(x);
 
-	/* cool: the same keys with lease_max 1, so every decision is a
-	 * script call (what a key asked a few times a second costs) */
+	/* cool: the same keys on 10 ms windows, each asked about once a
+	 * second: far less often than a lease lives */
 	sluice_redis_keyed_t *cool;
-	cfg = limit_cfg("cool");
-	cfg.lease_max = 1;
+	cfg = cool_cfg();
 	if (sluice_redis_keyed_new(r, &cfg, 16384, &cool) != 0)
 		return 1;
-	enum { NCASES = 13 };
+	enum { NCASES = 15 };
 	result_t res[NCASES][64];
 	const char *names_c[NCASES] = { "hot", "hot", "keys", "keys", "paused",
 		                        "keys-2t", "keys-4t", "keys-8t", "keys",
-		                        "cool-1t", "cool-2t", "cool-4t", "cool-8t" };
+		                        "cool-1t", "cool-2t", "cool-4t", "cool-8t",
+		                        "cool-4p", "pipe64-4p" };
 	const char *impls[NCASES] = { "sluice-redis", "evalsha", "sluice-redis", "evalsha",
 		                      "sluice-redis", "sluice-redis", "sluice-redis",
 		                      "sluice-redis", "evalsha-pipe64", "sluice-redis",
-		                      "sluice-redis", "sluice-redis", "sluice-redis" };
+		                      "sluice-redis", "sluice-redis", "sluice-redis",
+		                      "sluice-redis", "evalsha-pipe64" };
 	run_sluice(r, hot, o.seconds); /* warm-up: B grows */
 	run_keys_threads(r, keys, 1, o.seconds);
 	for (unsigned i = 0; i < o.repeats; i++) {
@@ -294,6 +401,8 @@ int main(int argc, char **argv)
 		res[8][i] = run_pipelined(c, sha, NKEYS, o.seconds);
 		for (unsigned t = 0; t < 4; t++)
 			res[9 + t][i] = run_keys_threads(r, cool, 1u << t, o.seconds);
+		res[13][i] = run_procs(PROC_COOL, 4, sha, o.seconds);
+		res[14][i] = run_procs(PROC_PIPE64, 4, sha, o.seconds);
 	}
 	char out[64];
 	for (unsigned i = 0; i < o.repeats; i++) {
