@@ -22,13 +22,16 @@
  *
  * Anything else (no subcommand, an unknown one, a missing or extra
  * argument, a request that does not parse) prints the usage on stderr and
- * exits 2; `sluice -h` prints it on stdout and exits 0.
+ * exits 2; `sluice -h` (or --help) prints it on stdout and exits 0;
+ * `sluice --version` prints the library's version and exits 0.  A request
+ * that does not parse is named in the error, with the word refused.
  *
  * explain decides with the engine itself (sluice_engine_decide), not with
  * a model of it: what it prints is what a server embedding the engine
  * would do with that request first.
  */
 #include <arpa/inet.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +40,7 @@
 #include "sluice/parse.h"
 #include "sluice/error.h"
 #include "sluice/rules.h"
+#include "sluice/version.h"
 #if SLUICE_RULES_ENGINE
 #include "sluice/engine.h"
 #endif
@@ -45,6 +49,7 @@
  * not offer it, and names why when asked for it */
 static const char usage[] =
 	"usage: sluice check [--memory-budget=SIZE] RULES.yaml\n"
+	"       sluice -h | --help | --version\n"
 #if SLUICE_RULES_ENGINE
 	"       sluice explain [--memory-budget=SIZE] RULES.yaml 'METHOD PATH [ip=ADDR] [user=ID] "
 	"[host=HOST] [header:NAME=VALUE] [query:NAME=VALUE]...'...\n"
@@ -131,6 +136,19 @@ static int add_arg(struct req *q, sluice_lookup_kind_t kind, char *name, char *v
 	return 0;
 }
 
+/* *@why, naming what is refused: the message in a static buffer (the
+ * command parses its requests once, on one thread).  Return: -1. */
+static int refuse(const char **why, const char *fmt, ...)
+{
+	static char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	*why = buf;
+	return -1;
+}
+
 /* Parse @s (modified in place).  Return: 0, or -1 with *@why set. */
 static int parse_request(char *s, struct req *q, const char **why)
 {
@@ -138,32 +156,28 @@ static int parse_request(char *s, struct req *q, const char **why)
 	char *save = NULL;
 	q->method = strtok_r(s, " \t", &save);
 	q->path = q->method ? strtok_r(NULL, " \t", &save) : NULL;
-	if (!q->method || !q->path || q->path[0] != '/') {
-		*why = "the request starts with a method and a path such as /api/order";
-		return -1;
-	}
+	if (!q->method || !q->path || q->path[0] != '/')
+		return refuse(why, "'%s': the request starts with a method and a path such as "
+		                   "/api/order", q->path ? q->path : q->method ? q->method : "");
 	char *qs = strchr(q->path, '?');
 	if (qs) {
 		*qs++ = '\0';
 		for (char *a = strtok_r(qs, "&", &qs); a; a = strtok_r(NULL, "&", &qs)) {
 			char *eq = strchr(a, '=');
-			if (!eq) {
-				*why = "a query argument is NAME=VALUE";
-				return -1;
-			}
+			if (!eq)
+				return refuse(why, "query argument '%s': a query argument is NAME=VALUE",
+				              a);
 			*eq = '\0';
-			if (add_arg(q, SLUICE_LOOKUP_QUERY, a, eq + 1)) {
-				*why = "too many arguments, or an empty name";
-				return -1;
-			}
+			if (add_arg(q, SLUICE_LOOKUP_QUERY, a, eq + 1))
+				return refuse(why, "query argument '%s': too many arguments, or an "
+				                   "empty name", a);
 		}
 	}
 	for (char *t = strtok_r(NULL, " \t", &save); t; t = strtok_r(NULL, " \t", &save)) {
 		char *eq = strchr(t, '=');
-		if (!eq) {
-			*why = "after the path: KEY=VALUE words (ip, user, host, header:NAME, query:NAME)";
-			return -1;
-		}
+		if (!eq)
+			return refuse(why, "'%s': after the path come KEY=VALUE words (ip, user, host, "
+			                   "header:NAME, query:NAME)", t);
 		*eq = '\0';
 		char *v = eq + 1;
 		if (strcmp(t, "ip") == 0) {
@@ -173,26 +187,23 @@ static int parse_request(char *s, struct req *q, const char **why)
 			} else if (inet_pton(AF_INET6, v, q->addr) == 1) {
 				q->addr_len = 16;
 			} else {
-				*why = "ip= takes an IPv4 or IPv6 address";
-				return -1;
+				return refuse(why, "ip=%s: not an IPv4 or IPv6 address", v);
 			}
 		} else if (strcmp(t, "user") == 0) {
 			q->user = v;
 		} else if (strcmp(t, "host") == 0) {
 			q->host = v;
 		} else if (strncmp(t, "header:", 7) == 0) {
-			if (add_arg(q, SLUICE_LOOKUP_HEADER, t + 7, v)) {
-				*why = "too many arguments, or an empty header name";
-				return -1;
-			}
+			if (add_arg(q, SLUICE_LOOKUP_HEADER, t + 7, v))
+				return refuse(why, "'%s=%s': too many arguments, or an empty header name",
+				              t, v);
 		} else if (strncmp(t, "query:", 6) == 0) {
-			if (add_arg(q, SLUICE_LOOKUP_QUERY, t + 6, v)) {
-				*why = "too many arguments, or an empty query name";
-				return -1;
-			}
+			if (add_arg(q, SLUICE_LOOKUP_QUERY, t + 6, v))
+				return refuse(why, "'%s=%s': too many arguments, or an empty query name",
+				              t, v);
 		} else {
-			*why = "unknown word: use ip=, user=, host=, header:NAME=, query:NAME=";
-			return -1;
+			return refuse(why, "unknown word '%s': use ip=, user=, host=, header:NAME=, "
+			                   "query:NAME=", t);
 		}
 	}
 	return 0;
@@ -414,6 +425,11 @@ out:
 
 int main(int argc, char **argv)
 {
+	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+		/* the library it runs with, and the headers it was built with */
+		printf("sluice %s (built with %s)\n", sluice_version_string(), SLUICE_VERSION_STRING);
+		return 0;
+	}
 	if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
 		fputs(usage, stdout);
 		return 0;

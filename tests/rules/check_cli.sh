@@ -85,7 +85,8 @@ rc=$?
   fail "--memory-budget=lots: $(cat "$out/stderr")"
 
 # bad arguments: the usage line on stderr, exit 2
-usage="usage: sluice check [--memory-budget=SIZE] RULES.yaml"
+usage="usage: sluice check [--memory-budget=SIZE] RULES.yaml
+       sluice -h | --help | --version"
 bad="check|check a b|chek errors.yaml|--check"
 if [ "$engine" = engine ]; then
   usage="$usage
@@ -101,6 +102,12 @@ for args in "${bad_args[@]}"; do
   [ "$(cat "$out/stderr")" = "$usage" ] || fail "'sluice $args': stderr '$(cat "$out/stderr")'"
   [ -s "$out/stdout" ] && fail "'sluice $args' wrote to stdout"
 done
-"$sluice" -h >"$out/stdout" 2>&1
-[ $? -eq 0 ] && [ "$(cat "$out/stdout")" = "$usage" ] || fail "sluice -h"
+for h in -h --help; do
+  "$sluice" $h >"$out/stdout" 2>&1
+  [ $? -eq 0 ] && [ "$(cat "$out/stdout")" = "$usage" ] || fail "sluice $h"
+done
+# --version: the library's version, the one version.h was built with
+"$sluice" --version >"$out/stdout" 2>&1 || fail "sluice --version: exit $?"
+grep -qE '^sluice [0-9]+\.[0-9]+\.[0-9]+ \(built with [0-9]+\.[0-9]+\.[0-9]+\)$' "$out/stdout" ||
+  fail "sluice --version: '$(cat "$out/stdout")'"
 echo "ok"

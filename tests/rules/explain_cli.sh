@@ -66,6 +66,18 @@ for req in "" "GET" "api/x" "GET api/x" "GET /x ip=300.1.1.1" "GET /x colour=red
   grep -q '^usage: sluice check \[--memory-budget=SIZE\] RULES.yaml$' "$out/stderr" || fail "explain '$req': no usage"
   [ -s "$out/stdout" ] && fail "explain '$req' wrote to stdout"
 done
+# each error names what it refuses
+while IFS='|' read -r req word; do
+  "$sluice" explain explain.yaml "$req" >"$out/stdout" 2>"$out/stderr"
+  grep -qF "$word" "$out/stderr" || fail "explain '$req': the error does not name $word: $(head -1 "$out/stderr")"
+done <<'EOF'
+GET /x colour=red|unknown word 'colour'
+GET /x ipp=1|unknown word 'ipp'
+GET /x ip=300.1.1.1|ip=300.1.1.1
+GET /x user|'user'
+GET /x?tenant|'tenant'
+api/x|'api/x'
+EOF
 "$sluice" explain explain.yaml >"$out/stdout" 2>"$out/stderr"
 [ $? -eq 2 ] || fail "explain without a request: not exit 2"
 # a bad request among good ones: none is decided
