@@ -32,7 +32,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "sluice_redis_limit_new: %s\n", sluice_strerror(err));
 		return 1;
 	}
-	int admitted = 0, from_redis = 0;
+	int admitted = 0, from_redis = 0, fell_back = 0;
 	for (int i = 0; i < 1000; i++) {
 		sluice_decision_t d;
 		sluice_redis_source_t src;
@@ -40,9 +40,13 @@ int main(int argc, char **argv)
 			admitted++;
 			from_redis += src == SLUICE_REDIS_FROM_LEASE;
 		} /* else: answer 429 with Retry-After = d.retry_after_ns */
+		fell_back += src == SLUICE_REDIS_FROM_FALLBACK;
 	}
 	sluice_redis_stats_t st;
 	sluice_redis_stats(redis, &st);
+	if (st.connects == 0) /* never reached Redis: say so, and what decided */
+		fprintf(stderr, "Redis at %s:%d unreachable: %d of 1000 decisions took the LOCAL "
+		        "fallback (this instance's share, 100/s)\n", rc.host, rc.port, fell_back);
 	printf("admitted %d of 1000 (%d from leases) in %llu round trips\n", admitted, from_redis,
 	       (unsigned long long)st.round_trips);
 	sluice_redis_limit_free(api);
