@@ -30,9 +30,24 @@ for p in "${packages[@]}"; do
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-echo "sluice: installing missing packages: ${missing[*]}" >&2
+# Quiet and patient: apt's output goes to a log this names, and another
+# apt or dpkg holding the lock (unattended-upgrades, a second shell) is
+# waited for, up to SLUICE_DPKG_LOCK_TIMEOUT seconds (default 600), by
+# apt's own DPkg::Lock::Timeout, rather than failing at once.
+log=${SLUICE_DEPS_LOG:-${TMPDIR:-/tmp}/sluice-install-deps.log}
+timeout=${SLUICE_DPKG_LOCK_TIMEOUT:-600}
+echo "sluice: installing ${#missing[@]} missing packages: ${missing[*]} (apt's output: $log)" >&2
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get install -y --no-install-recommends "${missing[@]}" ||
-  { $sudo apt-get update -qq && $sudo apt-get install -y --no-install-recommends "${missing[@]}"; }
+apt=($sudo apt-get -o "DPkg::Lock::Timeout=$timeout" -y --no-install-recommends)
+: >"$log"
+if ! "${apt[@]}" install "${missing[@]}" >>"$log" 2>&1; then
+  echo "sluice: apt-get install failed; updating the package lists and trying again" >&2
+  if ! { "${apt[@]}" update >>"$log" 2>&1 && "${apt[@]}" install "${missing[@]}" >>"$log" 2>&1; }; then
+    echo "sluice: could not install: ${missing[*]}; the end of $log:" >&2
+    tail -n 15 "$log" >&2
+    exit 1
+  fi
+fi
+echo "sluice: installed ${missing[*]}" >&2
