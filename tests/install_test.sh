@@ -19,6 +19,10 @@
 #     -I / -L outside the install;
 #   - the soname is not libsluice.so.<major of pkg-config --modversion>;
 #   - the version the installed headers, library and .pc report differ;
+#   - an installed file is not in docs/build.md's installed-files table, or
+#     a row of a part that is built was not installed;
+#   - an installed libsluice-*.so does not load the libsluice.so installed
+#     beside it without LD_LIBRARY_PATH (its run path, $ORIGIN);
 #   - any ```c block of README.md does not compile with
 #     `pkg-config --cflags --libs sluice`, link (shared, and static with
 #     --static) and exit 0 against the installed library.
@@ -79,6 +83,59 @@ for h in "$hdr"/*.h "$hdr"/static/*.h; do
 		esac
 		[ -f "$file" ] || fail "installed $(basename "$h") includes $inc, which is not installed"
 	done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*\([<"][^>"]*[>"]\).*/\1/p' "$h")
+done
+
+# --- every installed file is in docs/build.md's table, and every row of a
+# part that is built (one of its files is installed) was installed.
+prefix_rel=${libdir#"$prefix"/}
+version_full=$(sed -n "s/^ *version: *'\([0-9.]*\)'.*/\1/p" "$src/meson.build" | head -1)
+"$PYTHON3" - "$src/docs/build.md" "$dest$prefix" "$prefix_rel" "$version_full" <<'PYEOF2' ||
+import fnmatch, os, re, sys
+doc, root, libdir, version = sys.argv[1:]
+rows, inside = [], False
+for line in open(doc):
+    if line.startswith("<!-- installed-files"):
+        inside = True
+        continue
+    if inside:
+        m = re.match(r"^\| `([^`]+)` \| (\w+) \|", line)
+        if m:
+            pat = m.group(1).replace("LIBDIR", libdir).replace("VERSION", version)
+            rows.append((pat.replace("MAJOR", version.split(".")[0]), m.group(2)))
+        elif rows and not line.startswith("|"):
+            break
+if not rows:
+    sys.exit("install_test: FAIL: docs/build.md has no installed-files table")
+files = sorted(os.path.relpath(os.path.join(d, f), root)
+               for d, _, fs in os.walk(root) for f in fs)
+bad, seen = 0, set()
+for f in files:
+    hit = [r for r in rows if fnmatch.fnmatchcase(f, r[0]) and "/" not in f[len(r[0].split("*")[0]):]]
+    if not hit:
+        print("install_test: FAIL: installed %s is not in docs/build.md's table" % f)
+        bad = 1
+    seen.update(hit)
+parts = {part for _, part in seen}
+for row in rows:
+    if row[1] in parts and row not in seen:
+        print("install_test: FAIL: docs/build.md lists %s (part %s), not installed" % row)
+        bad = 1
+print("installed files: %d, each in docs/build.md (parts: %s)" % (len(files), " ".join(sorted(parts))))
+sys.exit(bad)
+PYEOF2
+	fail "the installed files and docs/build.md's table differ"
+
+# --- the installed shared libraries find each other from this prefix,
+# with no LD_LIBRARY_PATH: each libsluice-*.so loads the libsluice.so
+# beside it (run path $ORIGIN), never another copy.
+for lib in "$dest$libdir"/libsluice-*.so; do
+	[ -e "$lib" ] || continue
+	loads=$(env -u LD_LIBRARY_PATH ldd "$lib")
+	while read -r name _ path rest; do
+		case $name in libsluice*) ;; *) continue ;; esac
+		[[ $path == "$dest$libdir/"* ]] ||
+			fail "$(basename "$lib"): $name => $path $rest, not the one installed beside it"
+	done <<<"$loads"
 done
 
 # --- pkg-config: only the installed .pc, with every path inside $dest.
