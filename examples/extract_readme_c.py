@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Write the Nth ```c block of README.md (default: the first) to a file, so
-the build compiles and the test suite runs the README's examples exactly as
-printed.  Usage: extract_readme_c.py README.md OUT [N [LANG]]; LANG (default
-c) picks the fence, e.g. yaml for the rule file `sluice check` validates."""
+"""Write the Nth ```c block of a markdown file (README.md, docs/keyed.md;
+default: the first) to a file, so the build compiles and the test suite runs
+the examples exactly as printed.  Usage: extract_readme_c.py FILE.md OUT
+[N [LANG]]; LANG (default c) picks the fence, e.g. yaml for the rule file
+`sluice check` validates."""
 import sys
 
 src, dst = sys.argv[1], sys.argv[2]
@@ -24,7 +25,7 @@ for line in open(src, encoding="utf-8"):
     if inside and blocks == want:
         lines.append(line)
 if blocks < want or not lines:
-    sys.exit("README.md has no ```%s block number %d" % (lang, want))
+    sys.exit("%s has no ```%s block number %d" % (src, lang, want))
 with open(dst, "w", encoding="utf-8") as f:
-    f.write(comment % "generated from README.md by examples/extract_readme_c.py")
+    f.write(comment % ("generated from %s by examples/extract_readme_c.py" % src.split("/")[-1]))
     f.writelines(lines)

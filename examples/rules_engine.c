@@ -2,8 +2,8 @@
 /*
  * rules_engine.c - the rules engine in a server, start to end: load a rule
  * file, decide each request, write the answer's header fields, complete
- * the request, and reload without losing any key's state.  The README's
- * Rules section prints this program; it runs as a test (examples/).
+ * the request, and reload without losing any key's state.  docs/rules.md
+ * (its quick start) prints this program; it runs as a test (examples/).
  */
 #include <stdio.h>
 #include <string.h>

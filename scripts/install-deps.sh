@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Install the Debian packages sluice needs, only those that are missing.
-# Why each is here: see "Dependencies" in README.md.
+# Why each is here: see "Dependencies" in docs/build.md.
 set -euo pipefail
 
 packages=(

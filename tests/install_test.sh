@@ -23,7 +23,7 @@
 #     a row of a part that is built was not installed;
 #   - an installed libsluice-*.so does not load the libsluice.so installed
 #     beside it without LD_LIBRARY_PATH (its run path, $ORIGIN);
-#   - any ```c block of README.md does not compile with
+#   - any ```c block of README.md or docs/keyed.md does not compile with
 #     `pkg-config --cflags --libs sluice`, link (shared, and static with
 #     --static) and exit 0 against the installed library.
 set -euo pipefail
@@ -185,13 +185,20 @@ int main(void)
 EOF
 programs=(version)
 
-# --- the README's examples, exactly as printed.
-blocks=$(grep -c '^[[:space:]]*```c[[:space:]]*$' "$src/README.md" || true)
-[ "$blocks" -ge 1 ] || fail "README.md has no \`\`\`c block"
-for n in $(seq 1 "$blocks"); do
-	"$PYTHON3" "$src/examples/extract_readme_c.py" "$src/README.md" "$tmp/readme$n.c" "$n" ||
-		fail "extracting README block $n"
-	programs+=("readme$n")
+# --- the C examples the README and docs/keyed.md print, exactly as printed.
+# (docs/keyed.md: its first two, the whole programs; later ones are
+# fragments of a call)
+for md in README.md:0 docs/keyed.md:2; do
+	upto=${md#*:} md=${md%:*}
+	blocks=$(grep -c '^[[:space:]]*```c[[:space:]]*$' "$src/$md" || true)
+	[ "$blocks" -ge 1 ] || fail "$md has no \`\`\`c block"
+	[ "$upto" -eq 0 ] || [ "$blocks" -lt "$upto" ] || blocks=$upto
+	for n in $(seq 1 "$blocks"); do
+		name=$(basename "$md" .md | tr -c 'a-zA-Z0-9\n' _)$n
+		"$PYTHON3" "$src/examples/extract_readme_c.py" "$src/$md" "$tmp/$name.c" "$n" ||
+			fail "extracting $md block $n"
+		programs+=("$name")
+	done
 done
 
 # Shared: -lsluice finds the installed libsluice.so; the run must load that

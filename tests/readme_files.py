@@ -4,14 +4,16 @@
 examples/redis_limit.c) is exactly the file PATH of the tree, so an example
 the README prints is the one the build compiles and a test runs.  The
 blocks fenced ```c alone are compiled by tests/install_test.sh instead.
-Usage: readme_files.py README.md SOURCE_ROOT [MIN_BLOCKS]"""
+Usage: readme_files.py SOURCE_ROOT FILE.md...: at least one such block in
+all of them."""
 import os
 import sys
 
-readme, root = sys.argv[1], sys.argv[2]
-min_blocks = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+root, readmes = sys.argv[1], sys.argv[2:]
+min_blocks = 1
 found, bad, inside, path, lines = 0, 0, False, None, []
-for no, line in enumerate(open(readme, encoding="utf-8"), 1):
+for readme, no, line in ((r, no, line) for r in readmes
+                         for no, line in enumerate(open(r, encoding="utf-8"), 1)):
     s = line.strip()
     if not inside and s.startswith("```") and len(s.split()) == 2:
         inside, path, lines, start = True, s.split()[1], [], no

@@ -665,13 +665,14 @@ inflight)
   ;;
 
 readme)
-  # The README's complete configuration loads and limits (its ```nginx
-  # block, with this build's module and a free port).
-  readme=$(dirname "$(realpath "$0")")/../../README.md
+  # docs/nginx.md's complete configuration loads and limits (the ```nginx
+  # block after "A complete configuration", with this build's module and a
+  # free port).
+  readme=$(dirname "$(realpath "$0")")/../../docs/nginx.md
   python3 - "$readme" "$module" "$port" "$prefix/nginx.conf" <<'PY'
 import sys
 s = open(sys.argv[1]).read()
-i = s.index("```nginx\n") + len("```nginx\n")
+i = s.index("```nginx\n", s.index("A complete configuration")) + len("```nginx\n")
 c = s[i:s.index("```", i)]
 c = c.replace("/path/to/build/nginx/ngx_http_sluice_module.so", sys.argv[2])
 c = c.replace("127.0.0.1:8080", "127.0.0.1:" + sys.argv[3])
