@@ -138,7 +138,7 @@ static int add_arg(struct req *q, sluice_lookup_kind_t kind, char *name, char *v
 
 /* *@why, naming what is refused: the message in a static buffer (the
  * command parses its requests once, on one thread).  Return: -1. */
-static int refuse(const char **why, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static int refuse(const char **why, const char *fmt, ...)
 {
 	static char buf[512];
 	va_list ap;
