@@ -98,9 +98,10 @@ static void usage(FILE *f)
 	"  --short D            the short interval (default 50ms)\n"
 	"  --csv FILE           per-interval permits offered and admitted, per algorithm\n"
 	"  --bin D              the CSV's interval (default: --short)\n"
-	"  --plot FILE          FILE.svg or FILE.png: offered vs admitted for each\n"
-	"                       algorithm, drawn by gnuplot when it is installed (else\n"
-	"                       said on stderr; exit 0).  Also writes the CSV (FILE.csv\n"
+	"  --plot FILE          FILE.svg or FILE.png: cumulative admitted permits per\n"
+	"                       algorithm against L per any W and the worst W, drawn\n"
+	"                       by gnuplot when it is installed (else said on stderr;\n"
+	"                       exit 0).  Also writes the CSV (FILE.csv\n"
 	"                       unless --csv) and the gnuplot script FILE.gp.\n"
 	"                       $SLUICE_SIM_GNUPLOT names the gnuplot to run (empty: none).\n");
 	fprintf(f,
@@ -566,6 +567,7 @@ int main(int argc, char **argv)
 		sim_report_t rep = {
 			.title = full_title, .limit = o.limit, .window_ns = o.window,
 			.short_ns = short_ns, .bin_ns = rc.bin_ns, .start_ns = tc->start_ns,
+			.duration_ns = tc->duration_ns,
 			.nalgo = o.nalgos, .algos = algos, .results = results,
 			.worst_w = worst_w, .worst_s = worst_s,
 		};
@@ -601,7 +603,8 @@ int main(int argc, char **argv)
 			fflush(stdout);
 			switch (sim_plot(csv, o.plot, &rep, err, sizeof(err))) {
 			case SIM_PLOT_DONE:
-				printf("  wrote %s (offered vs admitted, drawn by gnuplot; script %.*s.gp)\n",
+				printf("  wrote %s (cumulative admitted against the limit, per algorithm, drawn by\n"
+				       "  gnuplot; script %.*s.gp)\n",
 				       o.plot, (int)(strlen(o.plot) - 4), o.plot);
 				break;
 			case SIM_PLOT_NO_GNUPLOT:

@@ -99,6 +99,20 @@ grep -qF "gnuplot is not installed" <<<"$out" || fail "demo without gnuplot says
 [ -s "$dir/d.csv" ] && [ -s "$dir/d.gp" ] || fail "demo without gnuplot: no CSV or script"
 [ ! -e "$dir/d.svg" ] || fail "demo without gnuplot: an SVG appeared"
 
+# the picture says what the table says: each panel's title carries the
+# algorithm's worst W, and its cumulative line ends at what it admitted
+table=$(SLUICE_SIM_GNUPLOT= "$SIM" demo --plot "$dir/d.svg" 2>/dev/null)
+i=0
+while read -r label offered admitted rejected worst rest; do
+	grep -qF "set title '$label: worst 1 s $worst (" "$dir/d.gp" ||
+		fail "plot: no panel '$label: worst 1 s $worst' in d.gp"
+	last=$(awk -v b="\$adm$i" '$1 == b { on = 1; next } on && $1 == "EOD" { print v; exit }
+	                             on { v = $2 }' "$dir/d.gp")
+	[ "$last" = "$admitted" ] || fail "plot: $label's cumulative line ends at '$last', the table says $admitted"
+	i=$((i + 1))
+done < <(sed -n '/^  algorithm /,/^$/p' <<<"$table" | sed '1d;/^$/d')
+[ "$i" -eq 8 ] || fail "plot: checked $i panels, the demo has 8"
+
 cat >"$dir/fakegp" <<'FAKE'
 #!/bin/sh
 # a stand-in gnuplot: write the output the script names

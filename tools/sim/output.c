@@ -176,15 +176,83 @@ static void gp_string(FILE *f, const char *s)
 	fputc('\'', f);
 }
 
+/* a gnuplot double-quoted string, for a title of several lines: \\ \" \n */
+static void gp_lines(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '\n') {
+			fputs("\\n", f);
+			continue;
+		}
+		if (*s == '"' || *s == '\\')
+			fputc('\\', f);
+		fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
 static int ends_with(const char *s, const char *suffix)
 {
 	size_t a = strlen(s), b = strlen(suffix);
 	return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
+static int by_time(const void *a, const void *b)
+{
+	const sim_event_t *x = a, *y = b;
+	return (x->t > y->t) - (x->t < y->t);
+}
+
+/* the plot's points per algorithm: enough for a 1200-pixel-wide panel */
+#define PLOT_COLUMNS 2000
+
+/*
+ * Write the cumulative admitted permits of @r as the datablock $adm@i: one
+ * (seconds since @start, permits) pair before and after each run of
+ * admissions in one of PLOT_COLUMNS columns of @span, so a burst stays a
+ * vertical step however many admissions a run holds.  Sets *@before to
+ * the permits admitted before @worst_at (the worst window's start).
+ * Return: 0, or -1 when out of memory.
+ */
+static int write_cumulative(FILE *f, size_t i, const sim_result_t *r, uint64_t start,
+                            uint64_t span, uint64_t worst_at, uint64_t *before)
+{
+	sim_event_t *ev = r->adm;
+	sim_event_t *copy = NULL;
+	if (r->keys > 1 && r->nadm > 0) { /* sorted by key first: put in time order */
+		copy = malloc(r->nadm * sizeof(*copy));
+		if (!copy)
+			return -1;
+		memcpy(copy, r->adm, r->nadm * sizeof(*copy));
+		qsort(copy, r->nadm, sizeof(*copy), by_time);
+		ev = copy;
+	}
+	uint64_t col = span / PLOT_COLUMNS + 1, sum = 0;
+	*before = 0;
+	fprintf(f, "$adm%zu << EOD\n0 0\n", i);
+	for (size_t j = 0; j < r->nadm;) {
+		uint64_t c = (ev[j].t - start) / col;
+		fprintf(f, "%.9f %llu\n", (double)(ev[j].t - start) / 1e9, (unsigned long long)sum);
+		size_t k = j;
+		for (; k < r->nadm && (ev[k].t - start) / col == c; k++) {
+			if (ev[k].t < worst_at)
+				*before = sum + ev[k].n;
+			sum += ev[k].n;
+		}
+		fprintf(f, "%.9f %llu\n", (double)(ev[k - 1].t - start) / 1e9,
+		        (unsigned long long)sum);
+		j = k;
+	}
+	fprintf(f, "%.9f %llu\nEOD\n", (double)span / 1e9, (unsigned long long)sum);
+	free(copy);
+	return 0;
+}
+
 sim_plot_status_t sim_plot(const char *csv, const char *out, const sim_report_t *rep, char *err,
                            size_t errlen)
 {
+	(void)csv; /* the CSV is the per-bin table for tools; the plot needs every admission */
 	int png = ends_with(out, ".png");
 	if (!png && !ends_with(out, ".svg")) {
 		snprintf(err, errlen, "%s: the plot file must end in .svg or .png", out);
@@ -197,46 +265,85 @@ sim_plot_status_t sim_plot(const char *csv, const char *out, const sim_report_t 
 		snprintf(err, errlen, "%s: %s", script, strerror(errno));
 		return SIM_PLOT_FAILED;
 	}
-	char bin[32];
-	sim_format_duration(rep->bin_ns, bin, sizeof(bin));
-	int height = 90 + 190 * (int)rep->nalgo;
-	fprintf(f, "# sluice-sim: offered vs admitted permits per %s, one panel per algorithm.\n"
-	           "# Data: the CSV below (columns 3, 4 are the first algorithm's offered and\n"
-	           "# admitted, 5, 6 the second's, ...).  Rerun: gnuplot ",
-	        bin);
-	fprintf(f, "%s\n", script);
-	fputs("set datafile separator ','\n", f);
+	/* the axis: the traffic's span, or up to the last admission a queue made later */
+	uint64_t span = rep->duration_ns;
+	for (size_t i = 0; i < rep->nalgo; i++)
+		for (size_t j = 0; j < rep->results[i].nadm; j++)
+			if (rep->results[i].adm[j].t - rep->start_ns > span)
+				span = rep->results[i].adm[j].t - rep->start_ns;
+	char w[32], d[32], sp[32];
+	sim_format_duration(rep->window_ns, w, sizeof(w));
+	sim_format_duration(rep->duration_ns, d, sizeof(d));
+	sim_format_duration(span, sp, sizeof(sp));
+	size_t rows = (rep->nalgo + 1) / 2, cols = rep->nalgo > 1 ? 2 : 1;
+	int width = 600 * (int)cols, height = 110 + 250 * (int)rows;
+	fprintf(f, "# sluice-sim: cumulative permits admitted, one panel per algorithm,\n"
+	           "# against L x ceil(t / W) (what any limiter of L per any W can reach from\n"
+	           "# the start) and the worst interval of W (shaded).  The data is in the\n"
+	           "# datablocks below, every admission.  Rerun: gnuplot %s\n",
+	        script);
+	for (size_t i = 0; i < rep->nalgo; i++) {
+		uint64_t before;
+		if (write_cumulative(f, i, &rep->results[i], rep->start_ns, span,
+		                     rep->worst_w[i].start_ns, &before) != 0) {
+			fclose(f);
+			snprintf(err, errlen, "out of memory");
+			return SIM_PLOT_FAILED;
+		}
+		fprintf(f, "before%zu = %llu\n", i, (unsigned long long)before);
+	}
 	if (png)
 		fprintf(f, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
-		           "  set terminal pngcairo noenhanced size 1000,%d font 'sans,9'\n"
+		           "  set terminal pngcairo noenhanced size %d,%d font 'sans,9'\n"
 		           "} else {\n"
-		           "  set terminal png noenhanced size 1000,%d\n"
+		           "  set terminal png noenhanced size %d,%d\n"
 		           "}\n",
-		        height, height);
+		        width, height, width, height);
 	else
-		fprintf(f, "set terminal svg noenhanced size 1000,%d dynamic font 'sans,10' "
+		fprintf(f, "set terminal svg noenhanced size %d,%d dynamic font 'sans,10' "
 		           "background '#ffffff'\n",
-		        height);
+		        width, height);
 	fputs("set output ", f);
 	gp_string(f, out);
-	fputs("\nset multiplot layout ", f);
-	fprintf(f, "%zu,1 title ", rep->nalgo);
-	gp_string(f, rep->title);
-	fprintf(f, "\nset grid\nset key top right\nset yrange [0:*]\n"
-	           "set ylabel 'permits per %s'\nshare = %.9g\n",
-	        bin, share_of(rep, rep->bin_ns));
+	char title[1400];
+	if (span > rep->duration_ns)
+		snprintf(title, sizeof(title), "%s\ncumulative permits admitted over %s of traffic "
+		         "(queued admissions until %s)", rep->title, d, sp);
+	else
+		snprintf(title, sizeof(title), "%s\ncumulative permits admitted over %s of traffic",
+		         rep->title, d);
+	fprintf(f, "\nset multiplot layout %zu,%zu title ", rows, cols);
+	gp_lines(f, title);
+	fprintf(f, "\nset grid\nset key top left opaque box\nset samples 4000\nset yrange [0:*]\nset offsets 0, 0, graph 0.45, 0\nset xrange [0:%.9f]\n"
+	           "set xlabel 'virtual time (s)'\n"
+	           "set ylabel 'permits admitted'\n"
+	           "L = %llu\nW = %.9f\n",
+	        (double)span / 1e9, (unsigned long long)rep->limit,
+	        (double)rep->window_ns / 1e9);
 	for (size_t i = 0; i < rep->nalgo; i++) {
+		const sim_worst_t *wst = &rep->worst_w[i];
+		double at = (double)(wst->start_ns - rep->start_ns) / 1e9;
+		char head[512];
+		snprintf(head, sizeof(head), "%s: worst %s %llu (%.2f L)%s", rep->algos[i].label, w,
+		         (unsigned long long)wst->count, (double)wst->count / (double)rep->limit,
+		         rep->results[i].keys > 1 ? ", the worst key's" : "");
 		fputs("set title ", f);
-		gp_string(f, rep->algos[i].label);
+		gp_string(f, head);
 		fputc('\n', f);
-		if (i + 1 == rep->nalgo)
-			fputs("set xlabel 'time (s)'\n", f);
+		/* the worst window, shaded; single-key runs also get what it may hold */
+		fprintf(f, "set object 1 rect from %.9f, graph 0 to %.9f, graph 1 fc rgb '#fde0dd' "
+		           "fs solid 1.0 noborder behind\n",
+		        at, at + (double)rep->window_ns / 1e9);
 		fputs("plot ", f);
-		gp_string(f, csv);
-		fprintf(f, " skip 1 using 1:%zu with steps lw 1 lc rgb '#999999' title 'offered', \\\n"
-		           "     '' skip 1 using 1:%zu with steps lw 2 lc rgb '#1f77b4' title 'admitted', \\\n"
-		           "     share with lines dt 2 lc rgb '#d62728' title 'limit share (L x %s / W)'\n",
-		        3 + 2 * i, 4 + 2 * i, bin);
+		fprintf(f, "L * ceil(x / W) with lines dt 2 lw 1 lc rgb '#777777' "
+		           "title 'L x ceil(t/W): the most L per any W allows', \\\n"
+		           "     $adm%zu using 1:2 with lines lw 2 lc rgb '#1f77b4' title 'admitted'",
+		        i);
+		if (rep->results[i].keys <= 1)
+			fprintf(f, ", \\\n     [%.9f:%.9f] before%zu + L with lines lw 2 lc rgb '#d62728' "
+			           "title 'the worst W (shaded): its start + L'",
+			        at, at + (double)rep->window_ns / 1e9, i);
+		fputs("\nunset object 1\n", f);
 	}
 	fputs("unset multiplot\n", f);
 	if (fclose(f) != 0) {

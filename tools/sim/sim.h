@@ -350,6 +350,7 @@ void sim_advice_print(FILE *f, const sim_advice_t *a, int measure);
 typedef struct sim_report {
 	const char *title;     /* one line: profile and its parameters          */
 	uint64_t limit, window_ns, short_ns, bin_ns, start_ns;
+	uint64_t duration_ns;  /* the traffic's span from start_ns (the plot's axis) */
 	size_t nalgo;
 	const sim_algo_t *algos;
 	const sim_result_t *results;
