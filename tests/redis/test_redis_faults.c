@@ -37,7 +37,16 @@ TestSuite(redis_faults, .init = server_up, .fini = server_down, .timeout = 60);
 #define WINDOW_NS 100000000ULL /* 100 ms */
 #define SHARE 1000ULL          /* LIMIT / 2 expected instances */
 #define BUDGET_NS 1000000ULL
+#if defined(__SANITIZE_THREAD__)
+/* ThreadSanitizer's runtime blocks a thread on its own internal mutexes
+ * (sync-object and shadow bookkeeping) held by a thread the scheduler took
+ * the CPU from: blocked, so neither preempted nor queued, and not our code
+ * (the decision path takes no lock).  Seen: 25 ms on a loaded 2-core
+ * machine.  Plain and ASan builds keep the 20 ms. */
+#define SLACK_NS 100000000ULL
+#else
 #define SLACK_NS 20000000ULL
+#endif
 #define MAX_REC 400000
 
 typedef struct rec {
