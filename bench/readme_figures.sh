@@ -7,7 +7,8 @@
 # BUILD_DIR (default build-rel) is set up as a release build if it is not
 # one yet.  The raw outputs go to OUT_DIR (default bench-figures/), one file
 # per program, each starting with the bench_env / cpu line that names the
-# machine; the README's tables are read off them.  Takes about 12 minutes
+# machine; bench/figures.py then writes docs/figures.md and the README's
+# table from them.  Takes about 12 minutes
 # on a 2-core guest; run it on a quiet machine (the load average is
 # recorded in OUT_DIR/env.txt).
 set -euo pipefail
@@ -39,3 +40,5 @@ else
 fi
 uptime >>"$out/env.txt"
 echo "bench/readme_figures.sh: figures in $out/"
+# docs/figures.md and the README's table, from these outputs (bench/figures.py)
+python3 bench/figures.py write "$out"
