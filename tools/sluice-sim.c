@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "sim/sim.h"
+#include "sluice/version.h"
 
 #define MAX_ALGOS 16
 #define ERRLEN 512
@@ -35,6 +36,7 @@ static void usage(FILE *f)
 	"usage: sluice-sim [run] [OPTIONS]      simulate, print a table per algorithm\n"
 	"       sluice-sim demo [OPTIONS]       the boundary burst against the family\n"
 	"       sluice-sim advise --limit L --window W --tolerance T\n"
+	"       sluice-sim -h | --help | --version\n"
 	"\n"
 	"Offers simulated traffic to the real sluice limiters, driven by a manual clock\n"
 	"in virtual time (no sleeping: minutes of traffic take milliseconds), and\n"
@@ -186,7 +188,7 @@ static uint64_t need_count(const char *opt, const char *v)
 enum {
 	O_LIMIT = 256, O_WINDOW, O_ALGO, O_PROFILE, O_RATE, O_DURATION, O_SEED, O_PERMITS,
 	O_BURST, O_EDGE, O_GAP, O_ON, O_OFF, O_RETRIES, O_BACKOFF, O_JITTER, O_HONOR, O_TRACE,
-	O_PERKEY, O_MAXEV, O_SHORT, O_CSV, O_BIN, O_PLOT, O_TOL, O_HELP,
+	O_PERKEY, O_MAXEV, O_SHORT, O_CSV, O_BIN, O_PLOT, O_TOL, O_HELP, O_VERSION,
 };
 
 static const struct option longopts[] = {
@@ -216,6 +218,7 @@ static const struct option longopts[] = {
 	{ "plot", required_argument, NULL, O_PLOT },
 	{ "tolerance", required_argument, NULL, O_TOL },
 	{ "help", no_argument, NULL, O_HELP },
+	{ "version", no_argument, NULL, O_VERSION },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -241,7 +244,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	optind = first;
 	opterr = 0;
 	int c;
-	while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (c) {
 		case O_LIMIT:
 			o->limit = need_count("--limit", optarg);
@@ -286,8 +289,14 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		case O_BIN: o->bin = optarg; break;
 		case O_PLOT: o->plot = optarg; break;
 		case O_TOL: o->tolerance = optarg; break;
+		case 'h':
 		case O_HELP:
 			usage(stdout);
+			exit(0);
+		case O_VERSION:
+			/* the library it runs with, and the headers it was built with */
+			printf("sluice-sim %s (built with %s)\n", sluice_version_string(),
+			       SLUICE_VERSION_STRING);
 			exit(0);
 		case ':':
 			die_usage("%s: needs a value", argv[optind - 1]);

@@ -29,6 +29,12 @@ expect() {
 
 # ---- good runs
 expect 0 "N = ceil(1 / T)" --help
+expect 0 "N = ceil(1 / T)" -h
+expect 0 "N = ceil(1 / T)" demo -h
+# --version: the library's version and the headers', both the project's
+version=$(sed -n "s/^  version: '\\(.*\\)',\$/\\1/p" "$(dirname "$0")/../../meson.build")
+[ -n "$version" ] || fail "no version: in meson.build's project()"
+expect 0 "sluice-sim $version (built with $version)" --version
 expect 0 "over-limit" --duration 2s
 expect 0 "retries: offered = clients + retries" --profile retry --duration 5s
 expect 0 "Pick: the sliding ring (--algo ring:buckets=50)" \
