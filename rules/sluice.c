@@ -457,6 +457,17 @@ int main(int argc, char **argv)
 		return 2;
 	}
 #endif
+	/* say what was wrong, naming the word, before the usage */
+	if (argc < 2)
+		fprintf(stderr, "sluice: a command is needed (check, explain)\n");
+	else if (strcmp(argv[1], "check") == 0)
+		fprintf(stderr, "sluice check: takes one RULES.yaml, given %d arguments\n", argc - 2);
+	else if (strcmp(argv[1], "explain") == 0)
+		fprintf(stderr, "sluice explain: takes RULES.yaml and at least one request, given %d "
+		                "argument%s\n", argc - 2, argc == 3 ? "" : "s");
+	else
+		fprintf(stderr, "sluice: unknown command '%s' (check, explain, -h, --help, --version)\n",
+		        argv[1]);
 	fputs(usage, stderr);
 	return 2;
 }

@@ -84,24 +84,29 @@ rc=$?
 [ $? -eq 2 ] && grep -q "^sluice: --memory-budget: 'lots': not a number" "$out/stderr" ||
   fail "--memory-budget=lots: $(cat "$out/stderr")"
 
-# bad arguments: the usage line on stderr, exit 2
+# bad arguments: one line naming what is wrong, then the usage, on stderr, exit 2
 usage="usage: sluice check [--memory-budget=SIZE] RULES.yaml
        sluice -h | --help | --version"
-bad="check|check a b|chek errors.yaml|--check"
+bad="=sluice: a command is needed (check, explain)
+check=sluice check: takes one RULES.yaml, given 0 arguments
+check a b=sluice check: takes one RULES.yaml, given 2 arguments
+chek errors.yaml=sluice: unknown command 'chek' (check, explain, -h, --help, --version)
+--check=sluice: unknown command '--check' (check, explain, -h, --help, --version)"
 if [ "$engine" = engine ]; then
   usage="$usage
        sluice explain [--memory-budget=SIZE] RULES.yaml 'METHOD PATH [ip=ADDR] [user=ID] [host=HOST] [header:NAME=VALUE] [query:NAME=VALUE]...'..."
-  bad="$bad|explain errors.yaml"
+  bad="$bad
+explain errors.yaml=sluice explain: takes RULES.yaml and at least one request, given 1 argument"
 fi
-IFS='|' read -ra bad_args <<<"|$bad"
-for args in "${bad_args[@]}"; do
+while IFS='=' read -r args first; do
   # shellcheck disable=SC2086
   "$sluice" $args >"$out/stdout" 2>"$out/stderr"
   rc=$?
   [ $rc -eq 2 ] || fail "'sluice $args': exit $rc, expected 2"
-  [ "$(cat "$out/stderr")" = "$usage" ] || fail "'sluice $args': stderr '$(cat "$out/stderr")'"
+  [ "$(cat "$out/stderr")" = "$first
+$usage" ] || fail "'sluice $args': stderr '$(cat "$out/stderr")'"
   [ -s "$out/stdout" ] && fail "'sluice $args' wrote to stdout"
-done
+done <<<"$bad"
 for h in -h --help; do
   "$sluice" $h >"$out/stdout" 2>&1
   [ $? -eq 0 ] && [ "$(cat "$out/stdout")" = "$usage" ] || fail "sluice $h"
