@@ -149,17 +149,26 @@ for loc in $(tr ' ' '\n' <<<"$locs" | grep -v none); do
   exact[$loc]="${exact[$loc]} $offered"
 done
 
+# the medians, one line each (bench/figures.py reads these), then the table
+declare -A med_rps med_cpu
+for keys in 1 10000; do
+  for loc in $locs; do
+    med_rps[$loc,$keys]=$(tr ' ' '\n' <<<"${rps[$loc,$keys]}" | grep . | median)
+    med_cpu[$loc,$keys]=$(tr ' ' '\n' <<<"${cpu[$loc,$keys]}" | grep . | median)
+    echo "bench=nginx-median limiter=$loc keys=$keys runs=$runs seconds=$dur" \
+      "rps=${med_rps[$loc,$keys]} cpu_us_per_req=${med_cpu[$loc,$keys]}"
+  done
+done
 echo
-echo "nginx 1.22.1, 2 workers, wrk -t1 -c32 -d${dur}s on loopback; medians of $runs runs (shared 2-core machine)"
+echo "$("$nginx_bin" -v 2>&1 | sed 's|.*/||'), 2 workers, wrk -t1 -c32 -d${dur}s on loopback; medians of $runs runs"
 printf '| %-12s | %-5s | %-12s | %-18s |\n' limiter keys requests/s "worker CPU/request"
 printf '|%s|%s|%s|%s|\n' -------------- ------- -------------- --------------------
 for keys in 1 10000; do
   for loc in $locs; do
     name=$loc; [ "$loc" = lreq ] && name=limit_req; [ "$loc" = none ] && name="no limit"
     [ "$loc" = rules ] && name=sluice_rules; [ "$loc" = sluice ] && name=sluice_limit
-    printf '| %-12s | %-5s | %-12s | %-18s |\n' "$name" "$keys" \
-      "$(tr ' ' '\n' <<<"${rps[$loc,$keys]}" | grep . | median)" \
-      "$(tr ' ' '\n' <<<"${cpu[$loc,$keys]}" | grep . | median) us"
+    printf '| %-12s | %-5s | %-12s | %-18s |\n' "$name" "$keys" "${med_rps[$loc,$keys]}" \
+      "${med_cpu[$loc,$keys]} us"
   done
 done
 echo

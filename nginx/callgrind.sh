@@ -114,7 +114,8 @@ for keys in 1 10000; do
   fi
 done
 echo
-echo "Instructions per request added by the limiter (callgrind, $n requests + 1 on one connection, one nginx process):"
+# Instructions per request added by the limiter, one line each (limiter: the
+# location; no-match: the engine's lookup of a request no rule matches).
 for keys in 1 10000; do
   nomatch=0
   if [[ " $locs " == *" none+rules "* ]]; then
@@ -126,16 +127,16 @@ for keys in 1 10000; do
     case "$loc" in
       none) continue ;;
       none+rules)
-        printf '  %-12s keys=%-5s %6s\n' "no match" "$keys" "$nomatch"
+        echo "bench=nginx-instr limiter=no-match keys=$keys requests=$n instructions_per_request=$nomatch"
         continue ;;
     esac
     # sluice_rules: over the same nginx with the same file loaded and no
     # rule matching (the same start-up), plus that run's own per-request
     # lookup (no match): what the engine adds to a plain nginx's request
     base=${ir[none,$keys]} extra=0
-    name=sluice_limit; [ "$loc" = lreq ] && name=limit_req
-    [ "$loc" = rules ] && name=sluice_rules base=${ir[none+rules,$keys]} extra=$nomatch
-    awk -v a="${ir[$loc,$keys]}" -v b="$base" -v n="$n" -v x="$extra" -v who="$name" -v k="$keys" \
-      'BEGIN { printf "  %-12s keys=%-5s %6.0f\n", who, k, (a - b) / n + x }'
+    [ "$loc" = rules ] && base=${ir[none+rules,$keys]} extra=$nomatch
+    awk -v a="${ir[$loc,$keys]}" -v b="$base" -v n="$n" -v x="$extra" -v who="$loc" -v k="$keys" \
+      'BEGIN { printf "bench=nginx-instr limiter=%s keys=%s requests=%d instructions_per_request=%.0f\n",
+               who, k, n, (a - b) / n + x }'
   done
 done

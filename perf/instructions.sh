@@ -14,7 +14,7 @@
 # falls back to sched_getcpu(): ring-lease counts that fallback, which a
 # native run does not pay.
 # Prints one line per algorithm:
-#   instr algo=... instructions_per_decision=... admitted=...
+#   instr algo=... instructions_per_decision=... admitted=... (admitted: decide_n only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -26,14 +26,21 @@ algos=("$@")
 command -v valgrind >/dev/null ||
   { echo "perf/instructions.sh: needs valgrind (apt-get install valgrind)" >&2; exit 2; }
 [ -f "$build/build.ninja" ] || meson setup "$build" >/dev/null
-ninja -C "$build" perf/decide_n >/dev/null
+targets=(perf/decide_n)
+[[ " ${algos[*]}" == *" rules:"* ]] && targets+=(bench/bench_rules)
+ninja -C "$build" "${targets[@]}" >/dev/null
 count=100000
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# Ir of one run: callgrind's "summary:" line of its output file.
+# Ir of one run: callgrind's "summary:" line of its output file.  An ALGO
+# named rules:CASE is bench_rules --instr=CASE:COUNT (CASE decide, keyed or
+# empty-decide: a request through the engine, the same keyed decisions
+# made directly, an engine with no rule set), one request per "decision".
 ir() {
-  valgrind --tool=callgrind --callgrind-out-file="$tmp/out" "$build/perf/decide_n" "$1" "$2" \
+  local cmd=("$build/perf/decide_n" "$1" "$2")
+  [[ "$1" == rules:* ]] && cmd=("$build/bench/bench_rules" "--instr=${1#rules:}:$2")
+  valgrind --tool=callgrind --callgrind-out-file="$tmp/out" "${cmd[@]}" \
     >"$tmp/stdout" 2>"$tmp/stderr" || { cat "$tmp/stderr" >&2; exit 1; }
   awk '/^summary:/ { print $2 }' "$tmp/out"
 }
@@ -44,6 +51,7 @@ for a in "${algos[@]}"; do
   two=$(ir "$a" $((2 * count)))
   admitted2=$(sed -n 's/.*admitted=\([0-9]*\).*/\1/p' "$tmp/stdout")
   awk -v a="$a" -v one="$one" -v two="$two" -v n=$count -v adm="$admitted2" -v dec=$((2 * count)) \
-    'BEGIN { printf "instr algo=%s instructions_per_decision=%.1f admitted=%.4f\n",
-             a, (two - one) / n, adm / dec }'
+    'BEGIN { printf "instr algo=%s instructions_per_decision=%.1f", a, (two - one) / n
+             if (adm != "") printf " admitted=%.4f", adm / dec
+             printf "\n" }'
 done
