@@ -3,7 +3,8 @@
  * io.c - a backend's connection and its I/O thread.
  *
  * DESIGN: hiredis 0.14 has no timeouts on its async API, so each backend
- * runs one thread holding one synchronous context, with a connect timeout
+ * runs one thread holding one synchronous context (to the server that
+ * serves, among its addresses or as its Sentinels say: do_connect), with a connect timeout
  * and a command timeout (SO_RCVTIMEO/SO_SNDTIMEO); it pipelines what is
  * queued (PIPELINE, below: up to SLUICE__REDIS_BATCH calls per write).  Only this thread touches
  * the context, the SHAs and the consecutive-failure count, so hiredis needs
@@ -42,6 +43,7 @@
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -123,9 +125,11 @@ static int load_script(sluice_redis_t *r, sluice_redis_algo_t a)
 	return ok ? 0 : -1;
 }
 
-static int do_connect(sluice_redis_t *r)
+/* A context on @a, bounded by connect_timeout and then command_timeout
+ * per read or write, its reader capped; in r->ctx, 0, or -1. */
+static int open_ctx(sluice_redis_t *r, const struct sluice__redis_addr *a)
 {
-	redisContext *c = redisConnectWithTimeout(r->host, r->port, tv_of(r->connect_timeout_ns));
+	redisContext *c = redisConnectWithTimeout(a->host, a->port, tv_of(r->connect_timeout_ns));
 	if (!c || c->err) {
 		if (c)
 			redisFree(c);
@@ -137,13 +141,90 @@ static int do_connect(sluice_redis_t *r)
 		return -1;
 	}
 	r->ctx = c;
-	for (int a = SLUICE_REDIS_GCRA; a <= SLUICE_REDIS_LOG; a++)
-		if (load_script(r, (sluice_redis_algo_t)a) != 0) {
-			drop(r);
-			return -1;
-		}
-	sluice__stat(r, ST_CONNECTS, 1);
 	return 0;
+}
+
+/* Is the server on r->ctx a primary?  ROLE's first element is "master". */
+static int is_primary(sluice_redis_t *r)
+{
+	redisReply *rep = NULL;
+	if (redisAppendCommand(r->ctx, "ROLE") == REDIS_OK)
+		rep = command(r);
+	int ok = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1 &&
+	         rep->element[0]->type == REDIS_REPLY_STRING &&
+	         strcmp(rep->element[0]->str, "master") == 0;
+	if (rep)
+		freeReplyObject(rep);
+	return ok;
+}
+
+/* The primary Sentinel @s names for r->master, into @out; 0 or -1.  The
+ * Sentinel's connection is closed after the one query. */
+static int ask_sentinel(sluice_redis_t *r, const struct sluice__redis_addr *s,
+                        struct sluice__redis_addr *out)
+{
+	if (open_ctx(r, s) != 0)
+		return -1;
+	redisReply *rep = NULL;
+	if (redisAppendCommand(r->ctx, "SENTINEL get-master-addr-by-name %s", r->master) == REDIS_OK)
+		rep = command(r);
+	int ok = -1;
+	if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+	    rep->element[0]->type == REDIS_REPLY_STRING &&
+	    rep->element[1]->type == REDIS_REPLY_STRING &&
+	    rep->element[0]->len > 0 && rep->element[0]->len < sizeof(out->host)) {
+		char *end;
+		long port = strtol(rep->element[1]->str, &end, 10);
+		if (end != rep->element[1]->str && *end == 0 && port >= 1 && port <= 65535) {
+			memcpy(out->host, rep->element[0]->str, rep->element[0]->len + 1);
+			out->port = (int)port;
+			ok = 0;
+		}
+	}
+	if (rep)
+		freeReplyObject(rep);
+	drop(r);
+	return ok;
+}
+
+/* Connect to the server that serves: redis.h FAILOVER.  Tried from the
+ * address that served last, each in turn, stop noticed between them (so
+ * sluice_redis_free waits for one connect or query at most). */
+static int do_connect(sluice_redis_t *r)
+{
+	int failover = r->naddr > 1 || r->master[0];
+	for (unsigned k = 0; k < r->naddr; k++) {
+		if (atomic_load_explicit(&r->stop, memory_order_relaxed))
+			return -1;
+		unsigned i = (r->last + k) % r->naddr;
+		struct sluice__redis_addr server = r->addr[i];
+		if (r->master[0] && ask_sentinel(r, &r->addr[i], &server) != 0) {
+			sluice__stat(r, ST_NOT_PRIMARY, 1);
+			continue;
+		}
+		if (open_ctx(r, &server) != 0)
+			continue;
+		if (failover && !is_primary(r)) {
+			sluice__stat(r, ST_NOT_PRIMARY, 1);
+			drop(r);
+			continue;
+		}
+		int loaded = 1;
+		for (int a = SLUICE_REDIS_GCRA; loaded && a <= SLUICE_REDIS_LOG; a++)
+			loaded = load_script(r, (sluice_redis_algo_t)a) == 0;
+		if (!loaded) {
+			drop(r);
+			continue;
+		}
+		sluice__stat(r, ST_CONNECTS, 1);
+		if (r->serving.port &&
+		    (r->serving.port != server.port || strcmp(r->serving.host, server.host) != 0))
+			sluice__stat(r, ST_PRIMARY_CHANGES, 1);
+		r->serving = server;
+		r->last = i;
+		return 0;
+	}
+	return -1;
 }
 
 /* A queued limit in a batch: what its command asks, and when it was sent. */
@@ -250,6 +331,7 @@ static void serve_batch(sluice_redis_t *r, struct asked *a, size_t n, int second
 	sluice__stat(r, ST_BATCHES, 1);
 	int ok = sent == n && write_all(r, deadline) == 0;
 	size_t fed = 0, i = 0, again = 0;
+	int readonly = 0;
 	for (; ok && i < n; i++) {
 		redisReply *x = read_reply(r, deadline, &fed, n);
 		if (!x) {
@@ -263,10 +345,23 @@ static void serve_batch(sluice_redis_t *r, struct asked *a, size_t n, int second
 			again++;
 			continue;
 		}
+		/* a server demoted to a replica (FAILOVER): a failure, and its
+		 * connection is dropped after the batch so the next connect
+		 * finds the primary */
+		if (x->type == REDIS_REPLY_ERROR && strncmp(x->str, "READONLY", 8) == 0)
+			readonly = 1;
 		sluice__redis_reply_t rep;
 		int rc = sluice__redis_parse(x, &rep);
 		freeReplyObject(x);
 		answer(r, &a[i], rc == 0 ? 0 : -2, &rep);
+	}
+	if (ok && readonly) {
+		sluice__stat(r, ST_READONLY_DROPS, 1);
+		drop(r);
+		for (size_t k = 0; k < n; k++)
+			if (a[k].noscript)
+				answer(r, &a[k], -3, NULL);
+		return;
 	}
 	if (!ok) {
 		/* the connection is gone: every command not read yet, and every

@@ -16,6 +16,7 @@
  * next lease at once (prefetch, lease_policy.h), so a steady stream finds
  * the next lease installed before this one runs out.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,19 +33,77 @@
  * max_limits, so that one pending request per limit always fits), the
  * semaphore and the I/O thread.  Nothing here talks to Redis: the thread
  * connects, so a server that is down at start costs no caller any wait. */
+/* "host:port" or "[v6]:port" into @a; 0 or -1 (redis.h: SLUICE_EINVAL). */
+static int parse_address(const char *s, struct sluice__redis_addr *a)
+{
+	const char *colon = strrchr(s, ':'), *host = s, *host_end = colon;
+	if (!colon)
+		return -1;
+	if (s[0] == '[') { /* [v6]:port */
+		host = s + 1;
+		host_end = colon > s && colon[-1] == ']' ? colon - 1 : NULL;
+		if (!host_end)
+			return -1;
+	} else if (memchr(s, ':', (size_t)(colon - s))) {
+		return -1; /* a bare IPv6 address: its port is ambiguous */
+	}
+	size_t n = (size_t)(host_end - host);
+	if (n == 0 || n >= sizeof(a->host))
+		return -1;
+	char *end;
+	errno = 0;
+	long port = strtol(colon + 1, &end, 10);
+	if (errno || end == colon + 1 || *end || port < 1 || port > 65535)
+		return -1;
+	memcpy(a->host, host, n);
+	a->host[n] = 0;
+	a->port = (int)port;
+	return 0;
+}
+
+/* @cfg's servers (or Sentinels) into @r; 0 or SLUICE_EINVAL. */
+static int addresses_of(const sluice_redis_config_t *cfg, sluice_redis_t *r)
+{
+	if (!cfg->addresses) {
+		if (cfg->n_addresses || cfg->sentinel_master || cfg->port < 1 || cfg->port > 65535)
+			return SLUICE_EINVAL;
+		const char *host = cfg->host ? cfg->host : "127.0.0.1";
+		if (strlen(host) >= sizeof(r->addr[0].host))
+			return SLUICE_EINVAL;
+		strcpy(r->addr[0].host, host);
+		r->addr[0].port = cfg->port;
+		r->naddr = 1;
+		return 0;
+	}
+	if (cfg->host || cfg->port || cfg->n_addresses < 1 ||
+	    cfg->n_addresses > SLUICE_REDIS_ADDRESSES_MAX)
+		return SLUICE_EINVAL;
+	for (unsigned i = 0; i < cfg->n_addresses; i++)
+		if (!cfg->addresses[i] || parse_address(cfg->addresses[i], &r->addr[i]) != 0)
+			return SLUICE_EINVAL;
+	r->naddr = cfg->n_addresses;
+	if (cfg->sentinel_master) {
+		size_t n = strlen(cfg->sentinel_master);
+		if (n == 0 || n >= sizeof(r->master))
+			return SLUICE_EINVAL;
+		memcpy(r->master, cfg->sentinel_master, n + 1);
+	}
+	return 0;
+}
+
 int sluice_redis_new(const sluice_redis_config_t *cfg, sluice_redis_t **out)
 {
-	if (!cfg || !out || cfg->port < 1 || cfg->port > 65535)
-		return SLUICE_EINVAL;
-	const char *host = cfg->host ? cfg->host : "127.0.0.1";
-	if (strlen(host) >= sizeof(((sluice_redis_t *)0)->host))
+	if (!cfg || !out)
 		return SLUICE_EINVAL;
 	sluice_redis_t *r = aligned_alloc(SLUICE_CACHELINE, sizeof(*r));
 	if (!r)
 		return SLUICE_ENOMEM;
 	memset(r, 0, sizeof(*r));
-	strcpy(r->host, host);
-	r->port = cfg->port;
+	int e = addresses_of(cfg, r);
+	if (e) {
+		free(r);
+		return e;
+	}
 	r->connect_timeout_ns = cfg->connect_timeout_ns ? cfg->connect_timeout_ns : 50 * MS;
 	r->command_timeout_ns = cfg->command_timeout_ns ? cfg->command_timeout_ns : 20 * MS;
 	r->breaker_failures = cfg->breaker_failures ? cfg->breaker_failures : 3;

@@ -35,12 +35,20 @@ enum {
 	ST_ROUND_TRIPS, ST_GRANTS, ST_GRANTED, ST_REMOTE_REFUSALS, ST_LEASE_ADMITS,
 	ST_CACHE_REFUSALS, ST_FB_LOCAL, ST_FB_ALLOW, ST_FB_DENY, ST_BUDGET, ST_IO_ERRORS,
 	ST_CONNECTS, ST_NOSCRIPT, ST_OPENED, ST_HALF, ST_CLOSED, ST_LAPSED, ST_BATCHES,
+	ST_PRIMARY_CHANGES, ST_READONLY_DROPS, ST_NOT_PRIMARY,
+};
+
+/* One address of a backend: a server, or a Sentinel (redis.h FAILOVER). */
+struct sluice__redis_addr {
+	char host[256];
+	int port;
 };
 
 struct sluice_redis {
 	/* read-only after new */
-	char host[256];
-	int port;
+	struct sluice__redis_addr addr[SLUICE_REDIS_ADDRESSES_MAX];
+	unsigned naddr;              /* 1: host and port; more: FAILOVER       */
+	char master[128];            /* the Sentinels' name for it, or ""      */
 	uint64_t connect_timeout_ns, command_timeout_ns, breaker_open_ns;
 	unsigned breaker_failures, max_limits;
 	/* shared */
@@ -56,6 +64,8 @@ struct sluice_redis {
 	void *ctx;                   /* redisContext *, NULL while disconnected */
 	char sha[4][41];             /* per algorithm, from SCRIPT LOAD */
 	unsigned fails;              /* consecutive failures */
+	unsigned last;               /* the address that served last         */
+	struct sluice__redis_addr serving; /* the server it was (port 0: none yet) */
 	uint64_t open_until;         /* CLOCK_MONOTONIC ns */
 };
 

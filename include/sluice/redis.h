@@ -65,12 +65,35 @@
  *   redis_lease cool_keys_cost_one_round_trip_per_decision checks both).
  *
  * FAILOVER
+ *   A backend may be given several servers (addresses) or Sentinels
+ *   (addresses and sentinel_master).  The I/O thread connects, starting
+ *   from the address that served last, to the first server that says it is
+ *   a primary (ROLE master); with Sentinels, to the primary the first
+ *   Sentinel that answers names (SENTINEL get-master-addr-by-name), checked
+ *   by ROLE too.  A server that answers a script call READONLY (it became a
+ *   replica) is a failure and its connection is dropped, as is one that
+ *   errs or times out, so the next connect looks again.  Once the new
+ *   primary answers ROLE as one (with Sentinels: and a Sentinel tried
+ *   names it), the backend follows within breaker_open_ns
+ *   plus, per address tried, a connect (at most connect_timeout_ns; a
+ *   refused one fails at once) and each query (at most command_timeout_ns:
+ *   the Sentinel's, ROLE, the four SCRIPT LOADs); decisions in the gap take
+ *   the fallback within their budget (none waits for a connect).  With one
+ *   address (host and port) nothing is asked but SCRIPT LOAD, as a proxy in
+ *   front of Redis may not know ROLE.  Two primaries at once (a split brain
+ *   an operator made) are not detected with addresses: use Sentinels.
+ *   Replication is asynchronous: a replica promoted has lost the writes it
+ *   had not received, the permits granted in that lag, which Redis then
+ *   grants again.  Per promotion, as for a server that comes back without
+ *   its data (no persistence), which forgets every count: FIXED, WINDOW and
+ *   LOG admit at most 2 x limit in the window (WINDOW: the N buckets, LOG:
+ *   the interval) that holds it, GCRA at most 2 x burst + (t + S) / T in an
+ *   interval t that holds it (test_redis_failover checks FIXED's with
+ *   writes lost on purpose).
  *   Scripts use Redis TIME.  A failover to a replica whose clock is delta
  *   ahead moves every key's time forward by delta: a GCRA key admits at most
  *   delta / T extra permits, a window key sees its window end early (at most
  *   one window's limit early).  A clock behind loses permits, never adds.
- *   A server that comes back without its data (no persistence) forgets
- *   every count: the window in which that happens may admit its limit twice.
  *
  * FALLBACK (breaker open, or budget spent)
  *   SLUICE_REDIS_LOCAL: a local limiter of the same algorithm holding
@@ -175,7 +198,18 @@ typedef struct sluice_redis_config {
 	unsigned breaker_failures;   /* K consecutive failures open it; 0: 3    */
 	uint64_t breaker_open_ns;    /* open this long before a probe; 0: 200 ms */
 	unsigned max_limits;         /* limits on this backend; 0: 1024         */
+	/* FAILOVER (above), instead of host and port (then NULL and 0):
+	 * 1..SLUICE_REDIS_ADDRESSES_MAX "host:port" ("[::1]:6379" for IPv6),
+	 * tried in turn. */
+	const char *const *addresses;
+	unsigned n_addresses;
+	/* NULL: the addresses are Redis servers; a name: they are Sentinels
+	 * monitoring the primary of that name */
+	const char *sentinel_master;
 } sluice_redis_config_t;
+
+/* The most addresses a backend takes (sluice_redis_config_t.addresses). */
+#define SLUICE_REDIS_ADDRESSES_MAX 16
 
 typedef struct sluice_redis_limit_config {
 	const char *name;            /* the hash tag: keys are sluice:{name}:... */
@@ -220,6 +254,12 @@ typedef struct sluice_redis_stats {
 	                            * the round_trips' script calls, their
 	                            * replies read in order (round_trips /
 	                            * batches: calls per round trip)          */
+	uint64_t primary_changes;  /* connects to another server than the last
+	                            * one's (a failover followed)             */
+	uint64_t readonly_drops;   /* connections dropped because the server
+	                            * answered READONLY (it became a replica) */
+	uint64_t not_primary;      /* servers skipped at connect: ROLE was not
+	                            * master, or a Sentinel named none        */
 } sluice_redis_stats_t;
 
 typedef struct sluice_redis sluice_redis_t;
@@ -229,8 +269,11 @@ typedef struct sluice_redis_limit sluice_redis_limit_t;
  * sluice_redis_new - validate @cfg and start the backend's I/O thread.  It
  * connects in the background: a server that refuses at start opens the
  * breaker, and the limits fall back until it answers.
- * Return: 0 and *@out; SLUICE_EINVAL (NULL, bad port), SLUICE_ENOMEM,
- * SLUICE_ETHREAD.  Not a decision path.
+ * Return: 0 and *@out; SLUICE_EINVAL (NULL, bad port, a host longer than
+ * 255 bytes, addresses given with host or port too, n_addresses 0 or above
+ * SLUICE_REDIS_ADDRESSES_MAX, an address not HOST:PORT with a port
+ * 1..65535, an empty sentinel_master or one without addresses, or longer
+ * than 127 bytes), SLUICE_ENOMEM, SLUICE_ETHREAD.  Not a decision path.
  */
 SLUICE_NODISCARD SLUICE_API int sluice_redis_new(const sluice_redis_config_t *cfg, sluice_redis_t **out);
 /* sluice_redis_free - stop the I/O thread and free (NULL is fine).  Free

@@ -122,6 +122,12 @@ static int pid_has_socket(pid_t pid, unsigned long inode)
 
 int sluice_test_redis_start(sluice_test_redis_t *s, int port)
 {
+	return sluice_test_redis_start_with(s, port, NULL, NULL);
+}
+
+int sluice_test_redis_start_with(sluice_test_redis_t *s, int port, const char *conf,
+                                 const char *const *extra)
+{
 	static int registered;
 	if (!registered) {
 		atexit(kill_all);
@@ -156,9 +162,25 @@ int sluice_test_redis_start(sluice_test_redis_t *s, int port)
 			dup2(fd, 2);
 			close(fd);
 		}
-		execl(SLUICE_REDIS_SERVER, "redis-server", "--port", portstr, "--bind", "127.0.0.1",
-		      "--save", "", "--appendonly", "no", "--enable-debug-command", "local",
-		      "--dir", s->dir, "--daemonize", "no", (char *)NULL);
+		const char *argv[64] = { "redis-server" };
+		int argc = 1;
+		char conf_path[128];
+		if (conf) { /* the config file comes first (a Sentinel rewrites it) */
+			snprintf(conf_path, sizeof(conf_path), "%s/redis.conf", s->dir);
+			FILE *f = fopen(conf_path, "w");
+			if (!f || fputs(conf, f) < 0 || fclose(f) != 0)
+				_exit(127);
+			argv[argc++] = conf_path;
+		}
+		static const char *const usual[] = { "--port", NULL, "--bind", "127.0.0.1", "--save", "",
+			                             "--appendonly", "no", "--enable-debug-command",
+			                             "local", "--dir", NULL, "--daemonize", "no" };
+		for (size_t i = 0; i < sizeof(usual) / sizeof(usual[0]); i++)
+			argv[argc++] = i == 1 ? portstr : i == 11 ? s->dir : usual[i];
+		for (int i = 0; extra && extra[i] && argc < 63; i++)
+			argv[argc++] = extra[i];
+		argv[argc] = NULL;
+		execv(SLUICE_REDIS_SERVER, (char *const *)argv);
 		_exit(127);
 	}
 	s->pid = pid;
@@ -212,9 +234,18 @@ void sluice_test_redis_stop(sluice_test_redis_t *s)
 		forget(s->pid);
 		s->pid = 0;
 	}
-	char path[128];
-	snprintf(path, sizeof(path), "%s/out.log", s->dir);
-	unlink(path);
+	/* out.log, and what a replica or a Sentinel wrote (dump.rdb, its
+	 * rewritten redis.conf): the dir is ours, every file in it goes */
+	DIR *d = opendir(s->dir);
+	struct dirent *e;
+	while (d && (e = readdir(d)) != NULL) {
+		char path[400];
+		if (e->d_name[0] != '.' &&
+		    snprintf(path, sizeof(path), "%s/%s", s->dir, e->d_name) < (int)sizeof(path))
+			unlink(path);
+	}
+	if (d)
+		closedir(d);
 	rmdir(s->dir);
 }
 

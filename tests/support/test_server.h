@@ -23,6 +23,12 @@ typedef struct sluice_test_redis {
 
 /* start on a free port (@port 0) or on @port; 0 or -1 (nothing left running) */
 int sluice_test_redis_start(sluice_test_redis_t *s, int port);
+/* as sluice_test_redis_start, with @conf (NULL: none) written to the
+ * server's dir as its config file, and @extra (NULL-terminated; NULL:
+ * none) after the usual arguments: a replica ("--replicaof", "127.0.0.1",
+ * PORT), a Sentinel (@conf "sentinel monitor ...", @extra "--sentinel") */
+int sluice_test_redis_start_with(sluice_test_redis_t *s, int port, const char *conf,
+                                 const char *const *extra);
 /* kill -9 and reap (bounded); the port and dir are kept for a restart */
 void sluice_test_redis_kill(sluice_test_redis_t *s);
 /* SIGTERM, reap (bounded, then SIGKILL), remove the dir */
