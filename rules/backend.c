@@ -41,6 +41,7 @@
 
 _Static_assert(SLUICE__BACKEND_LEASE_MAX == SLUICE_REDIS_LEASE_MAX, "lease_max's range");
 _Static_assert(SLUICE__BACKEND_KEY_MAX * 2 <= SLUICE_REDIS_KEY_MAX, "hex keys fit Redis's");
+_Static_assert(SLUICE_RULES_ADDRESSES_MAX == SLUICE_REDIS_ADDRESSES_MAX, "a backend's addresses");
 _Static_assert((int)SLUICE_RULES_BACKEND_LOCAL == (int)SLUICE_REDIS_LOCAL &&
                        (int)SLUICE_RULES_BACKEND_ALLOW == (int)SLUICE_REDIS_ALLOW &&
                        (int)SLUICE_RULES_BACKEND_DENY == (int)SLUICE_REDIS_DENY,
@@ -166,9 +167,21 @@ int sluice__backend_limit_check(const sluice_rule_t *r, const sluice_clock_t *cl
 	return sluice_redis_limit_config_check(&lc);
 }
 
+/* The same servers, in the same order, and the same Sentinels' name. */
+static int same_addresses(const struct sluice__backend *b, const sluice_rules_backend_t *w)
+{
+	if (b->naddrs != w->n_addresses || strcmp(b->sentinel, w->sentinel ? w->sentinel : "") != 0)
+		return 0;
+	for (uint32_t i = 0; i < b->naddrs; i++)
+		if (strcmp(b->addrs[i], w->addresses[i]) != 0)
+			return 0;
+	return 1;
+}
+
 int sluice__backend_same(const struct sluice__backend *b, const sluice_rules_backend_t *w)
 {
 	return b->pid == getpid() && strcmp(b->host, w->host) == 0 && b->port == w->port &&
+	       same_addresses(b, w) &&
 	       b->connect_timeout_ns == w->connect_timeout_ns &&
 	       b->command_timeout_ns == w->command_timeout_ns &&
 	       b->breaker_open_ns == w->breaker_open_ns &&
@@ -186,6 +199,13 @@ int sluice__backend_open(const sluice_rules_backend_t *w, uint32_t max_limits, u
 	snprintf(b->address, sizeof(b->address), "%s", w->address);
 	snprintf(b->host, sizeof(b->host), "%s", w->host);
 	b->port = w->port;
+	b->naddrs = w->n_addresses;
+	const char *list[SLUICE_RULES_ADDRESSES_MAX];
+	for (uint32_t i = 0; i < b->naddrs; i++) {
+		snprintf(b->addrs[i], sizeof(b->addrs[i]), "%s", w->addresses[i]);
+		list[i] = b->addrs[i];
+	}
+	snprintf(b->sentinel, sizeof(b->sentinel), "%s", w->sentinel ? w->sentinel : "");
 	b->connect_timeout_ns = w->connect_timeout_ns;
 	b->command_timeout_ns = w->command_timeout_ns;
 	b->breaker_open_ns = w->breaker_open_ns;
@@ -202,6 +222,13 @@ int sluice__backend_open(const sluice_rules_backend_t *w, uint32_t max_limits, u
 		.breaker_open_ns = b->breaker_open_ns,
 		.max_limits = b->max_limits,
 	};
+	if (b->naddrs > 1 || b->sentinel[0]) { /* a failover to follow */
+		rc.host = NULL;
+		rc.port = 0;
+		rc.addresses = list;
+		rc.n_addresses = b->naddrs;
+		rc.sentinel_master = b->sentinel[0] ? b->sentinel : NULL;
+	}
 	sluice_redis_t *conn;
 	int e = sluice_redis_new(&rc, &conn);
 	if (e) {
@@ -237,6 +264,8 @@ void sluice__backend_row(const struct sluice__backend *b, sluice__metrics_backen
 	row->connects = s.connects;
 	row->breaker_opened = s.breaker_opened;
 	row->batches = s.batches;
+	row->primary_changes = s.primary_changes;
+	row->readonly_drops = s.readonly_drops;
 	row->breaker = sluice_redis_breaker(b->conn);
 }
 

@@ -40,9 +40,13 @@ int sluice__backend_limit_check(const sluice_rule_t *r, const sluice_clock_t *cl
  * the process that made it (a child of fork() makes its own: redis.h FORK). */
 struct sluice__backend {
 	char name[SLUICE_RULES_ID_MAX + 1];
-	char address[80];
+	char address[SLUICE_RULES_ADDRESSES_MAX * 64]; /* as written, for messages */
 	char host[64];
 	uint32_t port;
+	/* sluice/redis.h FAILOVER: every address, and the Sentinels' name */
+	char addrs[SLUICE_RULES_ADDRESSES_MAX][64];
+	uint32_t naddrs;
+	char sentinel[SLUICE_RULES_SENTINEL_MAX + 1];
 	uint64_t connect_timeout_ns, command_timeout_ns, breaker_open_ns;
 	uint32_t breaker_failures, max_limits;
 	pid_t pid;

@@ -411,6 +411,10 @@ static void put_backends(struct out *o, const sluice__metrics_view_t *v)
 	SLUICE__BACKEND_COUNTER(io_errors, "I/O errors and timeouts (each a reconnect).");
 	SLUICE__BACKEND_COUNTER(connects, "Successful connects (each with SCRIPT LOAD).");
 	SLUICE__BACKEND_COUNTER(breaker_opened, "Times the circuit breaker opened.");
+	SLUICE__BACKEND_COUNTER(primary_changes,
+	                        "Connects to another server than the last one's (a failover followed).");
+	SLUICE__BACKEND_COUNTER(readonly_drops,
+	                        "Connections dropped because the server answered READONLY (a replica).");
 #undef SLUICE__BACKEND_COUNTER
 	put_family(o, "sluice_backend_fallbacks_total", "counter",
 	           "Decisions taken by the fallback, by kind (local share, allow, deny).");

@@ -1104,13 +1104,76 @@ static int get_address(struct ctx *c, const struct sluice__node *n, const char *
 	return 0;
 }
 
+/*
+ * A backend's address: HOST:PORT, or a list of 1..SLUICE_RULES_ADDRESSES_MAX
+ * of them (a failover: sluice/redis.h FAILOVER), each as get_address says.
+ * Fills @b's address (as written, a list joined with ", "), host and port
+ * (the first's), n_addresses and addresses ("host:port", IPv6 in
+ * brackets).  Return 0, or -1 (reported; c->x->oom on no memory).
+ */
+static int take_addresses(struct ctx *c, const struct sluice__node *n, const char *what,
+                          sluice_rules_backend_t *b)
+{
+	const struct sluice__node *one[SLUICE_RULES_ADDRESSES_MAX];
+	size_t count = 0;
+	if (n->type == SLUICE__SEQ) {
+		if (n->n == 0 || n->n > SLUICE_RULES_ADDRESSES_MAX) {
+			ERR(c, n, "%s: a list of %zu addresses (1 to %u)", what, n->n,
+			    SLUICE_RULES_ADDRESSES_MAX);
+			return -1;
+		}
+		for (const struct sluice__node *e = n->first; e; e = e->next)
+			one[count++] = e;
+	} else {
+		one[count++] = n;
+	}
+	const char **list = sluice__arena_alloc(c->out, count * sizeof(*list));
+	char *joined = sluice__arena_alloc(c->out, count * 64);
+	if (!list || !joined) {
+		c->x->oom = 1;
+		return -1;
+	}
+	int bad = 0;
+	size_t at = 0;
+	for (size_t i = 0; i < count; i++) {
+		const char *host;
+		uint32_t port;
+		if (get_address(c, one[i], what, &host, &port) != 0) {
+			if (c->x->oom)
+				return -1;
+			bad = -1;
+			continue;
+		}
+		if (i == 0) {
+			b->host = host;
+			b->port = port;
+		}
+		char a[64];
+		int w = snprintf(a, sizeof(a), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host,
+		                 (unsigned)port);
+		if (!(list[i] = sluice__arena_strndup(c->out, a, (size_t)w))) {
+			c->x->oom = 1;
+			return -1;
+		}
+		at += (size_t)snprintf(joined + at, count * 64 - at, "%s%.*s", i ? ", " : "",
+		                       (int)one[i]->len, one[i]->s);
+	}
+	if (bad)
+		return -1;
+	b->n_addresses = (uint32_t)count;
+	b->addresses = list;
+	b->address = joined;
+	return 0;
+}
+
 static int take_backend(struct ctx *c, const struct sluice__node *k, const struct sluice__node *n,
                         sluice_rules_backend_t *b)
 {
 	static const char *const keys[] = { "type",           "address",         "lease_ttl",
 		                            "budget",         "lease_max",       "fallback",
 		                            "expected_instances", "connect_timeout", "command_timeout",
-		                            "breaker_failures", "breaker_open",  "max_limits" };
+		                            "breaker_failures", "breaker_open",  "max_limits",
+		                            "sentinel" };
 	static const char *const types[] = { "redis" };
 	static const char *const fallbacks[] = { "local", "allow", "deny" };
 	const struct sluice__node *v[COUNT(keys)];
@@ -1143,16 +1206,17 @@ static int take_backend(struct ctx *c, const struct sluice__node *k, const struc
 	}
 	snprintf(what, sizeof(what), "backends.%s.address", b->name);
 	if (!v[1]) {
-		ERR(c, n, "backends.%s: 'address' is missing (HOST:PORT)", b->name);
+		ERR(c, n, "backends.%s: 'address' is missing (HOST:PORT, or a list of them)", b->name);
 		bad = -1;
-	} else if (get_address(c, v[1], what, &b->host, &b->port) == 0) {
-		if (!(b->address = sluice__arena_strndup(c->out, v[1]->s, v[1]->len))) {
-			c->x->oom = 1;
+	} else if (take_addresses(c, v[1], what, b) != 0) {
+		if (c->x->oom)
 			return -1;
-		}
-	} else {
 		bad = -1;
 	}
+	snprintf(what, sizeof(what), "backends.%s.sentinel", b->name);
+	if (v[12] && get_string(c, v[12], what, SLUICE_RULES_SENTINEL_MAX, id_char,
+	                        "letters, digits and - _ .", &b->sentinel))
+		bad = -1;
 	/* the durations, each optional: 0 leaves libsluice-redis's default */
 	static const struct {
 		unsigned key;

@@ -70,6 +70,8 @@
 #define SLUICE_RULES_ERRORS_MAX 100u      /* errors kept per load        */
 #define SLUICE_RULES_DIMS_MAX 8u          /* dimensions per rule         */
 #define SLUICE_RULES_ID_MAX 64u           /* longest rule id, bytes      */
+#define SLUICE_RULES_ADDRESSES_MAX 16u    /* a backend's addresses (= redis.h's) */
+#define SLUICE_RULES_SENTINEL_MAX 127u    /* longest sentinel name, bytes */
 #define SLUICE_RULES_MSG_MAX 200u         /* longest message, with NUL   */
 #define SLUICE_RULES_MEMORY_BUDGET_DEFAULT ((uint64_t)1 << 30) /* MEMORY: 1 GiB */
 
@@ -259,9 +261,18 @@ typedef enum sluice_rules_backend_fallback {
 typedef struct sluice_rules_backend {
 	const char *name;               /* the key under backends:             */
 	sluice_rules_backend_type_t type;
-	const char *address;            /* as written: "127.0.0.1:6379"        */
-	const char *host;               /* its numeric address: "127.0.0.1", "::1" */
-	uint32_t port;                  /* 1..65535                            */
+	const char *address;            /* as written: "127.0.0.1:6379"; a list
+	                                 * joined with ", "                    */
+	const char *host;               /* the (first) numeric address: "127.0.0.1", "::1" */
+	uint32_t port;                  /* its port, 1..65535                  */
+	/* every address (address: HOST:PORT or a list of up to
+	 * SLUICE_RULES_ADDRESSES_MAX), "host:port" as libsluice-redis
+	 * takes them; more than one, or a sentinel, and the backend follows a
+	 * failover (sluice/redis.h FAILOVER) */
+	uint32_t n_addresses;
+	const char *const *addresses;
+	const char *sentinel;           /* NULL, or the name the Sentinels at
+	                                 * the addresses know the primary by */
 	uint64_t lease_ttl_ns;          /* GCRA, log: S; 0: libsluice-redis's  */
 	uint64_t budget_ns;             /* a decision's wait for Redis; 0: its  */
 	uint32_t lease_max;             /* largest lease B (default 16)         */

@@ -570,3 +570,30 @@ Test(engine_redis, per_key_rule_on_redis)
 	cr_assert_str_eq(out, ":1", "key b's Redis key (%s)", out);
 	sluice_engine_free(e);
 }
+
+/* A backend given a list (sluice/redis.h FAILOVER): the first address
+ * refuses (nobody listens on port 1), the second is the primary; Redis
+ * decides through it, and the connect that skipped the first is the one
+ * counted. */
+Test(engine_redis, a_list_of_addresses_finds_the_primary)
+{
+	char y[1024];
+	snprintf(y, sizeof(y),
+	         "backends:\n"
+	         "  fleet: { type: redis, address: [127.0.0.1:1, 127.0.0.1:%d], budget: 50ms,\n"
+	         "           connect_timeout: 20ms }\n"
+	         "rules:\n"
+	         "  - id: api\n"
+	         "    match: { prefix: /api/ }\n"
+	         "    backend: fleet\n"
+	         "    limit: { algorithm: fixed_window, window: 10s, max_requests: 100000 }\n",
+	         srv.port);
+	sluice_engine_t *e = engine();
+	load(e, y);
+	until_redis(e);
+	struct text *t = malloc(sizeof(*t));
+	metrics(e, t);
+	cr_assert_geq(sample(t, "sluice_backend_connects_total{backend=\"fleet\"}"), 1, "%s", t->buf);
+	free(t);
+	sluice_engine_free(e);
+}

@@ -147,6 +147,45 @@ Test(rules_backend, bad_addresses)
 	}
 }
 
+/* A list of addresses (a primary and its replicas), or Sentinels. */
+Test(rules_backend, a_list_of_addresses_or_sentinels)
+{
+	sluice_rules_t *r = load_ok(
+		"backends:\n"
+		"  ha: { type: redis, address: [127.0.0.1:6379, \"[::1]:6380\", 10.0.0.2:6379] }\n"
+		"  watched: { type: redis, address: [127.0.0.1:26379], sentinel: limits-1 }\n"
+		"  one: { type: redis, address: 127.0.0.1:6379 }\n"
+		"rules: []\n");
+	const sluice_rules_backend_t *ha = &r->backends[0], *w = &r->backends[1], *one = &r->backends[2];
+	cr_assert_eq(ha->n_addresses, 3);
+	cr_assert_str_eq(ha->addresses[0], "127.0.0.1:6379");
+	cr_assert_str_eq(ha->addresses[1], "[::1]:6380");
+	cr_assert_str_eq(ha->addresses[2], "10.0.0.2:6379");
+	cr_assert_str_eq(ha->address, "127.0.0.1:6379, [::1]:6380, 10.0.0.2:6379");
+	cr_assert_str_eq(ha->host, "127.0.0.1", "host and port: the first's");
+	cr_assert_eq(ha->port, 6379);
+	cr_assert_null(ha->sentinel);
+	cr_assert_eq(w->n_addresses, 1);
+	cr_assert_str_eq(w->sentinel, "limits-1");
+	cr_assert_eq(one->n_addresses, 1);
+	cr_assert_str_eq(one->addresses[0], "127.0.0.1:6379");
+	sluice_rules_free(r);
+
+	refused_at("backends:\n  m: { type: redis, address: [] }\nrules: []\n", 2, 30,
+	           "backends.m.address: a list of 0 addresses (1 to 16)");
+	char y[1024] = "backends:\n  m: { type: redis, address: [";
+	for (int i = 0; i < 17; i++)
+		snprintf(y + strlen(y), sizeof(y) - strlen(y), "%s127.0.0.1:%d", i ? ", " : "", 7000 + i);
+	strcat(y, "] }\nrules: []\n");
+	refused_at(y, 2, 30, "backends.m.address: a list of 17 addresses (1 to 16)");
+	/* the bad one of a list is named where it is */
+	refused_at("backends:\n  m: { type: redis, address: [127.0.0.1:1, localhost:2] }\nrules: []\n",
+	           2, 44, "backends.m.address: 'localhost:2' is not HOST:PORT");
+	refused_at("backends:\n  m: { type: redis, address: 127.0.0.1:1, sentinel: \"a b\" }\n"
+	           "rules: []\n",
+	           2, 53, "backends.m.sentinel:");
+}
+
 Test(rules_backend, durations_go_through_parse_h)
 {
 	/* parse.h's own message after the field's name */
