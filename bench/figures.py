@@ -2,17 +2,19 @@
 # SPDX-License-Identifier: MIT
 """docs/figures.md: every benchmark figure the docs quote, from one run.
 
-  bench/figures.py write RUN_DIR [FIGURES.md] [README.md]
-      read the raw outputs bench/readme_figures.sh left in RUN_DIR (env.txt,
-      bench_algos.txt, bench_window.txt, bench_clock.txt, bench_keyed.txt,
-      instructions.txt), write FIGURES.md (default docs/figures.md): the
-      machine, the commit, the command, the tables, and the raw lines they
-      are read from; and the README's table between its markers
-      <!-- figures: readme --> and <!-- /figures --> (default README.md).
-  bench/figures.py check [FIGURES.md] [README.md]
+  bench/figures.py write RUN_DIR [FIGURES.md] [ROOT]
+      read the raw outputs bench/readme_figures.sh left in RUN_DIR (env.txt
+      and one file per benchmark, SOURCES below), write FIGURES.md (default
+      docs/figures.md): the machine, the commit, the command, the tables,
+      and the raw lines they are read from; and every generated region of
+      ROOT/README.md and ROOT/docs/*.md (default: this tree), the lines
+      between <!-- figures: NAME ... --> and <!-- /figures -->, NAME one of
+      REGIONS below.
+  bench/figures.py check [FIGURES.md] [ROOT]
       the test: render the tables again from FIGURES.md's own raw lines and
-      fail on any difference from what the file and the README's region
-      show (a figure edited by hand, or a table no longer the run's).
+      fail on any difference from what the file and each region show (a
+      figure edited by hand, or a table no longer the run's), and on a
+      region whose NAME is unknown.
 
 One implementation of each table, used by both: a figure is never typed.
 """
@@ -21,17 +23,22 @@ import re
 import sys
 
 RAW_BEGIN = "<!-- raw: the run's lines, which every table above is read from -->"
-README_BEGIN = "<!-- figures: readme (bench/figures.py writes this table; edit there) -->"
-README_END = "<!-- /figures -->"
+REGION_BEGIN = re.compile(r"^<!-- figures: ([\w-]+) \(bench/figures.py writes this table; "
+                          r"edit there\) -->$", re.M)
+REGION_END = "<!-- /figures -->"
 SOURCES = ["env.txt", "bench_algos.txt", "bench_window.txt", "bench_clock.txt",
-           "bench_keyed.txt", "instructions.txt"]
+           "bench_keyed.txt", "instructions.txt", "bench_rules.txt", "bench_redis.txt",
+           "nginx_bench.txt", "nginx_callgrind.txt", "keyed_flood.txt"]
+RAW_LINE = re.compile(r"^(bench_env|bench|instr) |^bench=nginx|^stress algo=keyed-gcra mode=flood ")
 
 
 def parse(lines):
-    """Every `bench ...` / `instr ...` / `bench_env ...` line as (kind, dict)."""
+    """Every `bench ...` / `instr ...` / `bench_env ...` line as (kind, dict);
+    nginx's scripts' `bench=nginx-KIND k=v ...` lines as (nginx-KIND, dict)."""
     out = []
     for line in lines:
-        m = re.match(r"^(bench_env|bench|instr) (.*)$", line)
+        m = re.match(r"^(bench_env|bench|instr|stress) (.*)$", line) or \
+            re.match(r"^bench=(nginx\S*) (.*)$", line)
         if not m:
             continue
         d = {}
@@ -158,13 +165,147 @@ def render(recs, env, cmd):
     rows = [[d["hash"], "%s ns" % d["cpu_ns_per_hash"]] for k, d in recs
             if k == "bench" and "hash" in d]
     lines += ["", "The hashes alone, a 16-byte key:", ""] + table(["hash", "per hash"], rows)
+    lines += ["", "`stress_keyed --mode=flood --threads=2 --policy=P`: 10,000,000 distinct",
+              "keys (each sending once) through a table of capacity 100,000, while one key",
+              "limited to 10/s with bursts of 10 tries far past its rate:", ""]
+    lines += keyed_flood_table(recs)
 
     lines += ["", "## Instructions per decision", "",
               "`perf/instructions.sh`, callgrind, one thread, time from the caller, the",
               "decision filled; `null` is the loop alone (subtract it):", ""]
-    rows = [[d["algo"], d["instructions_per_decision"]] for k, d in recs if k == "instr"]
+    rows = [[d["algo"], d["instructions_per_decision"]] for k, d in recs
+            if k == "instr" and not d["algo"].startswith("rules:")]
     lines += table(["", "instructions"], rows) if rows else ["(valgrind was not installed)"]
+
+    lines += ["", "## The rules engine", "",
+              "`bench_rules`: 20 rules x 2 dimensions (ip, user), 10,000 keys at random",
+              "over 40 tables of 32,768 slots; `decide` is `sluice_engine_decide` (the",
+              "match, two keyed decisions, the metrics, the verdict), `keyed` the same two",
+              "keyed decisions made directly, `read` a urcu-bp read section alone,",
+              "`empty-decide` an engine with no rule set; ns per request (at 2 threads,",
+              "wall ns over both threads' requests), medians:", ""]
+    lines += rules_table(recs)
+    lines += ["", "Loading 1,000 rules (2,000 tables of 64 slots) into a new engine, and",
+              "loading the same file again (every state kept, one grace period):", ""]
+    lines += rules_load_table(recs)
+    lines += ["", "Instructions per request (`perf/instructions.sh` with `rules:CASE`,",
+              "callgrind):", ""]
+    lines += rules_instr_table(recs)
+
+    lines += ["", "## Redis", "",
+              "`bench_redis`: libsluice-redis against one EVALSHA per decision on a private",
+              "redis-server on 127.0.0.1, the limit never reached (both admit everything);",
+              "hot is one limit, keys 10,000 keys of one keyed limit picked at random",
+              "(keys-Nt: N deciding threads; evalsha-pipe64 a plain hiredis client",
+              "pipelining 64 EVALSHA per round trip), paused the hot limit while the",
+              "server is held by `CLIENT PAUSE`; medians:", ""]
+    lines += redis_table(recs)
+
+    lines += ["", "## nginx", "",
+              "`nginx/bench.sh` (requests/s by wrk and the workers' CPU per request,",
+              "medians of its interleaved runs) and `nginx/callgrind.sh` (instructions",
+              "per request added by the limiter, one nginx process under callgrind):",
+              "one keyed GCRA per `X-Key`, the rate so high that every request is",
+              "admitted; limit_req with the same rate and burst, `nodelay`:", ""]
+    lines += nginx_table(recs)
+    lines += ["", "Exactness at 2000r/s with no burst, one key, 2 workers (admissions per",
+              "second from the access log's first and last admission):", ""]
+    lines += nginx_exact_table(recs)
     return lines
+
+
+NGINX_NAMES = {"none": "none", "sluice": "sluice_limit", "rules": "sluice_rules",
+               "lreq": "limit_req", "no-match": "a request no rule matches"}
+
+
+def thousands(v):
+    return "{:,}".format(int(round(float(v))))
+
+
+def rules_table(recs):
+    rows = []
+    for name in ("decide", "keyed", "read", "empty-decide"):
+        one = find(recs, name=name, threads=1)
+        two = find(recs, name=name, threads=2)
+        if one:
+            rows.append([name, "%s ns" % one["ns_per_op"],
+                         "%s ns" % two["ns_per_op"] if two else ""])
+    return table(["", "1 thread", "2 threads"], rows) if rows else ["(no rules engine)"]
+
+
+def rules_load_table(recs):
+    rows = [[d["name"], "%s ms" % d["ms"]] for k, d in recs
+            if k == "bench" and d.get("name") in ("load", "reload")]
+    return table(["1,000 rules", "time"], rows) if rows else ["(no rules engine)"]
+
+
+def rules_instr_table(recs):
+    rows = [[d["algo"][len("rules:"):], thousands(d["instructions_per_decision"])]
+            for k, d in recs if k == "instr" and d["algo"].startswith("rules:")]
+    return table(["", "instructions"], rows) if rows else ["(valgrind was not installed)"]
+
+
+def redis_table(recs):
+    rows = [[d["case"], d["impl"], thousands(d["decisions_per_s"]), thousands(d["p50_ns"]),
+             thousands(d["p99_ns"]), d["round_trips_per_decision"]] for k, d in recs
+            if k == "bench" and "round_trips_per_decision" in d]
+    return table(["case", "impl", "decisions/s", "p50 ns", "p99 ns", "round trips per decision"],
+                 rows) if rows else ["(no Redis benchmark: hiredis or redis-server missing)"]
+
+
+def nginx_table(recs):
+    rows = []
+    for keys in ("1", "10000"):
+        for loc in ("none", "sluice", "rules", "lreq"):
+            m = find(recs, "nginx-median", limiter=loc, keys=keys)
+            if not m:
+                continue
+            i = find(recs, "nginx-instr", limiter=loc, keys=keys)
+            rows.append([NGINX_NAMES[loc], thousands(keys), thousands(m["rps"]),
+                         "%s us" % m["cpu_us_per_req"],
+                         thousands(i["instructions_per_request"]) if i else
+                         ("(baseline)" if loc == "none" else "")])
+        i = find(recs, "nginx-instr", limiter="no-match", keys=keys)
+        if i:
+            rows.append([NGINX_NAMES["no-match"], thousands(keys), "", "",
+                         thousands(i["instructions_per_request"])])
+    return table(["limiter", "keys", "requests/s", "worker CPU per request",
+                  "instructions per request added"], rows) if rows else ["(no nginx benchmark)"]
+
+
+def nginx_exact_table(recs):
+    rows = [[NGINX_NAMES[d["limiter"]], thousands(d["offered_per_s"]),
+             thousands(d["admitted_per_s"])] for k, d in recs if k == "nginx-exact"]
+    return table(["limiter", "offered/s", "admitted/s"], rows) if rows else ["(no nginx benchmark)"]
+
+
+def keyed_flood_table(recs):
+    rows = [[d["policy"], d["seconds"], thousands(d["reclaims"]), thousands(d["evictions"]),
+             "%s / %s" % (thousands(d["rejections"]), thousands(d["untracked"])),
+             "%s in %s s" % (d["admitted"], d["seconds"]), "%s (bound %s)" % (d["worst"], d["bound"]),
+             "%s / %s kB" % (thousands(d["rss_before_kb"]), thousands(d["rss_after_kb"])),
+             d["verdict"]] for k, d in recs if k == "stress" and d.get("mode") == "flood"]
+    return table(["policy", "seconds", "reclaims", "evictions", "rejected / untracked",
+                  "abuser admitted", "worst burst", "VmRSS before / after", "verdict"], rows) \
+        if rows else ["(no flood run)"]
+
+
+def keyed_table(recs):
+    """The keyed tables' rows for docs/keyed.md: 1 and 2 threads, cached clock."""
+    rows = []
+    for regime in ("random10k", "zipf1m"):
+        for algo in ("keyed-gcra", "keyed-gcra-sip", "array-gcra", "mutex-array", "mutex-hash"):
+            for t in ("1", "2"):
+                # the chained hash table reads CLOCK_MONOTONIC, as such tables do
+                clock = "monotonic" if algo == "mutex-hash" else "cached"
+                d = find(recs, algo=algo, mode=clock, threads=t, regime=regime)
+                if d:
+                    rows.append([regime, algo, clock, t, ns(d), ratio(d, "vs_array"),
+                                 ratio(d, "vs_hash")])
+    return table(["keys", "", "clock", "threads", "per decision", "vs array", "vs mutex-hash"],
+                 rows) \
+        if rows else \
+        ["(no keyed benchmark)"]
 
 
 def readme_table(recs):
@@ -203,12 +344,32 @@ def document(raw):
     return "\n".join(lines)
 
 
-def readme_region(readme_text, recs):
-    i, j = readme_text.find(README_BEGIN), readme_text.find(README_END)
-    if i < 0 or j < i:
-        sys.exit("bench/figures.py: the README has no %s ... %s region" % (README_BEGIN, README_END))
-    return readme_text[:i + len(README_BEGIN)] + "\n" + "\n".join(readme_table(recs)) + "\n" + \
-        readme_text[j:]
+REGIONS = {"readme": readme_table, "nginx": nginx_table, "nginx-exact": nginx_exact_table,
+           "redis": redis_table, "rules": rules_table, "rules-load": rules_load_table,
+           "rules-instr": rules_instr_table, "keyed": keyed_table, "keyed-flood": keyed_flood_table}
+
+
+def regions(text, recs, where):
+    """TEXT with every generated region rendered again from RECS."""
+    out, pos = [], 0
+    for m in REGION_BEGIN.finditer(text):
+        name = m.group(1)
+        if name not in REGIONS:
+            sys.exit("%s: unknown figures region '%s' (known: %s)" %
+                     (where, name, ", ".join(sorted(REGIONS))))
+        j = text.find(REGION_END, m.end())
+        if j < 0:
+            sys.exit("%s: figures region '%s' has no %s" % (where, name, REGION_END))
+        out += [text[pos:m.end()], "\n", "\n".join(REGIONS[name](recs)), "\n"]
+        pos = j
+    return "".join(out) + text[pos:]
+
+
+def pages(root, figs):
+    docs = os.path.join(root, "docs")
+    names = [os.path.join(root, "README.md")]
+    names += sorted(os.path.join(docs, f) for f in os.listdir(docs) if f.endswith(".md"))
+    return [n for n in names if os.path.abspath(n) != os.path.abspath(figs)]
 
 
 def main():
@@ -216,25 +377,30 @@ def main():
     if len(sys.argv) < 2 or sys.argv[1] not in ("write", "check"):
         print(__doc__, file=sys.stderr)
         return 2
+    rest = sys.argv[3:] if sys.argv[1] == "write" else sys.argv[2:]
+    figs = rest[0] if rest else os.path.join(root, "docs", "figures.md")
+    top = rest[1] if len(rest) > 1 else root
     if sys.argv[1] == "write":
         run = sys.argv[2]
-        figs = sys.argv[3] if len(sys.argv) > 3 else os.path.join(root, "docs", "figures.md")
-        readme = sys.argv[4] if len(sys.argv) > 4 else os.path.join(root, "README.md")
         raw = ["command bench/readme_figures.sh"]
         raw += ["env " + l for l in open(os.path.join(run, "env.txt")).read().split("\n") if l]
         for src in SOURCES[1:]:
             p = os.path.join(run, src)
             if os.path.exists(p):
-                raw += [l for l in open(p).read().split("\n")
-                        if re.match(r"^(bench_env|bench|instr) ", l)]
-        doc = document(raw)
-        region = readme_region(open(readme).read(), parse(raw))  # before either is written
+                raw += [l for l in open(p).read().split("\n") if RAW_LINE.match(l)]
+        doc, recs = document(raw), parse(raw)
+        new = {n: regions(open(n).read(), recs, n) for n in pages(top, figs)}  # before any write
         open(figs, "w").write(doc)
-        open(readme, "w").write(region)
-        print("wrote %s and the table of %s" % (figs, readme))
+        with_regions = [n for n, text in new.items() if REGION_BEGIN.search(text)]
+        for n in with_regions:
+            open(n, "w").write(new[n])
+        print("wrote %s and the generated regions of %s" %
+              (figs, ", ".join(os.path.relpath(n, top) for n in sorted(with_regions))))
         return 0
-    figs = sys.argv[2] if len(sys.argv) > 2 else os.path.join(root, "docs", "figures.md")
-    readme = sys.argv[3] if len(sys.argv) > 3 else os.path.join(root, "README.md")
+    return check(figs, top)
+
+
+def check(figs, top):
     text = open(figs).read()
     raw = raw_of(text)
     bad = 0
@@ -248,12 +414,16 @@ def main():
         else:
             print("%s: %d lines, the run's lines give %d" % (figs, len(a), len(b)))
         bad += 1
-    rtext = open(readme).read()
-    if readme_region(rtext, parse(raw)) != rtext:
-        print("%s: the table between its figures markers is not the one %s's lines give "
-              "(bench/figures.py write rewrites it)" % (readme, figs))
-        bad += 1
-    print("docs_figures: %s and %s %s" % (figs, readme, "differ" if bad else "agree with the run"))
+    recs, seen = parse(raw), 0
+    for n in pages(top, figs):
+        ptext = open(n).read()
+        seen += len(REGION_BEGIN.findall(ptext))
+        if regions(ptext, recs, n) != ptext:
+            print("%s: a table between figures markers is not the one %s's lines give "
+                  "(bench/figures.py write rewrites it)" % (n, figs))
+            bad += 1
+    print("docs_figures: %s and %d generated regions %s" %
+          (figs, seen, "differ" if bad else "agree with the run"))
     return 1 if bad else 0
 
 
