@@ -79,7 +79,8 @@
  *   refused one fails at once) and each query (at most command_timeout_ns:
  *   the Sentinel's, ROLE, the four SCRIPT LOADs); decisions in the gap take
  *   the fallback within their budget (none waits for a connect).  With one
- *   address (host and port) nothing is asked but SCRIPT LOAD, as a proxy in
+ *   server (host and port, or a list of one) nothing is asked but SCRIPT
+ *   LOAD, as a proxy in
  *   front of Redis may not know ROLE.  Two primaries at once (a split brain
  *   an operator made) are not detected with addresses: use Sentinels.
  *   Replication is asynchronous: a replica promoted has lost the writes it

@@ -285,6 +285,17 @@ static uint64_t follow_bound(unsigned addresses)
 	return BREAKER_OPEN_NS + addresses * (CONNECT_NS + 7 * COMMAND_NS) + SLACK_NS + 50 * MS;
 }
 
+/* @ld's decisions as check_load says, and its first lease admission after
+ * @promoted within @bound: the backend followed (@what: the instant). */
+static void followed_within(const load_t *ld, uint64_t promoted, uint64_t bound, const char *what)
+{
+	uint64_t first = check_load(ld, promoted);
+	cr_assert_neq(first, UINT64_MAX, "no admission from Redis after %s", what);
+	printf("redis_failover: first lease admission %.1f ms after %s (bound %.0f ms)\n",
+	       (double)(first - promoted) / 1e6, what, (double)bound / 1e6);
+	cr_assert_leq(first - promoted, bound);
+}
+
 /* A decision that succeeds from Redis, at most 3 s of trying. */
 static void wait_serving(sluice_redis_limit_t *l)
 {
@@ -339,12 +350,7 @@ Test(redis_failover, promoted_replica_with_lost_writes)
 		sleep_ms(10);
 	load_stop(ld);
 
-	uint64_t first = check_load(ld, promoted);
-	cr_assert_neq(first, UINT64_MAX, "no admission from Redis after the promotion");
-	printf("redis_failover: addresses: first lease admission %.1f ms after the promotion "
-	       "(bound %.0f ms)\n",
-	       (double)(first - promoted) / 1e6, (double)follow_bound(2) / 1e6);
-	cr_assert_leq(first - promoted, follow_bound(2));
+	followed_within(ld, promoted, follow_bound(2), "the promotion");
 	uint64_t k = w0 / WINDOW_NS, in0 = admitted_in(ld, k), in1 = admitted_in(ld, k + 1);
 	printf("redis_failover: admitted %llu in the window of the promotion, %llu in the next "
 	       "(limit %llu)\n",
@@ -446,13 +452,9 @@ Test(redis_failover, sentinel_follows_its_failover)
 	while (mono() < end)
 		sleep_ms(10);
 	load_stop(ld);
-	uint64_t first = check_load(ld, promoted);
-	cr_assert_neq(first, UINT64_MAX, "no admission from Redis after the Sentinel's failover");
 	/* promoted is when the test saw it, up to 10 ms of polling late */
-	printf("redis_failover: sentinel: first lease admission %.1f ms after the Sentinel "
-	       "named the promoted replica (bound %.0f ms)\n",
-	       (double)(first - promoted) / 1e6, (double)follow_bound(1) / 1e6);
-	cr_assert_leq(first - promoted, follow_bound(1) + 10 * MS);
+	followed_within(ld, promoted, follow_bound(1) + 10 * MS,
+	                "the Sentinel named the promoted replica");
 	cr_assert_geq(stats(r).primary_changes, 1);
 	load_free(ld);
 	free(ld);
