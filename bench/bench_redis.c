@@ -65,7 +65,7 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 typedef struct result {
-	double rate, p50, p99, trips;
+	double rate, p50, p99, trips, fallbacks; /* fallbacks: per decision */
 } result_t;
 
 static result_t summarize(uint64_t n, uint64_t ns, uint64_t trips)
@@ -83,6 +83,13 @@ static sluice_redis_limit_config_t limit_cfg(const char *name)
 		.window_ns = 1000000000ULL, .lease_max = 4096, .fallback = SLUICE_REDIS_LOCAL,
 		.expected_instances = 1,
 	};
+}
+
+/* decisions a fallback answered: they never reached Redis, so a case's
+ * rate counts them apart (the fallbacks column) */
+static uint64_t fallbacks(const sluice_redis_stats_t *s)
+{
+	return s->fallback_local + s->fallback_allow + s->fallback_deny;
 }
 
 static uint64_t keyfull, errors; /* SLUICE_EKEYFULL refusals; failed calls */
@@ -111,7 +118,9 @@ static result_t run_sluice(sluice_redis_t *r, sluice_redis_limit_t *l, double se
 		n++;
 	}
 	sluice_redis_stats(r, &s1);
-	return summarize(n, t - start, s1.round_trips - s0.round_trips);
+	result_t res = summarize(n, t - start, s1.round_trips - s0.round_trips);
+	res.fallbacks = (double)(fallbacks(&s1) - fallbacks(&s0)) / (double)n;
+	return res;
 }
 
 /* sluice-redis on NKEYS keys of a keyed limit, from @threads threads at
@@ -184,6 +193,7 @@ static result_t run_keys_threads_until(sluice_redis_t *r, sluice_redis_keyed_t *
 	result_t res = summarize(k, ns, s1.round_trips - s0.round_trips);
 	res.rate = (double)n * 1e9 / (double)ns;
 	res.trips = (double)(s1.round_trips - s0.round_trips) / (double)n;
+	res.fallbacks = (double)(fallbacks(&s1) - fallbacks(&s0)) / (double)n;
 	return res;
 }
 
@@ -275,7 +285,7 @@ static result_t run_procs(int kind, unsigned procs, const char *sha, double secs
 	}
 	close(fd[1]);
 	result_t sum = { 0 };
-	double calls = 0;
+	double calls = 0, fell = 0;
 	for (unsigned p = 0; p < procs; p++) {
 		result_t x;
 		if (read(fd[0], &x, sizeof(x)) != (ssize_t)sizeof(x))
@@ -284,6 +294,7 @@ static result_t run_procs(int kind, unsigned procs, const char *sha, double secs
 		sum.p50 = x.p50 > sum.p50 ? x.p50 : sum.p50;
 		sum.p99 = x.p99 > sum.p99 ? x.p99 : sum.p99;
 		calls += x.trips * x.rate;
+		fell += x.fallbacks * x.rate;
 	}
 	close(fd[0]);
 	for (unsigned p = 0; p < procs; p++) {
@@ -292,6 +303,7 @@ static result_t run_procs(int kind, unsigned procs, const char *sha, double secs
 			exit(1);
 	}
 	sum.trips = calls / sum.rate;
+	sum.fallbacks = fell / sum.rate;
 	return sum;
 }
 
@@ -322,21 +334,22 @@ static result_t run_baseline(redisContext *c, const char *sha, unsigned nl, doub
 static void line(const char *cs, const char *impl, result_t r)
 {
 	printf("bench case=%s impl=%s decisions_per_s=%.0f p50_ns=%.0f p99_ns=%.0f "
-	       "round_trips_per_decision=%.6f\n",
-	       cs, impl, r.rate, r.p50, r.p99, r.trips);
+	       "round_trips_per_decision=%.6f fallbacks_per_decision=%.6f\n",
+	       cs, impl, r.rate, r.p50, r.p99, r.trips, r.fallbacks);
 }
 
 static result_t median(result_t *v, unsigned n)
 {
-	double a[64], b[64], c[64], d[64];
+	double a[64], b[64], c[64], d[64], e[64];
 	for (unsigned i = 0; i < n; i++) {
 		a[i] = v[i].rate;
 		b[i] = v[i].p50;
 		c[i] = v[i].p99;
 		d[i] = v[i].trips;
+		e[i] = v[i].fallbacks;
 	}
 	return (result_t){ bench_median(a, n), bench_median(b, n), bench_median(c, n),
-		           bench_median(d, n) };
+		           bench_median(d, n), bench_median(e, n) };
 }
 
 int main(int argc, char **argv)
@@ -419,11 +432,11 @@ int main(int argc, char **argv)
 		m[k] = median(res[k], o.repeats);
 		line(names_c[k], impls[k], m[k]);
 	}
-	printf("\n%-8s %-14s %14s %10s %10s %16s\n", "case", "impl", "decisions/s", "p50 ns",
-	       "p99 ns", "round trips/dec");
+	printf("\n%-8s %-14s %14s %10s %10s %16s %14s\n", "case", "impl", "decisions/s",
+	       "p50 ns", "p99 ns", "round trips/dec", "fallbacks/dec");
 	for (int k = 0; k < NCASES; k++)
-		printf("%-8s %-14s %14.0f %10.0f %10.0f %16.6f\n", names_c[k], impls[k], m[k].rate,
-		       m[k].p50, m[k].p99, m[k].trips);
+		printf("%-8s %-14s %14.0f %10.0f %10.0f %16.6f %14.6f\n", names_c[k], impls[k],
+		       m[k].rate, m[k].p50, m[k].p99, m[k].trips, m[k].fallbacks);
 	printf("\nhot: %.0fx the decisions/s, %.0fx fewer round trips; keys: %.1fx, %.1fx\n",
 	       m[0].rate / m[1].rate, m[1].trips / (m[0].trips > 0 ? m[0].trips : 1e-12),
 	       m[2].rate / m[3].rate, m[3].trips / (m[2].trips > 0 ? m[2].trips : 1e-12));

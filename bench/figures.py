@@ -247,10 +247,11 @@ def rules_instr_table(recs):
 
 def redis_table(recs):
     rows = [[d["case"], d["impl"], thousands(d["decisions_per_s"]), thousands(d["p50_ns"]),
-             thousands(d["p99_ns"]), d["round_trips_per_decision"]] for k, d in recs
+             thousands(d["p99_ns"]), d["round_trips_per_decision"],
+             d.get("fallbacks_per_decision", "not counted")] for k, d in recs
             if k == "bench" and "round_trips_per_decision" in d]
-    return table(["case", "impl", "decisions/s", "p50 ns", "p99 ns", "round trips per decision"],
-                 rows) if rows else ["(no Redis benchmark: hiredis or redis-server missing)"]
+    return table(["case", "impl", "decisions/s", "p50 ns", "p99 ns", "round trips per decision",
+                  "fallbacks per decision"], rows) if rows else ["(no Redis benchmark: hiredis or redis-server missing)"]
 
 
 def nginx_table(recs):
