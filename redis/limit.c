@@ -83,6 +83,8 @@ static int addresses_of(const sluice_redis_config_t *cfg, sluice_redis_t *r)
 			return SLUICE_EINVAL;
 	r->naddr = cfg->n_addresses;
 	if (cfg->sentinel_master) {
+		if (cfg->cluster)
+			return SLUICE_EINVAL; /* a cluster's nodes are found by its map */
 		size_t n = strlen(cfg->sentinel_master);
 		if (n == 0 || n >= sizeof(r->master))
 			return SLUICE_EINVAL;
@@ -99,7 +101,7 @@ int sluice_redis_new(const sluice_redis_config_t *cfg, sluice_redis_t **out)
 	if (!r)
 		return SLUICE_ENOMEM;
 	memset(r, 0, sizeof(*r));
-	int e = addresses_of(cfg, r);
+	int e = cfg->cluster != 0 && cfg->cluster != 1 ? SLUICE_EINVAL : addresses_of(cfg, r);
 	if (e) {
 		free(r);
 		return e;
@@ -109,6 +111,9 @@ int sluice_redis_new(const sluice_redis_config_t *cfg, sluice_redis_t **out)
 	r->breaker_failures = cfg->breaker_failures ? cfg->breaker_failures : 3;
 	r->breaker_open_ns = cfg->breaker_open_ns ? cfg->breaker_open_ns : 200 * MS;
 	r->max_limits = cfg->max_limits ? cfg->max_limits : 1024;
+	r->cluster = cfg->cluster;
+	r->map_stale = r->cluster;
+	memset(r->slot_node, SLUICE__NODE_NONE, sizeof(r->slot_node));
 	uint64_t size = 1;
 	while (size < r->max_limits)
 		size <<= 1;

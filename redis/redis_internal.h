@@ -35,7 +35,7 @@ enum {
 	ST_ROUND_TRIPS, ST_GRANTS, ST_GRANTED, ST_REMOTE_REFUSALS, ST_LEASE_ADMITS,
 	ST_CACHE_REFUSALS, ST_FB_LOCAL, ST_FB_ALLOW, ST_FB_DENY, ST_BUDGET, ST_IO_ERRORS,
 	ST_CONNECTS, ST_NOSCRIPT, ST_OPENED, ST_HALF, ST_CLOSED, ST_LAPSED, ST_BATCHES,
-	ST_PRIMARY_CHANGES, ST_READONLY_DROPS, ST_NOT_PRIMARY,
+	ST_PRIMARY_CHANGES, ST_READONLY_DROPS, ST_NOT_PRIMARY, ST_MOVED, ST_ASK, ST_SLOT_MAPS,
 };
 
 /* One address of a backend: a server, or a Sentinel (redis.h FAILOVER). */
@@ -44,11 +44,26 @@ struct sluice__redis_addr {
 	int port;
 };
 
+/* A server the I/O thread talks to: the one that serves, or (CLUSTER) one
+ * primary of the cluster. */
+struct sluice__redis_node {
+	struct sluice__redis_addr addr;
+	void *ctx; /* redisContext *, NULL while disconnected */
+};
+
+/* CLUSTER: the most primaries a backend talks to (the slots of any more
+ * stay unmapped: their calls take the fallback, redis.h CLUSTER), the
+ * cluster's slots, and a slot no node is known for. */
+#define SLUICE__REDIS_NODES 64
+#define SLUICE__REDIS_SLOTS 16384
+#define SLUICE__NODE_NONE 0xff
+
 struct sluice_redis {
 	/* read-only after new */
 	struct sluice__redis_addr addr[SLUICE_REDIS_ADDRESSES_MAX];
 	unsigned naddr;              /* 1: host and port; more: FAILOVER       */
 	char master[128];            /* the Sentinels' name for it, or ""      */
+	int cluster;                 /* the addresses are cluster seed nodes */
 	uint64_t connect_timeout_ns, command_timeout_ns, breaker_open_ns;
 	unsigned breaker_failures, max_limits;
 	/* shared */
@@ -61,7 +76,12 @@ struct sluice_redis {
 	_Alignas(SLUICE_CACHELINE) _Atomic uint64_t stats[SLUICE__REDIS_NSTATS];
 	/* the I/O thread's own */
 	pthread_t thread;
-	void *ctx;                   /* redisContext *, NULL while disconnected */
+	/* node[0] the server that serves; CLUSTER: every primary in the map */
+	struct sluice__redis_node node[SLUICE__REDIS_NODES];
+	unsigned nnodes;
+	int map_stale;               /* CLUSTER: read the slot map before the
+	                              * next batch (none yet, or a MOVED) */
+	uint8_t slot_node[SLUICE__REDIS_SLOTS]; /* CLUSTER: node per slot */
 	char sha[4][41];             /* per algorithm, from SCRIPT LOAD */
 	unsigned fails;              /* consecutive failures */
 	unsigned last;               /* the address that served last         */
@@ -143,6 +163,12 @@ int sluice__redis_reader_feed_n(void *rd, const char *buf, size_t n, size_t *fed
  * returns, before hiredis allocates them; 0, or -1 (no table: out of
  * memory at the first call) */
 int sluice__redis_reader_cap(void *rd);
+/* the same for a CLUSTER SLOTS reply: arrays of up to SLUICE__REDIS_SLOTS
+ * (a range per slot at most); sluice__redis_reader_cap restores the cap */
+int sluice__redis_reader_cap_slots(void *rd);
+/* the most bytes a CLUSTER SLOTS reply may take (a range per slot, each
+ * with its primary and a few replicas: about 200 bytes) */
+#define SLUICE__REDIS_SLOTS_REPLY_MAX (SLUICE__REDIS_SLOTS * 256)
 
 /* redis/lease.c */
 /* what the lease word @w still holds now (0 when it lapsed) */
@@ -184,6 +210,20 @@ void sluice__limit_done(sluice_redis_limit_t *l);
 
 /* redis/keyed.c: a slot's limit the I/O thread freed after its table's free */
 void sluice__keyed_release(struct sluice_redis_keyed *k, sluice_redis_limit_t *l);
+
+/* redis/cluster.c: slots, redirects and the slot map (redis.h CLUSTER) */
+/* the cluster slot of a key: CRC16 (XMODEM) of its hash tag, mod 16384 */
+unsigned sluice__redis_slot(const char *key, size_t len);
+/* a MOVED or ASK error reply's text: 1 (MOVED) or 2 (ASK) with the slot
+ * and the node's address, 0 when it is neither, -1 malformed */
+int sluice__redis_redirect(const char *err, size_t len, unsigned *slot,
+                           struct sluice__redis_addr *to);
+/* the node of @r for @a: found, or added (disconnected); SLUICE__NODE_NONE
+ * when SLUICE__REDIS_NODES are in use */
+unsigned sluice__redis_node_of(sluice_redis_t *r, const struct sluice__redis_addr *a);
+/* a CLUSTER SLOTS reply (a redisReply *) into r->slot_node, every slot it
+ * does not name unmapped; 0, or -1 (not such a reply: the map is kept) */
+int sluice__redis_slots_parse(sluice_redis_t *r, const void *reply);
 
 /* redis/io.c */
 /* bumped in the child of every fork(): a backend made before it belongs to

@@ -158,7 +158,7 @@ int sluice__redis_reader_feed(void *reader, const char *buf, size_t n, size_t *f
  */
 #define SLUICE__REDIS_ARRAY_MAX 16
 
-static redisReplyObjectFunctions capped_fns;
+static redisReplyObjectFunctions capped_fns, slots_fns;
 static void *(*default_create_array)(const redisReadTask *, int);
 static pthread_once_t capped_once = PTHREAD_ONCE_INIT;
 static int capped_ready; /* written once, under capped_once */
@@ -166,6 +166,15 @@ static int capped_ready; /* written once, under capped_once */
 static void *capped_create_array(const redisReadTask *task, int elements)
 {
 	if (elements < 0 || elements > SLUICE__REDIS_ARRAY_MAX)
+		return NULL;
+	return default_create_array(task, elements);
+}
+
+/* CLUSTER SLOTS: a range per slot at most, as many nodes per range as
+ * the byte cap allows (SLUICE__REDIS_SLOTS_REPLY_MAX) */
+static void *slots_create_array(const redisReadTask *task, int elements)
+{
+	if (elements < 0 || elements > SLUICE__REDIS_SLOTS)
 		return NULL;
 	return default_create_array(task, elements);
 }
@@ -181,6 +190,8 @@ static void make_capped(void)
 	redisReaderFree(fresh);
 	default_create_array = capped_fns.createArray;
 	capped_fns.createArray = capped_create_array;
+	slots_fns = capped_fns;
+	slots_fns.createArray = slots_create_array;
 	capped_ready = 1;
 }
 
@@ -191,5 +202,15 @@ int sluice__redis_reader_cap(void *reader)
 	if (!capped_ready || !rd)
 		return -1;
 	rd->fn = &capped_fns;
+	return 0;
+}
+
+int sluice__redis_reader_cap_slots(void *reader)
+{
+	redisReader *rd = reader;
+	pthread_once(&capped_once, make_capped);
+	if (!capped_ready || !rd)
+		return -1;
+	rd->fn = &slots_fns;
 	return 0;
 }

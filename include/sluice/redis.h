@@ -96,6 +96,28 @@
  *   delta / T extra permits, a window key sees its window end early (at most
  *   one window's limit early).  A clock behind loses permits, never adds.
  *
+ * CLUSTER (cluster = 1)
+ *   The addresses (or host and port) are seed nodes of a Redis Cluster.
+ *   The I/O thread reads the slot map (CLUSTER SLOTS) from a seed, keeps
+ *   one pipelined connection per primary (at most 64; the slots of any
+ *   more stay unmapped and their calls fail, as an I/O error does), and
+ *   sends each call to the primary of its key's slot (CRC16 of the hash
+ *   tag, mod 16384).  A limit's keys share the tag {name}, so each
+ *   limit's script touches one slot; a keyed limit's keys carry the key
+ *   in the tag ({name:key}), so its keys spread over the shards.  A MOVED
+ *   reply sets that slot's primary and sends the call again to it, once,
+ *   and the whole map is read again before the next batch; an ASK reply
+ *   sends it once to the importing node after ASKING, the map unchanged.
+ *   A call redirected a second time, or answered TRYAGAIN, is answered with
+ *   nothing and its decision asks again within its budget (then the
+ *   fallback).  A reshard moves a key with its count (MIGRATE), so it adds
+ *   nothing to the bound of a single server: every grant is counted once,
+ *   in the key on the node that holds it (test_redis_cluster checks the
+ *   sum of the counts against granted_permits across a reshard of 1,500
+ *   slots under load).  A primary failing over to its replica is the
+ *   FAILOVER bound above, per shard.  The breaker is the backend's: K
+ *   consecutive failures on any primaries open it for all of them.
+ *
  * FALLBACK (breaker open, or budget spent)
  *   SLUICE_REDIS_LOCAL: a local limiter of the same algorithm holding
  *   limit / expected_instances (GCRA: rate and burst divided), so all
@@ -207,6 +229,9 @@ typedef struct sluice_redis_config {
 	/* NULL: the addresses are Redis servers; a name: they are Sentinels
 	 * monitoring the primary of that name */
 	const char *sentinel_master;
+	/* 1: the addresses (or host and port) are seed nodes of a Redis
+	 * Cluster (CLUSTER, above); no sentinel_master then */
+	int cluster;
 } sluice_redis_config_t;
 
 /* The most addresses a backend takes (sluice_redis_config_t.addresses). */
@@ -261,6 +286,11 @@ typedef struct sluice_redis_stats {
 	                            * answered READONLY (it became a replica) */
 	uint64_t not_primary;      /* servers skipped at connect: ROLE was not
 	                            * master, or a Sentinel named none        */
+	uint64_t moved;            /* CLUSTER: MOVED replies (the slot map
+	                            * updated, the call sent again)           */
+	uint64_t ask_redirects;    /* CLUSTER: ASK replies (the call sent once
+	                            * to the importing node, after ASKING)    */
+	uint64_t slot_maps;        /* CLUSTER: slot maps read (CLUSTER SLOTS)  */
 } sluice_redis_stats_t;
 
 typedef struct sluice_redis sluice_redis_t;

@@ -144,6 +144,16 @@ int sluice_test_redis_start_with(sluice_test_redis_t *s, int port, const char *c
 	s->port = port;
 	char portstr[16];
 	snprintf(portstr, sizeof(portstr), "%d", port);
+	/* a cluster node's bus is on port + 10000 unless told: past 65535
+	 * for most free ports, so it gets a free port of its own */
+	char bus[16] = "";
+	for (int i = 0; extra && extra[i]; i++)
+		if (strcmp(extra[i], "--cluster-enabled") == 0) {
+			int b = free_port();
+			if (b < 0)
+				return -1;
+			snprintf(bus, sizeof(bus), "%d", b);
+		}
 	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid < 0) {
@@ -177,8 +187,12 @@ int sluice_test_redis_start_with(sluice_test_redis_t *s, int port, const char *c
 			                             "local", "--dir", NULL, "--daemonize", "no" };
 		for (size_t i = 0; i < sizeof(usual) / sizeof(usual[0]); i++)
 			argv[argc++] = i == 1 ? portstr : i == 11 ? s->dir : usual[i];
-		for (int i = 0; extra && extra[i] && argc < 63; i++)
+		for (int i = 0; extra && extra[i] && argc < 61; i++)
 			argv[argc++] = extra[i];
+		if (bus[0]) {
+			argv[argc++] = "--cluster-port";
+			argv[argc++] = bus;
+		}
 		argv[argc] = NULL;
 		execv(SLUICE_REDIS_SERVER, (char *const *)argv);
 		_exit(127);

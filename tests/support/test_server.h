@@ -26,7 +26,9 @@ int sluice_test_redis_start(sluice_test_redis_t *s, int port);
 /* as sluice_test_redis_start, with @conf (NULL: none) written to the
  * server's dir as its config file, and @extra (NULL-terminated; NULL:
  * none) after the usual arguments: a replica ("--replicaof", "127.0.0.1",
- * PORT), a Sentinel (@conf "sentinel monitor ...", @extra "--sentinel") */
+ * PORT), a Sentinel (@conf "sentinel monitor ...", @extra "--sentinel"), a
+ * cluster node (@extra "--cluster-enabled" "yes" ...: its bus gets a free
+ * port of its own, --cluster-port, as port + 10000 may pass 65535) */
 int sluice_test_redis_start_with(sluice_test_redis_t *s, int port, const char *conf,
                                  const char *const *extra);
 /* kill -9 and reap (bounded); the port and dir are kept for a restart */
