@@ -56,7 +56,10 @@ static int endpoint(const char *s, size_t n, struct sluice__redis_addr *a)
 	for (size_t i = 0; i < n; i++)
 		if (s[i] == ':')
 			colon = s + i;
-	if (!colon || colon == s || (size_t)(colon - s) >= sizeof(a->host))
+	/* a NUL in the host would cut it short (found by
+	 * fuzz/fuzz_redis_cluster.c: "ASK 3705 \0\0...:7002" named host "") */
+	if (!colon || colon == s || (size_t)(colon - s) >= sizeof(a->host) ||
+	    memchr(s, 0, (size_t)(colon - s)))
 		return -1;
 	long port = 0;
 	const char *p = colon + 1, *end = s + n;
