@@ -167,10 +167,12 @@ int sluice__backend_limit_check(const sluice_rule_t *r, const sluice_clock_t *cl
 	return sluice_redis_limit_config_check(&lc);
 }
 
-/* The same servers, in the same order, and the same Sentinels' name. */
+/* The same servers, in the same order, the same Sentinels' name, both a
+ * cluster's or neither. */
 static int same_addresses(const struct sluice__backend *b, const sluice_rules_backend_t *w)
 {
-	if (b->naddrs != w->n_addresses || strcmp(b->sentinel, w->sentinel ? w->sentinel : "") != 0)
+	if (b->naddrs != w->n_addresses || b->cluster != w->cluster ||
+	    strcmp(b->sentinel, w->sentinel ? w->sentinel : "") != 0)
 		return 0;
 	for (uint32_t i = 0; i < b->naddrs; i++)
 		if (strcmp(b->addrs[i], w->addresses[i]) != 0)
@@ -206,6 +208,7 @@ int sluice__backend_open(const sluice_rules_backend_t *w, uint32_t max_limits, u
 		list[i] = b->addrs[i];
 	}
 	snprintf(b->sentinel, sizeof(b->sentinel), "%s", w->sentinel ? w->sentinel : "");
+	b->cluster = w->cluster;
 	b->connect_timeout_ns = w->connect_timeout_ns;
 	b->command_timeout_ns = w->command_timeout_ns;
 	b->breaker_open_ns = w->breaker_open_ns;
@@ -222,12 +225,13 @@ int sluice__backend_open(const sluice_rules_backend_t *w, uint32_t max_limits, u
 		.breaker_open_ns = b->breaker_open_ns,
 		.max_limits = b->max_limits,
 	};
-	if (b->naddrs > 1 || b->sentinel[0]) { /* a failover to follow */
+	if (b->naddrs > 1 || b->sentinel[0] || b->cluster) { /* a failover, or a cluster */
 		rc.host = NULL;
 		rc.port = 0;
 		rc.addresses = list;
 		rc.n_addresses = b->naddrs;
 		rc.sentinel_master = b->sentinel[0] ? b->sentinel : NULL;
+		rc.cluster = (int)b->cluster;
 	}
 	sluice_redis_t *conn;
 	int e = sluice_redis_new(&rc, &conn);
@@ -266,6 +270,8 @@ void sluice__backend_row(const struct sluice__backend *b, sluice__metrics_backen
 	row->batches = s.batches;
 	row->primary_changes = s.primary_changes;
 	row->readonly_drops = s.readonly_drops;
+	row->moved = s.moved;
+	row->ask_redirects = s.ask_redirects;
 	row->breaker = sluice_redis_breaker(b->conn);
 }
 

@@ -47,6 +47,7 @@ struct sluice__backend {
 	char addrs[SLUICE_RULES_ADDRESSES_MAX][64];
 	uint32_t naddrs;
 	char sentinel[SLUICE_RULES_SENTINEL_MAX + 1];
+	uint32_t cluster;                /* sluice/redis.h CLUSTER          */
 	uint64_t connect_timeout_ns, command_timeout_ns, breaker_open_ns;
 	uint32_t breaker_failures, max_limits;
 	pid_t pid;

@@ -415,6 +415,9 @@ static void put_backends(struct out *o, const sluice__metrics_view_t *v)
 	                        "Connects to another server than the last one's (a failover followed).");
 	SLUICE__BACKEND_COUNTER(readonly_drops,
 	                        "Connections dropped because the server answered READONLY (a replica).");
+	SLUICE__BACKEND_COUNTER(moved, "Cluster: MOVED replies (the slot map updated, the call sent again).");
+	SLUICE__BACKEND_COUNTER(ask_redirects,
+	                        "Cluster: ASK replies (the call sent once to the importing node).");
 #undef SLUICE__BACKEND_COUNTER
 	put_family(o, "sluice_backend_fallbacks_total", "counter",
 	           "Decisions taken by the fallback, by kind (local share, allow, deny).");

@@ -292,6 +292,7 @@ typedef struct sluice__metrics_backend_row {
 	uint64_t fallback_local, fallback_allow, fallback_deny, budget_timeouts;
 	uint64_t io_errors, connects, breaker_opened, batches;
 	uint64_t primary_changes, readonly_drops; /* sluice/redis.h FAILOVER */
+	uint64_t moved, ask_redirects;            /* sluice/redis.h CLUSTER */
 	int breaker;                  /* 0 closed, 1 open, 2 half-open        */
 } sluice__metrics_backend_row_t;
 

@@ -1173,7 +1173,7 @@ static int take_backend(struct ctx *c, const struct sluice__node *k, const struc
 		                            "budget",         "lease_max",       "fallback",
 		                            "expected_instances", "connect_timeout", "command_timeout",
 		                            "breaker_failures", "breaker_open",  "max_limits",
-		                            "sentinel" };
+		                            "sentinel",       "cluster" };
 	static const char *const types[] = { "redis" };
 	static const char *const fallbacks[] = { "local", "allow", "deny" };
 	const struct sluice__node *v[COUNT(keys)];
@@ -1217,6 +1217,16 @@ static int take_backend(struct ctx *c, const struct sluice__node *k, const struc
 	if (v[12] && get_string(c, v[12], what, SLUICE_RULES_SENTINEL_MAX, id_char,
 	                        "letters, digits and - _ .", &b->sentinel))
 		bad = -1;
+	snprintf(what, sizeof(what), "backends.%s.cluster", b->name);
+	int cluster = 0;
+	if (v[13] && get_bool(c, v[13], what, &cluster))
+		bad = -1;
+	else if (cluster && v[12]) {
+		ERR(c, v[13], "%s: a cluster's primaries come from its slot map; 'sentinel' is for "
+		              "one primary and its replicas", what);
+		bad = -1;
+	}
+	b->cluster = (uint32_t)cluster;
 	/* the durations, each optional: 0 leaves libsluice-redis's default */
 	static const struct {
 		unsigned key;

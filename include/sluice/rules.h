@@ -273,6 +273,9 @@ typedef struct sluice_rules_backend {
 	const char *const *addresses;
 	const char *sentinel;           /* NULL, or the name the Sentinels at
 	                                 * the addresses know the primary by */
+	uint32_t cluster;               /* 1: the addresses are seed nodes of
+	                                 * a Redis Cluster (sluice/redis.h
+	                                 * CLUSTER); default 0                 */
 	uint64_t lease_ttl_ns;          /* GCRA, log: S; 0: libsluice-redis's  */
 	uint64_t budget_ns;             /* a decision's wait for Redis; 0: its  */
 	uint32_t lease_max;             /* largest lease B (default 16)         */

@@ -29,11 +29,9 @@
  */
 #include <hiredis/hiredis.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,10 +40,10 @@
 
 #include "sluice/clock.h"
 #include "sluice/redis.h"
-#include "test_server.h"
+#include "test_cluster.h"
 
 #define MS 1000000ULL
-#define NODES 3
+#define NODES SLUICE_TEST_CLUSTER_NODES
 #define NKEYS 600
 #define LIMIT 40ULL        /* keys_spread_over_the_shards */
 #define BIG_LIMIT 1000000ULL /* the reshard: never reached */
@@ -53,14 +51,17 @@
 #define RESHARD "1500"
 #define MAX_FALLBACK 0.01
 
-static sluice_test_redis_t node[NODES];
+static sluice_test_cluster_t cl;
+static sluice_test_redis_t *const node = cl.node;
 
-static void servers_down(void)
+static void cluster_up(void)
 {
-	for (int i = 0; i < NODES; i++) {
-		sluice_test_redis_kill(&node[i]);
-		sluice_test_redis_stop(&node[i]);
-	}
+	cr_assert_eq(sluice_test_cluster_start(&cl), 0, "the cluster did not start");
+}
+
+static void cluster_down(void)
+{
+	sluice_test_cluster_stop(&cl);
 }
 
 static void sleep_ms(unsigned ms)
@@ -91,77 +92,12 @@ static long long cmd_int(int port, const char *c)
 	return v;
 }
 
-/* redis-cli with @argv (NULL-terminated, after "redis-cli"), killed after
- * @secs; its exit status (-1: killed or not run).  Its output goes to
- * the first node's log. */
-static pid_t cli_start(const char *const *argv)
-{
-	pid_t pid = fork();
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		char log[128];
-		snprintf(log, sizeof(log), "%s/cli.log", node[0].dir);
-		FILE *f = freopen(log, "a", stdout);
-		if (!f || !freopen(log, "a", stderr))
-			_exit(127);
-		const char *v[32] = { "redis-cli" };
-		int n = 1;
-		for (int i = 0; argv[i] && n < 31; i++)
-			v[n++] = argv[i];
-		v[n] = NULL;
-		execvp("redis-cli", (char *const *)v);
-		_exit(127);
-	}
-	return pid;
-}
-
-static int cli_wait(pid_t pid, unsigned secs)
-{
-	for (unsigned i = 0; i < secs * 100; i++) {
-		int st;
-		if (waitpid(pid, &st, WNOHANG) == pid)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-		sleep_ms(10);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-	return -1;
-}
-
 static void addr_of(int i, char *out, size_t len)
 {
-	snprintf(out, len, "127.0.0.1:%d", node[i].port);
+	sluice_test_cluster_addr(&cl, i, out, len);
 }
 
-/* Three primaries, every slot assigned, cluster_state ok on each. */
-static void cluster_up(void)
-{
-	const char *const extra[] = { "--cluster-enabled", "yes", "--cluster-config-file",
-		                      "nodes.conf", "--cluster-node-timeout", "5000", NULL };
-	for (int i = 0; i < NODES; i++)
-		cr_assert_eq(sluice_test_redis_start_with(&node[i], 0, NULL, extra), 0,
-		             "node %d did not start", i);
-	char a[NODES][32];
-	for (int i = 0; i < NODES; i++)
-		addr_of(i, a[i], sizeof(a[i]));
-	const char *const create[] = { "--cluster", "create", a[0], a[1], a[2], "--cluster-yes",
-		                       NULL };
-	cr_assert_eq(cli_wait(cli_start(create), 30), 0, "redis-cli --cluster create failed");
-	for (int t = 0; t < 1000; t++) {
-		int ok = 0;
-		for (int i = 0; i < NODES; i++) {
-			redisReply *rep = cmd(node[i].port, "CLUSTER INFO");
-			ok += rep->type == REDIS_REPLY_STRING && strstr(rep->str, "cluster_state:ok");
-			freeReplyObject(rep);
-		}
-		if (ok == NODES)
-			return;
-		sleep_ms(10);
-	}
-	cr_assert_fail("the cluster did not reach cluster_state:ok in 10 s");
-}
-
-TestSuite(redis_cluster, .init = cluster_up, .fini = servers_down, .timeout = 90);
+TestSuite(redis_cluster, .init = cluster_up, .fini = cluster_down, .timeout = 90);
 
 static sluice_redis_stats_t stats(const sluice_redis_t *r)
 {
@@ -348,7 +284,7 @@ Test(redis_cluster, a_reshard_under_load_loses_nothing)
 		                        "--cluster-to", to, "--cluster-slots", RESHARD,
 		                        "--cluster-yes", NULL };
 	uint64_t t0 = sluice_clock_monotonic_ns();
-	int st = cli_wait(cli_start(reshard), 60);
+	int st = sluice_test_cluster_wait(sluice_test_cluster_cli(&cl, reshard), 60);
 	uint64_t took = sluice_clock_monotonic_ns() - t0;
 	sleep_ms(200);
 	atomic_store(&stop, 1);

@@ -186,6 +186,27 @@ Test(rules_backend, a_list_of_addresses_or_sentinels)
 	           2, 53, "backends.m.sentinel:");
 }
 
+/* cluster: true makes the addresses a Redis Cluster's seed nodes. */
+Test(rules_backend, a_cluster_backend)
+{
+	sluice_rules_t *r = load_ok(
+		"backends:\n"
+		"  shards: { type: redis, address: [127.0.0.1:7000, 127.0.0.1:7001], cluster: true }\n"
+		"  one: { type: redis, address: 127.0.0.1:6379, cluster: false }\n"
+		"  plain: { type: redis, address: 127.0.0.1:6379 }\n"
+		"rules: []\n");
+	cr_assert_eq(r->backends[0].cluster, 1);
+	cr_assert_eq(r->backends[0].n_addresses, 2);
+	cr_assert_eq(r->backends[1].cluster, 0);
+	cr_assert_eq(r->backends[2].cluster, 0, "the default");
+	sluice_rules_free(r);
+	refused_at("backends:\n  m: { type: redis, address: 127.0.0.1:1, cluster: yes }\nrules: []\n",
+	           2, 52, "backends.m.cluster:");
+	refused_at("backends:\n  m: { type: redis, address: 127.0.0.1:1, sentinel: s, cluster: true }\n"
+	           "rules: []\n",
+	           2, 65, "backends.m.cluster: a cluster's primaries come from its slot map");
+}
+
 Test(rules_backend, durations_go_through_parse_h)
 {
 	/* parse.h's own message after the field's name */
