@@ -189,8 +189,15 @@ Test(redis_cluster, keys_spread_over_the_shards)
 			sluice_redis_source_t src;
 			int rc = sluice_redis_acquire_key(k, key, (size_t)len, 1, NULL, &src);
 			cr_assert(rc == 0 || rc == 1, "key %s: %d", key, rc);
-			cr_assert_neq(src, SLUICE_REDIS_FROM_FALLBACK, "key %s: the fallback decided",
-			              key);
+			if (src == SLUICE_REDIS_FROM_FALLBACK) {
+				sluice_redis_stats_t f = stats(r);
+				cr_assert_fail("key %s: the fallback decided (io_errors %llu, budget "
+				               "timeouts %llu, breaker opened %llu, slot maps %llu)",
+				               key, (unsigned long long)f.io_errors,
+				               (unsigned long long)f.budget_timeouts,
+				               (unsigned long long)f.breaker_opened,
+				               (unsigned long long)f.slot_maps);
+			}
 			admitted += rc == 1;
 		}
 		exact += admitted == LIMIT;
