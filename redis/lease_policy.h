@@ -32,7 +32,14 @@
  * lapses while its waiter took the fallback; a prefetch follows two or
  * more decisions that spent without sending.  So round trips never exceed
  * the key's decisions: a cool key costs one per decision, and its grants
- * hold exactly what its decisions asked.
+ * hold exactly what its decisions asked.  Two things lapse even so, and a
+ * decision that finds its grant lapsed asks once more: a grant whose reply
+ * comes back after its window (or TTL) ended, for a call sent within a
+ * round trip of the end (about RTT / W of the calls), and the second
+ * permit of a key asked twice within one window, which is HOT and doubles
+ * B once (random arrivals at lambda per key do that about lambda x W of
+ * the time).  sluice-sim fleet runs this policy and measures both
+ * (tests/core/test_sim_fleet.c cool_instances_cost_one_round_trip).
  */
 #ifndef SLUICE_REDIS_LEASE_POLICY_H
 #define SLUICE_REDIS_LEASE_POLICY_H

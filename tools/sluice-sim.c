@@ -6,6 +6,8 @@
  *   sluice-sim [run] [OPTIONS]   one profile, several algorithms, a table
  *   sluice-sim demo [OPTIONS]    the boundary burst against the family
  *   sluice-sim advise ...        buckets for a tolerance, and alternatives
+ *   sluice-sim fleet ...         N instances of libsluice-redis on one Redis
+ *                                (sim/fleet_cli.c: its own options)
  *
  * This file is the command line only: reading options, filling in the
  * defaults that depend on the policy (L per W), and calling the pieces in
@@ -36,6 +38,7 @@ static void usage(FILE *f)
 	"usage: sluice-sim [run] [OPTIONS]      simulate, print a table per algorithm\n"
 	"       sluice-sim demo [OPTIONS]       the boundary burst against the family\n"
 	"       sluice-sim advise --limit L --window W --tolerance T\n"
+	"       sluice-sim fleet [OPTIONS]      N instances on one Redis (fleet --help)\n"
 	"       sluice-sim -h | --help | --version\n"
 	"\n"
 	"Offers simulated traffic to the real sluice limiters, driven by a manual clock\n"
@@ -238,7 +241,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		else if (strcmp(argv[1], "advise") == 0)
 			o->cmd = 2;
 		else
-			die_usage("unknown command '%s' (run, demo, advise)", argv[1]);
+			die_usage("unknown command '%s' (run, demo, advise, fleet)", argv[1]);
 		first = 2;
 	}
 	optind = first;
@@ -345,8 +348,12 @@ static void rate_text(const sim_traffic_config_t *t, char *buf, size_t len)
 		snprintf(buf, len, "%.6g/s", (double)t->rate_num * 1e9 / (double)t->rate_den);
 }
 
+int sim_fleet_main(int argc, char **argv); /* sim/fleet_cli.c */
+
 int main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "fleet") == 0)
+		return sim_fleet_main(argc - 1, argv + 1);
 	struct opts o;
 	parse_args(argc, argv, &o);
 	if (o.cmd == 2)

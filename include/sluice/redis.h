@@ -58,11 +58,16 @@
  *   One limit is one key (name); a backend holds up to max_limits.  A key
  *   whose lease lapsed (or that never had one) asks for exactly what its
  *   decision needs, and a lease is prefetched only after two or more
- *   decisions spent from the one before: a key costs at most one round trip
- *   per decision, and a cool one (asked less often than a lease lives) is
- *   granted nothing it cannot spend.  Only keys that find a live lease
- *   short grow B (redis/lease_policy.h, the one policy; tests/redis
- *   redis_lease cool_keys_cost_one_round_trip_per_decision checks both).
+ *   decisions spent from the one before: a key costs one round trip per
+ *   decision, and a cool one (asked less often than a lease lives) is
+ *   granted nothing it cannot spend, but for a grant whose reply comes back
+ *   after its window ended (a call sent within a round trip of the end,
+ *   about RTT / W of them) and the second permit of a key asked twice in
+ *   one window (about lambda x W of the time for random arrivals at lambda
+ *   per key); either lapses, and its decision asks once more.  Only keys
+ *   that find a live lease short grow B (redis/lease_policy.h, the one
+ *   policy; tests/redis redis_lease cool_keys_cost_one_round_trip_per_decision
+ *   checks it on loopback, tests/core/test_sim_fleet.c at a 250 us RTT).
  *
  * FAILOVER
  *   A backend may be given several servers (addresses) or Sentinels
