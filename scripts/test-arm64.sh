@@ -27,6 +27,7 @@ declare -A SKIP_TESTS=(
   [rules_check_cli]="a bash script runs the arm64 sluice itself (Exec format error without binfmt_misc)"
   [rules_explain_cli]="a bash script runs the arm64 sluice itself (Exec format error without binfmt_misc)"
   [docs_runnable]="the docs' shell blocks run the arm64 sluice and sluice-sim themselves (Exec format error without binfmt_misc)"
+  [docs_sim]="a python script runs the arm64 sluice-sim itself (Exec format error without binfmt_misc)"
 )
 
 if ! scripts/arm64-sysroot.sh "$dir.sysroot" >"$dir.sysroot.log" 2>&1; then

@@ -61,6 +61,20 @@ expect 2 "the file must end in .svg or .png" --plot "$dir/x.pdf"
 expect 2 "--per-key: only for a trace" --per-key
 expect 2 "needs a value" --limit
 
+# ---- fleet: good runs, bad arguments, its CSV
+expect 0 "| 4 | 16 |" fleet --instances 4 --lease-max 16 --duration 3s
+expect 0 "| 10 | 1 |" fleet --instances 1,10 --lease-max 1,16 --duration 2s
+expect 2 "--instances: 1 to 1000" fleet --instances 1001
+expect 2 "--lease-max: 1 to 65536" fleet --lease-max 0
+expect 2 "--rtt: expected A:B" fleet --rtt 1ms
+expect 2 "--fault: pause:AT:FOR or restart:AT" fleet --fault stop:1s
+expect 2 "--csv and --plot take one row" fleet --instances 1,2 --csv "$dir/f.csv"
+expect 0 "" fleet --instances 4 --duration 3s --fault restart:1.5s --csv "$dir/f.csv"
+[ "$(wc -l <"$dir/f.csv")" -eq 4 ] || fail "fleet --csv: $(wc -l <"$dir/f.csv") lines, want a header and 3 windows"
+a=$("$SIM" fleet --instances 10 --duration 2s --seed 7)
+b=$("$SIM" fleet --instances 10 --duration 2s --seed 7)
+[ "$a" = "$b" ] || fail "fleet: the same seed gave two runs"
+
 # ---- traces
 printf '# t key permits\n0.1 alice\n0.2 bob 2\n\n0.3,alice,1\n' >"$dir/good.txt"
 expect 0 "trace $dir/good.txt: 3 requests, 2 keys" --trace "$dir/good.txt" --per-key
