@@ -48,7 +48,9 @@
  * interleaved across series so a slow phase of the VM hits all alike;
  * medians reported.  Options: --quick (1 run of 0.1 s), --threads=1,2,4
  * (any list of up to 16 counts, each up to 256, starting with 1: for
- * machines with more cores than this one), --algos=fixed,ring-exact,...
+ * machines with more cores than this one; bench_common.h parses it for
+ * bench_keyed and bench_rules too, and bench/scaling.sh runs them all at
+ * 1, 2, 4, ... CPUs), --algos=fixed,ring-exact,...
  * (a subset), --regimes=allow,deny,near, --table (the human table only).
  *
  * Output (docs/performance.md describes every field): a `bench_env` line
@@ -90,8 +92,8 @@
 #define BUCKETS 10u
 #define LEASE 1024u      /* the lease cap B of the exact-lease series */
 #define LEASE_SMALL 64u  /* and of exact-lease64, to show what B costs */
-#define MAX_THREADS 256 /* per run; any list of counts up to it */
-#define MAX_COUNTS 16   /* thread counts per --threads list */
+#define MAX_THREADS BENCH_MAX_THREADS /* per run; any list of counts up to it */
+#define MAX_COUNTS BENCH_MAX_COUNTS   /* thread counts per --threads list */
 
 static uint64_t mono_ns(void)
 {
@@ -842,23 +844,6 @@ static struct result run_case(const struct series *s, const struct params *p, in
 
 /* ---- command line ------------------------------------------------------------- */
 
-static int parse_list(const char *arg, int *out, int max)
-{
-	int n = 0;
-	const char *p = arg;
-	while (*p && n < max) {
-		char *end;
-		long v = strtol(p, &end, 10);
-		if (end == p || v < 1 || v > MAX_THREADS)
-			return -1;
-		out[n++] = (int)v;
-		p = *end == ',' ? end + 1 : end;
-		if (*end && *end != ',')
-			return -1;
-	}
-	return n;
-}
-
 static int name_in(const char *list, const char *name)
 {
 	size_t len = strlen(name);
@@ -874,24 +859,17 @@ static int name_in(const char *list, const char *name)
 
 int main(int argc, char **argv)
 {
-	unsigned repeats = 3;
-	double seconds = 0.5;
-	int threads[MAX_COUNTS], nthreads = 0;
+	struct bench_opts o = { .repeats = 3, .seconds = 0.5 };
 	const char *algos = NULL, *regimes = "allow,deny,near";
 	int table_only = 0; /* --table: no key=value lines (the demo) */
 	run.ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (run.ncpu < 1)
 		run.ncpu = 1;
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--quick") == 0) {
-			repeats = 1;
-			seconds = 0.1;
-		} else if (strncmp(argv[i], "--repeats=", 10) == 0) {
-			repeats = (unsigned)strtoul(argv[i] + 10, NULL, 10);
-		} else if (strncmp(argv[i], "--seconds=", 10) == 0) {
-			seconds = strtod(argv[i] + 10, NULL);
-		} else if (strncmp(argv[i], "--threads=", 10) == 0) {
-			nthreads = parse_list(argv[i] + 10, threads, MAX_COUNTS);
+	int bad = 0;
+	for (int i = 1; i < argc && !bad; i++) {
+		int taken = bench_parse_opt(argv[i], &o, 1, 0.1, 1);
+		if (taken) {
+			bad = taken < 0;
 		} else if (strncmp(argv[i], "--algos=", 8) == 0) {
 			algos = argv[i] + 8;
 		} else if (strncmp(argv[i], "--regimes=", 10) == 0) {
@@ -899,27 +877,21 @@ int main(int argc, char **argv)
 		} else if (strcmp(argv[i], "--table") == 0) {
 			table_only = 1;
 		} else {
-			nthreads = -1;
-			break;
+			bad = 1;
 		}
 	}
-	if (nthreads < 0 || repeats < 1 || !(seconds > 0)) {
+	if (bad || o.repeats < 1 || !(o.seconds > 0)) {
 		fprintf(stderr, "usage: %s [--quick] [--repeats=N] [--seconds=S] [--threads=1,2,4]\n"
 		                "       [--algos=fixed,ring-exact,ring-exact-lease,...] "
 		                "[--regimes=allow,deny,near] [--table]\n", argv[0]);
 		return 2;
 	}
-	if (nthreads == 0) { /* 1, 2 and every online CPU, without repeats */
-		threads[nthreads++] = 1;
-		threads[nthreads++] = 2;
-		if (run.ncpu > 2)
-			threads[nthreads++] = run.ncpu;
-	}
-	if (threads[0] != 1) {
-		fprintf(stderr, "bench_algos: the thread list must start with 1 (scaling is "
-		                "relative to it)\n");
+	/* default: 1, 2 and every online CPU, without repeats */
+	if (bench_threads_finish(&o, "bench_algos", 1, run.ncpu))
 		return 2;
-	}
+	const unsigned repeats = o.repeats;
+	const double seconds = o.seconds;
+	const int *threads = o.threads, nthreads = o.nthreads;
 	int want_regime[NREGIMES];
 	for (int r = 0; r < NREGIMES; r++)
 		want_regime[r] = name_in(regimes, regime_name[r]);
@@ -957,8 +929,7 @@ int main(int argc, char **argv)
 	char cpu[128];
 	bench_cpu_model(cpu, sizeof(cpu));
 	printf("bench_env cpu=\"%s\" online_cpus=%d threads=", cpu, run.ncpu);
-	for (int ti = 0; ti < nthreads; ti++)
-		printf("%s%d", ti ? "," : "", threads[ti]);
+	bench_print_threads(&o);
 	printf(" repeats=%u seconds=%.2f clock_sluice=cached(%llu_ns_ticker) "
 	       "clock_mutex=monotonic clock_mutex_cached=cached\n",
 	       repeats, seconds, (unsigned long long)SLUICE_CACHED_PERIOD_NS);

@@ -34,12 +34,15 @@
  *              1,000: all but the ten or so hottest keys always pass, so
  *              most decisions are admissions, and the tail keeps creating
  *              keys (and, in the keyed table, reclaiming fresh slots).
- * Threads: 1 and 2 (this machine's cores), deciding on the same table.
+ * Threads: --threads=1,2,4 (any list starting with 1, as bench_algos's;
+ * default 1,2), deciding on the same table.
  * Each case runs --seconds (default 0.5 s) wall time, --repeats times
  * (default 3), interleaved across cases; medians reported.  Key sequences
- * are drawn before timing (per thread, 4M draws, cycled); every case builds
- * the 16-byte key of each draw, whether it reads it or not.  Tables and
- * arrays are built fresh for each timed run.
+ * are drawn before timing (per thread, 4M draws, cycled; threads 8 and up
+ * share the first 8 threads' sequences, from a start half a million draws
+ * further on, which keeps setup and memory bounded on large machines);
+ * every case builds the 16-byte key of each draw, whether it reads it or
+ * not.  Tables and arrays are built fresh for each timed run.
  *
  * Output: a `bench_env` line (as bench_algos's: the CPU model, the online
  * CPUs, threads, repeats, seconds, the clocks), one `bench hash=...` line
@@ -49,8 +52,9 @@
  *   vs_array = array-gcra's ns_per_decision on the same clock / this one's
  *   (> 1: faster); vs_mutex = mutex-array's on the same clock / this one's;
  *   vs_hash = mutex-hash's / this one's;
- *   scaling (table) = decisions/s at 2 threads / at 1 thread.
- * Options: --quick (1 repeat of 0.2 s), --repeats=N, --seconds=S.
+ *   scaling (table) = decisions/s at the last thread count / at 1 thread.
+ * Options: --quick (1 repeat of 0.2 s), --repeats=N, --seconds=S,
+ * --threads=LIST.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -271,7 +275,9 @@ static const struct regime regimes[] = {
 };
 #define NREG 2
 
-static uint32_t *draws[2][2]; /* [regime][thread] */
+#define NSEQ_MAX 8 /* distinct draw sequences per regime; threads share beyond */
+static uint32_t *draws[2][NSEQ_MAX]; /* [regime][sequence] */
+static int nseq;                     /* sequences drawn: min(threads, NSEQ_MAX) */
 
 /* k^-1.1 for k >= 1 without libm (bench/ links no -lm): ln by exponent and
  * the atanh series of the mantissa, exp by its Taylor series (|y| < 1.4);
@@ -296,8 +302,11 @@ static double zipf_weight(double k)
 	return ex / k;
 }
 
-static void make_draws(void)
+static void make_draws(int threads)
 {
+	nseq = threads < NSEQ_MAX ? threads : NSEQ_MAX;
+	if (nseq < 2)
+		nseq = 2;
 	/* Zipf(1.1) over 1M keys by inverse CDF (binary search) */
 	uint64_t nk = regimes[1].keys;
 	double *cdf = malloc(sizeof(double) * nk);
@@ -309,7 +318,7 @@ static void make_draws(void)
 		cdf[k] = sum;
 	}
 	uint64_t x = 0x9E3779B97F4A7C15ULL;
-	for (int t = 0; t < 2; t++) {
+	for (int t = 0; t < nseq; t++) {
 		for (int r = 0; r < NREG; r++) {
 			draws[r][t] = malloc(sizeof(uint32_t) * DRAWS);
 			if (!draws[r][t])
@@ -348,8 +357,11 @@ struct run {
 static void *run_main(void *arg)
 {
 	struct run *r = arg;
-	const uint32_t *dr = draws[r->regime][r->tid];
-	uint32_t i = (uint32_t)r->tid * 7919u;
+	/* thread t walks sequence t % nseq; past the first nseq threads,
+	 * from 524,287 draws further per lap (draws are independent, so a
+	 * start that far apart reads as another sequence) */
+	const uint32_t *dr = draws[r->regime][r->tid % nseq];
+	uint32_t i = (uint32_t)r->tid * 7919u + (uint32_t)(r->tid / nseq) * 524287u;
 	uint64_t decisions = 0, admitted = 0;
 	/* keyed-gcra-prefetch: the key decided next, prefetched a step ago */
 	unsigned char next[16];
@@ -439,8 +451,8 @@ static double timed(enum impl impl, int regime, int threads, double seconds, dou
 	}
 	pthread_barrier_t start;
 	pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
-	struct run r[2];
-	pthread_t tid[2];
+	static struct run r[BENCH_MAX_THREADS];
+	static pthread_t tid[BENCH_MAX_THREADS];
 	for (int t = 0; t < threads; t++) {
 		r[t] = (struct run){ .impl = impl, .rg = rg, .regime = regime, .tid = t, .k = &k,
 			             .m = &m, .ma = &ma, .arr = arr, .start = &start };
@@ -657,21 +669,36 @@ static void bench_hashes(const char *cpu)
 	}
 }
 
-static void print_table(const char *what, double med[NREG][2][NIMPL], double frac[NREG][2][NIMPL])
+/* med and frac: [regime][thread count index][impl] */
+typedef double per_count[NREG][BENCH_MAX_COUNTS][NIMPL];
+
+static void print_table(const char *what, const struct bench_opts *o, per_count med,
+                        per_count frac)
 {
+	int last = o->nthreads - 1, w[BENCH_MAX_COUNTS];
+	char label[BENCH_MAX_COUNTS][24], vsn[24];
+	for (int t = 0; t < o->nthreads; t++) {
+		snprintf(label[t], sizeof(label[t]), "ns (%d thr)", o->threads[t]);
+		w[t] = (int)strlen(label[t]) > 10 ? (int)strlen(label[t]) : 10;
+	}
+	snprintf(vsn, sizeof(vsn), "vs_mutex%d", o->threads[last]);
 	printf("\n%s\n", what);
-	printf("  %-10s %-15s %-9s %10s %10s %8s %10s %10s %10s %9s\n", "regime", "algo", "clock",
-	       "ns (1 thr)", "ns (2 thr)", "scaling", "vs_array", "vs_mutex", "vs_mutex2", "admitted");
+	printf("  %-10s %-15s %-9s", "regime", "algo", "clock");
+	for (int t = 0; t < o->nthreads; t++)
+		printf(" %*s", w[t], label[t]);
+	printf(" %8s %10s %10s %10s %9s\n", "scaling", "vs_array", "vs_mutex", vsn, "admitted");
 	for (int rg = 0; rg < NREG; rg++)
 		for (int im = 0; im < NIMPL; im++) {
-			const double *m1 = med[rg][0], *m2 = med[rg][1];
-			printf("  %-10s %-15s %-9s %10.1f %10.1f %7.2fx", regimes[rg].name,
-			       impl_name[im], is_mono((enum impl)im) ? "monotonic" : "cached", m1[im],
-			       m2[im], m1[im] / m2[im]);
+			const double *m1 = med[rg][0], *mn = med[rg][last];
+			printf("  %-10s %-15s %-9s", regimes[rg].name, impl_name[im],
+			       is_mono((enum impl)im) ? "monotonic" : "cached");
+			for (int t = 0; t < o->nthreads; t++)
+				printf(" %*.1f", w[t], med[rg][t][im]);
+			printf(" %7.2fx", m1[im] / mn[im]);
 			if (is_keyed((enum impl)im))
 				printf(" %9.2fx %9.2fx %9.2fx", m1[array_of((enum impl)im)] / m1[im],
 				       m1[marray_of((enum impl)im)] / m1[im],
-				       m2[marray_of((enum impl)im)] / m2[im]);
+				       mn[marray_of((enum impl)im)] / mn[im]);
 			else
 				printf(" %10s %10s %10s", "", "", "");
 			printf(" %8.1f%%\n", 100 * frac[rg][0][im]);
@@ -680,17 +707,11 @@ static void print_table(const char *what, double med[NREG][2][NIMPL], double fra
 
 int main(int argc, char **argv)
 {
-	struct bench_opts o = { 3, 0.5 };
+	struct bench_opts o = { .repeats = 3, .seconds = 0.5 };
 	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--quick") == 0) {
-			o.repeats = 1;
-			o.seconds = 0.2;
-		} else if (strncmp(argv[i], "--repeats=", 10) == 0) {
-			o.repeats = (unsigned)strtoul(argv[i] + 10, NULL, 10);
-		} else if (strncmp(argv[i], "--seconds=", 10) == 0) {
-			o.seconds = strtod(argv[i] + 10, NULL);
-		} else {
-			fprintf(stderr, "usage: %s [--quick] [--repeats=N] [--seconds=S]\n", argv[0]);
+		if (bench_parse_opt(argv[i], &o, 1, 0.2, 1) != 1) {
+			fprintf(stderr, "usage: %s [--quick] [--repeats=N] [--seconds=S] "
+			                "[--threads=1,2,4]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -698,42 +719,46 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_keyed: need 1..64 repeats and seconds > 0\n");
 		return 2;
 	}
+	if (bench_threads_finish(&o, "bench_keyed", 0, 0))
+		return 2;
 	if (sluice_clock_cached_start(0) != 0)
 		return 2;
 	char cpu[128];
 	bench_cpu_model(cpu, sizeof(cpu));
 	/* the environment line bench_algos prints (docs/performance.md) */
-	printf("bench_env cpu=\"%s\" online_cpus=%ld threads=1,2 repeats=%u seconds=%.2f "
+	printf("bench_env cpu=\"%s\" online_cpus=%ld threads=", cpu, sysconf(_SC_NPROCESSORS_ONLN));
+	bench_print_threads(&o);
+	printf(" repeats=%u seconds=%.2f "
 	       "clock_sluice=cached(%llu_ns_ticker),monotonic clock_mutex=cached,monotonic "
 	       "clock_mutex_hash=monotonic\n",
-	       cpu, sysconf(_SC_NPROCESSORS_ONLN), o.repeats, o.seconds,
-	       (unsigned long long)SLUICE_CACHED_PERIOD_NS);
+	       o.repeats, o.seconds, (unsigned long long)SLUICE_CACHED_PERIOD_NS);
 	bench_hashes(cpu);
 	fflush(stdout);
-	make_draws();
+	make_draws(bench_threads_max(&o));
 
-	double ns[NREG][2][NIMPL][64], cns[NREG][2][NIMPL][64], frac[NREG][2][NIMPL];
+	/* [regime][thread count index][impl][repeat] */
+	static double ns[NREG][BENCH_MAX_COUNTS][NIMPL][64], cns[NREG][BENCH_MAX_COUNTS][NIMPL][64];
+	static per_count frac, med, cmed;
 	for (unsigned rep = 0; rep < o.repeats; rep++)
 		for (int rg = 0; rg < NREG; rg++)
-			for (int th = 0; th < 2; th++)
+			for (int th = 0; th < o.nthreads; th++)
 				for (int im = 0; im < NIMPL; im++)
-					ns[rg][th][im][rep] = timed((enum impl)im, rg, th + 1, o.seconds,
-					                            &frac[rg][th][im],
+					ns[rg][th][im][rep] = timed((enum impl)im, rg, o.threads[th],
+					                            o.seconds, &frac[rg][th][im],
 					                            &cns[rg][th][im][rep]);
-	double med[NREG][2][NIMPL], cmed[NREG][2][NIMPL];
 	for (int rg = 0; rg < NREG; rg++)
-		for (int th = 0; th < 2; th++)
+		for (int th = 0; th < o.nthreads; th++)
 			for (int im = 0; im < NIMPL; im++)
 				med[rg][th][im] = bench_median(ns[rg][th][im], o.repeats),
 				cmed[rg][th][im] = bench_median(cns[rg][th][im], o.repeats);
 	for (int rg = 0; rg < NREG; rg++)
-		for (int th = 0; th < 2; th++)
+		for (int th = 0; th < o.nthreads; th++)
 			for (int im = 0; im < NIMPL; im++) {
 				const double *m = med[rg][th];
 				printf("bench algo=%s mode=%s threads=%d regime=%s ns_per_decision=%.1f "
 				       "decisions_per_sec=%.0f",
 				       impl_name[im], is_mono((enum impl)im) ? "monotonic" : "cached",
-				       th + 1, regimes[rg].name, m[im], 1e9 / m[im]);
+				       o.threads[th], regimes[rg].name, m[im], 1e9 / m[im]);
 				if (im != MUTEX)
 					printf(" vs_array=%.2f vs_mutex=%.2f",
 					       m[array_of((enum impl)im)] / m[im],
@@ -751,14 +776,15 @@ int main(int argc, char **argv)
 	       "array, and a mutex-protected chained hash table (same process, same run);\n"
 	       "median of %u runs of %.2f s; cpu: %s\n",
 	       o.repeats, o.seconds, cpu);
-	print_table("wall ns per decision over all threads", med, frac);
+	print_table("wall ns per decision over all threads", &o, med, frac);
 	print_table("CPU ns per decision (thread CPU time: what a shared machine's waits leave out)",
-	            cmed, frac);
-	printf("  (scaling = decisions/s at 2 threads / at 1 thread; vs_array and vs_mutex at\n"
-	       "   1 thread against array-gcra and mutex-array on the same clock, vs_mutex2 at\n"
-	       "   2 threads; every ratio > 1 means keyed is faster)\n");
+	            &o, cmed, frac);
+	int nl = o.threads[o.nthreads - 1];
+	printf("  (scaling = decisions/s at %d threads / at 1 thread; vs_array and vs_mutex at\n"
+	       "   1 thread against array-gcra and mutex-array on the same clock, vs_mutex%d at\n"
+	       "   %d threads; every ratio > 1 means keyed is faster)\n", nl, nl, nl);
 	for (int rg = 0; rg < NREG; rg++)
-		for (int t = 0; t < 2; t++)
+		for (int t = 0; t < nseq; t++)
 			free(draws[rg][t]);
 	sluice_clock_cached_stop();
 	return 0;

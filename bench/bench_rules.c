@@ -18,7 +18,8 @@
  *   reload      sluice_engine_load_buffer of 1,000 rules (per-key, 64
  *               slots each): the first load (tables made) and a reload of
  *               the same file (every state kept), grace period included.
- * decide and keyed run with 1 and 2 threads on the same engine / tables.
+ * decide and keyed run with each count of --threads=LIST (default 1,2; any
+ * list starting with 1, as bench_algos's) on the same engine / tables.
  * Each case runs once untimed (every key created, every page touched),
  * then --seconds (default 0.3 s) --repeats times (default 7,
  * interleaved); medians reported.  The engine and the tables use the
@@ -58,7 +59,6 @@
 #define NKEYS 10000
 #define DRAWS (1u << 20)
 #define BATCH 256
-#define MAX_THREADS 2
 
 static uint64_t mono_ns(void)
 {
@@ -75,7 +75,8 @@ struct key {
 
 static struct key keys[NKEYS];
 static char paths[NRULES][16];
-static uint32_t draws[MAX_THREADS][DRAWS]; /* rule * NKEYS + key */
+static uint32_t *draws[BENCH_MAX_THREADS]; /* per thread: rule * NKEYS + key */
+static int ndraws;                          /* threads with draws */
 
 static sluice_engine_t *eng;
 #define CAPACITY 32768 /* slots per table: 10,000 keys at about 30% */
@@ -139,8 +140,8 @@ static void *worker(void *arg)
 /* One timed run: ns per operation over all threads. */
 static double timed(enum kind kind, int threads, sluice_engine_t *e, double seconds)
 {
-	pthread_t t[MAX_THREADS];
-	struct run r[MAX_THREADS];
+	static pthread_t t[BENCH_MAX_THREADS];
+	static struct run r[BENCH_MAX_THREADS];
 	pthread_barrier_t start;
 	pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
 	for (int i = 0; i < threads; i++) {
@@ -184,8 +185,9 @@ static char *rules_file(int n, int per_key, size_t *len)
 	return y;
 }
 
-/* The keys, the paths and every thread's draws, before any timing. */
-static void setup_keys(void)
+/* The keys, the paths and the draws of @threads threads, before any
+ * timing (one sequence: thread t's draws follow thread t - 1's). */
+static void setup_keys(int threads)
 {
 	for (int k = 0; k < NKEYS; k++) {
 		keys[k].ip[0] = 10;
@@ -197,7 +199,11 @@ static void setup_keys(void)
 	for (int i = 0; i < NRULES; i++)
 		snprintf(paths[i], sizeof(paths[i]), "/api/r%d", i);
 	uint64_t seed = 0x9e3779b97f4a7c15ULL;
-	for (int t = 0; t < MAX_THREADS; t++)
+	ndraws = threads;
+	for (int t = 0; t < threads; t++) {
+		draws[t] = malloc(sizeof(uint32_t) * DRAWS);
+		if (!draws[t])
+			exit(1);
 		for (uint32_t i = 0; i < DRAWS; i++) {
 			seed ^= seed << 13;
 			seed ^= seed >> 7;
@@ -205,6 +211,7 @@ static void setup_keys(void)
 			uint32_t rule = (uint32_t)(seed % NRULES), k = (uint32_t)((seed >> 20) % NKEYS);
 			draws[t][i] = rule * NKEYS + k;
 		}
+	}
 }
 
 /* --instr=CASE:N (see the top). */
@@ -220,7 +227,7 @@ static int instr(const char *arg)
 	                                                      : (enum kind)-1;
 	if ((int)kind < 0)
 		return 2;
-	setup_keys();
+	setup_keys(1);
 	static sluice_clock_t manual;
 	sluice_clock_manual_init(&manual, 1000 * SEC);
 	bclock = &manual;
@@ -257,12 +264,12 @@ int main(int argc, char **argv)
 		return rc;
 	}
 	struct bench_opts o;
-	int prc = bench_parse_args(argc, argv, "bench_rules", &o);
+	int prc = bench_parse_args_threads(argc, argv, "bench_rules", &o);
 	if (prc)
 		return prc;
 	if (sluice_clock_cached_start(0) != 0)
 		fprintf(stderr, "bench_rules: no ticker; the cached clock reads CLOCK_MONOTONIC\n");
-	setup_keys();
+	setup_keys(bench_threads_max(&o));
 
 	/* the engine: 20 rules x [ip, user], CAPACITY slots per table */
 	size_t len;
@@ -284,26 +291,32 @@ int main(int argc, char **argv)
 				return 1;
 			}
 
-	static const struct {
+	/* decide and keyed at each thread count, in the list's order, then
+	 * read and empty-decide at 1 */
+	struct rcase {
 		const char *name;
 		enum kind kind;
 		int threads;
-	} cases[] = {
-		{ "decide", K_DECIDE, 1 }, { "keyed", K_KEYED, 1 }, { "decide", K_DECIDE, 2 },
-		{ "keyed", K_KEYED, 2 },   { "read", K_READ, 1 },   { "empty-decide", K_EMPTY, 1 },
-	};
-	enum { NC = sizeof(cases) / sizeof(cases[0]) };
-	double *res[NC], med[NC];
-	for (int c = 0; c < NC; c++)
+	} cases[2 * BENCH_MAX_COUNTS + 2];
+	int nc = 0;
+	for (int t = 0; t < o.nthreads; t++) {
+		cases[nc++] = (struct rcase){ "decide", K_DECIDE, o.threads[t] };
+		cases[nc++] = (struct rcase){ "keyed", K_KEYED, o.threads[t] };
+	}
+	const int c_read = nc, c_empty = nc + 1;
+	cases[nc++] = (struct rcase){ "read", K_READ, 1 };
+	cases[nc++] = (struct rcase){ "empty-decide", K_EMPTY, 1 };
+	double *res[2 * BENCH_MAX_COUNTS + 2], med[2 * BENCH_MAX_COUNTS + 2];
+	for (int c = 0; c < nc; c++)
 		res[c] = calloc(o.repeats, sizeof(double));
-	for (int c = 0; c < NC; c++) /* warm: keys created, pages touched */
+	for (int c = 0; c < nc; c++) /* warm: keys created, pages touched */
 		(void)timed(cases[c].kind, cases[c].threads, cases[c].kind == K_EMPTY ? empty : eng,
 		            o.seconds);
 	for (unsigned rep = 0; rep < o.repeats; rep++)
-		for (int c = 0; c < NC; c++)
+		for (int c = 0; c < nc; c++)
 			res[c][rep] = timed(cases[c].kind, cases[c].threads,
 			                    cases[c].kind == K_EMPTY ? empty : eng, o.seconds);
-	for (int c = 0; c < NC; c++) {
+	for (int c = 0; c < nc; c++) {
 		med[c] = bench_median(res[c], o.repeats);
 		printf("bench name=%s threads=%d rules=%d dims=2 keys=%d ns_per_op=%.1f min=%.1f "
 		       "max=%.1f repeats=%u\n",
@@ -339,17 +352,42 @@ int main(int argc, char **argv)
 	printf("bench name=load rules=1000 dims=2 ms=%.2f repeats=%u\n", mf, nr);
 	printf("bench name=reload rules=1000 dims=2 ms=%.2f repeats=%u\n", ma, nr);
 
-	printf("\n%-28s %10s %10s\n", "case", "1 thread", "2 threads");
-	printf("%-28s %10.1f %10.1f  ns per request\n", "decide (20 rules, 2 dims)", med[0], med[2]);
-	printf("%-28s %10.1f %10.1f  ns per request\n", "2 bare keyed decisions", med[1], med[3]);
-	printf("%-28s %10.1f %10.1f  ns per request\n", "engine overhead", med[0] - med[1],
-	       med[2] - med[3]);
-	printf("%-28s %10.1f %10s  ns\n", "read section (lock+unlock)", med[4], "");
-	printf("%-28s %10.1f %10s  ns\n", "decide, no rule set", med[5], "");
-	printf("%-28s %10.2f %10s  ms (tables made)\n", "load 1,000 rules", mf, "");
-	printf("%-28s %10.2f %10s  ms (states kept)\n", "reload 1,000 rules", ma, "");
-	for (int c = 0; c < NC; c++)
+	/* one column per thread count; decide at count t is cases[2t], keyed
+	 * cases[2t + 1] */
+	printf("\n%-28s", "case");
+	for (int t = 0; t < o.nthreads; t++) {
+		char h[24];
+		snprintf(h, sizeof(h), "%d thread%s", o.threads[t], o.threads[t] == 1 ? "" : "s");
+		printf(" %10s", h);
+	}
+	printf("\n");
+	static const char *const per_req[] = { "decide (20 rules, 2 dims)", "2 bare keyed decisions",
+		                               "engine overhead" };
+	for (int row = 0; row < 3; row++) {
+		printf("%-28s", per_req[row]);
+		for (int t = 0; t < o.nthreads; t++)
+			printf(" %10.1f", row < 2 ? med[2 * t + row] : med[2 * t] - med[2 * t + 1]);
+		printf("  ns per request\n");
+	}
+	/* the single figures: the value in the first column, the others blank */
+	struct {
+		const char *what, *unit;
+		double v;
+		int ms;
+	} one[] = { { "read section (lock+unlock)", "ns", med[c_read], 0 },
+		    { "decide, no rule set", "ns", med[c_empty], 0 },
+		    { "load 1,000 rules", "ms (tables made)", mf, 1 },
+		    { "reload 1,000 rules", "ms (states kept)", ma, 1 } };
+	for (size_t row = 0; row < sizeof(one) / sizeof(one[0]); row++) {
+		printf(one[row].ms ? "%-28s %10.2f" : "%-28s %10.1f", one[row].what, one[row].v);
+		for (int t = 1; t < o.nthreads; t++)
+			printf(" %10s", "");
+		printf("  %s\n", one[row].unit);
+	}
+	for (int c = 0; c < nc; c++)
 		free(res[c]);
+	for (int t = 0; t < ndraws; t++)
+		free(draws[t]);
 	sluice_engine_free(eng);
 	sluice_engine_free(empty);
 	for (int i = 0; i < NRULES; i++)

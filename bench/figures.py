@@ -15,8 +15,12 @@
       fail on any difference from what the file and each region show (a
       figure edited by hand, or a table no longer the run's), and on a
       region whose NAME is unknown.
+  bench/figures.py scaling RUN_DIR
+      the table bench/scaling.sh prints: each figure at every thread (or
+      worker) count of the run it left in RUN_DIR (scaling_env.txt,
+      bench_algos.txt, bench_keyed.txt, bench_rules.txt, nginx_wN.txt).
 
-One implementation of each table, used by both: a figure is never typed.
+One implementation of each table, used by all: a figure is never typed.
 """
 import os
 import re
@@ -37,7 +41,7 @@ def parse(lines):
     nginx's scripts' `bench=nginx-KIND k=v ...` lines as (nginx-KIND, dict)."""
     out = []
     for line in lines:
-        m = re.match(r"^(bench_env|bench|instr|stress) (.*)$", line) or \
+        m = re.match(r"^(bench_env|bench|instr|stress|scaling) (.*)$", line) or \
             re.match(r"^bench=(nginx\S*) (.*)$", line)
         if not m:
             continue
@@ -345,6 +349,89 @@ def document(raw):
     return "\n".join(lines)
 
 
+SCALING_HOT = {("rmw", "fetch_add", "probe"): "fetch_add, a line per thread (the ceiling)",
+               ("fixed", "exact", "sluice"): "fixed window",
+               ("ring", "exact", "sluice"): "ring EXACT",
+               ("ring", "exact-lease", "sluice"): "ring EXACT, leases of 1024",
+               ("ring", "exact-lease64", "sluice"): "ring EXACT, leases of 64",
+               ("gcra", "-", "sluice"): "GCRA",
+               ("gcra", "lease", "sluice"): "GCRA, leases of 1024",
+               ("gcra", "lease64", "sluice"): "GCRA, leases of 64",
+               ("gcra", "-", "mutex_cached"): "GCRA under one mutex (cached clock)"}
+
+
+def scaling_table(run):
+    """bench/scaling.sh's table from the outputs it left in RUN."""
+    if not os.path.isfile(os.path.join(run, "scaling_env.txt")):
+        sys.exit("bench/figures.py scaling: %s has no scaling_env.txt (bench/scaling.sh "
+                 "writes it)" % run)
+
+    def recs_of(name):
+        path = os.path.join(run, name)
+        return parse(open(path).read().split("\n")) if os.path.exists(path) else []
+    env = find(recs_of("scaling_env.txt"), "scaling") or {}
+    counts = env.get("counts", "1").split(",")
+    algos, keyed, rules = recs_of("bench_algos.txt"), recs_of("bench_keyed.txt"), \
+        recs_of("bench_rules.txt")
+    cpu = find(algos, "bench_env") or find(keyed, "bench_env") or {}
+    rows = []
+
+    def row(what, unit, at, fmt="%.1f"):
+        v = [at(t) for t in counts]
+        if all(x is None for x in v):
+            return
+        cells = [fmt % x if x is not None else "" for x in v]
+        last = ["%.2fx" % (v[-1] / v[0]) if v[0] and v[-1] is not None else ""]
+        rows.append([what, unit] + cells + (last if len(v) > 1 else []))
+
+    def val(d, key, f=lambda x: x):
+        return f(float(d[key])) if d and key in d else None
+
+    # one hot key: SCALING_HOT's rows in its order (the probe, sluice's series, GCRA
+    # under one mutex), then any other sluice series the run has
+    found = {}
+    for k, d in algos:
+        key = (d.get("algo"), d.get("mode"), d.get("impl"))
+        if k == "bench" and d.get("regime") == "allow" and (key in SCALING_HOT or
+                                                           key[2] == "sluice"):
+            found.setdefault(key, d)
+    for key in [k for k in SCALING_HOT if k in found] + \
+            [k for k in found if k not in SCALING_HOT]:
+        row("hot key: " + SCALING_HOT.get(key, label(found[key])), "M decisions/s",
+            lambda t, a=key: val(find(algos, algo=a[0], mode=a[1], impl=a[2], regime="allow",
+                                      threads=t), "decisions_per_sec", lambda x: x / 1e6))
+    for regime, what in (("random10k", "10,000 random keys"), ("zipf1m", "Zipf over 1M keys")):
+        for algo in ("keyed-gcra", "array-gcra", "mutex-array", "mutex-hash"):
+            clock = "monotonic" if algo == "mutex-hash" else "cached"
+            row("keyed, %s: %s" % (what, algo), "M decisions/s",
+                lambda t, a=algo, c=clock, r=regime: val(
+                    find(keyed, algo=a, mode=c, threads=t, regime=r), "decisions_per_sec",
+                    lambda x: x / 1e6))
+    for name, what in (("decide", "sluice_engine_decide, 20 rules x 2 dims"),
+                       ("keyed", "the same 2 keyed decisions")):
+        row("rules: " + what, "M requests/s",
+            lambda t, n=name: val(find(rules, name=n, threads=t), "ns_per_op", lambda x: 1e3 / x))
+    nginx = {t: recs_of("nginx_w%s.txt" % t) for t in counts}
+    for metric, unit, key, f, fmt in (("", "k requests/s", "rps", lambda x: x / 1e3, "%.1f"),
+                                      (" CPU", "us/request", "cpu_us_per_req", lambda x: x,
+                                       "%.2f")):
+        for keys in ("1", "10000"):
+            for loc in ("none", "sluice", "rules", "lreq"):
+                row("nginx%s, %s key%s: %s" % (metric, thousands(keys), "" if keys == "1" else "s",
+                                              NGINX_NAMES[loc]), unit,
+                    lambda t, l=loc, k=keys, m=key, g=f: val(
+                        find(nginx[t], "nginx-median", limiter=l, keys=k), m, g), fmt)
+    n = counts[-1]
+    lines = ["`bench/scaling.sh%s` on %s, %s online CPUs (%s)."
+             % (" --quick" if env.get("mode") == "quick" else "", cpu.get("cpu", "?"),
+                env.get("online_cpus", "?"), env.get("runs", "?")),
+             "Columns: threads (nginx: workers); every figure is the aggregate of all of",
+             "them, the median of the runs; the last column is the figure at %s over the"
+             % n, "one at 1.", ""]
+    return lines + table(["figure", "unit"] + counts + (["%s vs 1" % n] if len(counts) > 1 else []),
+                         rows)
+
+
 REGIONS = {"readme": readme_table, "nginx": nginx_table, "nginx-exact": nginx_exact_table,
            "redis": redis_table, "rules": rules_table, "rules-load": rules_load_table,
            "rules-instr": rules_instr_table, "keyed": keyed_table, "keyed-flood": keyed_flood_table}
@@ -375,9 +462,13 @@ def pages(root, figs):
 
 def main():
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-    if len(sys.argv) < 2 or sys.argv[1] not in ("write", "check"):
+    if len(sys.argv) < 2 or sys.argv[1] not in ("write", "check", "scaling") or \
+            (sys.argv[1] == "scaling" and len(sys.argv) != 3):
         print(__doc__, file=sys.stderr)
         return 2
+    if sys.argv[1] == "scaling":
+        print("\n".join(scaling_table(sys.argv[2])))
+        return 0
     rest = sys.argv[3:] if sys.argv[1] == "write" else sys.argv[2:]
     figs = rest[0] if rest else os.path.join(root, "docs", "figures.md")
     top = rest[1] if len(rest) > 1 else root

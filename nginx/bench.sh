@@ -3,8 +3,8 @@
 # nginx/bench.sh [MODULE.so] - sluice_limit beside nginx's limit_req, in one
 # nginx, in the same run.
 #
-# One private nginx (2 workers, reuseport, loopback, a static file) with
-# locations that differ only in the limiter:
+# One private nginx (NGINX_WORKERS workers, default 2; reuseport, loopback,
+# a static file) with locations that differ only in the limiter:
 #   /none    no limit (the baseline)
 #   /sluice  sluice_zone algorithm=gcra rate=R burst=B, key $http_x_key
 #   /rules   sluice_rules: one rule, prefix /rules/, the same GCRA per
@@ -13,19 +13,23 @@
 # With sluice_rules loaded, every request of the http block asks the
 # engine, so /none, /sluice and /lreq pay its no-match lookup too
 # (nginx/callgrind.sh counts it apart).
-# wrk drives each with one key and with 10,000 keys (a Lua script picks the
-# key per request), 3 runs of D seconds each, interleaved (none, sluice,
-# lreq, none, ...), so a noisy neighbour hits all three alike.  Reported:
-# requests/s (wrk) and CPU per request: the workers' utime + stime
-# (/proc/PID/stat) over the run divided by the requests served, in us.
-# Medians of the 3 runs.  The rate is high enough that every request is
-# admitted: this measures the cost of deciding, not of refusing.
+# wrk (WRK_THREADS threads, default 1; WRK_CONNECTIONS connections, default
+# 32) drives each with one key and with 10,000 keys (a Lua script picks the
+# key per request), BENCH_RUNS runs (default 3) of BENCH_SECONDS each
+# (default 4), interleaved (none, sluice, lreq, none, ...), so a noisy
+# neighbour hits all three alike.  Reported: requests/s (wrk) and CPU per
+# request: the workers' utime + stime (/proc/PID/stat) over the run divided
+# by the requests served, in us.  Medians of the runs.  The rate is high
+# enough that every request is admitted: this measures the cost of
+# deciding, not of refusing.
 #
 # Then exactness: R = 2000r/s with no burst, one key, wrk for 3 s per
 # limiter: admissions per second measured from the access log's $msec of
 # the first and last admission.  limit_req counts in whole milliseconds
 # (excess = excess - rate * ms / 1000 + 1000, ms an integer): requests of
 # one millisecond see ms = 0, so it admits at most one per ms.
+# BENCH_EXACT=0 skips this part (bench/scaling.sh, which runs the
+# throughput part at 1, 2, 4, ... workers, does).
 #
 # The machine is shared (other engineers build and test on its 2 cores):
 # figures are medians and comparable within one run only.
@@ -36,6 +40,14 @@ module=$(realpath "${1:-$here/../build/nginx/ngx_http_sluice_module.so}")
 nginx_bin=${NGINX_BIN:-/usr/sbin/nginx}
 dur=${BENCH_SECONDS:-4}
 runs=${BENCH_RUNS:-3}
+nworkers=${NGINX_WORKERS:-2}
+wrk_t=${WRK_THREADS:-1}
+wrk_c=${WRK_CONNECTIONS:-32}
+exact_part=${BENCH_EXACT:-1}
+for v in "$nworkers" "$wrk_t" "$wrk_c"; do
+  [[ $v =~ ^[1-9][0-9]*$ ]] ||
+    { echo "nginx/bench.sh: NGINX_WORKERS, WRK_THREADS and WRK_CONNECTIONS are counts" >&2; exit 2; }
+done
 prefix=$(mktemp -d /tmp/sluice-ngx-bench.XXXXXX)
 locs="none sluice lreq"
 rules_conf=
@@ -65,7 +77,7 @@ rules:
 EOF
   cat >"$prefix/nginx.conf" <<EOF
 load_module $module;
-worker_processes 2;
+worker_processes $nworkers;
 pid nginx.pid;
 error_log logs/error.log warn;
 events { worker_connections 1024; }
@@ -121,7 +133,7 @@ for keys in 1 10000; do
     for loc in $locs; do
       if [ "$keys" = 1 ]; then args=(-H 'X-Key: one'); else args=(-s "$prefix/keys.lua"); fi
       c0=$(cpu_ticks)
-      out=$(wrk -t 1 -c 32 -d "${dur}s" "${args[@]}" "$base/$loc/")
+      out=$(wrk -t "$wrk_t" -c "$wrk_c" -d "${dur}s" "${args[@]}" "$base/$loc/")
       c1=$(cpu_ticks)
       req=$(awk '/requests in/ { print $1 }' <<<"$out")
       non2xx=$(awk '/Non-2xx/ { print $NF }' <<<"$out")
@@ -135,19 +147,21 @@ for keys in 1 10000; do
 done
 stop_nginx
 
-# ---- exactness: 2000r/s, no burst, one key, over both workers ------------
-start_nginx 2000r/s 1 "" "logs/access.log t"
+# ---- exactness: 2000r/s, no burst, one key, over all workers -------------
 declare -A exact
-for loc in $(tr ' ' '\n' <<<"$locs" | grep -v none); do
-  : >"$prefix/logs/access.log"
-  sleep 0.3
-  offered=$(wrk -t 2 -c 16 -d 3s -H 'X-Key: one' "$base/$loc/" | awk '/Requests\/sec/ { print $2 }')
-  sleep 0.3
-  exact[$loc]=$(awk -v u="/$loc/index.html" '$2 == 200 && $3 == u { n++; if (!f) f = $1; l = $1 }
-    END { printf "%d %.0f", n, (n - 1) / (l - f) }' "$prefix/logs/access.log")
-  echo "bench=nginx-exact limiter=$loc rate=2000r/s burst=0 admitted=${exact[$loc]% *} admitted_per_s=${exact[$loc]#* } offered_per_s=$offered"
-  exact[$loc]="${exact[$loc]} $offered"
-done
+if [ "$exact_part" != 0 ]; then
+  start_nginx 2000r/s 1 "" "logs/access.log t"
+  for loc in $(tr ' ' '\n' <<<"$locs" | grep -v none); do
+    : >"$prefix/logs/access.log"
+    sleep 0.3
+    offered=$(wrk -t 2 -c 16 -d 3s -H 'X-Key: one' "$base/$loc/" | awk '/Requests\/sec/ { print $2 }')
+    sleep 0.3
+    exact[$loc]=$(awk -v u="/$loc/index.html" '$2 == 200 && $3 == u { n++; if (!f) f = $1; l = $1 }
+      END { printf "%d %.0f", n, (n - 1) / (l - f) }' "$prefix/logs/access.log")
+    echo "bench=nginx-exact limiter=$loc rate=2000r/s burst=0 admitted=${exact[$loc]% *} admitted_per_s=${exact[$loc]#* } offered_per_s=$offered"
+    exact[$loc]="${exact[$loc]} $offered"
+  done
+fi
 
 # the medians, one line each (bench/figures.py reads these), then the table
 declare -A med_rps med_cpu
@@ -160,7 +174,7 @@ for keys in 1 10000; do
   done
 done
 echo
-echo "$("$nginx_bin" -v 2>&1 | sed 's|.*/||'), 2 workers, wrk -t1 -c32 -d${dur}s on loopback; medians of $runs runs"
+echo "$("$nginx_bin" -v 2>&1 | sed 's|.*/||'), $nworkers workers, wrk -t$wrk_t -c$wrk_c -d${dur}s on loopback; medians of $runs runs"
 printf '| %-12s | %-5s | %-12s | %-18s |\n' limiter keys requests/s "worker CPU/request"
 printf '|%s|%s|%s|%s|\n' -------------- ------- -------------- --------------------
 for keys in 1 10000; do
@@ -171,8 +185,9 @@ for keys in 1 10000; do
       "${med_cpu[$loc,$keys]} us"
   done
 done
+[ "$exact_part" != 0 ] || exit 0
 echo
-echo "Exactness at rate=2000r/s, no burst, one key, 2 workers, wrk -t2 -c16 -d3s:"
+echo "Exactness at rate=2000r/s, no burst, one key, $nworkers workers, wrk -t2 -c16 -d3s:"
 read -r _ s_rate s_off <<<"${exact[sluice]}"
 read -r _ l_rate l_off <<<"${exact[lreq]}"
 echo "  sluice_limit (gcra burst=1): $s_rate admitted/s of $s_off offered/s"
