@@ -344,6 +344,14 @@ static void setup_gcra_lease(const struct params *p)
 	if (rc)
 		die("gcra init", rc);
 }
+static void setup_gcra_lease_small(const struct params *p)
+{
+	sluice_gcra_config_t c = gcra_config(p);
+	c.lease = LEASE_SMALL;
+	int rc = sluice_gcra_init(&g.gcra, &c);
+	if (rc)
+		die("gcra init", rc);
+}
 static void teardown_gcra(void) { sluice_gcra_destroy(&g.gcra); }
 static void setup_leaky_lease(const struct params *p)
 {
@@ -710,6 +718,7 @@ static struct series series[] = {
 	S("leaky", "meter", K_GCRA, setup_leaky, loop_leaky, NULL),
 	S("leaky", "meter/call", K_GCRA, setup_leaky, bench_call_leaky, NULL),
 	S("gcra", "lease", K_GCRA, setup_gcra_lease, loop_gcra, teardown_gcra),
+	S("gcra", "lease64", K_GCRA, setup_gcra_lease_small, loop_gcra, teardown_gcra),
 	S("leaky", "lease", K_GCRA, setup_leaky_lease, loop_leaky, teardown_leaky),
 	BASES("log", K_LOG, log, setup_b_log, teardown_b_log),
 	S("log", "-", K_LOG, setup_log, loop_log, teardown_log),
