@@ -51,6 +51,22 @@ typedef struct heap {
 	uint64_t seq;
 } heap_t;
 
+/* @p with room for one more than @n of @size bytes (doubling), or NULL
+ * with *@oom set (@p kept) */
+static void *grow(void *p, size_t *cap, size_t n, size_t size, int *oom)
+{
+	if (n < *cap)
+		return p;
+	size_t c = *cap ? *cap * 2 : 1024;
+	void *q = realloc(p, c * size);
+	if (!q) {
+		*oom = 1;
+		return NULL;
+	}
+	*cap = c;
+	return q;
+}
+
 static int before(const event_t *a, const event_t *b)
 {
 	return a->t < b->t || (a->t == b->t && a->seq < b->seq);
@@ -58,14 +74,11 @@ static int before(const event_t *a, const event_t *b)
 
 static int push(heap_t *h, uint64_t t, uint32_t kind, uint32_t who)
 {
-	if (h->n == h->cap) {
-		size_t cap = h->cap ? h->cap * 2 : 1024;
-		event_t *e = realloc(h->e, cap * sizeof(*e));
-		if (!e)
-			return -1;
-		h->e = e;
-		h->cap = cap;
-	}
+	int oom = 0;
+	event_t *e = grow(h->e, &h->cap, h->n, sizeof(*e), &oom);
+	if (!e)
+		return -1;
+	h->e = e;
 	size_t i = h->n++;
 	h->e[i] = (event_t){ .t = t, .seq = h->seq++, .kind = kind, .who = who };
 	while (i > 0 && before(&h->e[i], &h->e[(i - 1) / 2])) {
@@ -144,20 +157,6 @@ typedef struct fleet {
 	sim_fleet_result_t *r;
 	int oom;
 } fleet_t;
-
-static void *grow(void *p, size_t *cap, size_t n, size_t size, int *oom)
-{
-	if (n < *cap)
-		return p;
-	size_t c = *cap ? *cap * 2 : 1024;
-	void *q = realloc(p, c * size);
-	if (!q) {
-		*oom = 1;
-		return NULL;
-	}
-	*cap = c;
-	return q;
-}
 
 static uint64_t rtt(fleet_t *f)
 {

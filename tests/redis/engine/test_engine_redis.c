@@ -32,6 +32,7 @@
 #include "sluice/clock.h"
 #include "sluice/error.h"
 #include "sluice/engine.h"
+#include "metrics_text.h"
 #include "test_server.h"
 
 #define MS 1000000ULL
@@ -104,58 +105,6 @@ static void until_redis(sluice_engine_t *e)
 		sleep_ms(5);
 	} while (mono() < end);
 	cr_assert_fail("Redis never decided within 5 s");
-}
-
-struct text {
-	char buf[1 << 17];
-	size_t len;
-};
-
-static int collect(void *ctx, const char *b, size_t n)
-{
-	struct text *t = ctx;
-	if (t->len + n >= sizeof(t->buf))
-		return -1;
-	memcpy(t->buf + t->len, b, n);
-	t->len += n;
-	t->buf[t->len] = '\0';
-	return 0;
-}
-
-/* The value of the sample whose line starts with @series (name and
- * labels exactly), or -1 when there is none. */
-static long long sample(const struct text *t, const char *series)
-{
-	size_t n = strlen(series);
-	for (const char *p = t->buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-		if (strncmp(p, series, n) == 0 && p[n] == ' ')
-			return atoll(p + n + 1);
-	return -1;
-}
-
-static void metrics(sluice_engine_t *e, struct text *t)
-{
-	t->len = 0;
-	t->buf[0] = '\0';
-	cr_assert_eq(sluice_engine_metrics(e, collect, t), 0);
-}
-
-static void promtool_ok(const struct text *t)
-{
-	if (!PROMTOOL[0]) {
-		cr_log_warn("promtool not installed: text not checked");
-		return;
-	}
-	char path[] = "/tmp/sluice-engine-redis-XXXXXX";
-	int fd = mkstemp(path);
-	cr_assert_geq(fd, 0);
-	cr_assert_eq(write(fd, t->buf, t->len), (ssize_t)t->len);
-	close(fd);
-	char cmd[512];
-	snprintf(cmd, sizeof(cmd), "%s check metrics < %s", PROMTOOL, path);
-	int rc = system(cmd);
-	unlink(path);
-	cr_assert_eq(rc, 0, "promtool check metrics refused the text:\n%s", t->buf);
 }
 
 /* A global fixed window of @limit per @window on backend fleet (@port). */
