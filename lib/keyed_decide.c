@@ -184,7 +184,8 @@ read_state(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, const str
  * A step returns STEP_CAS with *next (and @d filled as the decision the
  * CAS makes, which stands only if it succeeds: a failed CAS reads again
  * and the step fills @d again), or the call's answer: 0 (refused, @d
- * filled), TOOBIG, or CANCEL (a refund that cannot be made).  @which and
+ * filled), TOOBIG, CANCEL (a refund that cannot be made), or AGAIN (the
+ * era moved under loads of its own: read again, counted).  @which and
  * @step fold to constants at every (inlined) call, so each algorithm
  * compiles to its own straight loop.
  */
@@ -209,6 +210,11 @@ decide_loop(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, const st
 		if (r != READ)
 			return r;
 		r = step(k, &p, a, n, now, d, ctx, &next);
+		if (r == AGAIN) { /* the era moved under the step's own loads */
+			if (++*tries > RETRY_MAX)
+				return BUSY;
+			continue;
+		}
 		if (r != STEP_CAS)
 			return r;
 		STALL(STALL_DECIDE, st);
@@ -223,7 +229,7 @@ decide_loop(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag, const st
 static inline int gcra_step(const sluice_keyed_t *k, const struct kp *p, uint64_t a, uint64_t n,
                             uint64_t now, sluice_decision_t *d, const void *ctx, uint64_t *next)
 {
-	(void)k, (void)ctx;
+	(void)ctx;
 	/* A reading before the change's is read as the change's (keyed
 	 * live.c: no state of the era before two changes is then still owed
 	 * anything). */
@@ -232,8 +238,13 @@ static inline int gcra_step(const sluice_keyed_t *k, const struct kp *p, uint64_
 	/* A state of the era before, or a TAT below the change's reading (a
 	 * full bucket at the change, whatever era wrote it: keyed_live.c),
 	 * is read through the change's rule. */
-	if (SLUICE_UNLIKELY((a & S_PAR) != par || x < p->tc))
-		x = sluice__keyed_gcra_convert(p, x);
+	if (SLUICE_UNLIKELY((a & S_PAR) != par || x < p->tc)) {
+		struct kp q = *p; /* with the era before's T and tau, same era */
+		kp_load_before(k, &q);
+		if (!kp_same(k, q.era))
+			return AGAIN;
+		x = sluice__keyed_gcra_convert(&q, x);
+	}
 	/* n <= b: need <= tau < 2^62 for the values a setter writes; any
 	 * other value is only wrong, never out of range (unsigned, the fits
 	 * test first).  The step is gcra.h's own. */
@@ -618,14 +629,15 @@ uint64_t sluice__keyed_successor(const sluice_keyed_t *k, const struct kp *p, ui
 /* ---------------------------------------------------------------- */
 /* Public decisions                                                   */
 
-/* make_kid(), and on success the lookups counter: the start of every
- * acquire and release (a refund is not counted: it looks up a key that an
- * acquire already counted). */
+/* make_kid(), and on success the lookups counter when the table counts
+ * them (SLUICE_KEYED_COUNT_LOOKUPS): the start of every acquire and
+ * release (a refund is not counted: it looks up a key that an acquire
+ * already counted). */
 static inline __attribute__((always_inline)) int
 kid_counted(const sluice_keyed_t *k, const void *key, size_t keylen, struct kid *id)
 {
 	int rc = make_kid(k, key, keylen, id);
-	if (rc == 0)
+	if (rc == 0 && (k->flags & SLUICE_KEYED_COUNT_LOOKUPS))
 		stat_lookup(k);
 	return rc;
 }
@@ -639,21 +651,22 @@ void sluice_keyed_prefetch(const sluice_keyed_t *k, const void *key, size_t keyl
 		(void)make_kid(k, key, keylen, &id);
 }
 
+/* The largest n of the era in force (relaxed, a hint: a decision checks
+ * it in the era it decides in; read_state()).  Only the refusals and the
+ * creation read it: a key found needs no second look at the era. */
+static uint64_t nmax_hint(const sluice_keyed_t *k)
+{
+	return atomic_load_explicit(
+		&k->live->blk[atomic_load_explicit(&k->live->ctl[1], memory_order_relaxed) & 1]
+			 .f[F_NMAX][0],
+		memory_order_relaxed);
+}
+
 int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t n,
                             uint64_t now, sluice_decision_t *d)
 {
 	if (!k || !key || n == 0)
 		return SLUICE_EINVAL;
-	/* The largest n of the era in force (relaxed, a hint: the decision
-	 * checks it again in the era it decides in). */
-	uint64_t nmax = atomic_load_explicit(
-		&k->live->blk[atomic_load_explicit(&k->live->ctl[1], memory_order_relaxed) & 1]
-			 .f[F_NMAX][0],
-		memory_order_relaxed);
-	if (n > nmax) {
-		sluice__decision_never(d, nmax, now);
-		return SLUICE_ETOOBIG;
-	}
 	if (now > TMAX)
 		return SLUICE_ETIME;
 	struct kid id;
@@ -664,7 +677,7 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
 	unsigned tries = 0; /* the call's retry bound (RETRY_MAX) */
 	for (;; tries++) {
 		if (tries > RETRY_MAX) {
-			busy_decision(nmax, d, now);
+			busy_decision(nmax_hint(k), d, now);
 			return SLUICE_EBUSY;
 		}
 		uint64_t tag = 0;
@@ -673,6 +686,13 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
 		if (hit)
 			STALL(STALL_LOOKUP, slot_at(k, (uint64_t)i));
 		if (i < 0) {
+			/* An n no era in force takes creates no key (a key
+			 * found is refused by read_state(), in its era). */
+			uint64_t nmax = nmax_hint(k);
+			if (n > nmax) {
+				sluice__decision_never(d, nmax, now);
+				return SLUICE_ETOOBIG;
+			}
 			id.claim = 0; /* the creation's slot: compare the words */
 			i = sluice__keyed_create(k, &id, now, d, &rc, &tag, &tries);
 			if (i < 0)
@@ -681,11 +701,11 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
 		_Atomic uint64_t *s = slot_at(k, (uint64_t)i);
 		int r = decide(k, s, tag, &id, n, now, d, &tries);
 		if (r == BUSY) {
-			busy_decision(nmax, d, now);
+			busy_decision(nmax_hint(k), d, now);
 			return SLUICE_EBUSY;
 		}
-		if (r == TOOBIG) { /* a change lowered the largest n meanwhile */
-			sluice__decision_never(d, nmax, now);
+		if (r == TOOBIG) { /* n above the largest n of the era it read */
+			sluice__decision_never(d, nmax_hint(k), now);
 			return SLUICE_ETOOBIG;
 		}
 		if (r == 0 || r == 1) {

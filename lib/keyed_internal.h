@@ -241,9 +241,13 @@ static inline void stat_add(const sluice_keyed_t *k, unsigned counter, uint64_t 
 #define STAT(k, f, v) stat_add((k), KS_##f, (uint64_t)(v))
 
 /*
- * The lookups counter, on every decision: a relaxed load and store of this
- * CPU's word, not an atomic read-modify-write (a locked add was about 6 ns,
- * a sixth of a keyed decision, for a statistic; docs/performance.md).  A
+ * The lookups counter, on every decision of a table made with
+ * SLUICE_KEYED_COUNT_LOOKUPS: a relaxed load and store of this CPU's word,
+ * not an atomic read-modify-write (a locked add was about 6 ns, a sixth of
+ * a keyed decision, for a statistic; docs/performance.md).  Opt-in: the CPU
+ * number alone is 8 instructions with rseq and some 40 without (valgrind,
+ * kernels before 4.18), a tenth of a decision, for a count that every
+ * gateway already keeps of its own requests (issue 27).  A
  * count is lost only when another call adds to the same cell between this
  * call's load and store (it was preempted or migrated there, or another
  * process runs on the same CPU number): lookups may then undercount, never
@@ -712,9 +716,19 @@ static inline void kp_load_gcra(const sluice_keyed_t *k, struct kp *p)
 	p->tau = KPF(f, F_TAU);
 	p->recip = KPF(f, F_RECIP);
 	p->shift = KPF(f, F_SHIFT) & 63; /* a forged shift: in range */
+	p->tc = KPF(f, F_TC);
+}
+
+/* GCRA, LEAKY: the era before's T and tau, which only a conversion reads
+ * (sluice__keyed_gcra_convert()), from @p's era's block: loaded apart so a
+ * decision on a state of its own era does not load them.  The caller checks
+ * kp_same() after them (these acquires order that load after them, as in
+ * kp_load()): a block rewritten for a later era shows a later era there. */
+static inline void kp_load_before(const sluice_keyed_t *k, struct kp *p)
+{
+	_Atomic uint64_t(*f)[2] = k->live->blk[p->era & 1].f;
 	p->pinterval = KPF(f, F_PINTERVAL);
 	p->ptau = KPF(f, F_PTAU);
-	p->tc = KPF(f, F_TC);
 }
 
 /* FIXED, WINDOW: the windows' fields of @p's era (after a kp_load_*). */
@@ -747,6 +761,7 @@ static inline void kp_load_win(const sluice_keyed_t *k, struct kp *p)
 static inline void kp_load(const sluice_keyed_t *k, struct kp *p)
 {
 	kp_load_gcra(k, p);
+	kp_load_before(k, p);
 	kp_load_windows(k, p);
 	p->lift = KPF(k->live->blk[p->era & 1].f, F_LIFT);
 }

@@ -84,7 +84,8 @@ int sluice__keyed_validate(const sluice_keyed_config_t *c, struct params *p)
 		return SLUICE_EPOLICY;
 	if (c->algo == SLUICE_ALGO_INFLIGHT && c->policy != SLUICE_KEYED_REJECT)
 		return SLUICE_EPOLICY; /* ALLOW: nothing to release; EVICT: forgets held slots */
-	if (c->flags & ~(SLUICE_KEYED_HASH_LONG_KEYS | SLUICE_KEYED_SEEDED | SLUICE_KEYED_SIPHASH))
+	if (c->flags & ~(SLUICE_KEYED_HASH_LONG_KEYS | SLUICE_KEYED_SEEDED | SLUICE_KEYED_SIPHASH |
+	                 SLUICE_KEYED_COUNT_LOOKUPS))
 		return SLUICE_EINVAL;
 	p->key_max = c->key_max ? c->key_max : SLUICE_KEYED_KEY_DEFAULT;
 	if (p->key_max > SLUICE_KEYED_KEY_MAX ||

@@ -435,11 +435,14 @@ typedef enum sluice_keyed_policy {
 #define SLUICE_KEYED_HASH_LONG_KEYS 1u /* digest keys longer than key_max   */
 #define SLUICE_KEYED_SEEDED 2u         /* use config.seed, not getrandom()  */
 #define SLUICE_KEYED_SIPHASH 4u        /* SipHash-1-3 even with AES (HASHING) */
+#define SLUICE_KEYED_COUNT_LOOKUPS 8u  /* count lookups in the stats (a CPU
+                                        * number read and a store per call) */
 
 typedef struct sluice_keyed_config {
 	sluice_algo_t algo;  /* SLUICE_ALGO_GCRA, _LEAKY, _FIXED, _WINDOW, _INFLIGHT */
 	sluice_keyed_policy_t policy;
-	uint32_t flags;      /* SLUICE_KEYED_HASH_LONG_KEYS | _SEEDED | _SIPHASH */
+	uint32_t flags;      /* SLUICE_KEYED_HASH_LONG_KEYS | _SEEDED | _SIPHASH
+	                      * | _COUNT_LOOKUPS */
 	uint32_t key_max;    /* longest key in bytes; 0: 32                     */
 	uint64_t capacity;   /* slots: 8..2^32, rounded up to a power of two    */
 	uint64_t seed[2];    /* the hash's seed when flags has SLUICE_KEYED_SEEDED */
@@ -485,10 +488,11 @@ typedef struct sluice_keyed {
 } sluice_keyed_t;
 
 typedef struct sluice_keyed_stats {
-	uint64_t lookups;    /* acquire and release calls on valid input; may
-	                      * undercount (never overcount) when two calls
-	                      * count on one CPU's line at once: it is a load
-	                      * and a store, not an atomic add (6 ns a call) */
+	uint64_t lookups;    /* acquire and release calls on valid input, in a
+	                      * table made with SLUICE_KEYED_COUNT_LOOKUPS (0
+	                      * otherwise); may undercount (never overcount)
+	                      * when two calls count on one CPU's line at once:
+	                      * it is a load and a store, not an atomic add */
 	uint64_t creations;  /* keys given a slot                             */
 	uint64_t reclaims;   /* fresh-equivalent slots retaken (lossless)     */
 	uint64_t evictions;  /* live keys reset by the EVICT policy           */

@@ -144,7 +144,7 @@ static const struct bad_cfg bad_cfgs[] = {
 	{ { .algo = SLUICE_ALGO_GCRA, .capacity = 64, .key_max = 15, .flags = SLUICE_KEYED_HASH_LONG_KEYS, .rate = 1,
 	    .period_ns = SEC, .burst = 1 },
 	  SLUICE_EKEYLEN },
-	{ { .algo = SLUICE_ALGO_GCRA, .capacity = 64, .flags = 8, .rate = 1, .period_ns = SEC, .burst = 1 },
+	{ { .algo = SLUICE_ALGO_GCRA, .capacity = 64, .flags = 16, .rate = 1, .period_ns = SEC, .burst = 1 },
 	  SLUICE_EINVAL },
 	{ { .algo = SLUICE_ALGO_GCRA, .capacity = 64, .rate = 0, .period_ns = SEC, .burst = 1 }, SLUICE_ERATE },
 	{ { .algo = SLUICE_ALGO_GCRA, .capacity = 64, .rate = 3000000, .period_ns = SEC, .burst = 1 }, SLUICE_ERATE },
@@ -749,7 +749,9 @@ Test(keyed, probe_bound_is_the_group)
 Test(keyed, full_group_reject)
 {
 	sluice_keyed_t k;
-	make(&k, gcra_cfg(8, 1, SEC, 2, SLUICE_KEYED_REJECT));
+	sluice_keyed_config_t c = gcra_cfg(8, 1, SEC, 2, SLUICE_KEYED_REJECT);
+	c.flags = SLUICE_KEYED_COUNT_LOOKUPS;
+	make(&k, c);
 	char name[16];
 	for (int i = 0; i < 8; i++) {
 		snprintf(name, sizeof(name), "k%d", i);
@@ -1276,12 +1278,29 @@ ParameterizedTest(struct flood_case *p, keyed, abusive_key_keeps_its_bound_under
 	sluice_keyed_destroy(&k);
 }
 
+/* Lookups are counted only in a table made with SLUICE_KEYED_COUNT_LOOKUPS
+ * (keyed.h, sluice_keyed_stats_t): without it the count stays 0 and every
+ * other counter is kept. */
+Test(keyed, lookups_counted_only_on_request)
+{
+	sluice_keyed_t k;
+	make(&k, gcra_cfg(64, 1, SEC, 1, SLUICE_KEYED_REJECT));
+	cr_assert_eq(acq(&k, "a", 1, 0, NULL), 1);
+	cr_assert_eq(acq(&k, "a", 1, 0, NULL), 0);
+	sluice_keyed_stats_t s = stats(&k);
+	cr_assert_eq(s.lookups, 0);
+	cr_assert_eq(s.creations, 1);
+	sluice_keyed_destroy(&k);
+}
+
 /* sluice_keyed_prefetch() is a hint: it creates no key, counts no lookup,
  * changes no decision, and ignores invalid input (keyed.h). */
 Test(keyed, prefetch_changes_nothing)
 {
 	sluice_keyed_t k;
-	make(&k, gcra_cfg(64, 1, SEC, 1, SLUICE_KEYED_REJECT));
+	sluice_keyed_config_t c = gcra_cfg(64, 1, SEC, 1, SLUICE_KEYED_REJECT);
+	c.flags = SLUICE_KEYED_COUNT_LOOKUPS;
+	make(&k, c);
 	sluice_keyed_prefetch(&k, "a", 1);
 	sluice_keyed_prefetch(NULL, "a", 1);
 	sluice_keyed_prefetch(&k, NULL, 1);

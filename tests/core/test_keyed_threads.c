@@ -103,7 +103,8 @@ ParameterizedTestParameters(keyed_threads, creation_race)
 ParameterizedTest(struct race_case *p, keyed_threads, creation_race)
 {
 	sluice_keyed_config_t c = { .algo = SLUICE_ALGO_GCRA, .capacity = (uint64_t)p->capacity,
-		                    .rate = 1, .period_ns = SEC, .burst = BURST };
+		                    .flags = SLUICE_KEYED_COUNT_LOOKUPS, .rate = 1,
+		                    .period_ns = SEC, .burst = BURST };
 	sluice_clock_manual_init(&mclock, 0);
 	cr_assert_eq(sluice_keyed_init(&race_table, &c, &mclock), 0);
 	race_keys = p->keys;
