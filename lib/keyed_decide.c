@@ -681,11 +681,11 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
 			return SLUICE_EBUSY;
 		}
 		uint64_t tag = 0;
-		int64_t i = recreate ? -1 : find_live(k, &id, &tag);
-		int hit = i >= 0;
+		_Atomic uint64_t *s = recreate ? NULL : find_live(k, &id, &tag);
+		int hit = s != NULL;
 		if (hit)
-			STALL(STALL_LOOKUP, slot_at(k, (uint64_t)i));
-		if (i < 0) {
+			STALL(STALL_LOOKUP, s);
+		else {
 			/* An n no era in force takes creates no key (a key
 			 * found is refused by read_state(), in its era). */
 			uint64_t nmax = nmax_hint(k);
@@ -694,11 +694,11 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
 				return SLUICE_ETOOBIG;
 			}
 			id.claim = 0; /* the creation's slot: compare the words */
-			i = sluice__keyed_create(k, &id, now, d, &rc, &tag, &tries);
+			int64_t i = sluice__keyed_create(k, &id, now, d, &rc, &tag, &tries);
 			if (i < 0)
 				return rc;
+			s = slot_at(k, (uint64_t)i);
 		}
-		_Atomic uint64_t *s = slot_at(k, (uint64_t)i);
 		int r = decide(k, s, tag, &id, n, now, d, &tries);
 		if (r == BUSY) {
 			busy_decision(nmax_hint(k), d, now);
@@ -735,10 +735,9 @@ int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen, uint
 		if (tries > RETRY_MAX)
 			return SLUICE_EBUSY;
 		uint64_t tag;
-		int64_t i = find_live(k, &id, &tag);
-		if (i < 0)
+		_Atomic uint64_t *s = find_live(k, &id, &tag);
+		if (!s)
 			return SLUICE_ERELEASE;
-		_Atomic uint64_t *s = slot_at(k, (uint64_t)i);
 		_Atomic uint64_t *st = state_at(k, s);
 		for (;; tries++) {
 			if (tries > RETRY_MAX)
@@ -861,9 +860,9 @@ int sluice_keyed_refund(sluice_keyed_t *k, const void *key, size_t keylen, uint6
 	int rc = make_kid(k, key, keylen, &id); /* not counted: its acquire was */
 	if (rc != 0)
 		return rc;
-	int64_t i = find_live(k, &id, &tag);
-	if (i < 0)
+	_Atomic uint64_t *s = find_live(k, &id, &tag);
+	if (!s)
 		return SLUICE_ECANCEL; /* reclaimed (fresh) or evicted: nothing owed */
 	unsigned tries = 0;
-	return refund_once(k, slot_at(k, (uint64_t)i), tag, &id, n, admitted, &tries);
+	return refund_once(k, s, tag, &id, n, admitted, &tries);
 }
