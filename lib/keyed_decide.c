@@ -327,23 +327,29 @@ static inline int inflight_step(const sluice_keyed_t *k, const struct kp *p, uin
 	return ok ? STEP_CAS : 0;
 }
 
-static int gcra_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
-                       const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
-                       unsigned *tries)
+/* always_inline: decide() inlines it into two copies */
+static inline __attribute__((always_inline)) int
+gcra_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
+	    const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
+	    unsigned *tries)
 {
 	return decide_loop(k, s, tag, id, n, now, d, tries, KP_GCRA, gcra_step, NULL);
 }
 
-static int fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
-                        const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
-                        unsigned *tries)
+/* always_inline: decide() inlines it into two copies */
+static inline __attribute__((always_inline)) int
+fixed_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
+	     const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
+	     unsigned *tries)
 {
 	return decide_loop(k, s, tag, id, n, now, d, tries, KP_WIN, fixed_step, NULL);
 }
 
-static int inflight_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
-                           const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
-                           unsigned *tries)
+/* always_inline: decide() inlines it into two copies */
+static inline __attribute__((always_inline)) int
+inflight_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
+		const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
+		unsigned *tries)
 {
 	return decide_loop(k, s, tag, id, n, now, d, tries, KP_LIMIT, inflight_step, NULL);
 }
@@ -403,9 +409,11 @@ static void win_advance(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t h
 	sluice__pair_cas(state_at(k, s), h, o, e, o);
 }
 
-static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
-                      const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
-                      unsigned *tries)
+/* always_inline: decide() inlines it into two copies */
+static inline __attribute__((always_inline)) int
+win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
+	   const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
+	   unsigned *tries)
 {
 	_Atomic uint64_t *hw = state_at(k, s);
 	for (;; ++*tries) {
@@ -509,9 +517,13 @@ static int win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag
 	}
 }
 
-static int decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
-                  const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
-                  unsigned *tries)
+/* always_inline: with two callers (acquire_kid()'s copies in
+ * sluice_keyed_acquire_at() and batch_one()) GCC kept it out of line,
+ * 31 more instructions a decision (callgrind). */
+static inline __attribute__((always_inline)) int
+decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
+       const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
+       unsigned *tries)
 {
 	switch (k->algo) {
 	case SLUICE_ALGO_FIXED:
@@ -662,17 +674,16 @@ static uint64_t nmax_hint(const sluice_keyed_t *k)
 		memory_order_relaxed);
 }
 
-int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t n,
-                            uint64_t now, sluice_decision_t *d)
+/*
+ * The decision on the key @id names (made and counted by kid_counted()),
+ * after the call's checks: the one body of sluice_keyed_acquire_at() and
+ * of every request of sluice_keyed_acquire_many_at().  Return: as
+ * sluice_keyed_acquire_at().
+ */
+static inline __attribute__((always_inline)) int
+acquire_kid(sluice_keyed_t *k, struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d)
 {
-	if (!k || !key || n == 0)
-		return SLUICE_EINVAL;
-	if (now > TMAX)
-		return SLUICE_ETIME;
-	struct kid id;
-	int rc = kid_counted(k, key, keylen, &id);
-	if (rc != 0)
-		return rc;
+	int rc = 0;
 	int recreate = 0;
 	unsigned tries = 0; /* the call's retry bound (RETRY_MAX) */
 	for (;; tries++) {
@@ -681,7 +692,7 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
 			return SLUICE_EBUSY;
 		}
 		uint64_t tag = 0;
-		_Atomic uint64_t *s = recreate ? NULL : find_live(k, &id, &tag);
+		_Atomic uint64_t *s = recreate ? NULL : find_live(k, id, &tag);
 		int hit = s != NULL;
 		if (hit)
 			STALL(STALL_LOOKUP, s);
@@ -693,13 +704,13 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
 				sluice__decision_never(d, nmax, now);
 				return SLUICE_ETOOBIG;
 			}
-			id.claim = 0; /* the creation's slot: compare the words */
-			int64_t i = sluice__keyed_create(k, &id, now, d, &rc, &tag, &tries);
+			id->claim = 0; /* the creation's slot: compare the words */
+			int64_t i = sluice__keyed_create(k, id, now, d, &rc, &tag, &tries);
 			if (i < 0)
 				return rc;
 			s = slot_at(k, (uint64_t)i);
 		}
-		int r = decide(k, s, tag, &id, n, now, d, &tries);
+		int r = decide(k, s, tag, id, n, now, d, &tries);
 		if (r == BUSY) {
 			busy_decision(nmax_hint(k), d, now);
 			return SLUICE_EBUSY;
@@ -719,6 +730,115 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
 		}
 		recreate = r == RETIRED; /* the retirer may be gone: claim it */
 	}
+}
+
+int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t n,
+                            uint64_t now, sluice_decision_t *d)
+{
+	if (!k || !key || n == 0)
+		return SLUICE_EINVAL;
+	if (now > TMAX)
+		return SLUICE_ETIME;
+	struct kid id;
+	int rc = kid_counted(k, key, keylen, &id);
+	if (rc != 0)
+		return rc;
+	return acquire_kid(k, &id, n, now, d);
+}
+
+/*
+ * Batches.  Two passes: the first checks every request, makes its key
+ * (hash, probe start) and issues the prefetches (the key's first slot:
+ * kid_place(); its table's era line and the first two lines of both
+ * parameter blocks, which hold every field a GCRA decision reads), and
+ * no load waits on any of them; the second decides each request with
+ * acquire_kid(), by then with its lines on the way or in cache.  So the
+ * misses of a batch overlap instead of being taken one after the other.
+ * The keys live on the stack (struct kid, BATCH_MAX of them): no
+ * allocation.  All or nothing gives back with sluice_keyed_refund(), as
+ * the composite does, in reverse order.
+ */
+static void prefetch_live(const sluice_keyed_t *k)
+{
+	const struct sluice__keyed_live *l = k->live;
+	__builtin_prefetch(l->ctl);
+	for (int b = 0; b < 2; b++) {
+		__builtin_prefetch(&l->blk[b].f[0]);
+		__builtin_prefetch(&l->blk[b].f[4]); /* the next line: SHIFT, TC */
+	}
+}
+
+/* A batch's decision of one request: acquire_kid()'s second copy, the
+ * one both modes call (a third would only grow the library). */
+static __attribute__((noinline)) int batch_one(sluice_keyed_t *k, struct kid *id, uint64_t n,
+                                               uint64_t now, sluice_decision_t *d)
+{
+	return acquire_kid(k, id, n, now, d);
+}
+
+static int request_kid(const sluice_keyed_request_t *r, struct kid *id)
+{
+	if (!r->table || !r->key || r->n == 0)
+		return SLUICE_EINVAL;
+	int rc = kid_counted(r->table, r->key, r->keylen, id);
+	if (rc == 0)
+		prefetch_live(r->table);
+	return rc;
+}
+
+int sluice_keyed_acquire_many_at(sluice_keyed_request_t *req, size_t count, uint64_t now,
+                                 unsigned flags)
+{
+	if (!req || count == 0 || count > SLUICE_KEYED_BATCH_MAX || (flags & ~SLUICE_KEYED_ALL))
+		return SLUICE_EINVAL;
+	if (now > TMAX)
+		return SLUICE_ETIME;
+	struct kid id[SLUICE_KEYED_BATCH_MAX];
+	int rc[SLUICE_KEYED_BATCH_MAX];
+	for (size_t i = 0; i < count; i++)
+		rc[i] = request_kid(&req[i], &id[i]);
+	if (!(flags & SLUICE_KEYED_ALL)) {
+		int admitted = 0;
+		for (size_t i = 0; i < count; i++) {
+			sluice_keyed_request_t *r = &req[i];
+			r->result = rc[i] ? rc[i] : batch_one(r->table, &id[i], r->n, now, r->d);
+			admitted += r->result == 1;
+		}
+		return admitted;
+	}
+	/* All or nothing: a request the checks refused asks nothing at all. */
+	for (size_t i = 0; i < count; i++)
+		if (rc[i] != 0) {
+			for (size_t j = 0; j < count; j++)
+				req[j].result = j == i ? rc[i] : 0;
+			return rc[i];
+		}
+	sluice_decision_t own[SLUICE_KEYED_BATCH_MAX]; /* a refund needs the admission's */
+	for (size_t i = 0; i < count; i++) {
+		sluice_keyed_request_t *r = &req[i];
+		sluice_decision_t *d = r->d ? r->d : &own[i];
+		r->result = batch_one(r->table, &id[i], r->n, now, d);
+		if (r->result == 1)
+			continue;
+		for (size_t j = i + 1; j < count; j++)
+			req[j].result = 0; /* not asked */
+		for (size_t j = i; j-- > 0;) {
+			sluice_keyed_request_t *q = &req[j];
+			/* ECANCEL, EEXPIRED: the permits stay counted (keyed.h) */
+			(void)sluice_keyed_refund(q->table, q->key, q->keylen, q->n,
+			                          q->d ? q->d : &own[j]);
+		}
+		return r->result;
+	}
+	return 1;
+}
+
+int sluice_keyed_acquire_many(sluice_keyed_request_t *req, size_t count, unsigned flags)
+{
+	if (!req || count == 0 || !req[0].table)
+		return SLUICE_EINVAL;
+	return sluice_keyed_acquire_many_at(req, count, sluice_clock_now(req[0].table->clock),
+	                                    flags);
 }
 
 int sluice_keyed_release(sluice_keyed_t *k, const void *key, size_t keylen, uint64_t n)

@@ -621,6 +621,66 @@ SLUICE_NODISCARD SLUICE_API int sluice_keyed_acquire(sluice_keyed_t *k, const vo
                                        uint64_t n, sluice_decision_t *d);
 
 /*
+ * Batches: several keyed decisions of one request (a gateway's limits per
+ * route, per user, per IP), each on its own table or on the same one.
+ */
+#define SLUICE_KEYED_BATCH_MAX 8u /* requests per sluice_keyed_acquire_many_at */
+#define SLUICE_KEYED_ALL 1u       /* all or nothing: one refusal refuses all  */
+
+typedef struct sluice_keyed_request {
+	sluice_keyed_t *table;  /* the table that decides this key             */
+	const void *key;
+	size_t keylen;
+	uint64_t n;             /* permits, >= 1                               */
+	sluice_decision_t *d;   /* NULL, or filled as sluice_keyed_acquire_at  */
+	int result;             /* out: as sluice_keyed_acquire_at returns     */
+} sluice_keyed_request_t;
+
+/*
+ * sluice_keyed_acquire_many_at - decide @count requests (1 to
+ * SLUICE_KEYED_BATCH_MAX) at time @now: every key is hashed and its first
+ * slot and its table's parameter lines prefetched before any is decided,
+ * so the memory latency of one lookup overlaps the others' instead of
+ * adding to them.  Then each request is decided in order by the same code
+ * as sluice_keyed_acquire_at(), with the same per-key guarantees (WORST
+ * CASE, CLOCK JUMPS, SHARED MEMORY, CRASHES, STOPS), and req[i].result is
+ * what that call would have returned.
+ *
+ * @flags 0: the requests are independent; each is decided, whatever the
+ * others' answers.  Return: the number of requests admitted (0..@count).
+ *
+ * @flags SLUICE_KEYED_ALL: all or nothing, as sluice/composite.h: the
+ * requests are decided in order until one is not admitted (refused, or an
+ * error); the admissions before it are given back (sluice_keyed_refund())
+ * and the requests after it are not asked (their result is set to 0, their
+ * decision left as it was).  A request that fails the batch's own checks
+ * (NULL table or key, n = 0, a key the table cannot hold) is found before
+ * any is decided: then nothing is asked or taken, that request's result is
+ * its code, the others' 0, and the call returns the code.  An admission the refund
+ * cannot give back exactly stays counted (WINDOW always; a key decided on
+ * since: sluice_keyed_refund()): fewer admissions later, never more; and
+ * while permits are being given back a concurrent decision on the same key
+ * can see them taken and refuse (transient under-admission, as the
+ * composite's).  Each request's result stays its own answer (1 for an
+ * admission that was then given back).  Return: 1 when every request was
+ * admitted (and nothing given back); otherwise the result of the first
+ * request not admitted (0, or its SLUICE_E* code).
+ *
+ * Either way: SLUICE_EINVAL for the batch itself (req NULL, @count 0 or
+ * above SLUICE_KEYED_BATCH_MAX, an unknown flag; nothing asked, no result
+ * written), SLUICE_ETIME (@now past SLUICE_KEYED_TIME_MAX: nothing asked).
+ * Lock-free, no allocation, no system call (as sluice_keyed_acquire_at);
+ * stack: SLUICE_KEYED_BATCH_MAX keys as the tables store them, about 2 KiB.
+ */
+SLUICE_NODISCARD SLUICE_API int sluice_keyed_acquire_many_at(sluice_keyed_request_t *req,
+                                                             size_t count, uint64_t now,
+                                                             unsigned flags);
+
+/* sluice_keyed_acquire_many - as _at, reading the clock of req[0].table. */
+SLUICE_NODISCARD SLUICE_API int sluice_keyed_acquire_many(sluice_keyed_request_t *req,
+                                                          size_t count, unsigned flags);
+
+/*
  * sluice_keyed_prefetch - start loading the cache line where @key's state
  * would be found, so that a later decision on @key finds it in cache.
  * For callers that know the next key before deciding the current one (a
