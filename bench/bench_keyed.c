@@ -54,7 +54,8 @@
  *   vs_hash = mutex-hash's / this one's;
  *   scaling (table) = decisions/s at the last thread count / at 1 thread.
  * Options: --quick (1 repeat of 0.2 s), --repeats=N, --seconds=S,
- * --threads=LIST.
+ * --threads=LIST, --batches (only the batch section, below: bench_batch
+ * lines).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -669,6 +670,95 @@ static void bench_hashes(const char *cpu)
 	}
 }
 
+/* ---- batches: a request's keyed decisions, one call each or one batch ------
+ *
+ * Four keyed GCRA tables as random10k's (10,000 keys each, 10/s burst 10,
+ * 16-byte keys, key_max 16, cached clock), one per limit of a request, as a
+ * gateway limits per route, user, IP and tenant; each request draws one key
+ * per table (consecutive draws of the random10k sequence).  single: one
+ * sluice_keyed_acquire() per key; batch: one sluice_keyed_acquire_many()
+ * of the request's keys (issue 27 item 2: per key <= 0.6x single).  Also
+ * with 1 key per request (batch of one against the single call).  Every
+ * key is created before the timing.  One thread; every case builds every
+ * key; cases interleaved per repeat; thread CPU ns per key decision,
+ * medians. */
+#define MANY_TABLES 4
+static double batch_run(int batch, int per, double seconds, uint64_t *adm)
+{
+	const struct regime *rg = &regimes[0];
+	sluice_keyed_t k[MANY_TABLES];
+	for (int t = 0; t < MANY_TABLES; t++) {
+		sluice_keyed_config_t c = { .algo = SLUICE_ALGO_GCRA, .capacity = rg->capacity,
+			                    .rate = rg->rate, .period_ns = SEC, .burst = rg->burst,
+			                    .key_max = 16 };
+		if (sluice_keyed_init(&k[t], &c, &sluice_clock_cached) != 0)
+			exit(2);
+	}
+	/* every key of every table created first, untimed: the timed part
+	 * is the steady state (tables hit at random, no creation, no first
+	 * touch of a table's pages) */
+	for (int t = 0; t < MANY_TABLES; t++)
+		for (uint32_t key = 0; key < rg->keys; key++) {
+			unsigned char kb[16];
+			make_key(kb, key);
+			int rc = sluice_keyed_acquire(&k[t], kb, 16, 1, NULL);
+			if (rc < 0 && rc != SLUICE_EKEYFULL) { /* a full group: as the timed part */
+				fprintf(stderr, "bench_keyed: batch warm-up: %s\n", sluice_err_name(rc));
+				exit(2);
+			}
+		}
+	const uint32_t *dr = draws[0][0];
+	uint32_t i = 0;
+	uint64_t keys = 0, admitted = 0, deadline = mono_ns() + (uint64_t)(seconds * 1e9);
+	uint64_t c0 = thread_ns();
+	do {
+		for (int b = 0; b < BATCH; b++) {
+			unsigned char key[MANY_TABLES][16];
+			sluice_decision_t d[MANY_TABLES];
+			for (int j = 0; j < per; j++)
+				make_key(key[j], dr[i++ & (DRAWS - 1)]);
+			if (batch) {
+				sluice_keyed_request_t req[MANY_TABLES];
+				for (int j = 0; j < per; j++)
+					req[j] = (sluice_keyed_request_t){ .table = &k[j], .key = key[j],
+						                           .keylen = 16, .n = 1,
+						                           .d = &d[j] };
+				int rc = sluice_keyed_acquire_many(req, (size_t)per, 0);
+				admitted += rc > 0 ? (uint64_t)rc : 0;
+			} else {
+				for (int j = 0; j < per; j++)
+					admitted += sluice_keyed_acquire(&k[j], key[j], 16, 1, &d[j]) == 1;
+			}
+		}
+		keys += (uint64_t)BATCH * (uint64_t)per;
+	} while (mono_ns() < deadline);
+	double ns = (double)(thread_ns() - c0) / (double)keys;
+	for (int t = 0; t < MANY_TABLES; t++)
+		sluice_keyed_destroy(&k[t]);
+	*adm = admitted;
+	return ns;
+}
+
+static void bench_batches(const struct bench_opts *o)
+{
+	static const int per[] = { 1, 4 };
+	double t[2][2][64]; /* [per][batch][repeat] */
+	uint64_t adm[2][2] = { { 0 } };
+	for (unsigned r = 0; r < o->repeats; r++)
+		for (int p = 0; p < 2; p++)
+			for (int b = 0; b < 2; b++)
+				t[p][b][r] = batch_run(b, per[p], o->seconds, &adm[p][b]);
+	for (int p = 0; p < 2; p++) {
+		double single = bench_median(t[p][0], o->repeats);
+		double batch = bench_median(t[p][1], o->repeats);
+		printf("bench_batch regime=random10k tables=%d keys_per_request=%d "
+		       "single_cpu_ns_per_key=%.1f batch_cpu_ns_per_key=%.1f batch_vs_single=%.2f "
+		       "admitted_single=%llu admitted_batch=%llu\n",
+		       MANY_TABLES, per[p], single, batch, batch / single,
+		       (unsigned long long)adm[p][0], (unsigned long long)adm[p][1]);
+	}
+}
+
 /* med and frac: [regime][thread count index][impl] */
 typedef double per_count[NREG][BENCH_MAX_COUNTS][NIMPL];
 
@@ -708,10 +798,15 @@ static void print_table(const char *what, const struct bench_opts *o, per_count 
 int main(int argc, char **argv)
 {
 	struct bench_opts o = { .repeats = 3, .seconds = 0.5 };
+	int batches_only = 0;
 	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--batches") == 0) {
+			batches_only = 1;
+			continue;
+		}
 		if (bench_parse_opt(argv[i], &o, 1, 0.2, 1) != 1) {
 			fprintf(stderr, "usage: %s [--quick] [--repeats=N] [--seconds=S] "
-			                "[--threads=1,2,4]\n", argv[0]);
+			                "[--threads=1,2,4] [--batches]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -732,9 +827,12 @@ int main(int argc, char **argv)
 	       "clock_sluice=cached(%llu_ns_ticker),monotonic clock_mutex=cached,monotonic "
 	       "clock_mutex_hash=monotonic\n",
 	       o.repeats, o.seconds, (unsigned long long)SLUICE_CACHED_PERIOD_NS);
-	bench_hashes(cpu);
+	if (!batches_only)
+		bench_hashes(cpu);
 	fflush(stdout);
 	make_draws(bench_threads_max(&o));
+	if (batches_only)
+		goto batches;
 
 	/* [regime][thread count index][impl][repeat] */
 	static double ns[NREG][BENCH_MAX_COUNTS][NIMPL][64], cns[NREG][BENCH_MAX_COUNTS][NIMPL][64];
@@ -783,6 +881,13 @@ int main(int argc, char **argv)
 	printf("  (scaling = decisions/s at %d threads / at 1 thread; vs_array and vs_mutex at\n"
 	       "   1 thread against array-gcra and mutex-array on the same clock, vs_mutex%d at\n"
 	       "   %d threads; every ratio > 1 means keyed is faster)\n", nl, nl, nl);
+	printf("\n");
+batches:
+	bench_batches(&o);
+	printf("  (bench_batch: %d keyed GCRA tables of random10k, one key of each per request;\n"
+	       "   batch_vs_single = batch CPU ns per key / single's: < 1 means the batch is\n"
+	       "   cheaper; one thread, median of %u runs of %.2f s)\n",
+	       MANY_TABLES, o.repeats, o.seconds);
 	for (int rg = 0; rg < NREG; rg++)
 		for (int t = 0; t < nseq; t++)
 			free(draws[rg][t]);

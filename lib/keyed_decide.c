@@ -793,6 +793,13 @@ int sluice_keyed_acquire_many_at(sluice_keyed_request_t *req, size_t count, uint
 		return SLUICE_EINVAL;
 	if (now > TMAX)
 		return SLUICE_ETIME;
+	if (count == 1) { /* nothing to overlap: the single call, either mode */
+		sluice_keyed_request_t *r = req;
+		r->result = r->table && r->n ? sluice_keyed_acquire_at(r->table, r->key, r->keylen,
+		                                                       r->n, now, r->d)
+		                             : SLUICE_EINVAL;
+		return (flags & SLUICE_KEYED_ALL) ? r->result : r->result == 1;
+	}
 	struct kid id[SLUICE_KEYED_BATCH_MAX];
 	int rc[SLUICE_KEYED_BATCH_MAX];
 	for (size_t i = 0; i < count; i++)
