@@ -157,6 +157,7 @@ struct kid {
 	/* the claim counter under which find_live() last matched the key's
 	 * words (0: none, the rechecks compare the words: still_ours()) */
 	uint64_t claim;
+	_Atomic uint64_t *first; /* the slot at probe position 0 (kid_place()) */
 	uint64_t pw[(SLUICE_KEYED_KEY_MAX + 7) / 8];
 };
 
@@ -286,7 +287,8 @@ static inline void kid_place(const sluice_keyed_t *k, uint64_t h, unsigned lenco
 	id->group = h & k->group_mask;
 	id->start = (unsigned)(h >> 32) & (G - 1);
 	id->id = ((uint64_t)lencode << 38) | ((h >> 40) << 14);
-	__builtin_prefetch(k->slots + (id->group * G + id->start) * k->slot_bytes);
+	id->first = slot_at(k, id->group * G + id->start);
+	__builtin_prefetch(id->first);
 }
 
 /*
@@ -512,8 +514,8 @@ static inline _Atomic uint64_t *find_live(const sluice_keyed_t *k, struct kid *i
 	id->claim = 0;
 	const uint64_t want = (K_LIVE << 62) | id->id;
 	for (unsigned pos = 0; pos < G; pos++) {
-		uint64_t i = slot_index(id, pos);
-		_Atomic uint64_t *s = slot_at(k, i);
+		/* the first slot as kid_place() found it (no second multiply) */
+		_Atomic uint64_t *s = pos == 0 ? id->first : slot_at(k, slot_index(id, pos));
 		/* Acquire: pairs with the publishing CAS (release): the key
 		 * words and the initial state are visible. */
 		uint64_t t = atomic_load_explicit(&s[0], memory_order_acquire);
