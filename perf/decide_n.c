@@ -10,6 +10,7 @@
  * log-deny (the log's refusal: L = 1, every decision after the first refused; the one
  * case outside the allow regime below),
  * fixed-lease, gcra-lease, leaky-lease (per-CPU leases of 1024; GCRA's with the default V),
+ * gcra-deny, gcra-lease-deny (GCRA's refusal, without leases and with leases of 64),
  * warmup, decay, decay-deny and decay-deny-mid (refusals: see main), inflight, composite, keyed-gcra,
  * keyed-gcra-sip, keyed-fixed, keyed-window,
  * keyed-inflight (a keyed table, one existing 11-byte key: the hash, the
@@ -180,6 +181,17 @@ int main(int argc, char **argv)
 		sluice_gcra_t g;
 		sluice_gcra_config_t c = { .rate = 1, .period_ns = 1, .burst = 1000000,
 			                   .clock = &clk, .lease = 1024 };
+		check(sluice_gcra_init(&g, &c), "init");
+		admitted = run_gcra(&g, count);
+		sluice_gcra_destroy(&g);
+	} else if (strcmp(algo, "gcra-deny") == 0 || strcmp(algo, "gcra-lease-deny") == 0) {
+		/* the refusal: burst 1 at 1 per 1000 s, so every decision after
+		 * the first is refused; -lease-deny with leases of 64 (issue 27
+		 * item 5: a refusal with leases against one without) */
+		sluice_gcra_t g;
+		sluice_gcra_config_t c = { .rate = 1, .period_ns = 1000 * SEC, .burst = 1,
+			                   .clock = &clk,
+			                   .lease = strcmp(algo, "gcra-lease-deny") == 0 ? 64 : 0 };
 		check(sluice_gcra_init(&g, &c), "init");
 		admitted = run_gcra(&g, count);
 		sluice_gcra_destroy(&g);
