@@ -806,6 +806,8 @@ static void prefetch_live(const sluice_keyed_t *k)
 static __attribute__((noinline)) int batch_one(sluice_keyed_t *k, struct kid *id, uint64_t n,
                                                uint64_t now, sluice_decision_t *d)
 {
+	if (k->flags & SLUICE_KEYED_COUNT_LOOKUPS) /* counted when decided */
+		stat_lookup(k);
 	return acquire_kid(k, id, n, now, d);
 }
 
@@ -813,7 +815,7 @@ static int request_kid(const sluice_keyed_request_t *r, struct kid *id)
 {
 	if (!r->table || !r->key || r->n == 0)
 		return SLUICE_EINVAL;
-	int rc = kid_counted(r->table, r->key, r->keylen, id);
+	int rc = make_kid(r->table, r->key, r->keylen, id); /* counted by batch_one() */
 	if (rc == 0)
 		prefetch_live(r->table);
 	return rc;

@@ -215,6 +215,26 @@ Test(keyed_many, all_and_errors)
 		sluice_keyed_destroy(&k[t]);
 }
 
+/* Lookups (SLUICE_KEYED_COUNT_LOOKUPS) count the requests decided, not
+ * those a refused ALL batch never asked. */
+Test(keyed_many, lookups_count_what_was_decided)
+{
+	sluice_keyed_t k;
+	sluice_keyed_config_t c = gcra_cfg(64, 1, SEC, 1, SLUICE_KEYED_REJECT);
+	c.flags = SLUICE_KEYED_COUNT_LOOKUPS;
+	make(&k, c);
+	sluice_keyed_request_t req[] = {
+		{ .table = &k, .key = "a", .keylen = 1, .n = 1 },
+		{ .table = &k, .key = "b", .keylen = 1, .n = 1 },
+		{ .table = &k, .key = "", .keylen = 0, .n = 1 },
+	};
+	cr_assert_eq(sluice_keyed_acquire_many_at(req, 3, 0, SLUICE_KEYED_ALL), SLUICE_EKEYLEN);
+	cr_assert_eq(stats(&k).lookups, 0, "nothing was asked");
+	cr_assert_eq(sluice_keyed_acquire_many_at(req, 2, 0, 0), 2);
+	cr_assert_eq(stats(&k).lookups, 2);
+	sluice_keyed_destroy(&k);
+}
+
 /* The batch's own checks: nothing asked, no result written. */
 Test(keyed_many, the_batch_checks)
 {
