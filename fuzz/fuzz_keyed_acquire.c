@@ -5,8 +5,9 @@
  *
  * The input makes the table (fuzz_keyed.h: any algorithm and policy, 8..32
  * slots so groups fill, hostile parameters when init takes them), then up to
- * 512 operations, each: what (acquire_at with or without a decision,
- * release, stats), the key (one of 24 short or long ones, so keys come back,
+ * 512 operations, each: what (acquire_at with or without a decision, or the
+ * same request twice in one sluice_keyed_acquire_many_at; release, stats),
+ * the key (one of 24 short or long ones, so keys come back,
  * collide in groups, get evicted and reclaimed; sometimes empty or longer
  * than key_max), n (0, small, or hostile) and the reading (a step forward, a
  * step back, or a hostile absolute time: 0, just below 2^62 where the table
@@ -43,7 +44,7 @@ struct adm {
 	uint64_t n;
 };
 
-static struct adm adms[OPS_MAX];
+static struct adm adms[2 * OPS_MAX]; /* a batch admits twice */
 static uint64_t held[NKEYS];
 
 /* key @id of @len bytes: its bytes are a function of id alone */
@@ -142,32 +143,59 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case 0:
 		case 1:
 		case 2: {
+			/* one call, or (what / 5 odd) the same request twice in
+			 * one sluice_keyed_acquire_many_at: decided in order, as
+			 * two calls, each checked as one */
+			sluice_decision_t d2;
+			memset(&d2, 0x77, sizeof(d2));
 			sluice_decision_t *dp = what % 5 == 2 ? NULL : &d;
-			rc = sluice_keyed_acquire_at(&k, key, keylen, n, now, dp);
-			if (trace)
-				fprintf(stderr,
-				        "acquire key %u len %zu n %llu at %llu: %d (%s) now_ns %llu "
-				        "limit %llu remaining %llu\n",
-				        id, keylen, (unsigned long long)n, (unsigned long long)now, rc,
-				        rc < 0 ? sluice_err_name(rc) : rc ? "admitted" : "refused",
-				        dp ? (unsigned long long)d.now_ns : 0ULL,
-				        dp ? (unsigned long long)d.limit : 0ULL,
-				        dp ? (unsigned long long)d.remaining : 0ULL);
-			FUZZ_CHECK(fuzz_known_rc(rc), "acquire returned %d", rc);
-			if (dp && (rc == 0 || rc == 1))
-				FUZZ_CHECK(d.allowed == (rc == 1), "acquire %d with allowed = %d", rc,
-				           (int)d.allowed);
-			if (rc != 1 || id >= NKEYS)
-				break; /* only admissions for a key we know */
-			if (c->algo == SLUICE_ALGO_INFLIGHT) {
-				/* REJECT only: every admission is held by the key */
-				held[id] += n;
-				FUZZ_CHECK(held[id] <= c->limit, "key %u holds %llu of %llu", id,
-				           (unsigned long long)held[id], (unsigned long long)c->limit);
-			} else if (dp && d.limit != 0 && counted &&
-			           (c->algo == SLUICE_ALGO_FIXED || c->algo == SLUICE_ALGO_WINDOW)) {
-				adms[nadm++] = (struct adm){ .key = id, .slot = d.now_ns / width,
-					                     .n = n };
+			int rcs[2], calls = 1;
+			if (what / 5 % 2) {
+				sluice_keyed_request_t req[2] = {
+					{ .table = &k, .key = key, .keylen = keylen, .n = n, .d = dp },
+					{ .table = &k, .key = key, .keylen = keylen, .n = n,
+					  .d = dp ? &d2 : NULL },
+				};
+				rc = sluice_keyed_acquire_many_at(req, 2, now, 0);
+				FUZZ_CHECK(rc == SLUICE_ETIME ||
+				           rc == (req[0].result == 1) + (req[1].result == 1),
+				           "a batch returned %d for %d and %d", rc, req[0].result,
+				           req[1].result);
+				if (rc == SLUICE_ETIME)
+					rcs[0] = rc;
+				else
+					rcs[0] = req[0].result, rcs[1] = req[1].result, calls = 2;
+			} else {
+				rcs[0] = sluice_keyed_acquire_at(&k, key, keylen, n, now, dp);
+			}
+			for (int call = 0; call < calls; call++) {
+				sluice_decision_t *cd = call == 0 ? dp : dp ? &d2 : NULL;
+				rc = rcs[call];
+				if (trace)
+					fprintf(stderr,
+					        "acquire key %u len %zu n %llu at %llu: %d (%s) now_ns %llu "
+					        "limit %llu remaining %llu\n",
+					        id, keylen, (unsigned long long)n, (unsigned long long)now, rc,
+					        rc < 0 ? sluice_err_name(rc) : rc ? "admitted" : "refused",
+					        cd ? (unsigned long long)cd->now_ns : 0ULL,
+					        cd ? (unsigned long long)cd->limit : 0ULL,
+					        cd ? (unsigned long long)cd->remaining : 0ULL);
+				FUZZ_CHECK(fuzz_known_rc(rc), "acquire returned %d", rc);
+				if (cd && (rc == 0 || rc == 1))
+					FUZZ_CHECK(cd->allowed == (rc == 1), "acquire %d with allowed = %d", rc,
+					           (int)cd->allowed);
+				if (rc != 1 || id >= NKEYS)
+					continue; /* only admissions for a key we know */
+				if (c->algo == SLUICE_ALGO_INFLIGHT) {
+					/* REJECT only: every admission is held by the key */
+					held[id] += n;
+					FUZZ_CHECK(held[id] <= c->limit, "key %u holds %llu of %llu", id,
+					           (unsigned long long)held[id], (unsigned long long)c->limit);
+				} else if (cd && cd->limit != 0 && counted && nadm < 2 * OPS_MAX &&
+				           (c->algo == SLUICE_ALGO_FIXED || c->algo == SLUICE_ALGO_WINDOW)) {
+					adms[nadm++] = (struct adm){ .key = id, .slot = cd->now_ns / width,
+						                     .n = n };
+				}
 			}
 			break;
 		}
