@@ -5,19 +5,27 @@
 #
 # nginx runs under valgrind --tool=callgrind with master_process off (one
 # process that serves everything, so callgrind sees every instruction of
-# the request path), with the same configuration as nginx/bench.sh.  A
-# Python client sends N requests on one keep-alive connection to one
-# location (/none/, /sluice/, /rules/ or /lreq/), with 1 key or cycling over
+# the request path), with the limiters of nginx/bench.sh.  A Python client
+# sends N requests on one keep-alive connection, with 1 key or cycling over
 # 10,000 keys (X-Key), then nginx is stopped and callgrind's total Ir read.
-# Every run starts and stops the same nginx with the same configuration,
-# so (Ir(location) - Ir(/none/)) / N is what the limiter adds to a request:
+# Every run starts and stops the same nginx and sends every request to the
+# same location, /t/, whose one line is what the run measures:
+#   none            nothing (the baseline)
+#   sluice          sluice_limit zone=sl key=$http_x_key (RateLimit headers
+#                   off, the default: limit_req sends none)
+#   sluice+headers  the same with sluice_headers on (their own cost)
+#   lreq            limit_req zone=lr burst=1000000 nodelay
+# One location for all: the location's name and its place in the
+# location tree cost instructions of their own (a longer name parses and
+# compares longer), which would otherwise be charged to the limiter.
+# So (Ir(run) - Ir(none)) / N is what the limiter adds to a request:
 # a count of instructions, not a time, so the shared machine's load does
 # not move it (Debian's nginx binary is stripped, so its limit_req_handler
 # cannot be named to callgrind; the difference of totals needs no symbols).
-# With the rules engine built in, /rules/ runs with `sluice_rules` (one
-# rule, prefix /rules/, the same GCRA per header:X-Key), and /none/ once
-# more with the same file loaded ("none+rules": what the engine's lookup
-# costs a request no rule matches).
+# With the rules engine built in, "rules" runs with `sluice_rules` (one
+# rule, prefix /t/, the same GCRA per header:X-Key) and /t/ empty, and
+# "none+rules" with the same file but its prefix one no request has (what
+# the engine's lookup costs a request no rule matches).
 set -euo pipefail
 here=$(dirname "$(realpath "$0")")
 module=$(realpath "${1:-$here/../build/nginx/ngx_http_sluice_module.so}")
@@ -25,24 +33,31 @@ nginx_bin=${NGINX_BIN:-/usr/sbin/nginx}
 n=${CALLGRIND_REQUESTS:-20000}
 prefix=$(mktemp -d /tmp/sluice-ngx-cg.XXXXXX)
 trap 'rm -rf "$prefix"' EXIT
-locs="none sluice lreq"
-grep -q sluice_rules_module "$module" && locs="none sluice rules none+rules lreq"
+locs="none sluice sluice+headers lreq"
+grep -q sluice_rules_module "$module" && locs="none sluice sluice+headers rules none+rules lreq"
 mkdir -p "$prefix/logs" "$prefix/tmp"
-for d in none sluice rules lreq; do mkdir -p "$prefix/html/$d"; echo "hello" >"$prefix/html/$d/index.html"; done
+mkdir -p "$prefix/html/t"; echo "hello" >"$prefix/html/t/index.html"
 chmod -R 755 "$prefix"
-cat >"$prefix/rules.yaml" <<'EOF'
+for p in t nomatch; do # the rule on /t/, or on a prefix no request has
+  cat >"$prefix/rules-$p.yaml" <<EOF
 rules:
   - id: rules
-    match: { prefix: /rules/ }
+    match: { prefix: /$p/ }
     dimensions: ["header:X-Key"]
     limit: { algorithm: gcra, rate: 10000000/s, burst: 1000000 }
     keys: { capacity: 16384 }
 EOF
+done
 
-run() { # run LOCATION KEYS [REQUESTS]: prints total Ir
-  local port rules_conf= loc=$1
-  case "$1" in rules) rules_conf="sluice_rules $prefix/rules.yaml;" ;;
-    none+rules) rules_conf="sluice_rules $prefix/rules.yaml;" loc=none ;; esac
+run() { # run LIMITER KEYS [REQUESTS]: prints total Ir
+  local port rules_conf= t=
+  case "$1" in
+    sluice) t='sluice_limit zone=sl key=$http_x_key;' ;;
+    sluice+headers) t='sluice_limit zone=sl key=$http_x_key; sluice_headers on;' ;;
+    lreq) t='limit_req zone=lr burst=1000000 nodelay;' ;;
+    rules) rules_conf="sluice_rules $prefix/rules-t.yaml;" ;;
+    none+rules) rules_conf="sluice_rules $prefix/rules-nomatch.yaml;" ;;
+  esac
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   cat >"$prefix/nginx.conf" <<EOF
 load_module $module;
@@ -62,9 +77,8 @@ http {
   server {
     listen 127.0.0.1:$port;
     root html;
-    location /none/ { }
-    location /sluice/ { sluice_limit zone=sl key=\$http_x_key; }
-    location /lreq/ { limit_req zone=lr burst=1000000 nodelay; }
+    location /ping/ { }
+    location /t/ { $t }
   }
 }
 EOF
@@ -72,20 +86,20 @@ EOF
   valgrind --tool=callgrind --callgrind-out-file="$prefix/callgrind.out" \
     "$nginx_bin" -p "$prefix/" -c nginx.conf -e logs/error.log 2>"$prefix/vg.log" &
   local vg=$!
-  python3 - "$port" "$loc" "$2" "${3:-$n}" <<'PY'
+  python3 - "$port" "$2" "${3:-$n}" <<'PY'
 import http.client, sys, time
-port, loc, keys, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+port, keys, n = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 for _ in range(300):   # nginx under valgrind starts in a few seconds
     try:
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        c.request("GET", "/none/"); c.getresponse().read(); break
+        c.request("GET", "/ping/"); c.getresponse().read(); break
     except OSError:
         time.sleep(0.1)
 else:
     sys.exit("nginx did not start under valgrind")
 bad = 0
 for i in range(n):
-    c.request("GET", "/%s/" % loc, headers={"X-Key": "client%d" % (i % keys)})
+    c.request("GET", "/t/", headers={"X-Key": "client%d" % (i % keys)})
     r = c.getresponse(); r.read()
     bad += r.status != 200
 if bad:
@@ -93,11 +107,11 @@ if bad:
 PY
   kill -QUIT "$vg" 2>/dev/null || { echo "nginx under valgrind died: $(tail -5 "$prefix/vg.log" "$prefix/logs/error.log")" >&2; exit 1; }
   wait "$vg" || true
-  [ -n "${CALLGRIND_KEEP:-}" ] && cp "$prefix/callgrind.out" "$CALLGRIND_KEEP.$1.$2"
+  [ -n "${CALLGRIND_KEEP:-}" ] && cp "$prefix/callgrind.out" "$CALLGRIND_KEEP.$1.$2.${3:-$n}"
   awk '/^(summary|totals):/ { print $2; exit }' "$prefix/callgrind.out"
 }
 
-declare -A ir
+declare -A ir per
 for keys in 1 10000; do
   for loc in $locs; do
     ir[$loc,$keys]=$(run "$loc" "$keys")
@@ -135,8 +149,18 @@ for keys in 1 10000; do
     # lookup (no match): what the engine adds to a plain nginx's request
     base=${ir[none,$keys]} extra=0
     [ "$loc" = rules ] && base=${ir[none+rules,$keys]} extra=$nomatch
-    awk -v a="${ir[$loc,$keys]}" -v b="$base" -v n="$n" -v x="$extra" -v who="$loc" -v k="$keys" \
-      'BEGIN { printf "bench=nginx-instr limiter=%s keys=%s requests=%d instructions_per_request=%.0f\n",
-               who, k, n, (a - b) / n + x }'
+    per[$loc,$keys]=$(awk -v a="${ir[$loc,$keys]}" -v b="$base" -v n="$n" -v x="$extra" \
+      'BEGIN { printf "%.0f", (a - b) / n + x }')
+    echo "bench=nginx-instr limiter=$loc keys=$keys requests=$n instructions_per_request=${per[$loc,$keys]}"
   done
+done
+# The goals' ratios (issue 27): sluice_limit over limit_req, and
+# sluice_rules over sluice_limit, with the same limits in the same run.
+for keys in 1 10000; do
+  awk -v s="${per[sluice,$keys]}" -v l="${per[lreq,$keys]}" -v k="$keys" \
+    'BEGIN { printf "bench=nginx-ratio keys=%s sluice_over_lreq=%.2f\n", k, s / l }'
+  if [ -n "${per[rules,$keys]:-}" ]; then
+    awk -v r="${per[rules,$keys]}" -v s="${per[sluice,$keys]}" -v k="$keys" \
+      'BEGIN { printf "bench=nginx-ratio keys=%s rules_over_sluice=%.2f\n", k, r / s }'
+  fi
 done
