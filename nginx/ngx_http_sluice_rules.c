@@ -427,6 +427,16 @@ static char *ngx_http_sluice_rules_user(ngx_conf_t *cf, ngx_command_t *cmd, void
 
 /* ---- the decision (preaccess phase) -------------------------------------- */
 
+/* Whether @lc (a header's name as nginx lowercased it) is @name in any
+ * case, both @n bytes: one side to fold, not two as ngx_strncasecmp. */
+static ngx_uint_t ngx_http_sluice_rules_name_is(const u_char *lc, const char *name, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (lc[i] != ngx_tolower((u_char)name[i]))
+			return 0;
+	return 1;
+}
+
 /* A header (case-insensitive name) or a query argument of the request. */
 static const void *ngx_http_sluice_rules_lookup(void *ctx, sluice_lookup_kind_t kind,
                                                 const char *name, size_t *len)
@@ -451,7 +461,7 @@ static const void *ngx_http_sluice_rules_lookup(void *ctx, sluice_lookup_kind_t 
 			h = part->elts;
 			i = 0;
 		}
-		if (h[i].key.len == n && ngx_strncasecmp(h[i].key.data, (u_char *)name, n) == 0) {
+		if (h[i].key.len == n && ngx_http_sluice_rules_name_is(h[i].lowcase_key, name, n)) {
 			*len = h[i].value.len;
 			return h[i].value.data;
 		}
@@ -474,11 +484,14 @@ static void ngx_http_sluice_rules_emit(void *ctx, const char *name, const char *
  * Verdicts, per worker.  A sluice_verdict_t is about 4 KB: from the
  * request's pool it is a large allocation (a malloc and a free per
  * request, about 700 instructions of the 1,100 the first version of this
- * handler cost).  A worker decides one request at a time (nginx's event
- * loop), so it decides into one scratch verdict, and only a verdict that
- * matched a rule, which complete() must end, moves to a buffer from this
- * worker's free list (taken back when the request ends; the list grows
- * to the most such requests in progress at once, never shrinks).
+ * handler cost), and copied it costs about 500 more.  A worker decides one
+ * request at a time (nginx's event loop), so it decides into a buffer of
+ * this worker's free list, in place: a verdict that matched no rule goes
+ * straight back; one that matched, which complete() must end, stays with
+ * its request until it ends.  Only when the list is empty does a request
+ * decide into the one scratch verdict, and a match then moves to a new
+ * buffer (the list grows to the most such requests in progress at once,
+ * never shrinks).
  */
 typedef union ngx_http_sluice_rules_buf_u ngx_http_sluice_rules_buf_t;
 union ngx_http_sluice_rules_buf_u {
@@ -488,12 +501,24 @@ union ngx_http_sluice_rules_buf_u {
 static sluice_verdict_t ngx_http_sluice_rules_scratch;
 static ngx_http_sluice_rules_buf_t *ngx_http_sluice_rules_free;
 
-static sluice_verdict_t *ngx_http_sluice_rules_keep(const sluice_verdict_t *v)
+/* A verdict to decide into: the free list's first, else the scratch. */
+static sluice_verdict_t *ngx_http_sluice_rules_take(void)
 {
 	ngx_http_sluice_rules_buf_t *b = ngx_http_sluice_rules_free;
-	if (b)
-		ngx_http_sluice_rules_free = b->next;
-	else if ((b = ngx_alloc(sizeof(*b), ngx_cycle->log)) == NULL)
+	if (b == NULL)
+		return &ngx_http_sluice_rules_scratch;
+	ngx_http_sluice_rules_free = b->next;
+	return &b->v;
+}
+
+/* The verdict @v, which matched, in a buffer of its own: @v itself, or a
+ * new buffer when @v is the scratch.  NULL: out of memory. */
+static sluice_verdict_t *ngx_http_sluice_rules_keep(sluice_verdict_t *v)
+{
+	if (v != &ngx_http_sluice_rules_scratch)
+		return v;
+	ngx_http_sluice_rules_buf_t *b = ngx_alloc(sizeof(*b), ngx_cycle->log);
+	if (b == NULL)
 		return NULL;
 	ngx_memcpy(&b->v, v, sizeof(*v));
 	return &b->v;
@@ -502,6 +527,8 @@ static sluice_verdict_t *ngx_http_sluice_rules_keep(const sluice_verdict_t *v)
 static void ngx_http_sluice_rules_drop(sluice_verdict_t *v)
 {
 	ngx_http_sluice_rules_buf_t *b = (ngx_http_sluice_rules_buf_t *)v;
+	if (v == &ngx_http_sluice_rules_scratch)
+		return;
 	b->next = ngx_http_sluice_rules_free;
 	ngx_http_sluice_rules_free = b;
 }
@@ -655,15 +682,15 @@ static ngx_int_t ngx_http_sluice_rules_handler(ngx_http_request_t *r)
 		}
 	}
 
-	sluice_verdict_t *v = &ngx_http_sluice_rules_scratch;
+	sluice_verdict_t *v = ngx_http_sluice_rules_take();
 	int rc = sluice_engine_decide(mcf->engine, &req, v);
-	if (rc != 0) {
-		ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "sluice_rules: %s (%s)",
-		              sluice_strerror(rc), sluice_err_name(rc));
-		return NGX_DECLINED;
-	}
-	if (v->nrules == 0)
+	if (rc != 0 || v->nrules == 0) {
+		ngx_http_sluice_rules_drop(v);
+		if (rc != 0)
+			ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "sluice_rules: %s (%s)",
+			              sluice_strerror(rc), sluice_err_name(rc));
 		return NGX_DECLINED; /* no rule: nothing to end, nothing to say */
+	}
 	/* complete() ends it when the request does: the log phase, or the
 	 * pool's cleanup when there is none (registered first: a failure
 	 * after it leaves nothing held) */
@@ -671,6 +698,7 @@ static ngx_int_t ngx_http_sluice_rules_handler(ngx_http_request_t *r)
 	sluice_verdict_t *kept = cln ? ngx_http_sluice_rules_keep(v) : NULL;
 	if (kept == NULL) {
 		(void)sluice_engine_complete(mcf->engine, v, 0, 0);
+		ngx_http_sluice_rules_drop(v);
 		return NGX_HTTP_INTERNAL_SERVER_ERROR;
 	}
 	v = kept;
