@@ -119,11 +119,24 @@ typedef struct {
 	ngx_shm_zone_t *shm_zone;
 	ngx_http_sluice_sh_t *sh;
 	sluice_keyed_t keyed;        /* attached in init_zone, inherited by fork */
+	/* The RateLimit headers' name of the zone: cut to the helpers' most,
+	 * NUL-terminated once (ngx_http_sluice_get_zone). */
+	char hname[SLUICE_HTTP_NAME_MAX + 1];
+	/* This process's RateLimit-Policy value, formatted for the table's
+	 * parameters of era policy_era (ngx_http_sluice_rate_headers): again
+	 * only when a live change moves the era.  policy_len <= 0: no policy
+	 * (INFLIGHT, or the helper refused). */
+	ngx_uint_t policy_valid;
+	uint64_t policy_era;
+	int policy_len;
+	char policy[SLUICE_HTTP_FIELD_MAX];
 } ngx_http_sluice_zone_t;
 
 typedef struct {
 	ngx_shm_zone_t *shm_zone;
 	ngx_http_complex_value_t key;
+	ngx_int_t var;               /* key= is one variable: its index, else
+	                              * NGX_DECLINED (ngx_http_sluice_key)    */
 	ngx_uint_t status;
 	ngx_int_t delay;             /* -1: no delay (pass or refuse at once) */
 	ngx_uint_t dry_run;
@@ -281,6 +294,9 @@ static ngx_http_sluice_zone_t *ngx_http_sluice_get_zone(ngx_conf_t *cf, ngx_str_
 	if (z == NULL)
 		return NULL;
 	z->name = *name;
+	size_t hlen = ngx_min(name->len, (size_t)SLUICE_HTTP_NAME_MAX);
+	ngx_memcpy(z->hname, name->data, hlen);
+	z->hname[hlen] = '\0';
 	z->shm_zone = shm_zone;
 	shm_zone->data = z;
 	return z;
@@ -478,6 +494,35 @@ static const ngx_str_t limit_params[LP_COUNT] = {
 	ngx_string("dry_run"), ngx_string("empty_key="),
 };
 
+/*
+ * A key expression that is one variable and nothing else ("$name" or
+ * "${name}", the usual key=$binary_remote_addr): the variable's index, so
+ * a request reads the variable's value in place (ngx_http_sluice_key)
+ * rather than running the script that copies it into a new string of
+ * the pool.  NGX_DECLINED for any other expression (a capture, text,
+ * several variables): those run the complex value.  NGX_ERROR: out of
+ * memory.
+ */
+static ngx_int_t ngx_http_sluice_lone_variable(ngx_conf_t *cf, ngx_str_t *key)
+{
+	ngx_str_t name;
+	size_t open = key->len > 3 && key->data[1] == '{';
+
+	if (key->len < 2 || key->data[0] != '$' || (open && key->data[key->len - 1] != '}'))
+		return NGX_DECLINED;
+	name.data = key->data + 1 + open;
+	name.len = key->len - 1 - 2 * open;
+	if (name.data[0] >= '0' && name.data[0] <= '9')
+		return NGX_DECLINED; /* $1..$9: a regex capture, not a variable */
+	for (size_t i = 0; i < name.len; i++) {
+		u_char ch = name.data[i];
+		if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+		      ch == '_'))
+			return NGX_DECLINED;
+	}
+	return ngx_http_get_variable_index(cf, &name);
+}
+
 static char *ngx_http_sluice_limit(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
 	ngx_http_sluice_loc_conf_t *slcf = conf;
@@ -595,6 +640,9 @@ static char *ngx_http_sluice_limit(ngx_conf_t *cf, ngx_command_t *cmd, void *con
 	ccv.value = &key;
 	ccv.complex_value = &l->key;
 	if (ngx_http_compile_complex_value(&ccv) != NGX_OK)
+		return NGX_CONF_ERROR;
+	l->var = ngx_http_sluice_lone_variable(cf, &key);
+	if (l->var == NGX_ERROR)
 		return NGX_CONF_ERROR;
 	l->shm_zone = z->shm_zone;
 	l->status = status;
@@ -757,6 +805,29 @@ static void ngx_http_sluice_count(ngx_http_sluice_zone_t *z, ngx_uint_t outcome)
 		memory_order_relaxed);
 }
 
+/*
+ * The key of limit @l for @r.  A lone variable is read in place, as the
+ * complex value reads it (flushed if not cacheable; an absent value, or a
+ * handler's failure, is the empty string), without the script's copy: the
+ * value lives at least as long as the request.  Any other expression is
+ * the complex value.
+ */
+static ngx_int_t ngx_http_sluice_key(ngx_http_request_t *r, ngx_http_sluice_limit_t *l,
+                                     ngx_str_t *key)
+{
+	if (l->var == NGX_DECLINED)
+		return ngx_http_complex_value(r, &l->key, key);
+	ngx_http_variable_value_t *vv = ngx_http_get_flushed_variable(r, (ngx_uint_t)l->var);
+	if (vv == NULL || vv->not_found) {
+		key->len = 0;
+		key->data = NULL;
+	} else {
+		key->len = vv->len;
+		key->data = vv->data;
+	}
+	return NGX_OK;
+}
+
 static void ngx_http_sluice_release_cleanup(void *data)
 {
 	ngx_http_sluice_release_t *rel = data;
@@ -804,19 +875,21 @@ ngx_int_t ngx_http_sluice_add_header(ngx_http_request_t *r, const char *name, co
 /* RateLimit-Policy and RateLimit for zone @z's decision @d.  The policy
  * is the library's one mapping (sluice_http_policy_of(), http.h), as the
  * rules engine advertises it, from the parameters in force; INFLIGHT has
- * none (its slots come back on release, not at a time). */
+ * none (its slots come back on release, not at a time).  The parameters
+ * change only by a live change, which moves their era: the policy's text
+ * is kept per process and formatted again when the era moves (a worker
+ * runs one request at a time, so no lock guards it). */
 static ngx_int_t ngx_http_sluice_rate_headers(ngx_http_request_t *r, ngx_http_sluice_zone_t *z,
                                               const sluice_decision_t *d)
 {
-	char buf[SLUICE_HTTP_FIELD_MAX], name[SLUICE_HTTP_NAME_MAX + 1];
-	size_t nlen = ngx_min(z->name.len, (size_t)SLUICE_HTTP_NAME_MAX);
+	char buf[SLUICE_HTTP_FIELD_MAX];
 	sluice_keyed_params_t p;
-	sluice_limiter_config_t c = { .algo = z->cfg.algo };
-	uint64_t quota = 0, window = 0;
 
-	ngx_memcpy(name, z->name.data, nlen);
-	name[nlen] = '\0';
-	if (sluice_keyed_params(&z->keyed, &p) == 0) {
+	if (sluice_keyed_params(&z->keyed, &p) != 0) {
+		z->policy_valid = 0; /* no policy rather than a stale one */
+	} else if (!z->policy_valid || z->policy_era != p.era) {
+		sluice_limiter_config_t c = { .algo = z->cfg.algo };
+		uint64_t quota = 0, window = 0;
 		switch (z->cfg.algo) {
 		case SLUICE_ALGO_GCRA:
 			c.gcra = (sluice_gcra_config_t){ .rate = p.rate, .period_ns = p.period_ns,
@@ -840,30 +913,44 @@ static ngx_int_t ngx_http_sluice_rate_headers(ngx_http_request_t *r, ngx_http_sl
 		}
 		if (sluice_http_policy_of(&c, &quota, &window) != 0)
 			window = 0;
+		z->policy_len = window ? sluice_http_ratelimit_policy(z->policy, sizeof(z->policy),
+		                                                       z->hname, quota, window)
+		                       : 0;
+		z->policy_era = p.era;
+		z->policy_valid = 1;
 	}
-	if (window) {
-		int n = sluice_http_ratelimit_policy(buf, sizeof(buf), name, quota, window);
-		if (ngx_http_sluice_add_header(r, "RateLimit-Policy", buf, n) != NGX_OK)
-			return NGX_ERROR;
-	}
-	int n = sluice_http_ratelimit(buf, sizeof(buf), name, d);
+	if (z->policy_valid && z->policy_len > 0 &&
+	    ngx_http_sluice_add_header(r, "RateLimit-Policy", z->policy, z->policy_len) != NGX_OK)
+		return NGX_ERROR;
+	int n = sluice_http_ratelimit(buf, sizeof(buf), z->hname, d);
 	return ngx_http_sluice_add_header(r, "RateLimit", buf, n);
 }
 
 /* The request's context lives in a pool cleanup, not only in r->ctx: an
  * internal redirect zeroes r->ctx, and the decision must not run twice
- * (ngx_http_realip_module finds its context the same way). */
+ * (ngx_http_realip_module finds its context the same way).  The cleanup
+ * and the context are one allocation, linked as ngx_pool_cleanup_add()
+ * links one (which would allocate the two apart). */
 static void ngx_http_sluice_ctx_cleanup(void *data)
 {
 	(void)data;
 }
 
-ngx_http_sluice_ctx_t *ngx_http_sluice_get_ctx(ngx_http_request_t *r, ngx_uint_t create)
+typedef struct {
+	ngx_pool_cleanup_t cln;
+	ngx_http_sluice_ctx_t ctx;
+} ngx_http_sluice_ctx_block_t;
+
+/* ngx_http_sluice_get_ctx, inlined into this file's phase handler, which
+ * asks twice for a request the index module redirects. */
+static ngx_inline ngx_http_sluice_ctx_t *ngx_http_sluice_ctx(ngx_http_request_t *r,
+                                                            ngx_uint_t create)
 {
 	ngx_http_sluice_ctx_t *ctx = ngx_http_get_module_ctx(r->main, ngx_http_sluice_module);
 	if (ctx)
 		return ctx;
-	for (ngx_pool_cleanup_t *c = r->main->pool->cleanup; c; c = c->next) {
+	ngx_pool_t *pool = r->main->pool;
+	for (ngx_pool_cleanup_t *c = pool->cleanup; c; c = c->next) {
 		if (c->handler == ngx_http_sluice_ctx_cleanup) {
 			ctx = c->data;
 			ngx_http_set_ctx(r->main, ctx, ngx_http_sluice_module);
@@ -872,14 +959,21 @@ ngx_http_sluice_ctx_t *ngx_http_sluice_get_ctx(ngx_http_request_t *r, ngx_uint_t
 	}
 	if (!create)
 		return NULL;
-	ngx_pool_cleanup_t *ccln = ngx_pool_cleanup_add(r->main->pool, sizeof(*ctx));
-	if (ccln == NULL)
+	ngx_http_sluice_ctx_block_t *b = ngx_palloc(pool, sizeof(*b));
+	if (b == NULL)
 		return NULL;
-	ctx = ccln->data;
-	ngx_memzero(ctx, sizeof(*ctx));
-	ccln->handler = ngx_http_sluice_ctx_cleanup;
-	ngx_http_set_ctx(r->main, ctx, ngx_http_sluice_module);
-	return ctx;
+	b->ctx = (ngx_http_sluice_ctx_t){ .status = SLUICE_NGX_NONE }; /* all zero */
+	b->cln.handler = ngx_http_sluice_ctx_cleanup;
+	b->cln.data = &b->ctx;
+	b->cln.next = pool->cleanup;
+	pool->cleanup = &b->cln;
+	ngx_http_set_ctx(r->main, &b->ctx, ngx_http_sluice_module);
+	return &b->ctx;
+}
+
+ngx_http_sluice_ctx_t *ngx_http_sluice_get_ctx(ngx_http_request_t *r, ngx_uint_t create)
+{
+	return ngx_http_sluice_ctx(r, create);
 }
 
 ngx_uint_t ngx_http_sluice_headers_on(ngx_http_request_t *r)
@@ -904,52 +998,48 @@ ngx_int_t ngx_http_sluice_delay(ngx_http_request_t *r, uint64_t delay_ns)
 	return NGX_AGAIN;
 }
 
-static ngx_int_t ngx_http_sluice_handler(ngx_http_request_t *r)
+/*
+ * The decision of the location's limits @slcf for @r, once per request
+ * (ngx_http_sluice_handler).  Kept out of line: the phase handler runs
+ * for every request of the http block, twice for one the index module
+ * redirects, and only the first call of a limited request decides; the
+ * others should not pay this frame's set-up (its arrays, the stack
+ * protector's canary, six saved registers).
+ */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static ngx_int_t ngx_http_sluice_decide(ngx_http_request_t *r, ngx_http_sluice_loc_conf_t *slcf,
+                                        ngx_http_sluice_ctx_t *ctx)
 {
-	ngx_http_sluice_loc_conf_t *slcf = ngx_http_get_module_loc_conf(r, ngx_http_sluice_module);
-	ngx_http_sluice_ctx_t *ctx;
 	ngx_http_sluice_limit_t *limits;
-	ngx_uint_t n, i, refused = (ngx_uint_t)-1, dry_refused = 0;
+	ngx_uint_t n, i, refused = (ngx_uint_t)-1, dry_refused = 0, best = (ngx_uint_t)-1;
 	uint64_t now, delay_ns = 0;
 	/* On the stack: a location has at most NGX_HTTP_SLUICE_LIMITS limits
 	 * (sluice_limit refuses more), so a decision allocates only its
 	 * context (and, INFLIGHT, its release). */
-	sluice_decision_t ds[NGX_HTTP_SLUICE_LIMITS], best;
+	sluice_decision_t ds[NGX_HTTP_SLUICE_LIMITS];
 	ngx_str_t keys[NGX_HTTP_SLUICE_LIMITS];
 	int got[NGX_HTTP_SLUICE_LIMITS];
-	ngx_http_sluice_zone_t *best_zone = NULL;
-
-	if (slcf->limits == NULL || slcf->limits->nelts == 0)
-		return NGX_DECLINED;
-	/* Once per request: not again after an internal redirect (the index
-	 * module's "/" -> "/index.html"), nor when the phases run again after
-	 * a delay.  The rules (ngx_http_sluice_rules.c) decide on their own
-	 * flag of the same context. */
-	ctx = ngx_http_sluice_get_ctx(r, 1);
-	if (ctx == NULL)
-		return NGX_HTTP_INTERNAL_SERVER_ERROR;
-	if (ctx->limits_done)
-		return NGX_DECLINED;
-	ctx->limits_done = 1;
 
 	limits = slcf->limits->elts;
 	n = slcf->limits->nelts;
-	for (i = 0; i < n; i++)
-		got[i] = 0;
 
 	/* One reading for every limit of the request. */
 	now = sluice_clock_monotonic_ns();
 	for (i = 0; i < n; i++) {
 		ngx_http_sluice_zone_t *z = limits[i].shm_zone->data;
-		if (ngx_http_complex_value(r, &limits[i].key, &keys[i]) != NGX_OK)
+		if (ngx_http_sluice_key(r, &limits[i], &keys[i]) != NGX_OK)
 			return NGX_HTTP_INTERNAL_SERVER_ERROR;
 		if (keys[i].len == 0) {
 			/* The empty key (absent or empty value): empty_key=pass
 			 * does not limit it (limit_req's way; keys[i].len 0 marks
 			 * the limit as not asked below), shared counts every such
 			 * request under the one absent key. */
-			if (limits[i].empty_pass)
+			if (limits[i].empty_pass) {
+				got[i] = 0;
 				continue;
+			}
 			keys[i].data = (u_char *)ngx_http_sluice_absent_key;
 			keys[i].len = sizeof(ngx_http_sluice_absent_key);
 		}
@@ -1025,29 +1115,53 @@ static ngx_int_t ngx_http_sluice_handler(ngx_http_request_t *r)
 		if (ds[i].limit != 0 && (!ctx->have_remaining || ds[i].remaining < ctx->remaining)) {
 			ctx->remaining = ds[i].remaining;
 			ctx->have_remaining = 1;
-			best = ds[i];
-			best_zone = z;
+			best = i;
 		}
 		if (z->cfg.algo == SLUICE_ALGO_INFLIGHT && ds[i].limit != 0) {
-			ngx_pool_cleanup_t *cln = ngx_pool_cleanup_add(r->pool, sizeof(ngx_http_sluice_release_t));
+			/* The key copied beside the release: a variable read in
+			 * place (ngx_http_sluice_key) may live in a buffer the
+			 * connection reuses before the pool goes. */
+			ngx_pool_cleanup_t *cln = ngx_pool_cleanup_add(
+				r->pool, sizeof(ngx_http_sluice_release_t) + keys[i].len);
 			if (cln == NULL) {
 				(void)sluice_keyed_release(&z->keyed, keys[i].data, keys[i].len, 1);
 				return NGX_HTTP_INTERNAL_SERVER_ERROR;
 			}
 			ngx_http_sluice_release_t *rel = cln->data;
 			rel->zone = z;
-			rel->key = keys[i];
+			rel->key.data = (u_char *)(rel + 1);
+			rel->key.len = keys[i].len;
+			ngx_memcpy(rel->key.data, keys[i].data, keys[i].len);
 			cln->handler = ngx_http_sluice_release_cleanup;
 		}
 	}
 	ctx->status = dry_refused ? SLUICE_NGX_REJECTED_DRY_RUN
 	                          : delay_ns ? SLUICE_NGX_DELAYED : SLUICE_NGX_PASSED;
-	if (slcf->headers == 1 && best_zone &&
-	    ngx_http_sluice_rate_headers(r, best_zone, &best) != NGX_OK)
+	if (slcf->headers == 1 && best != (ngx_uint_t)-1 &&
+	    ngx_http_sluice_rate_headers(r, limits[best].shm_zone->data, &ds[best]) != NGX_OK)
 		return NGX_HTTP_INTERNAL_SERVER_ERROR;
 	if (delay_ns == 0)
 		return NGX_DECLINED;
 	return ngx_http_sluice_delay(r, delay_ns); /* the slot's time */
+}
+
+static ngx_int_t ngx_http_sluice_handler(ngx_http_request_t *r)
+{
+	ngx_http_sluice_loc_conf_t *slcf = ngx_http_get_module_loc_conf(r, ngx_http_sluice_module);
+
+	if (slcf->limits == NULL || slcf->limits->nelts == 0)
+		return NGX_DECLINED;
+	/* Once per request: not again after an internal redirect (the index
+	 * module's "/" -> "/index.html"), nor when the phases run again after
+	 * a delay.  The rules (ngx_http_sluice_rules.c) decide on their own
+	 * flag of the same context. */
+	ngx_http_sluice_ctx_t *ctx = ngx_http_sluice_ctx(r, 1);
+	if (ctx == NULL)
+		return NGX_HTTP_INTERNAL_SERVER_ERROR;
+	if (ctx->limits_done)
+		return NGX_DECLINED;
+	ctx->limits_done = 1;
+	return ngx_http_sluice_decide(r, slcf, ctx);
 }
 
 /* ---- variables ----------------------------------------------------------- */

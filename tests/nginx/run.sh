@@ -577,6 +577,33 @@ empty_key)
   expect_eq "$(curl -s "$base/metrics" | awk '$1 == "sluice_keys{zone=\"ps\"}" { print $2 }')" 1 "ps keys (bob only)"
   ;;
 
+key_forms)
+  # A key that is one variable ($name, ${name}) is read in place; any other
+  # expression runs nginx's complex value.  Every form limits per value
+  # alike: two per key, then 429, another value its own key, an absent
+  # value the shared empty key.
+  mkdir -p "$prefix/html/plain" "$prefix/html/braced" "$prefix/html/text"
+  for d in plain braced text; do echo "$d" >"$prefix/html/$d/index.html"; done
+  write_conf "sluice_zone kp size=1m algorithm=gcra rate=1r/h burst=2;
+  sluice_zone kb size=1m algorithm=gcra rate=1r/h burst=2;
+  sluice_zone kt size=1m algorithm=gcra rate=1r/h burst=2;" \
+    'location /plain/ { sluice_limit zone=kp key=$http_x_user; }
+      location /braced/ { sluice_limit zone=kb key=${http_x_user}; }
+      location /text/ { sluice_limit zone=kt key=u:${http_x_user}:$http_x_user; }'
+  start_nginx
+  for d in plain braced text; do
+    codes=
+    for u in alice alice alice bob; do codes="$codes$(code -H "X-User: $u" "$base/$d/") "; done
+    expect_eq "$codes" "200 200 429 200 " "key of /$d/: per value"
+    codes=
+    for _ in 1 2 3; do codes="$codes$(code "$base/$d/") "; done
+    expect_eq "$codes" "200 200 429 " "key of /$d/: no X-User"
+  done
+  for z in kp kb kt; do
+    expect_eq "$(curl -s "$base/metrics" | awk -v m="sluice_keys{zone=\"$z\"}" '$1 == m { print $2 }')" 3 "zone $z: keys alice, bob and the empty one"
+  done
+  ;;
+
 worker_kill)
   # SIGKILL one worker in the middle of a load: the master respawns it,
   # no more than L are ever admitted, and the table keeps deciding.
