@@ -8,8 +8,8 @@
  * byte-wise (equal strings merged, their rules listed ascending), so an
  * exact path is one binary search.  For prefixes: let p be the greatest
  * prefix in the set that is <= the path.  (Exact paths are also in an
- * open-addressing hash table, FNV-1a of the bytes: the lookup a decision
- * makes is one hash and one compare; the sorted array serves the build.)  Every prefix q of the path lies
+ * open-addressing hash table, hashed a word at a time: the lookup a
+ * decision makes is one hash and one compare; the sorted array serves the build.)  Every prefix q of the path lies
  * in [q, path], and every string in that interval starts with q (a string
  * that does not, but is > q, differs from q at a byte where it is
  * greater, so it is > every extension of q, the path included); so q is a
@@ -45,14 +45,56 @@ static int str_cmp(const char *a, size_t al, const char *b, size_t bl)
 	return al < bl ? -1 : al > bl;
 }
 
+/* Up to 8 bytes of a path (@n 0..8) as one word: for 4..8 bytes two
+ * 4-byte loads that overlap, for 1..3 the first, middle and last byte.
+ * Every byte lands in the word, so two strings of one length n give the
+ * same word only when they are equal: path_hash and path_eq read a path
+ * the same way, a word at a time, without a byte loop or a call. */
+static inline uint64_t path_chunk(const char *p, size_t n)
+{
+	if (n >= 4) {
+		uint32_t a, b;
+		memcpy(&a, p, 4);
+		memcpy(&b, p + n - 4, 4);
+		return (uint64_t)a | (uint64_t)b << 32;
+	}
+	if (n == 0)
+		return 0;
+	return (uint64_t)(unsigned char)p[0] | (uint64_t)(unsigned char)p[n / 2] << 8 |
+	       (uint64_t)(unsigned char)p[n - 1] << 16;
+}
+
+static inline uint64_t path_word(const char *p)
+{
+	uint64_t w;
+	memcpy(&w, p, 8);
+	return w;
+}
+
+/* The exact paths' hash: each 8-byte word (the last one path_chunk's)
+ * mixed by a multiply.  Unseeded: it spreads the file's own paths over
+ * the table; a request's path only picks where its probe starts, and a
+ * probe run is at most the table's longest cluster of the file's paths. */
 static inline uint64_t path_hash(const char *p, size_t n)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-	for (size_t i = 0; i < n; i++) {
-		h ^= (unsigned char)p[i];
-		h *= 0x100000001b3ULL;
-	}
+	uint64_t h = 0xcbf29ce484222325ULL ^ n;
+	for (; n > 8; p += 8, n -= 8)
+		h = (h ^ path_word(p)) * 0x9e3779b97f4a7c15ULL;
+	h = (h ^ path_chunk(p, n)) * 0x9e3779b97f4a7c15ULL;
+	/* a product's low bits see only the factors' low bits, and the
+	 * table's index is the low bits: fold the high half down and mix
+	 * once more (splitmix64's finish) */
+	h = (h ^ (h >> 32)) * 0xbf58476d1ce4e5b9ULL;
 	return h ^ (h >> 29);
+}
+
+/* Two paths of @n bytes each: equal? (the words of path_hash) */
+static inline int path_eq(const char *a, const char *b, size_t n)
+{
+	for (; n > 8; a += 8, b += 8, n -= 8)
+		if (path_word(a) != path_word(b))
+			return 0;
+	return path_chunk(a, n) == path_chunk(b, n);
 }
 
 static int is_prefix(const char *p, size_t pl, const char *s, size_t sl)
@@ -278,7 +320,7 @@ uint32_t sluice__index_lookup(const struct sluice__index *ix, const char *path, 
 			if (j < 0)
 				break;
 			const struct sluice__route *e = &ix->exact[j];
-			if (e->len == len && memcmp(e->s, path, len) == 0) {
+			if (e->len == len && path_eq(e->s, path, len)) {
 				push(out, &n, ix->cand, e->first, e->count);
 				break;
 			}
