@@ -61,9 +61,9 @@ static const unsigned char absent_key[1] = { 0 };
 
 /* The request's key for dimension @d; an empty or absent value is the
  * shared absent_key.  Return: 1 when the request has a value, 0 when it
- * got the shared key. */
-static int dim_key(const sluice_rules_dim_t *d, const sluice_request_t *q, const void **key,
-                   size_t *len)
+ * got the shared key.  Inline: it runs once per limit of every rule. */
+static inline int dim_key(const sluice_rules_dim_t *d, const sluice_request_t *q,
+                          const void **key, size_t *len)
 {
 	const void *k = NULL;
 	size_t n = 0;
@@ -141,126 +141,139 @@ enum { R_PASS, R_REFUSED, R_ERROR_OPEN, R_ERROR_CLOSED, R_SKIPPED };
  * refusal or a closed error, stops and leaves the caller to give back.
  * @vr gets the refusing (or the least remaining) decision.  Under
  * empty_key: pass, every key is found first and a request with an empty
- * or absent one takes nothing (R_SKIPPED).
+ * or absent one takes nothing (R_SKIPPED).  What does not change from
+ * one limit to the next is read once, before the loop: the stores into
+ * @t could alias it for the compiler.  always_inline, as take_rule: a
+ * decision's one rule costs no call frames of its own (a ghost's and a
+ * shadow rule's go through the out-of-line take_ghost, take_shadow).
  */
-static int take_state(struct sluice__state *st, const sluice_rule_t *shape,
-                      const sluice_rule_t *rule, const sluice_request_t *q, uint64_t now,
-                      struct took *t, uint32_t *nt, uint32_t vrule, sluice_verdict_rule_t *vr,
-                      int *any_open, size_t *budget)
+__attribute__((always_inline)) static inline int
+take_state(struct sluice__state *st, const sluice_rule_t *shape, const sluice_rule_t *rule,
+           const sluice_request_t *q, uint64_t now, struct took *t, uint32_t *nt, uint32_t vrule,
+           sluice_verdict_rule_t *vr, int *any_open, size_t *budget)
 {
-	uint32_t nd = shape->per_key ? shape->ndims : 1;
+	const int per_key = shape->per_key, backend = st->rl.b != NULL;
+	const int inflight = shape->limit.algo == SLUICE_ALGO_INFLIGHT;
+	const uint32_t nd = per_key ? shape->ndims : 1;
 	const sluice_decision_t *best = NULL; /* the admission with least room */
-	/* the load bounded *nt + nd by SLUICE_ENGINE_PARTS_MAX (match.c) */
-	int keyed_first = shape->per_key && rule->empty_key == SLUICE_RULES_EMPTY_KEY_PASS;
+	uint32_t n = *nt; /* the load bounded n + nd by SLUICE_ENGINE_PARTS_MAX (match.c) */
+	int keyed_first = per_key && rule->empty_key == SLUICE_RULES_EMPTY_KEY_PASS;
 	if (keyed_first)
 		for (uint32_t i = 0; i < nd; i++)
-			if (!dim_key(&shape->dims[i], q, &t[*nt + i].key, &t[*nt + i].keylen))
+			if (!dim_key(&shape->dims[i], q, &t[n + i].key, &t[n + i].keylen))
 				return R_SKIPPED;
+	int rc = R_PASS;
 	for (uint32_t i = 0; i < nd; i++) {
-		struct took *p = &t[*nt];
+		struct took *p = &t[n];
 		p->st = st;
 		p->vrule = vrule;
 		p->booked = 0;
+		p->dim = per_key ? i : UINT32_MAX;
 		if (!keyed_first) {
-			p->key = NULL;
-			p->keylen = 0;
+			if (per_key) {
+				(void)dim_key(&shape->dims[i], q, &p->key, &p->keylen);
+			} else {
+				p->key = NULL;
+				p->keylen = 0;
+			}
 		}
 		/* an error may leave it unwritten, and a refusal reports it */
 		p->d = (sluice_decision_t){ 0 };
-		int rc;
-		if (st->rl.b) {
+		int r;
+		if (backend) {
 			/* on a backend (rules.h BACKENDS): libsluice-redis decides,
 			 * waiting at most its budget, and says from where */
-			p->dim = shape->per_key ? i : UINT32_MAX;
-			if (shape->per_key && !keyed_first)
-				(void)dim_key(&shape->dims[i], q, &p->key, &p->keylen);
-			rc = sluice__rlimits_acquire(&st->rl, p->dim, p->key, p->keylen, &p->d,
-			                             &vr->source);
-		} else if (shape->per_key) {
-			p->dim = i;
-			if (!keyed_first)
-				(void)dim_key(&shape->dims[i], q, &p->key, &p->keylen);
+			r = sluice__rlimits_acquire(&st->rl, p->dim, p->key, p->keylen, &p->d,
+			                            &vr->source);
+		} else if (per_key || st->layout.one_key) {
+			if (!per_key) {
+				/* a global rule on a region: its table's one key
+				 * (engine.h SHARED STATE); it books nothing (a queue
+				 * fallback keeps its limiter: sluice_rule_per_process) */
+				static const unsigned char the_key = 1;
+				p->dim = 0;
+				p->key = &the_key;
+				p->keylen = 1;
+			}
 			/* an in-flight key must fit the verdict, for complete()
 			 * to give it back: the load bounded keys of up to
 			 * key_max; a longer, hashed key may not fit, and is then
 			 * this limit's error (nothing taken) */
-			if (shape->limit.algo == SLUICE_ALGO_INFLIGHT && p->keylen > *budget)
-				rc = SLUICE_EKEYLEN;
+			if (inflight && p->keylen > *budget)
+				r = SLUICE_EKEYLEN;
 			else
-				rc = sluice_keyed_acquire_at(&st->keyed[i], p->key, p->keylen, 1, now,
-				                             &p->d);
-			if (rc == 1 && shape->limit.algo == SLUICE_ALGO_INFLIGHT)
+				r = sluice_keyed_acquire_at(&st->keyed[p->dim], p->key, p->keylen, 1, now,
+				                            &p->d);
+			if (r == 1 && inflight)
 				*budget -= p->keylen; /* not given back on a refund: a bound */
-		} else if (st->layout.one_key) {
-			/* a global rule on a region: its table's one key
-			 * (engine.h SHARED STATE); it books nothing (a queue
-			 * fallback keeps its limiter: sluice_rule_per_process) */
-			static const unsigned char the_key = 1;
-			p->dim = 0;
-			p->key = &the_key;
-			p->keylen = 1;
-			if (shape->limit.algo == SLUICE_ALGO_INFLIGHT && p->keylen > *budget)
-				rc = SLUICE_EKEYLEN; /* as for a per-key in-flight key */
-			else
-				rc = sluice_keyed_acquire_at(&st->keyed[0], p->key, p->keylen, 1, now,
-				                             &p->d);
-			if (rc == 1 && shape->limit.algo == SLUICE_ALGO_INFLIGHT)
-				*budget -= p->keylen;
 		} else {
-			p->dim = UINT32_MAX;
 			/* a shadow rule books nothing: it delays no request */
 			if (rule->fallback.type == SLUICE_RULES_FALLBACK_QUEUE &&
 			    rule->mode == SLUICE_RULES_ENFORCE) {
-				rc = sluice_limiter_reserve_at(st->lim, 1, now, rule->fallback.max_wait_ns,
-				                               &p->d);
-				p->booked = rc == 1;
+				r = sluice_limiter_reserve_at(st->lim, 1, now, rule->fallback.max_wait_ns,
+				                              &p->d);
+				p->booked = r == 1;
 			} else {
-				rc = sluice_limiter_acquire_at(st->lim, 1, now, &p->d);
+				r = sluice_limiter_acquire_at(st->lim, 1, now, &p->d);
 			}
 		}
-		if (rc == 1) {
-			(*nt)++;
+		if (SLUICE_LIKELY(r == 1)) {
+			n++;
 			if (!best || p->d.delay_ns > best->delay_ns || p->d.remaining < best->remaining)
 				best = &p->d;
 			continue;
 		}
 		/* a full table under when_full: reject is that policy's
 		 * refusal, not a limiter failure */
-		if (rc == 0 || rc == SLUICE_EKEYFULL) {
+		if (r == 0 || r == SLUICE_EKEYFULL) {
 			vr->d = p->d;
 			vr->dim = i;
-			vr->error = rc;
-			return R_REFUSED;
+			vr->error = r;
+			rc = R_REFUSED;
+			break;
 		}
-		vr->error = rc;
+		vr->error = r;
 		vr->dim = i;
 		if (rule->on_error == SLUICE_RULES_FAIL_CLOSED) {
 			vr->d = p->d;
 			vr->d.allowed = 0;
-			return R_ERROR_CLOSED;
+			rc = R_ERROR_CLOSED;
+			break;
 		}
 		*any_open = 1; /* nothing taken: this limit is passed */
 	}
-	if (best && (vr->d.limit == 0 || best->delay_ns > vr->d.delay_ns ||
-	             best->remaining < vr->d.remaining))
+	*nt = n;
+	if (rc == R_PASS && best &&
+	    (vr->d.limit == 0 || best->delay_ns > vr->d.delay_ns || best->remaining < vr->d.remaining))
 		vr->d = *best;
-	return R_PASS;
+	return rc;
 }
 
-static int take_rule(const struct sluice__crule *c, const sluice_request_t *q, uint64_t now,
-                     struct took *t, uint32_t *nt, uint32_t vrule, sluice_verdict_rule_t *vr,
-                     size_t *budget)
+/* The old layout's state, still in force beside @c's (RELOAD): out of
+ * line, as it is rare, so the inlined take_state is the common path's. */
+__attribute__((noinline)) static int take_ghost(const struct sluice__crule *c,
+                                                const sluice_request_t *q, uint64_t now,
+                                                struct took *t, uint32_t *nt, uint32_t vrule,
+                                                sluice_verdict_rule_t *g, int *open,
+                                                size_t *budget)
+{
+	return take_state(c->ghost, &c->ghost->shape, c->r, q, now, t, nt, vrule, g, open, budget);
+}
+
+/* Take rule @c's limits; @vr->d is all zero on entry (decide clears it
+ * when it lists the rule, and a rule is taken once per decision). */
+__attribute__((always_inline)) static inline int
+take_rule(const struct sluice__crule *c, const sluice_request_t *q, uint64_t now, struct took *t,
+          uint32_t *nt, uint32_t vrule, sluice_verdict_rule_t *vr, size_t *budget)
 {
 	int open = 0;
 	uint32_t start = *nt;
-	memset(&vr->d, 0, sizeof(vr->d));
 	int rc = take_state(c->st, c->r, c->r, q, now, t, nt, vrule, vr, &open, budget);
-	if (rc == R_PASS && c->ghost && now < c->ghost_until) {
+	if (rc == R_PASS && SLUICE_UNLIKELY(c->ghost != NULL) && now < c->ghost_until) {
 		/* the old layout's state, still in force (RELOAD): its
 		 * decision counts, the new state's is the one reported */
 		sluice_verdict_rule_t g = *vr;
-		rc = take_state(c->ghost, &c->ghost->shape, c->r, q, now, t, nt, vrule, &g, &open,
-		                budget);
+		rc = take_ghost(c, q, now, t, nt, vrule, &g, &open, budget);
 		if (rc != R_PASS)
 			*vr = g;
 		vr->source = g.source; /* the most telling of both */
@@ -274,8 +287,8 @@ static int take_rule(const struct sluice__crule *c, const sluice_request_t *q, u
 }
 
 /* Record the in-flight permits of parts [from, to) for complete(). */
-static void hold(sluice_verdict_t *v, const struct sluice__set *s, const uint32_t *matched,
-                 const struct took *t, uint32_t from, uint32_t to)
+static inline void hold(sluice_verdict_t *v, const uint32_t *matched, const struct took *t,
+                        uint32_t from, uint32_t to)
 {
 	for (uint32_t i = from; i < to; i++) {
 		const struct took *p = &t[i];
@@ -298,8 +311,40 @@ static void hold(sluice_verdict_t *v, const struct sluice__set *s, const uint32_
 			h->len = (uint32_t)p->keylen;
 			v->held_used = used + h->len;
 		}
-		(void)s;
 		v->nheld++;
+	}
+}
+
+_Static_assert(sizeof(((struct sluice__crule *)0)->id) == sizeof(((sluice_verdict_rule_t *)0)->id),
+               "decide copies a rule's id whole");
+
+/* Shadow rules: each on its own, all or nothing over its limits,
+ * refusing nothing (DECIDE).  Out of line: only a file with shadow rules
+ * pays for its code. */
+__attribute__((noinline)) static void take_shadow(sluice_verdict_t *v, const struct sluice__set *s,
+                                                  const uint32_t *matched,
+                                                  const sluice_request_t *q, uint64_t now,
+                                                  struct took *t, size_t *budget)
+{
+	for (uint32_t k = 0; k < v->nrules; k++) {
+		const struct sluice__crule *c = &s->cr[matched[k]];
+		if (c->r->mode != SLUICE_RULES_SHADOW)
+			continue;
+		sluice_verdict_rule_t *vr = &v->rules[k];
+		uint32_t nt = 0;
+		int rc = take_rule(c, q, now, t, &nt, k, vr, budget);
+		if (rc == R_PASS || rc == R_ERROR_OPEN) {
+			vr->outcome = rc == R_PASS ? SLUICE_OUTCOME_PASSED : SLUICE_OUTCOME_ERROR_OPEN;
+			hold(v, matched, t, 0, nt);
+		} else if (rc == R_SKIPPED) {
+			vr->outcome = SLUICE_OUTCOME_SKIPPED;
+		} else {
+			vr->outcome = SLUICE_OUTCOME_SHADOW_REFUSED;
+			if (v->action == SLUICE_ACTION_PASS) {
+				v->action = SLUICE_ACTION_SHADOW;
+				v->refused_by = k;
+			}
+		}
 	}
 }
 
@@ -308,7 +353,8 @@ static void hold(sluice_verdict_t *v, const struct sluice__set *s, const uint32_
  * each counts) and tell its adaptive controller the time.  Relaxed stripe
  * adds: a counter publishes nothing.
  */
-static void account(const struct sluice__crule *c, const sluice_verdict_rule_t *vr, uint64_t now)
+static inline void account(const struct sluice__crule *c, const sluice_verdict_rule_t *vr,
+                           uint64_t now)
 {
 	sluice__metrics_t *m = &c->st->metrics;
 	switch (vr->outcome) {
@@ -414,24 +460,28 @@ int sluice_engine_decide_at(sluice_engine_t *e, const sluice_request_t *req, uin
 	uint32_t cand[SLUICE_ENGINE_MATCH_MAX], matched[SLUICE_ENGINE_MATCH_MAX];
 	uint32_t nc = sluice__index_lookup(&s->idx, q.path, q.path_len, cand), nm = 0;
 	uint32_t mbit = method_bit(q.method);
+	uint32_t nshadow = 0;
 	for (uint32_t i = 0; i < nc; i++) {
-		const sluice_rule_t *r = s->cr[cand[i]].r;
+		const struct sluice__crule *c = &s->cr[cand[i]];
+		const sluice_rule_t *r = c->r;
 		if (r->match.methods && !(r->match.methods & mbit))
 			continue;
 		if (r->match.host && !host_eq(r->match.host, q.host))
 			continue;
 		sluice_verdict_rule_t *vr = &v->rules[nm];
-		memcpy(vr->id, r->id, s->cr[cand[i]].idlen + 1);
+		/* the whole field, NUL-padded at load: a copy of fixed size */
+		memcpy(vr->id, c->id, sizeof(vr->id));
 		vr->outcome = SLUICE_OUTCOME_NOT_ASKED;
 		vr->source = SLUICE_SOURCE_LOCAL;
 		vr->shadow = r->mode == SLUICE_RULES_SHADOW;
+		nshadow += vr->shadow;
 		vr->error = 0;
 		vr->dim = 0;
 		memset(&vr->d, 0, sizeof(vr->d));
-		vr->quota = s->cr[cand[i]].quota;
-		vr->window_ns = s->cr[cand[i]].window_ns;
+		vr->quota = c->quota;
+		vr->window_ns = c->window_ns;
 		v->rix[nm] = cand[i];
-		v->rserial[nm] = s->cr[cand[i]].st->serial;
+		v->rserial[nm] = c->st->serial;
 		matched[nm++] = cand[i];
 	}
 	v->nrules = nm;
@@ -481,32 +531,14 @@ int sluice_engine_decide_at(sluice_engine_t *e, const sluice_request_t *req, uin
 		}
 		v->delay_ns = 0;
 	} else {
-		hold(v, s, matched, t, 0, nt);
+		if (nt)
+			hold(v, matched, t, 0, nt);
 		if (v->delay_ns)
 			v->action = SLUICE_ACTION_QUEUE;
 	}
 
-	/* shadow rules: each on its own, refusing nothing */
-	for (uint32_t k = 0; k < nm; k++) {
-		const struct sluice__crule *c = &s->cr[matched[k]];
-		if (c->r->mode != SLUICE_RULES_SHADOW)
-			continue;
-		sluice_verdict_rule_t *vr = &v->rules[k];
-		nt = 0;
-		int rc = take_rule(c, &q, now, t, &nt, k, vr, &budget);
-		if (rc == R_PASS || rc == R_ERROR_OPEN) {
-			vr->outcome = rc == R_PASS ? SLUICE_OUTCOME_PASSED : SLUICE_OUTCOME_ERROR_OPEN;
-			hold(v, s, matched, t, 0, nt);
-		} else if (rc == R_SKIPPED) {
-			vr->outcome = SLUICE_OUTCOME_SKIPPED;
-		} else {
-			vr->outcome = SLUICE_OUTCOME_SHADOW_REFUSED;
-			if (v->action == SLUICE_ACTION_PASS) {
-				v->action = SLUICE_ACTION_SHADOW;
-				v->refused_by = k;
-			}
-		}
-	}
+	if (nshadow)
+		take_shadow(v, s, matched, &q, now, t, &budget);
 	for (uint32_t k = 0; k < nm; k++)
 		account(&s->cr[matched[k]], &v->rules[k], now);
 	read_end();

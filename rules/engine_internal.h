@@ -95,7 +95,8 @@ struct sluice__crule {
 	sluice__adaptive_t *adaptive;  /* adaptive rules: the controller, one
 	                                * per set (freed with it)             */
 	uint32_t index;
-	uint32_t idlen;                /* strlen(r->id)                       */
+	/* r->id, NUL-padded to the verdict's field: decide copies it whole */
+	char id[SLUICE_RULES_ID_MAX + 1];
 	uint64_t quota, window_ns;     /* RateLimit-Policy                    */
 };
 

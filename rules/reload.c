@@ -617,7 +617,8 @@ static struct sluice__set *compile(sluice_engine_t *e, sluice_rules_t *rules,
 		struct sluice__crule *c = &s->cr[i];
 		c->r = r;
 		c->index = (uint32_t)i;
-		c->idlen = (uint32_t)strlen(r->id);
+		/* 1..SLUICE_RULES_ID_MAX bytes (rules.h); the rest stays calloc's 0 */
+		memcpy(c->id, r->id, strlen(r->id));
 		quota_of(r, c);
 		s->by_id[i] = (uint32_t)i;
 		struct sluice__layout L;
