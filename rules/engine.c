@@ -37,6 +37,9 @@
 #include "engine_internal.h"
 #include "region_internal.h"
 #include "sluice/error.h"
+/* the clock read inline, as the library's own files have it (common.h,
+ * INLINE): libsluice-engine is built and installed with this release */
+#include "sluice/static/clock.h"
 
 static inline struct sluice__set *read_begin(sluice_engine_t *e)
 {
@@ -61,9 +64,11 @@ static const unsigned char absent_key[1] = { 0 };
 
 /* The request's key for dimension @d; an empty or absent value is the
  * shared absent_key.  Return: 1 when the request has a value, 0 when it
- * got the shared key.  Inline: it runs once per limit of every rule. */
+ * got the shared key.  @path_len: the path's bytes (q->path_len, or its
+ * strlen when the caller left it 0).  Inline: it runs once per limit of
+ * every rule. */
 static inline int dim_key(const sluice_rules_dim_t *d, const sluice_request_t *q,
-                          const void **key, size_t *len)
+                          size_t path_len, const void **key, size_t *len)
 {
 	const void *k = NULL;
 	size_t n = 0;
@@ -78,7 +83,7 @@ static inline int dim_key(const sluice_rules_dim_t *d, const sluice_request_t *q
 		break;
 	case SLUICE_RULES_DIM_ROUTE:
 		k = q->path;
-		n = q->path_len;
+		n = path_len;
 		break;
 	case SLUICE_RULES_DIM_HEADER:
 	case SLUICE_RULES_DIM_QUERY:
@@ -149,8 +154,8 @@ enum { R_PASS, R_REFUSED, R_ERROR_OPEN, R_ERROR_CLOSED, R_SKIPPED };
  */
 __attribute__((always_inline)) static inline int
 take_state(struct sluice__state *st, const sluice_rule_t *shape, const sluice_rule_t *rule,
-           const sluice_request_t *q, uint64_t now, struct took *t, uint32_t *nt, uint32_t vrule,
-           sluice_verdict_rule_t *vr, int *any_open, size_t *budget)
+           const sluice_request_t *q, size_t plen, uint64_t now, struct took *t, uint32_t *nt,
+           uint32_t vrule, sluice_verdict_rule_t *vr, int *any_open, size_t *budget)
 {
 	const int per_key = shape->per_key, backend = st->rl.b != NULL;
 	const int inflight = shape->limit.algo == SLUICE_ALGO_INFLIGHT;
@@ -160,7 +165,7 @@ take_state(struct sluice__state *st, const sluice_rule_t *shape, const sluice_ru
 	int keyed_first = per_key && rule->empty_key == SLUICE_RULES_EMPTY_KEY_PASS;
 	if (keyed_first)
 		for (uint32_t i = 0; i < nd; i++)
-			if (!dim_key(&shape->dims[i], q, &t[n + i].key, &t[n + i].keylen))
+			if (!dim_key(&shape->dims[i], q, plen, &t[n + i].key, &t[n + i].keylen))
 				return R_SKIPPED;
 	int rc = R_PASS;
 	for (uint32_t i = 0; i < nd; i++) {
@@ -171,7 +176,7 @@ take_state(struct sluice__state *st, const sluice_rule_t *shape, const sluice_ru
 		p->dim = per_key ? i : UINT32_MAX;
 		if (!keyed_first) {
 			if (per_key) {
-				(void)dim_key(&shape->dims[i], q, &p->key, &p->keylen);
+				(void)dim_key(&shape->dims[i], q, plen, &p->key, &p->keylen);
 			} else {
 				p->key = NULL;
 				p->keylen = 0;
@@ -252,28 +257,29 @@ take_state(struct sluice__state *st, const sluice_rule_t *shape, const sluice_ru
 /* The old layout's state, still in force beside @c's (RELOAD): out of
  * line, as it is rare, so the inlined take_state is the common path's. */
 __attribute__((noinline)) static int take_ghost(const struct sluice__crule *c,
-                                                const sluice_request_t *q, uint64_t now,
-                                                struct took *t, uint32_t *nt, uint32_t vrule,
-                                                sluice_verdict_rule_t *g, int *open,
-                                                size_t *budget)
+                                                const sluice_request_t *q, size_t plen,
+                                                uint64_t now, struct took *t, uint32_t *nt,
+                                                uint32_t vrule, sluice_verdict_rule_t *g,
+                                                int *open, size_t *budget)
 {
-	return take_state(c->ghost, &c->ghost->shape, c->r, q, now, t, nt, vrule, g, open, budget);
+	return take_state(c->ghost, &c->ghost->shape, c->r, q, plen, now, t, nt, vrule, g, open,
+	                  budget);
 }
 
 /* Take rule @c's limits; @vr->d is all zero on entry (decide clears it
  * when it lists the rule, and a rule is taken once per decision). */
 __attribute__((always_inline)) static inline int
-take_rule(const struct sluice__crule *c, const sluice_request_t *q, uint64_t now, struct took *t,
-          uint32_t *nt, uint32_t vrule, sluice_verdict_rule_t *vr, size_t *budget)
+take_rule(const struct sluice__crule *c, const sluice_request_t *q, size_t plen, uint64_t now,
+          struct took *t, uint32_t *nt, uint32_t vrule, sluice_verdict_rule_t *vr, size_t *budget)
 {
 	int open = 0;
 	uint32_t start = *nt;
-	int rc = take_state(c->st, c->r, c->r, q, now, t, nt, vrule, vr, &open, budget);
+	int rc = take_state(c->st, c->r, c->r, q, plen, now, t, nt, vrule, vr, &open, budget);
 	if (rc == R_PASS && SLUICE_UNLIKELY(c->ghost != NULL) && now < c->ghost_until) {
 		/* the old layout's state, still in force (RELOAD): its
 		 * decision counts, the new state's is the one reported */
 		sluice_verdict_rule_t g = *vr;
-		rc = take_ghost(c, q, now, t, nt, vrule, &g, &open, budget);
+		rc = take_ghost(c, q, plen, now, t, nt, vrule, &g, &open, budget);
 		if (rc != R_PASS)
 			*vr = g;
 		vr->source = g.source; /* the most telling of both */
@@ -323,8 +329,8 @@ _Static_assert(sizeof(((struct sluice__crule *)0)->id) == sizeof(((sluice_verdic
  * pays for its code. */
 __attribute__((noinline)) static void take_shadow(sluice_verdict_t *v, const struct sluice__set *s,
                                                   const uint32_t *matched,
-                                                  const sluice_request_t *q, uint64_t now,
-                                                  struct took *t, size_t *budget)
+                                                  const sluice_request_t *q, size_t plen,
+                                                  uint64_t now, struct took *t, size_t *budget)
 {
 	for (uint32_t k = 0; k < v->nrules; k++) {
 		const struct sluice__crule *c = &s->cr[matched[k]];
@@ -332,7 +338,7 @@ __attribute__((noinline)) static void take_shadow(sluice_verdict_t *v, const str
 			continue;
 		sluice_verdict_rule_t *vr = &v->rules[k];
 		uint32_t nt = 0;
-		int rc = take_rule(c, q, now, t, &nt, k, vr, budget);
+		int rc = take_rule(c, q, plen, now, t, &nt, k, vr, budget);
 		if (rc == R_PASS || rc == R_ERROR_OPEN) {
 			vr->outcome = rc == R_PASS ? SLUICE_OUTCOME_PASSED : SLUICE_OUTCOME_ERROR_OPEN;
 			hold(v, matched, t, 0, nt);
@@ -404,7 +410,18 @@ static int host_eq(const char *a, const char *b)
 	return b && strcasecmp(a, b) == 0;
 }
 
-static uint32_t method_bit(const char *m)
+/* A method other than the usual two: out of line. */
+__attribute__((noinline)) static uint32_t method_bit_named(const char *m)
+{
+#define SLUICE__M(x) \
+	if (strcmp(m, #x) == 0) \
+		return SLUICE_RULES_METHOD(x);
+	SLUICE_RULES_METHODS(SLUICE__M)
+#undef SLUICE__M
+	return 0;
+}
+
+static inline uint32_t method_bit(const char *m)
 {
 	if (!m)
 		return 0;
@@ -413,12 +430,7 @@ static uint32_t method_bit(const char *m)
 		return SLUICE_RULES_METHOD(GET);
 	if (m[0] == 'P' && m[1] == 'O' && m[2] == 'S' && m[3] == 'T' && m[4] == '\0')
 		return SLUICE_RULES_METHOD(POST);
-#define SLUICE__M(x) \
-	if (strcmp(m, #x) == 0) \
-		return SLUICE_RULES_METHOD(x);
-	SLUICE_RULES_METHODS(SLUICE__M)
-#undef SLUICE__M
-	return 0;
+	return method_bit_named(m);
 }
 
 static sluice_action_t fallback_action(const sluice_rule_t *r, sluice_verdict_t *v)
@@ -429,16 +441,18 @@ static sluice_action_t fallback_action(const sluice_rule_t *r, sluice_verdict_t 
 	return SLUICE_ACTION_REJECT;
 }
 
-int sluice_engine_decide_at(sluice_engine_t *e, const sluice_request_t *req, uint64_t now,
-                            sluice_verdict_t *v)
+/* The decision (engine.h DECIDE); inline in both entry points, so that
+ * sluice_engine_decide is one call, not two. */
+__attribute__((always_inline)) static inline int decide(sluice_engine_t *e,
+                                                        const sluice_request_t *req,
+                                                        uint64_t now, sluice_verdict_t *v)
 {
-	if (!e || !req || !v || !req->path || req->path[0] != '/')
+	if (!req || !v || !req->path || req->path[0] != '/')
 		return SLUICE_EINVAL;
 	if (e->region_lost)
 		return SLUICE_ELAYOUT; /* engine.h FORK */
-	sluice_request_t q = *req;
-	if (!q.path_len)
-		q.path_len = strlen(q.path);
+	const sluice_request_t *q = req;
+	size_t plen = q->path_len ? q->path_len : strlen(q->path);
 	v->action = SLUICE_ACTION_PASS;
 	v->status = 0;
 	v->delay_ns = 0;
@@ -458,15 +472,16 @@ int sluice_engine_decide_at(sluice_engine_t *e, const sluice_request_t *req, uin
 	}
 	v->version = s->version;
 	uint32_t cand[SLUICE_ENGINE_MATCH_MAX], matched[SLUICE_ENGINE_MATCH_MAX];
-	uint32_t nc = sluice__index_lookup(&s->idx, q.path, q.path_len, cand), nm = 0;
-	uint32_t mbit = method_bit(q.method);
+	uint32_t nc = sluice__index_lookup(&s->idx, q->path, plen, cand), nm = 0;
+	uint32_t mbit = method_bit(q->method);
 	uint32_t nshadow = 0;
+	int holds = 0; /* a matched rule may hold in-flight permits (hold()) */
 	for (uint32_t i = 0; i < nc; i++) {
 		const struct sluice__crule *c = &s->cr[cand[i]];
 		const sluice_rule_t *r = c->r;
 		if (r->match.methods && !(r->match.methods & mbit))
 			continue;
-		if (r->match.host && !host_eq(r->match.host, q.host))
+		if (r->match.host && !host_eq(r->match.host, q->host))
 			continue;
 		sluice_verdict_rule_t *vr = &v->rules[nm];
 		/* the whole field, NUL-padded at load: a copy of fixed size */
@@ -475,6 +490,7 @@ int sluice_engine_decide_at(sluice_engine_t *e, const sluice_request_t *req, uin
 		vr->source = SLUICE_SOURCE_LOCAL;
 		vr->shadow = r->mode == SLUICE_RULES_SHADOW;
 		nshadow += vr->shadow;
+		holds |= c->st->layout.algo == SLUICE_ALGO_INFLIGHT || c->ghost != NULL;
 		vr->error = 0;
 		vr->dim = 0;
 		memset(&vr->d, 0, sizeof(vr->d));
@@ -495,7 +511,7 @@ int sluice_engine_decide_at(sluice_engine_t *e, const sluice_request_t *req, uin
 		if (c->r->mode != SLUICE_RULES_ENFORCE)
 			continue;
 		sluice_verdict_rule_t *vr = &v->rules[k];
-		int rc = take_rule(c, &q, now, t, &nt, k, vr, &budget);
+		int rc = take_rule(c, q, plen, now, t, &nt, k, vr, &budget);
 		switch (rc) {
 		case R_PASS:
 		case R_ERROR_OPEN:
@@ -531,25 +547,33 @@ int sluice_engine_decide_at(sluice_engine_t *e, const sluice_request_t *req, uin
 		}
 		v->delay_ns = 0;
 	} else {
-		if (nt)
+		if (holds)
 			hold(v, matched, t, 0, nt);
 		if (v->delay_ns)
 			v->action = SLUICE_ACTION_QUEUE;
 	}
 
 	if (nshadow)
-		take_shadow(v, s, matched, &q, now, t, &budget);
+		take_shadow(v, s, matched, q, plen, now, t, &budget);
 	for (uint32_t k = 0; k < nm; k++)
 		account(&s->cr[matched[k]], &v->rules[k], now);
 	read_end();
 	return 0; /* the outcome is v->action (engine.h: one return rule) */
 }
 
+int sluice_engine_decide_at(sluice_engine_t *e, const sluice_request_t *req, uint64_t now,
+                            sluice_verdict_t *v)
+{
+	if (!e)
+		return SLUICE_EINVAL;
+	return decide(e, req, now, v);
+}
+
 int sluice_engine_decide(sluice_engine_t *e, const sluice_request_t *req, sluice_verdict_t *v)
 {
 	if (!e)
 		return SLUICE_EINVAL;
-	return sluice_engine_decide_at(e, req, sluice_clock_now(e->clock), v);
+	return decide(e, req, sluice__clock_now(e->clock), v);
 }
 
 /* ---- complete ----------------------------------------------------- */

@@ -85,6 +85,11 @@
 #include <stdint.h>
 
 #include "sluice/stripe.h"
+/* The add inline, as the library's own files have it (static/stripe.h):
+ * a decision's count is the fetch_add, not a call into libsluice.  It
+ * binds libsluice-engine to this release's SLUICE_INLINE_ node
+ * (common.h, INLINE), which it is built and installed with. */
+#include "sluice/static/stripe.h"
 
 /*
  * What a rule counts, one stripe each.  The names are the exposition's
@@ -190,7 +195,7 @@ void sluice__metrics_free(sluice__metrics_t *m);
 static inline void sluice__metrics_count(sluice__metrics_t *m, sluice__metrics_outcome_t o,
                                          uint64_t n)
 {
-	sluice_stripe_add(&m->counter[o], (int64_t)n);
+	sluice__stripe_add(&m->counter[o], (int64_t)n);
 }
 
 /* sluice__hist_index - the bucket of @ns: the first bound >= @ns, or
@@ -216,9 +221,9 @@ static inline uint32_t sluice__hist_index(const sluice__hist_t *h, uint64_t ns)
  */
 static inline void sluice__metrics_observe(sluice__hist_t *h, uint64_t ns)
 {
-	sluice_stripe_add(&h->bucket[sluice__hist_index(h, ns)], 1);
+	sluice__stripe_add(&h->bucket[sluice__hist_index(h, ns)], 1);
 	/* nearest us; ns near 2^64 cannot overflow: the quotient is < 2^54 */
-	sluice_stripe_add(&h->sum_us, (int64_t)(ns / 1000u + (ns % 1000u >= 500u)));
+	sluice__stripe_add(&h->sum_us, (int64_t)(ns / 1000u + (ns % 1000u >= 500u)));
 }
 
 /*
@@ -235,7 +240,7 @@ static inline void sluice__metrics_observe(sluice__hist_t *h, uint64_t ns)
 static inline void sluice__metrics_complete(sluice__metrics_t *m, uint64_t latency_ns, int ok)
 {
 	if (!ok)
-		sluice_stripe_add(&m->counter[SLUICE__METRICS_FAILURES], 1);
+		sluice__stripe_add(&m->counter[SLUICE__METRICS_FAILURES], 1);
 	sluice__metrics_observe(&m->latency, latency_ns);
 }
 
