@@ -161,11 +161,12 @@ take_state(struct sluice__state *st, const sluice_rule_t *shape, const sluice_ru
 	const int inflight = shape->limit.algo == SLUICE_ALGO_INFLIGHT;
 	const uint32_t nd = per_key ? shape->ndims : 1;
 	const sluice_decision_t *best = NULL; /* the admission with least room */
-	uint32_t n = *nt; /* the load bounded n + nd by SLUICE_ENGINE_PARTS_MAX (match.c) */
+	const uint32_t n0 = *nt; /* the load bounded n0 + nd by SLUICE_ENGINE_PARTS_MAX (match.c) */
+	uint32_t n = n0;
 	int keyed_first = per_key && rule->empty_key == SLUICE_RULES_EMPTY_KEY_PASS;
 	if (keyed_first)
 		for (uint32_t i = 0; i < nd; i++)
-			if (!dim_key(&shape->dims[i], q, plen, &t[n + i].key, &t[n + i].keylen))
+			if (!dim_key(&shape->dims[i], q, plen, &t[n0 + i].key, &t[n0 + i].keylen))
 				return R_SKIPPED;
 	int rc = R_PASS;
 	for (uint32_t i = 0; i < nd; i++) {
@@ -174,7 +175,12 @@ take_state(struct sluice__state *st, const sluice_rule_t *shape, const sluice_ru
 		p->vrule = vrule;
 		p->booked = 0;
 		p->dim = per_key ? i : UINT32_MAX;
-		if (!keyed_first) {
+		if (keyed_first) {
+			/* found first at t[n0 + i]: n is below that once a
+			 * limit before this one was passed on an error */
+			p->key = t[n0 + i].key;
+			p->keylen = t[n0 + i].keylen;
+		} else {
 			if (per_key) {
 				(void)dim_key(&shape->dims[i], q, plen, &p->key, &p->keylen);
 			} else {
