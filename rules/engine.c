@@ -26,6 +26,15 @@
  * guaranteed (match.c).  The in-flight permits a verdict keeps are named
  * by state serial, so complete() gives them back only to the state that
  * took them, whatever was loaded in between.
+ *
+ * What a decision costs above its limits' own calls: the read section,
+ * the route lookup (one hash of the path a word at a time, one compare:
+ * match.c), one verdict entry per matched rule, per limit its key, the
+ * call and the record of what it took, and per rule one metrics count
+ * (an inline stripe add).  The common path (enforcing rules, no ghost)
+ * is one function: decide() inlines take_rule and take_state; a ghost, the
+ * shadow rules and a method other than GET and POST go out of line, where
+ * only a request that needs them pays for them.
  */
 /* First: _LGPL_SOURCE and urcu-bp.h, before any system header (it says why). */
 #include "urcu_internal.h"
