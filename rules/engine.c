@@ -44,6 +44,7 @@
 #include <strings.h>
 
 #include "engine_internal.h"
+#include "match_internal.h"
 #include "region_internal.h"
 #include "sluice/error.h"
 /* the clock read inline, as the library's own files have it (common.h,

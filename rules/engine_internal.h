@@ -163,10 +163,7 @@ struct sluice_engine {
 int sluice__index_build(struct sluice__index *ix, const struct sluice__set *s,
                         struct sluice__errs *x);
 void sluice__index_free(struct sluice__index *ix);
-/* The rules @path (@len bytes) can match, ascending, into @out (at most
- * SLUICE_ENGINE_MATCH_MAX, which the build guaranteed).  Return: count. */
-uint32_t sluice__index_lookup(const struct sluice__index *ix, const char *path, size_t len,
-                              uint32_t out[SLUICE_ENGINE_MATCH_MAX]);
+/* sluice__index_lookup: match_internal.h (inline, for decide). */
 
 
 /* reload.c */
