@@ -9,8 +9,9 @@
  * exact path is one binary search.  For prefixes: let p be the greatest
  * prefix in the set that is <= the path.  (Exact paths are also in an
  * open-addressing hash table, hashed a word at a time: the lookup a
- * decision makes is one hash and one compare; the sorted array serves the build.)  Every prefix q of the path lies
- * in [q, path], and every string in that interval starts with q (a string
+ * decision makes, inline in it from match_internal.h, is one hash and one
+ * compare; the sorted array serves the build.)  Every prefix q of the
+ * path lies in [q, path], and every string in that interval starts with q (a string
  * that does not, but is > q, differs from q at a byte where it is
  * greater, so it is > every extension of q, the path included); so q is a
  * prefix of p.  Each prefix keeps its parent, the longest proper prefix
