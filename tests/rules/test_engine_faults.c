@@ -283,6 +283,30 @@ Test(engine_faults, empty_key_pass)
 	kit_free(&k);
 }
 
+/* pass with on_error: allow: each dimension is asked with its own key,
+ * even after an earlier one failed open.  A header longer than key_max (4)
+ * is a limiter error, allowed; the ip (4 bytes) must still be limited by
+ * its own key.  (Once the ip was asked with the header's key, EKEYLEN
+ * again, and never limited: engine.c take_state().) */
+Test(engine_faults, empty_key_pass_each_dimension_its_own_key)
+{
+	struct kit k;
+	kit_load(&k, "rules:\n"
+	             "  - id: per-key\n"
+	             "    dimensions: [header:x-api-key, ip]\n"
+	             "    limit: { algorithm: fixed_window, window: 1h, max_requests: 2 }\n"
+	             "    keys: { capacity: 64, key_max: 4 }\n"
+	             "    empty_key: pass\n"
+	             "    on_error: allow\n");
+	sluice_verdict_t v;
+	cr_assert_eq(decide_hdr(&k, "1.1.1.1", "a-key-too-long", &v), SLUICE_ACTION_PASS);
+	cr_assert_eq(decide_hdr(&k, "1.1.1.1", "a-key-too-long", &v), SLUICE_ACTION_PASS);
+	cr_assert_eq(decide_hdr(&k, "1.1.1.1", "a-key-too-long", &v), SLUICE_ACTION_REJECT,
+	             "the ip's own key has had its 2");
+	cr_assert_eq(v.rules[0].dim, 1, "refused by the ip's dimension");
+	kit_free(&k);
+}
+
 /* The option's errors: an unknown value, and a rule with no key. */
 Test(engine_faults, empty_key_errors)
 {
