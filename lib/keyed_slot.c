@@ -265,8 +265,7 @@ static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t 
 		uint64_t lt = MK_TAG(K_LIVE, g, id->id, 0), cur = bt;
 		if (atomic_compare_exchange_strong_explicit(&s[0], &cur, lt, memory_order_seq_cst,
 		                                            memory_order_seq_cst)) {
-			STAT(k, creations, 1);
-			STAT(k, live, 1);
+			STAT2(k, creations, 1, live, 1);
 			*tag = lt;
 			return (int64_t)x;
 		}
@@ -447,13 +446,12 @@ int64_t sluice__keyed_create(const sluice_keyed_t *k, const struct kid *id, uint
 			                                             memory_order_release,
 			                                             memory_order_relaxed))
 				continue; /* the key was used meanwhile: look again */
-			STAT(k, live, (uint64_t)-1);
 			if (evicting) {
-				STAT(k, evictions, 1);
+				STAT2(k, live, (uint64_t)-1, evictions, 1);
 				if (vref)
 					clear_refs(k, id, losses, vloss);
 			} else {
-				STAT(k, reclaims, 1);
+				STAT2(k, live, (uint64_t)-1, reclaims, 1);
 			}
 			if (test_stop == 4)
 				return -1;
