@@ -107,11 +107,11 @@
  * issue 27).  Per group (callgrind_annotate of a -Ddebug=true release
  * build, about), and what each buys:
  *   ~44 the call: the caller's arguments, the prologue and epilogue of a
- *       function that holds every path (a 0x1f8-byte frame: struct kid
- *       keeps up to 240 key bytes), the NULL, n and time checks;
+ *       function that holds every path (a large frame: struct kid keeps
+ *       up to 240 key bytes), the NULL, n and time checks;
  *   ~56 the key: its two words (no copy), the length checks, the AES
  *       hash (out of line: it needs AES-NI, which this file does not
- *       assume); SipHash-1-3 is 463 in all (keyed-gcra-sip);
+ *       assume); SipHash-1-3 is 404 in all (keyed-gcra-sip);
  *   ~16 its place: group, probe start, tag id, the first slot, prefetched;
  *   ~37 the lookup: tag and length, both key words under one claim
  *       counter (a torn or recycled key never matches: "Claims");
@@ -126,9 +126,9 @@
  *   ~20 the fill (gcra.h's, as the plain GCRA's);
  *   ~35 the rest: the state's address, the pair CAS, the answer, the
  *       CLOCK reference bit, the algorithm switch.
- * The plain GCRA is 59 in all.  The difference is the hash, the lookup and
- * the three checks every stated guarantee rests on (stalls, shared memory,
- * live changes); issue 27's goal of 250 was not reached by the cuts that
+ * The plain GCRA is 65 in all (perf/instructions.sh BUILD gcra).  The
+ * difference is the hash, the lookup and the three checks every stated
+ * guarantee rests on (stalls, shared memory, live changes); issue 27's goal of 250 was not reached by the cuts that
  * keep them.  What is left to try: the parameters beside the state in the
  * slot (the era group), a 16-byte snapshot of state and owner, and the
  * hash inline in an AES-only copy (tried for all algorithms in issue 15:
@@ -830,9 +830,7 @@ int sluice_keyed_acquire_many_at(sluice_keyed_request_t *req, size_t count, uint
 		return SLUICE_ETIME;
 	if (count == 1) { /* nothing to overlap: the single call, either mode */
 		sluice_keyed_request_t *r = req;
-		r->result = r->table && r->n ? sluice_keyed_acquire_at(r->table, r->key, r->keylen,
-		                                                       r->n, now, r->d)
-		                             : SLUICE_EINVAL;
+		r->result = sluice_keyed_acquire_at(r->table, r->key, r->keylen, r->n, now, r->d);
 		return (flags & SLUICE_KEYED_ALL) ? r->result : r->result == 1;
 	}
 	struct kid id[SLUICE_KEYED_BATCH_MAX];

@@ -670,7 +670,8 @@ typedef struct sluice_keyed_request {
  * above SLUICE_KEYED_BATCH_MAX, an unknown flag; nothing asked, no result
  * written), SLUICE_ETIME (@now past SLUICE_KEYED_TIME_MAX: nothing asked).
  * Lock-free, no allocation, no system call (as sluice_keyed_acquire_at);
- * stack: SLUICE_KEYED_BATCH_MAX keys as the tables store them, about 2 KiB.
+ * stack: SLUICE_KEYED_BATCH_MAX keys as the tables store them and as many
+ * decisions, under 3 KiB.
  */
 SLUICE_NODISCARD SLUICE_API int sluice_keyed_acquire_many_at(sluice_keyed_request_t *req,
                                                              size_t count, uint64_t now,
