@@ -824,19 +824,35 @@ static int request_kid(const sluice_keyed_request_t *r, struct kid *id)
 int sluice_keyed_acquire_many_at(sluice_keyed_request_t *req, size_t count, uint64_t now,
                                  unsigned flags)
 {
-	if (!req || count == 0 || count > SLUICE_KEYED_BATCH_MAX || (flags & ~SLUICE_KEYED_ALL))
+	const unsigned modes = SLUICE_KEYED_ALL | SLUICE_KEYED_STOP;
+	if (!req || count == 0 || count > SLUICE_KEYED_BATCH_MAX || (flags & ~modes) ||
+	    (flags & modes) == modes)
 		return SLUICE_EINVAL;
 	if (now > TMAX)
 		return SLUICE_ETIME;
 	if (count == 1) { /* nothing to overlap: the single call, either mode */
 		sluice_keyed_request_t *r = req;
 		r->result = sluice_keyed_acquire_at(r->table, r->key, r->keylen, r->n, now, r->d);
-		return (flags & SLUICE_KEYED_ALL) ? r->result : r->result == 1;
+		return flags ? r->result : r->result == 1;
 	}
 	struct kid id[SLUICE_KEYED_BATCH_MAX];
 	int rc[SLUICE_KEYED_BATCH_MAX];
 	for (size_t i = 0; i < count; i++)
 		rc[i] = request_kid(&req[i], &id[i]);
+	if (flags & SLUICE_KEYED_STOP) {
+		/* in order, up to the first not admitted; its checks' code
+		 * counts as its answer, when its turn comes */
+		for (size_t i = 0; i < count; i++) {
+			sluice_keyed_request_t *r = &req[i];
+			r->result = rc[i] ? rc[i] : batch_one(r->table, &id[i], r->n, now, r->d);
+			if (r->result != 1) {
+				for (size_t j = i + 1; j < count; j++)
+					req[j].result = 0; /* not asked */
+				return r->result;
+			}
+		}
+		return 1;
+	}
 	if (!(flags & SLUICE_KEYED_ALL)) {
 		int admitted = 0;
 		for (size_t i = 0; i < count; i++) {

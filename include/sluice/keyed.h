@@ -626,6 +626,7 @@ SLUICE_NODISCARD SLUICE_API int sluice_keyed_acquire(sluice_keyed_t *k, const vo
  */
 #define SLUICE_KEYED_BATCH_MAX 8u /* requests per sluice_keyed_acquire_many_at */
 #define SLUICE_KEYED_ALL 1u       /* all or nothing: one refusal refuses all  */
+#define SLUICE_KEYED_STOP 2u      /* in order, up to the first not admitted   */
 
 typedef struct sluice_keyed_request {
 	sluice_keyed_t *table;  /* the table that decides this key             */
@@ -666,9 +667,21 @@ typedef struct sluice_keyed_request {
  * admitted (and nothing given back); otherwise the result of the first
  * request not admitted (0, or its SLUICE_E* code).
  *
+ * @flags SLUICE_KEYED_STOP: in order, as a caller that asks its limits one
+ * after the other and stops at the first refusal: the requests are decided
+ * in order until one is not admitted (refused, an error, or one that fails
+ * the batch's own checks: its code, found when its turn comes, so the
+ * requests before it are asked); nothing is given back (the admissions
+ * before it stay taken, for the caller to keep or give back: a gateway
+ * whose limits may pass on an error asks the rest again) and the requests
+ * after it are not asked (result 0, decision left as it was).  Return: as
+ * SLUICE_KEYED_ALL's, 1 when every request was admitted, otherwise the
+ * result of the first request not admitted; the first result that is not
+ * 1 names it.
+ *
  * Either way: SLUICE_EINVAL for the batch itself (req NULL, @count 0 or
- * above SLUICE_KEYED_BATCH_MAX, an unknown flag; nothing asked, no result
- * written), SLUICE_ETIME (@now past SLUICE_KEYED_TIME_MAX: nothing asked).
+ * above SLUICE_KEYED_BATCH_MAX, an unknown flag, or both SLUICE_KEYED_ALL
+ * and SLUICE_KEYED_STOP; nothing asked, no result written), SLUICE_ETIME (@now past SLUICE_KEYED_TIME_MAX: nothing asked).
  * Lock-free, no allocation, no system call (as sluice_keyed_acquire_at);
  * stack: SLUICE_KEYED_BATCH_MAX keys as the tables store them and as many
  * decisions, under 3 KiB.

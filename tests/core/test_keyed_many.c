@@ -5,7 +5,9 @@
  * sluice_keyed_acquire_at made one after the other (every result and every
  * decision field, over random batches on tables of every algorithm, keys
  * repeated within a batch); with SLUICE_KEYED_ALL, one refusal gives back
- * what the batch took before it and asks nothing after it; the batch's own
+ * what the batch took before it and asks nothing after it; with
+ * SLUICE_KEYED_STOP, one refusal keeps what came before it and asks nothing
+ * after it; the batch's own
  * checks; and, from two threads, batches and single calls sharing a FIXED
  * table never admit more than its limit in a window.
  */
@@ -215,6 +217,69 @@ Test(keyed_many, all_and_errors)
 		sluice_keyed_destroy(&k[t]);
 }
 
+/* STOP: in order up to the first request not admitted, which answers;
+ * what came before it stays taken (nothing given back), what comes after
+ * it is not asked. */
+Test(keyed_many, stop_keeps_before_and_asks_nothing_after)
+{
+	sluice_keyed_t k[NT];
+	make_tables(k);
+	cr_assert_eq(acq(&k[1], "full", 4, 0, NULL), 1);
+	sluice_decision_t d3 = { .limit = 12345 };
+	sluice_keyed_request_t req[] = {
+		{ .table = &k[0], .key = "g", .keylen = 1, .n = 3 },
+		{ .table = &k[1], .key = "f", .keylen = 1, .n = 4 },
+		{ .table = &k[1], .key = "full", .keylen = 4, .n = 1 },
+		{ .table = &k[3], .key = "i", .keylen = 1, .n = 3, .d = &d3 },
+	};
+	cr_assert_eq(sluice_keyed_acquire_many_at(req, 4, 0, SLUICE_KEYED_STOP), 0);
+	cr_assert_eq(req[0].result, 1);
+	cr_assert_eq(req[1].result, 1);
+	cr_assert_eq(req[2].result, 0, "the refusal");
+	cr_assert_eq(req[3].result, 0, "not asked");
+	cr_assert_eq(d3.limit, 12345, "a request not asked keeps its decision");
+	/* kept: the burst and the window are spent; not asked: free */
+	cr_assert_eq(acq(&k[0], "g", 1, 0, NULL), 0, "the admission stayed taken");
+	cr_assert_eq(acq(&k[1], "f", 1, 0, NULL), 0, "the admission stayed taken");
+	cr_assert_eq(acq(&k[3], "i", 3, 0, NULL), 1, "not asked: nothing held");
+	/* all admitted: 1 */
+	sluice_keyed_request_t ok[] = {
+		{ .table = &k[0], .key = "h", .keylen = 1, .n = 3 },
+		{ .table = &k[3], .key = "j", .keylen = 1, .n = 3 },
+	};
+	cr_assert_eq(sluice_keyed_acquire_many_at(ok, 2, 0, SLUICE_KEYED_STOP), 1);
+	cr_assert_eq(ok[0].result, 1);
+	cr_assert_eq(ok[1].result, 1);
+	for (int t = 0; t < NT; t++)
+		sluice_keyed_destroy(&k[t]);
+}
+
+/* STOP and a request its checks refuse: it answers when its turn comes,
+ * so the requests before it are asked (unlike ALL, which asks nothing),
+ * and the ones after it are not. */
+Test(keyed_many, stop_and_errors)
+{
+	sluice_keyed_t k[NT];
+	make_tables(k);
+	sluice_keyed_request_t req[] = {
+		{ .table = &k[0], .key = "g", .keylen = 1, .n = 3 },
+		{ .table = &k[1], .key = "", .keylen = 0, .n = 1 },
+		{ .table = &k[1], .key = "f", .keylen = 1, .n = 4 },
+	};
+	cr_assert_eq(sluice_keyed_acquire_many_at(req, 3, 0, SLUICE_KEYED_STOP), SLUICE_EKEYLEN);
+	cr_assert_eq(req[0].result, 1);
+	cr_assert_eq(req[1].result, SLUICE_EKEYLEN);
+	cr_assert_eq(req[2].result, 0, "not asked");
+	cr_assert_eq(acq(&k[0], "g", 1, 0, NULL), 0, "asked and kept");
+	cr_assert_eq(acq(&k[1], "f", 4, 0, NULL), 1, "not asked: the window is whole");
+	/* a batch of one, STOP: the single call's answer */
+	sluice_keyed_request_t one[] = { { .table = &k[0], .key = "g", .keylen = 1, .n = 1 } };
+	cr_assert_eq(sluice_keyed_acquire_many_at(one, 1, 0, SLUICE_KEYED_STOP), 0);
+	cr_assert_eq(one[0].result, 0);
+	for (int t = 0; t < NT; t++)
+		sluice_keyed_destroy(&k[t]);
+}
+
 /* Lookups (SLUICE_KEYED_COUNT_LOOKUPS) count the requests decided, not
  * those a refused ALL batch never asked. */
 Test(keyed_many, lookups_count_what_was_decided)
@@ -248,7 +313,9 @@ Test(keyed_many, the_batch_checks)
 	cr_assert_eq(sluice_keyed_acquire_many_at(req, 0, 0, 0), SLUICE_EINVAL);
 	cr_assert_eq(sluice_keyed_acquire_many_at(req, SLUICE_KEYED_BATCH_MAX + 1, 0, 0),
 	             SLUICE_EINVAL);
-	cr_assert_eq(sluice_keyed_acquire_many_at(req, 1, 0, 2), SLUICE_EINVAL);
+	cr_assert_eq(sluice_keyed_acquire_many_at(req, 1, 0, 4), SLUICE_EINVAL, "unknown flag");
+	cr_assert_eq(sluice_keyed_acquire_many_at(req, 2, 0, SLUICE_KEYED_ALL | SLUICE_KEYED_STOP),
+	             SLUICE_EINVAL, "two modes");
 	cr_assert_eq(sluice_keyed_acquire_many_at(req, 1, SLUICE_KEYED_TIME_MAX + 1, 0),
 	             SLUICE_ETIME);
 	cr_assert_eq(req[0].result, 99, "no result written");
