@@ -293,7 +293,9 @@ static inline uint64_t sluice__keyed_load_le64(const unsigned char *p)
 /* @id's hash fields from the key's hash @h, and the prefetch of its first
  * slot: its line is loaded next (find_live()), so the load starts now,
  * under the rest of make_kid() and the statistics' add (a hint: no fault,
- * no effect on any result). */
+ * no effect on any result).  The state's line too: past the first line
+ * when the key words fill it (key_max above 24: a slot of two lines), and
+ * read right after the lookup; the same line otherwise (a hit). */
 static inline void kid_place(const sluice_keyed_t *k, uint64_t h, unsigned lencode,
                              struct kid *id)
 {
@@ -302,6 +304,7 @@ static inline void kid_place(const sluice_keyed_t *k, uint64_t h, unsigned lenco
 	id->id = ((uint64_t)lencode << 38) | ((h >> 40) << 14);
 	id->first = slot_at(k, id->group * G + id->start);
 	__builtin_prefetch(id->first);
+	__builtin_prefetch(state_at(k, id->first));
 }
 
 /*
