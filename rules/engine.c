@@ -151,6 +151,81 @@ static void give_back(struct took *t)
 enum { R_PASS, R_REFUSED, R_ERROR_OPEN, R_ERROR_CLOSED, R_SKIPPED };
 
 /*
+ * The dimensions of a per-key rule on this process's tables, two or more
+ * (take_state's choice): one sluice_keyed_acquire_many_at() of them all,
+ * SLUICE_KEYED_STOP, so every key is hashed and its slot prefetched
+ * before the first is decided (keyed.h "Batches": over tables larger than
+ * the cache, the misses of a request's decisions overlap instead of
+ * adding up).  The answers are those of the loop in take_state, in the
+ * same order: a refusal or a closed error stops, an open error passes that
+ * limit and the rest are asked again (rare: each key is hashed again).
+ * Every key is found before any is asked (a header's or a query's lookup
+ * runs even for a limit a refusal leaves unasked: a read).  The keys are
+ * found at t[n0 + i]; what is admitted is moved down to t[n], as the
+ * loop leaves it.  Return, *@nt, @vr, *@best, *@any_open: as take_state's.
+ */
+__attribute__((always_inline)) static inline int
+take_keyed_batch(struct sluice__state *st, const sluice_rule_t *shape, const sluice_rule_t *rule,
+                 const sluice_request_t *q, size_t plen, uint64_t now, struct took *t,
+                 uint32_t *nt, uint32_t vrule, sluice_verdict_rule_t *vr, int *any_open,
+                 const sluice_decision_t **best, int keys_found)
+{
+	const uint32_t nd = shape->ndims, n0 = *nt;
+	sluice_keyed_request_t req[SLUICE_RULES_DIMS_MAX];
+	for (uint32_t i = 0; i < nd; i++) {
+		struct took *p = &t[n0 + i];
+		if (!keys_found)
+			(void)dim_key(&shape->dims[i], q, plen, &p->key, &p->keylen);
+		/* an error may leave it unwritten, and a refusal reports it */
+		p->d = (sluice_decision_t){ 0 };
+		req[i] = (sluice_keyed_request_t){ .table = &st->keyed[i], .key = p->key,
+			                           .keylen = p->keylen, .n = 1, .d = &p->d };
+	}
+	uint32_t n = n0;
+	int rc = R_PASS;
+	for (uint32_t from = 0; from < nd;) {
+		if (sluice_keyed_acquire_many_at(&req[from], nd - from, now, SLUICE_KEYED_STOP) ==
+		    SLUICE_ETIME)
+			req[from].result = SLUICE_ETIME; /* the batch's own: none written */
+		uint32_t i = from;
+		for (; i < nd && req[i].result == 1; i++, n++) {
+			struct took *p = &t[n];
+			if (n != n0 + i)
+				*p = t[n0 + i]; /* below an open error's hole */
+			p->st = st;
+			p->vrule = vrule;
+			p->booked = 0;
+			p->dim = i;
+			if (!*best || p->d.delay_ns > (*best)->delay_ns ||
+			    p->d.remaining < (*best)->remaining)
+				*best = &p->d;
+		}
+		if (i == nd)
+			break;
+		const int r = req[i].result;
+		vr->error = r;
+		vr->dim = i;
+		/* a full table under when_full: reject is that policy's
+		 * refusal, not a limiter failure */
+		if (r == 0 || r == SLUICE_EKEYFULL) {
+			vr->d = t[n0 + i].d;
+			rc = R_REFUSED;
+			break;
+		}
+		if (rule->on_error == SLUICE_RULES_FAIL_CLOSED) {
+			vr->d = t[n0 + i].d;
+			vr->d.allowed = 0;
+			rc = R_ERROR_CLOSED;
+			break;
+		}
+		*any_open = 1; /* nothing taken: this limit is passed */
+		from = i + 1;
+	}
+	*nt = n;
+	return rc;
+}
+
+/*
  * Take one permit from every limit of state @st (its dimensions per
  * @shape) for @q at @now.  Appends what it took to @t (*@nt).  On a
  * refusal or a closed error, stops and leaves the caller to give back.
@@ -179,6 +254,12 @@ take_state(struct sluice__state *st, const sluice_rule_t *shape, const sluice_ru
 			if (!dim_key(&shape->dims[i], q, plen, &t[n0 + i].key, &t[n0 + i].keylen))
 				return R_SKIPPED;
 	int rc = R_PASS;
+	if (per_key && nd >= 2 && !backend && !inflight) {
+		/* in-flight keys are held within a budget, asked one by one */
+		rc = take_keyed_batch(st, shape, rule, q, plen, now, t, nt, vrule, vr, any_open,
+		                      &best, keyed_first);
+		goto done;
+	}
 	for (uint32_t i = 0; i < nd; i++) {
 		struct took *p = &t[n];
 		p->st = st;
@@ -264,6 +345,7 @@ take_state(struct sluice__state *st, const sluice_rule_t *shape, const sluice_ru
 		*any_open = 1; /* nothing taken: this limit is passed */
 	}
 	*nt = n;
+done:
 	if (rc == R_PASS && best &&
 	    (vr->d.limit == 0 || best->delay_ns > vr->d.delay_ns || best->remaining < vr->d.remaining))
 		vr->d = *best;

@@ -307,6 +307,52 @@ Test(engine_faults, empty_key_pass_each_dimension_its_own_key)
 	kit_free(&k);
 }
 
+/* on_error: allow over a rule's dimensions, then a later rule's refusal:
+ * what the first rule took is given back to the key that took it.  The
+ * header (longer than key_max) fails open, the ip is admitted; the
+ * per-user rule refuses the second request of "u", and the ip's permit
+ * goes back, so the ip (2 an hour) still admits the third request.  (Given
+ * back to the header's key instead, the refund fails and the third request
+ * is refused by the ip.) */
+static int decide_hdr_user(struct kit *k, const char *value, const char *user,
+                           sluice_verdict_t *v)
+{
+	static const unsigned char a[4] = { 1, 1, 1, 1 };
+	hdr_value = value;
+	sluice_request_t q = { .method = "GET", .path = "/", .addr = a, .addr_len = 4,
+		               .user = user, .user_len = strlen(user), .lookup = lookup_hdr };
+	int rc = sluice_engine_decide(k->e, &q, v);
+	cr_assert_eq(rc, 0);
+	return (int)v->action;
+}
+
+Test(engine_faults, an_open_error_then_a_refusal_gives_back_the_right_key)
+{
+	struct kit k;
+	kit_load(&k, "rules:\n"
+	             "  - id: per-key\n"
+	             "    dimensions: [header:x-api-key, ip]\n"
+	             "    limit: { algorithm: fixed_window, window: 1h, max_requests: 2 }\n"
+	             "    keys: { capacity: 64, key_max: 4 }\n"
+	             "    on_error: allow\n"
+	             "  - id: per-user\n"
+	             "    dimensions: [user]\n"
+	             "    limit: { algorithm: fixed_window, window: 1h, max_requests: 1 }\n"
+	             "    keys: { capacity: 64 }\n");
+	sluice_verdict_t v;
+	cr_assert_eq(decide_hdr_user(&k, "a-key-too-long", "u", &v), SLUICE_ACTION_PASS);
+	cr_assert_eq(v.rules[0].outcome, SLUICE_OUTCOME_ERROR_OPEN);
+	cr_assert_eq(decide_hdr_user(&k, "a-key-too-long", "u", &v), SLUICE_ACTION_REJECT);
+	cr_assert_eq(v.refused_by, 1, "refused by the per-user rule");
+	cr_assert_eq(decide_hdr_user(&k, "a-key-too-long", "w", &v), SLUICE_ACTION_PASS,
+	             "the ip's second permit was given back");
+	cr_assert_eq(decide_hdr_user(&k, "a-key-too-long", "x", &v), SLUICE_ACTION_REJECT,
+	             "the ip has had its 2");
+	cr_assert_eq(v.refused_by, 0);
+	cr_assert_eq(v.rules[0].dim, 1, "refused by the ip's dimension");
+	kit_free(&k);
+}
+
 /* The option's errors: an unknown value, and a rule with no key. */
 Test(engine_faults, empty_key_errors)
 {
