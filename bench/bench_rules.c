@@ -12,13 +12,16 @@
  *               tables of the engine's configuration, so both touch the
  *               same memory; one clock reading per request): the
  *               baseline, in the same process and run;
+ *   keyed-batch the same two as one sluice_keyed_acquire_many_at
+ *               (SLUICE_KEYED_STOP, as the engine asks a rule's
+ *               dimensions): what the batch's prefetch buys here;
  *   read        one urcu-bp read-side section (lock + unlock, inlined),
  *               and decide on an engine with no rule set (the read
  *               section, the request's checks and an empty verdict);
  *   reload      sluice_engine_load_buffer of 1,000 rules (per-key, 64
  *               slots each): the first load (tables made) and a reload of
  *               the same file (every state kept), grace period included.
- * decide and keyed run with each count of --threads=LIST (default 1,2; any
+ * decide, keyed and keyed-batch run with each count of --threads=LIST (default 1,2; any
  * list starting with 1, as bench_algos's) on the same engine / tables.
  * Each case runs once untimed (every key created, every page touched),
  * then --seconds (default 0.3 s) --repeats times (default 7,
@@ -29,7 +32,7 @@
  * engine's overhead per request (decide - keyed).  Nothing asserts speed.
  *
  * Instructions, which a noisy machine does not move: `--instr=CASE:N`
- * (CASE decide, keyed or empty-decide) builds the same engine and tables
+ * (CASE decide, keyed, keyed-batch or empty-decide) builds the same engine and tables
  * on a manual clock that stands still, runs 400,000 untimed requests of
  * CASE (every key created), then N more, and exits; under callgrind, the
  * instructions of N = 200,000 minus those of N = 100,000, over 100,000, are
@@ -80,9 +83,10 @@ static int ndraws;                          /* threads with draws */
 
 static sluice_engine_t *eng;
 #define CAPACITY 32768 /* slots per table: 10,000 keys at about 30% */
+#define PER_COUNT 3    /* cases per thread count: decide, keyed, keyed-batch */
 static sluice_keyed_t base[NRULES][2]; /* the baseline: each rule's two tables */
 
-enum kind { K_DECIDE, K_KEYED, K_READ, K_EMPTY };
+enum kind { K_DECIDE, K_KEYED, K_BATCH, K_READ, K_EMPTY };
 
 static const sluice_clock_t *bclock = &sluice_clock_cached;
 
@@ -121,6 +125,19 @@ static void *worker(void *arg)
 				                                          now, &dd);
 				sink += (uint64_t)sluice_keyed_acquire_at(&base[rule][1], keys[k].user,
 				                                          keys[k].user_len, 1, now, &dd);
+				break;
+			}
+			case K_BATCH: {
+				uint64_t now = sluice_clock_now(bclock);
+				sluice_decision_t dd[2];
+				sluice_keyed_request_t rq[2] = {
+					{ .table = &base[rule][0], .key = keys[k].ip, .keylen = 4,
+					  .n = 1, .d = &dd[0] },
+					{ .table = &base[rule][1], .key = keys[k].user,
+					  .keylen = keys[k].user_len, .n = 1, .d = &dd[1] },
+				};
+				sink += (uint64_t)sluice_keyed_acquire_many_at(rq, 2, now,
+				                                               SLUICE_KEYED_STOP);
 				break;
 			}
 			case K_READ:
@@ -223,6 +240,7 @@ static int instr(const char *arg)
 		return 2;
 	enum kind kind = strcmp(name, "decide") == 0  ? K_DECIDE
 	                 : strcmp(name, "keyed") == 0 ? K_KEYED
+	                 : strcmp(name, "keyed-batch") == 0 ? K_BATCH
 	                 : strcmp(name, "empty-decide") == 0 ? K_EMPTY
 	                                                      : (enum kind)-1;
 	if ((int)kind < 0)
@@ -241,7 +259,7 @@ static int instr(const char *arg)
 	free(y);
 	sluice_keyed_config_t kc = { .algo = SLUICE_ALGO_GCRA, .capacity = CAPACITY,
 		                     .rate = 1000000000, .period_ns = SEC, .burst = 1000000 };
-	for (int i = 0; kind == K_KEYED && i < NRULES; i++)
+	for (int i = 0; (kind == K_KEYED || kind == K_BATCH) && i < NRULES; i++)
 		for (int j = 0; j < 2; j++)
 			if (sluice_keyed_init(&base[i][j], &kc, &manual))
 				return 1;
@@ -260,7 +278,7 @@ int main(int argc, char **argv)
 	if (argc == 2 && strncmp(argv[1], "--instr=", 8) == 0) {
 		int rc = instr(argv[1] + 8);
 		if (rc == 2)
-			fprintf(stderr, "usage: bench_rules --instr=decide|keyed|empty-decide:N\n");
+			fprintf(stderr, "usage: bench_rules --instr=decide|keyed|keyed-batch|empty-decide:N\n");
 		return rc;
 	}
 	struct bench_opts o;
@@ -291,22 +309,23 @@ int main(int argc, char **argv)
 				return 1;
 			}
 
-	/* decide and keyed at each thread count, in the list's order, then
-	 * read and empty-decide at 1 */
+	/* decide, keyed and keyed-batch at each thread count, in the list's
+	 * order, then read and empty-decide at 1 */
 	struct rcase {
 		const char *name;
 		enum kind kind;
 		int threads;
-	} cases[2 * BENCH_MAX_COUNTS + 2];
+	} cases[PER_COUNT * BENCH_MAX_COUNTS + 2];
 	int nc = 0;
 	for (int t = 0; t < o.nthreads; t++) {
 		cases[nc++] = (struct rcase){ "decide", K_DECIDE, o.threads[t] };
 		cases[nc++] = (struct rcase){ "keyed", K_KEYED, o.threads[t] };
+		cases[nc++] = (struct rcase){ "keyed-batch", K_BATCH, o.threads[t] };
 	}
 	const int c_read = nc, c_empty = nc + 1;
 	cases[nc++] = (struct rcase){ "read", K_READ, 1 };
 	cases[nc++] = (struct rcase){ "empty-decide", K_EMPTY, 1 };
-	double *res[2 * BENCH_MAX_COUNTS + 2], med[2 * BENCH_MAX_COUNTS + 2];
+	double *res[PER_COUNT * BENCH_MAX_COUNTS + 2], med[PER_COUNT * BENCH_MAX_COUNTS + 2];
 	for (int c = 0; c < nc; c++)
 		res[c] = calloc(o.repeats, sizeof(double));
 	for (int c = 0; c < nc; c++) /* warm: keys created, pages touched */
@@ -352,8 +371,8 @@ int main(int argc, char **argv)
 	printf("bench name=load rules=1000 dims=2 ms=%.2f repeats=%u\n", mf, nr);
 	printf("bench name=reload rules=1000 dims=2 ms=%.2f repeats=%u\n", ma, nr);
 
-	/* one column per thread count; decide at count t is cases[2t], keyed
-	 * cases[2t + 1] */
+	/* one column per thread count; decide at count t is cases[3t], keyed
+	 * cases[3t + 1], keyed-batch cases[3t + 2] */
 	printf("\n%-28s", "case");
 	for (int t = 0; t < o.nthreads; t++) {
 		char h[24];
@@ -362,11 +381,12 @@ int main(int argc, char **argv)
 	}
 	printf("\n");
 	static const char *const per_req[] = { "decide (20 rules, 2 dims)", "2 bare keyed decisions",
-		                               "engine overhead" };
-	for (int row = 0; row < 3; row++) {
+		                               "the 2 as one batch", "engine overhead" };
+	for (int row = 0; row < 4; row++) {
 		printf("%-28s", per_req[row]);
 		for (int t = 0; t < o.nthreads; t++)
-			printf(" %10.1f", row < 2 ? med[2 * t + row] : med[2 * t] - med[2 * t + 1]);
+			printf(" %10.1f", row < 3 ? med[PER_COUNT * t + row]
+			                          : med[PER_COUNT * t] - med[PER_COUNT * t + 1]);
 		printf("  ns per request\n");
 	}
 	/* the single figures: the value in the first column, the others blank */

@@ -9,7 +9,7 @@ ARGS, so a slow phase of the machine hits both alike.  Reads every
 `bench key=value ...` line they print (bench_algos, bench_keyed: see
 docs/performance.md), groups the lines by their identifying fields (every
 field that is not a measurement) and prints, per series, the median of
-ns_per_decision (or cpu_ns_per_hash) over the runs of each binary, the
+ns_per_decision (or cpu_ns_per_hash, or bench_rules's ns_per_op) over the runs of each binary, the
 difference after - before in ns and the ratio after / before, as a
 Markdown table.  A series only one binary prints is listed with "-".
 --save=DIR keeps every run's full output as DIR/before-R.txt and
@@ -29,8 +29,9 @@ import sys
 MEASURES = {
     "ns_per_decision", "decisions_per_sec", "admitted", "scaling",
     "cpu_ns_per_decision", "cpu_ns_per_hash", "instructions",
+    "min", "max", "ms",  # bench_rules: the spread of its repeats, a load's time
 }
-VALUE_FIELDS = ("ns_per_decision", "cpu_ns_per_hash")
+VALUE_FIELDS = ("ns_per_decision", "cpu_ns_per_hash", "ns_per_op")
 
 
 def parse(line):
