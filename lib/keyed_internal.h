@@ -153,7 +153,7 @@ _Static_assert(sizeof(((sluice_keyed_t *)0)->ak) == SLUICE__KEYHASH_WORDS * 8,
 /* The key as this table stores it: group, probe start, tag id, words. */
 struct kid {
 	uint64_t group, id;
-	unsigned start, used; /* used: words holding key bytes (the rest 0) */
+	unsigned start, used; /* used: words holding key bytes (pw[used..] unset) */
 	/* the claim counter under which find_live() last matched the key's
 	 * words (0: none, the rechecks compare the words: still_ours()) */
 	uint64_t claim;
@@ -328,8 +328,8 @@ static inline __attribute__((always_inline)) uint64_t hash16(const sluice_keyed_
 
 /*
  * make_kid - the key as this table stores it: its words (8 bytes each, the
- * last one zero-padded; the words past the key, up to key_words, are 0:
- * kid_word()), its group, probe start and tag id, from the table's hash
+ * last one zero-padded; id->used of them: nothing reads or writes a slot's
+ * words past its key's, words_match_at()), its group, probe start and tag id, from the table's hash
  * under its secret seed (hash16() for keys of up to 16 bytes and digests,
  * SipHash-1-3 under (k0, k1) for longer keys).  A key longer than key_max is, with
  * SLUICE_KEYED_HASH_LONG_KEYS, replaced by its 16-byte digest (two
@@ -381,14 +381,6 @@ static inline __attribute__((always_inline)) int make_kid(const sluice_keyed_t *
 	return 0;
 }
 
-/* Key word @j of @id (0..key_words - 1): the words past the key are 0
- * (make_kid() fills only the used ones: zeroing the rest was a memset
- * call on every decision, and only creations read them). */
-static inline uint64_t kid_word(const struct kid *id, uint32_t j)
-{
-	return j < id->used ? id->pw[j] : 0;
-}
-
 static inline uint64_t slot_index(const struct kid *id, unsigned pos)
 {
 	return id->group * G + ((id->start + pos) & (G - 1));
@@ -411,9 +403,10 @@ static inline uint64_t slot_index(const struct kid *id, unsigned pos)
  * with words and tag agreeing).  No 16-bit generation is involved: the
  * 64-bit counter never repeats, so no stop of any length and no number of
  * claims since makes an old claim's words look current.  The caller loaded
- * the tag (acquire) and checked the length in it.  Only the words that hold
- * key bytes are read: a published claim wrote every word (zeros past the
- * key) before its tag.
+ * the tag (acquire) and checked the length in it, so the slot's key has
+ * the length of @id's: only the words that hold its bytes are read, and
+ * only those are written (complete(): the words past them keep whatever
+ * an older claim of a longer key left, under its counter).
  */
 static inline int words_match_at(const sluice_keyed_t *k, _Atomic uint64_t *s,
                                  const struct kid *id, uint64_t *claim)
@@ -456,14 +449,16 @@ static inline int words_match(const sluice_keyed_t *k, _Atomic uint64_t *s,
 static inline int words_foreign(const sluice_keyed_t *k, _Atomic uint64_t *s,
                                 const struct kid *id)
 {
+	(void)k;
 	uint64_t c = atomic_load_explicit(&s[1], memory_order_acquire);
-	for (uint32_t j = 0; j < k->key_words; j++) {
+	/* the words a claim of @id's (len, fp) writes: those of its bytes */
+	for (uint32_t j = 0; j < id->used; j++) {
 		_Atomic uint64_t *kw = key_word(s, j);
 		/* Acquire: pairs with the word's pair CAS (the counter half
 		 * first, so the word half is that write's or later). */
 		uint64_t wc = atomic_load_explicit(&kw[1], memory_order_acquire);
 		uint64_t w = atomic_load_explicit(kw, memory_order_acquire);
-		if (wc == c && w != kid_word(id, j))
+		if (wc == c && w != id->pw[j])
 			return 1;
 	}
 	return 0;

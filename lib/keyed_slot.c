@@ -39,7 +39,7 @@
  * state is fresh-equivalent (reclaim: raise the group's floor, retire the
  * state by CAS, then CAS the tag), or the policy's answer.  Taking is one
  * seq_cst CAS of the tag to BUSY(gen + 1, len, fp).  Then complete():
- *   1. write the key words (CAS from older gens);
+ *   1. write the key words that hold its bytes (CAS from older claims);
  *   2. validate: scan the other slots of the group (seq_cst loads): a LIVE
  *      copy of the key (not retired) wins, so abandon ours (tag -> OPEN) and
  *      use it; a BUSY claim of the same (len, fp) earlier in the key's probe
@@ -141,8 +141,14 @@ static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t 
 		if (atomic_load_explicit(&s[0], memory_order_seq_cst) != bt ||
 		    atomic_load_explicit(&s[1], memory_order_acquire) != myc)
 			return -1;
-		for (uint32_t j = 0; j < k->key_words; j++) {
-			uint64_t want = kid_word(id, j);
+		/* Only the words that hold the key's bytes (id->used): a lookup
+		 * matches a slot only under a tag of the key's length, and reads
+		 * exactly those (words_match_at()); the words past them keep an
+		 * older claim's counter, which no check of this claim takes for
+		 * its own (words_foreign() reads the same words).  A key of 4
+		 * bytes in a table of key_max 32 writes one pair, not four. */
+		for (uint32_t j = 0; j < id->used; j++) {
+			uint64_t want = id->pw[j];
 			_Atomic uint64_t *kw = key_word(s, j);
 			for (;;) {
 				/* Acquire on both halves: pair with the pair CAS
@@ -185,6 +191,9 @@ static int64_t complete(const sluice_keyed_t *k, const struct kid *id, uint64_t 
 			uint64_t y = slot_index(id, pos);
 			_Atomic uint64_t *sy = slot_at(k, y);
 			uint64_t ty = atomic_load_explicit(&sy[0], memory_order_seq_cst);
+			/* another key's slot, the common case: no retry to count */
+			if ((ty & ID_MASK) != id->id)
+				continue;
 			for (;; ++*tries) {
 				if (*tries > RETRY_MAX) {
 					/* a tag that keeps changing (forged): we
