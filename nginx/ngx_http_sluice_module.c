@@ -19,12 +19,14 @@
  * (init_zone, before the workers are forked) and attaches a handle to it;
  * the handle is process-local memory in the cycle's pool, so every worker
  * inherits it by fork(): the zone is mapped at the same address in all of
- * them.  A decision is sluice_keyed_acquire_at(): lock-free (CASes on the
- * key's slot), no allocation, no ngx_shmtx.  The slab pool's own mutex is
+ * them.  A decision is sluice_keyed_acquire_at(), or for several limits
+ * one sluice_keyed_acquire_many_at() (SLUICE_KEYED_STOP): lock-free (CASes
+ * on the keys' slots), no allocation, no ngx_shmtx.  The slab pool's own mutex is
  * taken only by init_zone in the master, never on a request.
  *
  * Several limits on one location are all or nothing: the limits are asked
- * in order; when one refuses, every permit the earlier ones took for this
+ * in order (every key found first, then one batch: their misses overlap);
+ * when one refuses, every permit the earlier ones took for this
  * request is given back with sluice_keyed_refund() (exact while the key's
  * state is what the admission left; otherwise the permits stay counted:
  * fewer admissions later, never more).  A dry_run limit that refuses lets
@@ -1025,8 +1027,15 @@ static ngx_int_t ngx_http_sluice_decide(ngx_http_request_t *r, ngx_http_sluice_l
 	limits = slcf->limits->elts;
 	n = slcf->limits->nelts;
 
-	/* One reading for every limit of the request. */
+	/* One reading for every limit of the request.  The keys first, then
+	 * the limits asked in order, several as one batch (keyed.h
+	 * "Batches": every key hashed and its slot prefetched before the
+	 * first is decided); SLUICE_KEYED_STOP stops at the first limit not
+	 * admitted, as this loop did, and a dry_run limit's refusal asks the
+	 * rest again. */
 	now = sluice_clock_monotonic_ns();
+	sluice_keyed_request_t req[NGX_HTTP_SLUICE_LIMITS];
+	ngx_uint_t at[NGX_HTTP_SLUICE_LIMITS], nreq = 0, from, j;
 	for (i = 0; i < n; i++) {
 		ngx_http_sluice_zone_t *z = limits[i].shm_zone->data;
 		if (ngx_http_sluice_key(r, &limits[i], &keys[i]) != NGX_OK)
@@ -1045,10 +1054,22 @@ static ngx_int_t ngx_http_sluice_decide(ngx_http_request_t *r, ngx_http_sluice_l
 		}
 		/* Every field known even on the errors that fill nothing. */
 		ngx_memzero(&ds[i], sizeof(ds[i]));
-		int rc = sluice_keyed_acquire_at(&z->keyed, keys[i].data, keys[i].len, 1, now, &ds[i]);
-		got[i] = rc;
-		if (rc == 1) {
+		req[nreq] = (sluice_keyed_request_t){ .table = &z->keyed, .key = keys[i].data,
+			                              .keylen = keys[i].len, .n = 1, .d = &ds[i] };
+		at[nreq++] = i;
+	}
+	for (from = 0; from < nreq;) {
+		if (nreq - from == 1) /* one limit, the usual case: the call itself */
+			req[from].result = sluice_keyed_acquire_at(req[from].table, req[from].key,
+			                                           req[from].keylen, 1, now, req[from].d);
+		else if (sluice_keyed_acquire_many_at(&req[from], nreq - from, now,
+		                                      SLUICE_KEYED_STOP) == SLUICE_ETIME)
+			req[from].result = SLUICE_ETIME; /* the batch's own: none written */
+		for (j = from; j < nreq && req[j].result == 1; j++) {
+			i = at[j];
+			got[i] = 1;
 			if (limits[i].delay >= 0 && ds[i].limit != 0) { /* gcra, leaky: checked */
+				ngx_http_sluice_zone_t *z = limits[i].shm_zone->data;
 				sluice_keyed_params_t p;
 				if (sluice_keyed_params(&z->keyed, &p) == 0) {
 					uint64_t t = (p.period_ns + p.rate - 1) / p.rate;
@@ -1057,17 +1078,23 @@ static ngx_int_t ngx_http_sluice_decide(ngx_http_request_t *r, ngx_http_sluice_l
 						delay_ns = ds[i].reset_ns - free_ns;
 				}
 			}
-			continue;
 		}
+		if (j == nreq)
+			break;
+		i = at[j];
+		int rc = req[j].result;
+		got[i] = rc;
 		if (rc < 0 && rc != SLUICE_EKEYFULL) {
 			/* EBUSY (the table kept changing for 4096 retries) or a
 			 * broken table: refuse, as a full table refuses, and say so. */
+			ngx_http_sluice_zone_t *z = limits[i].shm_zone->data;
 			ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
 			              "sluice_limit zone \"%V\": %s", &z->name, sluice_strerror(rc));
 			ngx_http_sluice_count(z, SLUICE_NGX_ERRORS);
 		}
 		if (limits[i].dry_run) {
 			dry_refused = 1;
+			from = j + 1;
 			continue;
 		}
 		refused = i;

@@ -672,6 +672,24 @@ all_or_nothing)
   expect_eq "$(metric glob rejected)" 1 "glob refusals"
   ;;
 
+dry_run_then_limit)
+  # A dry_run limit, then one that enforces: the module asks a location's
+  # limits as one batch that stops at the first not admitted, so a dry_run
+  # refusal must have the limits after it asked again.  dz (3 an hour, dry
+  # run) refuses from the 4th request, e (5 an hour) from the 6th.
+  write_conf "sluice_zone dz size=1m algorithm=gcra rate=1r/h burst=3;
+  sluice_zone e size=1m algorithm=gcra rate=1r/h burst=5;" \
+    'sluice_limit zone=dz key=$binary_remote_addr dry_run; sluice_limit zone=e key=$binary_remote_addr;'
+  start_nginx
+  codes=
+  for _ in $(seq 7); do codes="$codes$(code "$base/") "; done
+  expect_eq "$codes" "200 200 200 200 200 429 429 " "the enforcing limit is asked after a dry_run refusal"
+  expect_eq "$(metric e passed)" 5 "e passed"
+  expect_eq "$(metric e rejected)" 2 "e rejected"
+  expect_eq "$(metric dz passed)" 3 "dz passed"
+  expect_eq "$(metric dz rejected_dry_run)" 4 "dz rejected_dry_run (requests 4 to 7)"
+  ;;
+
 inflight)
   # At most 1 request of the key in progress; a second limit delays every
   # request after the first by 1 s (GCRA, delay=0), so a request holds its
