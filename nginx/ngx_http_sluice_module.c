@@ -1001,6 +1001,116 @@ ngx_int_t ngx_http_sluice_delay(ngx_http_request_t *r, uint64_t delay_ns)
 }
 
 /*
+ * Limit @l's key for @r into *@key: 1 to ask it, 0 when empty_key=pass
+ * leaves it unasked (key->len 0 marks it below), NGX_ERROR.  The empty key
+ * (absent or empty value): empty_key=pass does not limit it (limit_req's
+ * way), shared counts every such request under the one absent key.
+ */
+static ngx_inline ngx_int_t ngx_http_sluice_limit_key(ngx_http_request_t *r,
+                                                      ngx_http_sluice_limit_t *l, ngx_str_t *key)
+{
+	if (ngx_http_sluice_key(r, l, key) != NGX_OK)
+		return NGX_ERROR;
+	if (key->len == 0) {
+		if (l->empty_pass)
+			return 0;
+		key->data = (u_char *)ngx_http_sluice_absent_key;
+		key->len = sizeof(ngx_http_sluice_absent_key);
+	}
+	return 1;
+}
+
+/* An admission of limit @l with delay=: how long the request waits for
+ * it, the longest of the limits' (*@delay_ns). */
+static ngx_inline void ngx_http_sluice_admitted(ngx_http_sluice_limit_t *l,
+                                                const sluice_decision_t *d, uint64_t *delay_ns)
+{
+	if (l->delay >= 0 && d->limit != 0) { /* gcra, leaky: checked */
+		ngx_http_sluice_zone_t *z = l->shm_zone->data;
+		sluice_keyed_params_t p;
+		if (sluice_keyed_params(&z->keyed, &p) == 0) {
+			uint64_t t = (p.period_ns + p.rate - 1) / p.rate;
+			uint64_t free_ns = ((uint64_t)l->delay + 1) * t;
+			if (d->reset_ns > free_ns && d->reset_ns - free_ns > *delay_ns)
+				*delay_ns = d->reset_ns - free_ns;
+		}
+	}
+}
+
+/* Limit @l did not admit (@rc): an error other than a full table is
+ * logged and counted; a full table refuses as a refusal does. */
+static ngx_inline void ngx_http_sluice_not_admitted(ngx_http_request_t *r,
+                                                    ngx_http_sluice_limit_t *l, int rc)
+{
+	if (rc < 0 && rc != SLUICE_EKEYFULL) {
+		/* EBUSY (the table kept changing for 4096 retries) or a
+		 * broken table: refuse, as a full table refuses, and say so. */
+		ngx_http_sluice_zone_t *z = l->shm_zone->data;
+		ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "sluice_limit zone \"%V\": %s",
+		              &z->name, sluice_strerror(rc));
+		ngx_http_sluice_count(z, SLUICE_NGX_ERRORS);
+	}
+}
+
+/*
+ * Several limits (@n >= 2) asked at @now as sluice_keyed_acquire_many_at()
+ * batches (keyed.h "Batches": every key hashed and its slot prefetched
+ * before the first is decided, so their misses overlap).  SLUICE_KEYED_STOP
+ * stops at the first limit not admitted, as the one-limit loop of
+ * ngx_http_sluice_decide does; a dry_run limit's refusal asks the limits
+ * after it again.  Fills @keys, @ds, @got, *@refused, *@dry_refused and
+ * *@delay_ns as that loop does.  Out of line: one limit, the usual case,
+ * pays nothing for the arrays.
+ */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static ngx_int_t ngx_http_sluice_ask_many(ngx_http_request_t *r, ngx_http_sluice_limit_t *limits,
+                                          ngx_uint_t n, uint64_t now, ngx_str_t *keys,
+                                          sluice_decision_t *ds, int *got, ngx_uint_t *refused,
+                                          ngx_uint_t *dry_refused, uint64_t *delay_ns)
+{
+	sluice_keyed_request_t req[NGX_HTTP_SLUICE_LIMITS];
+	ngx_uint_t at[NGX_HTTP_SLUICE_LIMITS], nreq = 0, from, i, j;
+	for (i = 0; i < n; i++) {
+		ngx_int_t k = ngx_http_sluice_limit_key(r, &limits[i], &keys[i]);
+		if (k == NGX_ERROR)
+			return NGX_ERROR;
+		if (k == 0) {
+			got[i] = 0;
+			continue;
+		}
+		ngx_http_sluice_zone_t *z = limits[i].shm_zone->data;
+		/* Every field known even on the errors that fill nothing. */
+		ngx_memzero(&ds[i], sizeof(ds[i]));
+		req[nreq] = (sluice_keyed_request_t){ .table = &z->keyed, .key = keys[i].data,
+			                              .keylen = keys[i].len, .n = 1, .d = &ds[i] };
+		at[nreq++] = i;
+	}
+	for (from = 0; from < nreq;) {
+		if (sluice_keyed_acquire_many_at(&req[from], nreq - from, now, SLUICE_KEYED_STOP) ==
+		    SLUICE_ETIME)
+			req[from].result = SLUICE_ETIME; /* the batch's own: none written */
+		for (j = from; j < nreq && req[j].result == 1; j++) {
+			got[at[j]] = 1;
+			ngx_http_sluice_admitted(&limits[at[j]], &ds[at[j]], delay_ns);
+		}
+		if (j == nreq)
+			break;
+		i = at[j];
+		got[i] = req[j].result;
+		ngx_http_sluice_not_admitted(r, &limits[i], got[i]);
+		if (!limits[i].dry_run) {
+			*refused = i;
+			break;
+		}
+		*dry_refused = 1;
+		from = j + 1;
+	}
+	return NGX_OK;
+}
+
+/*
  * The decision of the location's limits @slcf for @r, once per request
  * (ngx_http_sluice_handler).  Kept out of line: the phase handler runs
  * for every request of the http block, twice for one the index module
@@ -1027,78 +1137,33 @@ static ngx_int_t ngx_http_sluice_decide(ngx_http_request_t *r, ngx_http_sluice_l
 	limits = slcf->limits->elts;
 	n = slcf->limits->nelts;
 
-	/* One reading for every limit of the request.  The keys first, then
-	 * the limits asked in order, several as one batch (keyed.h
-	 * "Batches": every key hashed and its slot prefetched before the
-	 * first is decided); SLUICE_KEYED_STOP stops at the first limit not
-	 * admitted, as this loop did, and a dry_run limit's refusal asks the
-	 * rest again. */
+	/* One reading for every limit of the request. */
 	now = sluice_clock_monotonic_ns();
-	sluice_keyed_request_t req[NGX_HTTP_SLUICE_LIMITS];
-	ngx_uint_t at[NGX_HTTP_SLUICE_LIMITS], nreq = 0, from, j;
-	for (i = 0; i < n; i++) {
-		ngx_http_sluice_zone_t *z = limits[i].shm_zone->data;
-		if (ngx_http_sluice_key(r, &limits[i], &keys[i]) != NGX_OK)
+	if (n >= 2) {
+		if (ngx_http_sluice_ask_many(r, limits, n, now, keys, ds, got, &refused, &dry_refused,
+		                             &delay_ns) != NGX_OK)
 			return NGX_HTTP_INTERNAL_SERVER_ERROR;
-		if (keys[i].len == 0) {
-			/* The empty key (absent or empty value): empty_key=pass
-			 * does not limit it (limit_req's way; keys[i].len 0 marks
-			 * the limit as not asked below), shared counts every such
-			 * request under the one absent key. */
-			if (limits[i].empty_pass) {
-				got[i] = 0;
-				continue;
-			}
-			keys[i].data = (u_char *)ngx_http_sluice_absent_key;
-			keys[i].len = sizeof(ngx_http_sluice_absent_key);
-		}
-		/* Every field known even on the errors that fill nothing. */
-		ngx_memzero(&ds[i], sizeof(ds[i]));
-		req[nreq] = (sluice_keyed_request_t){ .table = &z->keyed, .key = keys[i].data,
-			                              .keylen = keys[i].len, .n = 1, .d = &ds[i] };
-		at[nreq++] = i;
-	}
-	for (from = 0; from < nreq;) {
-		if (nreq - from == 1) /* one limit, the usual case: the call itself */
-			req[from].result = sluice_keyed_acquire_at(req[from].table, req[from].key,
-			                                           req[from].keylen, 1, now, req[from].d);
-		else if (sluice_keyed_acquire_many_at(&req[from], nreq - from, now,
-		                                      SLUICE_KEYED_STOP) == SLUICE_ETIME)
-			req[from].result = SLUICE_ETIME; /* the batch's own: none written */
-		for (j = from; j < nreq && req[j].result == 1; j++) {
-			i = at[j];
-			got[i] = 1;
-			if (limits[i].delay >= 0 && ds[i].limit != 0) { /* gcra, leaky: checked */
-				ngx_http_sluice_zone_t *z = limits[i].shm_zone->data;
-				sluice_keyed_params_t p;
-				if (sluice_keyed_params(&z->keyed, &p) == 0) {
-					uint64_t t = (p.period_ns + p.rate - 1) / p.rate;
-					uint64_t free_ns = ((uint64_t)limits[i].delay + 1) * t;
-					if (ds[i].reset_ns > free_ns && ds[i].reset_ns - free_ns > delay_ns)
-						delay_ns = ds[i].reset_ns - free_ns;
-				}
+	} else {
+		ngx_int_t k = ngx_http_sluice_limit_key(r, &limits[0], &keys[0]);
+		if (k == NGX_ERROR)
+			return NGX_HTTP_INTERNAL_SERVER_ERROR;
+		got[0] = 0;
+		if (k == 1) {
+			ngx_http_sluice_zone_t *z = limits[0].shm_zone->data;
+			/* Every field known even on the errors that fill nothing. */
+			ngx_memzero(&ds[0], sizeof(ds[0]));
+			got[0] = sluice_keyed_acquire_at(&z->keyed, keys[0].data, keys[0].len, 1, now,
+			                                 &ds[0]);
+			if (got[0] == 1)
+				ngx_http_sluice_admitted(&limits[0], &ds[0], &delay_ns);
+			else {
+				ngx_http_sluice_not_admitted(r, &limits[0], got[0]);
+				if (limits[0].dry_run)
+					dry_refused = 1;
+				else
+					refused = 0;
 			}
 		}
-		if (j == nreq)
-			break;
-		i = at[j];
-		int rc = req[j].result;
-		got[i] = rc;
-		if (rc < 0 && rc != SLUICE_EKEYFULL) {
-			/* EBUSY (the table kept changing for 4096 retries) or a
-			 * broken table: refuse, as a full table refuses, and say so. */
-			ngx_http_sluice_zone_t *z = limits[i].shm_zone->data;
-			ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
-			              "sluice_limit zone \"%V\": %s", &z->name, sluice_strerror(rc));
-			ngx_http_sluice_count(z, SLUICE_NGX_ERRORS);
-		}
-		if (limits[i].dry_run) {
-			dry_refused = 1;
-			from = j + 1;
-			continue;
-		}
-		refused = i;
-		break;
 	}
 
 	if (refused != (ngx_uint_t)-1) {
