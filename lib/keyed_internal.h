@@ -91,6 +91,7 @@
 #define STALL_DECIDE 1 /* a decision, between its load and its CAS       */
 #define STALL_WORD 2   /* a claim, between its tag check and a key word's CAS */
 #define STALL_LOOKUP 3 /* an acquire, between its lookup and the state's loads (the slot) */
+#define STALL_CLAIM 4  /* a creation, between its scan and its claim's CAS (the tag) */
 #ifdef SLUICE_TESTING
 extern void (*sluice__keyed_stall_hook)(int point, _Atomic uint64_t *word);
 #define STALL(point, word)                                     \

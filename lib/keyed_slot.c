@@ -487,6 +487,7 @@ int64_t sluice__keyed_create(const sluice_keyed_t *k, const struct kid *id, uint
 			 * a full barrier: the first half of the Dekker pairing
 			 * with other claimers' validation scans (as a seq_cst
 			 * CAS of the tag was). */
+			STALL(STALL_CLAIM, &s[0]);
 			uint64_t cc = atomic_load_explicit(&s[1], memory_order_acquire);
 			if (sluice__pair_cas(&s[0], t, cc, bt, cc + 1)) {
 				taken = 1;

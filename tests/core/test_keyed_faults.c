@@ -76,6 +76,58 @@ Test(keyed_faults, stopped_claims_are_finished_by_the_same_key)
 	}
 }
 
+/*
+ * Two claims of one key in two slots, and the validation scan that leaves
+ * one (keyed_slot.c, "One copy per key").  In a group of 8, the key's
+ * first slot in probe order holds another key's claim in progress and its
+ * second one a claim whose lease ran out; the others, claims in progress.
+ * Creator A scans, picks the second (the only one it may steal) and stops
+ * before its claim's CAS.  While it is stopped the first one's lease runs
+ * out too, and creator B of the same key takes the first (the earliest it
+ * may steal), publishes it and is admitted (burst 1).  Then A claims the
+ * second: its validation finds B's live copy earlier in probe order and
+ * decides on it, so A is refused.  Without the validation scan A publishes
+ * a second copy with a fresh state and is admitted too (shown failing so).
+ */
+static sluice_keyed_t dup_k;
+static int dup_b;
+static void dup_second_creator(_Atomic uint64_t *word)
+{
+	(void)word;
+	struct timespec ts = { 0, (long)((SLUICE_KEYED_LEASE_MS + 3 * 17) * MS) };
+	nanosleep(&ts, NULL);
+	dup_b = acq(&dup_k, "K", 1, 0, NULL);
+}
+
+Test(keyed_faults, two_claims_of_one_key_leave_one_copy)
+{
+	make(&dup_k, gcra_cfg(8, 1, 3600 * SEC, 1, SLUICE_KEYED_REJECT));
+	struct kid id;
+	cr_assert_eq(make_kid(&dup_k, "K", 1, &id), 0);
+	uint64_t now_u = lease_now();
+	for (unsigned pos = 0; pos < G; pos++) {
+		_Atomic uint64_t *s = slot_at(&dup_k, slot_index(&id, pos));
+		/* another key's id: its fingerprint bits flipped */
+		uint64_t other = (id.id ^ ((uint64_t)(pos + 1) << 14)) & ID_MASK;
+		uint64_t low = pos == 1 ? (now_u - LEASE_UNITS - 2) & UNIT_MASK : now_u;
+		atomic_store(&s[0], MK_TAG(K_BUSY, 1, other, low));
+	}
+	dup_b = 99;
+	arm(STALL_CLAIM, dup_second_creator);
+	int a = acq(&dup_k, "K", 1, 0, NULL);
+	sluice__keyed_stall_hook = NULL;
+	cr_assert_eq(dup_b, 1, "B took the first slot and was admitted");
+	cr_assert_eq(a, 0, "A decided on B's copy: refused, burst 1");
+	int live = 0;
+	for (unsigned pos = 0; pos < G; pos++) {
+		uint64_t t = atomic_load(&slot_at(&dup_k, slot_index(&id, pos))[0]);
+		live += KIND(t) == K_LIVE && (t & ID_MASK) == id.id;
+	}
+	cr_assert_eq(live, 1, "one live copy of the key");
+	cr_assert_eq(acq(&dup_k, "K", 1, 0, NULL), 0, "still one state");
+	sluice_keyed_destroy(&dup_k);
+}
+
 Test(keyed_faults, stopped_claims_are_stolen_after_the_lease)
 {
 	sluice_keyed_t k;
