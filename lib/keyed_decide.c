@@ -551,8 +551,8 @@ win_decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
 }
 
 /* always_inline: with two callers (acquire_kid()'s copies in
- * sluice_keyed_acquire_at() and batch_one()) GCC kept it out of line,
- * 31 more instructions a decision (callgrind). */
+ * sluice_keyed_acquire_at() and sluice_keyed_acquire_many_at()) GCC kept
+ * it out of line, 31 more instructions a decision (callgrind). */
 static inline __attribute__((always_inline)) int
 decide(const sluice_keyed_t *k, _Atomic uint64_t *s, uint64_t tag,
        const struct kid *id, uint64_t n, uint64_t now, sluice_decision_t *d,
@@ -785,7 +785,8 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
  * kid_place(); its table's era line and the first two lines of both
  * parameter blocks, which hold every field a GCRA decision reads), and
  * no load waits on any of them; the second decides each request with
- * acquire_kid(), by then with its lines on the way or in cache.  So the
+ * acquire_kid() (inlined: one loop for the three modes), by then with its
+ * lines on the way or in cache.  So the
  * misses of a batch overlap instead of being taken one after the other.
  * The keys live on the stack (struct kid, BATCH_MAX of them): no
  * allocation.  All or nothing gives back with sluice_keyed_refund(), as
@@ -801,21 +802,11 @@ static void prefetch_live(const sluice_keyed_t *k)
 	}
 }
 
-/* A batch's decision of one request: acquire_kid()'s second copy, the
- * one both modes call (a third would only grow the library). */
-static __attribute__((noinline)) int batch_one(sluice_keyed_t *k, struct kid *id, uint64_t n,
-                                               uint64_t now, sluice_decision_t *d)
-{
-	if (k->flags & SLUICE_KEYED_COUNT_LOOKUPS) /* counted when decided */
-		stat_lookup(k);
-	return acquire_kid(k, id, n, now, d);
-}
-
 static int request_kid(const sluice_keyed_request_t *r, struct kid *id)
 {
 	if (!r->table || !r->key || r->n == 0)
 		return SLUICE_EINVAL;
-	int rc = make_kid(r->table, r->key, r->keylen, id); /* counted by batch_one() */
+	int rc = make_kid(r->table, r->key, r->keylen, id); /* counted when decided */
 	if (rc == 0)
 		prefetch_live(r->table);
 	return rc;
@@ -839,46 +830,38 @@ int sluice_keyed_acquire_many_at(sluice_keyed_request_t *req, size_t count, uint
 	int rc[SLUICE_KEYED_BATCH_MAX];
 	for (size_t i = 0; i < count; i++)
 		rc[i] = request_kid(&req[i], &id[i]);
-	if (flags & SLUICE_KEYED_STOP) {
-		/* in order, up to the first not admitted; its checks' code
-		 * counts as its answer, when its turn comes */
-		for (size_t i = 0; i < count; i++) {
-			sluice_keyed_request_t *r = &req[i];
-			r->result = rc[i] ? rc[i] : batch_one(r->table, &id[i], r->n, now, r->d);
-			if (r->result != 1) {
-				for (size_t j = i + 1; j < count; j++)
-					req[j].result = 0; /* not asked */
-				return r->result;
-			}
-		}
-		return 1;
-	}
-	if (!(flags & SLUICE_KEYED_ALL)) {
-		int admitted = 0;
-		for (size_t i = 0; i < count; i++) {
-			sluice_keyed_request_t *r = &req[i];
-			r->result = rc[i] ? rc[i] : batch_one(r->table, &id[i], r->n, now, r->d);
-			admitted += r->result == 1;
-		}
-		return admitted;
-	}
+	const int all = (flags & SLUICE_KEYED_ALL) != 0;
 	/* All or nothing: a request the checks refused asks nothing at all. */
-	for (size_t i = 0; i < count; i++)
+	for (size_t i = 0; all && i < count; i++)
 		if (rc[i] != 0) {
 			for (size_t j = 0; j < count; j++)
 				req[j].result = j == i ? rc[i] : 0;
 			return rc[i];
 		}
-	sluice_decision_t own[SLUICE_KEYED_BATCH_MAX]; /* a refund needs the admission's */
+	/* One loop for the three modes, acquire_kid() inlined in it: a
+	 * decision of a batch costs what a single call's does (a call of its
+	 * own per request was ~20 instructions more a key). */
+	sluice_decision_t own[SLUICE_KEYED_BATCH_MAX]; /* ALL: a refund needs the admission's */
+	int admitted = 0;
 	for (size_t i = 0; i < count; i++) {
 		sluice_keyed_request_t *r = &req[i];
-		sluice_decision_t *d = r->d ? r->d : &own[i];
-		r->result = batch_one(r->table, &id[i], r->n, now, d);
-		if (r->result == 1)
+		if (rc[i] != 0) { /* STOP: its checks' code is its answer, in its turn */
+			r->result = rc[i];
+		} else {
+			sluice_decision_t *d = r->d || !all ? r->d : &own[i];
+			if (r->table->flags & SLUICE_KEYED_COUNT_LOOKUPS) /* counted when decided */
+				stat_lookup(r->table);
+			r->result = acquire_kid(r->table, &id[i], r->n, now, d);
+		}
+		if (r->result == 1) {
+			admitted++;
 			continue;
+		}
+		if (!flags)
+			continue; /* independent requests */
 		for (size_t j = i + 1; j < count; j++)
 			req[j].result = 0; /* not asked */
-		for (size_t j = i; j-- > 0;) {
+		for (size_t j = i; all && j-- > 0;) {
 			sluice_keyed_request_t *q = &req[j];
 			/* ECANCEL, EEXPIRED: the permits stay counted (keyed.h) */
 			(void)sluice_keyed_refund(q->table, q->key, q->keylen, q->n,
@@ -886,7 +869,7 @@ int sluice_keyed_acquire_many_at(sluice_keyed_request_t *req, size_t count, uint
 		}
 		return r->result;
 	}
-	return 1;
+	return flags ? 1 : admitted;
 }
 
 int sluice_keyed_acquire_many(sluice_keyed_request_t *req, size_t count, unsigned flags)
