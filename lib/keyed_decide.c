@@ -102,7 +102,7 @@
  *
  *
  * Cost.  A GCRA decision on an existing 11-byte key, admitted, its
- * decision filled: 333 instructions (perf/instructions.sh BUILD
+ * decision filled: 334 instructions (333 before the state line's prefetch) (perf/instructions.sh BUILD
  * keyed-gcra, callgrind, release; the loop's own 3.5 included; 410 before
  * issue 27).  Per group (callgrind_annotate of a -Ddebug=true release
  * build, about), and what each buys:

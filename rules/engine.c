@@ -31,7 +31,10 @@
  * the route lookup (one hash of the path a word at a time, one compare:
  * match.c), one verdict entry per matched rule, per limit its key, the
  * call and the record of what it took, and per rule one metrics count
- * (an inline stripe add).  The common path (enforcing rules, no ghost)
+ * (an inline stripe add).  A per-key rule of two or more dimensions asks
+ * them as one keyed batch (take_keyed_batch: their misses overlap; about
+ * 50 instructions a dimension more than single calls, docs/performance.md
+ * "Issue 27, second round").  The common path (enforcing rules, no ghost)
  * is one function: decide() inlines take_rule and take_state; a ghost, the
  * shadow rules and a method other than GET and POST go out of line, where
  * only a request that needs them pays for them.
