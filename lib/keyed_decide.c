@@ -102,9 +102,9 @@
  *
  *
  * Cost.  A GCRA decision on an existing 11-byte key, admitted, its
- * decision filled: 334 instructions (333 before the state line's prefetch) (perf/instructions.sh BUILD
+ * decision filled: 334 instructions (perf/instructions.sh BUILD
  * keyed-gcra, callgrind, release; the loop's own 3.5 included; 410 before
- * issue 27).  Per group (callgrind_annotate of a -Ddebug=true release
+ * issue 27, 333 before the state line's prefetch).  Per group (callgrind_annotate of a -Ddebug=true release
  * build, about), and what each buys:
  *   ~44 the call: the caller's arguments, the prologue and epilogue of a
  *       function that holds every path (a large frame: struct kid keeps
@@ -128,8 +128,8 @@
  *       CLOCK reference bit, the algorithm switch.
  * The plain GCRA is 65 in all (perf/instructions.sh BUILD gcra).  The
  * difference is the hash, the lookup and the three checks every stated
- * guarantee rests on (stalls, shared memory, live changes); issue 27's goal of 250 was not reached by the cuts that
- * keep them.  What is left to try: the parameters beside the state in the
+ * guarantee rests on (stalls, shared memory, live changes); issue 27's
+ * goal of 250 was not reached by the cuts that keep them.  What is left to try: the parameters beside the state in the
  * slot (the era group), a 16-byte snapshot of state and owner, and the
  * hash inline in an AES-only copy (tried for all algorithms in issue 15:
  * 20 instructions, no measurable time).
@@ -786,8 +786,8 @@ int sluice_keyed_acquire_at(sluice_keyed_t *k, const void *key, size_t keylen, u
  * parameter blocks, which hold every field a GCRA decision reads), and
  * no load waits on any of them; the second decides each request with
  * acquire_kid() (inlined: one loop for the three modes), by then with its
- * lines on the way or in cache.  So the
- * misses of a batch overlap instead of being taken one after the other.
+ * lines on the way or in cache.  So the misses of a batch overlap instead
+ * of being taken one after the other.
  * The keys live on the stack (struct kid, BATCH_MAX of them): no
  * allocation.  All or nothing gives back with sluice_keyed_refund(), as
  * the composite does, in reverse order.

@@ -21,13 +21,13 @@
  * inherits it by fork(): the zone is mapped at the same address in all of
  * them.  A decision is sluice_keyed_acquire_at(), or for several limits
  * one sluice_keyed_acquire_many_at() (SLUICE_KEYED_STOP): lock-free (CASes
- * on the keys' slots), no allocation, no ngx_shmtx.  The slab pool's own mutex is
- * taken only by init_zone in the master, never on a request.
+ * on the keys' slots), no allocation, no ngx_shmtx.  The slab pool's own
+ * mutex is taken only by init_zone in the master, never on a request.
  *
  * Several limits on one location are all or nothing: the limits are asked
  * in order (every key found first, then one batch: their misses overlap);
- * when one refuses, every permit the earlier ones took for this
- * request is given back with sluice_keyed_refund() (exact while the key's
+ * when one refuses, every permit the earlier ones took for this request
+ * is given back with sluice_keyed_refund() (exact while the key's
  * state is what the admission left; otherwise the permits stay counted:
  * fewer admissions later, never more).  A dry_run limit that refuses lets
  * the request go on and is counted as rejected_dry_run.

@@ -154,6 +154,35 @@ static void give_back(struct took *t)
 enum { R_PASS, R_REFUSED, R_ERROR_OPEN, R_ERROR_CLOSED, R_SKIPPED };
 
 /*
+ * Limit @i of @rule answered @r (not an admission), its decision @d: the
+ * rule's outcome, R_REFUSED or R_ERROR_CLOSED (the verdict's @vr names
+ * the limit), or R_PASS for an error that on_error: allow passes (nothing
+ * taken; *@any_open set).  The one reading of a limit's failure, for the
+ * loop of take_state and for take_keyed_batch; always_inline, as they are
+ * (inline only, callgrind: 8 instructions a request more).
+ */
+__attribute__((always_inline)) static inline int
+limit_failed(const sluice_rule_t *rule, int r, uint32_t i, const sluice_decision_t *d,
+             sluice_verdict_rule_t *vr, int *any_open)
+{
+	vr->error = r;
+	vr->dim = i;
+	/* a full table under when_full: reject is that policy's refusal, not
+	 * a limiter failure */
+	if (r == 0 || r == SLUICE_EKEYFULL) {
+		vr->d = *d;
+		return R_REFUSED;
+	}
+	if (rule->on_error == SLUICE_RULES_FAIL_CLOSED) {
+		vr->d = *d;
+		vr->d.allowed = 0;
+		return R_ERROR_CLOSED;
+	}
+	*any_open = 1; /* nothing taken: this limit is passed */
+	return R_PASS;
+}
+
+/*
  * The dimensions of a per-key rule on this process's tables, two or more
  * (take_state's choice): one sluice_keyed_acquire_many_at() of them all,
  * SLUICE_KEYED_STOP, so every key is hashed and its slot prefetched
@@ -205,23 +234,9 @@ take_keyed_batch(struct sluice__state *st, const sluice_rule_t *shape, const slu
 		}
 		if (i == nd)
 			break;
-		const int r = req[i].result;
-		vr->error = r;
-		vr->dim = i;
-		/* a full table under when_full: reject is that policy's
-		 * refusal, not a limiter failure */
-		if (r == 0 || r == SLUICE_EKEYFULL) {
-			vr->d = t[n0 + i].d;
-			rc = R_REFUSED;
+		rc = limit_failed(rule, req[i].result, i, &t[n0 + i].d, vr, any_open);
+		if (rc != R_PASS)
 			break;
-		}
-		if (rule->on_error == SLUICE_RULES_FAIL_CLOSED) {
-			vr->d = t[n0 + i].d;
-			vr->d.allowed = 0;
-			rc = R_ERROR_CLOSED;
-			break;
-		}
-		*any_open = 1; /* nothing taken: this limit is passed */
 		from = i + 1;
 	}
 	*nt = n;
@@ -328,24 +343,9 @@ take_state(struct sluice__state *st, const sluice_rule_t *shape, const sluice_ru
 				best = &p->d;
 			continue;
 		}
-		/* a full table under when_full: reject is that policy's
-		 * refusal, not a limiter failure */
-		if (r == 0 || r == SLUICE_EKEYFULL) {
-			vr->d = p->d;
-			vr->dim = i;
-			vr->error = r;
-			rc = R_REFUSED;
+		rc = limit_failed(rule, r, i, &p->d, vr, any_open);
+		if (rc != R_PASS)
 			break;
-		}
-		vr->error = r;
-		vr->dim = i;
-		if (rule->on_error == SLUICE_RULES_FAIL_CLOSED) {
-			vr->d = p->d;
-			vr->d.allowed = 0;
-			rc = R_ERROR_CLOSED;
-			break;
-		}
-		*any_open = 1; /* nothing taken: this limit is passed */
 	}
 	*nt = n;
 done:

@@ -681,7 +681,8 @@ typedef struct sluice_keyed_request {
  *
  * Either way: SLUICE_EINVAL for the batch itself (req NULL, @count 0 or
  * above SLUICE_KEYED_BATCH_MAX, an unknown flag, or both SLUICE_KEYED_ALL
- * and SLUICE_KEYED_STOP; nothing asked, no result written), SLUICE_ETIME (@now past SLUICE_KEYED_TIME_MAX: nothing asked).
+ * and SLUICE_KEYED_STOP; nothing asked, no result written), SLUICE_ETIME
+ * (@now past SLUICE_KEYED_TIME_MAX: nothing asked, no result written).
  * Lock-free, no allocation, no system call (as sluice_keyed_acquire_at);
  * stack: SLUICE_KEYED_BATCH_MAX keys as the tables store them and as many
  * decisions, under 3 KiB.

@@ -218,16 +218,25 @@ static const void *lookup_hdr(void *ctx, sluice_lookup_kind_t kind, const char *
 	return hdr_value;
 }
 
-static int decide_hdr(struct kit *k, const char *ip, const char *value, sluice_verdict_t *v)
+/* A GET / from @ip with header value @value (NULL: none) and, unless
+ * NULL, user @user. */
+static int decide_hdr_user(struct kit *k, const char *ip, const char *value, const char *user,
+                           sluice_verdict_t *v)
 {
 	unsigned char a[4];
 	cr_assert_eq(inet_pton(AF_INET, ip, a), 1);
 	hdr_value = value;
 	sluice_request_t q = { .method = "GET", .path = "/", .addr = a, .addr_len = 4,
+		               .user = user, .user_len = user ? strlen(user) : 0,
 		               .lookup = lookup_hdr };
 	int rc = sluice_engine_decide(k->e, &q, v);
 	cr_assert_eq(rc, 0);
 	return (int)v->action;
+}
+
+static int decide_hdr(struct kit *k, const char *ip, const char *value, sluice_verdict_t *v)
+{
+	return decide_hdr_user(k, ip, value, NULL, v);
 }
 
 #define KEYED_RULE(extra)                                                        \
@@ -314,18 +323,6 @@ Test(engine_faults, empty_key_pass_each_dimension_its_own_key)
  * goes back, so the ip (2 an hour) still admits the third request.  (Given
  * back to the header's key instead, the refund fails and the third request
  * is refused by the ip.) */
-static int decide_hdr_user(struct kit *k, const char *value, const char *user,
-                           sluice_verdict_t *v)
-{
-	static const unsigned char a[4] = { 1, 1, 1, 1 };
-	hdr_value = value;
-	sluice_request_t q = { .method = "GET", .path = "/", .addr = a, .addr_len = 4,
-		               .user = user, .user_len = strlen(user), .lookup = lookup_hdr };
-	int rc = sluice_engine_decide(k->e, &q, v);
-	cr_assert_eq(rc, 0);
-	return (int)v->action;
-}
-
 Test(engine_faults, an_open_error_then_a_refusal_gives_back_the_right_key)
 {
 	struct kit k;
@@ -340,13 +337,13 @@ Test(engine_faults, an_open_error_then_a_refusal_gives_back_the_right_key)
 	             "    limit: { algorithm: fixed_window, window: 1h, max_requests: 1 }\n"
 	             "    keys: { capacity: 64 }\n");
 	sluice_verdict_t v;
-	cr_assert_eq(decide_hdr_user(&k, "a-key-too-long", "u", &v), SLUICE_ACTION_PASS);
+	cr_assert_eq(decide_hdr_user(&k, "1.1.1.1", "a-key-too-long", "u", &v), SLUICE_ACTION_PASS);
 	cr_assert_eq(v.rules[0].outcome, SLUICE_OUTCOME_ERROR_OPEN);
-	cr_assert_eq(decide_hdr_user(&k, "a-key-too-long", "u", &v), SLUICE_ACTION_REJECT);
+	cr_assert_eq(decide_hdr_user(&k, "1.1.1.1", "a-key-too-long", "u", &v), SLUICE_ACTION_REJECT);
 	cr_assert_eq(v.refused_by, 1, "refused by the per-user rule");
-	cr_assert_eq(decide_hdr_user(&k, "a-key-too-long", "w", &v), SLUICE_ACTION_PASS,
+	cr_assert_eq(decide_hdr_user(&k, "1.1.1.1", "a-key-too-long", "w", &v), SLUICE_ACTION_PASS,
 	             "the ip's second permit was given back");
-	cr_assert_eq(decide_hdr_user(&k, "a-key-too-long", "x", &v), SLUICE_ACTION_REJECT,
+	cr_assert_eq(decide_hdr_user(&k, "1.1.1.1", "a-key-too-long", "x", &v), SLUICE_ACTION_REJECT,
 	             "the ip has had its 2");
 	cr_assert_eq(v.refused_by, 0);
 	cr_assert_eq(v.rules[0].dim, 1, "refused by the ip's dimension");
